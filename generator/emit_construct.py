@@ -1,0 +1,375 @@
+"""Pass 4b: emit the Construct definitions (the readable reference path).
+
+One ``Struct`` per record covering every version: ``since``/``until`` become ``If`` on
+the version expression, so the definition reads like the spec table. Expressions become
+small lambdas over ``this`` (fields) and ``this._params`` (parameters); Construct's
+compiler links them, so ``Struct.compile()`` works on every record. Converters map the
+resulting Containers to the shared object model and back.
+"""
+
+from __future__ import annotations
+
+from . import ir
+from .model import camel, enum_class, flags_class
+
+_INT_NAMES = {(8, False): "Int8u", (8, True): "Int8s", (16, False): "Int16u",
+              (16, True): "Int16s", (24, False): "Int24u", (24, True): "Int24s",
+              (32, False): "Int32u", (32, True): "Int32s", (64, False): "Int64u",
+              (64, True): "Int64s"}
+
+
+class ConstructEmitter:
+    def __init__(self, family: ir.Family) -> None:
+        self.family = family
+
+    # -- construct expressions -------------------------------------------------------
+    def int_c(self, t: ir.IntT) -> str:
+        if t.bits == 128:
+            return f"BytesInteger(16, signed={t.signed}, swapped={t.endian == 'le'})"
+        return _INT_NAMES[(t.bits, t.signed)] + ("l" if t.endian == "le" else "b")
+
+    def lam(self, e, rec: ir.Record) -> str:
+        def res(name: str) -> str:
+            if name in rec.params:
+                return f"this._params[{name!r}]"
+            return f"this[{name!r}]"
+        return self.code(e.render(res))
+
+    @staticmethod
+    def code(src: str) -> str:
+        return f"Code({src!r}, lambda this: {src})"
+
+    def version_cond(self, f: ir.Field, rec: ir.Record) -> str | None:
+        if f.since is None and f.until is None:
+            return None
+        src = rec.version_from
+        v = f"this._params[{src!r}]" if src in rec.params else f"this[{src!r}]"
+        parts = []
+        if f.since is not None:
+            parts.append(f"{v} >= {f.since}")
+        if f.until is not None:
+            parts.append(f"{v} <= {f.until}")
+        return " and ".join(parts)
+
+    def flags_c(self, fd: ir.FlagsDef) -> str:
+        items = []
+        bit = fd.base.bits - 1
+        for b in sorted(fd.bits, key=lambda b: -b.lo):
+            top = b.lo + b.width - 1
+            if top < bit:
+                items.append(f"Const(0, BitsInteger({bit - top}))")
+            items.append(f"{b.name!r} / " + ("Flag" if b.width == 1 and not b.enum
+                                             else f"BitsInteger({b.width})"))
+            bit = b.lo - 1
+        if bit >= 0:
+            items.append(f"Const(0, BitsInteger({bit + 1}))")
+        inner = f"BitStruct({', '.join(items)})"
+        if fd.base.size > 1 and fd.base.endian == "le":
+            inner = f"ByteSwapped({inner})"
+        return inner
+
+    def type_c(self, t: ir.Type, f: ir.Field, rec: ir.Record) -> str:
+        if isinstance(t, ir.IntT):
+            return self.int_c(t)
+        if isinstance(t, ir.FloatT):
+            return f"Float{t.bits}{'l' if t.endian == 'le' else 'b'}"
+        if isinstance(t, ir.BytesT):
+            enc = "utf8" if t.text == "utf-8" else t.text
+            if t.prefix is not None:
+                pc = self.int_c(t.prefix)
+                return f"PascalString({pc}, {enc!r})" if t.text else f"Prefixed({pc}, GreedyBytes)"
+            if t.eos:
+                return f"GreedyString({enc!r})" if t.text else "GreedyBytes"
+            c = t.size.constant()
+            size = repr(c) if isinstance(c, int) else self.lam(t.size, rec)
+            if t.text:
+                return f"StringEncoded(Bytes({size}), {enc!r})"
+            return f"Bytes({size})"
+        if isinstance(t, ir.VarintT):
+            return "VarInt"
+        if isinstance(t, ir.PaddingT):
+            return f"Padding({self.code(f'(-(this._io.tell() - this[{chr(39)}_o_start{chr(39)}])) % {t.align}')})"
+        if isinstance(t, ir.RefT):
+            if t.kind == "enum":
+                return self.int_c(self.family.enums[t.target].base)
+            if t.kind == "alias":
+                return self.int_c(self.family.aliases[t.target].base)
+            if t.kind == "flags":
+                return self.flags_c(self.family.flags[t.target])
+            return self.with_params(t.target, t.args, rec)
+        if isinstance(t, ir.SwitchT):
+            cases = []
+            for key, _, target in t.cases:
+                sub = "Pass" if target is None else self.with_params(target, t.args, rec)
+                cases.append(f"{key!r}: {sub}")
+            default = {"error": "Error", "bytes": "GreedyBytes"}.get(t.default)
+            if default is None:
+                default = self.with_params(t.default, t.args, rec)
+            return (f"Switch({self.lam(t.on, rec)}, {{{', '.join(cases)}}}, "
+                    f"default={default})")
+        raise AssertionError(t)
+
+    def with_params(self, target: str, args, rec: ir.Record) -> str:
+        callee = self.family.records[target]
+        given = dict(args)
+        if not given:
+            return f"C_{target}"
+        items = []
+        for p in callee.params.values():
+            if p.name in given:
+                items.append(f"{p.name!r}: {self.lam(given[p.name], rec)}")
+        return f"WithParams(C_{target}, {{{', '.join(items)}}})"
+
+    def field_c(self, f: ir.Field, rec: ir.Record, lay_fields: list[ir.Field],
+                spans: set[str]) -> list[str]:
+        """The Struct members for one field (Tell markers and patches included)."""
+        out: list[str] = []
+        name = f.name
+        base = self.type_c(f.type, f, rec)
+        if f.const is not None:
+            if isinstance(f.const, bytes):
+                base = f"Const({f.const!r})"
+            else:
+                base = f"Const({f.const!r}, {base})"
+        elif f.reserved:
+            zero = "0" if not isinstance(f.type, ir.BytesT) else repr(bytes(
+                f.type.size.constant()))
+            base = f"Const({zero}, {base})" if zero == "0" else f"Const({zero})"
+        if f.repeat is not None:
+            rp = f.repeat
+            if rp.prefix is not None:
+                base = f"PrefixedArray({self.int_c(rp.prefix)}, {base})"
+            elif rp.count is not None:
+                base = f"Array({self.lam(rp.count, rec)}, {base})"
+            else:
+                base = f"GreedyRange({base})"
+        derived_size = any(o.derived_from == ("size", name) for o in rec.fields)
+        if f.compressed is not None:
+            c = f.compressed
+            expected = self.code(f"({f.size.render(self.res(rec))}) if this._parsing else None") \
+                if f.size is not None else "None"
+            limit = (self.lam(c.limit, rec) if c.limit is not None else
+                     self.lam(f.size, rec) if f.size is not None else "None")
+            comp = (f"Compressed({base}, {self.lam(c.algorithm, rec)}, "
+                    f"{self.int_c(c.length)}, expected_size={expected}, limit={limit}, "
+                    f"name={name!r})")
+            if c.when is not None:
+                base = (f"IfThenElse({self.lam(c.when, rec)}, {comp}, "
+                        f"Plain({base}, name={name!r}))")
+            else:
+                base = comp
+        elif f.size is not None and not derived_size:
+            base = f"FixedSized({self.lam(f.size, rec)}, {base})"
+        if f.derived_from:
+            kind, target = f.derived_from
+            if kind == "count":
+                base = f"Rebuild({base}, {self.code(f'len(this[{target!r}])')})"
+            else:
+                out.append(f"'_o_{name}' / Tell,")
+                base = f"Rebuild({base}, 0)"
+        if f.value is not None:
+            base = f"Rebuild({base}, {self.lam(f.value, rec)})"
+        if f.checksum is not None:
+            index = lay_fields.index(f)
+            pieces = self.checksum_pieces(lay_fields, index)
+            from .runtime_names import CHECKSUM_FUNCS  # noqa: PLC0415
+            base = (f"Checksum({base}, {CHECKSUM_FUNCS[f.checksum.algorithm]}, "
+                    f"lambda this: _span(this, {pieces!r}))")
+        cond = f.cond.render(self.res(rec)) if f.cond is not None else None
+        vcond = self.version_cond(f, rec)
+        conds = [c for c in (vcond, cond) if c]
+        if conds:
+            base = f"If({self.code(' and '.join(f'({c})' for c in conds))}, {base})"
+        if name in spans:
+            out.append(f"'_s_{name}' / Tell,")
+        out.append(f"{name!r} / {base},")
+        if name in spans:
+            out.append(f"'_e_{name}' / Tell,")
+        if derived_size:
+            size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
+            if f.compressed is not None:
+                measure = f"len(this['_plain_{name}'])"
+            else:
+                measure = f"this['_e_{name}'] - this['_s_{name}']"
+            ic = self.type_c(size_field.type, size_field, rec)
+            out.append(f"'_patch_{size_field.name}' / Pointer("
+                       f"{self.code(f'this[{chr(39)}_o_{size_field.name}{chr(39)}]')}, "
+                       f"Rebuild({ic}, {self.code(measure)})),")
+            if f.compressed is None:
+                out.append(f"Check({self.code(f'not this._parsing or {measure} == this[{size_field.name!r}]')}),")
+        return out
+
+    def res(self, rec: ir.Record):
+        def r(name: str) -> str:
+            if name in rec.params:
+                return f"this._params[{name!r}]"
+            return f"this[{name!r}]"
+        return r
+
+    @staticmethod
+    def checksum_pieces(fields: list[ir.Field], index: int) -> list:
+        ck = fields[index].checksum
+        before = [f for f in fields[:index]]
+        names = [f.name for f in before if (ck.covers is None or f.name in ck.covers)
+                 and f.name not in ck.excluded]
+        comp = {f.name for f in before if f.compressed is not None}
+        return [("plain", n) if n in comp else ("span", n) for n in names]
+
+    def spans(self, rec: ir.Record) -> set[str]:
+        need = set()
+        for i, f in enumerate(rec.fields):
+            if f.checksum is not None:
+                for kind, n in self.checksum_pieces(rec.fields, i):
+                    if kind == "span":
+                        need.add(n)
+            if f.derived_from and f.derived_from[0] == "size":
+                need.add(f.derived_from[1])
+        return need
+
+    def record_c(self, rec: ir.Record) -> list[str]:
+        spans = self.spans(rec)
+        lines = [f"C_{rec.name} = Struct(", "    '_o_start' / Tell,"]
+        for f in rec.fields:
+            lines += ["    " + x for x in self.field_c(f, rec, rec.fields, spans)]
+        lines.append(")")
+        return lines
+
+    def order(self) -> list[ir.Record]:
+        done: list[str] = []
+        seen: set[str] = set()
+
+        def deps(rec: ir.Record) -> list[str]:
+            out = []
+            for f in rec.fields:
+                t = f.type
+                if isinstance(t, ir.RefT) and t.kind == "record":
+                    out.append(t.target)
+                if isinstance(t, ir.SwitchT):
+                    out += [r for _, _, r in t.cases if r]
+                    if t.default not in ("error", "bytes"):
+                        out.append(t.default)
+            return out
+
+        def visit(name: str) -> None:
+            if name in seen:
+                return
+            seen.add(name)
+            for d in deps(self.family.records[name]):
+                visit(d)
+            done.append(name)
+
+        for name in self.family.records:
+            visit(name)
+        return [self.family.records[n] for n in done]
+
+    # -- converters ------------------------------------------------------------------
+    def c2m(self, rec: ir.Record) -> list[str]:
+        """Container -> object model, mirroring the fast decoder's parameter flow."""
+        params = "".join(f", p_{p}" for p in rec.params)
+        lines = [f"def _c2m_{rec.name}(c{params}):"]
+
+        def res(name: str) -> str:
+            return f"p_{name}" if name in rec.params else f"f_{name}"
+
+        for f in rec.fields:
+            lines.append(f"    f_{f.name} = c.get({f.name!r})")
+            conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
+            if conv is None:
+                continue
+            if f.repeat is not None and f.view != "numpy":
+                item = self.conv(f, f.type, "_x", rec, res)
+                conv = f"[{item} for _x in f_{f.name}]" if item else None
+            elif f.view == "numpy":
+                conv = None
+            if conv:
+                lines.append(f"    if f_{f.name} is not None:")
+                lines.append(f"        f_{f.name} = {conv}")
+        vals = ", ".join(f"f_{f.name}" for f in rec.model_fields)
+        lines.append(f"    return {camel(rec.name)}({vals})")
+        return lines
+
+    def conv(self, f: ir.Field, t: ir.Type, val: str, rec: ir.Record, res) -> str | None:
+        if isinstance(t, ir.RefT):
+            if t.kind == "enum":
+                e = self.family.enums[t.target]
+                return f"_enum_value({enum_class(e.name)}, {val}, {e.open})"
+            if t.kind == "flags":
+                return f"_c2m_flags_{t.target}({val})"
+            if t.kind == "record":
+                callee = self.family.records[t.target]
+                return f"_c2m_{t.target}({val}{self.call_args(callee, t.args, rec, res)})"
+            return None
+        if isinstance(t, ir.SwitchT):
+            parts = []
+            for key, _, target in t.cases:
+                if target is None:
+                    body = "None"
+                else:
+                    callee = self.family.records[target]
+                    body = f"_c2m_{target}({val}{self.call_args(callee, t.args, rec, res)})"
+                parts.append((key, body))
+            if t.default in ("error", "bytes"):
+                expr = val if t.default == "bytes" else "None"
+            else:
+                callee = self.family.records[t.default]
+                expr = f"_c2m_{t.default}({val}{self.call_args(callee, t.args, rec, res)})"
+            tag = t.on.render(res)
+            for key, body in reversed(parts):
+                expr = f"({body} if {tag} == {key!r} else {expr})"
+            return expr
+        if isinstance(t, ir.BytesT) and not t.text:
+            return f"bytes({val})"
+        return None
+
+    def call_args(self, callee: ir.Record, args, caller: ir.Record, res) -> str:
+        given = dict(args)
+        out = []
+        for p in callee.params.values():
+            if p.name in given:
+                out.append(given[p.name].render(res))
+            elif p.name in caller.params:
+                out.append(f"p_{p.name}")
+            else:
+                out.append(repr(p.default))
+        return "".join(f", {a}" for a in out)
+
+    def m2c(self, rec: ir.Record) -> list[str]:
+        """Object model -> dict for ``Struct.build``."""
+        lines = [f"def _m2c_{rec.name}(v):", "    return {"]
+        for f in rec.model_fields:
+            val = f"v.{f.name}"
+            item = self.m2c_value(f.type, "_x")
+            if f.repeat is not None and f.view != "numpy" and item != "_x":
+                expr = f"None if {val} is None else [{item} for _x in {val}]"
+            elif f.repeat is None and item != "_x":
+                expr = f"None if {val} is None else {self.m2c_value(f.type, val)}"
+            else:
+                expr = val
+            lines.append(f"        {f.name!r}: {expr},")
+        lines.append("    }")
+        return lines
+
+    def m2c_value(self, t: ir.Type, val: str) -> str:
+        if isinstance(t, ir.RefT):
+            if t.kind == "enum":
+                return f"int({val})"
+            if t.kind == "flags":
+                return f"{val}.to_dict()"
+            if t.kind == "record":
+                return f"_m2c_{t.target}({val})"
+            return val
+        if isinstance(t, ir.SwitchT):
+            return f"_m2c_any({val})"
+        return val
+
+    def flags_conv(self, fd: ir.FlagsDef) -> list[str]:
+        args = []
+        for b in fd.bits:
+            if b.enum:
+                args.append(f"{b.name}={enum_class(b.enum)}(c[{b.name!r}])")
+            elif b.width == 1:
+                args.append(f"{b.name}=bool(c[{b.name!r}])")
+            else:
+                args.append(f"{b.name}=c[{b.name!r}]")
+        return [f"def _c2m_flags_{fd.name}(c):",
+                f"    return {flags_class(fd.name)}({', '.join(args)})"]

@@ -1,0 +1,946 @@
+"""Pass 4a: emit the fast path — specialized Python decoders and encoders.
+
+Each record layout becomes ``_d_<record><suffix>(mv, pos, end, *params) -> (value, pos)``
+and ``_e_<record><suffix>(out, value, *params)``. Consecutive fixed-size fields are
+coalesced into one precompiled ``struct.Struct`` run; variable parts slice a memoryview.
+Bounds are checked before any read or allocation, and errors unwind with the field path
+prepended, so the happy path pays nothing for good error messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ir
+from .model import camel, enum_class, flags_class
+
+_ALG_TYPES = {"crc32": "u32", "crc32c": "u32", "xxh3_64": "u64", "blake3": "bytes32"}
+
+
+@dataclass
+class Item:
+    """One slot of a fixed run: a field value, a length prefix or a repeat count."""
+
+    field: ir.Field
+    role: str  # value | prefix | count
+    code: str
+    size: int
+    local: str
+
+
+class FastEmitter:
+    """Emit decoder and encoder source for every record layout of one family."""
+
+    def __init__(self, family: ir.Family) -> None:
+        self.family = family
+        self.consts: list[str] = []
+        self._const_ids: dict[str, str] = {}
+        self.min_sizes: dict[str, int] = {}
+
+    # -- shared helpers ------------------------------------------------------------
+    def const(self, prefix: str, source: str) -> str:
+        if source in self._const_ids:
+            return self._const_ids[source]
+        name = f"_{prefix}{len(self._const_ids)}"
+        self._const_ids[source] = name
+        self.consts.append(f"{name} = {source}")
+        return name
+
+    def base_int(self, t: ir.Type) -> ir.IntT | None:
+        if isinstance(t, ir.IntT):
+            return t
+        if isinstance(t, ir.RefT):
+            if t.kind == "enum":
+                return self.family.enums[t.target].base
+            if t.kind == "flags":
+                return self.family.flags[t.target].base
+            if t.kind == "alias":
+                return self.family.aliases[t.target].base
+        return None
+
+    def scalar_code(self, t: ir.Type) -> tuple[str, int, str] | None:
+        """(struct code, size, endian) for a runnable scalar type, else None."""
+        it = self.base_int(t)
+        if it is not None:
+            return (it.code or f"{it.size}s", it.size, it.endian)
+        if isinstance(t, ir.FloatT):
+            return (t.code, t.size, t.endian)
+        if isinstance(t, ir.BytesT) and not t.text and t.size is not None:
+            c = t.size.constant()
+            if isinstance(c, int) and not isinstance(c, bool):
+                return (f"{c}s", c, "le")
+        return None
+
+    def min_size(self, rec_name: str) -> int:
+        """A lower bound on a record's encoded size (for allocation checks)."""
+        if rec_name in self.min_sizes:
+            return self.min_sizes[rec_name]
+        self.min_sizes[rec_name] = 0
+        rec = self.family.records[rec_name]
+        sizes = []
+        for lay in rec.layouts:
+            total = 0
+            for f in lay.fields:
+                if f.cond is not None or f.compressed is not None:
+                    continue
+                total += self.field_min(f)
+            sizes.append(total)
+        self.min_sizes[rec_name] = min(sizes) if sizes else 0
+        return self.min_sizes[rec_name]
+
+    def field_min(self, f: ir.Field) -> int:
+        if f.repeat is not None:
+            return f.repeat.prefix.size if f.repeat.prefix else 0
+        return self.type_min(f.type)
+
+    def type_min(self, t: ir.Type) -> int:
+        sc = self.scalar_code(t)
+        if sc:
+            return sc[1]
+        if isinstance(t, ir.BytesT):
+            return t.prefix.size if t.prefix else 0
+        if isinstance(t, ir.VarintT):
+            return 1
+        if isinstance(t, ir.RefT) and t.kind == "record":
+            return self.min_size(t.target)
+        if isinstance(t, ir.SwitchT):
+            mins = [self.min_size(r) for _, _, r in t.cases if r]
+            return min(mins) if mins and all(r for _, _, r in t.cases) else 0
+        return 0
+
+    def runnable(self, f: ir.Field) -> bool:
+        if f.cond is not None or f.compressed is not None or f.size is not None:
+            return False
+        if f.repeat is not None:
+            return False
+        return self.scalar_code(f.type) is not None
+
+    def call_args(self, callee: ir.Record, args: tuple, caller: ir.Record, res) -> str:
+        given = dict(args)
+        out = []
+        for p in callee.params.values():
+            if p.name in given:
+                out.append(given[p.name].render(res))
+            elif p.name in caller.params:
+                out.append(f"p_{p.name}")
+            else:
+                out.append(repr(p.default))
+        return "".join(f", {a}" for a in out)
+
+    def model_names(self, rec: ir.Record) -> list[str]:
+        return [f.name for f in rec.model_fields]
+
+    # -- decoding ------------------------------------------------------------------
+    def decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
+        params = "".join(f", p_{p}" for p in rec.params)
+        lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
+                 f"    start = pos"]
+        spans = self.spans_needed(lay)
+        body: list[str] = []
+        run: list[Item] = []
+        bound: set[str] = set()
+
+        def res(name: str) -> str:
+            if name in rec.params:
+                return f"p_{name}"
+            return f"f_{name}"
+
+        def flush() -> None:
+            if run:
+                body.extend(self.decode_run(rec, run, spans))
+                for it in run:
+                    bound.add(it.field.name)
+                run.clear()
+
+        self.lay = lay
+        for f in lay.fields:
+            if f.checksum is not None:
+                flush()
+            role = None
+            if self.runnable(f):
+                role = "value"
+            elif isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f):
+                role = "prefix"
+            elif f.repeat is not None and f.repeat.prefix is not None and self.plain(f):
+                role = "count"
+            if role is not None and not self.compatible(run, f, role):
+                flush()
+            if role == "value":
+                self.add_run_item(run, f, "value")
+                continue
+            if role is not None:
+                self.add_run_item(run, f, role)
+                flush()
+                body.extend(self.decode_field(rec, f, res, spans, prefixed=True))
+                continue
+            flush()
+            body.extend(self.decode_field(rec, f, res, spans))
+        flush()
+        present = {f.name for f in lay.fields}
+        vals = ", ".join(f"f_{n}" if n in present else "None" for n in self.model_names(rec))
+        lines += ["    " + b for b in body]
+        lines.append(f"    return {camel(rec.name)}({vals}), pos")
+        return lines
+
+    @staticmethod
+    def plain(f: ir.Field) -> bool:
+        return f.cond is None and f.compressed is None and f.size is None
+
+    def add_run_item(self, run: list[Item], f: ir.Field, role: str) -> None:
+        if role == "value":
+            code, size, endian = self.scalar_code(f.type)
+            local = f"f_{f.name}"
+        else:
+            it = f.type.prefix if role == "prefix" else f.repeat.prefix
+            code, size, endian = it.code or f"{it.size}s", it.size, it.endian
+            local = f"n_{f.name}"
+        run.append(Item(f, role, code, size, local))
+
+    def compatible(self, run: list[Item], f: ir.Field, role: str) -> bool:
+        """A run has one byte order; byte strings fit any run."""
+        if role == "value":
+            code, _, endian = self.scalar_code(f.type)
+        else:
+            it = f.type.prefix if role == "prefix" else f.repeat.prefix
+            code, endian = it.code or "s", it.endian
+        if code.endswith("s"):
+            return True
+        for other in run:
+            oc = other.code
+            if not oc.endswith("s") and self.item_endian(other) != endian:
+                return False
+        return True
+
+    def item_endian(self, item: Item) -> str:
+        if item.role == "value":
+            return self.scalar_code(item.field.type)[2]
+        it = item.field.type.prefix if item.role == "prefix" else item.field.repeat.prefix
+        return it.endian
+
+    def spans_needed(self, lay: ir.Layout) -> set[str]:
+        need: set[str] = set()
+        names = [f.name for f in lay.fields]
+        for i, f in enumerate(lay.fields):
+            if f.checksum is None:
+                continue
+            covered = self.covered(lay, i)
+            need.update(covered)
+        del names
+        return need
+
+    def covered(self, lay: ir.Layout, index: int) -> list[str]:
+        ck = lay.fields[index].checksum
+        before = [f.name for f in lay.fields[:index]]
+        if ck.covers is None:
+            names = before
+        else:
+            names = [n for n in before if n in ck.covers]
+        return [n for n in names if n not in ck.excluded]
+
+    def decode_run(self, rec: ir.Record, run: list[Item], spans: set[str]) -> list[str]:
+        endian = "<"
+        for it in run:
+            if not it.code.endswith("s"):
+                endian = "<" if self.item_endian(it) == "le" else ">"
+                break
+        fmt = endian + "".join(it.code for it in run)
+        total = sum(it.size for it in run)
+        st = self.const("S", f"struct.Struct({fmt!r})")
+        table = []
+        off = 0
+        for it in run:
+            label = it.field.name if it.role == "value" else f"{it.field.name}.length"
+            table.append((label, off, it.size))
+            off += it.size
+        tab = self.const("T", repr(tuple(table)))
+        out = [f"if pos + {total} > end:",
+               f"    raise _short(pos, end, {tab})"]
+        targets = ", ".join(it.local for it in run)
+        out.append(f"{targets}{',' if len(run) == 1 else ''} = {st}.unpack_from(mv, pos)")
+        rvar = f"_r{st[2:]}"
+        out.append(f"{rvar} = pos")
+        out.append(f"pos += {total}")
+        off = 0
+        for it in run:
+            f = it.field
+            at = f"{rvar} + {off}" if off else rvar
+            if f.name in spans:
+                out.append(f"_s_{f.name} = {at}")
+                if it.role == "value":
+                    out.append(f"_e_{f.name} = {rvar} + {off + it.size}")
+            if it.role == "value":
+                out.extend(self.post_scalar(rec, f, it, at))
+                if f.checksum is not None:
+                    out.extend(self.checksum_check(f, at))
+            off += it.size
+        return out
+
+    def post_scalar(self, rec: ir.Record, f: ir.Field, it: Item, at: str) -> list[str]:
+        """Conversions and checks after a fixed run is unpacked."""
+        out: list[str] = []
+        loc = it.local
+        it_base = self.base_int(f.type)
+        if it_base is not None and it.code.endswith("s"):
+            order = "little" if it_base.endian == "le" else "big"
+            out.append(f"{loc} = int.from_bytes({loc}, {order!r}, signed={it_base.signed})")
+        if f.const is not None:
+            out += [f"if {loc} != {f.const!r}:",
+                    f"    raise ConstraintError('bad magic', offset={at}, path={f.name!r}, "
+                    f"expected={f.const!r}, found={loc})"]
+        if f.reserved:
+            zero = repr(bytes(it.size)) if it.code.endswith("s") and it_base is None else "0"
+            out += [f"if {loc} != {zero}:",
+                    f"    raise ConstraintError('reserved bytes must be zero', offset={at}, "
+                    f"path={f.name!r}, expected={zero}, found={loc})"]
+        if f.valid is not None:
+            lo, hi = f.valid
+            conds = []
+            if lo is not None:
+                conds.append(f"{loc} < {lo}")
+            if hi is not None:
+                conds.append(f"{loc} > {hi}")
+            out += [f"if {' or '.join(conds)}:",
+                    f"    raise ConstraintError('value out of range', offset={at}, "
+                    f"path={f.name!r}, expected={f'{lo}..{hi}'!r}, found={loc})"]
+        if isinstance(f.type, ir.RefT) and f.type.kind == "enum":
+            e = self.family.enums[f.type.target]
+            table = f"_{enum_class(e.name).upper()}_BY_VALUE"
+            if e.open:
+                out.append(f"{loc} = {table}.get({loc}, {loc})")
+            else:
+                out += [f"_v = {table}.get({loc})",
+                        "if _v is None:",
+                        f"    raise ConstraintError('unknown {e.name} value', offset={at}, "
+                        f"path={f.name!r}, expected={sorted(m.value for m in e.members)!r}, "
+                        f"found={loc})",
+                        f"{loc} = _v"]
+        if isinstance(f.type, ir.RefT) and f.type.kind == "flags":
+            fd = self.family.flags[f.type.target]
+            out += [f"if {loc} & {~fd.known_mask & ((1 << fd.base.bits) - 1)}:",
+                    f"    raise ConstraintError('undefined {fd.name} bits set', offset={at}, "
+                    f"path={f.name!r}, expected='mask {fd.known_mask:#x}', found={loc})",
+                    f"{loc} = {flags_class(fd.name)}.from_int({loc})"]
+        return out
+
+    def decode_field(self, rec: ir.Record, f: ir.Field, res, spans: set[str],
+                     prefixed: bool = False) -> list[str]:
+        out: list[str] = []
+        name = f.name
+        want_span = name in spans
+        if want_span and not prefixed:
+            out.append(f"_s_{name} = pos")
+        inner = self.decode_value(rec, f, res, prefixed)
+        sized = self.decode_sized(f, res, inner) if f.size is not None else inner
+        if f.compressed is not None:
+            # the declared size bounds the *decompressed* bytes (enforced exactly there)
+            inner = self.decode_compressed(rec, f, res, inner, sized, want_span)
+        else:
+            inner = sized
+        if f.cond is not None:
+            out.append(f"if {f.cond.render(res)}:")
+            out += ["    " + x for x in inner]
+            out.append("else:")
+            out.append(f"    f_{name} = None")
+            if f.compressed is not None and want_span:
+                out.append(f"    _plain_{name} = b''")
+        else:
+            out += inner
+        if want_span:
+            out.append(f"_e_{name} = pos")
+        if f.checksum is not None:
+            check = self.checksum_check(f, "pos")
+            out += [f"if f_{name} is not None:"] + ["    " + x for x in check] if f.cond \
+                else check
+        return out
+
+    def decode_sized(self, f: ir.Field, res, inner: list[str]) -> list[str]:
+        size = f.size.render(res)
+        out = [f"_n = {size}",
+               "if pos + _n > end:",
+               f"    raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, "
+               f"path={f.name!r}, expected=_n, found=end - pos)",
+               f"_outer_end_{f.name} = end",
+               "end = pos + _n",
+               f"_sec_{f.name} = pos"]
+        out += inner
+        out += [f"if pos != end:",
+                f"    raise ConstraintError('section size mismatch', offset=_sec_{f.name}, "
+                f"path={f.name!r}, expected=end - _sec_{f.name}, found=pos - _sec_{f.name})",
+                f"end = _outer_end_{f.name}"]
+        return out
+
+    def decode_compressed(self, rec: ir.Record, f: ir.Field, res, plain_code: list[str],
+                          inline_code: list[str], want_span: bool) -> list[str]:
+        c = f.compressed
+        lt = c.length
+        st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
+        alg = c.algorithm.render(res)
+        cap = (f.size.render(res) if f.size is not None else
+               c.limit.render(res) if c.limit is not None else "_DEFAULT_LIMIT")
+        expected = f.size.render(res) if f.size is not None else "None"
+        comp = [f"if pos + {lt.size} > end:",
+                f"    raise TruncatedError('compressed length truncated', offset=pos, "
+                f"path={f.name + '.compressed_len'!r}, expected={lt.size}, found=end - pos)",
+                f"_clen = {st}.unpack_from(mv, pos)[0]",
+                f"pos += {lt.size}",
+                "if pos + _clen > end:",
+                f"    raise TruncatedError('compressed frame truncated', offset=pos, "
+                f"path={f.name!r}, expected=_clen, found=end - pos)",
+                f"_plain = _decompress({alg}, mv[pos:pos + _clen], {cap}, "
+                f"expected_size={expected}, offset=pos, path={f.name!r})",
+                "_fpos = pos",
+                "pos += _clen",
+                "_save = (mv, pos, end)",
+                "mv = memoryview(_plain)",
+                "pos, end = 0, len(_plain)",
+                "try:"]
+        comp += ["    " + x for x in plain_code]
+        comp += ["    if pos != end:",
+                 f"        raise ConstraintError('decompressed section has trailing bytes', "
+                 f"offset=pos, path={f.name!r}, expected=end, found=pos)",
+                 "except DecodeError as _exc:",
+                 "    _exc.message += f' (at +{_exc.offset} in the section decompressed from "
+                 "offset {_fpos})'",
+                 "    _exc.offset = _fpos",
+                 "    raise",
+                 "mv, pos, end = _save"]
+        if want_span:
+            comp.append(f"_plain_{f.name} = _plain")
+        if c.when is None:
+            return comp
+        out = [f"if {c.when.render(res)}:"]
+        out += ["    " + x for x in comp]
+        out.append("else:")
+        if want_span:
+            out.append(f"    _ps_{f.name} = pos")
+        out += ["    " + x for x in inline_code]
+        if want_span:
+            out.append(f"    _plain_{f.name} = mv[_ps_{f.name}:pos]")
+        return out
+
+    def decode_value(self, rec: ir.Record, f: ir.Field, res, prefixed: bool) -> list[str]:
+        """Decode one (possibly repeated) value into ``f_<name>``, advancing ``pos``."""
+        name = f.name
+        t = f.type
+        if f.repeat is not None:
+            return self.decode_repeat(rec, f, res, prefixed)
+        return self.decode_one(rec, f, t, f"f_{name}", name, res, prefixed)
+
+    def decode_one(self, rec: ir.Record, f: ir.Field, t: ir.Type, target: str, label: str,
+                   res, prefixed: bool) -> list[str]:
+        sc = self.scalar_code(t)
+        if sc is not None:
+            code, size, endian = sc
+            st = self.const("S", f"struct.Struct({('<' if endian == 'le' else '>') + code!r})")
+            item = Item(f, "value", code, size, target)
+            out = [f"if pos + {size} > end:",
+                   f"    raise TruncatedError('field truncated', offset=pos, path={label!r}, "
+                   f"expected={size}, found=end - pos)",
+                   f"{target} = {st}.unpack_from(mv, pos)[0]",
+                   "_at = pos",
+                   f"pos += {size}"]
+            out += self.post_scalar(rec, f, item, "_at")
+            return out
+        if isinstance(t, ir.BytesT):
+            out = []
+            if t.prefix is not None:
+                if prefixed:
+                    n = f"n_{f.name}"
+                else:
+                    p = t.prefix
+                    st = self.const("S", f"struct.Struct({('<' if p.endian == 'le' else '>') + p.code!r})")
+                    out += [f"if pos + {p.size} > end:",
+                            f"    raise TruncatedError('length prefix truncated', offset=pos, "
+                            f"path={label + '.length'!r}, expected={p.size}, found=end - pos)",
+                            f"_n = {st}.unpack_from(mv, pos)[0]",
+                            f"pos += {p.size}"]
+                    n = "_n"
+            elif t.eos:
+                n = "(end - pos)"
+            else:
+                out.append(f"_n = {t.size.render(res)}")
+                n = "_n"
+            out += [f"if pos + {n} > end:",
+                    f"    raise TruncatedError('{t.name} truncated', offset=pos, path={label!r}, "
+                    f"expected={n}, found=end - pos)"]
+            if t.text:
+                out.append(f"{target} = _text(mv, pos, pos + {n}, {t.text!r}, {label!r})")
+            else:
+                out.append(f"{target} = bytes(mv[pos:pos + {n}])")
+            out.append(f"pos += {n}")
+            if f.const is not None and f.repeat is None:
+                out += [f"if {target} != {f.const!r}:",
+                        f"    raise ConstraintError('bad magic', offset=pos - {n}, path={label!r}, "
+                        f"expected={f.const!r}, found={target})"]
+            return out
+        if isinstance(t, ir.VarintT):
+            return [f"{target}, pos = _uleb128(mv, pos, end, {label!r})"]
+        if isinstance(t, ir.PaddingT):
+            return [f"_n = (-(pos - start)) % {t.align}",
+                    "if pos + _n > end:",
+                    f"    raise TruncatedError('padding truncated', offset=pos, path={label!r}, "
+                    "expected=_n, found=end - pos)",
+                    "if any(mv[pos:pos + _n]):",
+                    f"    raise ConstraintError('padding must be zero', offset=pos, "
+                    f"path={label!r})",
+                    "pos += _n"]
+        if isinstance(t, ir.RefT) and t.kind == "record":
+            callee = self.family.records[t.target]
+            args = self.call_args(callee, t.args, rec, res)
+            return ["try:",
+                    f"    {target}, pos = _d_{t.target}(mv, pos, end{args})",
+                    "except DecodeError as _exc:",
+                    f"    raise _exc.prefixed({label!r}) from None"]
+        if isinstance(t, ir.SwitchT):
+            out = [f"_tag = {t.on.render(res)}"]
+            first = True
+            for key, lbl, target_rec in t.cases:
+                kw = "if" if first else "elif"
+                first = False
+                out.append(f"{kw} _tag == {key!r}:")
+                if target_rec is None:
+                    out.append(f"    {target} = None")
+                else:
+                    callee = self.family.records[target_rec]
+                    args = self.call_args(callee, t.args, rec, res)
+                    out += ["    try:",
+                            f"        {target}, pos = _d_{target_rec}(mv, pos, end{args})",
+                            "    except DecodeError as _exc:",
+                            f"        raise _exc.prefixed({label!r}) from None"]
+            out.append("else:" if not first else "if True:")
+            if t.default == "error":
+                out.append(f"    raise ConstraintError('no case for tag', offset=pos, "
+                           f"path={label!r}, expected={[k for k, _, _ in t.cases]!r}, "
+                           "found=_tag)")
+            elif t.default == "bytes":
+                out += [f"    {target} = bytes(mv[pos:end])", "    pos = end"]
+            else:
+                callee = self.family.records[t.default]
+                args = self.call_args(callee, t.args, rec, res)
+                out += ["    try:",
+                        f"        {target}, pos = _d_{t.default}(mv, pos, end{args})",
+                        "    except DecodeError as _exc:",
+                        f"        raise _exc.prefixed({label!r}) from None"]
+            return out
+        raise AssertionError(f"no decoder for {t!r}")
+
+    def decode_repeat(self, rec: ir.Record, f: ir.Field, res, prefixed: bool) -> list[str]:
+        rp = f.repeat
+        name = f.name
+        out: list[str] = []
+        if rp.prefix is not None:
+            if prefixed:
+                count = f"n_{name}"
+            else:
+                p = rp.prefix
+                st = self.const("S", f"struct.Struct({('<' if p.endian == 'le' else '>') + p.code!r})")
+                out += [f"if pos + {p.size} > end:",
+                        f"    raise TruncatedError('count truncated', offset=pos, "
+                        f"path={name + '.count'!r}, expected={p.size}, found=end - pos)",
+                        f"_c = {st}.unpack_from(mv, pos)[0]",
+                        f"pos += {p.size}"]
+                count = "_c"
+        elif rp.count is not None:
+            out.append(f"_c = {rp.count.render(res)}")
+            count = "_c"
+        else:
+            count = None
+        sc = self.scalar_code(f.type)
+        elem_min = self.type_min(f.type)
+        if count is not None:
+            out += [f"if {count} < 0 or {count} * {max(elem_min, 1)} > end - pos:",
+                    f"    raise TruncatedError('count ' + str({count}) + ' needs at least ' + "
+                    f"str({count} * {max(elem_min, 1)}) + ' bytes', offset=pos, path={name!r}, "
+                    f"expected={count} * {max(elem_min, 1)}, found=end - pos)"]
+        if sc is not None and count is not None and not self.needs_post(f):
+            code, size, endian = sc
+            order = "<" if endian == "le" else ">"
+            if f.view == "numpy":
+                dt = self.const("DT", f"numpy.dtype({order + self.np_code(code)!r})")
+                out += [f"f_{name} = numpy.frombuffer(mv, {dt}, {count}, pos)",
+                        f"pos += {count} * {size}"]
+            elif code.endswith("s"):
+                out += [f"f_{name} = [bytes(mv[pos + _i * {size}:pos + (_i + 1) * {size}]) "
+                        f"for _i in range({count})]",
+                        f"pos += {count} * {size}"]
+            else:
+                out += [f"f_{name} = list(struct.unpack_from({order!r} + str({count}) + "
+                        f"{code!r}, mv, pos))",
+                        f"pos += {count} * {size}"]
+            return out
+        if f.view == "numpy":
+            rec_name = f.type.target
+            size = self.family.records[rec_name].layouts[0].fixed_size
+            out += [f"f_{name} = numpy.frombuffer(mv, {camel(rec_name)}_DTYPE, {count}, pos)",
+                    f"pos += {count} * {size}"]
+            return out
+        elem = self.decode_one(rec, f, f.type, "_x", "", res, False)
+        loop = ["try:"]
+        if count is not None:
+            loop.append(f"    for _i in range({count}):")
+        else:
+            loop += ["    _i = 0", "    while pos < end:"]
+        loop += ["        " + x for x in elem]
+        loop.append(f"        f_{name}.append(_x)")
+        if count is None:
+            loop.append("        _i += 1")
+        loop += ["except DecodeError as _exc:",
+                 f"    raise _exc.prefixed('[' + str(_i) + ']').prefixed({name!r}) from None"]
+        out.append(f"f_{name} = []")
+        out += loop
+        return out
+
+    def needs_post(self, f: ir.Field) -> bool:
+        t = f.type
+        if isinstance(t, ir.RefT) and t.kind in ("enum", "flags"):
+            return True
+        it = self.base_int(t)
+        return bool(it and it.code is None)
+
+    @staticmethod
+    def np_code(code: str) -> str:
+        return {"B": "u1", "b": "i1", "H": "u2", "h": "i2", "I": "u4", "i": "i4",
+                "Q": "u8", "q": "i8", "f": "f4", "d": "f8"}[code]
+
+    def checksum_check(self, f: ir.Field, at: str) -> list[str]:
+        index = next(i for i, x in enumerate(self.lay.fields) if x is f)
+        expr = self.checksum_expr(self.lay, index, "mv", "start")
+        return [f"_ck = {expr}",
+                f"if f_{f.name} != _ck:",
+                f"    raise ChecksumError('{f.checksum.algorithm} mismatch', offset={at}, "
+                f"path={f.name!r}, expected=_ck, found=f_{f.name})"]
+
+    def checksum_expr(self, lay: ir.Layout, index: int, buf: str, start: str) -> str:
+        """Python expression computing the checksum of field ``index`` over ``buf``."""
+        f = lay.fields[index]
+        covered = self.covered(lay, index)
+        order = [x.name for x in lay.fields]
+        comp = {x.name for x in lay.fields if x.compressed is not None}
+        pieces: list[str] = []
+        group: list[str] = []
+
+        def close() -> None:
+            if group:
+                pieces.append(f"{buf}[_s_{group[0]}:_e_{group[-1]}]")
+                group.clear()
+
+        prev = None
+        for n in covered:
+            if n in comp:
+                close()
+                pieces.append(f"_plain_{n}")
+            else:
+                if group and order.index(n) != order.index(prev) + 1:
+                    close()
+                group.append(n)
+            prev = n
+        close()
+        data = pieces[0] if len(pieces) == 1 else f"b''.join(({', '.join(pieces)},))"
+        alg = f.checksum.algorithm
+        return f"_ck_{alg}({data})"
+
+    # -- encoding ------------------------------------------------------------------
+    def encoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
+        params = "".join(f", p_{p}" for p in rec.params)
+        self.lay = lay
+        by_name = {f.name: f for f in lay.fields}
+        derived_targets: dict[str, ir.Field] = {}
+        for f in lay.fields:
+            if f.derived_from:
+                derived_targets.setdefault(f.derived_from[1], f)
+
+        def res(name: str) -> str:
+            if name in rec.params:
+                return f"p_{name}"
+            f = by_name.get(name)
+            if f is None:
+                return "None"  # field absent in this version
+            if f.derived_from:
+                kind, target = f.derived_from
+                if kind == "count":
+                    return f"len(v.{target})"
+                return f"_size_{target}"
+            if f.value is not None:
+                return f.value.render(res)
+            if f.const is not None:
+                return repr(f.const)
+            return f"v.{name}"
+
+        self.enc_res = res
+        spans = self.spans_needed(lay)
+        # size-derived fields whose target is encoded later get patched afterwards
+        lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
+        body: list[str] = []
+        run: list[Item] = []
+
+        def flush() -> None:
+            if run:
+                body.extend(self.encode_run(rec, run, spans, res))
+                run.clear()
+
+        for f in lay.fields:
+            if f.checksum is not None:
+                flush()
+                body.extend(self.encode_checksum(rec, f, spans))
+                continue
+            role = None
+            if self.runnable(f):
+                role = "value"
+            elif isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f):
+                role = "prefix"
+            elif f.repeat is not None and f.repeat.prefix is not None and self.plain(f):
+                role = "count"
+            if role is not None and not self.compatible(run, f, role):
+                flush()
+            if role == "value":
+                self.add_run_item(run, f, "value")
+                continue
+            if role == "prefix":
+                body.extend(self.encode_text_prep(f))
+                self.add_run_item(run, f, role)
+                flush()
+                body.extend(self.encode_field(rec, f, res, spans, prefixed=True))
+                continue
+            if role == "count":
+                self.add_run_item(run, f, role)
+                flush()
+                body.extend(self.encode_field(rec, f, res, spans, prefixed=True))
+                continue
+            flush()
+            body.extend(self.encode_field(rec, f, res, spans))
+        flush()
+        lines += ["    " + b for b in body] or ["    pass"]
+        return lines
+
+    def encode_text_prep(self, f: ir.Field) -> list[str]:
+        if f.type.text:
+            return [f"_b_{f.name} = v.{f.name}.encode({f.type.text!r})"]
+        return [f"_b_{f.name} = v.{f.name}"]
+
+    def scalar_value(self, f: ir.Field, it: Item, res) -> str:
+        """Expression for the value packed into a run slot."""
+        if it.role == "prefix":
+            return f"len(_b_{f.name})"
+        if it.role == "count":
+            return f"len(v.{f.name})"
+        base = self.base_int(f.type)
+        if f.const is not None:
+            val = repr(f.const)
+        elif f.reserved:
+            val = "0" if base is not None else repr(bytes(it.size))
+        elif f.derived_from:
+            kind, target = f.derived_from
+            val = f"len(v.{target})" if kind == "count" else "0"
+        elif f.value is not None:
+            val = f.value.render(res)
+        else:
+            val = f"v.{f.name}"
+            if isinstance(f.type, ir.RefT) and f.type.kind == "flags":
+                val = f"v.{f.name}.to_int()"
+        if base is not None and it.code.endswith("s"):
+            order = "little" if base.endian == "le" else "big"
+            val = f"({val}).to_bytes({base.size}, {order!r}, signed={base.signed})"
+        return val
+
+    def encode_run(self, rec: ir.Record, run: list[Item], spans: set[str], res) -> list[str]:
+        endian = "<"
+        for it in run:
+            if not it.code.endswith("s"):
+                endian = "<" if self.item_endian(it) == "le" else ">"
+                break
+        fmt = endian + "".join(it.code for it in run)
+        st = self.const("S", f"struct.Struct({fmt!r})")
+        out = []
+        off = 0
+        patches = []
+        for it in run:
+            f = it.field
+            if f.name in spans:
+                out.append(f"_s_{f.name} = len(out) + {off}")
+                if it.role == "value":
+                    out.append(f"_e_{f.name} = len(out) + {off + it.size}")
+            if it.role == "value" and f.derived_from and f.derived_from[0] == "size":
+                patches.append(f"_at_{f.name} = len(out) + {off}")
+            off += it.size
+        out += patches
+        vals = ", ".join(self.scalar_value(it.field, it, res) for it in run)
+        out.append(f"out += {st}.pack({vals})")
+        return out
+
+    def encode_field(self, rec: ir.Record, f: ir.Field, res, spans: set[str],
+                     prefixed: bool = False) -> list[str]:
+        name = f.name
+        want_span = name in spans
+        out: list[str] = []
+        if want_span and not prefixed:
+            out.append(f"_s_{name} = len(out)")
+        inner = self.encode_value(rec, f, f"v.{name}", res, prefixed)
+        size_target = None
+        for other in self.lay.fields:
+            if other.derived_from == ("size", name):
+                size_target = other
+        if f.compressed is not None:
+            inner = self.encode_compressed(f, inner, res, want_span, size_target)
+        elif size_target is not None:
+            inner = ["_ps = len(out)"] + inner + [f"_size_{name} = len(out) - _ps"]
+        if size_target is not None:
+            st = self.patch_struct(size_target)
+            inner.append(f"{st}.pack_into(out, _at_{size_target.name}, _size_{name})")
+        if f.cond is not None:
+            out.append(f"if {f.cond.render(res)}:")
+            out += ["    " + x for x in inner]
+            if f.in_model:
+                out += [f"elif v.{name} is not None:",
+                        f"    raise EncodeError('field is present but its condition is false', "
+                        f"path={name!r})"]
+            if want_span and f.compressed is not None:
+                out += ["else:", f"    _plain_{name} = b''"]
+        else:
+            out += inner
+        if want_span:
+            out.append(f"_e_{name} = len(out)")
+        return out
+
+    def patch_struct(self, f: ir.Field) -> str:
+        it = self.base_int(f.type)
+        return self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
+
+    def encode_compressed(self, f: ir.Field, inner: list[str], res, want_span: bool,
+                          size_target: ir.Field | None) -> list[str]:
+        c = f.compressed
+        lt = c.length
+        st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
+        comp = ["_outer = out", "out = bytearray()"]
+        comp += inner
+        comp += ["_plain = bytes(out)", "out = _outer",
+                 f"_frame = _compress({c.algorithm.render(res)}, _plain, path={f.name!r})",
+                 f"out += {st}.pack(len(_frame))", "out += _frame"]
+        if want_span:
+            comp.append(f"_plain_{f.name} = _plain")
+        if size_target is not None:
+            comp.append(f"_size_{f.name} = len(_plain)")
+        if c.when is None:
+            return comp
+        out = [f"if {c.when.render(res)}:"] + ["    " + x for x in comp] + ["else:"]
+        plain = ["_ps = len(out)"] + inner
+        if want_span:
+            plain.append(f"_plain_{f.name} = bytes(out[_ps:])")
+        if size_target is not None:
+            plain.append(f"_size_{f.name} = len(out) - _ps")
+        out += ["    " + x for x in plain]
+        return out
+
+    def encode_value(self, rec: ir.Record, f: ir.Field, val: str, res,
+                     prefixed: bool) -> list[str]:
+        if f.repeat is not None:
+            return self.encode_repeat(rec, f, val, res, prefixed)
+        return self.encode_one(rec, f, f.type, val, res, prefixed)
+
+    def encode_one(self, rec: ir.Record, f: ir.Field, t: ir.Type, val: str, res,
+                   prefixed: bool) -> list[str]:
+        sc = self.scalar_code(t)
+        if sc is not None:
+            code, size, endian = sc
+            st = self.const("S", f"struct.Struct({('<' if endian == 'le' else '>') + code!r})")
+            item = Item(f, "value", code, size, "")
+            if val == f"v.{f.name}":
+                v2 = self.scalar_value(f, item, res)
+            else:
+                v2 = val
+                if isinstance(t, ir.RefT) and t.kind == "flags":
+                    v2 = f"{val}.to_int()"
+                base = self.base_int(t)
+                if base is not None and code.endswith("s"):
+                    order = "little" if base.endian == "le" else "big"
+                    v2 = f"({v2}).to_bytes({base.size}, {order!r}, signed={base.signed})"
+            return [f"out += {st}.pack({v2})"]
+        if isinstance(t, ir.BytesT):
+            if prefixed:
+                return [f"out += _b_{f.name}"]
+            b = f"{val}.encode({t.text!r})" if t.text else val
+            out = [f"_b = {b}"]
+            if t.prefix is not None:
+                p = t.prefix
+                st = self.const("S", f"struct.Struct({('<' if p.endian == 'le' else '>') + p.code!r})")
+                out.append(f"out += {st}.pack(len(_b))")
+            elif t.size is not None and not t.eos:
+                out += [f"if len(_b) != {t.size.render(res)}:",
+                        f"    raise EncodeError('wrong length ' + str(len(_b)), path={f.name!r})"]
+            out.append("out += _b")
+            return out
+        if isinstance(t, ir.VarintT):
+            return [f"out += _uleb128_encode({val})"]
+        if isinstance(t, ir.PaddingT):
+            return [f"out += bytes((-(len(out) - start)) % {t.align})"]
+        if isinstance(t, ir.RefT) and t.kind == "record":
+            callee = self.family.records[t.target]
+            args = self.call_args(callee, t.args, rec, res)
+            return [f"_e_{t.target}(out, {val}{args})"]
+        if isinstance(t, ir.SwitchT):
+            out = [f"_tag = {t.on.render(res)}"]
+            first = True
+            for key, lbl, target_rec in t.cases:
+                out.append(f"{'if' if first else 'elif'} _tag == {key!r}:")
+                first = False
+                if target_rec is None:
+                    out += [f"    if {val} is not None:",
+                            f"        raise EncodeError('case {lbl} carries no body', "
+                            f"path={f.name!r})"]
+                else:
+                    callee = self.family.records[target_rec]
+                    args = self.call_args(callee, t.args, rec, res)
+                    out.append(f"    _e_{target_rec}(out, {val}{args})")
+            out.append("else:" if not first else "if True:")
+            if t.default == "error":
+                out.append(f"    raise EncodeError('no case for tag ' + repr(_tag), "
+                           f"path={f.name!r})")
+            elif t.default == "bytes":
+                out.append(f"    out += {val}")
+            else:
+                callee = self.family.records[t.default]
+                args = self.call_args(callee, t.args, rec, res)
+                out.append(f"    _e_{t.default}(out, {val}{args})")
+            return out
+        raise AssertionError(f"no encoder for {t!r}")
+
+    def encode_repeat(self, rec: ir.Record, f: ir.Field, val: str, res,
+                      prefixed: bool) -> list[str]:
+        rp = f.repeat
+        out: list[str] = []
+        if rp.prefix is not None and not prefixed:
+            p = rp.prefix
+            st = self.const("S", f"struct.Struct({('<' if p.endian == 'le' else '>') + p.code!r})")
+            out.append(f"out += {st}.pack(len({val}))")
+        if rp.count is not None:
+            out += [f"if len({val}) != {rp.count.render(res)}:",
+                    f"    raise EncodeError('expected ' + str({rp.count.render(res)}) + "
+                    f"' items, found ' + str(len({val})), path={f.name!r})"]
+        sc = self.scalar_code(f.type)
+        if sc is not None and not self.needs_post(f):
+            code, size, endian = sc
+            order = "<" if endian == "le" else ">"
+            if f.view == "numpy":
+                out.append(f"out += numpy.asarray({val}, "
+                           f"dtype={order + self.np_code(code)!r}).tobytes()")
+            elif code.endswith("s"):
+                out.append(f"out += b''.join({val})")
+            else:
+                out.append(f"out += struct.pack({order!r} + str(len({val})) + {code!r}, *{val})")
+            return out
+        if f.view == "numpy":
+            out.append(f"out += numpy.ascontiguousarray({val}).tobytes()")
+            return out
+        elem = self.encode_one(rec, f, f.type, "_x", res, False)
+        out.append(f"for _x in {val}:")
+        out += ["    " + x for x in elem]
+        return out
+
+    def encode_checksum(self, rec: ir.Record, f: ir.Field, spans: set[str]) -> list[str]:
+        index = next(i for i, x in enumerate(self.lay.fields) if x is f)
+        expr = self.checksum_expr(self.lay, index, "memoryview(out)", "start")
+        sc = self.scalar_code(f.type)
+        st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
+        inner = [f"out += {st}.pack({expr})"]
+        if f.cond is not None:
+            return [f"if {f.cond.render(self.enc_res)}:"] + ["    " + x for x in inner]
+        return inner

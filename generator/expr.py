@@ -1,0 +1,139 @@
+"""The schema expression language: a small, safe subset of Python expression syntax.
+
+Conditions (``if``), counts, sizes, switch tags and sub-record arguments are written as
+expressions such as ``version >= 2``, ``semantic_dims - 16`` or
+``header.flags.compressed and snap_node_count > 0``. They are parsed once with ``ast``,
+checked against a whitelist, and rendered to Python source by a *resolver* that decides
+what a bare name means in the target (a local in the fast path, ``this[...]`` in the
+Construct path).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%",
+           ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
+           ast.BitXor: "^"}
+_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
+           ast.GtE: ">="}
+FUNCTIONS = {"min", "max", "len", "int", "bool"}
+
+
+class ExprError(ValueError):
+    """An expression outside the language (reported as a schema problem)."""
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed expression; ``names`` are the bare root names it reads."""
+
+    source: str
+    tree: ast.expr
+    names: frozenset[str]
+
+    def render(self, resolve: Callable[[str], str]) -> str:
+        """Python source with every root name replaced by ``resolve(name)``."""
+        return _render(self.tree, resolve)
+
+    def constant(self) -> object | None:
+        """The value when the expression is a literal, else ``None``."""
+        return self.tree.value if isinstance(self.tree, ast.Constant) else None
+
+    def simple_name(self) -> str | None:
+        """The name when the expression is one bare name (``snap_node_count``)."""
+        return self.tree.id if isinstance(self.tree, ast.Name) else None
+
+
+def parse(source: str | int | bool) -> Expr:
+    """Parse an expression (ints and bools are accepted as literals)."""
+    if isinstance(source, bool) or isinstance(source, int):
+        text = repr(source)
+    elif isinstance(source, str):
+        text = source.strip()
+    else:
+        raise ExprError(f"expected an expression, found {type(source).__name__}")
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError as exc:
+        raise ExprError(f"cannot parse expression {text!r}: {exc.msg}") from None
+    names: set[str] = set()
+    _check(tree, names)
+    return Expr(text, tree, frozenset(names))
+
+
+def _check(node: ast.AST, names: set[str]) -> None:
+    if isinstance(node, ast.Constant):
+        if not isinstance(node.value, (int, bool, str)) or node.value is None:
+            raise ExprError(f"unsupported literal {node.value!r}")
+    elif isinstance(node, ast.Name):
+        if node.id not in FUNCTIONS and node.id not in ("True", "False"):
+            names.add(node.id)
+    elif isinstance(node, ast.Attribute):
+        _check(node.value, names)
+    elif isinstance(node, ast.BinOp):
+        if type(node.op) not in _BINOPS:
+            raise ExprError(f"operator {type(node.op).__name__} is not allowed")
+        _check(node.left, names)
+        _check(node.right, names)
+    elif isinstance(node, ast.UnaryOp):
+        if not isinstance(node.op, (ast.Not, ast.USub, ast.Invert)):
+            raise ExprError("only 'not', '-' and '~' are allowed as unary operators")
+        _check(node.operand, names)
+    elif isinstance(node, ast.BoolOp):
+        for value in node.values:
+            _check(value, names)
+    elif isinstance(node, ast.Compare):
+        for op in node.ops:
+            if type(op) not in _CMPOPS:
+                raise ExprError(f"comparison {type(op).__name__} is not allowed")
+        _check(node.left, names)
+        for comp in node.comparators:
+            _check(comp, names)
+    elif isinstance(node, ast.IfExp):
+        for part in (node.test, node.body, node.orelse):
+            _check(part, names)
+    elif isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+            raise ExprError(f"only {sorted(FUNCTIONS)} may be called")
+        if node.keywords:
+            raise ExprError("keyword arguments are not allowed")
+        for arg in node.args:
+            _check(arg, names)
+    else:
+        raise ExprError(f"{type(node).__name__} is not part of the expression language")
+
+
+def _render(node: ast.AST, resolve: Callable[[str], str]) -> str:
+    if isinstance(node, ast.Constant):
+        return repr(node.value)
+    if isinstance(node, ast.Name):
+        if node.id in FUNCTIONS or node.id in ("True", "False"):
+            return node.id
+        return resolve(node.id)
+    if isinstance(node, ast.Attribute):
+        return f"{_render(node.value, resolve)}.{node.attr}"
+    if isinstance(node, ast.BinOp):
+        op = _BINOPS[type(node.op)]
+        return f"({_render(node.left, resolve)} {op} {_render(node.right, resolve)})"
+    if isinstance(node, ast.UnaryOp):
+        op = {ast.Not: "not ", ast.USub: "-", ast.Invert: "~"}[type(node.op)]
+        return f"({op}{_render(node.operand, resolve)})"
+    if isinstance(node, ast.BoolOp):
+        op = " and " if isinstance(node.op, ast.And) else " or "
+        return "(" + op.join(_render(v, resolve) for v in node.values) + ")"
+    if isinstance(node, ast.Compare):
+        parts = [_render(node.left, resolve)]
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            parts.append(_CMPOPS[type(op)])
+            parts.append(_render(comp, resolve))
+        return "(" + " ".join(parts) + ")"
+    if isinstance(node, ast.IfExp):
+        return (f"({_render(node.body, resolve)} if {_render(node.test, resolve)} "
+                f"else {_render(node.orelse, resolve)})")
+    if isinstance(node, ast.Call):
+        args = ", ".join(_render(a, resolve) for a in node.args)
+        return f"{node.func.id}({args})"
+    raise ExprError(f"cannot render {type(node).__name__}")  # unreachable after _check

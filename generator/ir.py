@@ -1,0 +1,320 @@
+"""The typed intermediate representation: what every later pass works on.
+
+The resolve pass turns YAML data into these objects; the layout pass adds fixed sizes and
+offsets; the emitters and ``doc``/``diff`` read them. Nothing here knows about YAML,
+Jinja or Construct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .expr import Expr
+
+_STRUCT_CODES = {(8, False): "B", (8, True): "b", (16, False): "H", (16, True): "h",
+                 (32, False): "I", (32, True): "i", (64, False): "Q", (64, True): "q"}
+
+
+@dataclass(frozen=True)
+class IntT:
+    """A fixed-width integer; widths without a ``struct`` code (24, 128) use int.from_bytes."""
+
+    bits: int
+    signed: bool
+    endian: str = "le"
+
+    @property
+    def size(self) -> int:
+        return self.bits // 8
+
+    @property
+    def code(self) -> str | None:
+        return _STRUCT_CODES.get((self.bits, self.signed))
+
+    @property
+    def name(self) -> str:
+        return f"{'i' if self.signed else 'u'}{self.bits}" + ("be" if self.endian == "be" else "")
+
+    @property
+    def lo(self) -> int:
+        return -(1 << (self.bits - 1)) if self.signed else 0
+
+    @property
+    def hi(self) -> int:
+        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+
+
+@dataclass(frozen=True)
+class FloatT:
+    bits: int
+    endian: str = "le"
+
+    @property
+    def size(self) -> int:
+        return self.bits // 8
+
+    @property
+    def code(self) -> str:
+        return "f" if self.bits == 32 else "d"
+
+    @property
+    def name(self) -> str:
+        return f"f{self.bits}" + ("be" if self.endian == "be" else "")
+
+
+@dataclass(frozen=True)
+class BytesT:
+    """Raw bytes: fixed ``size``, an expression size, a length ``prefix`` or to end (eos)."""
+
+    size: Expr | None = None
+    prefix: IntT | None = None
+    eos: bool = False
+    text: str | None = None  # encoding when this is a string
+
+    @property
+    def name(self) -> str:
+        return "str" if self.text else "bytes"
+
+
+@dataclass(frozen=True)
+class VarintT:
+    """Unsigned LEB128 (minimal on write; ``max_bytes`` caps the read)."""
+
+    max_bytes: int = 10
+    name: str = "uleb128"
+
+
+@dataclass(frozen=True)
+class PaddingT:
+    """Zero bytes up to ``align`` (relative to the record start)."""
+
+    align: int
+    name: str = "padding"
+
+
+@dataclass
+class EnumMember:
+    name: str
+    value: int
+    doc: str = ""
+
+
+@dataclass
+class EnumDef:
+    name: str
+    base: IntT
+    members: list[EnumMember]
+    doc: str = ""
+    spec: str = ""
+    open: bool = False
+    retired: list[int] = field(default_factory=list)
+    line: int | None = None
+
+    def value_of(self, member: str) -> int | None:
+        for m in self.members:
+            if m.name == member:
+                return m.value
+        return None
+
+
+@dataclass
+class FlagBit:
+    name: str
+    lo: int
+    width: int
+    enum: str | None = None
+    doc: str = ""
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.width) - 1) << self.lo
+
+
+@dataclass
+class FlagsDef:
+    name: str
+    base: IntT
+    bits: list[FlagBit]
+    doc: str = ""
+    spec: str = ""
+    line: int | None = None
+
+    @property
+    def known_mask(self) -> int:
+        mask = 0
+        for b in self.bits:
+            mask |= b.mask
+        return mask
+
+
+@dataclass
+class AliasDef:
+    """A named integer type with a meaning, e.g. Q64.64 stored as i128."""
+
+    name: str
+    base: IntT
+    fixed_point: str | None = None
+    doc: str = ""
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class RefT:
+    """A reference to an enum, flags, alias or record by name (``args`` for records)."""
+
+    kind: str  # enum | flags | alias | record
+    target: str
+    args: tuple[tuple[str, Expr], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.target
+
+
+@dataclass(frozen=True)
+class SwitchT:
+    """Pick a record by a tag expression; ``cases`` keys are ints (enum names resolved)."""
+
+    on: Expr
+    cases: tuple[tuple[int | bool, str, str | None], ...]  # (key, label, record or None)
+    default: str  # "error" | "bytes" | record name
+    args: tuple[tuple[str, Expr], ...] = ()
+    name: str = "switch"
+
+
+@dataclass(frozen=True)
+class Repeat:
+    count: Expr | None = None
+    prefix: IntT | None = None
+    eos: bool = False
+
+
+@dataclass(frozen=True)
+class Compressed:
+    algorithm: Expr
+    length: IntT
+    when: Expr | None = None
+    limit: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Checksum:
+    algorithm: str
+    covers: tuple[str, ...] | None  # None = every preceding field
+    excluded: tuple[str, ...] = ()
+
+
+Type = IntT | FloatT | BytesT | VarintT | PaddingT | RefT | SwitchT
+
+
+@dataclass
+class Field:
+    """One field of a record, as written in the schema (all versions)."""
+
+    name: str
+    type: Type
+    doc: str = ""
+    spec: str = ""
+    cond: Expr | None = None
+    since: int | None = None
+    until: int | None = None
+    const: int | bytes | None = None
+    reserved: bool = False
+    valid: tuple[int | None, int | None] | None = None
+    size: Expr | None = None  # exact byte size the field occupies
+    repeat: Repeat | None = None
+    view: str | None = None
+    compressed: Compressed | None = None
+    checksum: Checksum | None = None
+    value: Expr | None = None
+    derived_from: tuple[str, str] | None = None  # ("count"|"size", field) set by resolve
+    line: int | None = None
+    path: str = ""
+
+    @property
+    def in_model(self) -> bool:
+        """Whether the object model carries this field (derived values are recomputed)."""
+        return not (self.checksum or self.derived_from or self.value is not None
+                    or self.const is not None or self.reserved
+                    or isinstance(self.type, PaddingT))
+
+    def in_version(self, version: int | None) -> bool:
+        if version is None:
+            return True
+        if self.since is not None and version < self.since:
+            return False
+        return not (self.until is not None and version > self.until)
+
+
+@dataclass
+class Param:
+    name: str
+    type: str = "int"
+    default: object = None
+    doc: str = ""
+
+
+@dataclass
+class Layout:
+    """One concrete layout of a record: the fields present in ``versions``."""
+
+    versions: tuple[int, ...] | None  # None for an unversioned record
+    fields: list[Field]
+    fixed_size: int | None = None
+    offsets: dict[str, int] = field(default_factory=dict)  # fixed-offset prefix
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def suffix(self) -> str:
+        return f"_v{self.versions[0]}" if self.versions else ""
+
+
+@dataclass
+class Record:
+    name: str
+    fields: list[Field]
+    doc: str = ""
+    spec: str = ""
+    params: dict[str, Param] = field(default_factory=dict)
+    version_from: str | None = None
+    version_range: tuple[int, int] | None = None
+    layouts: list[Layout] = field(default_factory=list)
+    line: int | None = None
+    file: str = ""
+
+    @property
+    def class_name(self) -> str:
+        return "".join(p.capitalize() for p in self.name.split("_"))
+
+    @property
+    def model_fields(self) -> list[Field]:
+        seen: dict[str, Field] = {}
+        for f in self.fields:
+            if f.in_model and f.name not in seen:
+                seen[f.name] = f
+        return list(seen.values())
+
+
+@dataclass
+class Registry:
+    current: int
+    accepted: tuple[int, int]
+    retired: list[int] = field(default_factory=list)
+    doc: str = ""
+
+
+@dataclass
+class Family:
+    name: str
+    title: str
+    spec: str
+    doc: str
+    endian: str
+    files: list[str]
+    digest: str
+    versions: Registry | None
+    enums: dict[str, EnumDef]
+    flags: dict[str, FlagsDef]
+    aliases: dict[str, AliasDef]
+    records: dict[str, Record]
+    registries: dict[str, EnumDef] = field(default_factory=dict)

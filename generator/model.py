@@ -1,0 +1,52 @@
+"""Shared helpers for emitters: Python names and type annotations of the object model."""
+
+from __future__ import annotations
+
+from . import ir
+
+
+def camel(name: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in name.split("_"))
+
+
+def enum_class(name: str) -> str:
+    return camel(name)
+
+
+def flags_class(name: str) -> str:
+    return camel(name)
+
+
+def elem_annotation(t: ir.Type, family: ir.Family) -> str:
+    if isinstance(t, ir.IntT) or isinstance(t, ir.VarintT):
+        return "int"
+    if isinstance(t, ir.FloatT):
+        return "float"
+    if isinstance(t, ir.BytesT):
+        return "str" if t.text else "bytes"
+    if isinstance(t, ir.RefT):
+        if t.kind == "enum":
+            return "int" if family.enums[t.target].open else enum_class(t.target)
+        if t.kind == "flags":
+            return flags_class(t.target)
+        if t.kind == "alias":
+            return "int"
+        return camel(t.target)
+    if isinstance(t, ir.SwitchT):
+        opts = sorted({camel(r) for _, _, r in t.cases if r} |
+                      ({camel(t.default)} if t.default not in ("error", "bytes") else set()))
+        if t.default == "bytes":
+            opts.append("bytes")
+        if any(r is None for _, _, r in t.cases):
+            opts.append("None")
+        return " | ".join(opts) if opts else "None"
+    return "object"
+
+
+def annotation(f: ir.Field, family: ir.Family) -> str:
+    base = elem_annotation(f.type, family)
+    if f.repeat is not None:
+        base = "numpy.ndarray" if f.view == "numpy" else f"list[{base}]"
+    if f.cond is not None or f.since is not None or f.until is not None:
+        base += " | None"
+    return base

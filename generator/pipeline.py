@@ -1,0 +1,313 @@
+"""The generator, as named passes run in order (Kaitai-style):
+
+1. ``load``      read YAML, keeping a line for every YAML path
+2. ``validate``  check each file against the published JSON Schema
+3. ``resolve``   build the typed IR (names, expressions, derived fields)
+4. ``layout``    one concrete layout per record version; fixed sizes and offsets
+5. ``emit``      fast-path and Construct source from the IR
+6. ``render``    Jinja2 template -> one deterministic module per family
+
+Each pass returns problems as values; the pipeline stops after a pass that found errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pprint
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import jsonschema
+import yaml
+
+from . import ir, layout
+from .emit_construct import ConstructEmitter
+from .emit_fast import FastEmitter
+from .model import annotation, camel, enum_class, flags_class
+from .problems import Problems
+from .resolve import Resolver
+from .yamlsource import Source, load_file, load_text
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_DIR = PACKAGE_ROOT / "schemas"
+GENERATED_DIR = PACKAGE_ROOT / "generated"
+META_SCHEMA = SCHEMA_DIR / "bytewright.schema.json"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+@dataclass
+class Result:
+    """What a generator run produced: modules by file name, families, and problems."""
+
+    modules: dict[str, str] = field(default_factory=dict)
+    families: dict[str, ir.Family] = field(default_factory=dict)
+    problems: Problems = field(default_factory=Problems)
+
+
+def schema_files(schema_dir: Path = SCHEMA_DIR) -> list[Path]:
+    return sorted(p for p in schema_dir.glob("*.yaml"))
+
+
+# -- pass 1 + 2 -------------------------------------------------------------------------
+
+def load(paths: list[Path], problems: Problems, texts: dict[str, str] | None = None,
+         base: Path | None = None) -> list[Source]:
+    sources = []
+    for path in paths:
+        name = _display(path, base)
+        try:
+            if texts is not None and str(path) in texts:
+                src = load_text(texts[str(path)], name)
+            else:
+                src = load_text(path.read_text(encoding="utf-8"), name)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            problems.add(name, mark.line + 1 if mark else None, "", f"YAML syntax: {exc}")
+            continue
+        sources.append(src)
+    return sources
+
+
+def _display(path: Path, base: Path | None) -> str:
+    try:
+        return str(path.resolve().relative_to((base or PACKAGE_ROOT).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def validate(sources: list[Source], problems: Problems) -> list[Source]:
+    schema = json.loads(META_SCHEMA.read_text(encoding="utf-8"))
+    validator = jsonschema.Draft202012Validator(schema)
+    good = []
+    for src in sources:
+        errors = sorted(validator.iter_errors(src.data), key=lambda e: list(e.absolute_path))
+        for err in errors:
+            path = ""
+            for part in err.absolute_path:
+                path = f"{path}[{part}]" if isinstance(part, int) else (
+                    f"{path}.{part}" if path else str(part))
+            problems.add(src.file, src.line(path), path, _schema_message(err))
+        if not errors:
+            good.append(src)
+    return good
+
+
+def _schema_message(err: jsonschema.ValidationError) -> str:
+    if err.validator == "additionalProperties":
+        return err.message.replace("Additional properties are not allowed",
+                                   "unknown key(s) not in the schema language")
+    return err.message
+
+
+# -- pass 3..6 ---------------------------------------------------------------------------
+
+def digest_of(sources: list[Source]) -> str:
+    h = hashlib.sha256()
+    for src in sources:
+        h.update(Path(src.file).name.encode() + b"\0" + src.text.encode("utf-8") + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
+        base: Path | None = None) -> Result:
+    """Run every pass over ``paths`` (default: the shipped schemas)."""
+    result = Result()
+    problems = result.problems
+    paths = schema_files() if paths is None else paths
+    sources = validate(load(paths, problems, texts, base), problems)
+    if problems:
+        return result
+    by_family: dict[str, list[Source]] = {}
+    for src in sources:
+        by_family.setdefault(src.data["family"], []).append(src)
+    for name, srcs in sorted(by_family.items()):
+        family = Resolver(srcs, problems, digest_of(srcs)).run()
+        if problems or family is None:
+            continue
+        layout.run(family, problems)
+        if problems:
+            continue
+        result.families[name] = family
+        result.modules[f"{name}.py"] = render(family)
+    return result
+
+
+def render(family: ir.Family) -> str:
+    fast = FastEmitter(family)
+    con = ConstructEmitter(family)
+    blocks: list[str] = []
+    for rec in family.records.values():
+        for lay in rec.layouts:
+            blocks.append("\n".join(fast.decoder(rec, lay)))
+            blocks.append("\n".join(fast.encoder(rec, lay)))
+        if rec.version_range is not None:
+            blocks.append(dispatcher(rec, "d"))
+            blocks.append(dispatcher(rec, "e"))
+    cblocks: list[str] = []
+    for rec in con.order():
+        cblocks.append("\n".join(con.record_c(rec)))
+    for fd in family.flags.values():
+        cblocks.append("\n".join(con.flags_conv(fd)))
+    for rec in family.records.values():
+        cblocks.append("\n".join(con.c2m(rec)))
+        cblocks.append("\n".join(con.m2c(rec)))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    tpl = env.get_template("module.py.j2")
+    text = tpl.render(
+        family=family.name, title=family.title, doc=family.doc.strip() or family.title,
+        spec=family.spec, files=[Path(f).as_posix() for f in family.files],
+        digest=family.digest, registry=family.versions,
+        enums=[enum_ctx(e) for e in family.enums.values()],
+        flags=[flags_ctx(fd, family) for fd in family.flags.values()],
+        records=[record_ctx(r, family) for r in family.records.values()],
+        consts=fast.consts, fast=blocks, construct=cblocks,
+        layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
+    )
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def dispatcher(rec: ir.Record, kind: str) -> str:
+    params = "".join(f", p_{p}" for p in rec.params)
+    head = "mv, pos, end" if kind == "d" else "out, v"
+    lines = [f"def _{kind}_{rec.name}({head}{params}):"]
+    src = rec.version_from
+    if src in rec.params:
+        lines.append(f"    _ver = p_{src}")
+    elif kind == "d":
+        lay0 = rec.layouts[0]
+        f = next(x for x in lay0.fields if x.name == src)
+        it = f.type if isinstance(f.type, ir.IntT) else None
+        code = (it.code if it else "B")
+        lines += [f"    if pos + {lay0.offsets[src] + (it.size if it else 1)} > end:",
+                  f"        raise TruncatedError('version truncated', offset=pos, path={src!r})",
+                  f"    _ver = struct.unpack_from({'<' + code!r}, mv, pos + {lay0.offsets[src]})[0]"]
+    else:
+        lines.append(f"    _ver = v.{src}")
+    for lay in rec.layouts:
+        vs = lay.versions
+        lines.append(f"    if _ver in {tuple(vs)!r}:")
+        lines.append(f"        return _{kind}_{rec.name}{lay.suffix}({head}{params})")
+    lo, hi = rec.version_range
+    err = "UnsupportedError" if kind == "d" else "EncodeError"
+    if kind == "d":
+        lines.append(f"    raise UnsupportedError('unsupported {rec.name} version', offset=pos, "
+                     f"path={src!r}, expected='{lo}..{hi}', found=_ver)")
+    else:
+        lines.append(f"    raise {err}('unsupported {rec.name} version ' + repr(_ver), "
+                     f"path={src!r})")
+    return "\n".join(lines)
+
+
+def enum_ctx(e: ir.EnumDef) -> dict:
+    return {"name": e.name, "cls": enum_class(e.name), "doc": e.doc,
+            "members": [{"name": m.name, "value": m.value, "doc": m.doc} for m in e.members]}
+
+
+def flags_ctx(fd: ir.FlagsDef, family: ir.Family) -> dict:
+    bits = []
+    for b in fd.bits:
+        raw = f"(raw >> {b.lo}) & {(1 << b.width) - 1}" if b.lo else f"raw & {(1 << b.width) - 1}"
+        if b.enum:
+            cls = enum_class(b.enum)
+            ann, default = cls, f"{cls}({family.enums[b.enum].members[0].value})"
+            dec = f"{cls}({raw})"
+            enc = f"(int(self.{b.name}) << {b.lo})"
+        elif b.width == 1:
+            ann, default, dec = "bool", "False", f"bool({raw})"
+            enc = f"(int(self.{b.name}) << {b.lo})"
+        else:
+            ann, default, dec = "int", "0", f"({raw})"
+            enc = f"((self.{b.name} & {(1 << b.width) - 1}) << {b.lo})"
+        bits.append({"name": b.name, "lo": b.lo, "width": b.width, "annotation": ann,
+                     "default": default, "decode": dec, "encode": enc, "enum": b.enum})
+    return {"name": fd.name, "cls": flags_class(fd.name), "doc": fd.doc, "bits": bits}
+
+
+def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
+    sig_parts, convs = [], []
+    for p in rec.params.values():
+        ann = {"int": "int", "bool": "bool", "str": "str"}.get(p.type, enum_class(p.type))
+        sig_parts.append(f"{p.name}: {ann}" + (f" = {p.default!r}" if p.default is not None else ""))
+        if p.type in family.enums:
+            cls = enum_class(p.type)
+            convs.append(f"{p.name} = {cls}({p.name}) if isinstance({p.name}, int) "
+                         f"and not isinstance({p.name}, {cls}) else {p.name}")
+    sig_nostar = "".join(f", {s}" for s in sig_parts)
+    return {
+        "name": rec.name, "cls": camel(rec.name), "doc": rec.doc.strip() or rec.name,
+        "spec": rec.spec,
+        "model": [{"name": f.name, "annotation": annotation(f, family), "default": None}
+                  for f in rec.model_fields],
+        "sig": (", *" + sig_nostar) if sig_parts else "", "sig_nostar": sig_nostar,
+        "call": "".join(f", {p}" for p in rec.params),
+        "kwcall": "".join(f", {p}={p}" for p in rec.params),
+        "convs": convs,
+    }
+
+
+def type_label(t: ir.Type) -> str:
+    if isinstance(t, ir.BytesT):
+        if t.prefix is not None:
+            return f"{t.name}[{t.prefix.name} length]"
+        if t.eos:
+            return f"{t.name}[to end]"
+        return f"{t.name}[{t.size.source}]"
+    if isinstance(t, ir.SwitchT):
+        return f"switch({t.on.source})"
+    if isinstance(t, ir.RefT):
+        return t.target
+    return t.name
+
+
+def field_data(f: ir.Field, lay: ir.Layout) -> dict:
+    d: dict = {"name": f.name, "type": type_label(f.type),
+               "offset": lay.offsets.get(f.name), "size": lay.sizes.get(f.name)}
+    if f.repeat is not None:
+        rp = f.repeat
+        d["repeat"] = (rp.count.source if rp.count is not None else
+                       f"{rp.prefix.name} count" if rp.prefix is not None else "eos")
+    if f.cond is not None:
+        d["if"] = f.cond.source
+    if f.const is not None:
+        d["const"] = f.const.hex() if isinstance(f.const, bytes) else f.const
+    if f.reserved:
+        d["reserved"] = "zero"
+    if f.valid is not None:
+        d["valid"] = list(f.valid)
+    if f.size is not None:
+        d["size_expr"] = f.size.source
+    if f.checksum is not None:
+        d["checksum"] = {"algorithm": f.checksum.algorithm,
+                         "covers": list(f.checksum.covers) if f.checksum.covers else "preceding",
+                         "except": list(f.checksum.excluded)}
+    if f.compressed is not None:
+        c = f.compressed
+        d["compressed"] = {"algorithm": c.algorithm.source, "length": c.length.name,
+                           "when": c.when.source if c.when is not None else None}
+    if f.derived_from is not None:
+        d["derived"] = f"{f.derived_from[0]} of {f.derived_from[1]}"
+    if isinstance(f.type, ir.SwitchT):
+        d["cases"] = {lbl: tgt for _, lbl, tgt in f.type.cases}
+    d["doc"] = f.doc.strip()
+    d["spec"] = f.spec
+    d["line"] = f.line
+    return d
+
+
+def layout_data(family: ir.Family) -> dict:
+    out = {}
+    for rec in family.records.values():
+        out[rec.name] = {
+            "doc": rec.doc.strip(), "spec": rec.spec, "line": rec.line,
+            "params": list(rec.params),
+            "versions": list(rec.version_range) if rec.version_range else None,
+            "layouts": [{"versions": list(lay.versions) if lay.versions else None,
+                         "fixed_size": lay.fixed_size,
+                         "fields": [field_data(f, lay) for f in lay.fields]}
+                        for lay in rec.layouts],
+        }
+    return out

@@ -1,0 +1,99 @@
+"""Unsigned LEB128 varints.
+
+Decoding is strict on request: a bounded byte count, a 64-bit value range, and
+(with ``minimal=True``) a rejection of padded encodings such as ``80 00``, so that
+one value has exactly one accepted encoding where a layout demands it.
+"""
+
+from __future__ import annotations
+
+from .errors import ConstraintError, EncodeError, TruncatedError
+
+U64_MAX = (1 << 64) - 1
+
+
+def decode_uleb128(
+    buf: bytes | bytearray | memoryview,
+    offset: int = 0,
+    *,
+    max_bytes: int = 10,
+    minimal: bool = False,
+    path: str = "",
+) -> tuple[int, int]:
+    """Decode one ULEB128 at ``offset``; return ``(value, end_offset)``.
+
+    Errors carry the offset of the varint's first byte.
+    """
+    if offset < 0:
+        raise ValueError(f"negative offset {offset}")
+    value = 0
+    shift = 0
+    pos = offset
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise TruncatedError(
+                "buffer ends inside a ULEB128 varint",
+                offset=offset,
+                path=path,
+                expected="continuation byte",
+                found=f"end of buffer after {pos - offset} byte(s)",
+            )
+        if pos - offset >= max_bytes:
+            raise ConstraintError(
+                f"ULEB128 varint longer than {max_bytes} bytes",
+                offset=offset,
+                path=path,
+                expected=f"<= {max_bytes} bytes",
+                found=f"> {max_bytes} bytes",
+            )
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    count = pos - offset
+    # A final group of zero after at least one byte is padding: not minimal.
+    if minimal and count > 1 and byte == 0:
+        raise ConstraintError(
+            "non-minimal ULEB128 encoding",
+            offset=offset,
+            path=path,
+            expected="minimal encoding",
+            found=bytes(buf[offset:pos]),
+        )
+    # Ten bytes can hold 70 bits; a u64 varint must not use the excess.
+    if max_bytes <= 10 and value > U64_MAX:
+        raise ConstraintError(
+            "ULEB128 value does not fit in 64 bits",
+            offset=offset,
+            path=path,
+            expected=f"<= {U64_MAX}",
+            found=value,
+        )
+    return value, pos
+
+
+def encode_uleb128(value: int) -> bytes:
+    """Minimal ULEB128 encoding of an unsigned 64-bit ``value``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EncodeError(f"ULEB128 value must be an int, got {type(value).__name__}")
+    if value < 0 or value > U64_MAX:
+        raise EncodeError(f"ULEB128 value {value} outside 0..2**64-1")
+    out = bytearray()
+    while True:
+        group = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(group | 0x80)
+        else:
+            out.append(group)
+            return bytes(out)
+
+
+def uleb128_size(value: int) -> int:
+    """Number of bytes :func:`encode_uleb128` produces for ``value``."""
+    if value < 0 or value > U64_MAX:
+        raise EncodeError(f"ULEB128 value {value} outside 0..2**64-1")
+    return max(1, (value.bit_length() + 6) // 7)
