@@ -112,12 +112,17 @@ class ConstructEmitter:
     def with_params(self, target: str, args, rec: ir.Record) -> str:
         callee = self.family.records[target]
         given = dict(args)
-        if not given:
-            return f"C_{target}"
         items = []
         for p in callee.params.values():
-            if p.name in given:
-                items.append(f"{p.name!r}: {self.lam(given[p.name], rec)}")
+            if p.name not in given and p.name not in rec.params and p.default is not None:
+                items.append(f"{p.name!r}: {self.code(repr(p.default))}")
+            elif p.name in given:
+                src = given[p.name].render(self.res(rec))
+                if p.type in self.family.enums:  # hand the callee the enum, as the fast path does
+                    src = f"_enum_value({enum_class(p.type)}, {src}, True)"
+                items.append(f"{p.name!r}: {self.code(src)}")
+        if not items:
+            return f"C_{target}"
         return f"WithParams(C_{target}, {{{', '.join(items)}}})"
 
     def field_c(self, f: ir.Field, rec: ir.Record, lay_fields: list[ir.Field],

@@ -1,0 +1,1 @@
+"""Fixture cases built from field values (the encoder writes the golden bytes)."""
