@@ -110,8 +110,9 @@ class Drift:
     records: list[str]
 
 
-def drift(result: pipeline.Result, generated_dir: Path = pipeline.GENERATED_DIR) -> list[Drift]:
+def drift(result: pipeline.Result, generated_dir: Path | None = None) -> list[Drift]:
     """Modules whose checked-in text differs from a fresh generation."""
+    generated_dir = generated_dir or pipeline.GENERATED_DIR
     out = []
     expected = set(result.modules)
     for name, text in sorted(result.modules.items()):

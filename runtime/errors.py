@@ -42,6 +42,8 @@ class DecodeError(BytewrightError):
 
     def prefixed(self, segment: str) -> "DecodeError":
         """Return self with ``segment`` prepended to the path (used while unwinding)."""
+        if not segment:
+            return self
         if not self.path:
             self.path = segment
         elif self.path.startswith("["):
