@@ -17,6 +17,7 @@ below. ``LAYOUT`` holds every record's layout as data.
 from __future__ import annotations
 
 import enum
+import io
 import struct
 from dataclasses import dataclass
 
@@ -310,26 +311,14 @@ def _d_file_header(mv, pos, end):
     _r0 = pos
     pos += 28
     _s_magic = _r0
-    _e_magic = _r0 + 4
     if f_magic != b'HTT\x00':
         raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'HTT\x00', found=f_magic)
-    _s_version = _r0 + 4
-    _e_version = _r0 + 5
     if f_version < 1 or f_version > 4:
         raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..4', found=f_version)
-    _s_flags = _r0 + 5
-    _e_flags = _r0 + 6
     if f_flags & 0:
         raise ConstraintError('undefined header_flags bits set', offset=_r0 + 5, path='flags', expected='mask 0xff', found=f_flags)
     f_flags = HeaderFlags.from_int(f_flags)
-    _s_dimension = _r0 + 6
-    _e_dimension = _r0 + 7
-    _s_semantic_dims = _r0 + 7
-    _e_semantic_dims = _r0 + 8
-    _s_tau = _r0 + 8
-    _e_tau = _r0 + 24
     f_tau = int.from_bytes(f_tau, 'little', signed=True)
-    _s_node_count = _r0 + 24
     _e_node_count = _r0 + 28
     if pos + 4 > end:
         raise _short(pos, end, _T3)
@@ -344,18 +333,6 @@ def _d_file_header(mv, pos, end):
 def _e_file_header(out, v):
     start = len(out)
     _s_magic = len(out) + 0
-    _e_magic = len(out) + 4
-    _s_version = len(out) + 4
-    _e_version = len(out) + 5
-    _s_flags = len(out) + 5
-    _e_flags = len(out) + 6
-    _s_dimension = len(out) + 6
-    _e_dimension = len(out) + 7
-    _s_semantic_dims = len(out) + 7
-    _e_semantic_dims = len(out) + 8
-    _s_tau = len(out) + 8
-    _e_tau = len(out) + 24
-    _s_node_count = len(out) + 24
     _e_node_count = len(out) + 28
     out += _S0.pack(b'HTT\x00', v.version, v.flags.to_int(), v.dimension, v.semantic_dims, (v.tau).to_bytes(16, 'little', signed=True), v.node_count)
     out += _S2.pack(_ck_crc32(memoryview(out)[_s_magic:_e_node_count]))
@@ -381,10 +358,12 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
     f_bounds = []
     try:
         for _i in range(_c):
-            try:
-                _x, pos = _d_bound_pair(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('') from None
+            if pos + 16 > end:
+                raise _short(pos, end, _T5)
+            _bound_pair_f_min, _bound_pair_f_max = _S4.unpack_from(mv, pos)
+            _r4 = pos
+            pos += 16
+            _x = BoundPair(_bound_pair_f_min, _bound_pair_f_max)
             f_bounds.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('bounds') from None
@@ -533,10 +512,25 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_meta = []
     try:
         for _i in range(n_meta):
-            try:
-                _x, pos = _d_meta_pair(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('') from None
+            if pos + 2 > end:
+                raise _short(pos, end, _T8)
+            _meta_pair_n_key, = _S7.unpack_from(mv, pos)
+            _r7 = pos
+            pos += 2
+            if pos + _meta_pair_n_key > end:
+                raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
+            _meta_pair_f_key = _text(mv, pos, pos + _meta_pair_n_key, 'utf-8', 'key')
+            pos += _meta_pair_n_key
+            if pos + 2 > end:
+                raise _short(pos, end, _T9)
+            _meta_pair_n_value, = _S7.unpack_from(mv, pos)
+            _r7 = pos
+            pos += 2
+            if pos + _meta_pair_n_value > end:
+                raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
+            _meta_pair_f_value = _text(mv, pos, pos + _meta_pair_n_value, 'utf-8', 'value')
+            pos += _meta_pair_n_value
+            _x = MetaPair(_meta_pair_f_key, _meta_pair_f_value)
             f_meta.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('meta') from None
@@ -686,7 +680,6 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
     f_snap_byte_len, f_snap_node_count = _S12.unpack_from(mv, pos)
     _r12 = pos
     pos += 8
-    _s_entries = pos
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
             raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
@@ -747,7 +740,6 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
             raise ConstraintError('section size mismatch', offset=_sec_entries, path='entries', expected=end - _sec_entries, found=pos - _sec_entries)
         end = _outer_end_entries
         _plain_entries = mv[_ps_entries:pos]
-    _e_entries = pos
     if pos + 4 > end:
         raise _short(pos, end, _T14)
     f_snapshot_crc, = _S2.unpack_from(mv, pos)
@@ -762,7 +754,6 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
     start = len(out)
     _at_snap_byte_len = len(out) + 0
     out += _S12.pack(0, len(v.entries))
-    _s_entries = len(out)
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -786,7 +777,6 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
         _plain_entries = bytes(out[_ps:])
         _size_entries = len(out) - _ps
     _S2.pack_into(out, _at_snap_byte_len, _size_entries)
-    _e_entries = len(out)
     out += _S2.pack(_ck_crc32(_plain_entries))
 
 def _d_snapshot_section(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
@@ -826,10 +816,25 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_meta = []
     try:
         for _i in range(n_meta):
-            try:
-                _x, pos = _d_meta_pair(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('') from None
+            if pos + 2 > end:
+                raise _short(pos, end, _T8)
+            _meta_pair_n_key, = _S7.unpack_from(mv, pos)
+            _r7 = pos
+            pos += 2
+            if pos + _meta_pair_n_key > end:
+                raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
+            _meta_pair_f_key = _text(mv, pos, pos + _meta_pair_n_key, 'utf-8', 'key')
+            pos += _meta_pair_n_key
+            if pos + 2 > end:
+                raise _short(pos, end, _T9)
+            _meta_pair_n_value, = _S7.unpack_from(mv, pos)
+            _r7 = pos
+            pos += 2
+            if pos + _meta_pair_n_value > end:
+                raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
+            _meta_pair_f_value = _text(mv, pos, pos + _meta_pair_n_value, 'utf-8', 'value')
+            pos += _meta_pair_n_value
+            _x = MetaPair(_meta_pair_f_key, _meta_pair_f_value)
             f_meta.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('meta') from None
@@ -898,10 +903,25 @@ def _d_update_body(mv, pos, end):
     f_meta = []
     try:
         for _i in range(n_meta):
-            try:
-                _x, pos = _d_meta_pair(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('') from None
+            if pos + 2 > end:
+                raise _short(pos, end, _T8)
+            _meta_pair_n_key, = _S7.unpack_from(mv, pos)
+            _r7 = pos
+            pos += 2
+            if pos + _meta_pair_n_key > end:
+                raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
+            _meta_pair_f_key = _text(mv, pos, pos + _meta_pair_n_key, 'utf-8', 'key')
+            pos += _meta_pair_n_key
+            if pos + 2 > end:
+                raise _short(pos, end, _T9)
+            _meta_pair_n_value, = _S7.unpack_from(mv, pos)
+            _r7 = pos
+            pos += 2
+            if pos + _meta_pair_n_value > end:
+                raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
+            _meta_pair_f_value = _text(mv, pos, pos + _meta_pair_n_value, 'utf-8', 'value')
+            pos += _meta_pair_n_value
+            _x = MetaPair(_meta_pair_f_key, _meta_pair_f_value)
             f_meta.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('meta') from None
@@ -980,20 +1000,14 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _r17 = pos
     pos += 7
     _s_seq = _r17
-    _e_seq = _r17 + 4
-    _s_op = _r17 + 4
-    _e_op = _r17 + 5
     _v = _WALOP_BY_VALUE.get(f_op)
     if _v is None:
         raise ConstraintError('unknown wal_op value', offset=_r17 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
     f_op = _v
-    _s_key = _r17 + 5
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
     f_key = _text(mv, pos, pos + n_key, 'utf-8', 'key')
     pos += n_key
-    _e_key = pos
-    _s_body = pos
     _tag = f_op
     if _tag == 1:
         try:
@@ -1039,14 +1053,8 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     start = len(out)
     _b_key = v.key.encode('utf-8')
     _s_seq = len(out) + 0
-    _e_seq = len(out) + 4
-    _s_op = len(out) + 4
-    _e_op = len(out) + 5
-    _s_key = len(out) + 5
     out += _S17.pack(v.seq, v.op, len(_b_key))
     out += _b_key
-    _e_key = len(out)
-    _s_body = len(out)
     _tag = v.op
     if _tag == 1:
         _e_insert_body(out, v.body, p_semantic_dims, p_tail_layout)
@@ -1236,7 +1244,6 @@ def _d_sidecar_segment_v1(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r22 + 6, path='reserved6', expected=0, found=f_reserved6)
     if f_reserved7 != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r22 + 7, path='reserved7', expected=0, found=f_reserved7)
-    _s_entries = pos
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -1270,7 +1277,6 @@ def _d_sidecar_segment_v1(mv, pos, end):
         raise
     mv, pos, end = _save
     _plain_entries = _plain
-    _e_entries = pos
     if pos + 4 > end:
         raise _short(pos, end, _T24)
     f_crc32, = _S2.unpack_from(mv, pos)
@@ -1285,7 +1291,6 @@ def _e_sidecar_segment_v1(out, v):
     start = len(out)
     _at_raw_len = len(out) + 16
     out += _S22.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
-    _s_entries = len(out)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -1298,7 +1303,6 @@ def _e_sidecar_segment_v1(out, v):
     _plain_entries = _plain
     _size_entries = len(_plain)
     _S2.pack_into(out, _at_raw_len, _size_entries)
-    _e_entries = len(out)
     out += _S2.pack(_ck_crc32(_plain_entries))
 
 def _d_sidecar_segment_v2(mv, pos, end):
@@ -1315,7 +1319,6 @@ def _d_sidecar_segment_v2(mv, pos, end):
     f_layout = SidecarLayout.from_int(f_layout)
     if f_reserved7 != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_r22 + 7, path='reserved7', expected=0, found=f_reserved7)
-    _s_entries = pos
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -1349,7 +1352,6 @@ def _d_sidecar_segment_v2(mv, pos, end):
         raise
     mv, pos, end = _save
     _plain_entries = _plain
-    _e_entries = pos
     if pos + 4 > end:
         raise _short(pos, end, _T24)
     f_crc32, = _S2.unpack_from(mv, pos)
@@ -1364,7 +1366,6 @@ def _e_sidecar_segment_v2(out, v):
     start = len(out)
     _at_raw_len = len(out) + 16
     out += _S22.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
-    _s_entries = len(out)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -1377,7 +1378,6 @@ def _e_sidecar_segment_v2(out, v):
     _plain_entries = _plain
     _size_entries = len(_plain)
     _S2.pack_into(out, _at_raw_len, _size_entries)
-    _e_entries = len(out)
     out += _S2.pack(_ck_crc32(_plain_entries))
 
 def _d_sidecar_segment(mv, pos, end):
@@ -1409,6 +1409,24 @@ def decode_file_header(buf, offset: int = 0) -> tuple[FileHeader, int]:
         raise exc.prefixed("file_header") from None
 
 
+def iter_file_header(buf, offset: int = 0, end: int | None = None):
+    """Decode consecutive `file_header` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``file_header[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_file_header(mv, pos, end)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("file_header" + "[" + str(i) + "]") from None
+
+
 def encode_file_header(value: FileHeader) -> bytes:
     """Encode one `file_header` to bytes."""
     out = bytearray()
@@ -1427,6 +1445,24 @@ def decode_bound_pair(buf, offset: int = 0) -> tuple[BoundPair, int]:
         return _d_bound_pair(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("bound_pair") from None
+
+
+def iter_bound_pair(buf, offset: int = 0, end: int | None = None):
+    """Decode consecutive `bound_pair` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``bound_pair[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_bound_pair(mv, pos, end)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("bound_pair" + "[" + str(i) + "]") from None
 
 
 def encode_bound_pair(value: BoundPair) -> bytes:
@@ -1449,6 +1485,24 @@ def decode_bounds_section(buf, offset: int = 0, *, semantic_dims: int) -> tuple[
         raise exc.prefixed("bounds_section") from None
 
 
+def iter_bounds_section(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int):
+    """Decode consecutive `bounds_section` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``bounds_section[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_bounds_section(mv, pos, end, semantic_dims)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("bounds_section" + "[" + str(i) + "]") from None
+
+
 def encode_bounds_section(value: BoundsSection, *, semantic_dims: int) -> bytes:
     """Encode one `bounds_section` to bytes."""
     out = bytearray()
@@ -1467,6 +1521,24 @@ def decode_tail_full(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailF
         return _d_tail_full(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
         raise exc.prefixed("tail_full") from None
+
+
+def iter_tail_full(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int):
+    """Decode consecutive `tail_full` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``tail_full[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_tail_full(mv, pos, end, semantic_dims)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("tail_full" + "[" + str(i) + "]") from None
 
 
 def encode_tail_full(value: TailFull, *, semantic_dims: int) -> bytes:
@@ -1489,6 +1561,24 @@ def decode_tail_quantized(buf, offset: int = 0, *, semantic_dims: int) -> tuple[
         raise exc.prefixed("tail_quantized") from None
 
 
+def iter_tail_quantized(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int):
+    """Decode consecutive `tail_quantized` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``tail_quantized[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_tail_quantized(mv, pos, end, semantic_dims)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("tail_quantized" + "[" + str(i) + "]") from None
+
+
 def encode_tail_quantized(value: TailQuantized, *, semantic_dims: int) -> bytes:
     """Encode one `tail_quantized` to bytes."""
     out = bytearray()
@@ -1507,6 +1597,24 @@ def decode_tail_quantized_gacl(buf, offset: int = 0, *, semantic_dims: int) -> t
         return _d_tail_quantized_gacl(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
         raise exc.prefixed("tail_quantized_gacl") from None
+
+
+def iter_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int):
+    """Decode consecutive `tail_quantized_gacl` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``tail_quantized_gacl[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_tail_quantized_gacl(mv, pos, end, semantic_dims)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("tail_quantized_gacl" + "[" + str(i) + "]") from None
 
 
 def encode_tail_quantized_gacl(value: TailQuantizedGacl, *, semantic_dims: int) -> bytes:
@@ -1529,6 +1637,24 @@ def decode_meta_pair(buf, offset: int = 0) -> tuple[MetaPair, int]:
         raise exc.prefixed("meta_pair") from None
 
 
+def iter_meta_pair(buf, offset: int = 0, end: int | None = None):
+    """Decode consecutive `meta_pair` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``meta_pair[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_meta_pair(mv, pos, end)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("meta_pair" + "[" + str(i) + "]") from None
+
+
 def encode_meta_pair(value: MetaPair) -> bytes:
     """Encode one `meta_pair` to bytes."""
     out = bytearray()
@@ -1548,6 +1674,25 @@ def decode_snapshot_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layo
         return _d_snapshot_entry(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
         raise exc.prefixed("snapshot_entry") from None
+
+
+def iter_snapshot_entry(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout):
+    """Decode consecutive `snapshot_entry` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``snapshot_entry[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_snapshot_entry(mv, pos, end, semantic_dims, tail_layout)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("snapshot_entry" + "[" + str(i) + "]") from None
 
 
 def encode_snapshot_entry(value: SnapshotEntry, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
@@ -1573,6 +1718,26 @@ def decode_snapshot_section(buf, offset: int = 0, *, version: int, compressed: b
         raise exc.prefixed("snapshot_section") from None
 
 
+def iter_snapshot_section(buf, offset: int = 0, end: int | None = None, *, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout):
+    """Decode consecutive `snapshot_section` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``snapshot_section[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
+    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_snapshot_section(mv, pos, end, version, compressed, algorithm, semantic_dims, tail_layout)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("snapshot_section" + "[" + str(i) + "]") from None
+
+
 def encode_snapshot_section(value: SnapshotSection, *, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `snapshot_section` to bytes."""
     algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
@@ -1596,6 +1761,25 @@ def decode_insert_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout:
         raise exc.prefixed("insert_body") from None
 
 
+def iter_insert_body(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout):
+    """Decode consecutive `insert_body` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``insert_body[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_insert_body(mv, pos, end, semantic_dims, tail_layout)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("insert_body" + "[" + str(i) + "]") from None
+
+
 def encode_insert_body(value: InsertBody, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `insert_body` to bytes."""
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
@@ -1615,6 +1799,24 @@ def decode_update_body(buf, offset: int = 0) -> tuple[UpdateBody, int]:
         return _d_update_body(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("update_body") from None
+
+
+def iter_update_body(buf, offset: int = 0, end: int | None = None):
+    """Decode consecutive `update_body` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``update_body[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_update_body(mv, pos, end)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("update_body" + "[" + str(i) + "]") from None
 
 
 def encode_update_body(value: UpdateBody) -> bytes:
@@ -1638,6 +1840,25 @@ def decode_set_semantic_body(buf, offset: int = 0, *, semantic_dims: int, tail_l
         raise exc.prefixed("set_semantic_body") from None
 
 
+def iter_set_semantic_body(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout):
+    """Decode consecutive `set_semantic_body` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``set_semantic_body[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_set_semantic_body(mv, pos, end, semantic_dims, tail_layout)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("set_semantic_body" + "[" + str(i) + "]") from None
+
+
 def encode_set_semantic_body(value: SetSemanticBody, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `set_semantic_body` to bytes."""
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
@@ -1657,6 +1878,24 @@ def decode_epoch_body(buf, offset: int = 0) -> tuple[EpochBody, int]:
         return _d_epoch_body(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("epoch_body") from None
+
+
+def iter_epoch_body(buf, offset: int = 0, end: int | None = None):
+    """Decode consecutive `epoch_body` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``epoch_body[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_epoch_body(mv, pos, end)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("epoch_body" + "[" + str(i) + "]") from None
 
 
 def encode_epoch_body(value: EpochBody) -> bytes:
@@ -1680,6 +1919,25 @@ def decode_wal_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layout: S
         raise exc.prefixed("wal_entry") from None
 
 
+def iter_wal_entry(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout):
+    """Decode consecutive `wal_entry` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``wal_entry[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_wal_entry(mv, pos, end, semantic_dims, tail_layout)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("wal_entry" + "[" + str(i) + "]") from None
+
+
 def encode_wal_entry(value: WalEntry, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `wal_entry` to bytes."""
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
@@ -1699,6 +1957,24 @@ def decode_wal_header(buf, offset: int = 0) -> tuple[WalHeader, int]:
         return _d_wal_header(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("wal_header") from None
+
+
+def iter_wal_header(buf, offset: int = 0, end: int | None = None):
+    """Decode consecutive `wal_header` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``wal_header[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_wal_header(mv, pos, end)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("wal_header" + "[" + str(i) + "]") from None
 
 
 def encode_wal_header(value: WalHeader) -> bytes:
@@ -1721,6 +1997,26 @@ def decode_wal_block(buf, offset: int = 0, *, algorithm: CompressionAlgorithm, s
         return _d_wal_block(mv, offset, len(mv), algorithm, semantic_dims, tail_layout, block_limit)
     except DecodeError as exc:
         raise exc.prefixed("wal_block") from None
+
+
+def iter_wal_block(buf, offset: int = 0, end: int | None = None, *, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864):
+    """Decode consecutive `wal_block` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``wal_block[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
+    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_wal_block(mv, pos, end, algorithm, semantic_dims, tail_layout, block_limit)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("wal_block" + "[" + str(i) + "]") from None
 
 
 def encode_wal_block(value: WalBlock, *, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> bytes:
@@ -1747,6 +2043,26 @@ def decode_wal_section(buf, offset: int = 0, *, block_compressed: bool, algorith
         raise exc.prefixed("wal_section") from None
 
 
+def iter_wal_section(buf, offset: int = 0, end: int | None = None, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout):
+    """Decode consecutive `wal_section` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``wal_section[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
+    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_wal_section(mv, pos, end, block_compressed, algorithm, semantic_dims, tail_layout)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("wal_section" + "[" + str(i) + "]") from None
+
+
 def encode_wal_section(value: WalSection, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `wal_section` to bytes."""
     algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
@@ -1769,6 +2085,24 @@ def decode_htt_file(buf, offset: int = 0) -> tuple[HttFile, int]:
         raise exc.prefixed("htt_file") from None
 
 
+def iter_htt_file(buf, offset: int = 0, end: int | None = None):
+    """Decode consecutive `htt_file` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``htt_file[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_htt_file(mv, pos, end)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("htt_file" + "[" + str(i) + "]") from None
+
+
 def encode_htt_file(value: HttFile) -> bytes:
     """Encode one `htt_file` to bytes."""
     out = bytearray()
@@ -1787,6 +2121,24 @@ def decode_sidecar_segment(buf, offset: int = 0) -> tuple[SidecarSegment, int]:
         return _d_sidecar_segment(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("sidecar_segment") from None
+
+
+def iter_sidecar_segment(buf, offset: int = 0, end: int | None = None):
+    """Decode consecutive `sidecar_segment` records from ``offset`` to ``end``; yields (value, end offset).
+
+    A failure raises with the record's index in the path (``sidecar_segment[17]...``);
+    records already yielded are intact, which is what recovery scans rely on.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    pos, i = offset, 0
+    try:
+        while pos < end:
+            value, pos = _d_sidecar_segment(mv, pos, end)
+            yield value, pos
+            i += 1
+    except DecodeError as exc:
+        raise exc.prefixed("sidecar_segment" + "[" + str(i) + "]") from None
 
 
 def encode_sidecar_segment(value: SidecarSegment) -> bytes:
@@ -2288,7 +2640,9 @@ def construct_decode_file_header(buf, offset: int = 0, *, compiled: bool = False
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("file_header") if compiled else C_file_header
     try:
-        c = con.parse(bytes(buf[offset:]))
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream)
         return _c2m_file_header(c)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "file_header") from None
@@ -2304,7 +2658,9 @@ def construct_decode_bound_pair(buf, offset: int = 0, *, compiled: bool = False)
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("bound_pair") if compiled else C_bound_pair
     try:
-        c = con.parse(bytes(buf[offset:]))
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream)
         return _c2m_bound_pair(c)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "bound_pair") from None
@@ -2320,7 +2676,9 @@ def construct_decode_bounds_section(buf, offset: int = 0, *, compiled: bool = Fa
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("bounds_section") if compiled else C_bounds_section
     try:
-        c = con.parse(bytes(buf[offset:]), semantic_dims=semantic_dims)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, semantic_dims=semantic_dims)
         return _c2m_bounds_section(c, semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "bounds_section") from None
@@ -2336,7 +2694,9 @@ def construct_decode_tail_full(buf, offset: int = 0, *, compiled: bool = False, 
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("tail_full") if compiled else C_tail_full
     try:
-        c = con.parse(bytes(buf[offset:]), semantic_dims=semantic_dims)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, semantic_dims=semantic_dims)
         return _c2m_tail_full(c, semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "tail_full") from None
@@ -2352,7 +2712,9 @@ def construct_decode_tail_quantized(buf, offset: int = 0, *, compiled: bool = Fa
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("tail_quantized") if compiled else C_tail_quantized
     try:
-        c = con.parse(bytes(buf[offset:]), semantic_dims=semantic_dims)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, semantic_dims=semantic_dims)
         return _c2m_tail_quantized(c, semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "tail_quantized") from None
@@ -2368,7 +2730,9 @@ def construct_decode_tail_quantized_gacl(buf, offset: int = 0, *, compiled: bool
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("tail_quantized_gacl") if compiled else C_tail_quantized_gacl
     try:
-        c = con.parse(bytes(buf[offset:]), semantic_dims=semantic_dims)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, semantic_dims=semantic_dims)
         return _c2m_tail_quantized_gacl(c, semantic_dims)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "tail_quantized_gacl") from None
@@ -2384,7 +2748,9 @@ def construct_decode_meta_pair(buf, offset: int = 0, *, compiled: bool = False) 
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("meta_pair") if compiled else C_meta_pair
     try:
-        c = con.parse(bytes(buf[offset:]))
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream)
         return _c2m_meta_pair(c)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "meta_pair") from None
@@ -2401,7 +2767,9 @@ def construct_decode_snapshot_entry(buf, offset: int = 0, *, compiled: bool = Fa
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
     con = _compiled("snapshot_entry") if compiled else C_snapshot_entry
     try:
-        c = con.parse(bytes(buf[offset:]), semantic_dims=semantic_dims, tail_layout=tail_layout)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_snapshot_entry(c, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "snapshot_entry") from None
@@ -2420,7 +2788,9 @@ def construct_decode_snapshot_section(buf, offset: int = 0, *, compiled: bool = 
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
     con = _compiled("snapshot_section") if compiled else C_snapshot_section
     try:
-        c = con.parse(bytes(buf[offset:]), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_snapshot_section(c, version, compressed, algorithm, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "snapshot_section") from None
@@ -2439,7 +2809,9 @@ def construct_decode_insert_body(buf, offset: int = 0, *, compiled: bool = False
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
     con = _compiled("insert_body") if compiled else C_insert_body
     try:
-        c = con.parse(bytes(buf[offset:]), semantic_dims=semantic_dims, tail_layout=tail_layout)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_insert_body(c, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "insert_body") from None
@@ -2456,7 +2828,9 @@ def construct_decode_update_body(buf, offset: int = 0, *, compiled: bool = False
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("update_body") if compiled else C_update_body
     try:
-        c = con.parse(bytes(buf[offset:]))
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream)
         return _c2m_update_body(c)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "update_body") from None
@@ -2473,7 +2847,9 @@ def construct_decode_set_semantic_body(buf, offset: int = 0, *, compiled: bool =
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
     con = _compiled("set_semantic_body") if compiled else C_set_semantic_body
     try:
-        c = con.parse(bytes(buf[offset:]), semantic_dims=semantic_dims, tail_layout=tail_layout)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_set_semantic_body(c, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "set_semantic_body") from None
@@ -2490,7 +2866,9 @@ def construct_decode_epoch_body(buf, offset: int = 0, *, compiled: bool = False)
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("epoch_body") if compiled else C_epoch_body
     try:
-        c = con.parse(bytes(buf[offset:]))
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream)
         return _c2m_epoch_body(c)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "epoch_body") from None
@@ -2507,7 +2885,9 @@ def construct_decode_wal_entry(buf, offset: int = 0, *, compiled: bool = False, 
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
     con = _compiled("wal_entry") if compiled else C_wal_entry
     try:
-        c = con.parse(bytes(buf[offset:]), semantic_dims=semantic_dims, tail_layout=tail_layout)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_wal_entry(c, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "wal_entry") from None
@@ -2524,7 +2904,9 @@ def construct_decode_wal_header(buf, offset: int = 0, *, compiled: bool = False)
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("wal_header") if compiled else C_wal_header
     try:
-        c = con.parse(bytes(buf[offset:]))
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream)
         return _c2m_wal_header(c)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "wal_header") from None
@@ -2542,7 +2924,9 @@ def construct_decode_wal_block(buf, offset: int = 0, *, compiled: bool = False, 
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
     con = _compiled("wal_block") if compiled else C_wal_block
     try:
-        c = con.parse(bytes(buf[offset:]), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
         return _c2m_wal_block(c, algorithm, semantic_dims, tail_layout, block_limit)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "wal_block") from None
@@ -2562,7 +2946,9 @@ def construct_decode_wal_section(buf, offset: int = 0, *, compiled: bool = False
     tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
     con = _compiled("wal_section") if compiled else C_wal_section
     try:
-        c = con.parse(bytes(buf[offset:]), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream, block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
         return _c2m_wal_section(c, block_compressed, algorithm, semantic_dims, tail_layout)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "wal_section") from None
@@ -2580,7 +2966,9 @@ def construct_decode_htt_file(buf, offset: int = 0, *, compiled: bool = False) -
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("htt_file") if compiled else C_htt_file
     try:
-        c = con.parse(bytes(buf[offset:]))
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream)
         return _c2m_htt_file(c)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "htt_file") from None
@@ -2596,7 +2984,9 @@ def construct_decode_sidecar_segment(buf, offset: int = 0, *, compiled: bool = F
     """Decode through the Construct definition (the reference path)."""
     con = _compiled("sidecar_segment") if compiled else C_sidecar_segment
     try:
-        c = con.parse(bytes(buf[offset:]))
+        stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
+        stream.seek(offset)
+        c = con.parse_stream(stream)
         return _c2m_sidecar_segment(c)
     except Exception as exc:  # Construct raises many types; map them all
         raise _construct_error(exc, "sidecar_segment") from None

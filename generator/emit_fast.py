@@ -18,6 +18,21 @@ _ALG_TYPES = {"crc32": "u32", "crc32c": "u32", "xxh3_64": "u64", "blake3": "byte
 
 
 @dataclass
+class Spans:
+    """Field names whose start/end offsets (or plain bytes) a checksum needs."""
+
+    s: set = None
+    e: set = None
+    plain: set = None
+
+    def __post_init__(self) -> None:
+        self.s, self.e, self.plain = set(), set(), set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.s or name in self.e or name in self.plain
+
+
+@dataclass
 class Item:
     """One slot of a fixed run: a field value, a length prefix or a repeat count."""
 
@@ -217,16 +232,32 @@ class FastEmitter:
         it = item.field.type.prefix if item.role == "prefix" else item.field.repeat.prefix
         return it.endian
 
-    def spans_needed(self, lay: ir.Layout) -> set[str]:
-        need: set[str] = set()
-        names = [f.name for f in lay.fields]
+    def spans_needed(self, lay: ir.Layout) -> Spans:
+        """Which fields need start (``_s_``) / end (``_e_``) offsets kept for checksums.
+
+        Only the first and last field of each contiguous covered group are tracked.
+        """
+        spans = Spans()
+        order = [f.name for f in lay.fields]
+        comp = {f.name for f in lay.fields if f.compressed is not None}
         for i, f in enumerate(lay.fields):
             if f.checksum is None:
                 continue
-            covered = self.covered(lay, i)
-            need.update(covered)
-        del names
-        return need
+            group: list[str] = []
+            for n in self.covered(lay, i) + [None]:
+                contiguous = (n is not None and n not in comp and group
+                              and order.index(n) == order.index(group[-1]) + 1)
+                if group and not contiguous:
+                    spans.s.add(group[0])
+                    spans.e.add(group[-1])
+                    group = []
+                if n is None:
+                    break
+                if n in comp:
+                    spans.plain.add(n)
+                else:
+                    group.append(n)
+        return spans
 
     def covered(self, lay: ir.Layout, index: int) -> list[str]:
         ck = lay.fields[index].checksum
@@ -264,10 +295,10 @@ class FastEmitter:
         for it in run:
             f = it.field
             at = f"{rvar} + {off}" if off else rvar
-            if f.name in spans:
+            if f.name in spans.s:
                 out.append(f"_s_{f.name} = {at}")
-                if it.role == "value":
-                    out.append(f"_e_{f.name} = {rvar} + {off + it.size}")
+            if f.name in spans.e and it.role == "value":
+                out.append(f"_e_{f.name} = {rvar} + {off + it.size}")
             if it.role == "value":
                 out.extend(self.post_scalar(rec, f, it, at))
                 if f.checksum is not None:
@@ -327,7 +358,7 @@ class FastEmitter:
         out: list[str] = []
         name = f.name
         want_span = name in spans
-        if want_span and not prefixed:
+        if name in spans.s and not prefixed:
             out.append(f"_s_{name} = pos")
         inner = self.decode_value(rec, f, res, prefixed)
         sized = self.decode_sized(f, res, inner) if f.size is not None else inner
@@ -345,7 +376,7 @@ class FastEmitter:
                 out.append(f"    _plain_{name} = b''")
         else:
             out += inner
-        if want_span:
+        if name in spans.e:
             out.append(f"_e_{name} = pos")
         if f.checksum is not None:
             check = self.checksum_check(f, "pos")
@@ -574,7 +605,11 @@ class FastEmitter:
             out += [f"f_{name} = numpy.frombuffer(mv, {camel(rec_name)}_DTYPE, {count}, pos)",
                     f"pos += {count} * {size}"]
             return out
-        elem = self.decode_one(rec, f, f.type, "_x", "", res, False)
+        if isinstance(f.type, ir.RefT) and f.type.kind == "record" and \
+                self.simple(self.family.records[f.type.target]):
+            elem = self.inline_simple(self.family.records[f.type.target], "_x")
+        else:
+            elem = self.decode_one(rec, f, f.type, "_x", "", res, False)
         loop = ["try:"]
         if count is not None:
             loop.append(f"    for _i in range({count}):")
@@ -588,6 +623,56 @@ class FastEmitter:
                  f"    raise _exc.prefixed('[' + str(_i) + ']').prefixed({name!r}) from None"]
         out.append(f"f_{name} = []")
         out += loop
+        return out
+
+    def simple(self, rec: ir.Record) -> bool:
+        """Records made only of fixed scalars and length-prefixed bytes are inlined."""
+        if rec.params or rec.version_from or len(rec.layouts) != 1:
+            return False
+        for f in rec.fields:
+            if f.checksum is not None or f.derived_from or f.value is not None:
+                return False
+            if self.runnable(f):
+                continue
+            if isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f) \
+                    and f.const is None:
+                continue
+            return False
+        return True
+
+    def inline_simple(self, rec: ir.Record, target: str) -> list[str]:
+        """Decode a simple record inline (no call) into ``target``; locals are prefixed."""
+        out: list[str] = []
+        run: list[Item] = []
+        px = f"_{rec.name}_"
+
+        def flush() -> None:
+            if run:
+                out.extend(self.decode_run(rec, run, Spans()))
+                run.clear()
+
+        for f in rec.fields:
+            role = "value" if self.runnable(f) else "prefix"
+            if not self.compatible(run, f, role):
+                flush()
+            self.add_run_item(run, f, role)
+            run[-1].local = px + run[-1].local
+            if role == "prefix":
+                flush()
+                t = f.type
+                n = f"{px}n_{f.name}"
+                out += [f"if pos + {n} > end:",
+                        f"    raise TruncatedError('{t.name} truncated', offset=pos, "
+                        f"path={f.name!r}, expected={n}, found=end - pos)"]
+                if t.text:
+                    out.append(f"{px}f_{f.name} = _text(mv, pos, pos + {n}, {t.text!r}, "
+                               f"{f.name!r})")
+                else:
+                    out.append(f"{px}f_{f.name} = bytes(mv[pos:pos + {n}])")
+                out.append(f"pos += {n}")
+        flush()
+        vals = ", ".join(f"{px}f_{n}" for n in self.model_names(rec))
+        out.append(f"{target} = {camel(rec.name)}({vals})")
         return out
 
     def needs_post(self, f: ir.Field) -> bool:
@@ -755,10 +840,10 @@ class FastEmitter:
         patches = []
         for it in run:
             f = it.field
-            if f.name in spans:
+            if f.name in spans.s:
                 out.append(f"_s_{f.name} = len(out) + {off}")
-                if it.role == "value":
-                    out.append(f"_e_{f.name} = len(out) + {off + it.size}")
+            if f.name in spans.e and it.role == "value":
+                out.append(f"_e_{f.name} = len(out) + {off + it.size}")
             if it.role == "value" and f.derived_from and f.derived_from[0] == "size":
                 patches.append(f"_at_{f.name} = len(out) + {off}")
             off += it.size
@@ -772,7 +857,7 @@ class FastEmitter:
         name = f.name
         want_span = name in spans
         out: list[str] = []
-        if want_span and not prefixed:
+        if name in spans.s and not prefixed:
             out.append(f"_s_{name} = len(out)")
         inner = self.encode_value(rec, f, f"v.{name}", res, prefixed)
         size_target = None
@@ -797,7 +882,7 @@ class FastEmitter:
                 out += ["else:", f"    _plain_{name} = b''"]
         else:
             out += inner
-        if want_span:
+        if name in spans.e:
             out.append(f"_e_{name} = len(out)")
         return out
 

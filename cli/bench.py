@@ -1,0 +1,44 @@
+"""``bytewright bench``: throughput of the generated codecs against baselines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmark generated codecs (ratios side by side)")
+    p.add_argument("--entries", type=int, default=100_000, help="HTT WAL INSERT entries")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--store", action="store_true",
+                   help="also benchmark HTT store replay/compaction (runtime/htt)")
+    p.add_argument("--replay", type=int, default=1_000_000)
+    p.add_argument("--compact", type=int, default=100_000)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bench import htt_wal
+
+    report = {"htt_wal_decode": htt_wal.bench(args.entries)}
+    if args.store:
+        from ..runtime.htt import bench as store_bench
+        report["htt_store"] = store_bench.bench_htt_store(args.replay, args.compact)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    r = report["htt_wal_decode"]
+    print(f"HTT WAL decode: {r['entries']:,} INSERT entries, {r['bytes']:,} bytes "
+          f"(Construct timed on {r['construct_sampled_entries']:,} and scaled)")
+    for name, rate in r["rates_per_s"].items():
+        print(f"  {name:<10} {rate:>14,.0f} entries/s")
+    print(f"  fast path (iter_wal_entry) vs hand-written struct: {r['ratio_fast_vs_baseline']:.2f}x")
+    print(f"  fast path (decode_wal_entry per call) vs hand-written: "
+          f"{r['ratio_fast_single_vs_baseline']:.2f}x")
+    print(f"  fast path vs Construct interpreted: {r['ratio_fast_vs_construct']:.1f}x")
+    print(f"  fast path vs Construct compiled: {r['ratio_fast_vs_compiled']:.1f}x")
+    if "htt_store" in report:
+        print("HTT store:")
+        for k, v in report["htt_store"].items():
+            print(f"  {k}: {v}")
+    return 0
