@@ -7,6 +7,7 @@ the run asserts they agree before timing anything.
 
 from __future__ import annotations
 
+import gc
 import io
 import random
 import time
@@ -69,11 +70,21 @@ def run_construct(buf: bytes, compiled: bool) -> list:
 
 
 def timed(fn, *args, repeat: int = 3) -> float:
+    """Best of ``repeat`` runs with the cyclic GC paused, as ``timeit`` does.
+
+    Every contender allocates the same object model, so collector pauses would only add
+    the same absolute cost to each and blur the codec ratios.
+    """
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(*args)
-        best = min(best, time.perf_counter() - t0)
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            fn(*args)
+            best = min(best, time.perf_counter() - t0)
+        finally:
+            gc.enable()
     return best
 
 

@@ -34,6 +34,7 @@ from bytewright.runtime.codec import enum_value as _enum_value
 from bytewright.runtime.codec import short as _short
 from bytewright.runtime.codec import span as _span
 from bytewright.runtime.codec import text as _text
+from bytewright.runtime.codec import text_error as _text_error
 from bytewright.runtime.codec import uleb128 as _uleb128
 from bytewright.runtime.codec import uleb128_encode as _uleb128_encode
 from bytewright.runtime.errors import (
@@ -460,7 +461,10 @@ def _d_meta_pair(mv, pos, end):
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
-    f_key = _text(mv, pos, pos + n_key, 'utf-8', 'key')
+    try:
+        f_key = str(mv[pos:pos + n_key], 'utf-8')
+    except UnicodeDecodeError as _u:
+        raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 2 > end:
         raise _short(pos, end, _T9)
@@ -469,7 +473,10 @@ def _d_meta_pair(mv, pos, end):
     pos += 2
     if pos + n_value > end:
         raise TruncatedError('str truncated', offset=pos, path='value', expected=n_value, found=end - pos)
-    f_value = _text(mv, pos, pos + n_value, 'utf-8', 'value')
+    try:
+        f_value = str(mv[pos:pos + n_value], 'utf-8')
+    except UnicodeDecodeError as _u:
+        raise _text_error(_u, pos, 'utf-8', 'value') from None
     pos += n_value
     return MetaPair(f_key, f_value), pos
 
@@ -491,7 +498,10 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
-    f_key = _text(mv, pos, pos + n_key, 'utf-8', 'key')
+    try:
+        f_key = str(mv[pos:pos + n_key], 'utf-8')
+    except UnicodeDecodeError as _u:
+        raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 4 > end:
         raise _short(pos, end, _T10)
@@ -519,7 +529,10 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
-            _meta_pair_f_key = _text(mv, pos, pos + _meta_pair_n_key, 'utf-8', 'key')
+            try:
+                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
                 raise _short(pos, end, _T9)
@@ -528,7 +541,10 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
-            _meta_pair_f_value = _text(mv, pos, pos + _meta_pair_n_value, 'utf-8', 'value')
+            try:
+                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'value') from None
             pos += _meta_pair_n_value
             _x = MetaPair(_meta_pair_f_key, _meta_pair_f_value)
             f_meta.append(_x)
@@ -823,7 +839,10 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
-            _meta_pair_f_key = _text(mv, pos, pos + _meta_pair_n_key, 'utf-8', 'key')
+            try:
+                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
                 raise _short(pos, end, _T9)
@@ -832,7 +851,10 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
-            _meta_pair_f_value = _text(mv, pos, pos + _meta_pair_n_value, 'utf-8', 'value')
+            try:
+                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'value') from None
             pos += _meta_pair_n_value
             _x = MetaPair(_meta_pair_f_key, _meta_pair_f_value)
             f_meta.append(_x)
@@ -910,7 +932,10 @@ def _d_update_body(mv, pos, end):
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
-            _meta_pair_f_key = _text(mv, pos, pos + _meta_pair_n_key, 'utf-8', 'key')
+            try:
+                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
                 raise _short(pos, end, _T9)
@@ -919,7 +944,10 @@ def _d_update_body(mv, pos, end):
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
-            _meta_pair_f_value = _text(mv, pos, pos + _meta_pair_n_value, 'utf-8', 'value')
+            try:
+                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'value') from None
             pos += _meta_pair_n_value
             _x = MetaPair(_meta_pair_f_key, _meta_pair_f_value)
             f_meta.append(_x)
@@ -1006,7 +1034,10 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_op = _v
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
-    f_key = _text(mv, pos, pos + n_key, 'utf-8', 'key')
+    try:
+        f_key = str(mv[pos:pos + n_key], 'utf-8')
+    except UnicodeDecodeError as _u:
+        raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     _tag = f_op
     if _tag == 1:
@@ -1669,7 +1700,8 @@ def encode_meta_pair(value: MetaPair) -> bytes:
 def decode_snapshot_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SnapshotEntry, int]:
     """Decode one `snapshot_entry` at ``offset``; returns (value, end offset)."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     try:
         return _d_snapshot_entry(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -1684,7 +1716,8 @@ def iter_snapshot_entry(buf, offset: int = 0, end: int | None = None, *, semanti
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     pos, i = offset, 0
     try:
         while pos < end:
@@ -1697,7 +1730,8 @@ def iter_snapshot_entry(buf, offset: int = 0, end: int | None = None, *, semanti
 
 def encode_snapshot_entry(value: SnapshotEntry, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `snapshot_entry` to bytes."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     out = bytearray()
     try:
         _e_snapshot_entry(out, value, semantic_dims, tail_layout)
@@ -1710,8 +1744,10 @@ def encode_snapshot_entry(value: SnapshotEntry, *, semantic_dims: int, tail_layo
 def decode_snapshot_section(buf, offset: int = 0, *, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SnapshotSection, int]:
     """Decode one `snapshot_section` at ``offset``; returns (value, end offset)."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     try:
         return _d_snapshot_section(mv, offset, len(mv), version, compressed, algorithm, semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -1726,8 +1762,10 @@ def iter_snapshot_section(buf, offset: int = 0, end: int | None = None, *, versi
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     pos, i = offset, 0
     try:
         while pos < end:
@@ -1740,8 +1778,10 @@ def iter_snapshot_section(buf, offset: int = 0, end: int | None = None, *, versi
 
 def encode_snapshot_section(value: SnapshotSection, *, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `snapshot_section` to bytes."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     out = bytearray()
     try:
         _e_snapshot_section(out, value, version, compressed, algorithm, semantic_dims, tail_layout)
@@ -1754,7 +1794,8 @@ def encode_snapshot_section(value: SnapshotSection, *, version: int, compressed:
 def decode_insert_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[InsertBody, int]:
     """Decode one `insert_body` at ``offset``; returns (value, end offset)."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     try:
         return _d_insert_body(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -1769,7 +1810,8 @@ def iter_insert_body(buf, offset: int = 0, end: int | None = None, *, semantic_d
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     pos, i = offset, 0
     try:
         while pos < end:
@@ -1782,7 +1824,8 @@ def iter_insert_body(buf, offset: int = 0, end: int | None = None, *, semantic_d
 
 def encode_insert_body(value: InsertBody, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `insert_body` to bytes."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     out = bytearray()
     try:
         _e_insert_body(out, value, semantic_dims, tail_layout)
@@ -1833,7 +1876,8 @@ def encode_update_body(value: UpdateBody) -> bytes:
 def decode_set_semantic_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SetSemanticBody, int]:
     """Decode one `set_semantic_body` at ``offset``; returns (value, end offset)."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     try:
         return _d_set_semantic_body(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -1848,7 +1892,8 @@ def iter_set_semantic_body(buf, offset: int = 0, end: int | None = None, *, sema
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     pos, i = offset, 0
     try:
         while pos < end:
@@ -1861,7 +1906,8 @@ def iter_set_semantic_body(buf, offset: int = 0, end: int | None = None, *, sema
 
 def encode_set_semantic_body(value: SetSemanticBody, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `set_semantic_body` to bytes."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     out = bytearray()
     try:
         _e_set_semantic_body(out, value, semantic_dims, tail_layout)
@@ -1912,7 +1958,8 @@ def encode_epoch_body(value: EpochBody) -> bytes:
 def decode_wal_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[WalEntry, int]:
     """Decode one `wal_entry` at ``offset``; returns (value, end offset)."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     try:
         return _d_wal_entry(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -1927,7 +1974,8 @@ def iter_wal_entry(buf, offset: int = 0, end: int | None = None, *, semantic_dim
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     pos, i = offset, 0
     try:
         while pos < end:
@@ -1940,7 +1988,8 @@ def iter_wal_entry(buf, offset: int = 0, end: int | None = None, *, semantic_dim
 
 def encode_wal_entry(value: WalEntry, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `wal_entry` to bytes."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     out = bytearray()
     try:
         _e_wal_entry(out, value, semantic_dims, tail_layout)
@@ -1991,8 +2040,10 @@ def encode_wal_header(value: WalHeader) -> bytes:
 def decode_wal_block(buf, offset: int = 0, *, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> tuple[WalBlock, int]:
     """Decode one `wal_block` at ``offset``; returns (value, end offset)."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     try:
         return _d_wal_block(mv, offset, len(mv), algorithm, semantic_dims, tail_layout, block_limit)
     except DecodeError as exc:
@@ -2007,8 +2058,10 @@ def iter_wal_block(buf, offset: int = 0, end: int | None = None, *, algorithm: C
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     pos, i = offset, 0
     try:
         while pos < end:
@@ -2021,8 +2074,10 @@ def iter_wal_block(buf, offset: int = 0, end: int | None = None, *, algorithm: C
 
 def encode_wal_block(value: WalBlock, *, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> bytes:
     """Encode one `wal_block` to bytes."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     out = bytearray()
     try:
         _e_wal_block(out, value, algorithm, semantic_dims, tail_layout, block_limit)
@@ -2035,8 +2090,10 @@ def encode_wal_block(value: WalBlock, *, algorithm: CompressionAlgorithm, semant
 def decode_wal_section(buf, offset: int = 0, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[WalSection, int]:
     """Decode one `wal_section` at ``offset``; returns (value, end offset)."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     try:
         return _d_wal_section(mv, offset, len(mv), block_compressed, algorithm, semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -2051,8 +2108,10 @@ def iter_wal_section(buf, offset: int = 0, end: int | None = None, *, block_comp
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     pos, i = offset, 0
     try:
         while pos < end:
@@ -2065,8 +2124,10 @@ def iter_wal_section(buf, offset: int = 0, end: int | None = None, *, block_comp
 
 def encode_wal_section(value: WalSection, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode one `wal_section` to bytes."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     out = bytearray()
     try:
         _e_wal_section(out, value, block_compressed, algorithm, semantic_dims, tail_layout)
@@ -2764,7 +2825,8 @@ def construct_encode_meta_pair(value: MetaPair, *, compiled: bool = False) -> by
 
 def construct_decode_snapshot_entry(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> SnapshotEntry:
     """Decode through the Construct definition (the reference path)."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("snapshot_entry") if compiled else C_snapshot_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2777,15 +2839,18 @@ def construct_decode_snapshot_entry(buf, offset: int = 0, *, compiled: bool = Fa
 
 def construct_encode_snapshot_entry(value: SnapshotEntry, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode through the Construct definition (the reference path)."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("snapshot_entry") if compiled else C_snapshot_entry
     return con.build(_m2c_snapshot_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
 
 
 def construct_decode_snapshot_section(buf, offset: int = 0, *, compiled: bool = False, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> SnapshotSection:
     """Decode through the Construct definition (the reference path)."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("snapshot_section") if compiled else C_snapshot_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2798,15 +2863,18 @@ def construct_decode_snapshot_section(buf, offset: int = 0, *, compiled: bool = 
 
 def construct_encode_snapshot_section(value: SnapshotSection, *, compiled: bool = False, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode through the Construct definition (the reference path)."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("snapshot_section") if compiled else C_snapshot_section
     return con.build(_m2c_snapshot_section(value), version=version, compressed=compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
 
 
 def construct_decode_insert_body(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> InsertBody:
     """Decode through the Construct definition (the reference path)."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("insert_body") if compiled else C_insert_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2819,7 +2887,8 @@ def construct_decode_insert_body(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_insert_body(value: InsertBody, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode through the Construct definition (the reference path)."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("insert_body") if compiled else C_insert_body
     return con.build(_m2c_insert_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
 
@@ -2844,7 +2913,8 @@ def construct_encode_update_body(value: UpdateBody, *, compiled: bool = False) -
 
 def construct_decode_set_semantic_body(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> SetSemanticBody:
     """Decode through the Construct definition (the reference path)."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("set_semantic_body") if compiled else C_set_semantic_body
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2857,7 +2927,8 @@ def construct_decode_set_semantic_body(buf, offset: int = 0, *, compiled: bool =
 
 def construct_encode_set_semantic_body(value: SetSemanticBody, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode through the Construct definition (the reference path)."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("set_semantic_body") if compiled else C_set_semantic_body
     return con.build(_m2c_set_semantic_body(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
 
@@ -2882,7 +2953,8 @@ def construct_encode_epoch_body(value: EpochBody, *, compiled: bool = False) -> 
 
 def construct_decode_wal_entry(buf, offset: int = 0, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> WalEntry:
     """Decode through the Construct definition (the reference path)."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_entry") if compiled else C_wal_entry
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2895,7 +2967,8 @@ def construct_decode_wal_entry(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_wal_entry(value: WalEntry, *, compiled: bool = False, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode through the Construct definition (the reference path)."""
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_entry") if compiled else C_wal_entry
     return con.build(_m2c_wal_entry(value), semantic_dims=semantic_dims, tail_layout=tail_layout)
 
@@ -2920,8 +2993,10 @@ def construct_encode_wal_header(value: WalHeader, *, compiled: bool = False) -> 
 
 def construct_decode_wal_block(buf, offset: int = 0, *, compiled: bool = False, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> WalBlock:
     """Decode through the Construct definition (the reference path)."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_block") if compiled else C_wal_block
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2934,16 +3009,20 @@ def construct_decode_wal_block(buf, offset: int = 0, *, compiled: bool = False, 
 
 def construct_encode_wal_block(value: WalBlock, *, compiled: bool = False, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> bytes:
     """Encode through the Construct definition (the reference path)."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_block") if compiled else C_wal_block
     return con.build(_m2c_wal_block(value), algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout, block_limit=block_limit)
 
 
 def construct_decode_wal_section(buf, offset: int = 0, *, compiled: bool = False, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> WalSection:
     """Decode through the Construct definition (the reference path)."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_section") if compiled else C_wal_section
     try:
         stream = io.BytesIO(buf if isinstance(buf, bytes) else bytes(buf))
@@ -2956,8 +3035,10 @@ def construct_decode_wal_section(buf, offset: int = 0, *, compiled: bool = False
 
 def construct_encode_wal_section(value: WalSection, *, compiled: bool = False, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode through the Construct definition (the reference path)."""
-    algorithm = CompressionAlgorithm(algorithm) if isinstance(algorithm, int) and not isinstance(algorithm, CompressionAlgorithm) else algorithm
-    tail_layout = SemTailLayout(tail_layout) if isinstance(tail_layout, int) and not isinstance(tail_layout, SemTailLayout) else tail_layout
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
     con = _compiled("wal_section") if compiled else C_wal_section
     return con.build(_m2c_wal_section(value), block_compressed=block_compressed, algorithm=algorithm, semantic_dims=semantic_dims, tail_layout=tail_layout)
 

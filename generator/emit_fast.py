@@ -149,7 +149,7 @@ class FastEmitter:
     def decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
         params = "".join(f", p_{p}" for p in rec.params)
         lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
-                 f"    start = pos"]
+                 "    start = pos"]
         spans = self.spans_needed(lay)
         body: list[str] = []
         run: list[Item] = []
@@ -207,7 +207,7 @@ class FastEmitter:
             local = f"f_{f.name}"
         else:
             it = f.type.prefix if role == "prefix" else f.repeat.prefix
-            code, size, endian = it.code or f"{it.size}s", it.size, it.endian
+            code, size, _endian = it.code or f"{it.size}s", it.size, it.endian
             local = f"n_{f.name}"
         run.append(Item(f, role, code, size, local))
 
@@ -394,7 +394,7 @@ class FastEmitter:
                "end = pos + _n",
                f"_sec_{f.name} = pos"]
         out += inner
-        out += [f"if pos != end:",
+        out += ["if pos != end:",
                 f"    raise ConstraintError('section size mismatch', offset=_sec_{f.name}, "
                 f"path={f.name!r}, expected=end - _sec_{f.name}, found=pos - _sec_{f.name})",
                 f"end = _outer_end_{f.name}"]
@@ -495,7 +495,7 @@ class FastEmitter:
                     f"    raise TruncatedError('{t.name} truncated', offset=pos, path={label!r}, "
                     f"expected={n}, found=end - pos)"]
             if t.text:
-                out.append(f"{target} = _text(mv, pos, pos + {n}, {t.text!r}, {label!r})")
+                out += self.text_lines(target, n, t.text, label)
             else:
                 out.append(f"{target} = bytes(mv[pos:pos + {n}])")
             out.append(f"pos += {n}")
@@ -525,7 +525,7 @@ class FastEmitter:
         if isinstance(t, ir.SwitchT):
             out = [f"_tag = {t.on.render(res)}"]
             first = True
-            for key, lbl, target_rec in t.cases:
+            for key, _lbl, target_rec in t.cases:
                 kw = "if" if first else "elif"
                 first = False
                 out.append(f"{kw} _tag == {key!r}:")
@@ -665,8 +665,7 @@ class FastEmitter:
                         f"    raise TruncatedError('{t.name} truncated', offset=pos, "
                         f"path={f.name!r}, expected={n}, found=end - pos)"]
                 if t.text:
-                    out.append(f"{px}f_{f.name} = _text(mv, pos, pos + {n}, {t.text!r}, "
-                               f"{f.name!r})")
+                    out += self.text_lines(f"{px}f_{f.name}", n, t.text, f.name)
                 else:
                     out.append(f"{px}f_{f.name} = bytes(mv[pos:pos + {n}])")
                 out.append(f"pos += {n}")
@@ -674,6 +673,14 @@ class FastEmitter:
         vals = ", ".join(f"{px}f_{n}" for n in self.model_names(rec))
         out.append(f"{target} = {camel(rec.name)}({vals})")
         return out
+
+    @staticmethod
+    def text_lines(target: str, n: str, encoding: str, label: str) -> list[str]:
+        """Inline text decoding (no helper call on the happy path)."""
+        return ["try:",
+                f"    {target} = str(mv[pos:pos + {n}], {encoding!r})",
+                "except UnicodeDecodeError as _u:",
+                f"    raise _text_error(_u, pos, {encoding!r}, {label!r}) from None"]
 
     def needs_post(self, f: ir.Field) -> bool:
         t = f.type

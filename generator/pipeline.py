@@ -28,7 +28,7 @@ from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
 from .resolve import Resolver
-from .yamlsource import Source, load_file, load_text
+from .yamlsource import Source, load_text
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = PACKAGE_ROOT / "schemas"
@@ -234,8 +234,8 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
         sig_parts.append(f"{p.name}: {ann}" + (f" = {p.default!r}" if p.default is not None else ""))
         if p.type in family.enums:
             cls = enum_class(p.type)
-            convs.append(f"{p.name} = {cls}({p.name}) if isinstance({p.name}, int) "
-                         f"and not isinstance({p.name}, {cls}) else {p.name}")
+            convs.append(f"if {p.name}.__class__ is not {cls}:")
+            convs.append(f"    {p.name} = {cls}({p.name})")
     sig_nostar = "".join(f", {s}" for s in sig_parts)
     return {
         "name": rec.name, "cls": camel(rec.name), "doc": rec.doc.strip() or rec.name,

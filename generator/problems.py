@@ -46,5 +46,5 @@ class Problems:
     def __iter__(self):
         return iter(self.items)
 
-    def extend(self, other: "Problems") -> None:
+    def extend(self, other: Problems) -> None:
         self.items.extend(other.items)

@@ -42,6 +42,12 @@ def text(mv: memoryview, a: int, b: int, encoding: str, path: str) -> str:
                               path=path, found=bytes(mv[a + exc.start:a + exc.end])) from None
 
 
+def text_error(exc: UnicodeDecodeError, base: int, encoding: str, path: str) -> ConstraintError:
+    """The error for text that does not decode (offset of the first bad byte)."""
+    return ConstraintError(f"invalid {encoding}: {exc.reason}", offset=base + exc.start,
+                           path=path, found=exc.object[exc.start:exc.end])
+
+
 def uleb128(mv: memoryview, pos: int, end: int, path: str) -> tuple[int, int]:
     return varint.decode_uleb128(mv[:end], pos, path=path)
 

@@ -40,7 +40,7 @@ class DecodeError(BytewrightError):
         self.found = found
         self.file = file
 
-    def prefixed(self, segment: str) -> "DecodeError":
+    def prefixed(self, segment: str) -> DecodeError:
         """Return self with ``segment`` prepended to the path (used while unwinding)."""
         if not segment:
             return self

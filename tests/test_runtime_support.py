@@ -399,7 +399,7 @@ def test_hilbert_bijection_and_adjacency(n: int, bits: int) -> None:
         assert all(0 <= c < 1 << bits for c in p)
         assert hilbert.hilbert_index(p, bits) == i
     for a, b in itertools.pairwise(points):
-        assert sum(abs(x - y) for x, y in zip(a, b)) == 1
+        assert sum(abs(x - y) for x, y in zip(a, b, strict=False)) == 1
 
 
 def test_hilbert_known_values() -> None:

@@ -9,8 +9,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bytewright.generator.checks import FIXTURE_DIR, fixture_text
 from bytewright.generated import htt
+from bytewright.generator.checks import FIXTURE_DIR, fixture_text
 
 HERE = Path(__file__).resolve().parent
 
