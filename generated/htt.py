@@ -26,6 +26,9 @@ from construct import *  # noqa: F403
 
 from bytewright.runtime.codec import DEFAULT_LIMIT as _DEFAULT_LIMIT
 from bytewright.runtime.codec import Code, Compressed, Plain, WithParams
+from bytewright.runtime.codec import array_to_rows as _array_to_rows
+from bytewright.runtime.codec import rows_to_array as _rows_to_array
+from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import _ck_blake3, _ck_crc32, _ck_crc32c, _ck_xxh3_64
 from bytewright.runtime.codec import compress as _compress
 from bytewright.runtime.codec import construct_error as _construct_error

@@ -18,6 +18,38 @@ _INT_NAMES = {(8, False): "Int8u", (8, True): "Int8s", (16, False): "Int16u",
               (64, True): "Int64s"}
 
 
+def numpy_code(t: ir.Type, family: ir.Family) -> str | None:
+    """numpy dtype string of a scalar type, or None when numpy cannot hold it."""
+    if isinstance(t, ir.RefT) and t.kind in ("enum", "alias", "flags"):
+        table = {"enum": family.enums, "alias": family.aliases, "flags": family.flags}[t.kind]
+        t = table[t.target].base
+    order = "<" if getattr(t, "endian", "le") == "le" else ">"
+    if isinstance(t, ir.IntT) and t.bits in (8, 16, 32, 64):
+        return f"{order}{'i' if t.signed else 'u'}{t.size}"
+    if isinstance(t, ir.FloatT):
+        return f"{order}f{t.size}"
+    if isinstance(t, ir.BytesT) and not t.text and t.size is not None:
+        c = t.size.constant()
+        if isinstance(c, int) and not isinstance(c, bool):
+            return f"V{c}"
+    return None
+
+
+def record_dtype(rec: ir.Record, family: ir.Family) -> list[tuple[str, str]] | None:
+    """A structured dtype for a fixed-size record of scalars (for zero-copy views)."""
+    if rec.params or rec.version_from:
+        return None
+    out = []
+    for f in rec.fields:
+        if f.cond is not None or f.repeat is not None or f.compressed is not None:
+            return None
+        code = numpy_code(f.type, family)
+        if code is None:
+            return None
+        out.append((f.name, code))
+    return out
+
+
 class ConstructEmitter:
     def __init__(self, family: ir.Family) -> None:
         self.family = family
@@ -278,14 +310,17 @@ class ConstructEmitter:
 
         for f in rec.fields:
             lines.append(f"    f_{f.name} = c.get({f.name!r})")
+            if f.view == "numpy":
+                lines.append(f"    if f_{f.name} is not None:")
+                lines.append(f"        f_{f.name} = _rows_to_array(f_{f.name}, "
+                             f"{self.np_dtype(f)})")
+                continue
             conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
             if conv is None:
                 continue
             if f.repeat is not None and f.view != "numpy":
                 item = self.conv(f, f.type, "_x", rec, res)
                 conv = f"[{item} for _x in f_{f.name}]" if item else None
-            elif f.view == "numpy":
-                conv = None
             if conv:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
@@ -344,7 +379,9 @@ class ConstructEmitter:
         for f in rec.model_fields:
             val = f"v.{f.name}"
             item = self.m2c_value(f.type, "_x")
-            if f.repeat is not None and f.view != "numpy" and item != "_x":
+            if f.view == "numpy":
+                expr = f"None if {val} is None else _array_to_rows({val})"
+            elif f.repeat is not None and item != "_x":
                 expr = f"None if {val} is None else [{item} for _x in {val}]"
             elif f.repeat is None and item != "_x":
                 expr = f"None if {val} is None else {self.m2c_value(f.type, val)}"
@@ -353,6 +390,12 @@ class ConstructEmitter:
             lines.append(f"        {f.name!r}: {expr},")
         lines.append("    }")
         return lines
+
+    def np_dtype(self, f: ir.Field) -> str:
+        """The numpy dtype expression of a ``view: numpy`` field's element."""
+        if isinstance(f.type, ir.RefT) and f.type.kind == "record":
+            return f"{camel(f.type.target)}_DTYPE"
+        return repr(numpy_code(f.type, self.family))
 
     def m2c_value(self, t: ir.Type, val: str) -> str:
         if isinstance(t, ir.RefT):

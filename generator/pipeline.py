@@ -23,7 +23,7 @@ import jsonschema
 import yaml
 
 from . import ir, layout
-from .emit_construct import ConstructEmitter
+from .emit_construct import ConstructEmitter, record_dtype
 from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
@@ -164,10 +164,22 @@ def render(family: ir.Family) -> str:
         enums=[enum_ctx(e) for e in family.enums.values()],
         flags=[flags_ctx(fd, family) for fd in family.flags.values()],
         records=[record_ctx(r, family) for r in family.records.values()],
-        consts=fast.consts, fast=blocks, construct=cblocks,
+        consts=fast.consts, fast=blocks, construct=cblocks, dtypes=dtypes(family),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def dtypes(family: ir.Family) -> list[tuple[str, str]]:
+    """numpy dtypes of the records used as ``view: numpy`` elements."""
+    out = []
+    used = {f.type.target for r in family.records.values() for f in r.fields
+            if f.view == "numpy" and isinstance(f.type, ir.RefT) and f.type.kind == "record"}
+    for name in sorted(used):
+        spec = record_dtype(family.records[name], family)
+        if spec is not None:
+            out.append((camel(name), repr(spec)))
+    return out
 
 
 def dispatcher(rec: ir.Record, kind: str) -> str:
@@ -242,6 +254,7 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
         "spec": rec.spec,
         "model": [{"name": f.name, "annotation": annotation(f, family), "default": None}
                   for f in rec.model_fields],
+        "arrays": [f.name for f in rec.model_fields if f.view == "numpy"],
         "sig": (", *" + sig_nostar) if sig_parts else "", "sig_nostar": sig_nostar,
         "call": "".join(f", {p}" for p in rec.params),
         "kwcall": "".join(f", {p}={p}" for p in rec.params),

@@ -362,8 +362,16 @@ class Resolver:
             if f.since is not None or f.until is not None:
                 if rec.version_from is None:
                     self.err(src, f.path, "since/until need the record's 'versions: {from: ...}'")
-            if f.view == "numpy" and not (f.repeat and isinstance(f.type, (ir.IntT, ir.FloatT, ir.RefT))):
-                self.err(src, f.path, "view: numpy needs a repeated fixed-size element")
+            if f.view == "numpy":
+                from .emit_construct import numpy_code, record_dtype  # noqa: PLC0415
+                t = f.type
+                ok = f.repeat is not None and (
+                    record_dtype(records[t.target], self.family_stub(records)) is not None
+                    if isinstance(t, ir.RefT) and t.kind == "record"
+                    else numpy_code(t, self.family_stub(records)) is not None)
+                if not ok:
+                    self.err(src, f.path, "view: numpy needs a repeated fixed-size element "
+                                          "of numpy-representable scalars")
             if isinstance(f.type, ir.RefT) and f.type.kind == "record":
                 self.check_args(src, f.path, records[f.type.target], f.type.args, rec)
             if isinstance(f.type, ir.SwitchT):
@@ -374,6 +382,12 @@ class Resolver:
             if rec.version_from not in rec.params and rec.version_from not in by_name:
                 self.err(src, join(join("records", rec.name), "versions"),
                          f"versions.from names neither a param nor a field: {rec.version_from!r}")
+
+    def family_stub(self, records: dict[str, ir.Record]) -> ir.Family:
+        """Enough of a Family for type lookups while records are still being checked."""
+        return ir.Family(name="", title="", spec="", doc="", endian="le", files=[], digest="",
+                         versions=None, enums=self.enums, flags=self.flagdefs,
+                         aliases=self.aliases, records=records)
 
     def check_args(self, src: Source, path: str, callee: ir.Record,
                    args: tuple[tuple[str, Expr], ...], caller: ir.Record) -> None:

@@ -11,6 +11,7 @@ import enum
 from typing import Any
 
 import construct as cs
+import numpy as np
 
 from . import checksums, compression, varint
 from .errors import ConstraintError, DecodeError, EncodeError, TruncatedError
@@ -81,6 +82,34 @@ def enum_value(cls: type[enum.IntEnum], raw: int, open_: bool) -> Any:
         if open_:
             return raw
         raise ConstraintError(f"unknown {cls.__name__} value", found=raw) from None
+
+
+# -- numpy views -----------------------------------------------------------------------
+
+def same(a: Any, b: Any) -> bool:
+    """Equality that treats numpy arrays by content (dtype and values)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                and a.dtype == b.dtype and a.shape == b.shape
+                and a.tobytes() == b.tobytes())
+    return a == b
+
+
+def rows_to_array(rows: Any, dtype: Any) -> np.ndarray:
+    """Construct's list of values/Containers as the fast path's numpy array."""
+    dt = np.dtype(dtype)
+    if dt.names is None:
+        return np.array(list(rows), dtype=dt)
+    return np.array([tuple(row[n] for n in dt.names) for row in rows], dtype=dt)
+
+
+def array_to_rows(arr: np.ndarray) -> list:
+    """A numpy array back to what Construct builds from (values or dicts)."""
+    if arr.dtype.names is None:
+        return arr.tolist()
+    names = arr.dtype.names
+    return [{n: (bytes(v) if isinstance(v, (np.void, memoryview)) else v)
+             for n, v in zip(names, row.tolist(), strict=True)} for row in arr]
 
 
 # -- Construct support ---------------------------------------------------------------

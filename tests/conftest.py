@@ -20,3 +20,29 @@ def load_cases(name: str):
 @pytest.fixture(scope="session")
 def htt_cases():
     return load_cases("htt_cases").cases()
+
+
+def build_module(yaml_text: str, tmp_path: Path, name: str = "t"):
+    """Generate a module from schema text (not shipped) and import it."""
+    import importlib.util as iu
+
+    from bytewright.generator import pipeline
+
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml_text)
+    result = pipeline.run([path])
+    assert not result.problems, [str(p) for p in result.problems]
+    (text,) = result.modules.values()
+    out = tmp_path / f"gen_{name}.py"
+    out.write_text(text)
+    spec = iu.spec_from_file_location(f"gen_{name}", out)
+    mod = iu.module_from_spec(spec)
+    import sys
+    sys.modules[spec.name] = mod  # dataclasses look their module up while being built
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def schema_module(tmp_path):
+    return lambda text, name="t": build_module(text, tmp_path, name)
