@@ -385,18 +385,8 @@ def _d_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-    f_dims = []
-    try:
-        for _i in range(_c):
-            if pos + 16 > end:
-                raise TruncatedError('field truncated', offset=pos, path='', expected=16, found=end - pos)
-            _x = _S6.unpack_from(mv, pos)[0]
-            _at = pos
-            pos += 16
-            _x = int.from_bytes(_x, 'little', signed=True)
-            f_dims.append(_x)
-    except DecodeError as _exc:
-        raise _exc.prefixed('[' + str(_i) + ']').prefixed('dims') from None
+    f_dims = [int.from_bytes(mv[_p:_p + 16], 'little', signed=True) for _p in range(pos, pos + _c * 16, 16)]
+    pos += _c * 16
     return TailFull(f_dims), pos
 
 def _e_tail_full(out, v, p_semantic_dims):
@@ -426,18 +416,8 @@ def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-    f_reserved = []
-    try:
-        for _i in range(_c):
-            if pos + 16 > end:
-                raise TruncatedError('field truncated', offset=pos, path='', expected=16, found=end - pos)
-            _x = _S6.unpack_from(mv, pos)[0]
-            _at = pos
-            pos += 16
-            _x = int.from_bytes(_x, 'little', signed=True)
-            f_reserved.append(_x)
-    except DecodeError as _exc:
-        raise _exc.prefixed('[' + str(_i) + ']').prefixed('reserved') from None
+    f_reserved = [int.from_bytes(mv[_p:_p + 16], 'little', signed=True) for _p in range(pos, pos + _c * 16, 16)]
+    pos += _c * 16
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)

@@ -599,6 +599,17 @@ class FastEmitter:
                         f"{code!r}, mv, pos))",
                         f"pos += {count} * {size}"]
             return out
+        base = self.base_int(f.type)
+        if sc is not None and count is not None and base is not None and base.code is None \
+                and not (isinstance(f.type, ir.RefT) and f.type.kind in ("enum", "flags")) \
+                and f.valid is None:
+            # wide integers (i128 fixed point, u24): one comprehension, bounds checked above
+            size = base.size
+            order = "little" if base.endian == "le" else "big"
+            out += [f"f_{name} = [int.from_bytes(mv[_p:_p + {size}], {order!r}, "
+                    f"signed={base.signed}) for _p in range(pos, pos + {count} * {size}, {size})]",
+                    f"pos += {count} * {size}"]
+            return out
         if f.view == "numpy":
             rec_name = f.type.target
             size = self.family.records[rec_name].layouts[0].fixed_size
