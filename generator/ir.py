@@ -176,7 +176,7 @@ class SwitchT:
     """Pick a record by a tag expression; ``cases`` keys are ints (enum names resolved)."""
 
     on: Expr
-    cases: tuple[tuple[int | bool, str, str | None], ...]  # (key, label, record or None)
+    cases: tuple[tuple[int | bool | bytes, str, str | None], ...]  # (key, label, record or None)
     default: str  # "error" | "bytes" | record name
     args: tuple[tuple[str, Expr], ...] = ()
     name: str = "switch"

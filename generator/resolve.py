@@ -261,10 +261,16 @@ class Resolver:
         return ir.SwitchT(on=on, cases=tuple(cases), default=default,
                           args=self.args(src, path, fb))
 
-    def case_key(self, src: Source, path: str, label: Any, fb: dict) -> int | bool | None:
+    def case_key(self, src: Source, path: str, label: Any, fb: dict) -> int | bool | bytes | None:
         if isinstance(label, (bool, int)):
             return label
         text = str(label)
+        if text.startswith("hex:"):  # byte-string tags: 16-byte markers, 32-byte kind handles
+            try:
+                return bytes.fromhex(text[4:])
+            except ValueError:
+                self.err(src, path, f"case label {text!r} is not valid hex")
+                return None
         if text.lstrip("-").isdigit():
             return int(text)
         if text.lower().startswith("0x"):

@@ -99,3 +99,32 @@ def test_retired_and_unknown_enum_values_refused(schema_module):
     with pytest.raises(ConstraintError) as exc:
         m.decode_item(bytes(data))
     assert exc.value.path == "item.kind" and exc.value.offset == 3
+
+
+KINDS = """
+bytewright: 1
+family: kinds
+records:
+  blob: {fields: [{name: payload, type: bytes, length: u32}]}
+  marker: {fields: [{name: n, type: u8}]}
+  record:
+    fields:
+      - {name: kind, type: bytes, size: 16}
+      - name: body
+        switch: kind
+        cases:
+          "hex:00000000000000000000000000000001": blob
+          "hex:000000000000000000000000000000ff": marker
+        default: bytes
+"""
+
+
+def test_switch_on_byte_string_tags(schema_module):
+    m = schema_module(KINDS)
+    one = bytes(15) + b"\x01"
+    v = m.Record(one, m.Blob(b"xyz"))
+    data = m.encode_record(v)
+    assert m.decode_record(data)[0] == v
+    assert m.construct_decode_record(data, compiled=True) == v
+    unknown = m.Record(bytes(16), b"opaque")  # unknown kinds are kept, not refused
+    assert m.decode_record(m.encode_record(unknown))[0] == unknown
