@@ -43,7 +43,9 @@ class Side:
     def locate(self, family: ir.Family, yaml_path: str) -> Loc:
         if yaml_path.startswith("\0file:"):
             return Loc(self.prefix + yaml_path[6:], None)
-        files = family.files or [""]
+        if not family.files:
+            return Loc(f"{self.prefix}(no {family.name} schema)", None)
+        files = family.files
         for file in files:
             src = self.sources.get(file)
             if src is not None and yaml_path in src.lines:
@@ -203,6 +205,9 @@ def compare(old: Side, new: Side, allow: set[str] | None = None) -> Report:
         of = old.families.get(name) or _empty_family(name)
         nf = new.families.get(name) or _empty_family(name)
         fp = dr.FamilyPair(dr.SideView(of, old.locate), dr.SideView(nf, new.locate))
+        if name not in old.families or name not in new.families:
+            _run(dr.of_scope("family"), fp, findings)  # one finding, not one per table
+            continue
         compare_family(fp, findings)
     return Report(old.label, new.label, _allow(findings, allow))
 
@@ -356,8 +361,10 @@ def _gh_prop(s: str) -> str:
 def render_github(report: Report) -> str:
     lines = []
     for f in report.findings:
-        level = ("error" if f.breaking else "warning" if f.rule.breaking and
-                 report.mode != "versions" else "notice")
+        if report.mode == "versions":
+            level = "notice"
+        else:
+            level = "error" if f.breaking else "warning" if f.rule.breaking else "notice"
         loc = f.new if f.new is not None and ":" not in f.new.file.split("/")[0] else f.old
         props = []
         if loc is not None:

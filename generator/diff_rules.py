@@ -154,7 +154,7 @@ class LayoutPair:
 
     def where(self) -> str:
         if not self.label:
-            return "" if not self.same_version else " (unversioned record: no version to bump)"
+            return "" if not self.same_version else " without a version bump (unversioned record)"
         return f" in {self.label}" + ("" if not self.same_version else " without a version bump")
 
 
@@ -247,6 +247,22 @@ def _by_value(e: ir.EnumDef) -> dict[int, str]:
 
 def _enum_kind(tp: TablePair) -> str:
     return "registry entry" if tp.kind == "registries" else "enum value"
+
+
+# -- whole families -----------------------------------------------------------------------
+
+def check_family_added(fp: FamilyPair) -> Iterator[Hit]:
+    if not fp.old.family.files and fp.new.family.files:
+        n = fp.new.family
+        yield Hit(fp.name, f"family {fp.name} added ({len(n.records)} records, "
+                  f"{len(n.enums) + len(n.registries)} id tables)", fp.old.loc("family"),
+                  fp.new.loc("family"))
+
+
+def check_family_removed(fp: FamilyPair) -> Iterator[Hit]:
+    if fp.old.family.files and not fp.new.family.files:
+        yield Hit(fp.name, f"family {fp.name} removed", fp.old.loc("family"),
+                  fp.new.loc("family"))
 
 
 # -- family registry ----------------------------------------------------------------------
@@ -580,7 +596,7 @@ def check_field_added(lp: LayoutPair) -> Iterator[Hit]:
         at = lp.new.offsets.get(f.name)
         pos = f" at offset {at}" if at is not None else ""
         if after:
-            where = f"inserted before {after[0]}{pos}: shifts {', '.join(after)}"
+            where = f"inserted before {after[0]}{pos}"
         else:
             where = f"appended{pos}"
         yield Hit(f"{lp.rec.subject}.{f.name}", f"field {f.name} ({type_label(f.type)}) {where}"
@@ -612,6 +628,9 @@ def check_field_type(fp: FieldPair) -> Iterator[Hit]:
     osz, nsz = fp.lay.old.sizes.get(fp.old.name), fp.lay.new.sizes.get(fp.new.name)
     if ot != nt or (osz is not None and nsz is not None and osz != nsz):
         sizes = f" (size {osz} -> {nsz})" if osz != nsz else ""
+        if ot == nt:
+            yield fp.hit(f"embedded {ot} changed size {osz} -> {nsz}" + fp.lay.where())
+            return
         verb = "widened" if (isinstance(osz, int) and isinstance(nsz, int) and nsz > osz) else (
             "narrowed" if isinstance(osz, int) and isinstance(nsz, int) and nsz < osz
             else "changed type")
@@ -648,10 +667,31 @@ def check_encoding(fp: FieldPair) -> Iterator[Hit]:
 def check_constraint(fp: FieldPair) -> Iterator[Hit]:
     if fp.old.reserved != fp.new.reserved:
         yield fp.hit(f"reserved-zero {fp.old.reserved} -> {fp.new.reserved}" + fp.lay.where())
-    if fp.old.valid != fp.new.valid:
-        def rng(v):
-            return "any" if v is None else f"[{v[0]}, {v[1]}]"
-        yield fp.hit(f"valid range {rng(fp.old.valid)} -> {rng(fp.new.valid)}" + fp.lay.where())
+    if fp.old.valid != fp.new.valid and not _widened(fp.old.valid, fp.new.valid):
+        yield fp.hit(f"valid range {_rng(fp.old.valid)} -> {_rng(fp.new.valid)}"
+                     + fp.lay.where())
+
+
+def _rng(v: tuple[int | None, int | None] | None) -> str:
+    if v is None:
+        return "any"
+    return f"[{'' if v[0] is None else v[0]}, {'' if v[1] is None else v[1]}]"
+
+
+def _widened(o, n) -> bool:
+    """Whether range ``n`` accepts everything ``o`` accepted (None = unbounded)."""
+    if n is None:
+        return True
+    if o is None:
+        return False
+    lo_ok = n[0] is None or (o[0] is not None and n[0] <= o[0])
+    hi_ok = n[1] is None or (o[1] is not None and n[1] >= o[1])
+    return lo_ok and hi_ok
+
+
+def check_range_widened(fp: FieldPair) -> Iterator[Hit]:
+    if fp.old.valid != fp.new.valid and _widened(fp.old.valid, fp.new.valid):
+        yield fp.hit(f"valid range widened {_rng(fp.old.valid)} -> {_rng(fp.new.valid)}")
 
 
 def _cases(f: ir.Field) -> dict:
@@ -706,7 +746,7 @@ RULES: tuple[Rule, ...] = (
          "Repetition, presence condition, size and compression of a field keep their meaning.",
          check_encoding),
     Rule("W009", "constraint-changed", WIRE, "field",
-         "Reserved-zero bytes and valid ranges do not change for existing versions.",
+         "Reserved-zero bytes stay reserved and valid ranges never narrow.",
          check_constraint),
     Rule("W010", "switch-case-changed", WIRE, "field",
          "A tag keeps selecting the same body; cases are never removed.",
@@ -726,6 +766,8 @@ RULES: tuple[Rule, ...] = (
          check_versions_narrowed),
     Rule("W017", "enum-closed", WIRE, "table",
          "An open enum stays open (unknown values keep decoding).", check_enum_openness),
+    Rule("W018", "family-removed", WIRE, "family",
+         "A shipped format family stays decodable.", check_family_removed),
     # ID-CONTRACT
     Rule("I001", "id-renumbered", IDS, "table",
          "Never renumber an op code, kind, family id or enum value.", check_value_renumbered),
@@ -762,6 +804,11 @@ RULES: tuple[Rule, ...] = (
          "A new tag value selecting a body.", check_switch_case_added),
     Rule("A008", "versions-widened", ADDITIVE, "registry",
          "The family accepts or writes a new version.", check_versions_widened),
+    Rule("A010", "family-added", ADDITIVE, "family",
+         "A new format family.", check_family_added),
+    Rule("A009", "range-widened", ADDITIVE, "field",
+         "A valid range that accepts more values (old files stay valid).",
+         check_range_widened),
     # DOC
     Rule("D001", "table-doc-changed", DOC, "table",
          "Documentation of enums, flags and registries.", check_table_doc),
