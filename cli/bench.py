@@ -14,6 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also benchmark HTT store replay/compaction (runtime/htt)")
     p.add_argument("--replay", type=int, default=1_000_000)
     p.add_argument("--compact", type=int, default=100_000)
+    p.add_argument("--kladde", action="store_true",
+                   help="also benchmark kladde resolution vs decode-only (runtime/kladde)")
+    p.add_argument("--kladde-statements", type=int, default=1_000_000)
     p.set_defaults(func=run)
 
 
@@ -24,6 +27,9 @@ def run(args: argparse.Namespace) -> int:
     if args.store:
         from ..runtime.htt import bench as store_bench
         report["htt_store"] = store_bench.bench_htt_store(args.replay, args.compact)
+    if args.kladde:
+        from ..bench import kladde as kladde_bench
+        report["kladde"] = kladde_bench.bench(args.kladde_statements)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -37,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
           f"{r['ratio_fast_single_vs_baseline']:.2f}x")
     print(f"  fast path vs Construct interpreted: {r['ratio_fast_vs_construct']:.1f}x")
     print(f"  fast path vs Construct compiled: {r['ratio_fast_vs_compiled']:.1f}x")
+    if "kladde" in report:
+        from ..bench import kladde as kladde_bench
+        print(kladde_bench.report(report["kladde"]))
     if "htt_store" in report:
         print("HTT store:")
         for k, v in report["htt_store"].items():

@@ -26,6 +26,7 @@ from construct import *  # noqa: F403
 
 from bytewright.runtime.codec import DEFAULT_LIMIT as _DEFAULT_LIMIT
 from bytewright.runtime.codec import Code, Compressed, Plain, WithParams
+from bytewright.runtime.codec import Terminated
 from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
@@ -623,6 +624,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         mv, pos, end = _save
     else:
         _n = f_snap_byte_len
+        if _n < 0:
+            raise ConstraintError('negative size', offset=pos, path='entries', expected='>= 0', found=_n)
         if pos + _n > end:
             raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='entries', expected=_n, found=end - pos)
         _outer_end_entries = end
@@ -717,6 +720,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
     else:
         _ps_entries = pos
         _n = f_snap_byte_len
+        if _n < 0:
+            raise ConstraintError('negative size', offset=pos, path='entries', expected='>= 0', found=_n)
         if pos + _n > end:
             raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='entries', expected=_n, found=end - pos)
         _outer_end_entries = end

@@ -116,6 +116,9 @@ class ConstructEmitter:
             size = repr(c) if isinstance(c, int) else self.lam(t.size, rec)
             if t.text:
                 return f"StringEncoded(Bytes({size}), {enc!r})"
+            if any(o.derived_from == ("size", f.name) for o in rec.fields):
+                # the size field is derived: parse by it, build whatever bytes are given
+                return f"IfThenElse({self.code('this._parsing')}, Bytes({size}), GreedyBytes)"
             return f"Bytes({size})"
         if isinstance(t, ir.VarintT):
             return "VarInt"
@@ -178,6 +181,8 @@ class ConstructEmitter:
                 base = f"PrefixedArray({self.int_c(rp.prefix)}, {base})"
             elif rp.count is not None:
                 base = f"Array({self.lam(rp.count, rec)}, {base})"
+            elif rp.until is not None:
+                base = f"Terminated({base}, {rp.until!r})"
             else:
                 base = f"GreedyRange({base})"
         derived_size = any(o.derived_from == ("size", name) for o in rec.fields)
@@ -197,6 +202,10 @@ class ConstructEmitter:
                 base = comp
         elif f.size is not None and not derived_size:
             base = f"FixedSized({self.lam(f.size, rec)}, {base})"
+        elif f.size is not None:
+            # a derived size bounds the parse; on build the size is measured and patched
+            base = (f"IfThenElse({self.code('this._parsing')}, "
+                    f"FixedSized({self.lam(f.size, rec)}, {base}), {base})")
         if f.derived_from:
             kind, target = f.derived_from
             if kind == "count":
@@ -222,12 +231,17 @@ class ConstructEmitter:
         out.append(f"{name!r} / {base},")
         if name in spans:
             out.append(f"'_e_{name}' / Tell,")
+        for a in f.asserts:
+            guard = f"this[{name!r}] is None or " if conds else ""
+            out.append(f"Check({self.code(f'not this._parsing or {guard}({a.check.render(self.res(rec))})')}),")
         if derived_size:
             size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
             if f.compressed is not None:
                 measure = f"len(this['_plain_{name}'])"
             else:
                 measure = f"this['_e_{name}'] - this['_s_{name}']"
+            if size_field.derived_offset:
+                measure = f"({measure} + {size_field.derived_offset})"
             ic = self.type_c(size_field.type, size_field, rec)
             out.append(f"'_patch_{size_field.name}' / Pointer("
                        f"{self.code(f'this[{chr(39)}_o_{size_field.name}{chr(39)}]')}, "
@@ -332,6 +346,9 @@ class ConstructEmitter:
         if isinstance(t, ir.RefT):
             if t.kind == "enum":
                 e = self.family.enums[t.target]
+                if e.retired:
+                    return (f"_enum_value({enum_class(e.name)}, {val}, {e.open}, "
+                            f"retired={tuple(e.retired)!r})")
                 return f"_enum_value({enum_class(e.name)}, {val}, {e.open})"
             if t.kind == "flags":
                 return f"_c2m_flags_{t.target}({val})"

@@ -174,7 +174,7 @@ class FastEmitter:
             role = None
             if self.runnable(f):
                 role = "value"
-            elif isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f):
+            elif isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f) and f.repeat is None:
                 role = "prefix"
             elif f.repeat is not None and f.repeat.prefix is not None and self.plain(f):
                 role = "count"
@@ -303,7 +303,21 @@ class FastEmitter:
                 out.extend(self.post_scalar(rec, f, it, at))
                 if f.checksum is not None:
                     out.extend(self.checksum_check(f, at))
+                out.extend(self.assert_lines(rec, f, at, it.local[:-len(f"f_{f.name}")]))
             off += it.size
+        return out
+
+    def assert_lines(self, rec: ir.Record, f: ir.Field, at: str, px: str = "") -> list[str]:
+        """Decode-time ``assert`` rules of a field (names resolve to decoded locals)."""
+        out: list[str] = []
+        for a in f.asserts:
+            cls = "UnsupportedError" if a.error == "unsupported" else "ConstraintError"
+            src = a.check.render(lambda n: f"p_{n}" if n in rec.params else f"{px}f_{n}")
+            out += [f"if not {src}:",
+                    f"    raise {cls}({a.message!r}, offset={at}, path={f.name!r}, "
+                    f"expected={a.check.source!r}, found={px}f_{f.name})"]
+        if out and f.cond is not None:
+            out = [f"if {px}f_{f.name} is not None:"] + ["    " + x for x in out]
         return out
 
     def post_scalar(self, rec: ir.Record, f: ir.Field, it: Item, at: str) -> list[str]:
@@ -340,7 +354,14 @@ class FastEmitter:
                 out.append(f"{loc} = {table}.get({loc}, {loc})")
             else:
                 out += [f"_v = {table}.get({loc})",
-                        "if _v is None:",
+                        "if _v is None:"]
+                if e.retired:
+                    out += [f"    if {loc} in {tuple(e.retired)!r}:",
+                            f"        raise ConstraintError('retired {e.name} value "
+                            f"(permanently retired, never reused)', offset={at}, "
+                            f"path={f.name!r}, expected={sorted(m.value for m in e.members)!r}, "
+                            f"found={loc})"]
+                out += [
                         f"    raise ConstraintError('unknown {e.name} value', offset={at}, "
                         f"path={f.name!r}, expected={sorted(m.value for m in e.members)!r}, "
                         f"found={loc})",
@@ -358,6 +379,8 @@ class FastEmitter:
         out: list[str] = []
         name = f.name
         want_span = name in spans
+        if f.asserts:
+            out.append(f"_a_{name} = pos")
         if name in spans.s and not prefixed:
             out.append(f"_s_{name} = pos")
         inner = self.decode_value(rec, f, res, prefixed)
@@ -382,11 +405,15 @@ class FastEmitter:
             check = self.checksum_check(f, "pos")
             out += [f"if f_{name} is not None:"] + ["    " + x for x in check] if f.cond \
                 else check
+        out += self.assert_lines(rec, f, f"_a_{name}")
         return out
 
     def decode_sized(self, f: ir.Field, res, inner: list[str]) -> list[str]:
         size = f.size.render(res)
         out = [f"_n = {size}",
+               "if _n < 0:",
+               f"    raise ConstraintError('negative size', offset=pos, path={f.name!r}, "
+               "expected='>= 0', found=_n)",
                "if pos + _n > end:",
                f"    raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, "
                f"path={f.name!r}, expected=_n, found=end - pos)",
@@ -491,6 +518,10 @@ class FastEmitter:
             else:
                 out.append(f"_n = {t.size.render(res)}")
                 n = "_n"
+                if t.size.constant() is None:
+                    out += ["if _n < 0:",
+                            f"    raise ConstraintError('negative size', offset=pos, "
+                            f"path={label!r}, expected='>= 0', found=_n)"]
             out += [f"if pos + {n} > end:",
                     f"    raise TruncatedError('{t.name} truncated', offset=pos, path={label!r}, "
                     f"expected={n}, found=end - pos)"]
@@ -505,7 +536,18 @@ class FastEmitter:
                         f"expected={f.const!r}, found={target})"]
             return out
         if isinstance(t, ir.VarintT):
-            return [f"{target}, pos = _uleb128(mv, pos, end, {label!r})"]
+            # one-byte varints (the common case) skip the helper call
+            return ["if pos < end and mv[pos] < 128:",
+                    f"    {target} = mv[pos]",
+                    "    pos += 1",
+                    "else:",
+                    f"    {target}, pos = _uleb128(mv, pos, end, {label!r})"]
+        if isinstance(t, ir.PaddingT) and t.arbitrary:
+            return [f"_n = (-(pos - start)) % {t.align}",
+                    "if pos + _n > end:",
+                    f"    raise TruncatedError('padding truncated', offset=pos, path={label!r}, "
+                    "expected=_n, found=end - pos)",
+                    "pos += _n"]
         if isinstance(t, ir.PaddingT):
             return [f"_n = (-(pos - start)) % {t.align}",
                     "if pos + _n > end:",
@@ -624,9 +666,13 @@ class FastEmitter:
         loop = ["try:"]
         if count is not None:
             loop.append(f"    for _i in range({count}):")
+        elif rp.until is not None:
+            loop += ["    _i = 0", "    while True:"]
         else:
             loop += ["    _i = 0", "    while pos < end:"]
         loop += ["        " + x for x in elem]
+        if rp.until is not None:
+            loop += [f"        if _x == {rp.until!r}:", "            break"]
         loop.append(f"        f_{name}.append(_x)")
         if count is None:
             loop.append("        _i += 1")
@@ -762,6 +808,8 @@ class FastEmitter:
                 kind, target = f.derived_from
                 if kind == "count":
                     return f"len(v.{target})"
+                if f.derived_offset:
+                    return f"(_size_{target} + {f.derived_offset})"
                 return f"_size_{target}"
             if f.value is not None:
                 return f.value.render(res)
@@ -789,7 +837,7 @@ class FastEmitter:
             role = None
             if self.runnable(f):
                 role = "value"
-            elif isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f):
+            elif isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f) and f.repeat is None:
                 role = "prefix"
             elif f.repeat is not None and f.repeat.prefix is not None and self.plain(f):
                 role = "count"
@@ -888,7 +936,8 @@ class FastEmitter:
             inner = ["_ps = len(out)"] + inner + [f"_size_{name} = len(out) - _ps"]
         if size_target is not None:
             st = self.patch_struct(size_target)
-            inner.append(f"{st}.pack_into(out, _at_{size_target.name}, _size_{name})")
+            k = f" + {size_target.derived_offset}" if size_target.derived_offset else ""
+            inner.append(f"{st}.pack_into(out, _at_{size_target.name}, _size_{name}{k})")
         if f.cond is not None:
             out.append(f"if {f.cond.render(res)}:")
             out += ["    " + x for x in inner]
@@ -966,7 +1015,8 @@ class FastEmitter:
                 p = t.prefix
                 st = self.const("S", f"struct.Struct({('<' if p.endian == 'le' else '>') + p.code!r})")
                 out.append(f"out += {st}.pack(len(_b))")
-            elif t.size is not None and not t.eos:
+            elif t.size is not None and not t.eos and not any(
+                    o.derived_from == ("size", f.name) for o in self.lay.fields):
                 out += [f"if len(_b) != {t.size.render(res)}:",
                         f"    raise EncodeError('wrong length ' + str(len(_b)), path={f.name!r})"]
             out.append("out += _b")
@@ -1019,7 +1069,7 @@ class FastEmitter:
                     f"    raise EncodeError('expected ' + str({rp.count.render(res)}) + "
                     f"' items, found ' + str(len({val})), path={f.name!r})"]
         sc = self.scalar_code(f.type)
-        if sc is not None and not self.needs_post(f):
+        if sc is not None and not self.needs_post(f) and rp.until is None:
             code, size, endian = sc
             order = "<" if endian == "le" else ">"
             if f.view == "numpy":
@@ -1035,7 +1085,13 @@ class FastEmitter:
             return out
         elem = self.encode_one(rec, f, f.type, "_x", res, False)
         out.append(f"for _x in {val}:")
+        if rp.until is not None:
+            out += [f"    if _x == {rp.until!r}:",
+                    f"        raise EncodeError('an item equals the terminator {rp.until!r}', "
+                    f"path={f.name!r})"]
         out += ["    " + x for x in elem]
+        if rp.until is not None:
+            out += self.encode_one(rec, f, f.type, repr(rp.until), res, False)
         return out
 
     def encode_checksum(self, rec: ir.Record, f: ir.Field, spans: set[str]) -> list[str]:

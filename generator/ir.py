@@ -90,6 +90,7 @@ class PaddingT:
 
     align: int
     name: str = "padding"
+    arbitrary: bool = False  # bytes are not verified on decode (written as zeros)
 
 
 @dataclass
@@ -97,6 +98,8 @@ class EnumMember:
     name: str
     value: int
     doc: str = ""
+    current: int | None = None  # registries: the id's current version
+    accepted: tuple[int, int] | None = None  # registries: inclusive accepted versions
 
 
 @dataclass
@@ -187,6 +190,7 @@ class Repeat:
     count: Expr | None = None
     prefix: IntT | None = None
     eos: bool = False
+    until: int | None = None  # items end at an item equal to this terminator (consumed)
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,15 @@ class Checksum:
     algorithm: str
     covers: tuple[str, ...] | None  # None = every preceding field
     excluded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Assert:
+    """A decode-time rule: ``check`` must hold once the field is read (else ``error``)."""
+
+    check: Expr
+    message: str
+    error: str = "constraint"  # constraint | unsupported
 
 
 Type = IntT | FloatT | BytesT | VarintT | PaddingT | RefT | SwitchT
@@ -228,6 +241,8 @@ class Field:
     checksum: Checksum | None = None
     value: Expr | None = None
     derived_from: tuple[str, str] | None = None  # ("count"|"size", field) set by resolve
+    asserts: tuple[Assert, ...] = ()
+    derived_offset: int = 0  # size-derived from ``name - k``: encode writes measured + k
     line: int | None = None
     path: str = ""
 

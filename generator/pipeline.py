@@ -161,6 +161,7 @@ def render(family: ir.Family) -> str:
         family=family.name, title=family.title, doc=family.doc.strip() or family.title,
         spec=family.spec, files=[Path(f).as_posix() for f in family.files],
         digest=family.digest, registry=family.versions,
+        registries=[registry_ctx(e) for e in family.registries.values()],
         enums=[enum_ctx(e) for e in family.enums.values()],
         flags=[flags_ctx(fd, family) for fd in family.flags.values()],
         records=[record_ctx(r, family) for r in family.records.values()],
@@ -217,6 +218,13 @@ def dispatcher(rec: ir.Record, kind: str) -> str:
 def enum_ctx(e: ir.EnumDef) -> dict:
     return {"name": e.name, "cls": enum_class(e.name), "doc": e.doc,
             "members": [{"name": m.name, "value": m.value, "doc": m.doc} for m in e.members]}
+
+
+def registry_ctx(e: ir.EnumDef) -> dict:
+    """A ``registries:`` table as data: id -> (name, current, accepted) plus retired ids."""
+    rows = {m.value: (m.name, m.current, m.accepted) for m in e.members}
+    return {"name": e.name, "rows": pprint.pformat(rows, width=96, sort_dicts=False),
+            "retired": tuple(e.retired)}
 
 
 def flags_ctx(fd: ir.FlagsDef, family: ir.Family) -> dict:
@@ -282,7 +290,8 @@ def field_data(f: ir.Field, lay: ir.Layout) -> dict:
     if f.repeat is not None:
         rp = f.repeat
         d["repeat"] = (rp.count.source if rp.count is not None else
-                       f"{rp.prefix.name} count" if rp.prefix is not None else "eos")
+                       f"{rp.prefix.name} count" if rp.prefix is not None else
+                       f"until {rp.until}" if rp.until is not None else "eos")
     if f.cond is not None:
         d["if"] = f.cond.source
     if f.const is not None:

@@ -20,6 +20,11 @@ _FLOAT_RE = re.compile(r"^f(32|64)(le|be)?$")
 _BUILTIN_PARAM_TYPES = {"int", "bool", "str"}
 
 
+def self_int(t: ir.Type) -> ir.IntT | None:
+    """The integer type of a plain integer field (for repeat.until), else None."""
+    return t if isinstance(t, ir.IntT) else None
+
+
 def int_type(text: str, default_endian: str = "le") -> ir.IntT | None:
     m = _INT_RE.match(text)
     if not m:
@@ -131,7 +136,15 @@ class Resolver:
                 self.err(src, join(join(path, "values"), mname),
                          f"value {value} is retired and must never be reused")
             seen[value] = mname
-            members.append(ir.EnumMember(str(mname), value, doc))
+            member = ir.EnumMember(str(mname), value, doc)
+            if isinstance(mval, dict) and "current" in mval:
+                member.current = mval["current"]
+                member.accepted = tuple(mval.get("accepted", [mval["current"]] * 2))
+                lo, hi = member.accepted
+                if not lo <= member.current <= hi:
+                    self.err(src, join(join(path, "values"), mname),
+                             "current version outside accepted range")
+            members.append(member)
         return ir.EnumDef(name, base, members, body.get("doc", ""), body.get("spec", ""),
                           bool(body.get("open", False)), list(body.get("retired", [])),
                           src.line(path))
@@ -220,7 +233,7 @@ class Resolver:
             if "align" not in fb:
                 self.err(src, path, "padding needs 'align'")
                 return None
-            return ir.PaddingT(int(fb["align"]))
+            return ir.PaddingT(int(fb["align"]), arbitrary=bool(fb.get("arbitrary", False)))
         for kind, table in (("enum", self.enums), ("flags", self.flagdefs),
                             ("alias", self.aliases)):
             if tname in table:
@@ -313,8 +326,12 @@ class Resolver:
                 f.repeat = ir.Repeat(count=self.expr(src, join(path, "repeat.count"), rp["count"]))
             elif "prefix" in rp:
                 f.repeat = ir.Repeat(prefix=int_type(rp["prefix"]))
+            elif "until" in rp:
+                f.repeat = ir.Repeat(until=int(rp["until"]))
+                if not isinstance(ftype, ir.VarintT) and self_int(ftype) is None:
+                    self.err(src, join(path, "repeat"), "repeat.until needs an integer element")
             else:
-                self.err(src, join(path, "repeat"), "repeat needs count, prefix or eos")
+                self.err(src, join(path, "repeat"), "repeat needs count, prefix, until or eos")
         f.view = fb.get("view")
         if "compressed" in fb:
             c = fb["compressed"]
@@ -329,6 +346,15 @@ class Resolver:
             f.checksum = ir.Checksum(c["algorithm"], covers, tuple(c.get("except", [])))
         if "value" in fb:
             f.value = self.expr(src, join(path, "value"), fb["value"])
+        if "assert" in fb:
+            items = []
+            for i, a in enumerate(fb["assert"]):
+                a = {"check": a} if isinstance(a, str) else a
+                e = self.expr(src, join(join(path, "assert"), i), a["check"])
+                if e is not None:
+                    items.append(ir.Assert(e, a.get("message") or f"rule {a['check']} broken",
+                                           a.get("error", "constraint")))
+            f.asserts = tuple(items)
         return f
 
     # -- cross-field checks ----------------------------------------------------------
@@ -353,12 +379,16 @@ class Resolver:
             for kind, e in (("count", f.repeat.count if f.repeat else None),
                             ("size", f.size or (f.type.size if isinstance(f.type, ir.BytesT) else None))):
                 n = e.simple_name() if e is not None else None
+                k = 0
+                if n is None and kind == "size" and e is not None:
+                    n, k = self.name_minus_const(e)
                 if n and n in by_name:
                     tgt = by_name[n]
                     if names.index(n) > names.index(f.name):
                         self.err(src, f.path, f"{kind} field {n!r} must come before {f.name!r}")
                     elif tgt.value is None and tgt.derived_from is None:
                         tgt.derived_from = (kind, f.name)
+                        tgt.derived_offset = k
             if f.checksum:
                 for c in (f.checksum.covers or ()) + f.checksum.excluded:
                     if c not in by_name:
@@ -381,13 +411,33 @@ class Resolver:
             if isinstance(f.type, ir.RefT) and f.type.kind == "record":
                 self.check_args(src, f.path, records[f.type.target], f.type.args, rec)
             if isinstance(f.type, ir.SwitchT):
-                for _, _, target in f.type.cases:
-                    if target in records:
-                        self.check_args(src, f.path, records[target], f.type.args, rec)
+                # each case takes the args it declares; an arg no case declares is an error
+                targets = [t for _, _, t in f.type.cases if t in records]
+                if f.type.default in records:
+                    targets.append(f.type.default)
+                for target in targets:
+                    self.check_args(src, f.path, records[target], f.type.args, rec,
+                                    extra_ok=True)
+                known_args = {p for t in targets for p in records[t].params}
+                for a, _ in f.type.args:
+                    if a not in known_args:
+                        self.err(src, f.path, f"no case of the switch has a param {a!r}")
         if rec.version_from is not None:
             if rec.version_from not in rec.params and rec.version_from not in by_name:
                 self.err(src, join(join("records", rec.name), "versions"),
                          f"versions.from names neither a param nor a field: {rec.version_from!r}")
+
+    @staticmethod
+    def name_minus_const(e: Expr) -> tuple[str | None, int]:
+        """``name - k`` (or ``name + k``) as (name, k); a size derived from it is measured + k."""
+        import ast  # noqa: PLC0415
+        t = e.tree
+        if isinstance(t, ast.BinOp) and isinstance(t.op, (ast.Sub, ast.Add)) \
+                and isinstance(t.left, ast.Name) and isinstance(t.right, ast.Constant) \
+                and isinstance(t.right.value, int) and not isinstance(t.right.value, bool):
+            k = t.right.value if isinstance(t.op, ast.Sub) else -t.right.value
+            return t.left.id, k
+        return None, 0
 
     def family_stub(self, records: dict[str, ir.Record]) -> ir.Family:
         """Enough of a Family for type lookups while records are still being checked."""
@@ -396,9 +446,10 @@ class Resolver:
                          aliases=self.aliases, records=records)
 
     def check_args(self, src: Source, path: str, callee: ir.Record,
-                   args: tuple[tuple[str, Expr], ...], caller: ir.Record) -> None:
+                   args: tuple[tuple[str, Expr], ...], caller: ir.Record,
+                   extra_ok: bool = False) -> None:
         given = {a for a, _ in args}
-        for a in given - set(callee.params):
+        for a in given - set(callee.params) if not extra_ok else ():
             self.err(src, path, f"record {callee.name!r} has no param {a!r}")
         for p in callee.params.values():
             if p.name not in given and p.name not in caller.params and p.default is None:
@@ -417,6 +468,8 @@ class Resolver:
             yield "repeat.count", f.repeat.count
         if f.value is not None:
             yield "value", f.value
+        for a in f.asserts:
+            yield "assert", a.check
         if isinstance(f.type, ir.SwitchT):
             yield "switch", f.type.on
             for a, e in f.type.args:

@@ -75,12 +75,15 @@ def compress(alg: Any, data: bytes, *, path: str) -> bytes:
     return compression.compress(algorithm_name(alg), data)
 
 
-def enum_value(cls: type[enum.IntEnum], raw: int, open_: bool) -> Any:
+def enum_value(cls: type[enum.IntEnum], raw: int, open_: bool, retired: tuple = ()) -> Any:
     try:
         return cls(raw)
     except ValueError:
         if open_:
             return raw
+        if raw in retired:
+            raise ConstraintError(f"retired {cls.__name__} value (permanently retired, never "
+                                  "reused)", found=raw) from None
         raise ConstraintError(f"unknown {cls.__name__} value", found=raw) from None
 
 
@@ -252,3 +255,35 @@ def construct_error(exc: Exception, record: str) -> DecodeError:
     if isinstance(exc, (cs.StreamError, cs.core.StreamError)):
         return TruncatedError(f"construct: {exc}", path=full)
     return ConstraintError(f"construct: {type(exc).__name__}: {exc}", path=full)
+
+
+class Terminated(cs.Subconstruct):
+    """Items of ``subcon`` up to one equal to ``terminator`` (consumed, not returned).
+
+    The Construct twin of ``repeat: {until: N}``; on build the terminator is appended
+    and an item equal to it is refused (it would end the list early).
+    """
+
+    def __init__(self, subcon, terminator) -> None:
+        super().__init__(subcon)
+        self.terminator = terminator
+
+    def _parse(self, stream, context, path):
+        items = cs.ListContainer()
+        while True:
+            item = self.subcon._parsereport(stream, context, path)
+            if item == self.terminator:
+                return items
+            items.append(item)
+
+    def _build(self, obj, stream, context, path):
+        for item in obj:
+            if item == self.terminator:
+                raise cs.ValidationError(f"an item equals the terminator {self.terminator!r}",
+                                         path=path)
+            self.subcon._build(item, stream, context, path)
+        self.subcon._build(self.terminator, stream, context, path)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise cs.SizeofError("terminated lists have no fixed size", path=path)

@@ -9,7 +9,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from bytewright.generated import htt
+from bytewright.generated import htt, kladde, ze
 from bytewright.generator.checks import FIXTURE_DIR, fixture_text
 
 HERE = Path(__file__).resolve().parent
@@ -22,7 +22,7 @@ def _load(name: str):
     return mod
 
 
-FAMILIES = {"htt": (htt, "htt_cases")}
+FAMILIES = {"htt": (htt, "htt_cases"), "kladde": (kladde, "kladde_cases"), "ze": (ze, "ze_cases")}
 
 
 def main() -> int:

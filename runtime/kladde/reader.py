@@ -1,0 +1,570 @@
+"""Open a kladde file: header-slot choice, tree walk, statement decoding, resolution.
+
+Everything layout-shaped goes through the generated codecs (``generated/kladde.py``):
+``decode_header_slot`` and ``decode_page`` check framing and CRC with the content kept
+opaque, then ``decode_table_content`` decodes the child refs and statements of a page.
+This module adds what a layout cannot say (facts.md §2.2, §4.2-§4.3, §5): which slot
+governs, that the child refs form a tree, the delta cursors and their bounds, and the
+conflict resolution by epoch (existence, size, content per byte).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+from ...generated import kladde as g
+from ..errors import ChecksumError, DecodeError
+from ..varint import decode_uleb128
+from .errors import Corrupt, DanglingPointer, NotKladde, UnsupportedVersion
+from .model import (
+    ADDRESS_LIMIT,
+    CONTENT_OFFSET,
+    GROW,
+    HEADER_CONTENT_OFFSET,
+    INLINE,
+    KIND_DATA,
+    KIND_TABLE,
+    MAGIC,
+    PAGE_SIZE,
+    READER_VERSION,
+    REF,
+    SHRINK,
+    TOMBSTONE,
+    U32_MAX,
+    ZERO,
+    Stmt,
+)
+
+_REF, _ZERO, _SHRINK, _GROW, _TOMB = 0, 1, 2, 3, 4
+
+# fragment kinds of a resolved allocation
+FRAG_ZERO, FRAG_INLINE, FRAG_REF = 0, 1, 2
+
+
+@dataclass(slots=True)
+class PageInfo:
+    """One reachable address-table page."""
+
+    page: int
+    epoch: int
+    children: list[int]
+    content_start: int
+    content_end: int
+    statements: int
+
+
+@dataclass(slots=True)
+class Allocation:
+    """A resolved allocation: its size and the fragments that give every byte.
+
+    ``fragments`` are ``(start, end, kind, source)`` covering ``[0, size)`` in order:
+    ``FRAG_ZERO`` (source None), ``FRAG_INLINE`` (source ``(payload, payload_offset)``)
+    or ``FRAG_REF`` (source: the file address of byte ``start``).
+    """
+
+    id: int
+    size: int
+    fragments: list[tuple[int, int, int, object]] = field(default_factory=list)
+
+    def content(self, buf) -> bytes:
+        out = bytearray()
+        for start, end, kind, src in self.fragments:
+            n = end - start
+            if kind == FRAG_ZERO:
+                out += bytes(n)
+            elif kind == FRAG_INLINE:
+                payload, at = src
+                out += payload[at:at + n]
+            else:
+                out += buf[src:src + n]
+        return bytes(out)
+
+
+def _corrupt(message: str, page: int | None, offset: int | None, **kw) -> Corrupt:
+    return Corrupt(message, page=page, offset=offset, **kw)
+
+
+class KladdeFile:
+    """The committed state of one kladde file (the journal is not replayed)."""
+
+    def __init__(self, data, *, name: str | None = None) -> None:
+        self.data = data
+        self.name = name
+        self.mv = memoryview(data)
+        self.npages = len(data) // PAGE_SIZE
+        self.slot, self.header_slot = pick_header(self.mv, name=name)
+        self.header = self.header_slot.header
+        self.epoch = self.header_slot.epoch
+        self.pages: list[PageInfo] = []
+        self.statements: list[Stmt] = []
+        self.root_statements: list[Stmt] = []
+        self.ref_bytes: dict[int, int] = {}
+        self._data_ok: dict[int, None] = {}
+        self._walk()
+        self._by_id: dict[int, list[Stmt]] | None = None
+
+    # -- walk --------------------------------------------------------------------------
+    def _walk(self) -> None:
+        slot = self.slot
+        start = slot * PAGE_SIZE + HEADER_CONTENT_OFFSET
+        end = start + len(self.header_slot.content)
+        root = self._table(slot, self.epoch, start, end)
+        self.root_statements = self.statements[:]
+        seen = {slot}
+        queue = deque((c, slot, i) for i, c in enumerate(root.children))
+        while queue:
+            p, parent, index = queue.popleft()
+            if p >= self.npages:
+                raise _corrupt(f"child page {p} of page {parent} lies outside the file "
+                               f"({self.npages} whole pages)", p,
+                               self._child_offset(parent, index), path=f"children[{index}]")
+            if p in seen:
+                raise _corrupt(f"the address-table pages do not form a tree: page {p} is "
+                               f"named twice (again by page {parent})", p,
+                               self._child_offset(parent, index), path=f"children[{index}]")
+            seen.add(p)
+            base = p * PAGE_SIZE
+            try:
+                raw, _ = g.decode_page(self.mv, base)
+            except DecodeError as exc:
+                raise _corrupt(f"address-table page {p} fails its check: {exc.message}", p,
+                               exc.offset, path=exc.path) from None
+            if raw.kind != KIND_TABLE:
+                raise _corrupt(f"page {p} is not an address-table page (kind {int(raw.kind)})",
+                               p, base, expected=KIND_TABLE, found=int(raw.kind))
+            if raw.epoch > self.epoch:
+                raise _corrupt(f"page {p} is newer than its header: the fsync contract was "
+                               f"broken (epoch {raw.epoch} > {self.epoch})", p, base + 1,
+                               expected=f"<= {self.epoch}", found=raw.epoch)
+            start = base + CONTENT_OFFSET
+            info = self._table(p, raw.epoch, start, start + len(raw.content))
+            queue.extend((c, p, i) for i, c in enumerate(info.children))
+
+    def _table(self, page: int, epoch: int, start: int, end: int) -> PageInfo:
+        """Decode one page's content; append its statements (cursor rules applied)."""
+        mv = self.mv[:end]
+        try:
+            content, _ = g.decode_table_content(mv, start)
+        except DecodeError as exc:
+            raise _corrupt(_content_message(exc) + f" (page {page})", page, exc.offset,
+                           path=exc.path) from None
+        children = []
+        cursor = 0
+        for i, delta in enumerate(content.children):
+            cursor += delta
+            if cursor < 2 or cursor > U32_MAX:
+                raise _corrupt(f"child reference out of range: page {cursor}", page,
+                               _child_pos(mv, start, i), path=f"children[{i}]",
+                               expected="2..2**32-1", found=cursor)
+            children.append(cursor)
+        info = PageInfo(page, epoch, children, start, end, len(content.statements))
+        self.pages.append(info)
+        self._statements(content.statements, page, epoch, info)
+        return info
+
+    def _statements(self, decoded, page: int, epoch: int, info: PageInfo) -> None:
+        try:
+            apply_cursors(decoded, epoch, page, self.statements, self.ref_bytes)
+        except _Bad as bad:
+            raise _corrupt(f"{bad.message} in page {page}, statement {bad.index}", page,
+                           self.statement_offset(info, bad.index),
+                           path=f"statements[{bad.index}]", found=bad.found) from None
+        if len(self.statements) > U32_MAX:
+            raise _corrupt("the file holds more than 2**32 - 1 statements", page, None)
+
+    # -- locating things for error messages (slow path only) ---------------------------
+    def _child_offset(self, parent: int, index: int) -> int:
+        info = next(p for p in self.pages if p.page == parent)
+        return _child_pos(self.mv[:info.content_end], info.content_start, index)
+
+    def statement_offset(self, info: PageInfo, index: int) -> int:
+        """Absolute file offset of statement ``index`` of a page."""
+        mv = self.mv[:info.content_end]
+        pos = _statements_start(mv, info.content_start)
+        for i, (_, end) in enumerate(g.iter_statement(mv, pos, info.content_end)):
+            if i == index:
+                return pos
+            pos = end
+        return pos
+
+    def locate(self, st: Stmt) -> int | None:
+        """Absolute file offset of a statement (for messages)."""
+        for info in self.pages:
+            if info.page == st.page:
+                return self.statement_offset(info, st.index)
+        return None
+
+    # -- resolution ---------------------------------------------------------------------
+    @property
+    def by_id(self) -> dict[int, list[Stmt]]:
+        """Statements grouped by id (in walk order, each page sorted by offset)."""
+        if self._by_id is None:
+            groups: dict[int, list[Stmt]] = {}
+            for st in self.statements:
+                lst = groups.get(st.id)
+                if lst is None:
+                    groups[st.id] = [st]
+                else:
+                    lst.append(st)
+            self._by_id = groups
+        return self._by_id
+
+    def ids(self) -> list[int]:
+        """Every existing allocation id, ascending."""
+        return sorted(i for i, sts in self.by_id.items() if _exists(sts))
+
+    def allocation(self, alloc_id: int) -> Allocation | None:
+        """The resolved allocation, or None if it does not exist."""
+        sts = self.by_id.get(alloc_id)
+        if not sts:
+            return None
+        alloc = resolve_statements(alloc_id, sts)
+        if alloc is not None:
+            self._check_refs(alloc, sts)
+        return alloc
+
+    def allocations(self) -> dict[int, Allocation]:
+        """Every existing allocation, resolved, with winning Ref pages checked."""
+        out = {}
+        for alloc_id in sorted(self.by_id):
+            alloc = self.allocation(alloc_id)
+            if alloc is not None:
+                out[alloc_id] = alloc
+        return out
+
+    def read(self, alloc_id: int) -> bytes:
+        alloc = self.allocation(alloc_id)
+        if alloc is None:
+            raise DanglingPointer(alloc_id)
+        return alloc.content(self.mv)
+
+    def contents(self) -> dict[int, bytes]:
+        return {i: a.content(self.mv) for i, a in self.allocations().items()}
+
+    def _check_refs(self, alloc: Allocation, sts: list[Stmt]) -> None:
+        for start, _end, kind, src in alloc.fragments:
+            if kind != FRAG_REF:
+                continue
+            p = src // PAGE_SIZE
+            if p in self._data_ok:
+                continue
+            st = _winner_at(sts, start)
+            where = self.locate(st) if st is not None else None
+            if p < 2 or p >= self.npages:
+                raise _corrupt(f"a Ref points outside the file, into page {p} "
+                               f"(allocation {alloc.id})", p, where)
+            try:
+                raw, _ = g.decode_page(self.mv, p * PAGE_SIZE)
+            except DecodeError as exc:
+                raise _corrupt(f"data page {p} fails its check: {exc.message}", p,
+                               exc.offset, path=exc.path) from None
+            if raw.kind != KIND_DATA:
+                raise _corrupt(f"page {p} is referenced as data but is not a data page "
+                               f"(kind {int(raw.kind)})", p, p * PAGE_SIZE,
+                               expected=KIND_DATA, found=int(raw.kind))
+            if raw.epoch > self.epoch:
+                raise _corrupt(f"page {p} is newer than its header: the fsync contract was "
+                               f"broken (epoch {raw.epoch} > {self.epoch})", p,
+                               p * PAGE_SIZE + 1)
+            self._data_ok[p] = None
+
+
+class _Bad(Exception):
+    def __init__(self, message: str, found, index: int = -1) -> None:
+        self.message = message
+        self.found = found
+        self.index = index
+
+
+def statements_of(content, epoch: int = 0, page: int = -1) -> list[Stmt]:
+    """Absolute statements of one decoded ``TableContent`` (cursor rules and checks)."""
+    out: list[Stmt] = []
+    try:
+        apply_cursors(content.statements, epoch, page, out, {})
+    except _Bad as bad:
+        raise Corrupt(f"{bad.message} (statement {bad.index})", page=None if page < 0 else page,
+                      path=f"statements[{bad.index}]", found=bad.found) from None
+    return out
+
+
+def apply_cursors(decoded, epoch: int, page: int, out: list, ref_bytes: dict) -> None:
+    """The delta cursors of facts.md §4.2 with the reader checks of §4.3 and the bounds.
+
+    Appends one :class:`Stmt` per decoded statement to ``out``; raises ``_Bad`` with the
+    statement index on the first violation.
+    """
+    append = out.append
+    _new = tuple.__new__  # skips NamedTuple.__new__'s Python frame (hot loop)
+    id_cursor = 0
+    off = 0
+    index = 0
+    try:
+        for index, st in enumerate(decoded):
+            delta = st.id_delta
+            if delta:
+                id_cursor += delta
+                off = 0
+            if id_cursor == 0 or id_cursor > U32_MAX:
+                raise _Bad("statement id out of range", id_cursor)
+            tag = st.tag
+            if tag == _TOMB:
+                append(_new(Stmt, (id_cursor, TOMBSTONE, 0, 0, None, epoch, page, index)))
+                continue
+            body = st.body
+            off += body.offset_delta
+            if off > U32_MAX:
+                raise _Bad("statement offset out of range", off)
+            if tag == _REF:
+                size = body.size
+                addr = body.address
+                if off + size > U32_MAX:
+                    raise _Bad("statement offset out of range", off + size)
+                if addr >= ADDRESS_LIMIT:
+                    raise _Bad("a Ref address is out of range (>= 2**49)", addr)
+                if (addr % PAGE_SIZE) + size > PAGE_SIZE:
+                    raise _Bad("a Ref spans a page boundary", addr)
+                dp = addr // PAGE_SIZE
+                total = ref_bytes.get(dp, 0) + size
+                if total > U32_MAX:
+                    raise _Bad(f"the Ref sizes into data page {dp} sum past 2**32 - 1", total)
+                ref_bytes[dp] = total
+                append(_new(Stmt, (id_cursor, REF, off, size, addr, epoch, page, index)))
+                off += size
+            elif tag == _ZERO:
+                size = body.size
+                if off + size > U32_MAX:
+                    raise _Bad("statement offset out of range", off + size)
+                append(_new(Stmt, (id_cursor, ZERO, off, size, None, epoch, page, index)))
+                off += size
+            elif tag == _SHRINK:
+                append(_new(Stmt, (id_cursor, SHRINK, off, 0, None, epoch, page, index)))
+            elif tag == _GROW:
+                append(_new(Stmt, (id_cursor, GROW, off, 0, None, epoch, page, index)))
+            else:
+                payload = body.payload
+                size = len(payload)
+                if off + size > U32_MAX:
+                    raise _Bad("statement offset out of range", off + size)
+                append(_new(Stmt, (id_cursor, INLINE, off, size, payload, epoch, page, index)))
+                off += size
+    except _Bad as bad:
+        bad.index = index
+        raise
+
+
+def _content_message(exc: DecodeError) -> str:
+    path = exc.path or ""
+    if path.endswith("payload"):
+        return "inline payload runs past the page content"
+    if path.endswith(".tag") or path.endswith("tag"):
+        return "statement without a tag"
+    if "children" in path and "statements" not in path:
+        return "truncated varint in an address-table page (the child list has no 0 delimiter)"
+    return f"truncated varint in an address-table page ({exc.message})"
+
+
+def _child_pos(mv, start: int, index: int) -> int:
+    pos = start
+    for _ in range(index):
+        _, pos = decode_uleb128(mv, pos)
+    return pos
+
+
+def _statements_start(mv, start: int) -> int:
+    pos = start
+    while True:
+        value, pos = decode_uleb128(mv, pos)
+        if value == 0:
+            return pos
+
+
+# -- header slot choice ----------------------------------------------------------------
+
+def pick_header(mv: memoryview, *, name: str | None = None):
+    """The governing header slot per facts.md §2.2: ``(slot, HeaderSlot)``."""
+    if len(mv) < PAGE_SIZE:
+        raise NotKladde(f"file is shorter than one page ({len(mv)} bytes)", offset=0,
+                        file=name)
+    best = None
+    magic_seen = False
+    reasons = []
+    slots = 2 if len(mv) >= 2 * PAGE_SIZE else 1
+    for slot in range(slots):
+        base = slot * PAGE_SIZE
+        if bytes(mv[base:base + len(MAGIC)]) == MAGIC:
+            magic_seen = True
+        try:
+            hs, _ = g.decode_header_slot(mv[:base + PAGE_SIZE], base)
+        except DecodeError as exc:
+            kind = "CRC mismatch" if isinstance(exc, ChecksumError) else exc.message
+            reasons.append(f"slot {slot}: {kind}")
+            continue
+        if hs.kind != KIND_TABLE:
+            reasons.append(f"slot {slot}: kind {int(hs.kind)}")
+            continue
+        if hs.epoch % 2 != slot:
+            reasons.append(f"slot {slot}: epoch {hs.epoch} has the wrong parity")
+            continue
+        if best is None or hs.epoch > best[1].epoch:
+            best = (slot, hs)
+    if best is None:
+        if magic_seen:
+            raise Corrupt("neither header slot is valid (" + "; ".join(reasons) + ")",
+                          offset=0, file=name)
+        raise NotKladde("not a kladde file: neither header slot has the magic", offset=0,
+                        file=name)
+    slot, hs = best
+    if hs.header.min_reader_version > READER_VERSION:
+        raise UnsupportedVersion(
+            f"header slot {slot} needs reader version {hs.header.min_reader_version}; "
+            f"this reader is version {READER_VERSION}", page=slot,
+            offset=slot * PAGE_SIZE + 14, min_reader_version=hs.header.min_reader_version,
+            expected=f"<= {READER_VERSION}", found=hs.header.min_reader_version, file=name)
+    return slot, hs
+
+
+# -- resolution of one id (facts.md §5.3) -------------------------------------------------
+
+def _exists(sts: list[Stmt]) -> bool:
+    best = sts[0]
+    for st in sts:
+        if st.epoch > best.epoch:
+            best = st
+    return best.kind != TOMBSTONE
+
+
+def resolve_statements(alloc_id: int, sts: list[Stmt]) -> Allocation | None:
+    """Existence, size and content fragments of one id from all its statements."""
+    if len(sts) == 1:
+        st = sts[0]
+        k = st.kind
+        if k == TOMBSTONE:
+            return None
+        if k == GROW or k == SHRINK:
+            return Allocation(alloc_id, st.offset,
+                              [(0, st.offset, FRAG_ZERO, None)] if st.offset else [])
+        return Allocation(alloc_id, st.offset + st.size, _single(st))
+    # existence: the newest statement (first in merge order on ties)
+    newest = None
+    for st in sts:
+        if newest is None or st.epoch > newest.epoch or (
+                st.epoch == newest.epoch and st.offset < newest.offset):
+            newest = st
+    if newest.kind == TOMBSTONE:
+        return None
+    anchor_epoch = -1
+    anchor_n = 0
+    for st in sts:
+        if (st.kind == SHRINK or st.kind == TOMBSTONE) and st.epoch > anchor_epoch:
+            anchor_epoch = st.epoch
+            anchor_n = st.offset if st.kind == SHRINK else 0
+    size = anchor_n
+    for st in sts:
+        if st.epoch > anchor_epoch:
+            k = st.kind
+            if k == GROW:
+                if st.offset > size:
+                    size = st.offset
+            elif k != SHRINK and k != TOMBSTONE and st.offset + st.size > size:
+                size = st.offset + st.size
+    if size > U32_MAX:
+        raise Corrupt(f"allocation {alloc_id} is larger than 2**32 - 1 bytes", found=size)
+    return Allocation(alloc_id, size, paint(sts, size))
+
+
+def _single(st: Stmt) -> list:
+    out = []
+    if st.offset:
+        out.append((0, st.offset, FRAG_ZERO, None))
+    if st.size:
+        end = st.offset + st.size
+        if st.kind == REF:
+            out.append((st.offset, end, FRAG_REF, st.data))
+        elif st.kind == INLINE:
+            out.append((st.offset, end, FRAG_INLINE, (st.data, 0)))
+        else:
+            out.append((st.offset, end, FRAG_ZERO, None))
+    return out
+
+
+def _match(st: Stmt, size: int) -> tuple[int, int]:
+    k = st.kind
+    if k == TOMBSTONE:
+        return 0, size
+    if k == SHRINK:
+        return st.offset, size
+    if k == GROW:
+        return 0, 0
+    return st.offset, min(st.offset + st.size, size)
+
+
+def paint(sts: list[Stmt], size: int) -> list[tuple[int, int, int, object]]:
+    """Content fragments of ``[0, size)``: each byte from its highest-epoch matcher."""
+    if size == 0:
+        return []
+    cands = sorted((st for st in sts if st.kind != GROW), key=lambda s: -s.epoch)
+    gaps = [(0, size)]
+    frags = []
+    for st in cands:
+        a, b = _match(st, size)
+        if a >= b:
+            continue
+        new_gaps = []
+        for g0, g1 in gaps:
+            if g1 <= a or g0 >= b:
+                new_gaps.append((g0, g1))
+                continue
+            if g0 < a:
+                new_gaps.append((g0, a))
+            lo, hi = max(g0, a), min(g1, b)
+            frags.append(_fragment(st, lo, hi))
+            if hi < g1:
+                new_gaps.append((hi, g1))
+        gaps = new_gaps
+        if not gaps:
+            break
+    for g0, g1 in gaps:
+        frags.append((g0, g1, FRAG_ZERO, None))
+    frags.sort(key=lambda f: f[0])
+    # merge adjacent zero runs
+    out: list[tuple[int, int, int, object]] = []
+    for fr in frags:
+        if out and fr[2] == FRAG_ZERO and out[-1][2] == FRAG_ZERO and out[-1][1] == fr[0]:
+            out[-1] = (out[-1][0], fr[1], FRAG_ZERO, None)
+        else:
+            out.append(fr)
+    return out
+
+
+def _fragment(st: Stmt, lo: int, hi: int) -> tuple[int, int, int, object]:
+    k = st.kind
+    if k == REF:
+        return (lo, hi, FRAG_REF, st.data + (lo - st.offset))
+    if k == INLINE:
+        return (lo, hi, FRAG_INLINE, (st.data, lo - st.offset))
+    return (lo, hi, FRAG_ZERO, None)
+
+
+def _winner_at(sts: list[Stmt], probe: int) -> Stmt | None:
+    best = None
+    for st in sts:
+        if st.kind == REF and st.offset <= probe < st.offset + st.size and (
+                best is None or st.epoch > best.epoch):
+            best = st
+    return best
+
+
+# -- entry points ------------------------------------------------------------------------
+
+def load(data, *, name: str | None = None) -> KladdeFile:
+    """Open kladde bytes (``bytes``, ``bytearray``, ``mmap``)."""
+    return KladdeFile(data, name=name)
+
+
+def open_file(path: str | os.PathLike) -> KladdeFile:
+    """Read a kladde file from disk and open it (committed state)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    return KladdeFile(data, name=os.fspath(path))

@@ -1,0 +1,576 @@
+"""Write kladde files: statements into pages, and a store whose edits flush as epochs.
+
+:func:`encode_table` turns absolute statements into one page's delta-coded content
+(sorted by ``(id, offset)``, minimal varints through the generated encoder, never a Grow
+behind content in the same page, Inline only for 1..251 bytes). :func:`pack_tables`
+splits a sorted run over as many pages as it needs.
+
+:class:`Store` keeps allocation edits (write, zero, resize, delete, create) in memory and
+:meth:`Store.flush` turns them into the next epoch ``E``: data pages and address-table
+pages framed with epoch ``E`` are appended to the file, fsynced, and only then is the
+header written into slot ``E mod 2`` and fsynced (invariants I1/I2 of facts.md §7.1:
+a flush only extends the file, and the commit overwrites the older header slot).
+
+Writer policy (not format): the header content holds child refs only; each flush's
+statements go to new pages; a header slot's own root statements written by another
+writer are carried into a page of their original epoch so nothing is lost when that slot
+is overwritten; when the header has more than ``HEADER_FANOUT`` children they move into
+an interior page. Pages are never reused (there is no consolidation yet).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ...generated import kladde as g
+from ..errors import EncodeError
+from .errors import DanglingPointer, OutOfBounds
+from .model import (
+    CONTENT_OFFSET,
+    GROW,
+    INLINE,
+    INLINE_MAX,
+    KIND_DATA,
+    KIND_TABLE,
+    MAX_HEADER_CONTENT,
+    MAX_PAGE_CONTENT,
+    PAGE_SIZE,
+    REF,
+    SHRINK,
+    TOMBSTONE,
+    U32_MAX,
+    ZERO,
+    Stmt,
+)
+from .reader import KladdeFile, load
+
+HEADER_FANOUT = 256
+INTERIOR_FANOUT = 700  # children per interior page (5-byte deltas at most: < 4081 bytes)
+INLINE_THRESHOLD = 32  # policy: data runs up to this many bytes go inline
+ZERO_RUN = 16  # policy: zero runs at least this long inside data become Zero statements
+
+
+def sort_key(st: Stmt) -> tuple[int, int]:
+    return (st.id, 0 if st.kind == TOMBSTONE else st.offset)
+
+
+def _delta_statement(st: Stmt, id_cursor: int, off_cursor: int):
+    """(generated Statement, new id cursor, new offset cursor)."""
+    if st.id < 1 or st.id > U32_MAX:
+        raise OutOfBounds(f"allocation id {st.id} outside 1..2**32-1")
+    if st.id < id_cursor:
+        raise EncodeError(f"statements not sorted by id ({st.id} after {id_cursor})")
+    id_delta = st.id - id_cursor
+    if id_delta:
+        off_cursor = 0
+    k = st.kind
+    if k == TOMBSTONE:
+        return g.Statement(id_delta, g.StatementTag.Tombstone, None), st.id, off_cursor
+    if st.offset < off_cursor:
+        raise EncodeError(f"the offset cursor would go backwards for id {st.id} "
+                          f"({st.offset} < {off_cursor}): statements overlap or are unsorted")
+    if st.offset + st.size > U32_MAX:
+        raise OutOfBounds(f"allocation {st.id}: offset {st.offset} + size {st.size} "
+                          "past 2**32 - 1")
+    od = st.offset - off_cursor
+    if k == SHRINK:
+        return g.Statement(id_delta, g.StatementTag.Shrink, g.ShrinkBody(od)), st.id, st.offset
+    if k == GROW:
+        return g.Statement(id_delta, g.StatementTag.Grow, g.GrowBody(od)), st.id, st.offset
+    end = st.offset + st.size
+    if k == REF:
+        if st.size < 1:
+            raise EncodeError(f"allocation {st.id}: zero-length Ref")
+        if (st.data % PAGE_SIZE) + st.size > PAGE_SIZE:
+            raise EncodeError(f"allocation {st.id}: a Ref would span a page boundary")
+        return (g.Statement(id_delta, g.StatementTag.Ref, g.RefBody(od, st.size, st.data)),
+                st.id, end)
+    if k == ZERO:
+        if st.size < 1:
+            raise EncodeError(f"allocation {st.id}: zero-length Zero")
+        return g.Statement(id_delta, g.StatementTag.Zero, g.ZeroBody(od, st.size)), st.id, end
+    if k == INLINE:
+        n = len(st.data)
+        if not 1 <= n <= INLINE_MAX:
+            raise EncodeError(f"allocation {st.id}: Inline payload of {n} bytes "
+                              f"(must be 1..{INLINE_MAX})")
+        return g.Statement(id_delta, n + 4, g.InlineBody(od, bytes(st.data))), st.id, end
+    raise EncodeError(f"unknown statement kind {k}")
+
+
+class _PageBuilder:
+    def __init__(self, children: list[int]) -> None:
+        self.children = children
+        self.statements: list = []
+        self.size = len(g.encode_table_content(g.TableContent(children, [])))
+        self.id_cursor = 0
+        self.off_cursor = 0
+        self.content_end: dict[int, int] = {}
+        self.grow: dict[int, int] = {}
+
+
+def encode_table(children: list[int], statements: list[Stmt]) -> g.TableContent:
+    """One page's content from sorted absolute statements (raises on any writer rule)."""
+    pages = pack_tables(statements, children=children, limit=None)
+    return pages[0]
+
+
+def pack_tables(statements: list[Stmt], *, children: list[int] | None = None,
+                limit: int | None = MAX_PAGE_CONTENT) -> list[g.TableContent]:
+    """Split sorted statements over pages of at most ``limit`` content bytes each.
+
+    The first page carries ``children``. Each page is a sorted run with fresh cursors.
+    """
+    children = sorted(children or [])
+    if any(c < 2 or c > U32_MAX for c in children) or len(set(children)) != len(children):
+        raise EncodeError("children must be distinct page numbers >= 2")
+    deltas = [b - a for a, b in zip([0] + children, children, strict=False)]
+    pages: list[g.TableContent] = []
+    cur = _PageBuilder(deltas)
+    if limit is not None and cur.size > limit:
+        raise OutOfBounds(f"{len(children)} child refs do not fit one page")
+    prev_key = None
+    for st in statements:
+        key = sort_key(st)
+        if prev_key is not None and key < prev_key:
+            raise EncodeError(f"statements not sorted by (id, offset): {key} after {prev_key}")
+        prev_key = key
+        enc, idc, offc = _delta_statement(st, cur.id_cursor, cur.off_cursor)
+        n = len(g.encode_statement(enc))
+        if limit is not None and cur.size + n > limit and cur.statements:
+            pages.append(g.TableContent(cur.children, cur.statements))
+            cur = _PageBuilder([])
+            enc, idc, offc = _delta_statement(st, 0, 0)
+            n = len(g.encode_statement(enc))
+        if st.kind == GROW:
+            if cur.content_end.get(st.id, 0) > st.offset:
+                raise EncodeError(f"Grow({st.id}, {st.offset}) behind content of id {st.id} "
+                                  "in the same page")
+            cur.grow[st.id] = st.offset
+        if st.kind in (REF, ZERO, INLINE):
+            end = st.offset + st.size
+            if end > cur.grow.get(st.id, end):
+                raise EncodeError(f"Grow({st.id}, {cur.grow[st.id]}) behind content of id "
+                                  f"{st.id} reaching {end} in the same page")
+            cur.content_end[st.id] = max(cur.content_end.get(st.id, 0), end)
+        cur.statements.append(enc)
+        cur.size += n
+        cur.id_cursor, cur.off_cursor = idc, offc
+    pages.append(g.TableContent(cur.children, cur.statements))
+    return pages
+
+
+def frame_table(content: g.TableContent, epoch: int) -> bytes:
+    return g.encode_table_page(g.TablePage(g.PageKind.AddressTable, epoch, content))
+
+
+def frame_data(content: bytes, epoch: int) -> bytes:
+    return g.encode_page(g.Page(g.PageKind.Data, epoch, content))
+
+
+def header_fields(**kw) -> g.HeaderFields:
+    base = dict(format_version=0, min_reader_version=0, root_allocation=0, schema_table=0,
+                consolidator_state=0, root_fingerprint=bytes(16), journal_pointer=2)
+    base.update(kw)
+    return g.HeaderFields(**base)
+
+
+def frame_header(fields: g.HeaderFields, epoch: int, content: g.TableContent) -> bytes:
+    return g.encode_header_page(g.HeaderPage(fields, g.PageKind.AddressTable, epoch, content))
+
+
+def empty_file() -> bytes:
+    """A new file as the reference implementation creates it (facts.md §2.3)."""
+    page0 = frame_header(header_fields(journal_pointer=2), 0, g.TableContent([], []))
+    return page0 + bytes(PAGE_SIZE)
+
+
+# -- the store: edits -> epochs ------------------------------------------------------------
+
+@dataclass
+class _Dirty:
+    committed_exists: bool
+    committed_size: int
+    exists: bool
+    content: bytearray
+    low: int  # the lowest size reached since the last flush
+    ranges: list[tuple[int, int]] = field(default_factory=list)  # written/zeroed ranges
+
+    def mark(self, a: int, b: int) -> None:
+        if a >= b:
+            return
+        out = []
+        for x, y in self.ranges:
+            if y < a or x > b:
+                out.append((x, y))
+            else:
+                a, b = min(a, x), max(b, y)
+        out.append((a, b))
+        out.sort()
+        self.ranges = out
+
+    def clip(self, n: int) -> None:
+        self.ranges = [(x, min(y, n)) for x, y in self.ranges if x < n]
+
+
+class Store:
+    """A kladde file opened for writing: read committed state, edit, flush epochs."""
+
+    def __init__(self, path: str | os.PathLike, fd: int, table: KladdeFile) -> None:
+        self.path = os.fspath(path)
+        self.fd = fd
+        self.table = table
+        self.dirty: dict[int, _Dirty] = {}
+        self.fields = {k: getattr(table.header, k) for k in
+                       ("root_allocation", "schema_table", "consolidator_state",
+                        "root_fingerprint")}
+
+    # -- lifecycle -----------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | os.PathLike) -> Store:
+        """Create a new file (2 pages, as the reference implementation does) and open it."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, empty_file())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_dir(path)
+        return cls.open(path)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> Store:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.fsync(fd)  # retires the older header's world (facts.md §7.1, reuse rule)
+            table = load(_read_all(fd), name=os.fspath(path))
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, table)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def epoch(self) -> int:
+        return self.table.epoch
+
+    # -- reading (current state, edits included) -------------------------------------
+    def exists(self, alloc_id: int) -> bool:
+        d = self.dirty.get(alloc_id)
+        if d is not None:
+            return d.exists
+        return self.table.allocation(alloc_id) is not None
+
+    def read(self, alloc_id: int) -> bytes:
+        d = self.dirty.get(alloc_id)
+        if d is not None:
+            if not d.exists:
+                raise DanglingPointer(alloc_id)
+            return bytes(d.content)
+        return self.table.read(alloc_id)
+
+    def size(self, alloc_id: int) -> int:
+        return len(self.read(alloc_id))
+
+    def ids(self) -> list[int]:
+        out = set(self.table.ids())
+        for i, d in self.dirty.items():
+            (out.add if d.exists else out.discard)(i)
+        return sorted(out)
+
+    # -- edits ---------------------------------------------------------------------------
+    def _touch(self, alloc_id: int) -> _Dirty:
+        if not 1 <= alloc_id <= U32_MAX:
+            raise OutOfBounds(f"allocation id {alloc_id} outside 1..2**32-1")
+        d = self.dirty.get(alloc_id)
+        if d is None:
+            alloc = self.table.allocation(alloc_id)
+            if alloc is None:
+                d = _Dirty(False, 0, False, bytearray(), 0)
+            else:
+                content = bytearray(alloc.content(self.table.mv))
+                d = _Dirty(True, alloc.size, True, content, alloc.size)
+            self.dirty[alloc_id] = d
+        return d
+
+    def _live(self, alloc_id: int) -> _Dirty:
+        d = self._touch(alloc_id)
+        if not d.exists:  # writing brings an id into existence (as journal records do)
+            d.exists = True
+            d.content = bytearray()
+            d.ranges = []
+            d.low = 0
+        return d
+
+    @staticmethod
+    def _bound(offset: int, length: int) -> None:
+        if offset < 0 or length < 0 or offset + length > U32_MAX:
+            raise OutOfBounds(f"range {offset}+{length} outside an allocation's 2**32-1 bytes")
+
+    def create_allocation(self, alloc_id: int) -> None:
+        """Bring ``alloc_id`` into existence with size 0 (it must not exist)."""
+        d = self._touch(alloc_id)
+        if d.exists:
+            raise EncodeError(f"allocation {alloc_id} already exists")
+        self._live(alloc_id)
+
+    def write(self, alloc_id: int, offset: int, data: bytes) -> None:
+        """Set bytes ``[offset, offset+len(data))``, growing the allocation if needed."""
+        self._bound(offset, len(data))
+        d = self._live(alloc_id)
+        end = offset + len(data)
+        if end > len(d.content):
+            d.content.extend(bytes(end - len(d.content)))
+        d.content[offset:end] = data
+        d.mark(offset, end)
+
+    def zero(self, alloc_id: int, offset: int, length: int) -> None:
+        """Set ``[offset, offset+length)`` to zero, growing the allocation if needed."""
+        self._bound(offset, length)
+        d = self._live(alloc_id)
+        end = offset + length
+        if end > len(d.content):
+            d.content.extend(bytes(end - len(d.content)))
+        d.content[offset:end] = bytes(length)
+        d.mark(offset, end)
+
+    def resize(self, alloc_id: int, n: int) -> None:
+        """Truncate or zero-extend to ``n`` bytes (creating the allocation if needed)."""
+        self._bound(n, 0)
+        d = self._live(alloc_id)
+        if n < len(d.content):
+            del d.content[n:]
+            d.clip(n)
+            d.low = min(d.low, n)
+        else:
+            d.content.extend(bytes(n - len(d.content)))
+
+    def delete(self, alloc_id: int) -> None:
+        d = self._touch(alloc_id)
+        if not d.exists:
+            raise DanglingPointer(alloc_id)
+        d.exists = False
+        d.content = bytearray()
+        d.ranges = []
+        d.low = 0
+
+    def set_header(self, **fields) -> None:
+        """Set root_allocation, schema_table, consolidator_state or root_fingerprint."""
+        for k, v in fields.items():
+            if k not in self.fields:
+                raise EncodeError(f"unknown header field {k!r}")
+            self.fields[k] = v
+
+    # -- flush ---------------------------------------------------------------------------
+    def statements_for_flush(self, data_alloc) -> list[Stmt]:
+        """The next epoch's statements (sorted); ``data_alloc(bytes) -> address``."""
+        out: list[Stmt] = []
+        for alloc_id in sorted(self.dirty):
+            out.extend(_emit(alloc_id, self.dirty[alloc_id], data_alloc))
+        return out
+
+    def flush(self) -> int:
+        """Write the edits as epoch ``E = committed + 1``; return ``E``."""
+        if self.fd < 0:
+            raise EncodeError("store is closed")
+        t = self.table
+        epoch = t.epoch + 1
+        next_page = max(t.npages, 2)
+        pages: list[bytes] = []
+        data = _DataPages(next_page)
+        stmts = self.statements_for_flush(data.place)
+        pages += [frame_data(bytes(c), epoch) for c in data.pages]
+        next_page += len(data.pages)
+        children = list(t.pages[0].children)  # the header's current children
+        if t.root_statements:  # carry another writer's root statements, same epoch
+            carry = sorted(t.root_statements, key=sort_key)
+            for content in pack_tables(carry):
+                pages.append(frame_table(content, t.epoch))
+                children.append(next_page)
+                next_page += 1
+        if stmts:
+            for content in pack_tables(stmts):
+                pages.append(frame_table(content, epoch))
+                children.append(next_page)
+                next_page += 1
+        children.sort()
+        while len(children) > HEADER_FANOUT:
+            inner = []
+            for i in range(0, len(children), INTERIOR_FANOUT):
+                chunk = children[i:i + INTERIOR_FANOUT]
+                pages.append(frame_table(g.TableContent(_deltas(chunk), []), epoch))
+                inner.append(next_page)
+                next_page += 1
+            children = inner
+        total = next_page
+        fields = header_fields(journal_pointer=max(total, 2), **self.fields)
+        root = g.TableContent(_deltas(children), [])
+        if len(g.encode_table_content(root)) > MAX_HEADER_CONTENT:
+            raise OutOfBounds("header children do not fit the header page")
+        header = frame_header(fields, epoch, root)
+        # 1. data and table pages, appended past the end of the file
+        base = max(t.npages, 2) * PAGE_SIZE
+        if t.npages < 2:
+            os.ftruncate(self.fd, 2 * PAGE_SIZE)
+        for i, page in enumerate(pages):
+            _pwrite_all(self.fd, page, base + i * PAGE_SIZE)
+        # 2. fsync: everything the new header references is durable before the header
+        os.fsync(self.fd)
+        # 3. the commit: header into slot E mod 2 (the older slot), then fsync
+        _pwrite_all(self.fd, header, (epoch % 2) * PAGE_SIZE)
+        os.fsync(self.fd)
+        self.table = load(_read_all(self.fd), name=self.path)
+        self.dirty.clear()
+        return epoch
+
+
+def _deltas(children: list[int]) -> list[int]:
+    return [b - a for a, b in zip([0] + children, children, strict=False)]
+
+
+class _DataPages:
+    """Packs Ref payloads into fresh data pages; a Ref never spans a page."""
+
+    def __init__(self, first_page: int) -> None:
+        self.first = first_page
+        self.pages: list[bytearray] = []
+
+    def place(self, data: bytes) -> list[tuple[int, int]]:
+        """Store ``data``; return ``[(address, length), ...]`` pieces in order."""
+        out = []
+        pos = 0
+        while pos < len(data):
+            if not self.pages or len(self.pages[-1]) >= MAX_PAGE_CONTENT:
+                self.pages.append(bytearray())
+            page = self.pages[-1]
+            take = min(MAX_PAGE_CONTENT - len(page), len(data) - pos)
+            addr = (self.first + len(self.pages) - 1) * PAGE_SIZE + CONTENT_OFFSET + len(page)
+            page += data[pos:pos + take]
+            out.append((addr, take))
+            pos += take
+        return out
+
+
+def _emit(alloc_id: int, d: _Dirty, place) -> list[Stmt]:
+    """One id's statements for the next epoch (no same-epoch conflicts by construction)."""
+    if not d.exists:
+        return [Stmt(alloc_id, TOMBSTONE, 0)] if d.committed_exists else []
+    final = len(d.content)
+    need_shrink = d.committed_exists and d.low < d.committed_size
+    ranges = [(a, min(b, final)) for a, b in d.ranges if a < final]
+    if need_shrink:  # bytes in [low, old size) may still resolve to older content
+        hi = min(d.committed_size, final)
+        if d.low < hi:
+            ranges = _union(ranges + [(d.low, hi)])
+    out: list[Stmt] = []
+    for a, b in ranges:
+        out.extend(_pieces(alloc_id, d.content, a, b, place))
+    content_end = max((s.offset + s.size for s in out), default=0)
+    if need_shrink:
+        out.append(Stmt(alloc_id, SHRINK, final))
+    elif (not d.committed_exists and (not out or final > content_end)) or (
+            d.committed_exists and final > d.committed_size and final > content_end):
+        out.append(Stmt(alloc_id, GROW, final))
+    return out
+
+
+def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _pieces(alloc_id: int, content: bytearray, a: int, b: int, place) -> list[Stmt]:
+    """Ref/Inline for data and Zero for long zero runs within ``[a, b)``."""
+    out: list[Stmt] = []
+    runs: list[tuple[int, int, bool]] = []  # (start, end, is_zero)
+    pos = a
+    view = bytes(content[a:b])
+    while pos < b:
+        i = pos - a
+        if view[i] == 0:
+            j = i
+            while j < len(view) and view[j] == 0:
+                j += 1
+            runs.append((pos, a + j, True))
+            pos = a + j
+        else:
+            j = i
+            while j < len(view) and view[j] != 0:
+                j += 1
+            runs.append((pos, a + j, False))
+            pos = a + j
+    # short zero runs between data stay inside the data; merge neighbours of one kind
+    final: list[list] = []
+    for idx, (s, e, z) in enumerate(runs):
+        if z and e - s < ZERO_RUN and 0 < idx < len(runs) - 1:
+            z = False
+        if final and final[-1][2] == z:
+            final[-1][1] = e
+        else:
+            final.append([s, e, z])
+    for s, e, z in final:
+        if z:
+            out.append(Stmt(alloc_id, ZERO, s, e - s))
+        elif e - s <= INLINE_THRESHOLD:
+            out.append(Stmt(alloc_id, INLINE, s, e - s, bytes(content[s:e])))
+        else:
+            off = s
+            for addr, n in place(bytes(content[s:e])):
+                out.append(Stmt(alloc_id, REF, off, n, addr))
+                off += n
+    return out
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks = []
+    pos = 0
+    while pos < size:
+        chunk = os.pread(fd, size - pos, pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return b"".join(chunks)
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view = view[n:]
+        offset += n
+
+
+def _fsync_dir(path) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+__all__ = ["Store", "encode_table", "pack_tables", "empty_file", "frame_table",
+           "frame_data", "frame_header", "header_fields", "KIND_DATA", "KIND_TABLE"]

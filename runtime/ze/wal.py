@@ -1,0 +1,207 @@
+"""WAL family 11: writer, prefix replay and batch-run commit (facts §3, rules.txt WAL).
+
+Layouts come from the generated codecs (``wal_file_header``, ``wal_frame``,
+``wal_payload``); this module owns only the semantics: which prefix is trusted, how the
+first bad record is classified, and which records commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...generated import ze
+from ..errors import ChecksumError, ConstraintError, DecodeError, EncodeError, TruncatedError
+
+HEADER_LEN = 40
+FRAME_OVERHEAD = 22
+U64_MAX = (1 << 64) - 1
+Op = ze.WalOp
+
+
+class GroupTooLarge(EncodeError):
+    """A mixed (op 11) group does not fit the WAL group cap (WalWriteError::GroupTooLarge)."""
+
+
+class OrphanBatchMember(ConstraintError):
+    """A batch member (op 8 or 11) with index > 0 that does not continue its run."""
+
+
+# -- writing ---------------------------------------------------------------------------
+
+def encode_payload(op: int, body) -> bytes:
+    """The payload bytes of one op (``body`` is the op's record, e.g. ``ze.OpDeleteV1``)."""
+    return ze.encode_wal_payload(ze.WalPayload(body), op=int(op))
+
+
+def frame(seq: int, op: int, payload: bytes) -> bytes:
+    return ze.encode_wal_frame(ze.WalFrame(seq, int(op), bytes(payload)))
+
+
+def wal_bytes(first_seq: int = 1, records=()) -> bytes:
+    """A complete WAL file: the 40-byte header and records ``(op, payload)`` numbered from
+    ``first_seq``."""
+    frames = [ze.WalFrame(first_seq + i, int(op), bytes(p)) for i, (op, p) in enumerate(records)]
+    return ze.encode_wal_file(ze.WalFile(ze.WalFileHeader(first_seq), frames))
+
+
+def mixed_group_fits(inner_payload_lens, cap: int, *, fresh: bool) -> int:
+    """``H + sum(inner + 32) <= B`` for one op-11 group; returns the total or raises
+    :class:`GroupTooLarge` (also on u64 overflow). H = 40 for a fresh WAL, else 0."""
+    total = HEADER_LEN if fresh else 0
+    for n in inner_payload_lens:
+        total += n + 32
+        if total > U64_MAX:
+            raise GroupTooLarge("mixed group size overflows u64")
+    if total > cap:
+        raise GroupTooLarge(f"mixed group needs {total} bytes, cap is {cap}")
+    return total
+
+
+# -- replay ----------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    seq: int
+    op: int
+    payload: bytes
+    offset: int
+    end: int
+
+
+@dataclass
+class Replay:
+    """The trusted prefix and its terminator (CleanEnd, InvalidHeader or CorruptAt)."""
+
+    first_seq: int | None
+    records: list[Record] = field(default_factory=list)
+    terminator: str = "clean"  # clean | invalid_header | corrupt
+    offset: int | None = None  # of the first bad record
+    reason: str = ""  # HeaderTruncated, BodyTruncated, ChecksumMismatch, SequenceGap...
+    corruption: str | None = None  # "tail" | "middle"
+    error: DecodeError | None = None
+
+
+def _valid_frame_at(mv: memoryview, pos: int) -> bool:
+    try:
+        ze.decode_wal_frame(mv, pos)
+        return True
+    except DecodeError:
+        return False
+
+
+def replay(buf) -> Replay:
+    """Prefix replay: validate the header, then records one at a time from offset 40.
+
+    The first record must carry ``first_seq`` and each next one ``seq + 1``; the first bad
+    record ends replay. It is "middle" corruption when a checksum-valid record begins at
+    its declared end, else "tail" (torn headers and bodies are always tail).
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        if len(mv) == 0:
+            raise TruncatedError("WAL file is missing (0 bytes)", offset=0, path="wal_file_header")
+        header, pos = ze.decode_wal_file_header(mv)
+    except DecodeError as exc:
+        return Replay(None, terminator="invalid_header", offset=0, reason="InvalidHeader",
+                      error=exc)
+    out = Replay(header.first_seq)
+    expected = header.first_seq
+    n = len(mv)
+    while pos < n:
+        reason = None
+        err: DecodeError | None = None
+        declared_end = None
+        try:
+            fr, end = ze.decode_wal_frame(mv, pos)
+        except TruncatedError as exc:
+            reason = "HeaderTruncated" if n - pos < 14 else "BodyTruncated"
+            err = exc
+        except ChecksumError as exc:
+            reason, err = "ChecksumMismatch", exc
+            declared_end = pos + FRAME_OVERHEAD + int.from_bytes(mv[pos:pos + 4], "little")
+        else:
+            if fr.seq != expected:
+                reason = ("FirstSequenceMismatch" if not out.records else
+                          "SequenceGap" if fr.seq > expected else "SequenceRegression")
+                err = ConstraintError(f"sequence rule broken ({reason})", offset=pos,
+                                      path="wal_frame.seq", expected=expected, found=fr.seq)
+                declared_end = end
+        if reason is not None:
+            middle = declared_end is not None and declared_end < n and \
+                _valid_frame_at(mv, declared_end)
+            out.terminator, out.offset, out.reason, out.error = "corrupt", pos, reason, err
+            out.corruption = "middle" if middle else "tail"
+            return out
+        out.records.append(Record(fr.seq, fr.op, fr.payload, pos, end))
+        expected = fr.seq + 1
+        pos = end
+    return out
+
+
+# -- commit ----------------------------------------------------------------------------
+
+@dataclass
+class Committed:
+    """A unit that replay applies: one record, or a complete batch run (ops 8 / 11)."""
+
+    kind: str  # single | batch | mixed
+    records: list[Record]
+    payloads: list  # decoded bodies, in order
+
+
+@dataclass
+class _Run:
+    count: int
+    records: list = field(default_factory=list)
+    bodies: list = field(default_factory=list)
+
+
+def decode_body(rec: Record):
+    """The op-specific body of a record (``ze.OpUpsertV1``, ``ze.GraphEnvelope``...)."""
+    value, _ = ze.decode_wal_payload(rec.payload, op=rec.op)
+    return value.body
+
+
+def commit(records, *, after_seq: int = 0, graph: bool = True) -> tuple[list[Committed], list]:
+    """Group a trusted prefix into committed units; returns (committed, withheld).
+
+    Records with ``seq <= after_seq`` (already absorbed by the manifest) are skipped. Ops 8
+    and 11 each keep their own run: index 0 starts a run (discarding a pending one), index
+    k continues it only at position k with the same count, index + 1 == count commits it.
+    Any other record clears a pending run; an orphan continuation raises
+    :class:`OrphanBatchMember`; incomplete runs at the end are withheld. ``graph=False``
+    refuses ops 10/11 as a graph-free build does.
+    """
+    out: list[Committed] = []
+    runs: dict[int, _Run | None] = {8: None, 11: None}
+    for rec in records:
+        if rec.seq <= after_seq:
+            continue
+        if not graph and rec.op in (10, 11):
+            raise ConstraintError("graph WAL mutation in a graph-free build "
+                                  "(UnsupportedWalMutation)", offset=rec.offset, found=rec.op)
+        try:
+            body = decode_body(rec)
+        except DecodeError as exc:
+            raise exc.prefixed(f"wal_record[seq {rec.seq}]") from None
+        if rec.op not in (8, 11):
+            runs[8] = runs[11] = None
+            out.append(Committed("single", [rec], [body]))
+            continue
+        other = 11 if rec.op == 8 else 8
+        runs[other] = None  # ops 8 and 11 never continue each other's runs
+        run = runs[rec.op]
+        if body.index == 0:
+            run = runs[rec.op] = _Run(body.count)
+        elif run is None or body.index != len(run.records) or body.count != run.count:
+            raise OrphanBatchMember("orphan batch member (OrphanBatchMember)", offset=rec.offset,
+                                    path=f"wal_record[seq {rec.seq}].index",
+                                    expected=None if run is None else len(run.records),
+                                    found=body.index)
+        run.records.append(rec)
+        run.bodies.append(body)
+        if body.index + 1 == body.count:
+            out.append(Committed("batch" if rec.op == 8 else "mixed", run.records, run.bodies))
+            runs[rec.op] = None
+    withheld = [r for run in runs.values() if run is not None for r in run.records]
+    return out, withheld
