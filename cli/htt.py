@@ -1,0 +1,185 @@
+"""``bytewright htt info|dump|verify|compact FILE``: inspect and maintain .htt stores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..runtime.errors import DecodeError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("htt", help="open, verify and compact HTT (.htt) stores")
+    hsub = p.add_subparsers(dest="htt_cmd", metavar="CMD")
+    hsub.required = True
+    for name, func, help_ in (
+        ("info", _info, "header, counts, WAL state, epochs and sidecars"),
+        ("dump", _dump, "every live node (data, metadata, semantic placement)"),
+        ("verify", _verify, "check header/snapshot CRCs and the WAL; exit 1 if truncated"),
+        ("compact", _compact, "fold the WAL into a new snapshot (atomic replace)"),
+    ):
+        c = hsub.add_parser(name, help=help_)
+        c.add_argument("file")
+        c.add_argument("--json", action="store_true", help="machine-readable output")
+        c.set_defaults(func=func)
+        if name == "dump":
+            c.add_argument("--wal", action="store_true", help="also list the WAL entries")
+            c.add_argument("--reserved", action="store_true",
+                           help="show the format's own '_' metadata too")
+        if name == "compact":
+            c.add_argument("--archive", action="store_true",
+                           help="archive the WAL span to a history sidecar first")
+
+
+def _open(path: str, **kw):
+    from ..runtime.htt.store import Store
+
+    return Store.open(path, **kw)
+
+
+def _fail(args, exc: Exception, code: int = 2) -> int:
+    if args.json:
+        print(json.dumps({"ok": False, "error": str(exc), "type": type(exc).__name__,
+                          "offset": getattr(exc, "offset", None)}))
+    else:
+        print(f"error: {exc}", file=sys.stderr)
+    return code
+
+
+def _data_repr(data: bytes) -> str:
+    try:
+        text = data.decode("utf-8")
+        if text.isprintable():
+            return repr(text)
+    except UnicodeDecodeError:
+        pass
+    return "0x" + data.hex()
+
+
+def _info(args) -> int:
+    try:
+        store = _open(args.file, readonly=True)
+    except (DecodeError, OSError) as exc:
+        return _fail(args, exc)
+    info = store.info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    flags = [k for k, v in info["flags"].items() if v is True]
+    print(f"{info['path']}: HTT v{info['version']}, flags 0x{info['flags']['byte']:02x} "
+          f"({', '.join(flags) or 'none'}"
+          f"{'; ' + info['flags']['algorithm'] if info['flags']['compressed'] else ''})")
+    print(f"  dimension {info['dimension']}, semantic_dims {info['semantic_dims']}, "
+          f"tau {info['tau']}")
+    print(f"  live nodes {info['live_nodes']} (header node_count {info['header_node_count']},"
+          f" advisory)")
+    print(f"  WAL: base seq {info['wal_base_seq']}, {info['wal_entries']} entries "
+          f"(header count {info['wal_header_count']}), next seq {info['next_seq']}")
+    print(f"  current epoch {info['current_epoch']}")
+    if info["wal_truncated"]:
+        print(f"  WAL TRUNCATED at offset {info['wal_truncated_at']}: {info['wal_truncated']}")
+    if info["sidecars"]:
+        print(f"  history sidecars: {', '.join(info['sidecars'])}")
+    return 0
+
+
+def _dump(args) -> int:
+    try:
+        store = _open(args.file, readonly=True)
+    except (DecodeError, OSError) as exc:
+        return _fail(args, exc)
+    nodes = []
+    for view in store.iterate():
+        item = {"key": view.key, "data_hex": view.data.hex(),
+                "meta": [[k, v] for k, v in view.meta.items()],
+                "semantic": list(view.semantic) if view.semantic is not None else None}
+        if args.reserved:
+            item["reserved"] = store.reserved_meta(view.key)
+        nodes.append(item)
+    wal = []
+    if args.wal:
+        for e in store.committed_entries():
+            wal.append({"seq": e.seq, "op": e.op.name, "key": e.key, "body": repr(e.body)})
+    if args.json:
+        out = {"nodes": nodes}
+        if args.wal:
+            out["wal"] = wal
+        print(json.dumps(out, indent=2))
+        return 0
+    for item, view in zip(nodes, store.iterate(), strict=True):
+        line = f"{view.key}  data={_data_repr(view.data)}"
+        if view.meta:
+            line += "  meta={" + ", ".join(f"{k}={v}" for k, v in view.meta.items()) + "}"
+        if args.reserved:
+            line += f"  reserved={item['reserved']}"
+        if view.semantic is not None:
+            line += "  semantic=[" + ", ".join(f"{v:.6g}" for v in view.semantic) + "]"
+        print(line)
+    for w in wal:
+        print(f"wal seq {w['seq']} {w['op']} {w['key']!r} {w['body']}")
+    return 0
+
+
+def _verify(args) -> int:
+    from ..runtime.htt import history
+
+    try:
+        store = _open(args.file, readonly=True)
+    except (DecodeError, OSError) as exc:
+        return _fail(args, exc)
+    info = store.info()
+    problems, warnings = [], []
+    if info["wal_truncated"]:
+        problems.append(f"WAL truncated at offset {info['wal_truncated_at']}: "
+                        f"{info['wal_truncated']}")
+    if info["wal_header_count"] not in (None, info["wal_entries"]):
+        warnings.append(f"advisory wal_entry_count {info['wal_header_count']} != "
+                        f"{info['wal_entries']} entries found")
+    try:
+        hist = history.HistoryReader(args.file)
+        segments = len(hist.segments)
+        if segments != len(info["sidecars"]):
+            problems.append(f"{len(info['sidecars']) - segments} unreadable history sidecar(s)")
+    except DecodeError as exc:
+        problems.append(str(exc))
+        segments = 0
+    ok = not problems
+    if args.json:
+        print(json.dumps({"ok": ok, "problems": problems, "warnings": warnings,
+                          "live_nodes": info["live_nodes"], "wal_entries": info["wal_entries"],
+                          "sidecars": segments}, indent=2))
+    else:
+        status = "OK" if ok else "PROBLEMS"
+        print(f"{args.file}: {status} - header and snapshot CRCs verified, "
+              f"{info['wal_entries']} WAL entries intact, {info['live_nodes']} live nodes, "
+              f"{segments} history sidecar(s)")
+        for p in problems:
+            print(f"  problem: {p}")
+        for w in warnings:
+            print(f"  warning: {w}")
+    return 0 if ok else 1
+
+
+def _compact(args) -> int:
+    from ..runtime.htt.errors import StoreError
+
+    try:
+        store = _open(args.file, history_retention="archive" if args.archive else None)
+    except (DecodeError, OSError, StoreError) as exc:
+        return _fail(args, exc)
+    try:
+        result = store.compact()
+    except (OSError, StoreError) as exc:
+        store.close()
+        return _fail(args, exc)
+    store.close()
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{args.file}: compacted {result['node_count']} nodes into "
+              f"{result['file_bytes']} bytes; WAL base seq {result['wal_base_seq']}"
+              f"{' (epoch re-stamped)' if result['restamp'] else ''}")
+        for p in result["archived"]:
+            print(f"  archived history to {p}")
+    return 0

@@ -1,0 +1,57 @@
+"""Store-level errors of the HTT runtime (decode failures stay ``DecodeError``s)."""
+
+from __future__ import annotations
+
+from ..errors import BytewrightError
+
+
+class StoreError(BytewrightError):
+    """A store operation that cannot be carried out (the file itself is fine)."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the lock this session needs (single writer, §11)."""
+
+
+class ReadOnlyError(StoreError):
+    """A mutation on a store opened read-only."""
+
+
+class KeyExistsError(StoreError, KeyError):
+    """``put`` of a key that already exists (INSERT is an error if it exists, §4)."""
+
+
+class KeyMissingError(StoreError, KeyError):
+    """A mutation of a key that does not exist."""
+
+
+class ReservedKeyError(StoreError, ValueError):
+    """A user metadata key starting with ``_`` (reserved for the format, §3)."""
+
+
+class InvalidKeyError(StoreError, ValueError):
+    """A node path that is not ``/seg/seg...``."""
+
+
+class SemanticError(StoreError, ValueError):
+    """A semantic placement the format cannot store (§7, §7.3): all zeros, wrong width,
+    out of the TQ1.9 range, or nonzero reserved dims when the region is elided."""
+
+
+class AccessDenied(StoreError, PermissionError):
+    """GACL (§7.2): the session credentials fall outside the node's bands."""
+
+
+class SnapshotRequired(StoreError):
+    """``wal_entries_since`` asked for a sequence compaction already folded away (§8)."""
+
+    def __init__(self, base_seq: int, requested: int) -> None:
+        super().__init__(
+            f"sequence {requested} was folded into the snapshot; the WAL starts at "
+            f"{base_seq}: bootstrap from a copy of the file, then tail from there")
+        self.base_seq = base_seq
+        self.requested = requested
+
+
+class HistoryUnavailable(StoreError):
+    """The history sidecars do not reach back far enough to answer the question."""

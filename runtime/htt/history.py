@@ -1,0 +1,163 @@
+"""History sidecars (§4.1, §7.3): ``<file name>.h000001``, ... oldest first.
+
+With archive retention, compaction writes the pre-compaction WAL span as one segment
+(v1; v2 recording the tail layout for quantized/GACL files) crash-safely before the
+main file is replaced. A crash in between re-archives the same span under the next
+number, so the reader deduplicates by sequence. Deleting the sidecars leaves a valid
+file that has forgotten its past.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import re
+from dataclasses import dataclass
+
+from ...generated.htt import (
+    SidecarLayout,
+    SidecarSegment,
+    WalEntry,
+    WalOp,
+    decode_sidecar_segment,
+    encode_sidecar_segment,
+)
+from ..errors import DecodeError
+from .durability import atomic_write
+from .errors import HistoryUnavailable
+from .layout import FileLayout
+from .quantized import TailCodec
+from .state import State
+
+log = logging.getLogger("bytewright.htt")
+
+ARCHIVE = "archive"
+_SUFFIX = re.compile(r"\.h(\d{6})$")
+
+
+def sidecar_paths(path: str) -> list[str]:
+    """Existing segments of ``path``, oldest first."""
+    found = []
+    for p in glob.glob(glob.escape(path) + ".h[0-9][0-9][0-9][0-9][0-9][0-9]"):
+        m = _SUFFIX.search(p)
+        if m:
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def next_sidecar_path(path: str) -> str:
+    existing = sidecar_paths(path)
+    n = int(_SUFFIX.search(existing[-1]).group(1)) + 1 if existing else 1
+    return f"{path}.h{n:06d}"
+
+
+def segment_for(layout: FileLayout, entries: list[WalEntry], first_seq: int,
+                end_seq: int) -> SidecarSegment:
+    flags = layout.flags
+    if flags.quantized or flags.gacl:
+        return SidecarSegment(2, layout.semantic_dims,
+                              SidecarLayout(flags.quantized, flags.gacl),
+                              first_seq, end_seq, entries)
+    return SidecarSegment(1, layout.semantic_dims, None, first_seq, end_seq, entries)
+
+
+def archive(path: str, layout: FileLayout, entries: list[WalEntry], first_seq: int,
+            end_seq: int) -> str | None:
+    """Write one segment crash-safely; returns its path (None if nothing to archive)."""
+    if not entries:
+        return None
+    target = next_sidecar_path(path)
+    atomic_write(target, encode_sidecar_segment(segment_for(layout, entries, first_seq,
+                                                            end_seq)))
+    return target
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    epoch_id: int
+    seq: int
+    speculative: bool
+
+
+@dataclass(frozen=True)
+class TrajectoryPoint:
+    seq: int
+    epoch: int  # epoch counter in force when the entry was written
+    op: str
+    data: bytes | None  # node payload after the entry (None: node absent)
+    semantic: list[int] | None
+
+
+class HistoryReader:
+    """Reads ``path``'s sidecars plus the live WAL as one deduplicated entry stream."""
+
+    def __init__(self, path: str) -> None:
+        from .store import Store  # local: store imports this module
+
+        self.path = path
+        with Store.open(path, readonly=True) as store:
+            self.layout = store.layout
+            live = store.committed_entries()
+        self.codec = TailCodec(self.layout.semantic_dims, self.layout.tail_layout)
+        by_seq: dict[int, WalEntry] = {}
+        self.segments: list[str] = []
+        for seg_path in sidecar_paths(path):
+            with open(seg_path, "rb") as fh:
+                buf = fh.read()
+            try:
+                seg, _ = decode_sidecar_segment(buf)
+            except DecodeError as exc:
+                exc.file = seg_path
+                log.warning("skipping unreadable history segment: %s", exc)
+                continue
+            if seg.semantic_dims != self.layout.semantic_dims:
+                log.warning("%s: semantic_dims %d does not match the file's %d; skipped",
+                            seg_path, seg.semantic_dims, self.layout.semantic_dims)
+                continue
+            self.segments.append(seg_path)
+            for e in seg.entries:
+                by_seq.setdefault(e.seq, e)
+        for e in live:
+            by_seq.setdefault(e.seq, e)
+        self.entries = [by_seq[s] for s in sorted(by_seq)]
+
+    @property
+    def first_seq(self) -> int | None:
+        return self.entries[0].seq if self.entries else None
+
+    def epochs(self) -> list[EpochInfo]:
+        """Seal moments in order (RESTAMP markers are carry-overs, not seals)."""
+        return [EpochInfo(e.body.epoch_id, e.seq, e.body.flags.speculative)
+                for e in self.entries
+                if e.op is WalOp.EPOCH and not e.body.flags.restamp]
+
+    def _complete(self) -> None:
+        if self.entries and self.entries[0].seq != 1:
+            raise HistoryUnavailable(
+                f"{self.path}: history starts at seq {self.entries[0].seq}, not 1; "
+                f"states before it were not archived")
+
+    def as_of(self, epoch: int) -> State:
+        """The store state at the seal of ``epoch`` (replay up to and including it)."""
+        self._complete()
+        state = State(self.codec)
+        for e in self.entries:
+            state.apply(e)
+            if e.op is WalOp.EPOCH and not e.body.flags.restamp and e.body.epoch_id == epoch:
+                return state
+        raise HistoryUnavailable(f"{self.path}: epoch {epoch} was never sealed")
+
+    def trajectory(self, key: str) -> list[TrajectoryPoint]:
+        """Every archived or live entry touching ``key``, with the node after it."""
+        self._complete()
+        state = State(self.codec)
+        out = []
+        for e in self.entries:
+            state.apply(e)
+            touched = e.key == key or (e.op is WalOp.DELETE and key.startswith(e.key + "/"))
+            if touched and e.op is not WalOp.EPOCH:
+                node = state.nodes.get(key)
+                out.append(TrajectoryPoint(e.seq, state.epoch, e.op.name,
+                                           None if node is None else node.data,
+                                           None if node is None else node.tail))
+        return out

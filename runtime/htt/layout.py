@@ -1,0 +1,63 @@
+"""Codec parameters derived from a file header (one place, so no module guesses them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...generated.htt import CompressionAlgorithm, FileHeader, HeaderFlags, SemTailLayout
+
+USER_DIM_START = 16  # dims 0-15 are reserved (§7.1); 16+ are user-defined
+
+
+def tail_layout_of(flags: HeaderFlags) -> SemTailLayout:
+    if flags.quantized:
+        return SemTailLayout.quantized_gacl if flags.gacl else SemTailLayout.quantized
+    return SemTailLayout.full
+
+
+def version_for(flags: HeaderFlags) -> int:
+    """The highest version the enabled features need (§6 Create): 4 > 3 > 2."""
+    if flags.quantized:
+        return 4
+    if flags.meaning_addressed:
+        return 3
+    return 2
+
+
+@dataclass(frozen=True)
+class FileLayout:
+    """What every codec call needs to know about one file."""
+
+    version: int
+    flags: HeaderFlags
+    semantic_dims: int
+    tail_layout: SemTailLayout
+
+    @classmethod
+    def of(cls, header: FileHeader) -> FileLayout:
+        return cls(header.version, header.flags, header.semantic_dims,
+                   tail_layout_of(header.flags))
+
+    @property
+    def algorithm(self) -> CompressionAlgorithm:
+        return self.flags.algorithm
+
+    @property
+    def block_compressed(self) -> bool:
+        return self.flags.wal_block_compressed
+
+    @property
+    def user_dims(self) -> int:
+        return max(self.semantic_dims - USER_DIM_START, 0)
+
+    def entry_params(self) -> dict:
+        return {"semantic_dims": self.semantic_dims, "tail_layout": self.tail_layout}
+
+    def block_params(self) -> dict:
+        return {"algorithm": self.flags.algorithm, "semantic_dims": self.semantic_dims,
+                "tail_layout": self.tail_layout}
+
+    def snapshot_params(self, version: int | None = None) -> dict:
+        return {"version": self.version if version is None else version,
+                "compressed": self.flags.compressed, "algorithm": self.flags.algorithm,
+                "semantic_dims": self.semantic_dims, "tail_layout": self.tail_layout}

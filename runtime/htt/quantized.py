@@ -1,0 +1,101 @@
+"""Semantic tails: full-width in memory, translated to the file's tail layout on disk.
+
+In memory a placement is a list of ``semantic_dims`` raw Q64.64 ints, or ``None`` for
+"not set" (§7: the all-zero tail IS "not set"). On disk it is ``TailFull``, or for v4
+files (§7.3) ``TailQuantized`` (reserved region elided, user dims TQ1.9) or
+``TailQuantizedGacl`` (reserved region kept full width). Writers reject rather than
+saturate, and canonicalize: the in-memory value is always ``decode(encode(v))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...generated.htt import SemTailLayout, TailFull, TailQuantized, TailQuantizedGacl
+from ..errors import EncodeError
+from ..fixedpoint import q64_from_float, q64_to_float, tq19_from_q64, tq19_to_q64
+from .errors import SemanticError
+from .layout import USER_DIM_START
+
+Tail = TailFull | TailQuantized | TailQuantizedGacl | None
+
+
+class TailCodec:
+    """Converts between in-memory placements and one file's on-disk tails."""
+
+    def __init__(self, semantic_dims: int, layout: SemTailLayout) -> None:
+        layout = SemTailLayout(layout)
+        if layout is not SemTailLayout.full and semantic_dims <= USER_DIM_START:
+            raise SemanticError(
+                f"quantized tails need semantic_dims > 16, got {semantic_dims} (§7.3)")
+        self.dims = semantic_dims
+        self.layout = layout
+        self.reserved = min(semantic_dims, USER_DIM_START)
+        self.user = semantic_dims - self.reserved
+
+    # -- disk -> memory ------------------------------------------------------------------
+
+    def from_disk(self, tail: Tail) -> list[int] | None:
+        """Full-width raw values, or None when the tail is all zero ("not set").
+
+        A TQ1.9 value outside +-29524 raises ``ConstraintError`` (a DecodeError)."""
+        if tail is None:
+            return None
+        layout = self.layout
+        if layout is SemTailLayout.full:
+            dims = tail.dims
+            return list(dims) if any(dims) else None
+        if not any(tail.user) and (layout is SemTailLayout.quantized or not any(tail.reserved)):
+            return None
+        user = [tq19_to_q64(q) for q in tail.user]
+        if layout is SemTailLayout.quantized:
+            return [0] * self.reserved + user
+        return list(tail.reserved) + user
+
+    # -- memory -> disk ------------------------------------------------------------------
+
+    def to_disk(self, raw: Sequence[int] | None) -> Tail:
+        """The on-disk tail for a placement (None -> the all-zero tail).
+
+        Raises ``SemanticError`` for values the layout cannot hold (never saturates)."""
+        if self.dims == 0:
+            if raw:
+                raise SemanticError("this file has no semantic dimensions")
+            return None
+        if raw is None:
+            raw = [0] * self.dims
+        elif len(raw) != self.dims:
+            raise SemanticError(f"expected {self.dims} semantic values, got {len(raw)}")
+        layout = self.layout
+        if layout is SemTailLayout.full:
+            return TailFull([int(v) for v in raw])
+        reserved = [int(v) for v in raw[: self.reserved]]
+        try:
+            user = [tq19_from_q64(int(v)) for v in raw[self.reserved:]]
+        except EncodeError as exc:
+            raise SemanticError(f"user semantic value rejected (TQ1.9 range): {exc}") from None
+        if layout is SemTailLayout.quantized:
+            if any(reserved):
+                raise SemanticError(
+                    "reserved dims 0-15 must be zero: this quantized file elides them (§7.3)")
+            return TailQuantized(user)
+        return TailQuantizedGacl(reserved, user)
+
+    def canonical(self, raw: Sequence[int] | None) -> list[int] | None:
+        """What a placement becomes after a storage round trip (validates too)."""
+        return self.from_disk(self.to_disk(raw))
+
+    def zero(self) -> Tail:
+        return self.to_disk(None)
+
+
+def raw_from_floats(values: Sequence[float]) -> list[int]:
+    """Q64.64 raw values for floats (gMath ``from_f64``: exact, truncated toward zero)."""
+    try:
+        return [q64_from_float(float(v)) for v in values]
+    except EncodeError as exc:
+        raise SemanticError(str(exc)) from None
+
+
+def floats_from_raw(raw: Sequence[int] | None) -> tuple[float, ...] | None:
+    return None if raw is None else tuple(q64_to_float(v) for v in raw)

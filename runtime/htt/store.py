@@ -1,0 +1,585 @@
+"""The HTT store API: create/open a ``.htt`` file, mutate it through the WAL, read it,
+compact it. Layouts come from the generated codecs only; the semantics live in the
+sibling modules (``state``: what ops do, ``replay``: recovery, ``wal_writer``: appends,
+``compaction``/``ordering``: snapshots, ``quantized``/``gacl``: tails and access,
+``history``: sidecars, ``locking``/``durability``: the file discipline).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from ...generated.htt import (
+    BoundPair,
+    BoundsSection,
+    CompressionAlgorithm,
+    EpochBody,
+    EpochFlags,
+    FileHeader,
+    HeaderFlags,
+    InsertBody,
+    MetaPair,
+    SetSemanticBody,
+    SnapshotSection,
+    UpdateBody,
+    WalEntry,
+    WalHeader,
+    WalOp,
+    encode_bounds_section,
+    encode_file_header,
+    encode_snapshot_section,
+    encode_wal_header,
+)
+from ..fixedpoint import q64_from_float, q64_to_float
+from . import compaction, gacl, history, replay
+from .durability import Durability, fsync_dir, write_all
+from .errors import (
+    AccessDenied,
+    InvalidKeyError,
+    KeyExistsError,
+    KeyMissingError,
+    ReadOnlyError,
+    ReservedKeyError,
+    SemanticError,
+    SnapshotRequired,
+    StoreError,
+)
+from .layout import USER_DIM_START, FileLayout, version_for
+from .locking import lock_exclusive, lock_shared, read_all, unlock
+from .quantized import TailCodec, raw_from_floats
+from .state import (
+    CHILD_INDEX,
+    CONTENT_TYPE,
+    DIRECTORY_TYPE,
+    ROOT,
+    State,
+    ancestors_of,
+    directory_meta,
+    parent_of,
+    sort_meta,
+)
+from .wal_writer import WalWriter
+
+log = logging.getLogger("bytewright.htt")
+
+DEFAULT_BOUNDS = (0.0, 1.0)
+_ALGORITHMS = {"zstd": CompressionAlgorithm.zstd, "zlib": CompressionAlgorithm.zlib,
+               "lz4": CompressionAlgorithm.lz4}
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What readers see of a node: reserved ``_`` keys are hidden from ``meta``."""
+
+    key: str
+    data: bytes
+    meta: dict[str, str]
+    semantic_raw: tuple[int, ...] | None  # full-width Q64.64 raw values; None = not set
+
+    @property
+    def semantic(self) -> tuple[float, ...] | None:
+        return None if self.semantic_raw is None else tuple(
+            q64_to_float(v) for v in self.semantic_raw)
+
+    @property
+    def is_directory(self) -> bool:
+        return self.meta.get(CONTENT_TYPE) == DIRECTORY_TYPE
+
+
+def validate_key(key: str) -> str:
+    if not isinstance(key, str) or not key.startswith("/") or key == ROOT:
+        raise InvalidKeyError(f"node keys are paths like '/a/b', got {key!r}")
+    if key.endswith("/") or "//" in key:
+        raise InvalidKeyError(f"empty path segment in {key!r}")
+    if len(key.encode("utf-8")) > 0xFFFF:
+        raise InvalidKeyError("key longer than 65535 UTF-8 bytes")
+    return key
+
+
+def _user_meta(meta: Mapping[str, str] | None) -> list[MetaPair]:
+    pairs = []
+    for k, v in (meta or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise StoreError(f"metadata keys and values are strings, got {k!r}: {v!r}")
+        if k.startswith("_"):
+            raise ReservedKeyError(f"metadata key {k!r}: keys starting with '_' are "
+                                   f"reserved for the format (HTT §3)")
+        pairs.append(MetaPair(k, v))
+    return pairs
+
+
+def _as_bytes(data) -> bytes:
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    return bytes(data)
+
+
+class Store:
+    """One open ``.htt`` file: a writer session (``LOCK_EX`` held) or a read-only view."""
+
+    def __init__(self, path: str, buf: bytes, *, fd: int | None, readonly: bool,
+                 durability: Durability, gacl_fail_closed: bool,
+                 history_retention: str | None,
+                 semantic_bounds: tuple[float, float] | None) -> None:
+        self.path = path
+        self.readonly = readonly
+        self.fd = fd
+        self.durability = durability
+        self.fail_closed = gacl_fail_closed
+        if history_retention not in (None, history.ARCHIVE):
+            raise ValueError(f"history_retention must be None or 'archive', "
+                             f"got {history_retention!r}")
+        self.retention = history_retention
+        self.credentials: gacl.Credentials | None = None
+        prefix = replay.read_prefix(buf, path)
+        self.header = prefix.header
+        self.layout = prefix.layout
+        self.codec = TailCodec(self.header.semantic_dims, self.layout.tail_layout)
+        self.state = State(self.codec)
+        replay.load_snapshot(buf, prefix, self.state, path)
+        self.scan = replay.scan_wal(buf, prefix.wal_offset, self.layout, self.state.apply,
+                                    path)
+        if prefix.bounds is not None:
+            self.bounds = [(b.min, b.max) for b in prefix.bounds]
+        else:
+            self.bounds = [semantic_bounds or DEFAULT_BOUNDS] * self.layout.user_dims
+        self.next_seq = self.scan.next_seq
+        self.writer: WalWriter | None = None
+        self.closed = False
+        if not readonly:
+            self._repair_tail(buf)
+
+    def _repair_tail(self, buf: bytes) -> None:
+        """Cut a torn/corrupt tail off before appending, and restore a torn header."""
+        scan = self.scan
+        if scan.header_count is None or scan.valid_end < len(buf):
+            os.ftruncate(self.fd, scan.valid_end)
+            if scan.header_count is None:
+                write_all(self.fd, encode_wal_header(WalHeader(0, scan.base_seq)),
+                          scan.wal_offset)
+                scan.valid_end = scan.entries_offset = scan.wal_offset + replay.WAL_HEADER_SIZE
+            os.fsync(self.fd)
+        self.writer = WalWriter(self.fd, self.layout, scan.wal_offset, scan.valid_end,
+                                scan.base_seq, scan.count, self.durability)
+        if scan.header_count not in (None, scan.count):
+            self.writer.count = scan.count
+            write_all(self.fd, encode_wal_header(WalHeader(scan.count, scan.base_seq)),
+                      scan.wal_offset)
+        self.writer.synced_end = scan.next_seq
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str, *, dimension: int = 4, semantic_dims: int = 0,
+               tau: float = 1.0, compression: str | bool | None = None,
+               quantized: bool = False, gacl: bool = False, meaning_addressed: bool = False,
+               semantic_bounds: tuple[float, float] = DEFAULT_BOUNDS,
+               durability: str = "per_op", batch_size: int = 64,
+               history_retention: str | None = None, gacl_fail_closed: bool = False,
+               overwrite: bool = False) -> Store:
+        """Create a new file (§6 Create) and return a writer session on it."""
+        if compression is True:
+            compression = "zstd"
+        if compression not in (None, False, *_ALGORITHMS):
+            raise ValueError(f"compression must be None or one of {sorted(_ALGORITHMS)}")
+        if not 0 <= semantic_dims <= 255 or not 0 <= dimension <= 255:
+            raise ValueError("dimension and semantic_dims are u8")
+        if quantized and semantic_dims <= USER_DIM_START:
+            raise ValueError("quantized tails need semantic_dims > 16 (§7.3)")
+        if meaning_addressed and semantic_dims <= USER_DIM_START:
+            raise ValueError("meaning-addressed files need user dims (semantic_dims > 16)")
+        if meaning_addressed and compression:
+            raise ValueError("meaning-addressed files need an uncompressed snapshot (§9)")
+        if gacl and semantic_dims < gacl_band_dims():
+            raise ValueError("GACL needs semantic_dims >= 12 (bands in dims 0-11)")
+        lo, hi = semantic_bounds
+        if not lo < hi:
+            raise ValueError(f"semantic_bounds need lo < hi, got {semantic_bounds}")
+        comp = bool(compression)
+        flags = HeaderFlags(comp, _ALGORITHMS[compression] if comp else CompressionAlgorithm.zstd,
+                            semantic_dims > 0, comp, gacl, meaning_addressed, quantized)
+        header = FileHeader(version_for(flags), flags, dimension, semantic_dims,
+                            q64_from_float(tau), 0)
+        layout = FileLayout.of(header)
+        data = bytearray(encode_file_header(header))
+        if meaning_addressed:
+            data += encode_bounds_section(
+                BoundsSection([BoundPair(float(lo), float(hi))] * layout.user_dims),
+                semantic_dims=semantic_dims)
+        data += encode_snapshot_section(SnapshotSection([]), **layout.snapshot_params())
+        data += encode_wal_header(WalHeader(0, 1))
+        mode = os.O_RDWR | os.O_CREAT | (0 if overwrite else os.O_EXCL)
+        fd = os.open(path, mode, 0o644)
+        try:
+            lock_exclusive(fd, path)
+            os.ftruncate(fd, 0)
+            write_all(fd, bytes(data), 0)
+            os.fsync(fd)
+            fsync_dir(path)
+            return cls(path, bytes(data), fd=fd, readonly=False,
+                       durability=Durability(durability, batch_size),
+                       gacl_fail_closed=gacl_fail_closed,
+                       history_retention=history_retention, semantic_bounds=semantic_bounds)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def open(cls, path: str, *, readonly: bool = False, durability: str = "per_op",
+             batch_size: int = 64, gacl_fail_closed: bool = False,
+             history_retention: str | None = None,
+             semantic_bounds: tuple[float, float] | None = None,
+             lock_wait: bool = False) -> Store:
+        """Open an existing file. Writers take ``LOCK_EX`` (failing fast with
+        ``StoreLocked``); readers take ``LOCK_SH`` while loading, or read lock-free if a
+        writer is active and ``lock_wait`` is false (CRC recovery covers torn tails)."""
+        path = os.fspath(path)
+        dur = Durability(durability, batch_size)
+        if readonly:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                locked = lock_shared(fd, path, wait=lock_wait)
+                if not locked:
+                    log.info("%s: a writer is active; reading without a lock", path)
+                buf = read_all(fd)
+            finally:
+                unlock(fd)
+                os.close(fd)
+            return cls(path, buf, fd=None, readonly=True, durability=dur,
+                       gacl_fail_closed=gacl_fail_closed, history_retention=history_retention,
+                       semantic_bounds=semantic_bounds)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            lock_exclusive(fd, path)
+            buf = read_all(fd)
+            return cls(path, buf, fd=fd, readonly=False, durability=dur,
+                       gacl_fail_closed=gacl_fail_closed, history_retention=history_retention,
+                       semantic_bounds=semantic_bounds)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def flush(self) -> None:
+        """Write every pending entry and fsync (the durability point of every policy)."""
+        if self.writer is not None and not self.closed:
+            self.writer.write(fsync=True)
+            self.writer.synced_end = self.next_seq
+
+    sync = flush
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self.closed = True
+            if self.fd is not None:
+                unlock(self.fd)
+                os.close(self.fd)
+                self.fd = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- GACL --------------------------------------------------------------------------
+
+    def set_credentials(self, credentials: gacl.Credentials | Mapping[str, float] | None = None,
+                        **positions: float) -> None:
+        """Scope subsequent reads, writes and listings to these credentials (§7.2)."""
+        if isinstance(credentials, gacl.Credentials):
+            self.credentials = credentials
+        else:
+            self.credentials = gacl.Credentials(credentials, **positions)
+
+    def clear_credentials(self) -> None:
+        self.credentials = None
+
+    def _allowed(self, tail: list[int] | None, action: str) -> bool:
+        if not self.layout.flags.gacl:
+            return True
+        if self.credentials is None:
+            return not self.fail_closed
+        return gacl.allowed(tail, self.credentials, action)
+
+    def _check(self, key: str, action: str) -> None:
+        node = self.state.nodes.get(key)
+        if not self._allowed(None if node is None else node.tail, action):
+            raise AccessDenied(f"{self.path}: {action} access to {key!r} denied by GACL")
+
+    # -- writing -----------------------------------------------------------------------
+
+    def _writable(self) -> WalWriter:
+        if self.closed:
+            raise StoreError(f"{self.path}: store is closed")
+        if self.readonly or self.writer is None:
+            raise ReadOnlyError(f"{self.path}: opened read-only")
+        return self.writer
+
+    def _entry(self, offset: int, op: WalOp, key: str, body) -> WalEntry:
+        return WalEntry(self.next_seq + offset, op, key, body)
+
+    def _commit(self, entries: list[WalEntry]) -> None:
+        writer = self._writable()
+        encoded = writer.stage(entries)  # a bad value fails here, before any change
+        for e in entries:
+            self.state.apply(e)
+        self.next_seq += len(entries)
+        writer.add(entries, encoded)
+        if not writer.pending and not writer.dirty:
+            writer.synced_end = self.next_seq
+
+    def _tail(self, semantic: Sequence[float] | None, raw: Sequence[int] | None):
+        if raw is None and semantic is None:
+            return self.codec.zero()
+        if self.header.semantic_dims == 0:
+            raise SemanticError(f"{self.path} has no semantic dimensions")
+        values = list(raw) if raw is not None else raw_from_floats(semantic)
+        if not any(values):
+            raise SemanticError("an explicit all-zero placement is not representable: the "
+                                "zero tail means 'not set' (§7); pass None to clear")
+        return self.codec.to_disk(values)
+
+    def put(self, key: str, data=b"", meta: Mapping[str, str] | None = None,
+            semantic: Sequence[float] | None = None, *,
+            semantic_raw: Sequence[int] | None = None) -> None:
+        """INSERT ``key``; missing ancestors are logged first as directory INSERTs."""
+        self._writable()
+        validate_key(key)
+        nodes = self.state.nodes
+        if key in nodes:
+            raise KeyExistsError(f"{key!r} already exists")
+        parent = parent_of(key)
+        if parent != ROOT and parent in nodes:
+            self._check(parent, "write")
+        elif self.layout.flags.gacl and self.credentials is None and self.fail_closed:
+            raise AccessDenied(f"{self.path}: write denied (fail-closed, no credentials)")
+        user = _user_meta(meta)
+        tail = self._tail(semantic, semantic_raw)
+        counters: dict[str, int] = {}
+        entries = []
+        for anc in ancestors_of(key):
+            if anc in nodes:
+                continue
+            p = parent_of(anc)
+            idx = counters.get(p, self.state.next_child_index(p))
+            counters[p] = idx + 1
+            entries.append(self._entry(len(entries), WalOp.INSERT, anc,
+                                       InsertBody(b"", directory_meta(idx), self.codec.zero())))
+        idx = counters.get(parent, self.state.next_child_index(parent))
+        pairs = sort_meta(user + [MetaPair(CHILD_INDEX, str(idx))])
+        entries.append(self._entry(len(entries), WalOp.INSERT, key,
+                                   InsertBody(_as_bytes(data), pairs, tail)))
+        self._commit(entries)
+
+    def _existing(self, key: str, action: str = "write"):
+        node = self.state.nodes.get(key)
+        if node is None:
+            raise KeyMissingError(f"{key!r} does not exist")
+        self._check(key, action)
+        return node
+
+    def update(self, key: str, data, meta: Mapping[str, str] | None = None) -> None:
+        """UPDATE: replace data and user metadata (``meta=None`` keeps the user
+        metadata); reserved ``_`` pairs are carried over byte for byte."""
+        self._writable()
+        node = self._existing(key)
+        reserved = [p for p in node.meta if p.key.startswith("_")]
+        if meta is None:
+            pairs = list(node.meta)
+        else:
+            pairs = sort_meta(_user_meta(meta) + reserved)
+        self._commit([self._entry(0, WalOp.UPDATE, key, UpdateBody(_as_bytes(data), pairs))])
+
+    def delete(self, key: str) -> None:
+        """DELETE ``key`` and its subtree (one explicit DELETE per node, children
+        first, so any replay model converges)."""
+        self._writable()
+        self._existing(key)
+        doomed = list(reversed(self.state.descendants(key))) + [key]
+        self._commit([self._entry(i, WalOp.DELETE, k, None) for i, k in enumerate(doomed)])
+
+    def set_meta(self, key: str, name: str, value: str) -> None:
+        self._writable()
+        (pair,) = _user_meta({name: value})
+        self._existing(key)
+        self._commit([self._entry(0, WalOp.SET_META, key, pair)])
+
+    def set_semantic(self, key: str, semantic: Sequence[float] | None = None, *,
+                     semantic_raw: Sequence[int] | None = None) -> None:
+        """SET_SEMANTIC; ``None`` clears the placement (the all-zero tail, §7)."""
+        self._writable()
+        self._existing(key)
+        if self.header.semantic_dims == 0:
+            raise SemanticError(f"{self.path} has no semantic dimensions")
+        tail = self._tail(semantic, semantic_raw)
+        self._commit([self._entry(0, WalOp.SET_SEMANTIC, key, SetSemanticBody(tail))])
+
+    def seal_epoch(self, *, speculative: bool = False) -> int:
+        """Append an EPOCH marker; returns the new epoch id (1-based)."""
+        self._writable()
+        epoch = self.state.epoch + 1
+        self._commit([self._entry(0, WalOp.EPOCH, "",
+                                  EpochBody(epoch, EpochFlags(speculative, False)))])
+        return epoch
+
+    def replicate(self, entries: Sequence[WalEntry]) -> None:
+        """Apply entries shipped from a primary (§8), keeping their sequence numbers."""
+        if not entries:
+            return
+        want = list(range(self.next_seq, self.next_seq + len(entries)))
+        if [e.seq for e in entries] != want:
+            raise StoreError(f"replicated entries must continue at seq {self.next_seq}")
+        self._writable()
+        self._commit([WalEntry(e.seq, e.op, e.key, e.body) for e in entries])
+
+    # -- reading -----------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    def __len__(self) -> int:
+        return len(self.state.nodes)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.state.nodes
+
+    def _view(self, node) -> NodeView:
+        return NodeView(node.key, node.data,
+                        {p.key: p.value for p in node.meta if not p.key.startswith("_")},
+                        None if node.tail is None else tuple(node.tail))
+
+    def get(self, key: str) -> NodeView | None:
+        node = self.state.nodes.get(key)
+        if node is None:
+            return None
+        if not self._allowed(node.tail, "read"):
+            raise AccessDenied(f"{self.path}: read access to {key!r} denied by GACL")
+        return self._view(node)
+
+    def reserved_meta(self, key: str) -> list[tuple[str, str]]:
+        """The format's own ``_`` pairs of a node (for tools and tests)."""
+        node = self.state.nodes[key]
+        return [(p.key, p.value) for p in node.meta if p.key.startswith("_")]
+
+    def children(self, key: str = ROOT) -> list[str]:
+        nodes = self.state.nodes
+        return [k for k in self.state.children.get(key, {})
+                if self._allowed(nodes[k].tail, "read")]
+
+    def keys(self) -> list[str]:
+        return [k for k, n in self.state.nodes.items() if self._allowed(n.tail, "read")]
+
+    def iterate(self, prefix: str | None = None) -> Iterator[NodeView]:
+        """Readable nodes, parents first; ``prefix`` limits to a subtree."""
+        for key, node in list(self.state.nodes.items()):
+            if prefix is not None and key != prefix and not key.startswith(prefix.rstrip("/")
+                                                                              + "/"):
+                continue
+            if self._allowed(node.tail, "read"):
+                yield self._view(node)
+
+    # -- replication and history -------------------------------------------------------
+
+    def _file_bytes(self) -> bytes:
+        if self.fd is not None:
+            return read_all(self.fd)
+        with open(self.path, "rb") as fh:
+            return fh.read()
+
+    def committed_entries(self) -> list[WalEntry]:
+        """The entries of the current WAL that are on disk (intact prefix)."""
+        buf = self._file_bytes()
+        if self.writer is not None:
+            wal_offset = self.writer.wal_offset
+        else:  # re-parse: the file may have been compacted since it was opened
+            prefix = replay.read_prefix(buf, self.path)
+            wal_offset = replay.load_snapshot(buf, prefix, State(self.codec), self.path)
+        return replay.committed_entries(buf, wal_offset, self.layout)
+
+    @property
+    def base_seq(self) -> int:
+        return self.writer.base_seq if self.writer is not None else self.scan.base_seq
+
+    def wal_entries_since(self, from_seq: int) -> list[WalEntry]:
+        """Committed (fsynced) entries with ``seq >= from_seq``, in order (§8);
+        ``SnapshotRequired(base_seq)`` if compaction folded ``from_seq`` away."""
+        base = self.base_seq
+        if from_seq < base:
+            raise SnapshotRequired(base, from_seq)
+        limit = self.writer.synced_end if self.writer is not None else self.next_seq
+        return [e for e in self.committed_entries() if from_seq <= e.seq < limit]
+
+    # -- compaction --------------------------------------------------------------------
+
+    def compact(self) -> dict:
+        """Fold the WAL into a new snapshot; atomic replace (see ``compaction``)."""
+        writer = self._writable()
+        self.flush()
+        first_seq = writer.base_seq
+        built = compaction.build(self.state, self.header, self.layout, self.bounds,
+                                 self.next_seq)
+        archived: list[str] = []
+
+        def before_rename() -> None:
+            if self.retention == history.ARCHIVE:
+                entries = self.committed_entries()
+                p = history.archive(self.path, self.layout, entries, first_seq, self.next_seq)
+                if p:
+                    archived.append(p)
+
+        new_fd = compaction.replace(self.path, built, before_rename)
+        old_fd = self.fd
+        self.fd = new_fd
+        unlock(old_fd)
+        os.close(old_fd)
+        self.header = built.header
+        self.layout = FileLayout.of(built.header)
+        self.next_seq = built.base_seq + built.wal_count
+        self.writer = WalWriter(new_fd, self.layout, built.wal_offset, len(built.data),
+                                built.base_seq, built.wal_count, self.durability)
+        self.writer.synced_end = self.next_seq
+        self.scan = replay.WalScan(built.wal_offset, built.base_seq, built.wal_count,
+                                   built.wal_offset + replay.WAL_HEADER_SIZE, len(built.data),
+                                   built.wal_count, self.next_seq)
+        return {"node_count": built.node_count, "file_bytes": len(built.data),
+                "wal_base_seq": built.base_seq, "restamp": built.wal_count == 1,
+                "archived": archived}
+
+    # -- description -------------------------------------------------------------------
+
+    def info(self) -> dict:
+        h = self.header
+        return {
+            "path": self.path,
+            "version": h.version,
+            "flags": h.flags.to_dict() | {"algorithm": h.flags.algorithm.name,
+                                          "byte": h.flags.to_int()},
+            "dimension": h.dimension,
+            "semantic_dims": h.semantic_dims,
+            "tau": q64_to_float(h.tau),
+            "header_node_count": h.node_count,
+            "live_nodes": len(self.state.nodes),
+            "wal_base_seq": self.base_seq,
+            "wal_entries": self.next_seq - self.base_seq,
+            "wal_header_count": (self.writer.count if self.writer is not None
+                                 else self.scan.header_count),
+            "next_seq": self.next_seq,
+            "current_epoch": self.state.epoch,
+            "synthesized_ancestors": self.state.synthesized,
+            "wal_truncated": self.scan.problem,
+            "wal_truncated_at": self.scan.problem_offset,
+            "bounds": self.bounds if h.flags.meaning_addressed else None,
+            "sidecars": [os.path.basename(p) for p in history.sidecar_paths(self.path)],
+        }
+
+
+def gacl_band_dims() -> int:
+    return gacl.BAND_DIMS
