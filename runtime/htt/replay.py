@@ -5,15 +5,17 @@ unknown version, a length larger than the file, snapshot CRC) fails the open wit
 codec's ``DecodeError``, tagged with the file name. The WAL is recovered, never raised:
 entries are applied in order until the first torn tail, bad CRC, undecodable entry or
 sequence break, and everything from there on is dropped (and logged). In block-
-compressed WALs the unit is the block: a block either decodes whole, or it and everything
-after it is dropped (a crash mid-write only ever tears the final block, §5).
+compressed WALs a block that does not decode whole is re-read as plain bytes
+(``wal_block_plain``) and the per-entry CRC and sequence rules apply inside it, so the
+intact entries before the bad one are kept (``WalScan.salvaged``); a block whose frame
+does not decompress is a torn tail (§5).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...generated.htt import (
     BoundPair,
@@ -23,6 +25,7 @@ from ...generated.htt import (
     decode_file_header,
     decode_snapshot_section,
     decode_wal_block,
+    decode_wal_block_plain,
     decode_wal_header,
     iter_wal_entry,
 )
@@ -61,6 +64,9 @@ class WalScan:
     problem: str | None = None  # why the scan stopped early (None: clean end of file)
     problem_offset: int | None = None
     blocks: int = 0
+    # intact entries from a block that did not decode whole; they sit past valid_end
+    # on disk, so a writer re-appends them as a fresh block after trimming the tail
+    salvaged: list[WalEntry] = field(default_factory=list)
 
     @property
     def truncated(self) -> bool:
@@ -144,11 +150,13 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
                 block, end = decode_wal_block(buf, pos, **params)
             except (DecodeError, ValueError) as exc:
                 scan.problem, scan.problem_offset = _describe(exc), pos
+                expected = _salvage(buf, pos, layout, expected, on_entry, scan)
                 break
             seqs = [e.seq for e in block.entries]
             if seqs != list(range(expected, expected + len(seqs))):
                 scan.problem = f"sequence break in block (expected {expected}, found {seqs[0]}..)"
                 scan.problem_offset = pos
+                expected = _salvage(buf, pos, layout, expected, on_entry, scan)
                 break
             try:
                 if on_entry is not None:
@@ -164,6 +172,26 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
     scan.next_seq = expected
     _report(scan, path)
     return scan
+
+
+def _salvage(buf, pos: int, layout: FileLayout, expected: int,
+             on_entry: Callable[[WalEntry], None] | None, scan: WalScan) -> int:
+    """Keep the intact, in-sequence entries at the start of a block that failed whole."""
+    try:
+        raw, _ = decode_wal_block_plain(buf, pos, algorithm=layout.flags.algorithm)
+    except (DecodeError, ValueError):
+        return expected  # the frame itself is torn: nothing inside can be trusted
+    try:
+        for entry, _ in iter_wal_entry(raw.plain, **layout.entry_params()):
+            if entry.seq != expected or len(scan.salvaged) >= raw.block_entry_count:
+                break
+            if on_entry is not None:
+                on_entry(entry)
+            scan.salvaged.append(entry)
+            expected += 1
+    except (DecodeError, ValueError):
+        pass
+    return expected
 
 
 def _describe(exc: Exception) -> str:

@@ -162,9 +162,16 @@ class Store:
                           scan.wal_offset)
                 scan.valid_end = scan.entries_offset = scan.wal_offset + replay.WAL_HEADER_SIZE
             os.fsync(self.fd)
+        on_disk = scan.count - len(scan.salvaged)
         self.writer = WalWriter(self.fd, self.layout, scan.wal_offset, scan.valid_end,
-                                scan.base_seq, scan.count, self.durability)
-        if scan.header_count not in (None, scan.count):
+                                scan.base_seq, on_disk, self.durability)
+        if scan.salvaged:
+            # intact entries of a damaged block: write them back as one fresh block
+            self.writer.pending = [(e, b"") for e in scan.salvaged]
+            self.writer.write(fsync=True)
+            scan.valid_end = self.writer.end
+            scan.salvaged = []
+        elif scan.header_count not in (None, scan.count):
             self.writer.count = scan.count
             write_all(self.fd, encode_wal_header(WalHeader(scan.count, scan.base_seq)),
                       scan.wal_offset)
