@@ -17,6 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kladde", action="store_true",
                    help="also benchmark kladde resolution vs decode-only (runtime/kladde)")
     p.add_argument("--kladde-statements", type=int, default=1_000_000)
+    p.add_argument("--ze", action="store_true",
+                   help="also benchmark ZE WAL replay and graph node blocks vs struct (bench/ze.py)")
+    p.add_argument("--ze-records", type=int, default=20_000, help="ZE WAL records")
+    p.add_argument("--ze-nodes", type=int, default=20_000, help="ZE graph nodes")
     p.set_defaults(func=run)
 
 
@@ -30,6 +34,9 @@ def run(args: argparse.Namespace) -> int:
     if args.kladde:
         from ..bench import kladde as kladde_bench
         report["kladde"] = kladde_bench.bench(args.kladde_statements)
+    if args.ze:
+        from ..bench import ze as ze_bench
+        report["ze"] = ze_bench.bench(args.ze_records, args.ze_nodes)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -46,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
     if "kladde" in report:
         from ..bench import kladde as kladde_bench
         print(kladde_bench.report(report["kladde"]))
+    if "ze" in report:
+        from ..bench import ze as ze_bench
+        print(ze_bench.report(report["ze"]))
     if "htt_store" in report:
         print("HTT store:")
         for k, v in report["htt_store"].items():

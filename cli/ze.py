@@ -1,4 +1,5 @@
-"""``bytewright ze info|dump|verify FILE``: ZE WAL, segment, manifest, frame and purge files.
+"""``bytewright ze info|dump|verify FILE``: ZE WAL (family 11), graph WAL (family 19),
+segment, manifest, frame and purge files.
 
 The file kind is taken from the shared header's family id (bare WAL records and region
 payloads have no header; use ``bytewright inspect`` for those).
@@ -43,11 +44,13 @@ def _plain(v):
 
 
 def _open(data: bytes):
-    from ..runtime.ze import artifacts, registry, segment, wal
+    from ..runtime.ze import artifacts, graphwal, registry, segment, wal
     hdr = registry.read_header(data)
     fam = registry.FAMILIES[hdr.family_id][0]
     if hdr.family_id == 11:
         return fam, hdr, wal.replay(data)
+    if hdr.family_id == 19:
+        return fam, hdr, graphwal.replay(data)
     if hdr.family_id == 2:
         return fam, hdr, segment.open_segment(data)
     if hdr.family_id == 10:
@@ -82,6 +85,14 @@ def run(args: argparse.Namespace) -> int:
                       f"{units}; end: {obj.terminator}"
                       + (f" at {obj.offset} ({obj.reason}, {obj.corruption})"
                          if obj.terminator == "corrupt" else ""))
+            elif fam == "native_graph_wal":
+                st = obj.state
+                print(f"  store {obj.header.store:#x}, first commit sequence "
+                      f"{obj.header.first_commit_sequence}, {len(obj.envelopes)} envelopes"
+                      + (f" (sequences {obj.header.first_commit_sequence}.."
+                         f"{obj.next_sequence - 1}, generation {st.generation})" if st else "")
+                      + f"; end: {obj.terminator}"
+                      + (f" at {obj.torn_at}" if obj.torn_at is not None else ""))
             elif fam == "segment":
                 h = obj.header
                 print(f"  rows {h.row_count}, dims {h.dims}, scheme {h.scheme.name}, regions "
@@ -106,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
                 obj.region(k)
         if fam == "wal" and obj.terminator != "clean":
             print(f"{args.file}: WAL ends with {obj.terminator} at {obj.offset}: {obj.error}")
+            return 1
+        if fam == "native_graph_wal" and obj.terminator != "clean":
+            print(f"{args.file}: graph WAL ends with a torn tail at {obj.torn_at} "
+                  f"({len(obj.envelopes)} complete envelopes)")
             return 1
         print(f"{args.file}: ok ({fam} v{hdr.family_version})")
         return 0

@@ -295,25 +295,27 @@ _T3 = (('header_crc', 0, 4),)
 _S4 = struct.Struct('<dd')
 _T5 = (('min', 0, 8), ('max', 8, 8))
 _S6 = struct.Struct('<16s')
-_S7 = struct.Struct('<H')
-_T8 = (('key.length', 0, 2),)
-_T9 = (('value.length', 0, 2),)
-_T10 = (('data.length', 0, 4),)
-_T11 = (('meta.length', 0, 2),)
-_S12 = struct.Struct('<II')
-_T13 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
-_T14 = (('snapshot_crc', 0, 4),)
-_S15 = struct.Struct('<QB')
-_T16 = (('epoch_id', 0, 8), ('flags', 8, 1))
-_S17 = struct.Struct('<IBH')
-_T18 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
-_T19 = (('entry_crc', 0, 4),)
-_T20 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
-_T21 = (('block_entry_count', 0, 2),)
-_S22 = struct.Struct('<4sBBBBIII')
-_T23 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
-_T24 = (('crc32', 0, 4),)
-_T25 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_RC7 = {}  # tail_quantized.user element-count structs
+_RC8 = {}  # tail_quantized_gacl.user element-count structs
+_S9 = struct.Struct('<H')
+_T10 = (('key.length', 0, 2),)
+_T11 = (('value.length', 0, 2),)
+_T12 = (('data.length', 0, 4),)
+_T13 = (('meta.length', 0, 2),)
+_S14 = struct.Struct('<II')
+_T15 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
+_T16 = (('snapshot_crc', 0, 4),)
+_S17 = struct.Struct('<QB')
+_T18 = (('epoch_id', 0, 8), ('flags', 8, 1))
+_S19 = struct.Struct('<IBH')
+_T20 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
+_T21 = (('entry_crc', 0, 4),)
+_T22 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
+_T23 = (('block_entry_count', 0, 2),)
+_S24 = struct.Struct('<4sBBBBIII')
+_T25 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_T26 = (('crc32', 0, 4),)
+_T27 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -411,7 +413,12 @@ def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    f_user = list(struct.unpack_from('<' + str(_c) + 'h', mv, pos))
+    _st = _RC7.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + str(_c) + 'h')
+        if len(_RC7) < 64:
+            _RC7[_c] = _st
+    f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     return TailQuantized(f_user), pos
 
@@ -431,7 +438,12 @@ def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    f_user = list(struct.unpack_from('<' + str(_c) + 'h', mv, pos))
+    _st = _RC8.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + str(_c) + 'h')
+        if len(_RC8) < 64:
+            _RC8[_c] = _st
+    f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     return TailQuantizedGacl(f_reserved, f_user), pos
 
@@ -448,9 +460,9 @@ def _e_tail_quantized_gacl(out, v, p_semantic_dims):
 def _d_meta_pair(mv, pos, end):
     start = pos
     if pos + 2 > end:
-        raise _short(pos, end, _T8)
-    n_key, = _S7.unpack_from(mv, pos)
-    _r7 = pos
+        raise _short(pos, end, _T10)
+    n_key, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -460,9 +472,9 @@ def _d_meta_pair(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 2 > end:
-        raise _short(pos, end, _T9)
-    n_value, = _S7.unpack_from(mv, pos)
-    _r7 = pos
+        raise _short(pos, end, _T11)
+    n_value, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if pos + n_value > end:
         raise TruncatedError('str truncated', offset=pos, path='value', expected=n_value, found=end - pos)
@@ -476,18 +488,18 @@ def _d_meta_pair(mv, pos, end):
 def _e_meta_pair(out, v):
     start = len(out)
     _b_key = v.key.encode('utf-8')
-    out += _S7.pack(len(_b_key))
+    out += _S9.pack(len(_b_key))
     out += _b_key
     _b_value = v.value.encode('utf-8')
-    out += _S7.pack(len(_b_value))
+    out += _S9.pack(len(_b_value))
     out += _b_value
 
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     start = pos
     if pos + 2 > end:
-        raise _short(pos, end, _T8)
-    n_key, = _S7.unpack_from(mv, pos)
-    _r7 = pos
+        raise _short(pos, end, _T10)
+    n_key, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -497,7 +509,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 4 > end:
-        raise _short(pos, end, _T10)
+        raise _short(pos, end, _T12)
     n_data, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -506,9 +518,9 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T11)
-    n_meta, = _S7.unpack_from(mv, pos)
-    _r7 = pos
+        raise _short(pos, end, _T13)
+    n_meta, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -516,9 +528,9 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T8)
-            _meta_pair_n_key, = _S7.unpack_from(mv, pos)
-            _r7 = pos
+                raise _short(pos, end, _T10)
+            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+            _r9 = pos
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -528,9 +540,9 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T9)
-            _meta_pair_n_value, = _S7.unpack_from(mv, pos)
-            _r7 = pos
+                raise _short(pos, end, _T11)
+            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+            _r9 = pos
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -569,12 +581,12 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
 def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
     start = len(out)
     _b_key = v.key.encode('utf-8')
-    out += _S7.pack(len(_b_key))
+    out += _S9.pack(len(_b_key))
     out += _b_key
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S7.pack(len(v.meta))
+    out += _S9.pack(len(v.meta))
     for _x in v.meta:
         _e_meta_pair(out, _x)
     if (p_semantic_dims > 0):
@@ -593,9 +605,9 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T13)
-    f_snap_byte_len, f_snap_node_count = _S12.unpack_from(mv, pos)
-    _r12 = pos
+        raise _short(pos, end, _T15)
+    f_snap_byte_len, f_snap_node_count = _S14.unpack_from(mv, pos)
+    _r14 = pos
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -661,7 +673,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
 def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     start = len(out)
     _at_snap_byte_len = len(out) + 0
-    out += _S12.pack(0, len(v.entries))
+    out += _S14.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -687,9 +699,9 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
 def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T13)
-    f_snap_byte_len, f_snap_node_count = _S12.unpack_from(mv, pos)
-    _r12 = pos
+        raise _short(pos, end, _T15)
+    f_snap_byte_len, f_snap_node_count = _S14.unpack_from(mv, pos)
+    _r14 = pos
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -754,7 +766,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         end = _outer_end_entries
         _plain_entries = mv[_ps_entries:pos]
     if pos + 4 > end:
-        raise _short(pos, end, _T14)
+        raise _short(pos, end, _T16)
     f_snapshot_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -766,7 +778,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
 def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     start = len(out)
     _at_snap_byte_len = len(out) + 0
-    out += _S12.pack(0, len(v.entries))
+    out += _S14.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -811,7 +823,7 @@ def _e_snapshot_section(out, v, p_version, p_compressed, p_algorithm, p_semantic
 def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T10)
+        raise _short(pos, end, _T12)
     n_data, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -820,9 +832,9 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T11)
-    n_meta, = _S7.unpack_from(mv, pos)
-    _r7 = pos
+        raise _short(pos, end, _T13)
+    n_meta, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -830,9 +842,9 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T8)
-            _meta_pair_n_key, = _S7.unpack_from(mv, pos)
-            _r7 = pos
+                raise _short(pos, end, _T10)
+            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+            _r9 = pos
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -842,9 +854,9 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T9)
-            _meta_pair_n_value, = _S7.unpack_from(mv, pos)
-            _r7 = pos
+                raise _short(pos, end, _T11)
+            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+            _r9 = pos
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -885,7 +897,7 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S7.pack(len(v.meta))
+    out += _S9.pack(len(v.meta))
     for _x in v.meta:
         _e_meta_pair(out, _x)
     if (p_semantic_dims > 0):
@@ -904,7 +916,7 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
 def _d_update_body(mv, pos, end):
     start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T10)
+        raise _short(pos, end, _T12)
     n_data, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -913,9 +925,9 @@ def _d_update_body(mv, pos, end):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T11)
-    n_meta, = _S7.unpack_from(mv, pos)
-    _r7 = pos
+        raise _short(pos, end, _T13)
+    n_meta, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -923,9 +935,9 @@ def _d_update_body(mv, pos, end):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T8)
-            _meta_pair_n_key, = _S7.unpack_from(mv, pos)
-            _r7 = pos
+                raise _short(pos, end, _T10)
+            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+            _r9 = pos
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -935,9 +947,9 @@ def _d_update_body(mv, pos, end):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T9)
-            _meta_pair_n_value, = _S7.unpack_from(mv, pos)
-            _r7 = pos
+                raise _short(pos, end, _T11)
+            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+            _r9 = pos
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -957,7 +969,7 @@ def _e_update_body(out, v):
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S7.pack(len(v.meta))
+    out += _S9.pack(len(v.meta))
     for _x in v.meta:
         _e_meta_pair(out, _x)
 
@@ -1004,30 +1016,30 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
 def _d_epoch_body(mv, pos, end):
     start = pos
     if pos + 9 > end:
-        raise _short(pos, end, _T16)
-    f_epoch_id, f_flags = _S15.unpack_from(mv, pos)
-    _r15 = pos
+        raise _short(pos, end, _T18)
+    f_epoch_id, f_flags = _S17.unpack_from(mv, pos)
+    _r17 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r15 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r17 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     return EpochBody(f_epoch_id, f_flags), pos
 
 def _e_epoch_body(out, v):
     start = len(out)
-    out += _S15.pack(v.epoch_id, v.flags.to_int())
+    out += _S17.pack(v.epoch_id, v.flags.to_int())
 
 def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     start = pos
     if pos + 7 > end:
-        raise _short(pos, end, _T18)
-    f_seq, f_op, n_key = _S17.unpack_from(mv, pos)
-    _r17 = pos
+        raise _short(pos, end, _T20)
+    f_seq, f_op, n_key = _S19.unpack_from(mv, pos)
+    _r19 = pos
     pos += 7
-    _s_seq = _r17
+    _s_seq = _r19
     _v = _WALOP_BY_VALUE.get(f_op)
     if _v is None:
-        raise ConstraintError('unknown wal_op value', offset=_r17 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
+        raise ConstraintError('unknown wal_op value', offset=_r19 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
     f_op = _v
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -1068,7 +1080,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
     _e_body = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T19)
+        raise _short(pos, end, _T21)
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -1081,7 +1093,7 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     start = len(out)
     _b_key = v.key.encode('utf-8')
     _s_seq = len(out) + 0
-    out += _S17.pack(v.seq, v.op, len(_b_key))
+    out += _S19.pack(v.seq, v.op, len(_b_key))
     out += _b_key
     _tag = v.op
     if _tag == 1:
@@ -1105,25 +1117,25 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
 def _d_wal_header(mv, pos, end):
     start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T20)
-    f_wal_entry_count, f_wal_base_seq = _S12.unpack_from(mv, pos)
-    _r12 = pos
+        raise _short(pos, end, _T22)
+    f_wal_entry_count, f_wal_base_seq = _S14.unpack_from(mv, pos)
+    _r14 = pos
     pos += 8
     return WalHeader(f_wal_entry_count, f_wal_base_seq), pos
 
 def _e_wal_header(out, v):
     start = len(out)
-    out += _S12.pack(v.wal_entry_count, v.wal_base_seq)
+    out += _S14.pack(v.wal_entry_count, v.wal_base_seq)
 
 def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     start = pos
     if pos + 2 > end:
-        raise _short(pos, end, _T21)
-    f_block_entry_count, = _S7.unpack_from(mv, pos)
-    _r7 = pos
+        raise _short(pos, end, _T23)
+    f_block_entry_count, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if f_block_entry_count < 1 or f_block_entry_count > 64:
-        raise ConstraintError('value out of range', offset=_r7, path='block_entry_count', expected='1..64', found=f_block_entry_count)
+        raise ConstraintError('value out of range', offset=_r9, path='block_entry_count', expected='1..64', found=f_block_entry_count)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -1161,7 +1173,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
 
 def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     start = len(out)
-    out += _S7.pack(len(v.entries))
+    out += _S9.pack(len(v.entries))
     _outer = out
     out = bytearray()
     if len(v.entries) != len(v.entries):
@@ -1177,9 +1189,9 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
 def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     start = pos
     if pos + 2 > end:
-        raise _short(pos, end, _T21)
-    f_block_entry_count, = _S7.unpack_from(mv, pos)
-    _r7 = pos
+        raise _short(pos, end, _T23)
+    f_block_entry_count, = _S9.unpack_from(mv, pos)
+    _r9 = pos
     pos += 2
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='plain.compressed_len', expected=4, found=end - pos)
@@ -1209,7 +1221,7 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
 
 def _e_wal_block_plain(out, v, p_algorithm, p_block_limit):
     start = len(out)
-    out += _S7.pack(v.block_entry_count)
+    out += _S9.pack(v.block_entry_count)
     _outer = out
     out = bytearray()
     _b = v.plain
@@ -1308,16 +1320,16 @@ def _e_htt_file(out, v):
 def _d_sidecar_segment_v1(mv, pos, end):
     start = pos
     if pos + 20 > end:
-        raise _short(pos, end, _T23)
-    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S22.unpack_from(mv, pos)
-    _r22 = pos
+        raise _short(pos, end, _T25)
+    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S24.unpack_from(mv, pos)
+    _r24 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r22, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r24, path='magic', expected=b'HTTH', found=f_magic)
     if f_reserved6 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r22 + 6, path='reserved6', expected=0, found=f_reserved6)
+        raise ConstraintError('reserved bytes must be zero', offset=_r24 + 6, path='reserved6', expected=0, found=f_reserved6)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r22 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r24 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -1352,7 +1364,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T24)
+        raise _short(pos, end, _T26)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -1364,7 +1376,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
 def _e_sidecar_segment_v1(out, v):
     start = len(out)
     _at_raw_len = len(out) + 16
-    out += _S22.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
+    out += _S24.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -1382,17 +1394,17 @@ def _e_sidecar_segment_v1(out, v):
 def _d_sidecar_segment_v2(mv, pos, end):
     start = pos
     if pos + 20 > end:
-        raise _short(pos, end, _T25)
-    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S22.unpack_from(mv, pos)
-    _r22 = pos
+        raise _short(pos, end, _T27)
+    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S24.unpack_from(mv, pos)
+    _r24 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r22, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r24, path='magic', expected=b'HTTH', found=f_magic)
     if f_layout & 252:
-        raise ConstraintError('undefined sidecar_layout bits set', offset=_r22 + 6, path='layout', expected='mask 0x3', found=f_layout)
+        raise ConstraintError('undefined sidecar_layout bits set', offset=_r24 + 6, path='layout', expected='mask 0x3', found=f_layout)
     f_layout = SidecarLayout.from_int(f_layout)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r22 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r24 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -1427,7 +1439,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T24)
+        raise _short(pos, end, _T26)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -1439,7 +1451,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
 def _e_sidecar_segment_v2(out, v):
     start = len(out)
     _at_raw_len = len(out) + 16
-    out += _S22.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
+    out += _S24.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:

@@ -216,6 +216,8 @@ class ConstructEmitter:
         if f.value is not None:
             base = f"Rebuild({base}, {self.lam(f.value, rec)})"
         if f.checksum is not None:
+            if any(f is c for cks in self.deferred_checksums(lay_fields).values() for c in cks):
+                out.append(f"'_o_{name}' / Tell,")
             index = lay_fields.index(f)
             pieces = self.checksum_pieces(lay_fields, index)
             from .runtime_names import CHECKSUM_FUNCS  # noqa: PLC0415
@@ -248,6 +250,31 @@ class ConstructEmitter:
                        f"Rebuild({ic}, {self.code(measure)})),")
             if f.compressed is None:
                 out.append(f"Check({self.code(f'not this._parsing or {measure} == this[{size_field.name!r}]')}),")
+        # checksums over a size field patched just above are rebuilt after the patch
+        from .runtime_names import CHECKSUM_FUNCS  # noqa: PLC0415
+        for ck in self.deferred_checksums(lay_fields).get(name, ()):
+            pieces = self.checksum_pieces(lay_fields, lay_fields.index(ck))
+            ic = self.type_c(ck.type, ck, rec)
+            out.append(f"'_patch_{ck.name}' / If({self.code('not this._parsing')}, Pointer("
+                       f"{self.code(f'this[{chr(39)}_o_{ck.name}{chr(39)}]')}, "
+                       f"Rebuild({ic}, {self.code(f'{CHECKSUM_FUNCS[ck.checksum.algorithm]}(_span(this, {pieces!r}))')}))),")
+        return out
+
+    def deferred_checksums(self, fields: list[ir.Field]) -> dict[str, list[ir.Field]]:
+        """Checksums covering a size-derived field whose sized field follows them (see
+        ``FastEmitter.deferred_checksums``)."""
+        out: dict[str, list[ir.Field]] = {}
+        names = [x.name for x in fields]
+        for i, f in enumerate(fields):
+            if f.checksum is None:
+                continue
+            later = set()
+            for _kind, n in self.checksum_pieces(fields, i):
+                d = fields[names.index(n)].derived_from
+                if d and d[0] == "size" and names.index(d[1]) > i:
+                    later.add(names.index(d[1]))
+            if later:
+                out.setdefault(names[max(later)], []).append(f)
         return out
 
     def res(self, rec: ir.Record):

@@ -51,6 +51,8 @@ class FastEmitter:
         self.consts: list[str] = []
         self._const_ids: dict[str, str] = {}
         self.min_sizes: dict[str, int] = {}
+        self.deferred: dict[str, list[ir.Field]] = {}
+        self.lay_name = ""
 
     # -- shared helpers ------------------------------------------------------------
     def const(self, prefix: str, source: str) -> str:
@@ -148,6 +150,7 @@ class FastEmitter:
     # -- decoding ------------------------------------------------------------------
     def decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
         params = "".join(f", p_{p}" for p in rec.params)
+        self.lay_name = rec.name + lay.suffix
         lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
                  "    start = pos"]
         spans = self.spans_needed(lay)
@@ -637,8 +640,14 @@ class FastEmitter:
                         f"for _i in range({count})]",
                         f"pos += {count} * {size}"]
             else:
-                out += [f"f_{name} = list(struct.unpack_from({order!r} + str({count}) + "
-                        f"{code!r}, mv, pos))",
+                # one struct.Struct per element count, cached (bounded) per field
+                rc = self.const("RC", f"{{}}  # {self.lay_name}.{name} element-count structs")
+                out += [f"_st = {rc}.get({count})",
+                        "if _st is None:",
+                        f"    _st = struct.Struct({order!r} + str({count}) + {code!r})",
+                        f"    if len({rc}) < 64:",
+                        f"        {rc}[{count}] = _st",
+                        f"f_{name} = list(_st.unpack_from(mv, pos))",
                         f"pos += {count} * {size}"]
             return out
         base = self.base_int(f.type)
@@ -819,6 +828,7 @@ class FastEmitter:
 
         self.enc_res = res
         spans = self.spans_needed(lay)
+        self.deferred = self.deferred_checksums(lay)
         # size-derived fields whose target is encoded later get patched afterwards
         lines = [f"def _e_{rec.name}{lay.suffix}(out, v{params}):", "    start = len(out)"]
         body: list[str] = []
@@ -862,6 +872,27 @@ class FastEmitter:
         flush()
         lines += ["    " + b for b in body] or ["    pass"]
         return lines
+
+    def deferred_checksums(self, lay: ir.Layout) -> dict[str, list[ir.Field]]:
+        """Checksums covering a size-derived field whose sized field comes after them.
+
+        Such a checksum cannot be computed in place (the size is patched only once the
+        sized field is encoded): it is written as a placeholder and patched right after
+        the size patch. Maps the sized field's name to those checksum fields.
+        """
+        out: dict[str, list[ir.Field]] = {}
+        names = [x.name for x in lay.fields]
+        for i, f in enumerate(lay.fields):
+            if f.checksum is None:
+                continue
+            later = set()
+            for n in self.covered(lay, i):
+                d = lay.fields[names.index(n)].derived_from
+                if d and d[0] == "size" and d[1] in names and names.index(d[1]) > i:
+                    later.add(names.index(d[1]))
+            if later:
+                out.setdefault(names[max(later)], []).append(f)
+        return out
 
     def encode_text_prep(self, f: ir.Field) -> list[str]:
         if f.type.text:
@@ -938,6 +969,8 @@ class FastEmitter:
             st = self.patch_struct(size_target)
             k = f" + {size_target.derived_offset}" if size_target.derived_offset else ""
             inner.append(f"{st}.pack_into(out, _at_{size_target.name}, _size_{name}{k})")
+        for ck in self.deferred.get(name, ()):
+            inner += self.encode_checksum(rec, ck, spans, patch=True)
         if f.cond is not None:
             out.append(f"if {f.cond.render(res)}:")
             out += ["    " + x for x in inner]
@@ -1094,12 +1127,18 @@ class FastEmitter:
             out += self.encode_one(rec, f, f.type, repr(rp.until), res, False)
         return out
 
-    def encode_checksum(self, rec: ir.Record, f: ir.Field, spans: set[str]) -> list[str]:
+    def encode_checksum(self, rec: ir.Record, f: ir.Field, spans: set[str],
+                        patch: bool = False) -> list[str]:
         index = next(i for i, x in enumerate(self.lay.fields) if x is f)
         expr = self.checksum_expr(self.lay, index, "memoryview(out)", "start")
         sc = self.scalar_code(f.type)
         st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
-        inner = [f"out += {st}.pack({expr})"]
+        if patch:  # deferred: the covered size field has just been patched
+            inner = [f"{st}.pack_into(out, _atck_{f.name}, {expr})"]
+        elif any(f is c for cks in self.deferred.values() for c in cks):
+            inner = [f"_atck_{f.name} = len(out)", f"out += {st}.pack(0)"]
+        else:
+            inner = [f"out += {st}.pack({expr})"]
         if f.cond is not None:
             return [f"if {f.cond.render(self.enc_res)}:"] + ["    " + x for x in inner]
         return inner

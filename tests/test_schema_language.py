@@ -128,3 +128,39 @@ def test_switch_on_byte_string_tags(schema_module):
     assert m.construct_decode_record(data, compiled=True) == v
     unknown = m.Record(bytes(16), b"opaque")  # unknown kinds are kept, not refused
     assert m.decode_record(m.encode_record(unknown))[0] == unknown
+
+
+DEFERRED = """
+bytewright: 1
+family: deferred
+records:
+  frame:
+    fields:
+      - {name: magic, type: bytes, size: 2, const: "5a47"}
+      - {name: payload_len, type: u32}
+      - {name: header_checksum, type: u64, checksum: {algorithm: xxh3_64, covers: preceding}}
+      - {name: payload, type: bytes, size: payload_len}
+      - {name: checksum, type: u64, checksum: {algorithm: xxh3_64, covers: preceding}}
+"""
+
+
+def test_checksum_over_a_later_patched_size_is_deferred(schema_module):
+    """A header checksum covering a size field derived from a later field is computed after
+    the size is patched (both paths), so the size stays out of the object model."""
+    import struct
+
+    from bytewright.runtime.checksums import xxh3_64
+    m = schema_module(DEFERRED)
+    assert [f for f in m.Frame.__dataclass_fields__] == ["payload"]
+    data = m.encode_frame(m.Frame(b"hello"))
+    head = b"ZG" + struct.pack("<I", 5)
+    assert data[:6] == head and data[6:14] == struct.pack("<Q", xxh3_64(head))
+    assert data[-8:] == struct.pack("<Q", xxh3_64(data[:-8]))
+    assert m.decode_frame(data) == (m.Frame(b"hello"), len(data))
+    assert m.construct_encode_frame(m.Frame(b"hello")) == data
+    assert m.construct_decode_frame(data) == m.Frame(b"hello")
+    assert m.construct_decode_frame(data, compiled=True) == m.Frame(b"hello")
+    bad = bytearray(data)
+    bad[2] = 4
+    with pytest.raises(ChecksumError):
+        m.decode_frame(bytes(bad))

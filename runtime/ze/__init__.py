@@ -7,5 +7,7 @@
                     writer (16 KiB regions, checksum table, trailer)
 - :mod:`.graph`     graph node blocks as a zero-copy numpy view
 - :mod:`.artifacts` framed artifacts: frame, manifest (v2/v3 rules), purge intent (token)
-- :mod:`.envelope`  family-19 envelope validation (sequence, digest, counts, limits)
+- :mod:`.envelope`  family-19 envelope validation (sequence, digest, counts, limits),
+                    CommitState ref and transition rules, the envelope writer
+- :mod:`.graphwal`  family-19 graph WAL files: writer, multi-envelope replay, torn tails
 """

@@ -54,9 +54,11 @@ def purge_file(generation: int, doc_ids) -> bytes:
     return ze.encode_purge_file(ze.PurgeFile(ze.PurgeBlock(payload)))
 
 
-def read_manifest(buf) -> ze.ManifestFile:
+def read_manifest(buf, *, strict: bool = True) -> ze.ManifestFile:
     """Decode a manifest and apply the version rules: v2 may end with TSR1 only; v3 must end
-    with exactly one ZGR3 (optionally after TSR1); v1 is refused as unsupported."""
+    with exactly one ZGR3 (optionally after TSR1); v1 is refused as unsupported. The graph
+    section is checked against its CommitState (:func:`check_graph_section`); ``strict``
+    also applies the epoch-registry cross-checks (:func:`check_epochs`, facts U13)."""
     hdr = registry.read_header(buf, expected_family=10)
     _file_length(buf, hdr)
     value, end = ze.decode_manifest_file(buf)
@@ -74,7 +76,111 @@ def read_manifest(buf) -> ze.ManifestFile:
     if tags.count(TSR1) and all(r.tag == 0 for r in value.block.payload.extensions[0].body.ranges):
         raise ConstraintError("TSR1 is written only when some range is stamped",
                               path="manifest_file.block.payload.extensions[0]")
+    payload = value.block.payload
+    for i, x in enumerate(payload.extensions):
+        if x.tag == ZGR3:
+            check_graph_section(x.body.graph,
+                                path=f"manifest_file.block.payload.extensions[{i}].body.graph")
+    if strict:
+        check_epochs(payload)
     return value
+
+
+MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
+MIN_OBJECT_BYTES = 104
+
+
+def check_graph_section(g: ze.GraphSection, *, path: str = "graph") -> None:
+    """ZGR3 body rules: object rows (length range, no duplicate ids), every RequiredRef of
+    the CommitState listed with the same length and checksum, the state's own ref rules, and
+    the ZGEN extension (at most one; v2 rows strictly ordered and not beyond the cutoff)."""
+    from . import envelope  # noqa: PLC0415
+    objects: dict[int, ze.GraphObject] = {}
+    for i, o in enumerate(g.objects):
+        if not MIN_OBJECT_BYTES <= o.length <= MAX_ARTIFACT_BYTES:
+            raise ConstraintError("graph object length out of range", path=f"{path}.objects[{i}]"
+                                  ".length", expected=f"{MIN_OBJECT_BYTES}..{MAX_ARTIFACT_BYTES}",
+                                  found=o.length)
+        if o.artifact_id in objects:
+            raise ConstraintError("duplicate graph object artifact id",
+                                  path=f"{path}.objects[{i}].artifact_id", found=o.artifact_id)
+        objects[o.artifact_id] = o
+    st = g.state
+    envelope.check_state(st, path=f"{path}.state")
+    for name in ("vector", "text"):
+        if getattr(st, name).present:
+            raise ConstraintError(f"manifest graph state must not carry a {name} root",
+                                  path=f"{path}.state.{name}", expected=0, found=1)
+    for name, ref, _kind in envelope.state_refs(st):
+        d = ref.descriptor
+        o = objects.get(d.artifact)
+        if o is None:
+            raise ConstraintError("state ref names an artifact missing from the object rows",
+                                  path=f"{path}.state.{name}", found=d.artifact)
+        if (o.length, o.checksum) != (d.complete_file_length, d.whole_file_checksum):
+            raise ConstraintError("object row length/checksum differ from the state ref",
+                                  path=f"{path}.state.{name}",
+                                  expected=(d.complete_file_length, d.whole_file_checksum),
+                                  found=(o.length, o.checksum))
+    if len(g.zgen) > 1:
+        raise ConstraintError("graph object count/length mismatch (more than one ZGEN)",
+                              path=f"{path}.zgen")
+    for z in g.zgen:
+        prev = None
+        for i, r in enumerate(z.rows or ()):
+            if prev is not None and r.after_sequence <= prev:
+                raise ConstraintError("ZGEN rows must be strictly ordered by sequence",
+                                      path=f"{path}.zgen[0].rows[{i}]", expected=f"> {prev}",
+                                      found=r.after_sequence)
+            if r.after_sequence > z.counted_through:
+                raise ConstraintError("ZGEN row is beyond the cutoff",
+                                      path=f"{path}.zgen[0].rows[{i}]",
+                                      expected=f"<= {z.counted_through}", found=r.after_sequence)
+            prev = r.after_sequence
+
+
+def check_epochs(p: ze.ManifestPayload) -> None:
+    """Epoch-registry cross-checks (facts §6.1): recomputed epoch ids, unique identity pairs,
+    alias naming a registry entry, segment tags naming registry embedding ids (all absent
+    with an empty registry)."""
+    base = "manifest_file.block.payload"
+    ids = set()
+    pairs = set()
+    for i, e in enumerate(p.epochs):
+        want = epoch_id(e)
+        if e.embedding_epoch_id != want:
+            raise ConstraintError("embedding epoch id does not match its recomputed digest",
+                                  path=f"{base}.epochs[{i}].embedding_epoch_id", expected=want,
+                                  found=e.embedding_epoch_id)
+        pair = (e.embedding_epoch_id, e.tokenizer_epoch_id)
+        if pair in pairs:
+            raise ConstraintError("duplicate (embedding, tokenizer) epoch identity",
+                                  path=f"{base}.epochs[{i}]", found=pair)
+        pairs.add(pair)
+        ids.add(e.embedding_epoch_id)
+    a = p.alias
+    if not p.epochs:
+        if a.present:
+            raise ConstraintError("alias must be absent with an empty epoch registry",
+                                  path=f"{base}.alias.present", expected=0, found=1)
+        for i, seg in enumerate(p.segments):
+            if seg.epoch_present:
+                raise ConstraintError("segment epoch tag must be absent with an empty registry",
+                                      path=f"{base}.segments[{i}].epoch_present", expected=0,
+                                      found=1)
+        return
+    if not a.present:
+        raise ConstraintError("a non-empty epoch registry requires an alias",
+                              path=f"{base}.alias.present", expected=1, found=0)
+    if (a.embedding_epoch_id, a.tokenizer_epoch_id) not in pairs:
+        raise ConstraintError("alias must name a registry entry", path=f"{base}.alias",
+                              found=(a.embedding_epoch_id, a.tokenizer_epoch_id))
+    for i, seg in enumerate(p.segments):
+        if not seg.epoch_present or seg.embedding_epoch_id not in ids:
+            raise ConstraintError("segment must carry an epoch tag naming a registry embedding id",
+                                  path=f"{base}.segments[{i}].embedding_epoch_id",
+                                  expected=sorted(ids), found=seg.embedding_epoch_id
+                                  if seg.epoch_present else None)
 
 
 def manifest_file(payload: ze.ManifestPayload) -> bytes:

@@ -57,7 +57,9 @@ def validate(payload, *, expected_sequence: int | None = None) -> ze.GraphEnvelo
     if commit.change_count != begin.change_count:
         raise ConstraintError("Commit change_count must equal Begin's", path="commit.change_count",
                               expected=begin.change_count, found=commit.change_count)
-    commit_at = len(mv) - (72 + env.commit.payload_len)
+    commit_at = 0  # the Commit frame starts after Begin and the changes (already validated)
+    for _ in range(1 + len(env.changes)):
+        commit_at += 72 + int.from_bytes(mv[commit_at + 8:commit_at + 12], "little")
     digest = xxh3_64(mv[:commit_at])
     if commit.digest != digest:
         raise ConstraintError("Commit digest does not cover Begin + changes", path="commit.digest",
@@ -67,3 +69,93 @@ def validate(payload, *, expected_sequence: int | None = None) -> ze.GraphEnvelo
         raise ConstraintError("CommitState must name the store, target generation and sequence",
                               path="commit.state")
     return env
+
+
+# -- CommitState rules (facts §4 "Commit transition rules") -----------------------------------
+
+TREE_PAGE, COMMIT_PARTICIPANT = 1, 10
+ROOT_NAMES = ("nodes", "relationships", "key_fences", "labels", "relationship_types", "out",
+              "in", "inventory")
+
+
+def state_refs(st: ze.CommitState) -> list[tuple[str, ze.RequiredRef, int]]:
+    """Every RequiredRef in a CommitState as (path, ref, required block kind)."""
+    out = [(f"roots[{i}:{ROOT_NAMES[i]}]", r.ref, TREE_PAGE)
+           for i, r in enumerate(st.roots) if r.ref is not None]
+    out.append(("catalog", st.catalog, COMMIT_PARTICIPANT))
+    for name in ("vector", "text", "reclaim"):
+        opt = getattr(st, name)
+        if opt.ref is not None:
+            out.append((name, opt.ref, COMMIT_PARTICIPANT))
+    out += [(f"prepared[{i}]", r, COMMIT_PARTICIPANT) for i, r in enumerate(st.prepared)]
+    return out
+
+
+def check_state(st: ze.CommitState, *, path: str = "state") -> None:
+    """Every ref has the state's store, descriptor generation <= state generation,
+    descriptor serial <= creation_serial, the right block kind and block version 1."""
+    for name, ref, kind in state_refs(st):
+        d, where = ref.descriptor, f"{path}.{name}"
+        if d.store != st.store:
+            raise ConstraintError("ref store must equal the CommitState store",
+                                  path=where + ".descriptor.store", expected=st.store,
+                                  found=d.store)
+        if d.creation_generation > st.generation:
+            raise ConstraintError("ref descriptor generation is beyond the state generation",
+                                  path=where + ".descriptor.creation_generation",
+                                  expected=f"<= {st.generation}", found=d.creation_generation)
+        if d.creation_serial > st.creation_serial:
+            raise ConstraintError("ref descriptor serial is beyond the state creation_serial",
+                                  path=where + ".descriptor.creation_serial",
+                                  expected=f"<= {st.creation_serial}", found=d.creation_serial)
+        if ref.block_kind != kind:
+            raise ConstraintError("ref has the wrong block kind", path=where + ".block_kind",
+                                  expected=kind, found=ref.block_kind)
+        if ref.block_version != 1:
+            raise ConstraintError("ref block version must be 1", path=where + ".block_version",
+                                  expected=1, found=ref.block_version)
+
+
+def check_transition(prev: ze.CommitState, new: ze.CommitState, *,
+                     path: str = "state") -> None:
+    """A Commit advances generation and sequence by exactly 1 with the same store, and no
+    high-water regresses."""
+    if new.store != prev.store:
+        raise ConstraintError("CommitState store changed", path=path + ".store",
+                              expected=prev.store, found=new.store)
+    for name in ("generation", "sequence"):
+        want = getattr(prev, name) + 1
+        if getattr(new, name) != want:
+            raise ConstraintError(f"CommitState {name} must advance by exactly 1",
+                                  path=f"{path}.{name}", expected=want, found=getattr(new, name))
+    pairs = [("node_high_water", prev.node_high_water, new.node_high_water),
+             ("relationship_high_water", prev.relationship_high_water,
+              new.relationship_high_water),
+             ("creation_serial", prev.creation_serial, new.creation_serial)]
+    pairs += [(f"symbol_high_water[{i}]", a, b)
+              for i, (a, b) in enumerate(zip(prev.symbol_high_water, new.symbol_high_water,
+                                             strict=True))]
+    for name, a, b in pairs:
+        if b < a:
+            raise ConstraintError("CommitState high-water regressed", path=f"{path}.{name}",
+                                  expected=f">= {a}", found=b)
+
+
+# -- writer --------------------------------------------------------------------------------
+
+def build_envelope(*, store: int, batch_id: int, sequence: int, kind, base_generation: int,
+                   changes, state: ze.CommitState) -> bytes:
+    """One complete envelope: Begin, the ``changes`` ((frame kind, payload record) pairs) and
+    the Commit whose digest covers Begin + changes and whose size fields are exact."""
+    change_frames = [ze.encode_zgw_frame(ze.ZgwFrame(ze.ZgwFrameKind(k), i + 1, sequence,
+                                                     batch_id, p))
+                     for i, (k, p) in enumerate(changes)]
+    n = len(change_frames)
+    commit_len = 72 + 16 + len(ze.encode_commit_state(state))
+    total = 72 + 56 + sum(map(len, change_frames)) + commit_len
+    begin = ze.encode_zgw_frame(ze.ZgwFrame(K.begin, 0, sequence, batch_id, ze.ZgwBegin(
+        store, ze.EnvelopeKind(kind), base_generation, base_generation + 1, n, total)))
+    head = begin + b"".join(change_frames)
+    commit = ze.encode_zgw_frame(ze.ZgwFrame(K.commit, n + 1, sequence, batch_id, ze.ZgwCommit(
+        n, xxh3_64(head), state)))
+    return head + commit

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ...generated import ze
 from ..checksums import xxh3_64
-from ..errors import ChecksumError, ConstraintError, TruncatedError
+from ..errors import ChecksumError, ConstraintError, DecodeError, TruncatedError
 from . import registry
 
 ALIGN = 16384
@@ -63,7 +63,20 @@ class Segment:
         if end != len(data):
             raise ConstraintError("trailing bytes after region", offset=self.entries[kind].offset
                                   + end, path=f"region[{kind}]", expected=len(data), found=end)
+        try:
+            check_region(kind, value, self.header)
+        except DecodeError as exc:
+            exc.offset = self.entries[kind].offset + (exc.offset or 0)
+            raise exc.prefixed(f"region[{kind}]") from None
         return value
+
+    def stored_text(self) -> list[str | None]:
+        """Stored text rows (region kind 14), every present row validated as UTF-8 first."""
+        return stored_text_rows(self.region(14))
+
+    def stored_metadata(self) -> list[bytes]:
+        """Stored metadata rows (region kind 13), offsets validated."""
+        return stored_metadata_rows(self.region(13))
 
     def validate_all(self) -> None:
         """Every region checksum (unknown kinds included) and the file trailer."""
@@ -79,6 +92,146 @@ class Segment:
         if want != got:
             raise ChecksumError("segment trailer mismatch", offset=n - 8, path="segment.trailer",
                                 expected=got, found=want)
+
+
+# -- region rules a layout cannot state ---------------------------------------------------
+
+def _ceil_half(n: int) -> int:
+    return (n + 1) // 2
+
+
+def _vector_strides(scheme: int, dims: int) -> tuple[int | None, int | None]:
+    """(row stride, factor stride) of the codes and factors regions for a scheme."""
+    if scheme == 4:
+        return _ceil_half(dims), 12
+    if scheme == 2:
+        return dims, 8
+    if scheme == 0:
+        return dims * 4, None
+    return None, None  # scheme 1: live, payload not identified (U4)
+
+
+def check_vector_header(kind: int, h, seg) -> None:
+    """The vector header of regions 3/4/5 against the segment header (dims, rows, scheme)."""
+    if h.dims != seg.dims:
+        raise ConstraintError("vector header dims must equal the segment dims", offset=4,
+                              path="header.dims", expected=seg.dims, found=h.dims)
+    if h.row_count != seg.row_count:
+        raise ConstraintError("vector header row_count must equal the segment row count",
+                              offset=24, path="header.row_count", expected=seg.row_count,
+                              found=h.row_count)
+    if kind == 5:
+        return  # scheme 0, stride dims x 4, factor stride 0: a schema assert
+    if int(h.scheme) != int(seg.scheme):
+        raise ConstraintError("vector header scheme must repeat the segment scheme", offset=0,
+                              path="header.scheme", expected=int(seg.scheme), found=int(h.scheme))
+    row, factor = _vector_strides(int(h.scheme), h.dims)
+    if kind == 3 and row is not None and h.row_stride != row:
+        raise ConstraintError("codes row stride does not match the scheme and dims", offset=8,
+                              path="header.row_stride", expected=row, found=h.row_stride)
+    if kind == 4 and factor is not None and h.factor_stride != factor:
+        raise ConstraintError("factor stride does not match the scheme", offset=12,
+                              path="header.factor_stride", expected=factor,
+                              found=h.factor_stride)
+
+
+def check_offsets(ends, data_len: int, base: int, *, what: str, start: int = 0) -> None:
+    """End offsets are monotonic (from ``start``) and the last one equals ``data_len``."""
+    prev = start
+    for i, e in enumerate(ends):
+        if e < prev:
+            raise ConstraintError(f"{what} end offsets must be monotonic", offset=base + 8 * i,
+                                  path=f"ends[{i}]", expected=f">= {prev}", found=e)
+        prev = e
+    if prev != data_len:
+        raise ConstraintError(f"{what} last end offset must equal the data length",
+                              offset=base + 8 * max(len(ends) - 1, 0), path="ends",
+                              expected=data_len, found=prev)
+
+
+def _check_bitmap_padding(bitmap: bytes, rows: int, at: int, what: str) -> None:
+    if rows % 8 and bitmap and bitmap[-1] >> (rows % 8):
+        raise ConstraintError(f"{what} bitmap padding bits must be zero",
+                              offset=at + len(bitmap) - 1, path="presence", found=bitmap[-1])
+
+
+def check_stored_metadata(v, rows: int | None = None) -> None:
+    if rows is not None and len(v.ends) != rows:
+        raise ConstraintError("stored metadata row count must equal the segment row count",
+                              offset=0, path="row_count", expected=rows, found=len(v.ends))
+    check_offsets(v.ends, len(v.data), 16, what="stored metadata")
+
+
+def stored_metadata_rows(v) -> list[bytes]:
+    check_stored_metadata(v)
+    data, out, prev = bytes(v.data), [], 0
+    for e in v.ends:
+        out.append(data[prev:e])
+        prev = e
+    return out
+
+
+def check_stored_text(v, rows: int | None = None) -> None:
+    """Row count, bitmap padding, monotonic ends (absent rows unchanged), final end equals
+    the byte area, and every present row valid UTF-8 (all checked before any row is used)."""
+    n = len(v.ends)
+    if rows is not None and n != rows:
+        raise ConstraintError("stored text row count must equal the segment row count",
+                              offset=0, path="row_count", expected=rows, found=n)
+    _check_bitmap_padding(v.presence, n, 8, "stored text presence")
+    base = 8 + len(v.presence)
+    data, prev = bytes(v.data), 0
+    for i, e in enumerate(v.ends):
+        present = v.presence[i >> 3] >> (i & 7) & 1
+        if e < prev or e > len(data):
+            raise ConstraintError("stored text end offsets must be monotonic and within the "
+                                  "data", offset=base + 8 * i, path=f"ends[{i}]",
+                                  expected=f"{prev}..{len(data)}", found=e)
+        if not present and e != prev:
+            raise ConstraintError("absent stored text row must keep the end offset unchanged",
+                                  offset=base + 8 * i, path=f"ends[{i}]", expected=prev, found=e)
+        if present:
+            try:
+                data[prev:e].decode("utf-8")
+            except UnicodeDecodeError:
+                raise ConstraintError("stored text row is not valid UTF-8",
+                                      offset=base + 8 * n + prev, path=f"rows[{i}]") from None
+        prev = e
+    if prev != len(data):
+        raise ConstraintError("stored text last end offset must equal the data length",
+                              offset=base + 8 * max(n - 1, 0), path="ends", expected=len(data),
+                              found=prev)
+
+
+def stored_text_rows(v) -> list[str | None]:
+    """Every row (None when absent); nothing is returned unless every present row is UTF-8."""
+    check_stored_text(v)
+    data, out, prev = bytes(v.data), [], 0
+    for i, e in enumerate(v.ends):
+        out.append(data[prev:e].decode("utf-8") if v.presence[i >> 3] >> (i & 7) & 1 else None)
+        prev = e
+    return out
+
+
+def check_region(kind: int, value, seg) -> None:
+    """Rules of a decoded region against its segment header."""
+    if kind in (3, 4, 5):
+        check_vector_header(kind, value.header, seg)
+    elif kind == 13:
+        check_stored_metadata(value, seg.row_count)
+    elif kind == 14:
+        check_stored_text(value, seg.row_count)
+    elif kind == 12 and len(value.rows) != seg.row_count:
+        raise ConstraintError("document versions must hold one row per segment row", offset=0,
+                              path="rows", expected=seg.row_count, found=len(value.rows))
+    elif kind == 2:
+        if value.row_count != seg.row_count:
+            raise ConstraintError("alive row_count must equal the segment row count", offset=0,
+                                  path="row_count", expected=seg.row_count, found=value.row_count)
+        _check_bitmap_padding(value.bitmap, value.row_count, 8, "alive")
+    elif kind == 1 and value.row_count != seg.row_count:
+        raise ConstraintError("columns row_count must equal the segment row count", offset=0,
+                              path="row_count", expected=seg.row_count, found=value.row_count)
 
 
 def open_segment(buf, expected_id: bytes | None = None) -> Segment:

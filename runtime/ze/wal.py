@@ -7,6 +7,7 @@ first bad record is classified, and which records commit.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ...generated import ze
@@ -59,13 +60,14 @@ def mixed_group_fits(inner_payload_lens, cap: int, *, fresh: bool) -> int:
 
 # -- replay ----------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     seq: int
     op: int
-    payload: bytes
+    payload: bytes  # a memoryview slice of the input on the ``decode=True`` path
     offset: int
     end: int
+    body: object = None  # the typed op body, when replay decoded it in the same pass
 
 
 @dataclass
@@ -89,12 +91,18 @@ def _valid_frame_at(mv: memoryview, pos: int) -> bool:
         return False
 
 
-def replay(buf) -> Replay:
+def replay(buf, *, decode: bool = False) -> Replay:
     """Prefix replay: validate the header, then records one at a time from offset 40.
 
     The first record must carry ``first_seq`` and each next one ``seq + 1``; the first bad
     record ends replay. It is "middle" corruption when a checksum-valid record begins at
     its declared end, else "tail" (torn headers and bodies are always tail).
+
+    ``decode=True`` is the fast path: each record is decoded once with the generated
+    ``wal_record`` (framing, checksum and the op's typed body in one pass) and the body is
+    kept on the :class:`Record`, so :func:`commit` does not decode it again. A record that
+    pass refuses is re-read as plain framing, so classification is unchanged: a framing
+    failure ends the prefix, a payload failure surfaces in :func:`commit` as before.
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     try:
@@ -107,7 +115,21 @@ def replay(buf) -> Replay:
     out = Replay(header.first_seq)
     expected = header.first_seq
     n = len(mv)
+    records = out.records
     while pos < n:
+        if decode:  # one pass per record until one is refused or out of sequence
+            try:
+                for v, end in ze.iter_wal_record(mv, pos):
+                    if v.seq != expected:
+                        break
+                    records.append(Record(expected, v.op.value, mv[pos + 14:end - 8], pos, end,
+                                          v.payload.body))
+                    expected += 1
+                    pos = end
+            except DecodeError:
+                pass
+            if pos >= n:
+                break
         reason = None
         err: DecodeError | None = None
         declared_end = None
@@ -140,7 +162,7 @@ def replay(buf) -> Replay:
 
 # -- commit ----------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class Committed:
     """A unit that replay applies: one record, or a complete batch run (ops 8 / 11)."""
 
@@ -157,9 +179,40 @@ class _Run:
 
 
 def decode_body(rec: Record):
-    """The op-specific body of a record (``ze.OpUpsertV1``, ``ze.GraphEnvelope``...)."""
+    """The op-specific body of a record (``ze.OpUpsertV1``, ``ze.GraphEnvelope``...),
+    with the payload rules a layout cannot state (:func:`check_body`)."""
     value, _ = ze.decode_wal_payload(rec.payload, op=rec.op)
+    check_body(rec.op, value.body)
     return value.body
+
+
+def _vector_of(op: int, body):
+    """The f32 list an op carries (None when it has none)."""
+    if op in (1, 4):
+        return body.vector.values
+    if op in (5, 6):
+        return body.vector
+    if op == 7:
+        return body.vector.values if body.vector is not None else None
+    if op == 8:
+        return _vector_of(7, body.body)
+    if op in (9, 11):
+        return _vector_of(body.inner_op, body.inner) if body.inner_op in (1, 4, 5, 6, 7) \
+            else None
+    return None
+
+
+def check_body(op: int, body) -> None:
+    """Refuse any NaN/+-Inf vector coordinate (NonFiniteVector(index)).
+
+    The sum of f32 values is finite exactly when every value is (a double cannot overflow
+    on fewer than 2**32 f32 terms, and NaN/Inf propagate), so the common case costs one sum.
+    """
+    values = _vector_of(op, body)
+    if values is not None and not math.isfinite(sum(values)):
+        index = next(i for i, x in enumerate(values) if not math.isfinite(x))
+        raise ConstraintError(f"non-finite vector value at index {index} (NonFiniteVector)",
+                              path=f"vector[{index}]", expected="finite", found=values[index])
 
 
 def commit(records, *, after_seq: int = 0, graph: bool = True) -> tuple[list[Committed], list]:
@@ -180,9 +233,15 @@ def commit(records, *, after_seq: int = 0, graph: bool = True) -> tuple[list[Com
         if not graph and rec.op in (10, 11):
             raise ConstraintError("graph WAL mutation in a graph-free build "
                                   "(UnsupportedWalMutation)", offset=rec.offset, found=rec.op)
+        body = rec.body
         try:
-            body = decode_body(rec)
+            if body is None:
+                body = decode_body(rec)
+            else:
+                check_body(rec.op, body)
         except DecodeError as exc:
+            if exc.offset is None:
+                exc.offset = rec.offset
             raise exc.prefixed(f"wal_record[seq {rec.seq}]") from None
         if rec.op not in (8, 11):
             runs[8] = runs[11] = None

@@ -170,7 +170,6 @@ CASES = [
             body=ze.GraphEnvelope(
                 begin=ze.ZgwFrame(
                     kind=ze.ZgwFrameKind.begin,
-                    payload_len=56,
                     frame_index=0,
                     sequence=1,
                     batch_id=0x20000000000000000000000005,
@@ -186,7 +185,6 @@ CASES = [
                 changes=[
                     ze.ZgwFrame(
                         kind=ze.ZgwFrameKind.mutation,
-                        payload_len=209,
                         frame_index=1,
                         sequence=1,
                         batch_id=0x20000000000000000000000005,
@@ -235,7 +233,6 @@ CASES = [
                 ],
                 commit=ze.ZgwFrame(
                     kind=ze.ZgwFrameKind.commit,
-                    payload_len=1560,
                     frame_index=2,
                     sequence=1,
                     batch_id=0x20000000000000000000000005,
