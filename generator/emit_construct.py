@@ -10,7 +10,7 @@ resulting Containers to the shared object model and back.
 from __future__ import annotations
 
 from . import ir
-from .model import camel, enum_class, flags_class
+from .model import call_args, camel, enum_class, flags_class
 
 _INT_NAMES = {(8, False): "Int8u", (8, True): "Int8s", (16, False): "Int16u",
               (16, True): "Int16s", (24, False): "Int24u", (24, True): "Int24s",
@@ -406,16 +406,7 @@ class ConstructEmitter:
         return None
 
     def call_args(self, callee: ir.Record, args, caller: ir.Record, res) -> str:
-        given = dict(args)
-        out = []
-        for p in callee.params.values():
-            if p.name in given:
-                out.append(given[p.name].render(res))
-            elif p.name in caller.params:
-                out.append(f"p_{p.name}")
-            else:
-                out.append(repr(p.default))
-        return "".join(f", {a}" for a in out)
+        return call_args(callee, args, caller, res)
 
     def m2c(self, rec: ir.Record) -> list[str]:
         """Object model -> dict for ``Struct.build``."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import ir
-from .model import camel, enum_class, flags_class
+from .model import call_args, camel, enum_class, flags_class
 
 _ALG_TYPES = {"crc32": "u32", "crc32c": "u32", "xxh3_64": "u64", "blake3": "bytes32"}
 
@@ -133,16 +133,7 @@ class FastEmitter:
         return self.scalar_code(f.type) is not None
 
     def call_args(self, callee: ir.Record, args: tuple, caller: ir.Record, res) -> str:
-        given = dict(args)
-        out = []
-        for p in callee.params.values():
-            if p.name in given:
-                out.append(given[p.name].render(res))
-            elif p.name in caller.params:
-                out.append(f"p_{p.name}")
-            else:
-                out.append(repr(p.default))
-        return "".join(f", {a}" for a in out)
+        return call_args(callee, args, caller, res)
 
     def model_names(self, rec: ir.Record) -> list[str]:
         return [f.name for f in rec.model_fields]

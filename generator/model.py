@@ -50,3 +50,18 @@ def annotation(f: ir.Field, family: ir.Family) -> str:
     if f.cond is not None or f.since is not None or f.until is not None:
         base += " | None"
     return base
+
+
+def call_args(callee: ir.Record, args, caller: ir.Record, res) -> str:
+    """Arguments for a sub-record call: given args, else the caller's same-named param,
+    else the callee's default (one rule for the fast path and the converters)."""
+    given = dict(args)
+    out = []
+    for p in callee.params.values():
+        if p.name in given:
+            out.append(given[p.name].render(res))
+        elif p.name in caller.params:
+            out.append(f"p_{p.name}")
+        else:
+            out.append(repr(p.default))
+    return "".join(f", {a}" for a in out)
