@@ -5,26 +5,43 @@ from __future__ import annotations
 import argparse
 import json
 
+from .common import positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark generated codecs (ratios side by side)")
-    p.add_argument("--entries", type=int, default=100_000, help="HTT WAL INSERT entries")
+    p.add_argument("--entries", type=positive_int, default=100_000, help="HTT WAL INSERT entries")
     p.add_argument("--json", action="store_true")
     p.add_argument("--store", action="store_true",
                    help="also benchmark HTT store replay/compaction (runtime/htt)")
-    p.add_argument("--replay", type=int, default=1_000_000)
-    p.add_argument("--compact", type=int, default=100_000)
+    p.add_argument("--replay", type=positive_int, default=1_000_000)
+    p.add_argument("--compact", type=positive_int, default=100_000)
     p.add_argument("--kladde", action="store_true",
                    help="also benchmark kladde resolution vs decode-only (runtime/kladde)")
-    p.add_argument("--kladde-statements", type=int, default=1_000_000)
+    p.add_argument("--kladde-statements", type=positive_int, default=1_000_000)
     p.add_argument("--ze", action="store_true",
                    help="also benchmark ZE WAL replay and graph node blocks vs struct (bench/ze.py)")
-    p.add_argument("--ze-records", type=int, default=20_000, help="ZE WAL records")
-    p.add_argument("--ze-nodes", type=int, default=20_000, help="ZE graph nodes")
+    p.add_argument("--ze-records", type=positive_int, default=20_000, help="ZE WAL records")
+    p.add_argument("--ze-nodes", type=positive_int, default=20_000, help="ZE graph nodes")
+    p.add_argument("--baselines", action="store_true",
+                   help="every case against hand-written struct, Construct and Kaitai "
+                        "(bench/harness.py) instead of the HTT WAL bench above")
+    p.add_argument("--quick", action="store_true", help="with --baselines: small sizes (< 60 s)")
+    p.add_argument("--report", metavar="FILE", help="with --baselines: write the JSON report")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.baselines:
+        from ..bench import harness
+
+        rep = harness.run(args.quick, log=None if args.json else print)
+        if args.report:
+            with open(args.report, "w") as f:
+                json.dump(rep, f, indent=2)
+        if args.json:
+            print(json.dumps(rep, indent=2))
+        return 0
     from ..bench import htt_wal
 
     report = {"htt_wal_decode": htt_wal.bench(args.entries)}

@@ -1,4 +1,8 @@
-"""``bytewright check``: regenerate in memory, fail on drift, run every fixture."""
+"""``bytewright check``: regenerate in memory, fail on drift, run every fixture.
+
+Works on the project of the current folder (or ``--project``): its schemas, its output
+folder and its fixtures; families are the ones its schemas define.
+"""
 
 from __future__ import annotations
 
@@ -6,47 +10,70 @@ import argparse
 import sys
 
 from ..generator import checks, pipeline
+from ..generator import project as project_mod
+from . import common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="fail on generated-code drift; run every golden fixture")
     p.add_argument("--no-compiled", action="store_true",
                    help="skip the compiled-Construct comparison (faster)")
-    p.add_argument("--family", help="only this family's fixtures")
+    p.add_argument("--family", help="only this family's fixtures (a family of the project)")
+    common.add_project_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    failed = False
-    result = pipeline.run()
+    proj = common.project(args)
+    common.announce(proj)
+    try:
+        proj.activate()
+        result = pipeline.run(proj.schema_files(), base=proj.root)
+    except project_mod.ProjectError as exc:
+        raise common.project_error(exc) from exc
     for problem in result.problems:
         print(problem, file=sys.stderr)
     if result.problems:
         print("check: schema problems; nothing generated", file=sys.stderr)
-        return 1
-    drifts = checks.drift(result)
+        return common.EXIT_FINDINGS
+    if args.family is not None and args.family not in result.families:
+        raise common.UsageError(f"no family {args.family!r} in this project; families: "
+                                f"{', '.join(sorted(result.families)) or '(none)'}")
+    out_label = proj.display(proj.output)
+    drifts = checks.drift(result, proj.output)
     for d in drifts:
-        failed = True
+        if d.module in result.modules and not (proj.output / d.module).is_file():
+            print(f"DRIFT {out_label}/{d.module}: not generated yet", file=sys.stderr)
+            continue
         records = ", ".join(d.records) if d.records else "(module-level)"
-        print(f"DRIFT generated/{d.module}: records changed in the schema but not "
+        print(f"DRIFT {out_label}/{d.module}: records changed in the schema but not "
               f"regenerated: {records}", file=sys.stderr)
         print(d.diff[:20000], file=sys.stderr)
     if drifts:
-        print("run `bytewright generate` and commit generated/ with the schema change",
+        print(f"run `bytewright generate` and commit {out_label}/ with the schema change",
               file=sys.stderr)
-    else:
-        print(f"generated/: no drift ({', '.join(sorted(result.modules))})")
-    if drifts:
-        return 1  # fixtures would run against stale code
-    rows = []
-    for fx in checks.fixtures(args.family):
-        r = checks.check_fixture(fx, compiled=not args.no_compiled)
+        return common.EXIT_FINDINGS  # fixtures would run against stale code
+    print(f"{out_label}/: no drift ({', '.join(sorted(result.modules))})")
+    rows, failed = [], False
+    for path in checks.fixture_paths(args.family, proj.fixtures):
+        try:
+            fx = checks.parse_fixture(path)
+        except checks.FixtureFileError as exc:
+            print(f"FAIL {proj.display(path)}: {exc}", file=sys.stderr)
+            failed = True
+            continue
+        if fx.family not in result.families:
+            print(f"FAIL {proj.display(path)}: folder {fx.family!r} is not a family of this "
+                  f"project ({', '.join(sorted(result.families))})", file=sys.stderr)
+            failed = True
+            continue
+        r = checks.check_fixture(fx, compiled=not args.no_compiled, module=proj.load_module)
         failed |= not r.ok
         rows.append(r)
     print_table(rows)
     bad = [r for r in rows if not r.ok]
     print(f"{len(rows) - len(bad)} passed, {len(bad)} failed")
-    return 1 if failed else 0
+    return common.EXIT_FINDINGS if failed else common.EXIT_OK
 
 
 def print_table(rows: list[checks.FixtureResult]) -> None:

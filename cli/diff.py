@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from ..generator import diff, diff_rules
+from ..generator import project as project_mod
+from . import common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,9 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Compare two layout sets and classify every change: WIRE-BREAKING, "
                     "ID-CONTRACT, ADDITIVE, DOC. Exits 1 when a breaking change is found "
                     "(unless allowed with --allow), 2 on usage or schema errors.")
-    p.add_argument("old", nargs="?", type=Path, help="old schema folder or file")
-    p.add_argument("new", nargs="?", type=Path,
-                   help="new schema folder or file (default with --against: schemas/)")
+    p.add_argument("old", nargs="?", help="old schema folder or file (- for standard input)")
+    p.add_argument("new", nargs="?",
+                   help="new schema folder or file (default with --against: the project's "
+                        "schemas)")
     p.add_argument("--against", metavar="REV",
                    help="compare the working-tree schemas (or NEW) against git revision REV")
     p.add_argument("--versions", metavar="RECORD",
@@ -30,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--code", action="store_true",
                    help="also print the unified diff of the generated modules")
     p.add_argument("--rules", action="store_true", help="list the rules and exit")
+    common.add_project_arg(p)
     p.set_defaults(func=run)
 
 
@@ -43,17 +47,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"diff: unknown rule(s) for --allow: {', '.join(unknown)} "
               "(see `bytewright diff --rules`)", file=sys.stderr)
         return 2
+    if args.family and not args.versions:
+        raise common.UsageError("--family only applies with --versions RECORD")
+    if args.old == common.STDIN and args.new == common.STDIN:
+        raise common.UsageError("only one side can be read from standard input")
+    machine = args.format != "text"
     try:
         if args.versions:
-            side = diff.load_path(args.old) if args.old else diff.shipped("schemas")
+            if args.new:
+                raise common.UsageError("--versions compares within one schema: give at most "
+                                        "one path")
+            side = common.schema_side(args.old, args, "schemas", machine)
             report = diff.version_steps(side, args.versions, args.family)
         elif args.against:
             if args.old and args.new:
                 print("diff: give at most one path with --against", file=sys.stderr)
                 return 2
             target = args.old or args.new
-            new = diff.load_path(target) if target else diff.shipped("working tree")
-            old = diff.load_revision(args.against)
+            new = common.schema_side(target, args, "working tree", machine)
+            old = diff.load_revision(args.against, _revision_folder(args, target))
             report = diff.compare(old, new, set(args.allow))
             if args.code:
                 report.code_diff = diff.code_diff(old, new)
@@ -62,12 +74,26 @@ def run(args: argparse.Namespace) -> int:
                 print("diff: give OLD and NEW, or --against REV, or --versions RECORD",
                       file=sys.stderr)
                 return 2
-            old, new = diff.load_path(args.old), diff.load_path(args.new)
+            old = common.schema_side(args.old, args, args.old)
+            new = common.schema_side(args.new, args, args.new)
             report = diff.compare(old, new, set(args.allow))
             if args.code:
                 report.code_diff = diff.code_diff(old, new)
     except diff.DiffError as exc:
-        print(f"diff: {exc}", file=sys.stderr)
-        return 2
+        raise common.UsageError(str(exc)) from exc  # main prints it on one line
     sys.stdout.write(diff.RENDERERS[args.format](report))
     return report.exit_code
+
+
+def _revision_folder(args: argparse.Namespace, target: str | None) -> Path:
+    """The schema folder whose history ``--against`` reads: TARGET's, or the project's."""
+    if target and target != common.STDIN:
+        path = Path(target)
+        return path if path.is_dir() else path.parent
+    proj = common.project(args)
+    try:
+        files = proj.schema_files()
+    except project_mod.ProjectError as exc:
+        raise common.project_error(exc) from exc
+    folders = [s for s in proj.schemas if s.is_dir()]
+    return folders[0] if folders else (files[0].parent if files else proj.root)

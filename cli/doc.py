@@ -3,29 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..generator import diff, docs
+from . import common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doc", help="write layout documentation (Markdown, HTML, JSON)",
-                       description="Write index.md + <format>.md, index.html + <format>.html "
-                                   "and layouts.json for every family.")
+                       description="Write index.md + <family>.md, index.html + <family>.html "
+                                   "and layouts.json for every family. Exit 2 on schema "
+                                   "errors, 3 when a path cannot be read or written.")
     p.add_argument("--out", type=Path, default=Path("site"), help="output folder (default site/)")
-    p.add_argument("schemas", nargs="?", type=Path,
-                   help="schema folder or file (default: the shipped schemas)")
+    p.add_argument("schemas", nargs="?",
+                   help="schema folder or file, or - for standard input "
+                        "(default: the project's schemas)")
+    common.add_project_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        side = diff.load_path(args.schemas) if args.schemas else diff.shipped("schemas")
+        side = common.schema_side(args.schemas, args, "schemas")
     except diff.DiffError as exc:
-        print(f"doc: {exc}", file=sys.stderr)
-        return 2
-    written = docs.write(args.out, side)
+        raise common.UsageError(str(exc)) from exc
+    if args.out.exists() and not args.out.is_dir():
+        raise common.InputError(f"{args.out}: --out exists and is not a folder")
+    try:
+        written = docs.write(args.out, side)
+    except OSError as exc:
+        raise common.InputError(common.io_message(exc.filename or args.out, exc)) from exc
     for path in written:
         print(path)
     return 0

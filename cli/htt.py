@@ -1,9 +1,15 @@
-"""``bytewright htt info|dump|verify|compact FILE``: inspect and maintain .htt stores."""
+"""``bytewright htt info|dump|verify|compact|salvage FILE``: inspect and maintain .htt
+stores. Maintenance never cuts intact records silently (docs/recovery.md): ``compact``
+refuses on WAL damage that valid-looking records follow unless ``--discard-after
+OFFSET`` repeats the offset the reader reported; ``salvage`` copies every record that
+still verifies into a new file."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 
 from ..runtime.errors import DecodeError
@@ -18,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("dump", _dump, "every live node (data, metadata, semantic placement)"),
         ("verify", _verify, "check header/snapshot CRCs and the WAL; exit 1 if truncated"),
         ("compact", _compact, "fold the WAL into a new snapshot (atomic replace)"),
+        ("salvage", _salvage, "copy every WAL record that still verifies, before and "
+                              "after damage, into a new file"),
     ):
         c = hsub.add_parser(name, help=help_)
         c.add_argument("file")
@@ -30,20 +38,60 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "compact":
             c.add_argument("--archive", action="store_true",
                            help="archive the WAL span to a history sidecar first")
+            c.add_argument("--discard-after", type=_offset, metavar="OFFSET", default=None,
+                           help="cut a WAL damaged in the middle at OFFSET (the offset "
+                                "'htt info' reports); the cut bytes are kept in "
+                                "FILE.discarded-OFFSET")
+        if name == "salvage":
+            c.add_argument("--into", required=True, metavar="DEST",
+                           help="the new file to write (must not exist)")
+
+
+@contextlib.contextmanager
+def _quiet_library_log():
+    """The verbs print what the runtime's warnings say (damage, cuts) themselves, in one
+    line; keep the library's log lines off stderr unless the user configured logging."""
+    log = logging.getLogger("bytewright.htt")
+    quiet = not logging.getLogger().handlers and not log.handlers
+    old = log.level
+    if quiet:
+        log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(old)
+
+
+def _offset(text: str) -> int:
+    value = int(text, 0)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"offset must be >= 0, got {text}")
+    return value
 
 
 def _open(path: str, **kw):
     from ..runtime.htt.store import Store
 
-    return Store.open(path, **kw)
+    with _quiet_library_log():
+        return Store.open(path, **kw)
 
 
-def _fail(args, exc: Exception, code: int = 2) -> int:
+def _fail(args, exc: Exception, code: int | None = None) -> int:
+    """One line (or one JSON object) for a failure; the exit codes every verb shares
+    (cli/common.py): 3 for a path that cannot be read, 1 for corrupt or refused data."""
+    from .common import EXIT_FINDINGS, EXIT_IO, io_message
+
+    if isinstance(exc, OSError):
+        message = io_message(exc.filename or args.file, exc)
+        code = EXIT_IO if code is None else code
+    else:
+        message = str(exc)
+        code = EXIT_FINDINGS if code is None else code
     if args.json:
-        print(json.dumps({"ok": False, "error": str(exc), "type": type(exc).__name__,
+        print(json.dumps({"ok": False, "error": message, "type": type(exc).__name__,
                           "offset": getattr(exc, "offset", None)}))
     else:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
     return code
 
 
@@ -79,6 +127,15 @@ def _info(args) -> int:
     print(f"  current epoch {info['current_epoch']}")
     if info["wal_truncated"]:
         print(f"  WAL TRUNCATED at offset {info['wal_truncated_at']}: {info['wal_truncated']}")
+        damage = info["wal_damage"]
+        if damage and damage["records_after"]:
+            print(f"  WAL DAMAGED at offset {damage['offset']} ({damage['reason']}): "
+                  f"{damage['records_after']} valid-looking record(s) follow; `htt compact` "
+                  f"refuses; `htt salvage` copies them out")
+        elif damage:
+            print(f"  torn tail at offset {damage['offset']}: a writer open cuts it")
+    for side in info["discarded_files"]:
+        print(f"  bytes cut by an earlier recovery kept in {side}")
     if info["sidecars"]:
         print(f"  history sidecars: {', '.join(info['sidecars'])}")
     return 0
@@ -131,8 +188,11 @@ def _verify(args) -> int:
     info = store.info()
     problems, warnings = [], []
     if info["wal_truncated"]:
-        problems.append(f"WAL truncated at offset {info['wal_truncated_at']}: "
-                        f"{info['wal_truncated']}")
+        damage = info["wal_damage"] or {}
+        problems.append(f"WAL truncated at offset {info['wal_truncated_at']} "
+                        f"({damage.get('reason', 'damage')}; "
+                        f"{damage.get('records_after', 0)} valid-looking record(s) after "
+                        f"it): {info['wal_truncated']}")
     if info["wal_header_count"] not in (None, info["wal_entries"]):
         warnings.append(f"advisory wal_entry_count {info['wal_header_count']} != "
                         f"{info['wal_entries']} entries found")
@@ -162,12 +222,19 @@ def _verify(args) -> int:
 
 
 def _compact(args) -> int:
-    from ..runtime.htt.errors import StoreError
+    from ..runtime.htt.errors import StoreError, WalDamaged
 
     try:
-        store = _open(args.file, history_retention="archive" if args.archive else None)
+        store = _open(args.file, history_retention="archive" if args.archive else None,
+                      recovery="tolerate_corrupted_tail", discard_after=args.discard_after)
+    except WalDamaged as exc:
+        return _fail(args, exc)
     except (DecodeError, OSError, StoreError) as exc:
         return _fail(args, exc)
+    if store.discarded and not args.json:
+        d = store.discarded
+        print(f"{args.file}: cut {d['bytes']} byte(s) at offset {d['offset']} "
+              f"({d['records_after']} valid-looking record(s)); kept in {d['path']}")
     try:
         result = store.compact()
     except (OSError, StoreError) as exc:
@@ -175,11 +242,34 @@ def _compact(args) -> int:
         return _fail(args, exc)
     store.close()
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result | {"discarded": store.discarded}, indent=2))
     else:
         print(f"{args.file}: compacted {result['node_count']} nodes into "
               f"{result['file_bytes']} bytes; WAL base seq {result['wal_base_seq']}"
               f"{' (epoch re-stamped)' if result['restamp'] else ''}")
         for p in result["archived"]:
             print(f"  archived history to {p}")
+    return 0
+
+
+def _salvage(args) -> int:
+    from ..runtime.htt import recovery
+    from ..runtime.htt.errors import StoreError
+
+    try:
+        with _quiet_library_log():
+            report = recovery.salvage(args.file, args.into)
+    except (DecodeError, OSError, StoreError) as exc:
+        return _fail(args, exc)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0
+    where = ("no damage" if report.damage_offset is None else
+             f"damage at offset {report.damage_offset} ({report.reason})")
+    print(f"{args.file}: {where}; wrote {args.into} with {report.kept_before} record(s) "
+          f"before the damage and {report.kept_after} after it (renumbered from seq "
+          f"{report.records[0][2] if report.records else '-'})")
+    for offset, seq, new, op, key in report.records:
+        if offset is not None:
+            print(f"  offset {offset}: seq {seq} -> {new} {op} {key!r}")
     return 0

@@ -5,25 +5,31 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
-import importlib
+import inspect
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..generator.checks import parse_fixture
-from ..runtime.errors import DecodeError
+from ..generator import project as project_mod
+from ..generator.checks import FixtureFileError, parse_fixture
+from ..runtime.errors import BytewrightError
+from . import common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="decode a file as a record and show every field")
-    p.add_argument("family", help="generated family, e.g. htt")
-    p.add_argument("record", help="record name, e.g. htt_file (or 'auto' for a .hex fixture)")
-    p.add_argument("file", type=Path, help="binary file, or a fixtures .hex file")
-    p.add_argument("--params", default="{}", help="record params as JSON")
-    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("family", help="a family of the project (a schema's family: name)")
+    p.add_argument("record", help="record name (or 'auto' for a .hex fixture, which names its record)")
+    p.add_argument("file", help="binary file, a fixtures .hex file, or - for standard input")
+    p.add_argument("--params", default="{}", help="record params as a JSON object")
+    p.add_argument("--offset", type=common.non_negative_int, default=0,
+                   help="byte offset to decode at (>= 0)")
+    p.add_argument("--hex", action="store_true",
+                   help="FILE is a hex fixture even without the .hex suffix (e.g. stdin)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--construct", action="store_true", help="decode with the Construct path")
+    common.add_project_arg(p)
     p.set_defaults(func=run)
 
 
@@ -61,32 +67,93 @@ def show(value: Any, indent: int = 0, name: str = "") -> None:
         print(f"{pad}{label}{value!r}")
 
 
-def run(args: argparse.Namespace) -> int:
+def _params(text: str) -> dict[str, Any]:
     try:
-        mod = importlib.import_module(f"bytewright.generated.{args.family}")
-    except ModuleNotFoundError:
-        print(f"inspect: no generated family {args.family!r}", file=sys.stderr)
-        return 2
-    params = json.loads(args.params)
+        params = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise common.UsageError(f"--params is not JSON: {exc}") from exc
+    if not isinstance(params, dict):
+        raise common.UsageError("--params must be a JSON object, e.g. '{\"dims\": 4}'")
+    return params
+
+
+def _check_params(mod: Any, family: str, record: str, params: dict[str, Any]) -> None:
+    """Names must be the record's params and values plain JSON scalars."""
+    try:
+        sig = inspect.signature(mod.DECODERS[record])
+    except (TypeError, ValueError):
+        return
+    kw = [p for p in sig.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    known = [p.name for p in kw]
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise common.UsageError(f"{family}.{record} takes no param(s) {', '.join(unknown)}; "
+                                f"params: {', '.join(known) or '(none)'}")
+    missing = [p.name for p in kw if p.default is inspect.Parameter.empty
+               and p.name not in params]
+    if missing:
+        raise common.UsageError(f"{family}.{record} needs --params for: {', '.join(missing)}")
+    for k, v in params.items():
+        if not isinstance(v, (int, str)) or isinstance(v, float):
+            raise common.UsageError(f"--params {k}: expected an integer, bool or name, "
+                                    f"not {json.dumps(v)}")
+
+
+def _fixture(args: argparse.Namespace):
+    data = common.read_input(args.file)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    try:
+        if text is None:
+            raise FixtureFileError(f"{args.file}: not a hex fixture (not UTF-8 text)")
+        return parse_fixture(Path(args.file), text)
+    except FixtureFileError as exc:
+        raise common.Findings(str(exc)) from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    proj = common.project(args)
+    common.announce(proj, machine=args.json)
+    if not args.family.isidentifier() or not proj.module_path(args.family).is_file():
+        families = sorted(p.stem for p in proj.output.glob("*.py") if p.stem != "__init__")
+        raise common.UsageError(f"no generated family {args.family!r} in {proj.name}; "
+                                f"families: {', '.join(families) or '(none: run generate)'}")
+    try:
+        mod = proj.load_module(args.family)
+    except project_mod.ProjectError as exc:
+        raise common.project_error(exc) from exc
+    params = _params(args.params)
     record = args.record
-    if args.file.suffix == ".hex":
-        fx = parse_fixture(args.file)
+    if args.hex or (args.file != common.STDIN and args.file.endswith(".hex")):
+        fx = _fixture(args)
         data, params = fx.data, {**fx.params, **params}
         record = fx.record if record == "auto" else record
     else:
-        data = args.file.read_bytes()
+        data = common.read_input(args.file)
     if record not in mod.DECODERS:
-        print(f"inspect: {args.family} has no record {record!r}; records: "
-              f"{', '.join(mod.DECODERS)}", file=sys.stderr)
-        return 2
+        raise common.UsageError(f"{args.family} has no record {record!r}; records: "
+                                f"{', '.join(mod.DECODERS)}")
+    _check_params(mod, args.family, record, params)
+    if args.offset > len(data):
+        raise common.UsageError(f"--offset {args.offset} is past the end of the input "
+                                f"({len(data)} bytes)")
     try:
         if args.construct:
             value, end = mod.CONSTRUCT_DECODERS[record](data, args.offset, **params), None
         else:
             value, end = mod.DECODERS[record](data, args.offset, **params)
-    except DecodeError as exc:
+    except BytewrightError as exc:
         print(f"{args.file}: {exc}", file=sys.stderr)
-        return 1
+        return common.EXIT_FINDINGS
+    except Exception as exc:
+        if not params:
+            raise  # no caller-supplied values to blame: a real bug, reported as one
+        # Values the record was not written for (a string where an int goes, an enum
+        # value it does not know) fail inside the generated code.
+        raise common.UsageError(f"--params {json.dumps(params)} do not fit "
+                                f"{args.family}.{record}: {type(exc).__name__}: {exc}") from exc
     if args.json:
         print(json.dumps({"record": record, "end": end, "size": len(data),
                           "value": plain(value)}, indent=2))

@@ -1,9 +1,17 @@
-"""``bytewright kladde info|dump|resolve FILE [ID]``: inspect a kladde file's address table.
+"""``bytewright kladde info|dump|resolve|fold|salvage FILE``: a kladde file's address table
+and journal.
 
-``info`` shows the governing header and counts; ``dump`` every reachable table page with
-its child refs and statements (absolute ids and offsets, after the cursor rules);
-``resolve`` every allocation's size and fragments, or with ``ID`` one allocation's
-content as hex. Errors are reported with their page and offset; exit code 1.
+``info`` shows the governing header, counts and the journal (transactions, why reading
+stopped, valid-looking transactions after damage); ``dump`` every reachable table page
+with its child refs and statements (absolute ids and offsets, after the cursor rules);
+``resolve`` every allocation's size and fragments, or with ``ID`` one allocation's content
+as hex (``--current``: the journal replayed over the committed state); ``fold`` opens the
+file for writing, which replays the journal into a new epoch, and refuses when
+valid-looking transactions follow damage unless ``--discard-after OFFSET`` names the
+offset ``info`` reported (the cut bytes still go to ``FILE.discarded-OFFSET``);
+``salvage FILE OUT`` writes every transaction that still verifies, before and after the
+damage, into a new kladde file for a human to judge. Errors are one line: exit 1 for
+corrupt data or a refusal, 2 for usage, 3 for I/O (see docs/recovery.md).
 """
 
 from __future__ import annotations
@@ -17,15 +25,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("kladde", help="inspect a kladde file (header, table pages, allocations)")
     verbs = p.add_subparsers(dest="kladde_verb", metavar="VERB")
     verbs.required = True
-    for name, help_ in (("info", "governing header slot, epoch, page and statement counts"),
+    for name, help_ in (("info", "governing header slot, epoch, counts and the journal"),
                         ("dump", "every reachable address-table page and its statements"),
-                        ("resolve", "resolved allocations (or one allocation's content)")):
+                        ("resolve", "resolved allocations (or one allocation's content)"),
+                        ("fold", "replay the journal into a new epoch (the writer open)"),
+                        ("salvage", "copy every transaction that verifies into a new file")):
         v = verbs.add_parser(name, help=help_)
         v.add_argument("file")
         if name == "resolve":
             v.add_argument("id", nargs="?", type=int, help="allocation id: print its bytes")
             v.add_argument("--check", action="store_true",
                            help="also check the same-epoch no-conflict rules")
+            v.add_argument("--current", action="store_true",
+                           help="the current state: the journal replayed over the committed one")
+        if name == "fold":
+            v.add_argument("--discard-after", type=int, metavar="OFFSET",
+                           help="cut the journal at OFFSET (as info reported) even though "
+                                "valid-looking transactions follow it")
+        if name == "salvage":
+            v.add_argument("out", help="the new kladde file to write (must not exist)")
         v.add_argument("--json", action="store_true")
         v.set_defaults(func=run)
 
@@ -34,15 +52,86 @@ def run(args: argparse.Namespace) -> int:
     from ..runtime.errors import BytewrightError
     from ..runtime.kladde import open_file
 
+    verbs = {"info": _info, "dump": _dump, "resolve": _resolve, "fold": _fold,
+             "salvage": _salvage}
     try:
         kf = open_file(args.file)
-        return {"info": _info, "dump": _dump, "resolve": _resolve}[args.kladde_verb](kf, args)
+        return verbs[args.kladde_verb](kf, args)
     except BytewrightError as exc:
         print(f"{args.file}: error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
+        print(f"{getattr(exc, 'filename', None) or args.file}: error: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 3
+    except _Refused as exc:
         print(f"{args.file}: error: {exc}", file=sys.stderr)
         return 1
+
+
+class _Refused(Exception):
+    """A repair that would cut valid-looking data without --discard-after."""
+
+
+def _journal_data(j) -> dict:
+    return {"segment_epoch": j.segment_epoch, "first_page": j.first_page,
+            "transactions": len(j.transactions), "records": len(j.records),
+            "pages": j.pages, "stop": j.stop, "stop_offset": j.stop_offset,
+            "detail": j.detail, "valid_after": j.valid_after,
+            "valid_after_offsets": j.valid_after_offsets}
+
+
+def _fold(kf, args) -> int:
+    import warnings
+
+    from ..runtime.kladde import Store
+
+    j = kf.journal
+    if j.damaged and args.discard_after != j.stop_offset:
+        raise _Refused(f"journal damaged at offset {j.stop_offset} with {j.valid_after} "
+                       f"valid-looking transactions after it; run `bytewright kladde salvage` "
+                       f"first, or pass --discard-after {j.stop_offset} to cut there")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reported below, in one line
+        with Store.open(args.file) as store:
+            out = {"epoch": store.epoch, "folded_transactions": len(j.transactions),
+                   "discarded": store.discarded}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{args.file}: folded {len(j.transactions)} journal transactions into epoch "
+              f"{out['epoch']}" + (f"; cut bytes kept in {store.discarded}"
+                                   if store.discarded else ""))
+    return 0
+
+
+def _salvage(kf, args) -> int:
+    import os
+
+    from ..runtime.kladde import Store
+    from ..runtime.kladde import journal as jn
+
+    txns = jn.salvage(kf.data)
+    recovered = len(kf.journal.transactions)
+    if os.path.exists(args.out):
+        raise _Refused(f"{args.out} exists; salvage never overwrites")
+    with Store.create(args.out) as out:
+        for alloc_id, content in kf.contents().items():  # the committed state
+            out.write(alloc_id, 0, content)
+        out.flush()
+        for t in txns:  # each verifying transaction, in order, as one journal transaction
+            for rec in t.records:
+                jn.apply_record(out, rec)
+            out.commit()
+    info = {"out": args.out, "transactions": len(txns), "before_damage": recovered,
+            "after_damage": len(txns) - recovered,
+            "offsets": [t.offset for t in txns]}
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"{args.out}: committed state plus {len(txns)} verifying transactions in its "
+              f"journal ({recovered} before the damage, {len(txns) - recovered} after it)")
+    return 0
 
 
 def _info(kf, args) -> int:
@@ -57,6 +146,8 @@ def _info(kf, args) -> int:
                    "consolidator_state": h.consolidator_state,
                    "root_fingerprint": h.root_fingerprint.hex(),
                    "journal_pointer": h.journal_pointer},
+        "journal": _journal_data(kf.journal),
+        "header_slots": _slots(kf),
     }
     if args.json:
         print(json.dumps(data, indent=2))
@@ -66,7 +157,16 @@ def _info(kf, args) -> int:
           f"{data['allocations']} allocations")
     for k, v in data["header"].items():
         print(f"  {k}: {v}")
+    for line in data["header_slots"]:
+        print(f"  {line}")
+    print(f"  {kf.journal.describe()}")
     return 0
+
+
+def _slots(kf) -> list[str]:
+    from ..runtime.kladde.reader import slot_report
+
+    return slot_report(kf.mv)
 
 
 def _dump(kf, args) -> int:
@@ -95,8 +195,18 @@ def _resolve(kf, args) -> int:
 
     if args.check:
         check_no_conflicts(kf)
+    if args.current:
+        cur = kf.current()
+        if args.id is None:
+            out = [{"id": i, "size": cur.size(i)} for i in cur.ids()]
+            if args.json:
+                print(json.dumps(out, indent=2))
+            else:
+                for a in out:
+                    print(f"allocation {a['id']}: size {a['size']}")
+            return 0
     if args.id is not None:
-        content = kf.read(args.id)
+        content = cur.read(args.id) if args.current else kf.read(args.id)
         if args.json:
             print(json.dumps({"id": args.id, "size": len(content), "hex": content.hex()}))
         else:

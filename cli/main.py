@@ -4,22 +4,54 @@ Verbs live one per module in this package: any ``cli/<verb>.py`` that defines
 ``register(subparsers)`` is picked up, so a new verb never edits this file. Each
 ``register`` adds its parser and sets ``func`` (taking the parsed args, returning an exit
 code).
+
+Every failure becomes one line on stderr and a shared exit code (see ``cli/common.py``):
+verbs raise ``UsageError``/``InputError``/``Findings`` or let an ``OSError`` or a
+project error escape, and ``main`` maps it. ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
+import bytewright
 import bytewright.cli as cli_pkg
+
+from ..generator.project import ProjectError
+from ..runtime.errors import BytewrightError
+from .common import (
+    EXIT_FINDINGS,
+    EXIT_INTERNAL,
+    EXIT_IO,
+    EXIT_PIPE,
+    EXIT_USAGE,
+    CliError,
+    UsageError,
+    io_message,
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line (exit 2) instead of usage text + exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="bytewright",
-        description="Schema-driven codecs for append-only binary storage formats.")
+        description="Schema-driven codecs for append-only binary storage formats.",
+        epilog="exit codes: 0 ok, 1 findings or corrupt data, 2 usage, 3 I/O, "
+               "4 internal error (a bug; rerun with --debug)")
+    parser.add_argument("--version", action="version",
+                        version=f"bytewright {bytewright.__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
@@ -31,9 +63,74 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return " ".join(lines) if lines else text
+
+
+def _fail(verb: str | None, message: str, code: int) -> int:
+    prefix = f"bytewright {verb}" if verb else "bytewright"
+    message = _one_line(message)
+    if not message.startswith("bytewright"):
+        message = f"{prefix}: {message}"
+    print(message, file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]  # accepted anywhere, not only before VERB
+    if argv == ["--version"]:  # answered without importing every verb
+        print(f"bytewright {bytewright.__version__}")
+        return 0
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help / --version print and exit 0
+            return int(exc.code or 0)
+        verb = args.verb
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
+    except KeyboardInterrupt:
+        print("bytewright: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        try:
+            return _report(verb, exc)
+        except BrokenPipeError:
+            return _closed_pipe()
+
+
+def _report(verb: str | None, exc: Exception) -> int:
+    """One line and the exit code for an error no verb handled."""
+    if isinstance(exc, CliError):
+        return _fail(verb, str(exc), exc.code)
+    if isinstance(exc, ProjectError):
+        return _fail(verb, str(exc), EXIT_IO if exc.io else EXIT_USAGE)
+    if isinstance(exc, OSError):
+        where = exc.filename if exc.filename is not None else ""
+        return _fail(verb, io_message(where, exc) if where else str(exc), EXIT_IO)
+    if isinstance(exc, BytewrightError):
+        return _fail(verb, str(exc), EXIT_FINDINGS)
+    return _fail(verb, f"internal error: {type(exc).__name__}: {exc} "
+                       "(a bug; rerun with --debug for the traceback)", EXIT_INTERNAL)
+
+
+def _closed_pipe() -> int:
+    """The reader went away: say nothing, and keep Python from complaining at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout replaced in-process (tests): nothing to redirect
+        pass
+    return EXIT_PIPE
 
 
 def entry() -> None:

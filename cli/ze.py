@@ -1,8 +1,14 @@
 """``bytewright ze info|dump|verify FILE``: ZE WAL (family 11), graph WAL (family 19),
-segment, manifest, frame and purge files.
+segment, manifest, frame and purge files; ``ze repair FILE [--discard-after OFFSET]`` and
+``ze salvage FILE OUT`` for a damaged WAL.
 
 The file kind is taken from the shared header's family id (bare WAL records and region
-payloads have no header; use ``bytewright inspect`` for those).
+payloads have no header; use ``bytewright inspect`` for those). ``repair`` cuts a WAL at
+its first bad record (what the appender's open does): a torn tail is cut, damage with
+valid-looking records after it is refused in one line unless ``--discard-after`` repeats
+the reported offset, and the cut bytes then go to ``FILE.discarded-OFFSET`` first.
+``salvage`` writes every record that still verifies, before and after the damage, into a
+new WAL for a human to judge (see docs/recovery.md).
 """
 
 from __future__ import annotations
@@ -24,6 +30,55 @@ def register(sub: argparse._SubParsersAction) -> None:
         q = zsub.add_parser(name, help=help_)
         q.add_argument("file", type=Path)
         q.set_defaults(func=run, action=name)
+    q = zsub.add_parser("repair", help="cut a WAL at its first bad record (refuses on "
+                                       "damage in the middle)")
+    q.add_argument("file", type=Path)
+    q.add_argument("--discard-after", type=int, metavar="OFFSET",
+                   help="cut at OFFSET (as info reported) although valid-looking records follow")
+    q.set_defaults(func=run_repair, action="repair")
+    q = zsub.add_parser("salvage", help="copy every WAL record that verifies into a new file")
+    q.add_argument("file", type=Path)
+    q.add_argument("out", type=Path)
+    q.set_defaults(func=run_repair, action="salvage")
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    """``repair`` and ``salvage``: one-line errors, exit 1 data / 3 I/O."""
+    import sys
+
+    from ..runtime.errors import BytewrightError
+    from ..runtime.ze import files
+
+    try:
+        data = args.file.read_bytes()  # a missing path or a folder: exit 3, nothing created
+        if args.action == "repair":
+            from ..runtime.ze import wal
+            r = wal.replay(data)
+            if r.terminator == "invalid_header":
+                raise r.error
+        if args.action == "salvage":
+            if args.out.exists():
+                print(f"{args.out}: error: exists; salvage never overwrites", file=sys.stderr)
+                return 1
+            out, offsets = files.salvage_wal(data)
+            files.write_atomic(args.out, out)
+            print(f"{args.out}: {len(offsets)} verifying records copied from {args.file}")
+            return 0
+        with files.WalAppender(args.file, discard_after=args.discard_after) as app:
+            r = app.replay
+            if r.terminator == "clean":
+                print(f"{args.file}: clean ({len(r.records)} records); nothing to cut")
+            else:
+                print(f"{args.file}: cut at offset {r.offset} ({r.reason}); "
+                      f"{len(r.records)} records kept"
+                      + (f"; cut bytes kept in {app.discarded}" if app.discarded else ""))
+        return 0
+    except BytewrightError as exc:
+        print(f"{args.file}: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"{exc.filename or args.file}: error: {exc.strerror or exc}", file=sys.stderr)
+        return 3
 
 
 def _plain(v):
@@ -64,9 +119,15 @@ def _open(data: bytes):
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from ..runtime.errors import BytewrightError
     from ..runtime.ze import wal
-    data = args.file.read_bytes()
+    try:
+        data = args.file.read_bytes()
+    except OSError as exc:
+        print(f"{args.file}: error: {exc.strerror or exc}", file=sys.stderr)
+        return 3
     try:
         fam, hdr, obj = _open(data)
         if fam == "wal" and args.action != "dump":
@@ -85,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
                       f"{units}; end: {obj.terminator}"
                       + (f" at {obj.offset} ({obj.reason}, {obj.corruption})"
                          if obj.terminator == "corrupt" else ""))
+                if obj.terminator == "corrupt":
+                    print(f"  {obj.describe()}")
             elif fam == "native_graph_wal":
                 st = obj.state
                 print(f"  store {obj.header.store:#x}, first commit sequence "

@@ -10,16 +10,31 @@ byte-identically, and give the same value through the fast path and the Construc
 from __future__ import annotations
 
 import difflib
-import importlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from ..runtime.errors import BytewrightError
-from . import pipeline
+from . import pipeline, project
+from .diff import drift_records
 
-FIXTURE_DIR = pipeline.PACKAGE_ROOT / "fixtures"
+
+def _package_fixtures() -> Path:
+    try:
+        return project.package_project().fixtures or pipeline.PACKAGE_ROOT / "fixtures"
+    except project.ProjectError:
+        return pipeline.PACKAGE_ROOT / "fixtures"
+
+
+# The package's own fixtures (kept for callers that predate projects).
+FIXTURE_DIR = _package_fixtures()
+
+
+class FixtureFileError(ValueError):
+    """A ``.hex`` fixture file that cannot be parsed; the message is one line."""
 
 
 @dataclass
@@ -41,11 +56,18 @@ class FixtureResult:
     error: str = ""
 
 
-def parse_fixture(path: Path) -> Fixture:
+def parse_fixture(path: Path, text: str | None = None) -> Fixture:
+    """Parse a fixture file (or its ``text``); ``FixtureFileError`` names what is wrong."""
+    if text is None:
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FixtureFileError(f"{path}: not a hex fixture (not UTF-8 text at byte "
+                                   f"{exc.start})") from exc
     meta: dict[str, str] = {}
     docs: list[str] = []
     hexpart: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("#:"):
             key, _, value = stripped[2:].partition(":")
@@ -54,12 +76,22 @@ def parse_fixture(path: Path) -> Fixture:
             docs.append(stripped[1:].strip())
         else:
             hexpart.append(stripped.split("#", 1)[0])
-    text = re.sub(r"\s+", "", "".join(hexpart))
+    digits = re.sub(r"\s+", "", "".join(hexpart))
     if "record" not in meta:
-        raise ValueError(f"{path}: missing '#: record: NAME' directive")
+        raise FixtureFileError(f"{path}: not a hex fixture: missing '#: record: NAME' directive")
+    try:
+        params = json.loads(meta.get("params", "{}"))
+    except json.JSONDecodeError as exc:
+        raise FixtureFileError(f"{path}: '#: params:' is not JSON: {exc}") from exc
+    if not isinstance(params, dict):
+        raise FixtureFileError(f"{path}: '#: params:' must be a JSON object")
+    bad = re.search(r"[^0-9a-fA-F]", digits)
+    if bad:
+        raise FixtureFileError(f"{path}: not hex: {bad.group()!r} in the byte lines")
+    if len(digits) % 2:
+        raise FixtureFileError(f"{path}: odd number of hex digits ({len(digits)})")
     return Fixture(path=path, family=path.parent.name, record=meta["record"],
-                   params=json.loads(meta.get("params", "{}")), data=bytes.fromhex(text),
-                   doc=" ".join(docs))
+                   params=params, data=bytes.fromhex(digits), doc=" ".join(docs))
 
 
 def fixture_text(record: str, params: dict, data: bytes, doc: str) -> str:
@@ -73,18 +105,29 @@ def fixture_text(record: str, params: dict, data: bytes, doc: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fixtures(family: str | None = None) -> list[Fixture]:
-    out = []
-    for path in sorted(FIXTURE_DIR.glob("*/*.hex")):
-        if family is None or path.parent.name == family:
-            out.append(parse_fixture(path))
-    return out
+def fixture_paths(family: str | None = None, fixture_dir: Path | None = None) -> list[Path]:
+    root = FIXTURE_DIR if fixture_dir is None else fixture_dir
+    return [p for p in sorted(root.glob("*/*.hex"))
+            if family is None or p.parent.name == family]
 
 
-def check_fixture(fx: Fixture, *, compiled: bool = True) -> FixtureResult:
-    mod = importlib.import_module(f"bytewright.generated.{fx.family}")
+def fixtures(family: str | None = None, fixture_dir: Path | None = None) -> list[Fixture]:
+    """Every fixture under ``fixture_dir`` (default: the package's own fixtures)."""
+    return [parse_fixture(p) for p in fixture_paths(family, fixture_dir)]
+
+
+def _package_module(family: str) -> ModuleType:
+    return project.package_project().load_module(family)
+
+
+def check_fixture(fx: Fixture, *, compiled: bool = True,
+                  module: Callable[[str], ModuleType] | None = None) -> FixtureResult:
+    """Run one fixture through both paths; ``module(family)`` finds the generated code."""
     res = FixtureResult(fx, False, len(fx.data))
     try:
+        mod = (module or _package_module)(fx.family)
+        if fx.record not in mod.DECODERS:
+            raise LookupError(f"family {fx.family} has no record {fx.record!r}")
         value, end = mod.DECODERS[fx.record](fx.data, **fx.params)
         res.checks["decode"] = end == len(fx.data)
         res.checks["re-encode"] = mod.ENCODERS[fx.record](value, **fx.params) == fx.data
@@ -113,6 +156,7 @@ class Drift:
 def drift(result: pipeline.Result, generated_dir: Path | None = None) -> list[Drift]:
     """Modules whose checked-in text differs from a fresh generation."""
     generated_dir = generated_dir or pipeline.GENERATED_DIR
+    label = generated_dir.name
     out = []
     expected = set(result.modules)
     for name, text in sorted(result.modules.items()):
@@ -122,12 +166,12 @@ def drift(result: pipeline.Result, generated_dir: Path | None = None) -> list[Dr
             continue
         diff = "".join(difflib.unified_diff(
             old.splitlines(keepends=True), text.splitlines(keepends=True),
-            fromfile=f"generated/{name} (checked in)", tofile=f"generated/{name} (from schemas)"))
+            fromfile=f"{label}/{name} (checked in)", tofile=f"{label}/{name} (from schemas)"))
         family = result.families.get(name[:-3])
-        out.append(Drift(name, diff, changed_records(old, text, family)))
+        out.append(Drift(name, diff, drift_records(old, family)))  # from the layouts (IR)
     for path in sorted(generated_dir.glob("*.py")):
         if path.name != "__init__.py" and path.name not in expected:
-            out.append(Drift(path.name, f"generated/{path.name} has no schema any more\n", []))
+            out.append(Drift(path.name, f"{label}/{path.name} has no schema any more\n", []))
     return out
 
 

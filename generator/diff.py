@@ -152,17 +152,30 @@ class Finding:
     old: Loc | None
     new: Loc | None
     allowed: bool = False
+    details: tuple[str, ...] = ()  # consequences of this cause (shifted fields, size)
 
     @property
     def breaking(self) -> bool:
         return self.rule.breaking and not self.allowed
 
-    def as_dict(self) -> dict:
+    def as_dict(self, lines: bool = True) -> dict:
         return {"rule": self.rule.id, "name": self.rule.name, "category": self.rule.category,
                 "breaking": self.rule.breaking, "allowed": self.allowed,
                 "subject": self.subject, "message": self.message,
-                "old": self.old.as_dict() if self.old else None,
-                "new": self.new.as_dict() if self.new else None}
+                "consequences": list(self.details),
+                "old": _loc_dict(self.old, lines), "new": _loc_dict(self.new, lines)}
+
+
+def _loc_dict(loc: Loc | None, lines: bool) -> dict | None:
+    if loc is None:
+        return None
+    return loc.as_dict() if lines else {"file": loc.file}
+
+
+def _loc_text(loc: Loc | None, lines: bool) -> str:
+    if loc is None:
+        return "-"
+    return str(loc) if lines else loc.file
 
 
 @dataclass
@@ -172,6 +185,7 @@ class Report:
     findings: list[Finding]
     mode: str = "compat"  # compat | versions
     code_diff: str | None = None
+    sides: tuple[Side, Side] | None = None  # what was compared (the html view draws it)
 
     @property
     def breaking(self) -> list[Finding]:
@@ -190,7 +204,53 @@ class Report:
 def _run(rules: list[dr.Rule], pair: object, out: list[Finding]) -> None:
     for rule in rules:
         for hit in rule.check(pair):
-            out.append(Finding(rule, hit.subject, hit.message, hit.old, hit.new))
+            out.append(Finding(rule, hit.subject, hit.message, hit.old, hit.new,
+                               details=hit.details))
+
+
+# A cause moves what follows it; the moves are its consequences, not findings of their own.
+CAUSES = ("W001", "W002", "W003", "W004", "W008", "W006", "W010")
+CONSEQUENCES = ("W005", "W011")
+
+
+def nest(found: list[Finding]) -> list[Finding]:
+    """Fold shifted offsets and the changed record size into the first cause found in the
+    same layout pair, so one widened field is one finding with its effects listed."""
+    cause = next((i for i, f in enumerate(found) if f.rule.id in CAUSES), None)
+    if cause is None:
+        return found
+    effects = [f for f in found if f.rule.id in CONSEQUENCES]
+    if not effects:
+        return found
+    head = found[cause]
+    at = head.message.find(" without a version bump")
+    where = head.message[at:] if at >= 0 else ""
+
+    def short(msg: str) -> str:  # the cause already says which version it is about
+        return msg[: -len(where)] if where and msg.endswith(where) else msg
+
+    details = head.details + tuple(
+        f"{f.subject.rsplit('.', 1)[-1] if f.rule.id == 'W005' else 'record'}: "
+        f"{short(f.message)}" for f in effects)
+    out = []
+    for i, f in enumerate(found):
+        if f.rule.id in CONSEQUENCES:
+            continue
+        out.append(Finding(f.rule, f.subject, f.message, f.old, f.new, f.allowed, details)
+                   if i == cause else f)
+    return out
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """The same cause seen through several version groups is reported once."""
+    seen: set[tuple] = set()
+    out = []
+    for f in findings:
+        key = (f.rule.id, f.subject, f.message, f.details)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
 
 
 def _empty_family(name: str) -> ir.Family:
@@ -209,14 +269,14 @@ def compare(old: Side, new: Side, allow: set[str] | None = None) -> Report:
             _run(dr.of_scope("family"), fp, findings)  # one finding, not one per table
             continue
         compare_family(fp, findings)
-    return Report(old.label, new.label, _allow(findings, allow))
+    return Report(old.label, new.label, _allow(_dedupe(findings), allow), sides=(old, new))
 
 
 def _allow(findings: list[Finding], allow: set[str] | None) -> list[Finding]:
     if not allow:
         return findings
     ids = {r.id for r in (dr.find(a) for a in allow) if r is not None}
-    return [Finding(f.rule, f.subject, f.message, f.old, f.new, f.rule.id in ids)
+    return [Finding(f.rule, f.subject, f.message, f.old, f.new, f.rule.id in ids, f.details)
             for f in findings]
 
 
@@ -258,11 +318,14 @@ def same_version_pairs(rp: dr.RecordPair) -> list[dr.LayoutPair]:
 
 
 def compare_layouts(lp: dr.LayoutPair, out: list[Finding]) -> None:
-    _run(dr.of_scope("layout"), lp, out)
+    found: list[Finding] = []
+    _run(dr.of_scope("layout"), lp, found)
     new = {f.name: f for f in lp.new.fields}
     for f in lp.old.fields:
-        if f.name in new:
-            _run(dr.of_scope("field"), dr.FieldPair(lp, f, new[f.name]), out)
+        name = lp.renames.get(f.name, f.name)
+        if name in new:
+            _run(dr.of_scope("field"), dr.FieldPair(lp, f, new[name]), found)
+    out.extend(nest(found))
 
 
 def version_steps(side: Side, record: str, family: str | None = None) -> Report:
@@ -308,7 +371,7 @@ def code_diff(old: Side, new: Side) -> str:
 
 # -- rendering ----------------------------------------------------------------------------
 
-def render_text(report: Report) -> str:
+def render_text(report: Report, lines_: bool = True) -> str:
     lines = []
     if report.mode == "versions":
         lines.append(f"version changes in {report.new} (informational: a new version may "
@@ -321,8 +384,10 @@ def render_text(report: Report) -> str:
         flag = " (allowed)" if f.allowed else ""
         lines.append(f"{f.rule.category:<13} {f.rule.id} {f.rule.name}{flag}: "
                      f"{f.subject}: {f.message}")
-        lines.append(f"    old: {f.old if f.old else '-'}")
-        lines.append(f"    new: {f.new if f.new else '-'}")
+        for d in f.details:
+            lines.append(f"    - {d}")
+        lines.append(f"    old: {_loc_text(f.old, lines_)}")
+        lines.append(f"    new: {_loc_text(f.new, lines_)}")
     c = report.counts()
     summary = ", ".join(f"{n} {k.lower()}" for k, n in c.items())
     if report.mode == "versions":
@@ -339,10 +404,10 @@ def render_text(report: Report) -> str:
     return text
 
 
-def render_json(report: Report) -> str:
+def render_json(report: Report, lines: bool = True) -> str:
     doc = {"format": "bytewright-diff", "version": FORMAT_VERSION, "mode": report.mode,
            "old": report.old, "new": report.new,
-           "findings": [f.as_dict() for f in report.findings],
+           "findings": [f.as_dict(lines) for f in report.findings],
            "summary": report.counts(), "breaking": bool(report.breaking),
            "exit_code": report.exit_code}
     if report.code_diff is not None:
@@ -358,7 +423,7 @@ def _gh_prop(s: str) -> str:
     return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(report: Report) -> str:
+def render_github(report: Report, lines_: bool = True) -> str:
     lines = []
     for f in report.findings:
         if report.mode == "versions":
@@ -369,10 +434,11 @@ def render_github(report: Report) -> str:
         props = []
         if loc is not None:
             props.append(f"file={_gh_prop(loc.file)}")
-            if loc.line is not None:
+            if loc.line is not None and lines_:
                 props.append(f"line={loc.line}")
         props.append(f"title={_gh_prop(f'{f.rule.category} {f.rule.id} {f.rule.name}')}")
-        msg = f"{f.subject}: {f.message} (old: {f.old or '-'}, new: {f.new or '-'})"
+        msg = (f"{f.subject}: {f.message}" + "".join(f"\n  - {d}" for d in f.details)
+               + f" (old: {_loc_text(f.old, lines_)}, new: {_loc_text(f.new, lines_)})")
         lines.append(f"::{level} {','.join(props)}::{_gh_data(msg)}")
     c = report.counts()
     lines.append("bytewright diff: " + ", ".join(f"{n} {k.lower()}" for k, n in c.items()))
@@ -382,4 +448,148 @@ def render_github(report: Report) -> str:
     return text
 
 
-RENDERERS = {"text": render_text, "json": render_json, "github": render_github}
+def render_junit(report: Report, lines: bool = True) -> str:
+    """JUnit XML for CI systems: one test case per rule, a failure per breaking finding
+    (allowed and non-breaking findings are listed as system-out, not failures)."""
+    from xml.sax.saxutils import escape as esc
+    from xml.sax.saxutils import quoteattr
+
+    cases = []
+    failures = 0
+    for rule in dr.RULES:
+        hits = [f for f in report.findings if f.rule is rule]
+        body = []
+        broken = [f for f in hits if f.breaking and report.mode != "versions"]
+        for f in broken:
+            failures += 1
+            text = "\n".join([f"{f.subject}: {f.message}", *(f"  - {d}" for d in f.details),
+                              f"old: {_loc_text(f.old, lines)}",
+                              f"new: {_loc_text(f.new, lines)}"])
+            body.append(f'    <failure type={quoteattr(rule.category)} '
+                        f'message={quoteattr(f.subject + ": " + f.message)}>'
+                        f"{esc(text)}</failure>")
+        rest = [f for f in hits if f not in broken]
+        if rest:
+            body.append("    <system-out>" + esc("\n".join(
+                f"{f.subject}: {f.message}" + (" (allowed)" if f.allowed else "")
+                for f in rest)) + "</system-out>")
+        name = quoteattr(f"{rule.id} {rule.name}")
+        cls = quoteattr(f"bytewright.diff.{rule.category}")
+        if body:
+            cases.append(f"  <testcase classname={cls} name={name}>\n" + "\n".join(body)
+                         + "\n  </testcase>")
+        else:
+            cases.append(f"  <testcase classname={cls} name={name}/>")
+    head = (f'<testsuite name={quoteattr(f"bytewright diff {report.old} -> {report.new}")} '
+            f'tests="{len(dr.RULES)}" failures="{failures}" errors="0">')
+    return ('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n' + head + "\n"
+            + "\n".join(cases) + "\n</testsuite>\n</testsuites>\n")
+
+
+def project_excepts(sections: dict) -> list[str]:
+    """Rule ids or names listed in the project file's ``[diff] except = [...]``."""
+    table = sections.get("diff") if isinstance(sections, dict) else None
+    if not isinstance(table, dict):
+        return []
+    value = table.get("except", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DiffError("[diff] except must be a list of rule ids or names")
+    unknown = [v for v in value if dr.find(v) is None]
+    if unknown:
+        raise DiffError(f"[diff] except: unknown rule(s) {', '.join(unknown)}")
+    return value
+
+
+# -- drift explained from the layouts -----------------------------------------------------
+
+def _checked_in_layout(text: str) -> dict | None:
+    """The ``LAYOUT`` literal of a checked-in module (data written by the generator)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "LAYOUT"):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    return None
+
+
+def _strip_lines(obj: object) -> object:
+    if isinstance(obj, dict):
+        return {k: _strip_lines(v) for k, v in obj.items() if k != "line"}
+    if isinstance(obj, list):
+        return [_strip_lines(v) for v in obj]
+    return obj
+
+
+def drift_records(old_text: str, family: ir.Family | None) -> list[str]:
+    """Records whose layout (fields, types, offsets, sizes, versions, docs) differs between
+    a checked-in module and the family's IR; YAML line moves alone do not count. Empty
+    when the layouts agree (the drift is then in generated code, not in a layout)."""
+    if family is None:
+        return []
+    new = _strip_lines(pipeline.layout_data(family))
+    old = _checked_in_layout(old_text)
+    old = _strip_lines(old) if isinstance(old, dict) else {}
+    return sorted(name for name in set(new) | set(old) if new.get(name) != old.get(name))
+
+
+def render_html(report: Report, lines: bool = True) -> str:
+    """A page with every finding and, for each record the change touches, its old and
+    new layouts drawn side by side (the docs' version-to-version view)."""
+    from html import escape
+
+    from . import docs, svg
+
+    parts = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+             f"<title>bytewright diff {escape(report.old)} -&gt; {escape(report.new)}</title>",
+             "<style>body{font:14px system-ui,sans-serif;margin:24px}"
+             ".compare{display:flex;flex-wrap:wrap;gap:16px}.compare .legend{flex-basis:100%}"
+             ".mark{border:2px solid;padding:0 6px;margin-right:6px}"
+             "li.breaking{color:#b42318}svg.bw-diagram{border:1px solid #e2e8f0}</style>",
+             "</head><body>",
+             f"<h1>bytewright diff: {escape(report.old)} → {escape(report.new)}</h1>"]
+    c = report.counts()
+    parts.append("<p>" + ", ".join(f"{n} {escape(k.lower())}" for k, n in c.items())
+                 + ("; <strong>BREAKING</strong>" if report.breaking else "") + "</p><ul>")
+    for f in report.findings:
+        cls = ' class="breaking"' if f.breaking else ""
+        parts.append(f"<li{cls}><code>{f.rule.id}</code> {escape(f.rule.category)} "
+                     f"{escape(f.rule.name)}: <code>{escape(f.subject)}</code>: "
+                     f"{escape(f.message)}" + "".join(
+                         f"<br>&nbsp;&nbsp;– {escape(d)}" for d in f.details) + "</li>")
+    parts.append("</ul>")
+    if report.sides is not None:
+        old, new = report.sides
+        touched = {tuple(f.subject.split(".")[:2]) for f in report.findings
+                   if f.rule.category != dr.DOC}
+        for fam_name, rec_name in sorted(touched):
+            of, nf = old.families.get(fam_name), new.families.get(fam_name)
+            if of is None or nf is None or rec_name not in of.records \
+                    or rec_name not in nf.records:
+                continue
+            orec = docs._record(of.records[rec_name], of, old)
+            nrec = docs._record(nf.records[rec_name], nf, new)
+            parts.append(f'<h2 id="{escape(fam_name)}.{escape(rec_name)}">'
+                         f"{escape(fam_name)}.{escape(rec_name)}</h2>")
+            for olay in orec["layouts"]:
+                nlay = next((n for n in nrec["layouts"] if n["label"] == olay["label"]),
+                            None) or (nrec["layouts"][-1] if len(orec["layouts"]) == 1
+                                      else None)
+                if nlay is None:
+                    continue
+                parts.append(svg.compare_svg(
+                    olay, nlay, f"old {rec_name} {olay['label']}",
+                    f"new {rec_name} {nlay['label']}", ident=f"{rec_name}-{olay['id']}"))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+RENDERERS = {"text": render_text, "json": render_json, "github": render_github,
+             "junit": render_junit, "html": render_html}

@@ -11,6 +11,9 @@ reuse"):
 - ``WIRE-BREAKING``: bytes of an existing version change meaning (width, type, offset,
   order, removal, magic, checksum coverage, encoding). A layout change to an existing
   version without a version bump lands here.
+- ``API-BREAKING``: not one byte changes, but the generated public API does (a class or
+  attribute renamed or removed, a decoder signature, an enum member name), or objects of
+  older versions lack a value code reads (a version-gated field without a default).
 - ``ID-CONTRACT``: an id (enum value, op code, registry entry, flag bit, version) is
   renumbered, removed, reassigned or a retired id is reused.
 - ``ADDITIVE``: new ids, new records, new versions, new switch cases: safe for readers
@@ -20,18 +23,21 @@ reuse"):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 from . import ir
 from .pipeline import type_label
 
 WIRE = "WIRE-BREAKING"
+API = "API-BREAKING"
 IDS = "ID-CONTRACT"
 ADDITIVE = "ADDITIVE"
 DOC = "DOC"
-CATEGORIES = (WIRE, IDS, ADDITIVE, DOC)
-BREAKING = frozenset({WIRE, IDS})
+CATEGORIES = (WIRE, API, IDS, ADDITIVE, DOC)
+BREAKING = frozenset({WIRE, API, IDS})
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class Hit:
     message: str
     old: Loc | None
     new: Loc | None
+    details: tuple[str, ...] = ()  # consequences of this one cause
 
 
 @dataclass(frozen=True)
@@ -94,10 +101,35 @@ class SideView:
 class FamilyPair:
     old: SideView
     new: SideView
+    _record_renames: dict[str, str] | None = None
 
     @property
     def name(self) -> str:
         return (self.new or self.old).family.name
+
+    @property
+    def record_renames(self) -> dict[str, str]:
+        """Records that vanished while one with the same layouts appeared (old -> new)."""
+        if self._record_renames is None:
+            of, nf = self.old.family, self.new.family
+            gone = [r for n, r in of.records.items() if n not in nf.records]
+            came = [r for n, r in nf.records.items() if n not in of.records]
+            out: dict[str, str] = {}
+            for o in gone:
+                for n in came:
+                    if n.name not in out.values() and _layouts_key(o, of) == _layouts_key(n, nf):
+                        out[o.name] = n.name
+                        break
+            self._record_renames = out
+        return self._record_renames
+
+
+def _layouts_key(rec: ir.Record, fam: ir.Family) -> tuple:
+    return (tuple(rec.params), tuple(
+        (lay.versions, lay.fixed_size, tuple(
+            (f.name, wire_type(f.type, fam), lay.offsets.get(f.name), lay.sizes.get(f.name),
+             f.const, f.reserved, checksum_text(f.checksum), tuple(sorted(shape(f).items())))
+            for f in lay.fields)) for lay in rec.layouts))
 
 
 @dataclass
@@ -151,6 +183,11 @@ class LayoutPair:
     new: ir.Layout
     label: str  # "v2-4", "v1 -> v2" or "" for unversioned records
     same_version: bool = True
+    renames: dict[str, str] = dataclass_field(default_factory=dict)  # old name -> new name
+
+    def __post_init__(self) -> None:
+        if not self.renames:
+            self.renames = detect_renames(self.old, self.new, self.rec.fam)
 
     def where(self) -> str:
         if not self.label:
@@ -195,6 +232,39 @@ def wire_type(t: ir.Type, fam: ir.Family) -> str:
     return label
 
 
+def _renamed(text: str, renames: dict[str, str]) -> str:
+    """``text`` with old field names replaced by their new names (renames are not wire)."""
+    for old, new in renames.items():
+        text = re.sub(rf"\b{re.escape(old)}\b", new, text)
+    return text
+
+
+def _same_bytes(of: ir.Field, nf: ir.Field, olay: ir.Layout, nlay: ir.Layout,
+                fams: tuple[ir.Family, ir.Family]) -> bool:
+    return (wire_type(of.type, fams[0]) == wire_type(nf.type, fams[1])
+            and olay.offsets.get(of.name) == nlay.offsets.get(nf.name)
+            and olay.sizes.get(of.name) == nlay.sizes.get(nf.name)
+            and of.const == nf.const and of.reserved == nf.reserved
+            and (of.checksum is None) == (nf.checksum is None)
+            and set(shape(of)) == set(shape(nf)))
+
+
+def detect_renames(old: ir.Layout, new: ir.Layout, fam: FamilyPair) -> dict[str, str]:
+    """Fields that vanished and appeared at the same position with the same bytes: a
+    rename changes the generated attribute, not one byte of the file."""
+    onames = {f.name for f in old.fields}
+    nnames = {f.name for f in new.fields}
+    fams = (fam.old.family, fam.new.family)
+    out: dict[str, str] = {}
+    for i, of in enumerate(old.fields):
+        if of.name in nnames or i >= len(new.fields):
+            continue
+        nf = new.fields[i]
+        if nf.name not in onames and _same_bytes(of, nf, old, new, fams):
+            out[of.name] = nf.name
+    return out
+
+
 def _bytes_type_base(label: str) -> str:
     return label.split("(")[0]
 
@@ -212,7 +282,9 @@ def shape(f: ir.Field) -> dict:
         d["size"] = f.size.source
     if f.compressed is not None:
         c = f.compressed
-        d["compressed"] = (f"{c.algorithm.source}, {c.length.name} length"
+        d["compressed"] = (f"{c.algorithm.source}, "
+                           f"{c.length.name + ' length' if c.length else 'self-terminating'}"
+                           + (f", codecs {dict(c.codecs)}" if c.codecs else "")
                            + (f", when {c.when.source}" if c.when is not None else ""))
     if f.derived_from is not None:
         d["derived"] = f"{f.derived_from[0]} of {f.derived_from[1]}"
@@ -231,9 +303,17 @@ def checksum_text(c: ir.Checksum | None) -> str:
     if c is None:
         return "none"
     covers = ", ".join(c.covers) if c.covers else "all preceding bytes"
+    if c.ranges:
+        covers = ", ".join(f"bytes {a}..{b}" for a, b in c.ranges)
     text = f"{c.algorithm} over {covers}"
     if c.excluded:
         text += f" except {', '.join(c.excluded)}"
+    if c.store_bits:
+        text += f", stored as the low {c.store_bits} bits"
+    if c.seed is not None:
+        text += f", seeded from {c.seed.source}"
+    if c.params:
+        text += ", " + ", ".join(f"{k}={e.source}" for k, e in c.params)
     return text
 
 
@@ -378,9 +458,24 @@ def check_value_reassigned(tp: TablePair) -> Iterator[Hit]:
     ob, nv = _by_value(tp.old), _vals(tp.new)
     for m in tp.new.members:
         was = ob.get(m.value)
-        if was is not None and was != m.name and was not in nv:
+        if was is not None and was != m.name and was in nv and m.name not in _vals(tp.old):
             yield Hit(f"{tp.subject}.{m.name}", f"{_enum_kind(tp)} {m.value} reassigned "
-                      f"from {was} to {m.name}", tp.loc_old(f".values.{was}"),
+                      f"from {was} to new name {m.name} ({was} moved to {nv[was]})",
+                      tp.loc_old(f".values.{was}"), tp.loc_new(f".values.{m.name}"))
+
+
+def check_member_renamed(tp: TablePair) -> Iterator[Hit]:
+    if not _pairs_present(tp):
+        return
+    ob, nv = _by_value(tp.old), _vals(tp.new)
+    cls = "".join(p.capitalize() for p in tp.name.split("_"))
+    for m in tp.new.members:
+        was = ob.get(m.value)
+        if was is not None and was != m.name and was not in nv:
+            yield Hit(f"{tp.subject}.{m.name}", f"{_enum_kind(tp)} {m.value} renamed "
+                      f"{was} -> {m.name}: same bytes, generated member {cls}.{was} "
+                      f"-> {cls}.{m.name} (if the meaning changed too, retire {m.value} and "
+                      "add a new id instead)", tp.loc_old(f".values.{was}"),
                       tp.loc_new(f".values.{m.name}"))
 
 
@@ -429,8 +524,11 @@ def check_flag_bits(tp: TablePair) -> Iterator[Hit]:
     if not (isinstance(tp.old, ir.FlagsDef) and isinstance(tp.new, ir.FlagsDef)):
         return
     nb = {b.name: b for b in tp.new.bits}
+    renamed = _flag_renames(tp)
     for b in tp.old.bits:
         sub = f".bits.{b.name}"
+        if b.name in renamed:
+            continue
         if b.name not in nb:
             yield Hit(f"{tp.subject}.{b.name}", f"flag bit {b.name} (bits {b.lo}..{b.lo + b.width - 1}) "
                       "removed", tp.loc_old(sub), tp.loc_new(".bits"))
@@ -442,6 +540,30 @@ def check_flag_bits(tp: TablePair) -> Iterator[Hit]:
         elif nb[b.name].enum != b.enum:
             yield Hit(f"{tp.subject}.{b.name}", f"flag bits {b.name} enum {b.enum} -> "
                       f"{nb[b.name].enum}", tp.loc_old(sub), tp.loc_new(sub))
+
+
+def _flag_renames(tp: TablePair) -> dict[str, str]:
+    """Bits that vanished while a new name took exactly their place (old -> new)."""
+    if not (isinstance(tp.old, ir.FlagsDef) and isinstance(tp.new, ir.FlagsDef)):
+        return {}
+    old_names = {b.name for b in tp.old.bits}
+    nb = {b.name for b in tp.new.bits}
+    out = {}
+    for b in tp.old.bits:
+        if b.name in nb:
+            continue
+        for n in tp.new.bits:
+            if n.name not in old_names and (n.lo, n.width, n.enum) == (b.lo, b.width, b.enum):
+                out[b.name] = n.name
+    return out
+
+
+def check_flag_bit_renamed(tp: TablePair) -> Iterator[Hit]:
+    cls = "".join(p.capitalize() for p in tp.name.split("_"))
+    for old, new in _flag_renames(tp).items():
+        yield Hit(f"{tp.subject}.{new}", f"flag bit {old} renamed to {new}: same bits, "
+                  f"generated attribute {cls}.{old} -> {cls}.{new}",
+                  tp.loc_old(f".bits.{old}"), tp.loc_new(f".bits.{new}"))
 
 
 def check_flag_bit_added(tp: TablePair) -> Iterator[Hit]:
@@ -500,12 +622,23 @@ def _vlabel(vs: Iterable[int]) -> str:
 
 
 def check_record_removed(rp: RecordPair) -> Iterator[Hit]:
-    if rp.old is not None and rp.new is None:
+    if rp.old is not None and rp.new is None and rp.old.name not in rp.fam.record_renames:
         yield Hit(rp.subject, f"record {rp.name} removed", rp.loc_old(),
                   rp.fam.new.loc("records"))
 
 
+def check_record_renamed(rp: RecordPair) -> Iterator[Hit]:
+    if rp.old is not None and rp.new is None and rp.old.name in rp.fam.record_renames:
+        new = rp.fam.new.family.records[rp.fam.record_renames[rp.old.name]]
+        yield Hit(rp.subject, f"record {rp.old.name} renamed to {new.name}: same bytes, "
+                  f"generated API changes (class {rp.old.class_name} -> {new.class_name}, "
+                  f"decode_{rp.old.name} -> decode_{new.name}, encode_{rp.old.name} -> "
+                  f"encode_{new.name})", rp.loc_old(), rp.fam.new.rec_loc(new))
+
+
 def check_record_added(rp: RecordPair) -> Iterator[Hit]:
+    if rp.old is None and rp.new is not None and rp.new.name in rp.fam.record_renames.values():
+        return
     if rp.old is None and rp.new is not None:
         yield Hit(rp.subject, f"record {rp.name} added", rp.fam.old.loc("records"), rp.loc_new())
 
@@ -562,9 +695,61 @@ def check_params(rp: RecordPair) -> Iterator[Hit]:
     if rp.old is None or rp.new is None:
         return
     op, np_ = list(rp.old.params), list(rp.new.params)
-    if op != np_:
+    if op != np_ and len(op) != len(np_):
         yield Hit(rp.subject, f"parameters {op} -> {np_}: callers pass different context",
                   rp.loc_old(), rp.loc_new())
+
+
+def check_params_renamed(rp: RecordPair) -> Iterator[Hit]:
+    if rp.old is None or rp.new is None:
+        return
+    op, np_ = list(rp.old.params), list(rp.new.params)
+    if op != np_ and len(op) == len(np_):
+        yield Hit(rp.subject, f"decoder signature decode_{rp.name}(buf, offset, *, "
+                  f"{', '.join(op)}) -> (..., {', '.join(np_)}): keyword arguments renamed",
+                  rp.loc_old(), rp.loc_new())
+
+
+def _field_default(f: ir.Field) -> object:
+    return getattr(f, "default", None)  # the language may grow field defaults
+
+
+def check_attribute_removed(rp: RecordPair) -> Iterator[Hit]:
+    """An attribute leaves the generated class while its bytes stay (the field became
+    derived, constant or reserved): code that reads or sets it breaks."""
+    if rp.old is None or rp.new is None:
+        return
+    new_all = {f.name for f in rp.new.fields}
+    new_model = {f.name for f in rp.new.model_fields}
+    renamed = set()
+    for lay_o in rp.old.layouts:
+        for lay_n in rp.new.layouts:
+            renamed |= set(detect_renames(lay_o, lay_n, rp.fam))
+    for f in rp.old.model_fields:
+        if f.name in new_all and f.name not in new_model and f.name not in renamed:
+            yield Hit(f"{rp.subject}.{f.name}", f"attribute {rp.old.class_name}.{f.name} "
+                      "removed from the generated class (the field is now derived, constant "
+                      "or reserved; its bytes stay)", rp.loc_old(f), rp.loc_new())
+
+
+def check_gated_without_default(rp: RecordPair) -> Iterator[Hit]:
+    """A field new to the record that only some versions carry: objects decoded from the
+    other versions hold None there, so code that reads the attribute must cope."""
+    if rp.old is None or rp.new is None:
+        return
+    old_names = {f.name for f in rp.old.fields}
+    versions = sorted(v for v in _versions_of(rp.new) if v is not None)
+    for f in rp.new.fields:
+        if f.name in old_names or not f.in_model or _field_default(f) is not None:
+            continue
+        missing = [v for v in versions if not f.in_version(v)]
+        if (f.since is None and f.until is None) or not missing:
+            continue
+        yield Hit(f"{rp.subject}.{f.name}", f"{f.name} added for "
+                  f"{_vlabel(v for v in versions if f.in_version(v))} without a default: "
+                  f"records of {_vlabel(missing)} decode {rp.new.class_name}.{f.name} as "
+                  "None (give it a default, or every reader must handle None)",
+                  rp.loc_old(), rp.loc_new(f))
 
 
 def check_record_doc(rp: RecordPair) -> Iterator[Hit]:
@@ -579,15 +764,19 @@ def check_record_doc(rp: RecordPair) -> Iterator[Hit]:
 def check_field_removed(lp: LayoutPair) -> Iterator[Hit]:
     new = {f.name for f in lp.new.fields}
     for f in lp.old.fields:
-        if f.name not in new:
+        if f.name not in new and f.name not in lp.renames:
             at = lp.old.offsets.get(f.name)
+            cls = lp.rec.new.class_name if lp.rec.new else lp.rec.name
+            gone = lp.rec.new is not None and f.in_model and f.name not in {
+                m.name for m in lp.rec.new.model_fields}
             yield Hit(f"{lp.rec.subject}.{f.name}", f"field {f.name} removed"
                       + (f" (was at offset {at})" if at is not None else "") + lp.where(),
-                      lp.rec.loc_old(f), lp.rec.loc_new())
+                      lp.rec.loc_old(f), lp.rec.loc_new(),
+                      (f"API: generated attribute {cls}.{f.name} removed",) if gone else ())
 
 
 def check_field_added(lp: LayoutPair) -> Iterator[Hit]:
-    old = {f.name for f in lp.old.fields}
+    old = {f.name for f in lp.old.fields} | set(lp.renames.values())
     names = [f.name for f in lp.new.fields]
     for i, f in enumerate(lp.new.fields):
         if f.name in old:
@@ -605,12 +794,23 @@ def check_field_added(lp: LayoutPair) -> Iterator[Hit]:
 
 def check_field_reordered(lp: LayoutPair) -> Iterator[Hit]:
     new = [f.name for f in lp.new.fields]
-    old = [f.name for f in lp.old.fields]
+    old = [lp.renames.get(f.name, f.name) for f in lp.old.fields]
     common_old = [n for n in old if n in new]
     common_new = [n for n in new if n in old]
     if common_old != common_new:
         yield Hit(lp.rec.subject, f"fields reordered: {', '.join(common_old)} -> "
                   f"{', '.join(common_new)}" + lp.where(), lp.rec.loc_old(), lp.rec.loc_new())
+
+
+def check_field_renamed(lp: LayoutPair) -> Iterator[Hit]:
+    cls = lp.rec.new.class_name if lp.rec.new else lp.rec.name
+    by_name = {f.name: f for f in lp.old.fields}
+    for old, new in lp.renames.items():
+        what = (f"attribute {cls}.{old} -> {cls}.{new}" if by_name[old].in_model
+                else "no attribute (derived or constant field)")
+        yield Hit(f"{lp.rec.subject}.{new}", f"field {old} renamed to {new}: same bytes, "
+                  f"generated API changes ({what})", lp.rec.loc_old(by_name[old]),
+                  lp.rec.loc_new(next(f for f in lp.new.fields if f.name == new)))
 
 
 def check_fixed_size(lp: LayoutPair) -> Iterator[Hit]:
@@ -624,7 +824,7 @@ def check_fixed_size(lp: LayoutPair) -> Iterator[Hit]:
 
 def check_field_type(fp: FieldPair) -> Iterator[Hit]:
     of, nf = fp.lay.rec.fam.old.family, fp.lay.rec.fam.new.family
-    ot, nt = wire_type(fp.old.type, of), wire_type(fp.new.type, nf)
+    ot, nt = _renamed(wire_type(fp.old.type, of), fp.lay.renames), wire_type(fp.new.type, nf)
     osz, nsz = fp.lay.old.sizes.get(fp.old.name), fp.lay.new.sizes.get(fp.new.name)
     if ot != nt or (osz is not None and nsz is not None and osz != nsz):
         sizes = f" (size {osz} -> {nsz})" if osz != nsz else ""
@@ -651,12 +851,14 @@ def check_magic(fp: FieldPair) -> Iterator[Hit]:
 
 def check_checksum(fp: FieldPair) -> Iterator[Hit]:
     o, n = fp.old.checksum, fp.new.checksum
-    if o != n:
+    if _renamed(checksum_text(o), fp.lay.renames) != checksum_text(n) or (
+            o is not None and n is not None and (o.algorithm, o.bits) != (n.algorithm, n.bits)):
         yield fp.hit(f"checksum {checksum_text(o)} -> {checksum_text(n)}" + fp.lay.where())
 
 
 def check_encoding(fp: FieldPair) -> Iterator[Hit]:
-    o, n = shape(fp.old), shape(fp.new)
+    o = {k: _renamed(str(v), fp.lay.renames) for k, v in shape(fp.old).items()}
+    n = {k: str(v) for k, v in shape(fp.new).items()}
     if o != n:
         keys = sorted(set(o) | set(n))
         parts = [f"{k}: {o.get(k, 'none')} -> {n.get(k, 'none')}" for k in keys
@@ -768,6 +970,28 @@ RULES: tuple[Rule, ...] = (
          "An open enum stays open (unknown values keep decoding).", check_enum_openness),
     Rule("W018", "family-removed", WIRE, "family",
          "A shipped format family stays decodable.", check_family_removed),
+    # API-BREAKING
+    Rule("P001", "field-renamed", API, "layout",
+         "A rename keeps every byte but changes the generated attribute name.",
+         check_field_renamed),
+    Rule("P002", "record-renamed", API, "record",
+         "A record rename keeps every byte but renames the class and its codec functions.",
+         check_record_renamed),
+    Rule("P003", "decoder-signature-changed", API, "record",
+         "Record parameters are keyword arguments of the generated decoders and encoders.",
+         check_params_renamed),
+    Rule("P004", "enum-member-renamed", API, "table",
+         "Renaming an id keeps its value but renames the generated enum member.",
+         check_member_renamed),
+    Rule("P005", "attribute-removed", API, "record",
+         "A field leaving the object model (now derived or constant) removes an attribute.",
+         check_attribute_removed),
+    Rule("P006", "gated-field-without-default", API, "record",
+         "A field only some versions carry needs a default, or older records decode None.",
+         check_gated_without_default),
+    Rule("P007", "flag-bit-renamed", API, "table",
+         "Renaming a flag bit keeps its bits but renames the generated attribute.",
+         check_flag_bit_renamed),
     # ID-CONTRACT
     Rule("I001", "id-renumbered", IDS, "table",
          "Never renumber an op code, kind, family id or enum value.", check_value_renumbered),

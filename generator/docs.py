@@ -8,12 +8,13 @@ disagree. Output is deterministic: no timestamps, sorted where the schema has no
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import jinja2
 
-from . import diff, ir, pipeline
+from . import diff, ir, pipeline, svg
 from . import diff_rules as dr
 
 DOC_FORMAT = "bytewright-layouts"
@@ -80,7 +81,7 @@ def _constraints(f: ir.Field, fam: ir.Family) -> list[dict]:
     if f.compressed is not None:
         c = f.compressed
         out.append({"kind": "compressed", "text": f"compressed ({c.algorithm.source}, "
-                    f"{c.length.name} length"
+                    f"{c.length.name + ' length' if c.length else 'self-terminating'}"
                     + (f", when {c.when.source}" if c.when is not None else "") + ")"})
     if f.derived_from is not None:
         out.append({"kind": "derived", "text": f"{f.derived_from[0]} of {f.derived_from[1]}"
@@ -99,12 +100,15 @@ def _checksum(f: ir.Field, lay: ir.Layout) -> dict | None:
     names = [x.name for x in lay.fields]
     idx = names.index(f.name)
     covers = list(c.covers) if c.covers else [n for n in names[:idx] if n not in c.excluded]
-    ranges = []
+    ranges = [list(r) for r in c.ranges]
+    if c.ranges:
+        covers = []
     for n in covers:
         off, size = lay.offsets.get(n), lay.sizes.get(n)
         if off is not None and size is not None:
             ranges.append([off, off + size])
-    return {"algorithm": c.algorithm, "covers": covers, "preceding": c.covers is None,
+    return {"algorithm": c.algorithm, "covers": covers,
+            "preceding": c.covers is None and not c.ranges,
             "except": list(c.excluded), "byte_ranges": _merge(ranges),
             "text": dr.checksum_text(c)}
 
@@ -268,7 +272,28 @@ def render_markdown(model: dict) -> dict[str, str]:
     return {k: _tidy(v) for k, v in out.items()}
 
 
+def with_diagrams(model: dict) -> dict:
+    """A copy of ``model`` whose layouts carry their SVG byte diagram (``svg``) and, for a
+    version after the first, the side-by-side view against the previous one
+    (``compare``). Kept out of the JSON model, which stays data."""
+    from markupsafe import Markup
+
+    out = copy.deepcopy(model)
+    for fam in out["families"]:
+        for rec in fam["records"]:
+            by_id = {lay["id"]: lay for lay in rec["layouts"]}
+            for lay in rec["layouts"]:
+                title = f"{fam['name']}.{rec['name']} {lay['label']}"
+                lay["svg"] = Markup(svg.layout_svg(lay, title, ident=lay["id"]))
+                prev = by_id.get(lay["previous"]) if lay["previous"] else None
+                lay["compare"] = None if prev is None else Markup(svg.compare_svg(
+                    prev, lay, f"{rec['name']} {prev['label']}",
+                    f"{rec['name']} {lay['label']}", ident=f"{lay['id']}-compare"))
+    return out
+
+
 def render_html(model: dict) -> dict[str, str]:
+    model = with_diagrams(model)
     env = _env(True)
     env.globals["ROW"] = ROW
     out = {"index.html": env.get_template("doc_index.html.j2").render(model=model)}

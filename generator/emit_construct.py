@@ -10,7 +10,15 @@ resulting Containers to the shared object model and back.
 from __future__ import annotations
 
 from . import ir
+from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
+from .runtime_names import (
+    chain_anchor,
+    checksum_binding,
+    checksum_call,
+    codec_table,
+    numeric_binding,
+)
 
 _INT_NAMES = {(8, False): "Int8u", (8, True): "Int8s", (16, False): "Int16u",
               (16, True): "Int16s", (24, False): "Int24u", (24, True): "Int24s",
@@ -55,17 +63,15 @@ class ConstructEmitter:
         self.family = family
 
     # -- construct expressions -------------------------------------------------------
-    def int_c(self, t: ir.IntT) -> str:
+    def int_c(self, t: ir.IntT | ir.VarintT) -> str:
+        if isinstance(t, ir.VarintT):  # the fast path's exact varint rules
+            return f"Leb128({t.kind!r})"
         if t.bits == 128:
             return f"BytesInteger(16, signed={t.signed}, swapped={t.endian == 'le'})"
         return _INT_NAMES[(t.bits, t.signed)] + ("l" if t.endian == "le" else "b")
 
     def lam(self, e, rec: ir.Record) -> str:
-        def res(name: str) -> str:
-            if name in rec.params:
-                return f"this._params[{name!r}]"
-            return f"this[{name!r}]"
-        return self.code(e.render(res))
+        return self.code(e.render(self.res(rec)))
 
     @staticmethod
     def code(src: str) -> str:
@@ -107,6 +113,8 @@ class ConstructEmitter:
             return f"Float{t.bits}{'l' if t.endian == 'le' else 'b'}"
         if isinstance(t, ir.BytesT):
             enc = "utf8" if t.text == "utf-8" else t.text
+            if t.terminator is not None:
+                return f"TerminatedBytes({t.terminator!r}, {t.text!r})"
             if t.prefix is not None:
                 pc = self.int_c(t.prefix)
                 return f"PascalString({pc}, {enc!r})" if t.text else f"Prefixed({pc}, GreedyBytes)"
@@ -116,17 +124,25 @@ class ConstructEmitter:
             size = repr(c) if isinstance(c, int) else self.lam(t.size, rec)
             if t.text:
                 return f"StringEncoded(Bytes({size}), {enc!r})"
-            if any(o.derived_from == ("size", f.name) for o in rec.fields):
+            if any(o.derived_from == ("size", f.name) for o in rec.fields) \
+                    or "_remaining" in t.size.names:
                 # the size field is derived: parse by it, build whatever bytes are given
                 return f"IfThenElse({self.code('this._parsing')}, Bytes({size}), GreedyBytes)"
             return f"Bytes({size})"
         if isinstance(t, ir.VarintT):
-            return "VarInt"
+            return self.int_c(t)
         if isinstance(t, ir.PaddingT):
-            return f"Padding({self.code(f'(-(this._io.tell() - this[{chr(39)}_o_start{chr(39)}])) % {t.align}')})"
+            return (f"ZeroPadding({self.code(f'(-(this._io.tell() - this[{chr(39)}_o_start{chr(39)}])) % {t.align}')}"
+                    f"{', True' if t.arbitrary else ''})")
         if isinstance(t, ir.RefT):
             if t.kind == "enum":
-                return self.int_c(self.family.enums[t.target].base)
+                e = self.family.enums[t.target]
+                if e.open:
+                    return self.int_c(e.base)
+                # closed: refused while parsing, as on the fast path
+                values = tuple(sorted(m.value for m in e.members))
+                return (f"ClosedEnum({self.int_c(e.base)}, {enum_class(e.name)!r}, {values!r}, "
+                        f"{tuple(e.retired)!r})")
             if t.kind == "alias":
                 return self.int_c(self.family.aliases[t.target].base)
             if t.kind == "flags":
@@ -175,16 +191,38 @@ class ConstructEmitter:
             zero = "0" if not isinstance(f.type, ir.BytesT) else repr(bytes(
                 f.type.size.constant()))
             base = f"Const({zero}, {base})" if zero == "0" else f"Const({zero})"
-        if f.repeat is not None:
+        if f.chain is not None and f.repeat is not None:
+            # items get the previous item's stored value as a param (chained checksums)
+            side, k, it = chain_anchor(self.family, f)
+            fmt = ("<" if it.endian == "le" else ">") + it.code
+            args = tuple(a for a in f.type.args if a[0] != f.chain.param) + (
+                (f.chain.param, parse("_chain")),)
+            elem = self.with_params(f.type.target, args, rec)
+            count = self.lam(f.repeat.count, rec) if f.repeat.count is not None else "None"
+            stop = ", stop_on_error=True" if getattr(f.repeat, "stop_on_error", False) else ""
+            base = (f"ChainedRepeat({elem}, {count}, {self.lam(f.chain.first, rec)}, "
+                    f"{fmt!r}, {k}, {side == 'end'}{stop})")
+        elif f.repeat is not None:
             rp = f.repeat
             if rp.prefix is not None:
                 base = f"PrefixedArray({self.int_c(rp.prefix)}, {base})"
+            elif rp.count is not None and f.view == "numpy":
+                # bit-exact (NaN payloads kept), as the fast path's numpy.frombuffer
+                base = f"NumpyArray({self.lam(rp.count, rec)}, {self.np_dtype(f)})"
             elif rp.count is not None:
                 base = f"Array({self.lam(rp.count, rec)}, {base})"
             elif rp.until is not None:
                 base = f"Terminated({base}, {rp.until!r})"
+            elif rp.until_item is not None:
+                r0 = self.res(rec)
+                cond = rp.until_item.render(lambda n: "this._last" if n == "_item" else r0(n))
+                base = f"RepeatUntil({base}, {self.code(cond)})"
+            elif rp.stop_on_error:
+                base = f"RepeatToEnd({base}, stop_on_error=True)"
             else:
-                base = f"GreedyRange({base})"
+                base = f"RepeatToEnd({base})"  # strict: a partial last item is an error
+        if f.convert is not None:
+            base = f"Converted({base}, {numeric_binding(f.convert)}, name={name!r})"
         derived_size = any(o.derived_from == ("size", name) for o in rec.fields)
         if f.compressed is not None:
             c = f.compressed
@@ -192,12 +230,19 @@ class ConstructEmitter:
                 if f.size is not None else "None"
             limit = (self.lam(c.limit, rec) if c.limit is not None else
                      self.lam(f.size, rec) if f.size is not None else "None")
+            length = self.int_c(c.length) if c.length is not None else "None"
+            codecs = f", codecs={codec_table(self.family, rec, c)!r}" if c.codecs else ""
             comp = (f"Compressed({base}, {self.lam(c.algorithm, rec)}, "
-                    f"{self.int_c(c.length)}, expected_size={expected}, limit={limit}, "
-                    f"name={name!r})")
+                    f"{length}, expected_size={expected}, limit={limit}, "
+                    f"name={name!r}{codecs})")
             if c.when is not None:
+                plain = base
+                if f.size is not None:  # uncompressed, the size bounds it as on the fast path
+                    plain = f"FixedSized({self.lam(f.size, rec)}, {base})"
+                    if derived_size:
+                        plain = f"IfThenElse({self.code('this._parsing')}, {plain}, {base})"
                 base = (f"IfThenElse({self.lam(c.when, rec)}, {comp}, "
-                        f"Plain({base}, name={name!r}))")
+                        f"Plain({plain}, name={name!r}))")
             else:
                 base = comp
         elif f.size is not None and not derived_size:
@@ -210,6 +255,10 @@ class ConstructEmitter:
             kind, target = f.derived_from
             if kind == "count":
                 base = f"Rebuild({base}, {self.code(f'len(this[{target!r}])')})"
+            elif isinstance(f.type, ir.VarintT):
+                # a varint's width depends on its value: build it from the real size up
+                # front (a patched placeholder would have the wrong width)
+                base = f"Rebuild({base}, {self.code(self.measure_ahead(f, rec))})"
             else:
                 out.append(f"'_o_{name}' / Tell,")
                 base = f"Rebuild({base}, 0)"
@@ -220,10 +269,17 @@ class ConstructEmitter:
                 out.append(f"'_o_{name}' / Tell,")
             index = lay_fields.index(f)
             pieces = self.checksum_pieces(lay_fields, index)
-            from .runtime_names import CHECKSUM_FUNCS  # noqa: PLC0415
-            base = (f"Checksum({base}, {CHECKSUM_FUNCS[f.checksum.algorithm]}, "
-                    f"lambda this: _span(this, {pieces!r}))")
+            ck = f.checksum
+            if ck.seed is None and not ck.params:
+                base = (f"Checksum({base}, {checksum_binding(ck)}, "
+                        f"lambda this: _span(this, {pieces!r}))")
+            else:  # seed/params need the context: compute it all in the bytes function
+                call = checksum_call(ck, f"_span(this, {pieces!r})", self.res(rec))
+                base = f"Checksum({base}, lambda _v: _v, lambda this: {call})"
         cond = f.cond.render(self.res(rec)) if f.cond is not None else None
+        if cond is not None and "_remaining" in f.cond.names:
+            # bytes left are known only while parsing; on build the value says it
+            cond = f"({cond}) if this._parsing else this[{name!r}] is not None"
         vcond = self.version_cond(f, rec)
         conds = [c for c in (vcond, cond) if c]
         if conds:
@@ -233,6 +289,19 @@ class ConstructEmitter:
         out.append(f"{name!r} / {base},")
         if name in spans:
             out.append(f"'_e_{name}' / Tell,")
+        if f.valid is not None and not isinstance(f.type, ir.SwitchT):
+            lo, hi = f.valid
+            x = "_x" if f.repeat is not None else f"this[{name!r}]"
+            parts = ([f"{lo} <= {x}"] if lo is not None else []) + \
+                ([f"{x} <= {hi}"] if hi is not None else [])
+            rule = " and ".join(parts) or "True"
+            if f.repeat is not None:
+                rule = f"all({rule} for _x in this[{name!r}])"
+            guard = f"this[{name!r}] is None or " if conds else ""
+            out.append(f"Check({self.code(f'not this._parsing or {guard}({rule})')}),")
+        if rec.version_range is not None and name == rec.version_from:
+            lo, hi = rec.version_range
+            out.append(f"Check({self.code(f'not this._parsing or {lo} <= this[{name!r}] <= {hi}')}),")
         for a in f.asserts:
             guard = f"this[{name!r}] is None or " if conds else ""
             out.append(f"Check({self.code(f'not this._parsing or {guard}({a.check.render(self.res(rec))})')}),")
@@ -245,20 +314,30 @@ class ConstructEmitter:
             if size_field.derived_offset:
                 measure = f"({measure} + {size_field.derived_offset})"
             ic = self.type_c(size_field.type, size_field, rec)
-            out.append(f"'_patch_{size_field.name}' / Pointer("
-                       f"{self.code(f'this[{chr(39)}_o_{size_field.name}{chr(39)}]')}, "
-                       f"Rebuild({ic}, {self.code(measure)})),")
+            if not isinstance(size_field.type, ir.VarintT):
+                out.append(f"'_patch_{size_field.name}' / Pointer("
+                           f"{self.code(f'this[{chr(39)}_o_{size_field.name}{chr(39)}]')}, "
+                           f"Rebuild({ic}, {self.code(measure)})),")
             if f.compressed is None:
                 out.append(f"Check({self.code(f'not this._parsing or {measure} == this[{size_field.name!r}]')}),")
         # checksums over a size field patched just above are rebuilt after the patch
-        from .runtime_names import CHECKSUM_FUNCS  # noqa: PLC0415
         for ck in self.deferred_checksums(lay_fields).get(name, ()):
             pieces = self.checksum_pieces(lay_fields, lay_fields.index(ck))
             ic = self.type_c(ck.type, ck, rec)
             out.append(f"'_patch_{ck.name}' / If({self.code('not this._parsing')}, Pointer("
                        f"{self.code(f'this[{chr(39)}_o_{ck.name}{chr(39)}]')}, "
-                       f"Rebuild({ic}, {self.code(f'{CHECKSUM_FUNCS[ck.checksum.algorithm]}(_span(this, {pieces!r}))')}))),")
+                       f"Rebuild({ic}, {self.code(checksum_call(ck.checksum, f'_span(this, {pieces!r})', self.res(rec)))}))),")
         return out
+
+    def measure_ahead(self, size_f: ir.Field, rec: ir.Record) -> str:
+        """The encoded size of the field a varint size counts, from the value to build."""
+        target = next(o for o in rec.fields if o.name == size_f.derived_from[1])
+        t, v = target.type, f"this[{target.name!r}]"
+        if isinstance(t, ir.BytesT) and target.repeat is None and target.compressed is None:
+            n = f"len({v}.encode({t.text!r}))" if t.text else f"len({v})"
+        else:
+            n = f"len(_build_bytes({self.type_c(t, target, rec)}, {v}, this))"
+        return f"({n} + {size_f.derived_offset})" if size_f.derived_offset else n
 
     def deferred_checksums(self, fields: list[ir.Field]) -> dict[str, list[ir.Field]]:
         """Checksums covering a size-derived field whose sized field follows them (see
@@ -269,7 +348,9 @@ class ConstructEmitter:
             if f.checksum is None:
                 continue
             later = set()
-            for _kind, n in self.checksum_pieces(fields, i):
+            for kind, n in self.checksum_pieces(fields, i):
+                if kind == "range":
+                    continue
                 d = fields[names.index(n)].derived_from
                 if d and d[0] == "size" and names.index(d[1]) > i:
                     later.add(names.index(d[1]))
@@ -281,12 +362,29 @@ class ConstructEmitter:
         def r(name: str) -> str:
             if name in rec.params:
                 return f"this._params[{name!r}]"
+            if name == "_remaining":
+                return "_remaining(this)"
+            if name == "_offset":
+                return "(this._io.tell() - this['_o_start'])"
+            f = next((x for x in rec.fields if x.name == name), None)
+            if f is not None and f.derived_from and f.derived_from[0] == "size" \
+                    and not isinstance(f.type, ir.VarintT):
+                # a patched size reads as its placeholder while building: measure instead
+                t = f.derived_from[1]
+                tf = next(x for x in rec.fields if x.name == t)
+                m = (f"len(this['_plain_{t}'])" if tf.compressed is not None
+                     else f"(this['_e_{t}'] - this['_s_{t}'])")
+                if f.derived_offset:
+                    m = f"({m} + {f.derived_offset})"
+                return f"(this[{name!r}] if this._parsing else {m})"
             return f"this[{name!r}]"
         return r
 
     @staticmethod
     def checksum_pieces(fields: list[ir.Field], index: int) -> list:
         ck = fields[index].checksum
+        if ck.ranges:  # record-relative byte ranges (from the '_o_start' Tell)
+            return [("range", f"{a}:{b}") for a, b in ck.ranges]
         before = [f for f in fields[:index]]
         names = [f.name for f in before if (ck.covers is None or f.name in ck.covers)
                  and f.name not in ck.excluded]
@@ -307,6 +405,10 @@ class ConstructEmitter:
     def record_c(self, rec: ir.Record) -> list[str]:
         spans = self.spans(rec)
         lines = [f"C_{rec.name} = Struct(", "    '_o_start' / Tell,"]
+        if rec.version_range is not None and rec.version_from in rec.params:
+            lo, hi = rec.version_range
+            v = f"this._params[{rec.version_from!r}]"
+            lines.append(f"    Check({self.code(f'not this._parsing or {lo} <= {v} <= {hi}')}),")
         for f in rec.fields:
             lines += ["    " + x for x in self.field_c(f, rec, rec.fields, spans)]
         lines.append(")")
@@ -362,6 +464,8 @@ class ConstructEmitter:
             if f.repeat is not None and f.view != "numpy":
                 item = self.conv(f, f.type, "_x", rec, res)
                 conv = f"[{item} for _x in f_{f.name}]" if item else None
+                if conv and f.repeat.stop_on_error:  # keep why the log ended
+                    conv = f"_LogList({conv}, f_{f.name}.stop)"
             if conv:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
@@ -414,7 +518,9 @@ class ConstructEmitter:
         for f in rec.model_fields:
             val = f"v.{f.name}"
             item = self.m2c_value(f.type, "_x")
-            if f.view == "numpy":
+            if f.view == "numpy" and f.repeat is not None and f.repeat.count is not None:
+                expr = val  # NumpyArray builds from the array itself (bit-exact)
+            elif f.view == "numpy":
                 expr = f"None if {val} is None else _array_to_rows({val})"
             elif f.repeat is not None and item != "_x":
                 expr = f"None if {val} is None else [{item} for _x in {val}]"

@@ -9,12 +9,13 @@ prepended, so the happy path pays nothing for good error messages.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from . import ir
+from .expr import parse
 from .model import call_args, camel, enum_class, flags_class
-
-_ALG_TYPES = {"crc32": "u32", "crc32c": "u32", "xxh3_64": "u64", "blake3": "bytes32"}
+from .runtime_names import chain_anchor, checksum_call, codec_table, numeric_binding
 
 
 @dataclass
@@ -128,9 +129,18 @@ class FastEmitter:
     def runnable(self, f: ir.Field) -> bool:
         if f.cond is not None or f.compressed is not None or f.size is not None:
             return False
+        if self.uses_position(f):
+            return False  # _offset/_remaining are taken at this field, not at a run's start
+        if f.convert is not None:  # converted after the read (decode_field)
+            return False
         if f.repeat is not None:
             return False
         return self.scalar_code(f.type) is not None
+
+    @staticmethod
+    def uses_position(f: ir.Field) -> bool:
+        exprs = [f.value] + [a.check for a in f.asserts]
+        return any(e is not None and e.names & {"_offset", "_remaining"} for e in exprs)
 
     def call_args(self, callee: ir.Record, args: tuple, caller: ir.Record, res) -> str:
         return call_args(callee, args, caller, res)
@@ -142,6 +152,7 @@ class FastEmitter:
     def decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay_name = rec.name + lay.suffix
+        self.cur_rec = rec
         lines = [f"def _d_{rec.name}{lay.suffix}(mv, pos, end{params}):",
                  "    start = pos"]
         spans = self.spans_needed(lay)
@@ -152,7 +163,15 @@ class FastEmitter:
         def res(name: str) -> str:
             if name in rec.params:
                 return f"p_{name}"
+            if name == "_remaining":
+                return "(end - pos)"
+            if name == "_offset":
+                return "(pos - start)"
             return f"f_{name}"
+
+        # a sub-value lacking the attribute (another switch case) is a decode error
+        res.attr = lambda obj, a: f"_attr({obj}, {a!r}, pos, {a!r})"  # type: ignore[attr-defined]
+        self.dec_res = res
 
         def flush() -> None:
             if run:
@@ -168,9 +187,10 @@ class FastEmitter:
             role = None
             if self.runnable(f):
                 role = "value"
-            elif isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f) and f.repeat is None:
+            elif isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
+                    and self.plain(f) and f.repeat is None:
                 role = "prefix"
-            elif f.repeat is not None and f.repeat.prefix is not None and self.plain(f):
+            elif f.repeat is not None and isinstance(f.repeat.prefix, ir.IntT) and self.plain(f):
                 role = "count"
             if role is not None and not self.compatible(run, f, role):
                 flush()
@@ -378,6 +398,12 @@ class FastEmitter:
         if name in spans.s and not prefixed:
             out.append(f"_s_{name} = pos")
         inner = self.decode_value(rec, f, res, prefixed)
+        if f.chain is not None:
+            inner = [f"f__chain = {f.chain.first.render(res)}"] + inner
+        if f.convert is not None:
+            inner = ["_cva = pos"] + inner + [
+                f"f_{name} = _convert_decode({numeric_binding(f.convert)}, f_{name}, _cva, "
+                f"{name!r})"]
         sized = self.decode_sized(f, res, inner) if f.size is not None else inner
         if f.compressed is not None:
             # the declared size bounds the *decompressed* bytes (enforced exactly there)
@@ -421,26 +447,49 @@ class FastEmitter:
                 f"end = _outer_end_{f.name}"]
         return out
 
+    def chained_type(self, f: ir.Field) -> ir.Type:
+        """The element type of a chained repeat: its chain param reads ``_chain``."""
+        if f.chain is None:
+            return f.type
+        args = tuple(a for a in f.type.args if a[0] != f.chain.param)
+        return dataclasses.replace(f.type, args=args + ((f.chain.param, parse("_chain")),))
+
+    def chain_read(self, f: ir.Field, buf: str, start: str, stop: str) -> str:
+        """Source reading the stored chain value of the item at ``start``..``stop``."""
+        side, k, it = chain_anchor(self.family, f)
+        st = self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
+        at = f"{start} + {k}" if side == "start" else f"{stop} - {k}"
+        return f"{st}.unpack_from({buf}, {at})[0]"
+
+    def codecs_const(self, c: ir.Compressed) -> str:
+        """Module constant mapping a field's algorithm values to registered codecs."""
+        return self.const("CODECS", repr(codec_table(self.family, self.cur_rec, c)))
+
     def decode_compressed(self, rec: ir.Record, f: ir.Field, res, plain_code: list[str],
                           inline_code: list[str], want_span: bool) -> list[str]:
         c = f.compressed
         lt = c.length
-        st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
         alg = c.algorithm.render(res)
         cap = (f.size.render(res) if f.size is not None else
                c.limit.render(res) if c.limit is not None else "_DEFAULT_LIMIT")
         expected = f.size.render(res) if f.size is not None else "None"
-        comp = [f"if pos + {lt.size} > end:",
-                f"    raise TruncatedError('compressed length truncated', offset=pos, "
-                f"path={f.name + '.compressed_len'!r}, expected={lt.size}, found=end - pos)",
-                f"_clen = {st}.unpack_from(mv, pos)[0]",
-                f"pos += {lt.size}",
-                "if pos + _clen > end:",
-                f"    raise TruncatedError('compressed frame truncated', offset=pos, "
-                f"path={f.name!r}, expected=_clen, found=end - pos)",
-                f"_plain = _decompress({alg}, mv[pos:pos + _clen], {cap}, "
-                f"expected_size={expected}, offset=pos, path={f.name!r})",
-                "_fpos = pos",
+        codecs = f", codecs={self.codecs_const(c)}" if c.codecs else ""
+        if lt is None:  # self-terminating: the codec finds the stream's end
+            comp = [f"_plain, _clen = _decompress_prefix({alg}, mv[pos:end], {cap}, "
+                    f"expected_size={expected}, offset=pos, path={f.name!r}{codecs})"]
+        else:
+            st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
+            comp = [f"if pos + {lt.size} > end:",
+                    f"    raise TruncatedError('compressed length truncated', offset=pos, "
+                    f"path={f.name + '.compressed_len'!r}, expected={lt.size}, found=end - pos)",
+                    f"_clen = {st}.unpack_from(mv, pos)[0]",
+                    f"pos += {lt.size}",
+                    "if pos + _clen > end:",
+                    f"    raise TruncatedError('compressed frame truncated', offset=pos, "
+                    f"path={f.name!r}, expected=_clen, found=end - pos)",
+                    f"_plain = _decompress({alg}, mv[pos:pos + _clen], {cap}, "
+                    f"expected_size={expected}, offset=pos, path={f.name!r}{codecs})"]
+        comp += ["_fpos = pos",
                 "pos += _clen",
                 "_save = (mv, pos, end)",
                 "mv = memoryview(_plain)",
@@ -495,7 +544,18 @@ class FastEmitter:
             return out
         if isinstance(t, ir.BytesT):
             out = []
-            if t.prefix is not None:
+            if t.terminator is not None:
+                out += [f"_n = _find_term(mv, {t.terminator!r}, pos, end, {label!r}) - pos"]
+                if t.text:
+                    out += self.text_lines(target, "_n", t.text, label)
+                else:
+                    out.append(f"{target} = bytes(mv[pos:pos + _n])")
+                out.append(f"pos += _n + {len(t.terminator)}")
+                return out
+            if isinstance(t.prefix, ir.VarintT):
+                out += self.varint_decode(t.prefix, "_n", label + ".length")
+                n = "_n"
+            elif t.prefix is not None:
                 if prefixed:
                     n = f"n_{f.name}"
                 else:
@@ -530,12 +590,9 @@ class FastEmitter:
                         f"expected={f.const!r}, found={target})"]
             return out
         if isinstance(t, ir.VarintT):
-            # one-byte varints (the common case) skip the helper call
-            return ["if pos < end and mv[pos] < 128:",
-                    f"    {target} = mv[pos]",
-                    "    pos += 1",
-                    "else:",
-                    f"    {target}, pos = _uleb128(mv, pos, end, {label!r})"]
+            out = ["_at = pos"] + self.varint_decode(t, target, label)
+            out += self.post_scalar(rec, f, Item(f, "value", "varint", 1, target), "_at")
+            return out
         if isinstance(t, ir.PaddingT) and t.arbitrary:
             return [f"_n = (-(pos - start)) % {t.align}",
                     "if pos + _n > end:",
@@ -591,11 +648,29 @@ class FastEmitter:
             return out
         raise AssertionError(f"no decoder for {t!r}")
 
+    @staticmethod
+    def varint_decode(t: ir.VarintT, target: str, label: str) -> list[str]:
+        """Decode one varint into ``target``; one-byte uleb128 values skip the call."""
+        if t.kind == "uleb128":
+            return ["if pos < end and mv[pos] < 128:",
+                    f"    {target} = mv[pos]",
+                    "    pos += 1",
+                    "else:",
+                    f"    {target}, pos = _uleb128(mv, pos, end, {label!r})"]
+        return [f"{target}, pos = _{t.kind}(mv, pos, end, {label!r})"]
+
+    @staticmethod
+    def varint_encode(t: ir.VarintT, val: str) -> str:
+        return f"_{t.kind}_encode({val})"
+
     def decode_repeat(self, rec: ir.Record, f: ir.Field, res, prefixed: bool) -> list[str]:
         rp = f.repeat
         name = f.name
         out: list[str] = []
-        if rp.prefix is not None:
+        if isinstance(rp.prefix, ir.VarintT):
+            out += self.varint_decode(rp.prefix, "_c", name + ".count")
+            count = "_c"
+        elif rp.prefix is not None:
             if prefixed:
                 count = f"n_{name}"
             else:
@@ -662,20 +737,47 @@ class FastEmitter:
                 self.simple(self.family.records[f.type.target]):
             elem = self.inline_simple(self.family.records[f.type.target], "_x")
         else:
-            elem = self.decode_one(rec, f, f.type, "_x", "", res, False)
+            elem = self.decode_one(rec, f, self.chained_type(f), "_x", "", res, False)
+            if f.chain is not None:
+                elem = ["_p0 = pos"] + elem + [f"f__chain = {self.chain_read(f, 'mv', '_p0', 'pos')}"]
+        if rp.stop_on_error:
+            # the first item that fails ends the list; why and where is kept on the list
+            loop = ["_i = 0", "while pos < end:", "    _ip = pos", "    try:"]
+            loop += ["        " + x for x in elem]
+            loop += ["    except DecodeError as _exc:",
+                     f"        f_{name}.stop = _stop_reason(_exc.prefixed('[' + str(_i) + ']')"
+                     f".prefixed({name!r}), _ip)",
+                     "        pos = end",
+                     "        break",
+                     "    if pos <= _ip:",
+                     f"        f_{name}.stop = _stop_reason(ConstraintError('repeated item consumes "
+                     f"no bytes', offset=_ip, path={name!r}), _ip)",
+                     "        pos = end",
+                     "        break",
+                     f"    f_{name}.append(_x)",
+                     "    _i += 1"]
+            return out + [f"f_{name} = _LogList()"] + loop
         loop = ["try:"]
         if count is not None:
             loop.append(f"    for _i in range({count}):")
-        elif rp.until is not None:
+        elif rp.until is not None or rp.until_item is not None:
             loop += ["    _i = 0", "    while True:"]
         else:
-            loop += ["    _i = 0", "    while pos < end:"]
+            loop += ["    _i = 0", "    while pos < end:", "        _ip = pos"]
         loop += ["        " + x for x in elem]
         if rp.until is not None:
             loop += [f"        if _x == {rp.until!r}:", "            break"]
+        if count is None and rp.until is None and rp.until_item is None:
+            # a zero-size item would repeat forever
+            loop += ["        if pos <= _ip:",
+                     "            raise ConstraintError('repeated item consumes no bytes', "
+                     "offset=pos, path='')"]
         loop.append(f"        f_{name}.append(_x)")
         if count is None:
             loop.append("        _i += 1")
+        if rp.until_item is not None:
+            cond = rp.until_item.render(lambda n: "_x" if n == "_item" else res(n))
+            loop += [f"        if {cond}:", "            break"]
         loop += ["except DecodeError as _exc:",
                  f"    raise _exc.prefixed('[' + str(_i) + ']').prefixed({name!r}) from None"]
         out.append(f"f_{name} = []")
@@ -691,8 +793,8 @@ class FastEmitter:
                 return False
             if self.runnable(f):
                 continue
-            if isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f) \
-                    and f.const is None:
+            if isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
+                    and self.plain(f) and f.const is None:
                 continue
             return False
         return True
@@ -740,6 +842,8 @@ class FastEmitter:
                 f"    raise _text_error(_u, pos, {encoding!r}, {label!r}) from None"]
 
     def needs_post(self, f: ir.Field) -> bool:
+        if f.valid is not None:
+            return True  # every item is range-checked, as on the Construct path
         t = f.type
         if isinstance(t, ir.RefT) and t.kind in ("enum", "flags"):
             return True
@@ -753,15 +857,19 @@ class FastEmitter:
 
     def checksum_check(self, f: ir.Field, at: str) -> list[str]:
         index = next(i for i, x in enumerate(self.lay.fields) if x is f)
-        expr = self.checksum_expr(self.lay, index, "mv", "start")
+        expr = self.checksum_expr(self.lay, index, "mv", "start", self.dec_res)
         return [f"_ck = {expr}",
                 f"if f_{f.name} != _ck:",
                 f"    raise ChecksumError('{f.checksum.algorithm} mismatch', offset={at}, "
                 f"path={f.name!r}, expected=_ck, found=f_{f.name})"]
 
-    def checksum_expr(self, lay: ir.Layout, index: int, buf: str, start: str) -> str:
+    def checksum_expr(self, lay: ir.Layout, index: int, buf: str, start: str, res) -> str:
         """Python expression computing the checksum of field ``index`` over ``buf``."""
         f = lay.fields[index]
+        if f.checksum.ranges:  # record-relative byte ranges, in the order listed
+            parts = [f"{buf}[{start} + {a}:{start} + {b}]" for a, b in f.checksum.ranges]
+            data = parts[0] if len(parts) == 1 else f"b''.join(({', '.join(parts)},))"
+            return checksum_call(f.checksum, data, res)
         covered = self.covered(lay, index)
         order = [x.name for x in lay.fields]
         comp = {x.name for x in lay.fields if x.compressed is not None}
@@ -785,13 +893,13 @@ class FastEmitter:
             prev = n
         close()
         data = pieces[0] if len(pieces) == 1 else f"b''.join(({', '.join(pieces)},))"
-        alg = f.checksum.algorithm
-        return f"_ck_{alg}({data})"
+        return checksum_call(f.checksum, data, res)
 
     # -- encoding ------------------------------------------------------------------
     def encoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
         params = "".join(f", p_{p}" for p in rec.params)
         self.lay = lay
+        self.cur_rec = rec
         by_name = {f.name: f for f in lay.fields}
         derived_targets: dict[str, ir.Field] = {}
         for f in lay.fields:
@@ -801,7 +909,13 @@ class FastEmitter:
         def res(name: str) -> str:
             if name in rec.params:
                 return f"p_{name}"
+            if name == "_offset":
+                return "(len(out) - start)"
+            if name == "_remaining":  # only known while decoding
+                return "_no_remaining()"
             f = by_name.get(name)
+            if f is not None and f.checksum is not None:
+                return f"f_{name}"  # computed by encode_checksum (never in the model)
             if f is None:
                 return "None"  # field absent in this version
             if f.derived_from:
@@ -838,9 +952,10 @@ class FastEmitter:
             role = None
             if self.runnable(f):
                 role = "value"
-            elif isinstance(f.type, ir.BytesT) and f.type.prefix and self.plain(f) and f.repeat is None:
+            elif isinstance(f.type, ir.BytesT) and isinstance(f.type.prefix, ir.IntT) \
+                    and self.plain(f) and f.repeat is None:
                 role = "prefix"
-            elif f.repeat is not None and f.repeat.prefix is not None and self.plain(f):
+            elif f.repeat is not None and isinstance(f.repeat.prefix, ir.IntT) and self.plain(f):
                 role = "count"
             if role is not None and not self.compatible(run, f, role):
                 flush()
@@ -945,9 +1060,18 @@ class FastEmitter:
         name = f.name
         want_span = name in spans
         out: list[str] = []
+        if isinstance(f.type, ir.VarintT) and f.derived_from and f.derived_from[0] == "size":
+            # written once its field's size is known (``insert_varint_size``)
+            return ([f"_s_{name} = len(out)"] if name in spans.s else []) + \
+                [f"_at_{name} = len(out)"]
         if name in spans.s and not prefixed:
             out.append(f"_s_{name} = len(out)")
-        inner = self.encode_value(rec, f, f"v.{name}", res, prefixed)
+        val = f"v.{name}"
+        if f.convert is not None:
+            val = f"_convert_encode({numeric_binding(f.convert)}, v.{name}, {name!r})"
+        inner = self.encode_value(rec, f, val, res, prefixed)
+        if f.chain is not None:
+            inner = [f"f__chain = {f.chain.first.render(res)}"] + inner
         size_target = None
         for other in self.lay.fields:
             if other.derived_from == ("size", name):
@@ -956,14 +1080,19 @@ class FastEmitter:
             inner = self.encode_compressed(f, inner, res, want_span, size_target)
         elif size_target is not None:
             inner = ["_ps = len(out)"] + inner + [f"_size_{name} = len(out) - _ps"]
-        if size_target is not None:
+        if size_target is not None and isinstance(size_target.type, ir.VarintT):
+            inner += self.insert_varint_size(size_target, f, spans)
+        elif size_target is not None:
             st = self.patch_struct(size_target)
             k = f" + {size_target.derived_offset}" if size_target.derived_offset else ""
             inner.append(f"{st}.pack_into(out, _at_{size_target.name}, _size_{name}{k})")
         for ck in self.deferred.get(name, ()):
             inner += self.encode_checksum(rec, ck, spans, patch=True)
         if f.cond is not None:
-            out.append(f"if {f.cond.render(res)}:")
+            if "_remaining" in f.cond.names and f.in_model:
+                out.append(f"if v.{name} is not None:")  # presence is the value's, on encode
+            else:
+                out.append(f"if {f.cond.render(res)}:")
             out += ["    " + x for x in inner]
             if f.in_model:
                 out += [f"elif v.{name} is not None:",
@@ -977,6 +1106,28 @@ class FastEmitter:
             out.append(f"_e_{name} = len(out)")
         return out
 
+    def insert_varint_size(self, size_f: ir.Field, target: ir.Field, spans: Spans) -> list[str]:
+        """A varint size is only known once its field is encoded and its width depends on
+        the value: insert it at its place, then move every offset remembered since."""
+        k = f" + {size_f.derived_offset}" if size_f.derived_offset else ""
+        at = f"_at_{size_f.name}"
+        out = [f"_k = {self.varint_encode(size_f.type, f'_size_{target.name}{k}')}",
+               f"out[{at}:{at}] = _k"]
+        names = [x.name for x in self.lay.fields]
+        between = self.lay.fields[names.index(size_f.name) + 1:names.index(target.name) + 1]
+        if size_f.name in spans.e:
+            out.append(f"_e_{size_f.name} = {at} + len(_k)")
+        for x in between:
+            if x.name in spans.s:
+                out.append(f"_s_{x.name} += len(_k)")
+            if x.name in spans.e and x is not target:
+                out.append(f"_e_{x.name} += len(_k)")
+            if x.derived_from and x.derived_from[0] == "size" and x is not target:
+                out.append(f"_at_{x.name} += len(_k)")
+            if any(x is c for cks in self.deferred.values() for c in cks):
+                out.append(f"_atck_{x.name} += len(_k)")
+        return out
+
     def patch_struct(self, f: ir.Field) -> str:
         it = self.base_int(f.type)
         return self.const("S", f"struct.Struct({('<' if it.endian == 'le' else '>') + it.code!r})")
@@ -985,12 +1136,15 @@ class FastEmitter:
                           size_target: ir.Field | None) -> list[str]:
         c = f.compressed
         lt = c.length
-        st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
+        codecs = f", codecs={self.codecs_const(c)}" if c.codecs else ""
         comp = ["_outer = out", "out = bytearray()"]
         comp += inner
         comp += ["_plain = bytes(out)", "out = _outer",
-                 f"_frame = _compress({c.algorithm.render(res)}, _plain, path={f.name!r})",
-                 f"out += {st}.pack(len(_frame))", "out += _frame"]
+                 f"_frame = _compress({c.algorithm.render(res)}, _plain, path={f.name!r}{codecs})"]
+        if lt is not None:
+            st = self.const("S", f"struct.Struct({('<' if lt.endian == 'le' else '>') + lt.code!r})")
+            comp.append(f"out += {st}.pack(len(_frame))")
+        comp.append("out += _frame")
         if want_span:
             comp.append(f"_plain_{f.name} = _plain")
         if size_target is not None:
@@ -1035,18 +1189,34 @@ class FastEmitter:
                 return [f"out += _b_{f.name}"]
             b = f"{val}.encode({t.text!r})" if t.text else val
             out = [f"_b = {b}"]
-            if t.prefix is not None:
+            if t.terminator is not None:
+                return out + [f"if {t.terminator!r} in _b:",
+                              f"    raise EncodeError('value contains the terminator "
+                              f"{t.terminator.hex()}', path={f.name!r})",
+                              f"out += _b + {t.terminator!r}"]
+            if isinstance(t.prefix, ir.VarintT):
+                out.append(f"out += {self.varint_encode(t.prefix, 'len(_b)')}")
+            elif t.prefix is not None:
                 p = t.prefix
                 st = self.const("S", f"struct.Struct({('<' if p.endian == 'le' else '>') + p.code!r})")
                 out.append(f"out += {st}.pack(len(_b))")
-            elif t.size is not None and not t.eos and not any(
-                    o.derived_from == ("size", f.name) for o in self.lay.fields):
+            elif t.size is not None and not t.eos and "_remaining" not in t.size.names \
+                    and not any(o.derived_from == ("size", f.name) for o in self.lay.fields):
                 out += [f"if len(_b) != {t.size.render(res)}:",
                         f"    raise EncodeError('wrong length ' + str(len(_b)), path={f.name!r})"]
             out.append("out += _b")
             return out
         if isinstance(t, ir.VarintT):
-            return [f"out += _uleb128_encode({val})"]
+            if val == f"v.{f.name}":  # const/value/derived count: computed, as in runs
+                if f.const is not None:
+                    val = repr(f.const)
+                elif f.reserved:
+                    val = "0"
+                elif f.derived_from and f.derived_from[0] == "count":
+                    val = f"len(v.{f.derived_from[1]})"
+                elif f.value is not None:
+                    val = f.value.render(res)
+            return [f"out += {self.varint_encode(t, val)}"]
         if isinstance(t, ir.PaddingT):
             return [f"out += bytes((-(len(out) - start)) % {t.align})"]
         if isinstance(t, ir.RefT) and t.kind == "record":
@@ -1084,7 +1254,9 @@ class FastEmitter:
                       prefixed: bool) -> list[str]:
         rp = f.repeat
         out: list[str] = []
-        if rp.prefix is not None and not prefixed:
+        if isinstance(rp.prefix, ir.VarintT):
+            out.append(f"out += {self.varint_encode(rp.prefix, f'len({val})')}")
+        elif rp.prefix is not None and not prefixed:
             p = rp.prefix
             st = self.const("S", f"struct.Struct({('<' if p.endian == 'le' else '>') + p.code!r})")
             out.append(f"out += {st}.pack(len({val}))")
@@ -1092,6 +1264,12 @@ class FastEmitter:
             out += [f"if len({val}) != {rp.count.render(res)}:",
                     f"    raise EncodeError('expected ' + str({rp.count.render(res)}) + "
                     f"' items, found ' + str(len({val})), path={f.name!r})"]
+        if rp.until_item is not None:
+            cond = rp.until_item.render(lambda n: "_x" if n == "_item" else res(n))
+            out += [f"for _j, _x in enumerate({val}):",
+                    f"    if bool({cond}) != (_j == len({val}) - 1):",
+                    f"        raise EncodeError('repeat-until condition must hold on the last "
+                    f"item and only there', path={f.name!r})"]
         sc = self.scalar_code(f.type)
         if sc is not None and not self.needs_post(f) and rp.until is None:
             code, size, endian = sc
@@ -1107,7 +1285,14 @@ class FastEmitter:
         if f.view == "numpy":
             out.append(f"out += numpy.ascontiguousarray({val}).tobytes()")
             return out
-        elem = self.encode_one(rec, f, f.type, "_x", res, False)
+        if f.chain is not None:  # the previous item's stored value, passed as a param
+            def chained_res(n: str) -> str:
+                return "f__chain" if n == "_chain" else res(n)
+            elem = (["_p0 = len(out)"]
+                    + self.encode_one(rec, f, self.chained_type(f), "_x", chained_res, False)
+                    + [f"f__chain = {self.chain_read(f, 'out', '_p0', 'len(out)')}"])
+        else:
+            elem = self.encode_one(rec, f, f.type, "_x", res, False)
         out.append(f"for _x in {val}:")
         if rp.until is not None:
             out += [f"    if _x == {rp.until!r}:",
@@ -1121,7 +1306,7 @@ class FastEmitter:
     def encode_checksum(self, rec: ir.Record, f: ir.Field, spans: set[str],
                         patch: bool = False) -> list[str]:
         index = next(i for i, x in enumerate(self.lay.fields) if x is f)
-        expr = self.checksum_expr(self.lay, index, "memoryview(out)", "start")
+        expr = self.checksum_expr(self.lay, index, "memoryview(out)", "start", self.enc_res)
         sc = self.scalar_code(f.type)
         st = self.const("S", f"struct.Struct({('<' if sc[2] == 'le' else '>') + sc[0]!r})")
         if patch:  # deferred: the covered size field has just been patched
@@ -1129,7 +1314,8 @@ class FastEmitter:
         elif any(f is c for cks in self.deferred.values() for c in cks):
             inner = [f"_atck_{f.name} = len(out)", f"out += {st}.pack(0)"]
         else:
-            inner = [f"out += {st}.pack({expr})"]
+            # kept in a local: a later seed/chain expression may read it
+            inner = [f"f_{f.name} = {expr}", f"out += {st}.pack(f_{f.name})"]
         if f.cond is not None:
             return [f"if {f.cond.render(self.enc_res)}:"] + ["    " + x for x in inner]
         return inner

@@ -69,7 +69,9 @@ def _check(node: ast.AST, names: set[str]) -> None:
         if not isinstance(node.value, (int, bool, str)) or node.value is None:
             raise ExprError(f"unsupported literal {node.value!r}")
     elif isinstance(node, ast.Name):
-        if node.id not in FUNCTIONS and node.id not in ("True", "False"):
+        # a bare name is a field or param even when it spells a function (``len``):
+        # functions are only recognised in call position
+        if node.id not in ("True", "False"):
             names.add(node.id)
     elif isinstance(node, ast.Attribute):
         _check(node.value, names)
@@ -110,10 +112,13 @@ def _render(node: ast.AST, resolve: Callable[[str], str]) -> str:
     if isinstance(node, ast.Constant):
         return repr(node.value)
     if isinstance(node, ast.Name):
-        if node.id in FUNCTIONS or node.id in ("True", "False"):
+        if node.id in ("True", "False"):
             return node.id
         return resolve(node.id)
     if isinstance(node, ast.Attribute):
+        hook = getattr(resolve, "attr", None)  # e.g. a checked access in decoders
+        if hook is not None:
+            return hook(_render(node.value, resolve), node.attr)
         return f"{_render(node.value, resolve)}.{node.attr}"
     if isinstance(node, ast.BinOp):
         op = _BINOPS[type(node.op)]

@@ -67,9 +67,10 @@ class BytesT:
     """Raw bytes: fixed ``size``, an expression size, a length ``prefix`` or to end (eos)."""
 
     size: Expr | None = None
-    prefix: IntT | None = None
+    prefix: IntT | VarintT | None = None  # any integer encoding, varints included
     eos: bool = False
     text: str | None = None  # encoding when this is a string
+    terminator: bytes | None = None  # ends at this byte sequence (consumed, not in the value)
 
     @property
     def name(self) -> str:
@@ -78,10 +79,24 @@ class BytesT:
 
 @dataclass(frozen=True)
 class VarintT:
-    """Unsigned LEB128 (minimal on write; ``max_bytes`` caps the read)."""
+    """A variable-length integer: ``uleb128``, ``sleb128`` (signed LEB128) or ``zigzag``
+    (ZigZag-mapped signed value stored as ULEB128, protobuf ``sint64``). Minimal on write;
+    ``max_bytes`` caps the read; values are 64-bit."""
 
     max_bytes: int = 10
-    name: str = "uleb128"
+    kind: str = "uleb128"
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    @property
+    def size(self) -> int:
+        return 1  # the smallest encoding (used as a lower bound only)
+
+    @property
+    def signed(self) -> bool:
+        return self.kind != "uleb128"
 
 
 @dataclass(frozen=True)
@@ -159,6 +174,7 @@ class AliasDef:
     fixed_point: str | None = None
     doc: str = ""
     line: int | None = None
+    convert: str | None = None  # numeric conversion fields of this type apply
 
 
 @dataclass(frozen=True)
@@ -188,24 +204,46 @@ class SwitchT:
 @dataclass(frozen=True)
 class Repeat:
     count: Expr | None = None
-    prefix: IntT | None = None
+    prefix: IntT | VarintT | None = None
     eos: bool = False
     until: int | None = None  # items end at an item equal to this terminator (consumed)
+    until_item: Expr | None = None  # items end after the first one for which this holds
+    stop_on_error: bool = False  # eos: the first item that fails to decode ends the list
 
 
 @dataclass(frozen=True)
 class Compressed:
+    """A compressed region; ``length`` None = self-terminating (end found by decoding);
+    ``codecs`` maps the algorithm value (enum member name or string) to registry names."""
+
     algorithm: Expr
-    length: IntT
+    length: IntT | None
     when: Expr | None = None
     limit: Expr | None = None
+    codecs: tuple[tuple[str, str], ...] | None = None
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A repeat of records whose param ``param`` is ``first`` for the first item and then
+    the stored value of the previous item's field ``source`` (a chained checksum)."""
+
+    param: str
+    source: str
+    first: Expr
 
 
 @dataclass(frozen=True)
 class Checksum:
-    algorithm: str
+    algorithm: str  # a registry name (built-in or plug-in)
     covers: tuple[str, ...] | None  # None = every preceding field
     excluded: tuple[str, ...] = ()
+    store_bits: int | None = None  # stored truncated: the low bits of the full value
+    seed: Expr | None = None  # seeded from an earlier field / param (chains use a param)
+    params: tuple[tuple[str, Expr], ...] = ()  # keyword parameters of the algorithm
+    bits: int = 0  # the algorithm's full width (from the registry)
+    digest: bool = False  # a byte-string digest rather than an integer
+    ranges: tuple[tuple[int, int], ...] = ()  # record-relative [a, b) byte ranges, in order
 
 
 @dataclass(frozen=True)
@@ -242,6 +280,8 @@ class Field:
     value: Expr | None = None
     derived_from: tuple[str, str] | None = None  # ("count"|"size", field) set by resolve
     asserts: tuple[Assert, ...] = ()
+    convert: str | None = None  # numeric conversion (registry name) applied both ways
+    chain: Chain | None = None  # repeat items get the previous item's stored value
     derived_offset: int = 0  # size-derived from ``name - k``: encode writes measured + k
     line: int | None = None
     path: str = ""
@@ -318,6 +358,20 @@ class Registry:
     doc: str = ""
 
 
+@dataclass(frozen=True)
+class Detect:
+    """How ``inspect`` recognises a file of a family: ``magic`` bytes at offset ``at``
+    select ``record``; ``repeat`` = the file is a sequence of such records."""
+
+    record: str
+    magic: bytes
+    at: int = 0
+    repeat: bool = False
+    params: tuple[tuple[str, object], ...] = ()
+    then: str | None = None  # the rest of the file is a sequence of these records
+    tags: str | None = None  # match any bytes case label of this switch field instead
+
+
 @dataclass
 class Family:
     name: str
@@ -333,3 +387,5 @@ class Family:
     aliases: dict[str, AliasDef]
     records: dict[str, Record]
     registries: dict[str, EnumDef] = field(default_factory=dict)
+    plugins: list[str] = field(default_factory=list)  # module:function, loaded on import
+    detect: list[Detect] = field(default_factory=list)  # file detection (inspect FILE)

@@ -45,6 +45,10 @@ def elem_annotation(t: ir.Type, family: ir.Family) -> str:
 
 def annotation(f: ir.Field, family: ir.Family) -> str:
     base = elem_annotation(f.type, family)
+    if f.convert is not None:  # the model holds the conversion's value
+        from ..runtime import registry  # noqa: PLC0415
+
+        base = registry.REGISTRY.numeric(f.convert).annotation
     if f.repeat is not None:
         base = "numpy.ndarray" if f.view == "numpy" else f"list[{base}]"
     if f.cond is not None or f.since is not None or f.until is not None:

@@ -22,19 +22,32 @@ import jinja2
 import jsonschema
 import yaml
 
-from . import ir, layout
+from . import ir, layout, project
 from .emit_construct import ConstructEmitter, record_dtype
 from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
 from .resolve import Resolver
+from .runtime_names import checksum_bindings, numeric_bindings
 from .yamlsource import Source, load_text
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_DIR = PACKAGE_ROOT / "schemas"
-GENERATED_DIR = PACKAGE_ROOT / "generated"
-META_SCHEMA = SCHEMA_DIR / "bytewright.schema.json"
+PACKAGE_ROOT = project.PACKAGE_ROOT
+# The schema language's own JSON Schema: part of the tool, not of any project.
+META_SCHEMA = PACKAGE_ROOT / "schemas" / "bytewright.schema.json"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def _package_dirs() -> tuple[Path, Path]:
+    """Schema and output folders of the package's own project (from its project file)."""
+    try:
+        own = project.package_project()
+    except project.ProjectError:  # a broken install must still import; verbs report it
+        return PACKAGE_ROOT / "schemas", PACKAGE_ROOT / "generated"
+    return own.schemas[0], own.output
+
+
+# Kept for callers that predate projects; verbs use the project they were given.
+SCHEMA_DIR, GENERATED_DIR = _package_dirs()
 
 
 @dataclass
@@ -65,6 +78,21 @@ def load(paths: list[Path], problems: Problems, texts: dict[str, str] | None = N
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             problems.add(name, mark.line + 1 if mark else None, "", f"YAML syntax: {exc}")
+            continue
+        except UnicodeDecodeError as exc:
+            problems.add(name, None, "", f"not UTF-8 text (byte {exc.start}): is this a schema?")
+            continue
+        except IsADirectoryError:
+            problems.add(name, None, "", "is a folder, not a schema file")
+            continue
+        except OSError as exc:
+            problems.add(name, None, "", f"cannot read: {exc.strerror or exc}")
+            continue
+        except TypeError as exc:  # e.g. a YAML mapping used as a key ("unhashable")
+            problems.add(name, None, "", f"YAML: unsupported structure: {exc}")
+            continue
+        if src.data is None:
+            problems.add(name, 1, "", "empty schema file")
             continue
         sources.append(src)
     return sources
@@ -111,11 +139,17 @@ def digest_of(sources: list[Source]) -> str:
 
 
 def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
-        base: Path | None = None) -> Result:
-    """Run every pass over ``paths`` (default: the shipped schemas)."""
+        base: Path | None = None, proj: project.Project | None = None) -> Result:
+    """Run every pass over ``paths`` (default: the schemas of ``proj``, else of the
+    package's own project); file names are shown relative to ``base`` (default the
+    project's folder)."""
     result = Result()
     problems = result.problems
-    paths = schema_files() if paths is None else paths
+    if paths is None:
+        proj = proj or project.package_project()
+        paths = proj.schema_files()
+    if base is None and proj is not None:
+        base = proj.root
     sources = validate(load(paths, problems, texts, base), problems)
     if problems:
         return result
@@ -166,6 +200,8 @@ def render(family: ir.Family) -> str:
         flags=[flags_ctx(fd, family) for fd in family.flags.values()],
         records=[record_ctx(r, family) for r in family.records.values()],
         consts=fast.consts, fast=blocks, construct=cblocks, dtypes=dtypes(family),
+        plugins=family.plugins, checksums=checksum_bindings(family),
+        numerics=numeric_bindings(family),
         layout=pprint.pformat(layout_data(family), width=100, sort_dicts=False),
     )
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -276,6 +312,8 @@ def type_label(t: ir.Type) -> str:
             return f"{t.name}[{t.prefix.name} length]"
         if t.eos:
             return f"{t.name}[to end]"
+        if t.terminator is not None:
+            return f"{t.name}[until {t.terminator.hex()}]"
         return f"{t.name}[{t.size.source}]"
     if isinstance(t, ir.SwitchT):
         return f"switch({t.on.source})"
@@ -291,7 +329,9 @@ def field_data(f: ir.Field, lay: ir.Layout) -> dict:
         rp = f.repeat
         d["repeat"] = (rp.count.source if rp.count is not None else
                        f"{rp.prefix.name} count" if rp.prefix is not None else
-                       f"until {rp.until}" if rp.until is not None else "eos")
+                       f"until {rp.until}" if rp.until is not None else
+                       f"until_item {rp.until_item.source}" if rp.until_item is not None else
+                       "eos, stop_on_error" if rp.stop_on_error else "eos")
     if f.cond is not None:
         d["if"] = f.cond.source
     if f.const is not None:
@@ -304,12 +344,18 @@ def field_data(f: ir.Field, lay: ir.Layout) -> dict:
         d["size_expr"] = f.size.source
     if f.checksum is not None:
         d["checksum"] = {"algorithm": f.checksum.algorithm,
-                         "covers": list(f.checksum.covers) if f.checksum.covers else "preceding",
+                         "covers": list(f.checksum.covers) if f.checksum.covers else (
+                             [] if f.checksum.ranges else "preceding"),
+                         **({"ranges": [list(r) for r in f.checksum.ranges]}
+                            if f.checksum.ranges else {}),
                          "except": list(f.checksum.excluded)}
     if f.compressed is not None:
         c = f.compressed
-        d["compressed"] = {"algorithm": c.algorithm.source, "length": c.length.name,
+        d["compressed"] = {"algorithm": c.algorithm.source,
+                           "length": c.length.name if c.length else None,
                            "when": c.when.source if c.when is not None else None}
+        if c.codecs:
+            d["compressed"]["codecs"] = dict(c.codecs)
     if f.derived_from is not None:
         d["derived"] = f"{f.derived_from[0]} of {f.derived_from[1]}"
     if isinstance(f.type, ir.SwitchT):

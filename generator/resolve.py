@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..runtime import registry
 from . import ir
 from .expr import Expr, ExprError, parse
 from .problems import Problems
@@ -23,6 +24,50 @@ _BUILTIN_PARAM_TYPES = {"int", "bool", "str"}
 def self_int(t: ir.Type) -> ir.IntT | None:
     """The integer type of a plain integer field (for repeat.until), else None."""
     return t if isinstance(t, ir.IntT) else None
+
+
+_VARINTS = ("uleb128", "sleb128", "zigzag")
+# Names the generated module itself defines or imports at top level (class names are
+# CamelCase of record/enum/flags names): a schema name that maps onto one would shadow it.
+_MODULE_NAMES = frozenset({
+    "Struct", "Array", "Bytes", "Const", "Switch", "Pass", "Check", "Error", "If", "Tell",
+    "Pointer", "Rebuild", "Code", "Compressed", "Plain", "WithParams", "Terminated",
+    "Container", "ListContainer", "Padding", "Prefixed", "GreedyBytes", "Enum", "Flag",
+    "Checksum", "Computed", "Optional", "Select", "Sequence", "Default", "Hex", "Byte",
+    "NumpyArray", "RepeatToEnd", "RepeatUntil", "ZeroPadding", "Leb128", "TerminatedBytes",
+    "ChecksumError", "ConstraintError", "DecodeError", "EncodeError", "TruncatedError",
+    "UnsupportedError", "Any", "FixedSized", "IfThenElse", "StringEncoded", "BitStruct",
+    "BitsInteger", "ByteSwapped", "BytesInteger", "PascalString", "GreedyString",
+    "PrefixedArray", "VarInt", "ZigZag", "GreedyRange", "Float32l", "Float32b", "Float64l",
+    "Float64b", "Int8ul", "Int8sl", "Int16ul", "Int16ub", "Int32ul", "Int32ub", "Int64ul",
+    "Int64ub", "LogList", "StopReason", "This", "Path", "Renamed", "Terminator",
+})
+# Params become keyword arguments of the public functions, next to these.
+_API_ARGS = frozenset({"buf", "offset", "end", "compiled", "value", "mv", "pos", "out", "v",
+                       "start", "con", "stream", "exc", "i", "c", "nxt"})
+
+
+def name_problem(name: str, what: str) -> str | None:
+    """Why ``name`` cannot be a field/param/member/record name in generated Python."""
+    import keyword  # noqa: PLC0415
+
+    if not isinstance(name, str) or not name.isidentifier():
+        return f"{what} name {name!r} is not a Python identifier"
+    if keyword.iskeyword(name):
+        return (f"{what} name {name!r} is a Python keyword (the generated module would not "
+                f"compile); choose another name, e.g. {name + '_'!r}")
+    if name.startswith("_"):
+        return f"{what} name {name!r} starts with '_' (reserved for generated code)"
+    return None
+
+
+def varint_type(text: str) -> ir.VarintT | None:
+    return ir.VarintT(kind=text) if text in _VARINTS else None
+
+
+def prefix_type(text: str, default_endian: str = "le") -> ir.IntT | ir.VarintT | None:
+    """A length/count prefix: any fixed-width integer or varint encoding."""
+    return int_type(text, default_endian) or varint_type(text)
 
 
 def int_type(text: str, default_endian: str = "le") -> ir.IntT | None:
@@ -55,6 +100,7 @@ class Resolver:
     # -- entry ---------------------------------------------------------------------
     def run(self) -> ir.Family | None:
         head = self.sources[0].data
+        self.plugins = []
         endian = head.get("endian", "le")
         enums: dict[str, ir.EnumDef] = {}
         flags: dict[str, ir.FlagsDef] = {}
@@ -81,10 +127,16 @@ class Resolver:
                     table[name] = self.enum(src, join(kind, name), name, body, endian)
             for name, body in (data.get("flags") or {}).items():
                 flags[name] = self.flags(src, join("flags", name), name, body, endian)
+            for i, spec in enumerate(data.get("plugins") or []):
+                self.load_plugin(src, f"plugins[{i}]", spec)
             for name, body in (data.get("types") or {}).items():
                 base = int_type(body["base"], endian)
                 aliases[name] = ir.AliasDef(name, base, body.get("fixed_point"),
-                                            body.get("doc", ""), src.line(join("types", name)))
+                                            body.get("doc", ""), src.line(join("types", name)),
+                                            convert=body.get("convert"))
+                for key in ("fixed_point", "convert"):
+                    if body.get(key) is not None:
+                        self.check_numeric(src, join(join("types", name), key), body[key], base)
             for name, body in (data.get("records") or {}).items():
                 raw_records.append((src, name, body))
         self.enums, self.flagdefs, self.aliases = enums, flags, aliases
@@ -95,6 +147,7 @@ class Resolver:
                     self.err(self.sources[0], name, f"{kind} {name!r} clashes with {names[name]}")
                 names[name] = kind
         self.record_names = {name for _, name, _ in raw_records}
+        self.raw_bodies = {name: body for _, name, body in raw_records}
         for src, name, _ in raw_records:
             if name in names:
                 self.err(src, join("records", name), f"record name clashes with {names[name]}")
@@ -116,15 +169,189 @@ class Resolver:
             spec=head.get("spec", ""), doc=head.get("doc", ""), endian=endian,
             files=[s.file for s in self.sources], digest=self.digest, versions=versions,
             enums=enums, flags=flags, aliases=aliases, records=records,
-            registries=registries,
+            registries=registries, plugins=list(self.plugins),
+            detect=self.detect_rules(records),
         )
+
+    def detect_rules(self, records: dict[str, ir.Record]) -> list[ir.Detect]:
+        """``detect:`` entries (how ``inspect FILE`` recognises the family's files)."""
+        out = []
+        for src in self.sources:
+            for i, body in enumerate(src.data.get("detect") or []):
+                path = f"detect[{i}]"
+                magic = str(body.get("magic", ""))
+                try:
+                    raw = bytes.fromhex(magic[4:].replace(" ", "")) if magic.startswith(
+                        "hex:") else magic.encode("latin-1")
+                except ValueError:
+                    self.err(src, join(path, "magic"), "magic must be \"hex:...\" or text")
+                    continue
+                bad = [k for k in ("record", "then") if k in body and body[k] not in records]
+                if bad:
+                    self.err(src, join(path, bad[0]), f"unknown record {body[bad[0]]!r}")
+                    continue
+                tags = body.get("tags")
+                if tags is not None and not any(
+                        f.name == tags and isinstance(f.type, ir.SwitchT)
+                        for f in records[body["record"]].fields):
+                    self.err(src, join(path, "tags"), f"{tags!r} is not a switch field of "
+                                                      f"{body['record']}")
+                    continue
+                if not raw and tags is None:
+                    self.err(src, path, "give magic bytes or tags: <switch field>")
+                    continue
+                out.append(ir.Detect(body["record"], raw, int(body.get("at", 0)),
+                                     bool(body.get("repeat", False)),
+                                     tuple(sorted((body.get("params") or {}).items())),
+                                     body.get("then"), tags))
+        return out
+
+    # -- plug-ins: checksums, codecs, numeric conversions -----------------------------
+    plugins: list[str]
+
+    def load_plugin(self, src: Source, path: str, spec: str) -> None:
+        """Load a schema's ``plugins:`` entry now, so its algorithms validate the schema."""
+        try:
+            registry.load_plugin(spec)
+        except Exception as exc:  # noqa: BLE001 - any import/registration failure is a problem
+            self.err(src, path, f"cannot load plug-in {spec!r}: {type(exc).__name__}: {exc}")
+            return
+        if spec not in self.plugins:
+            self.plugins.append(spec)
+
+    def check_numeric(self, src: Source, path: str, name: str, base: ir.IntT | None) -> None:
+        spec = registry.REGISTRY.numerics.get(name)
+        if spec is None:
+            self.err(src, path, f"unknown numeric kind {name!r} (registered: "
+                                f"{', '.join(sorted(registry.REGISTRY.numerics))})")
+        elif base is not None and spec.signed is not None and base.signed != spec.signed:
+            self.err(src, path, f"{name} needs a{' signed' if spec.signed else 'n unsigned'} "
+                                f"integer, not {base.name}")
+
+    def checksum(self, src: Source, path: str, c: dict) -> ir.Checksum | None:
+        """A field's ``checksum:``; the algorithm must be registered (built-in or plug-in)."""
+        spec = registry.REGISTRY.checksums.get(c["algorithm"])
+        if spec is None:
+            self.err(src, join(path, "algorithm"),
+                     f"unknown checksum algorithm {c['algorithm']!r} (registered: "
+                     f"{', '.join(sorted(registry.REGISTRY.checksums))}; a plug-in adds more)")
+            return None
+        ranges: list[tuple[int, int]] = []
+        if c["covers"] == "preceding":
+            covers = None
+        else:
+            names = [x for x in c["covers"] if isinstance(x, str)]
+            for i, x in enumerate(c["covers"]):
+                if isinstance(x, dict):
+                    a, b = x["bytes"]
+                    if not 0 <= a < b:
+                        self.err(src, join(path, f"covers[{i}]"), f"empty byte range [{a}, {b})")
+                    ranges.append((a, b))
+            if names and ranges:
+                self.err(src, join(path, "covers"),
+                         "covers lists field names or byte ranges, not both")
+            covers = tuple(names)
+        store = c.get("store") or {}
+        bits = store.get("bits")
+        if bits is not None and (bits <= 0 or bits > spec.bits or (spec.digest and bits % 8)):
+            self.err(src, join(path, "store.bits"),
+                     f"store.bits must be 1..{spec.bits}" + (" in whole bytes" if spec.digest else ""))
+            bits = None
+        seed = None
+        if "seed" in c:
+            seed = self.expr(src, join(path, "seed"), c["seed"])
+            if not spec.seeded:
+                self.err(src, join(path, "seed"), f"{spec.name} takes no seed")
+        params = []
+        for pname, pval in (c.get("params") or {}).items():
+            if pname not in spec.params:
+                self.err(src, join(join(path, "params"), pname),
+                         f"{spec.name} has no parameter {pname!r} (it takes: "
+                         f"{', '.join(spec.params) or 'none'})")
+                continue
+            e = self.expr(src, join(join(path, "params"), pname), pval)
+            if e is not None:
+                params.append((pname, e))
+        return ir.Checksum(spec.name, covers, tuple(c.get("except", [])), bits, seed,
+                           tuple(params), spec.bits, spec.digest, tuple(ranges))
+
+    @staticmethod
+    def _fixed_size(f: ir.Field, aliases: dict, enums: dict, flags: dict) -> int | None:
+        """Byte size of an unconditional fixed-size scalar field, else None."""
+        if f.cond is not None or f.since is not None or f.until is not None or f.repeat \
+                or f.compressed is not None or f.size is not None:
+            return None
+        t = f.type
+        if isinstance(t, ir.RefT):
+            table = {"alias": aliases, "enum": enums, "flags": flags}.get(t.kind)
+            t = table[t.target].base if table is not None else None
+        if isinstance(t, (ir.IntT, ir.FloatT)):
+            return t.size
+        if isinstance(t, ir.BytesT) and t.size is not None and t.prefix is None:
+            n = t.size.constant()
+            return n if isinstance(n, int) and not isinstance(n, bool) else None
+        return None
+
+    def check_chain(self, src: Source, f: ir.Field, records: dict[str, ir.Record]) -> None:
+        """A chain needs a repeat of one record that has the param and a stored integer
+        field at a fixed distance from the item's start or end."""
+        ch = f.chain
+        t = f.type
+        if f.repeat is None or not isinstance(t, ir.RefT) or t.kind != "record":
+            self.err(src, join(f.path, "chain"), "chain needs a repeated record field")
+            return
+        if f.repeat.count is None and not f.repeat.eos:
+            self.err(src, join(f.path, "chain"), "chain works with repeat: {count: ...} or eos")
+        callee = records[t.target]
+        if ch.param not in callee.params:
+            self.err(src, join(f.path, "chain.param"),
+                     f"record {callee.name!r} has no param {ch.param!r}")
+        names = [x.name for x in callee.fields]
+        if ch.source not in names or callee.version_from is not None:
+            self.err(src, join(f.path, "chain.from"),
+                     f"record {callee.name!r} has no (unversioned) field {ch.source!r}")
+            return
+        i = names.index(ch.source)
+        sizes = [self._fixed_size(x, self.aliases, self.enums, self.flagdefs)
+                 for x in callee.fields]
+        base = callee.fields[i].type
+        if isinstance(base, ir.RefT) and base.kind == "alias":
+            base = self.aliases[base.target].base
+        if not isinstance(base, ir.IntT) or sizes[i] is None or base.code is None:
+            self.err(src, join(f.path, "chain.from"), f"{ch.source!r} must be a stored integer")
+        elif None in sizes[:i] and None in sizes[i + 1:]:
+            self.err(src, join(f.path, "chain.from"),
+                     f"{ch.source!r} must sit at a fixed offset from the item's start or end")
+
+    def check_checksum_width(self, src: Source, f: ir.Field) -> None:
+        """The stored width must hold the algorithm's value (or its declared truncation)."""
+        ck = f.checksum
+        want = ck.store_bits or ck.bits
+        t = f.type
+        if isinstance(t, ir.RefT) and t.kind == "alias":
+            t = self.aliases[t.target].base
+        if ck.digest:
+            n = t.size.constant() if isinstance(t, ir.BytesT) and t.size is not None else None
+            if not isinstance(n, int) or n * 8 != want:
+                self.err(src, f.path, f"{ck.algorithm} stores {want // 8} bytes: the field "
+                                      f"must be bytes of size {want // 8}")
+            return
+        if not isinstance(t, ir.IntT):
+            self.err(src, f.path, f"a {ck.algorithm} checksum needs an integer field")
+        elif t.bits < want:
+            hint = "" if ck.store_bits else (f"; declare store: {{bits: {t.bits}}} to keep "
+                                             "its low bits")
+            self.err(src, f.path, f"{t.name} is narrower than {ck.algorithm}'s {want} bits{hint}")
 
     # -- enums and flags -----------------------------------------------------------
     def enum(self, src: Source, path: str, name: str, body: dict, endian: str) -> ir.EnumDef:
         base = int_type(body.get("type", "u8"), endian)
         members: list[ir.EnumMember] = []
         seen: dict[int, str] = {}
+        if path.startswith("enums"):
+            self.check_name(src, path, name, "enum")
         for mname, mval in body["values"].items():
+            self.check_name(src, join(join(path, "values"), mname), str(mname), "enum member")
             value, doc = (mval, "") if isinstance(mval, int) else (mval["value"], mval.get("doc", ""))
             if value in seen:
                 self.err(src, join(join(path, "values"), mname),
@@ -153,8 +380,10 @@ class Resolver:
         base = int_type(body["type"], endian)
         bits: list[ir.FlagBit] = []
         used = 0
+        self.check_name(src, path, name, "flags")
         for bname, spec in body["bits"].items():
             bpath = join(join(path, "bits"), bname)
+            self.check_name(src, bpath, str(bname), "flag bit")
             if isinstance(spec, int):
                 lo, width, enum, doc = spec, 1, None, ""
             else:
@@ -181,7 +410,9 @@ class Resolver:
     def record(self, src: Source, name: str, body: dict) -> ir.Record:
         path = join("records", name)
         params = {}
+        self.check_name(src, path, name, "record")
         for pname, pbody in (body.get("params") or {}).items():
+            self.check_name(src, join(join(path, "params"), pname), pname, "param")
             ptype = (pbody or {}).get("type", "int")
             if ptype not in _BUILTIN_PARAM_TYPES and ptype not in self.enums:
                 self.err(src, join(join(path, "params"), pname), f"unknown param type {ptype!r}")
@@ -192,6 +423,7 @@ class Resolver:
         if "versions" in body:
             rec.version_from = body["versions"]["from"]
             rec.version_range = tuple(body["versions"]["range"])
+        self._cur_fields, self._cur_params = rec.fields, params
         for i, fbody in enumerate(body["fields"]):
             fpath = join(join(path, "fields"), i)
             f = self.field(src, fpath, fbody)
@@ -215,20 +447,28 @@ class Resolver:
         if m:
             return ir.FloatT(int(m.group(1)), m.group(2) or endian)
         if tname in ("bytes", "str"):
-            prefix = int_type(fb["length"], endian) if "length" in fb else None
+            prefix = None
+            if "length" in fb:
+                prefix = prefix_type(str(fb["length"]), endian)
+                if prefix is None:
+                    self.err(src, join(path, "length"), f"unknown length type {fb['length']!r}")
             size = None
             eos = False
+            term = self.terminator(src, join(path, "terminator"), fb["terminator"]) \
+                if "terminator" in fb else None
             if "size" in fb:
                 if fb["size"] == "eos":
                     eos = True
                 else:
                     size = self.expr(src, join(path, "size"), fb["size"])
-            if sum(x is not None and x is not False for x in (prefix, size, eos or None)) != 1:
-                self.err(src, path, f"{tname} needs exactly one of size, length, size: eos")
+            if sum(x is not None and x is not False
+                   for x in (prefix, size, eos or None, term)) != 1:
+                self.err(src, path, f"{tname} needs exactly one of size, length, size: eos, "
+                                    "terminator")
             text = fb.get("encoding", "utf-8") if tname == "str" else None
-            return ir.BytesT(size=size, prefix=prefix, eos=eos, text=text)
-        if tname == "uleb128":
-            return ir.VarintT()
+            return ir.BytesT(size=size, prefix=prefix, eos=eos, text=text, terminator=term)
+        if tname in _VARINTS:
+            return ir.VarintT(kind=tname)
         if tname == "padding":
             if "align" not in fb:
                 self.err(src, path, "padding needs 'align'")
@@ -241,6 +481,20 @@ class Resolver:
         if tname in self.record_names:
             return ir.RefT("record", tname, self.args(src, path, fb))
         self.err(src, join(path, "type"), f"unknown type {tname!r}")
+        return None
+
+    def terminator(self, src: Source, path: str, value: Any) -> bytes | None:
+        """``terminator: 0`` (one byte) or ``"hex:0d0a"`` (a byte sequence)."""
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255:
+            return bytes([value])
+        if isinstance(value, str) and value.startswith("hex:"):
+            try:
+                term = bytes.fromhex(value[4:])
+            except ValueError:
+                term = b""
+            if term:
+                return term
+        self.err(src, path, "terminator must be a byte value 0..255 or \"hex:...\" bytes")
         return None
 
     def args(self, src: Source, path: str, fb: dict) -> tuple[tuple[str, Expr], ...]:
@@ -259,9 +513,10 @@ class Resolver:
             self.err(src, path, "a switch needs 'cases'")
             return None
         cases = []
+        tag_enum = self.tag_enum(on)
         for label, target in fb["cases"].items():
             cpath = join(join(path, "cases"), str(label))
-            key = self.case_key(src, cpath, label, fb)
+            key = self.case_key(src, cpath, label, fb, tag_enum)
             if key is None:
                 continue
             rec = None if target == "empty" else target
@@ -274,7 +529,36 @@ class Resolver:
         return ir.SwitchT(on=on, cases=tuple(cases), default=default,
                           args=self.args(src, path, fb))
 
-    def case_key(self, src: Source, path: str, label: Any, fb: dict) -> int | bool | bytes | None:
+    def tag_enum(self, on: Expr) -> str | None:
+        """The enum of a switch tag that is a field or param (or a field of a sub-record,
+        ``header.kind``), so case labels resolve against that enum only."""
+        import ast  # noqa: PLC0415
+        chain: list[str] = []
+        node = on.tree
+        while isinstance(node, ast.Attribute):
+            chain.insert(0, node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = node.id
+        tname: str | None = None
+        for f in reversed(getattr(self, "_cur_fields", [])):
+            if f.name == root:
+                tname = f.type.target if isinstance(f.type, ir.RefT) else None
+                break
+        else:
+            param = getattr(self, "_cur_params", {}).get(root)
+            tname = param.type if param is not None else None
+        for attr in chain:
+            body = self.raw_bodies.get(tname or "")
+            if body is None:
+                return None
+            tname = next((fb.get("type") for fb in body.get("fields", [])
+                          if isinstance(fb, dict) and fb.get("name") == attr), None)
+        return tname if tname in self.enums else None
+
+    def case_key(self, src: Source, path: str, label: Any, fb: dict,
+                 tag_enum: str | None = None) -> int | bool | bytes | None:
         if isinstance(label, (bool, int)):
             return label
         text = str(label)
@@ -288,15 +572,48 @@ class Resolver:
             return int(text)
         if text.lower().startswith("0x"):
             return int(text, 16)
-        # An enum member name: find the enum by the switch tag's declared type later; here
-        # accept any enum that has exactly this member name.
+        if "." in text:  # explicit Enum.MEMBER
+            ename, _, member = text.partition(".")
+            from .model import camel  # noqa: PLC0415
+            ename = next((n for n in self.enums if ename in (n, camel(n))), ename)
+            e = self.enums.get(ename)
+            value = e.value_of(member) if e is not None else None
+            if value is None:
+                self.err(src, path, f"case label {text!r}: no such enum member")
+            elif tag_enum is not None and ename != tag_enum:
+                self.err(src, path, f"case label {text!r} is not of the tag's enum {tag_enum!r}")
+                return None
+            return value
+        if tag_enum is not None:  # labels belong to the tag's own enum
+            value = self.enums[tag_enum].value_of(text)
+            if value is None:
+                self.err(src, path, f"case label {text!r} is not a member of enum {tag_enum!r}")
+            return value
+        # the tag's type is not known here (an expression): the member must be unambiguous
         hits = [e.value_of(text) for e in self.enums.values() if e.value_of(text) is not None]
         if len(set(hits)) == 1:
             return hits[0]
-        self.err(src, path, f"case label {text!r} is not a number or a unique enum member")
+        self.err(src, path, f"case label {text!r} is not a number or a unique enum member "
+                            "(write Enum.MEMBER)")
         return None
 
+    def check_name(self, src: Source, path: str, name: Any, what: str) -> None:
+        from .model import camel  # noqa: PLC0415
+        problem = name_problem(name, what)
+        if problem is None and what in ("record", "enum", "flags") and camel(name) in _MODULE_NAMES:
+            problem = (f"{what} name {name!r} becomes class {camel(name)!r}, a name the "
+                       "generated module already uses")
+        if problem is None and what == "param" and name in _API_ARGS:
+            problem = f"param name {name!r} clashes with an argument of the generated functions"
+        if problem is None and what == "flag bit" and name in ("from_int", "to_int", "to_dict"):
+            problem = f"flag bit name {name!r} clashes with a method of the flags class"
+        if problem is None and what == "enum member" and name in ("name", "value", "mro"):
+            problem = f"enum member name {name!r} clashes with an attribute of Python enums"
+        if problem is not None:
+            self.err(src, path, problem)
+
     def field(self, src: Source, path: str, fb: dict) -> ir.Field | None:
+        self.check_name(src, join(path, "name"), fb.get("name"), "field")
         ftype = self.type_of(src, path, fb)
         if ftype is None:
             return None
@@ -325,7 +642,19 @@ class Resolver:
             elif "count" in rp:
                 f.repeat = ir.Repeat(count=self.expr(src, join(path, "repeat.count"), rp["count"]))
             elif "prefix" in rp:
-                f.repeat = ir.Repeat(prefix=int_type(rp["prefix"]))
+                pt = prefix_type(str(rp["prefix"]), self.sources[0].data.get("endian", "le"))
+                if pt is None:
+                    self.err(src, join(path, "repeat.prefix"),
+                             f"unknown count type {rp['prefix']!r}")
+                f.repeat = ir.Repeat(prefix=pt)
+            elif "until_item" in rp:
+                f.repeat = ir.Repeat(until_item=self.expr(src, join(path, "repeat.until_item"),
+                                                          rp["until_item"]))
+            elif rp.get("eos") is True or "stop_on_error" in rp:
+                if rp.get("stop_on_error") is not True or rp.get("eos", True) is not True:
+                    self.err(src, join(path, "repeat"),
+                             "stop_on_error needs eos: true and stop_on_error: true")
+                f.repeat = ir.Repeat(eos=True, stop_on_error=True)
             elif "until" in rp:
                 f.repeat = ir.Repeat(until=int(rp["until"]))
                 if not isinstance(ftype, ir.VarintT) and self_int(ftype) is None:
@@ -333,17 +662,30 @@ class Resolver:
             else:
                 self.err(src, join(path, "repeat"), "repeat needs count, prefix, until or eos")
         f.view = fb.get("view")
+        if "chain" in fb:
+            ch = fb["chain"]
+            first = self.expr(src, join(path, "chain.first"), ch.get("first", 0))
+            if first is not None:
+                f.chain = ir.Chain(ch["param"], ch["from"], first)
         if "compressed" in fb:
-            c = fb["compressed"]
-            alg = self.expr(src, join(path, "compressed.algorithm"), c["algorithm"])
-            f.compressed = ir.Compressed(
-                algorithm=alg, length=int_type(c["length"]),
-                when=self.expr(src, join(path, "compressed.when"), c["when"]) if "when" in c else None,
-                limit=self.expr(src, join(path, "compressed.limit"), c["limit"]) if "limit" in c else None)
+            f.compressed = self.compressed(src, join(path, "compressed"), fb["compressed"])
         if "checksum" in fb:
-            c = fb["checksum"]
-            covers = None if c["covers"] == "preceding" else tuple(c["covers"])
-            f.checksum = ir.Checksum(c["algorithm"], covers, tuple(c.get("except", [])))
+            f.checksum = self.checksum(src, join(path, "checksum"), fb["checksum"])
+        conv = fb.get("convert")
+        if conv is None and isinstance(ftype, ir.RefT) and ftype.kind == "alias":
+            conv = self.aliases[ftype.target].convert
+        if conv is not None:
+            it = ftype if isinstance(ftype, ir.IntT) else (
+                self.aliases[ftype.target].base if isinstance(ftype, ir.RefT)
+                and ftype.kind == "alias" else None)
+            if it is None and not isinstance(ftype, ir.VarintT):
+                self.err(src, join(path, "convert"), "convert needs an integer or varint field")
+            elif "repeat" in fb or "const" in fb or "value" in fb:
+                self.err(src, join(path, "convert"),
+                         "convert applies to a single stored value (no repeat/const/value)")
+            else:
+                self.check_numeric(src, join(path, "convert"), conv, it)
+                f.convert = conv
         if "value" in fb:
             f.value = self.expr(src, join(path, "value"), fb["value"])
         if "assert" in fb:
@@ -356,6 +698,33 @@ class Resolver:
                                            a.get("error", "constraint")))
             f.asserts = tuple(items)
         return f
+
+    def compressed(self, src: Source, path: str, c: dict) -> ir.Compressed:
+        raw = c["algorithm"]
+        if "codecs" not in c and isinstance(raw, str) and raw in registry.REGISTRY.codecs:
+            raw = repr(raw)  # a bare registered codec name is that codec, not a field
+        alg = self.expr(src, join(path, "algorithm"), raw)
+        length = c.get("length", "none")
+        lt = None if length == "none" else int_type(length)
+        codecs = None
+        if "codecs" in c:
+            codecs = tuple((str(k), str(v)) for k, v in c["codecs"].items())
+        names = [v for _, v in codecs] if codecs else (
+            [alg.constant()] if alg is not None and isinstance(alg.constant(), str) else [])
+        for name in names:
+            spec = registry.REGISTRY.codecs.get(name)
+            if spec is None:
+                self.err(src, join(path, "codecs") if codecs else join(path, "algorithm"),
+                         f"unknown compression codec {name!r} (registered: "
+                         f"{', '.join(sorted(registry.REGISTRY.codecs))})")
+            elif lt is None and not spec.self_terminating:
+                self.err(src, join(path, "length"),
+                         f"codec {name!r} is not self-terminating: the region needs a length")
+        return ir.Compressed(
+            algorithm=alg, length=lt,
+            when=self.expr(src, join(path, "when"), c["when"]) if "when" in c else None,
+            limit=self.expr(src, join(path, "limit"), c["limit"]) if "limit" in c else None,
+            codecs=codecs)
 
     # -- cross-field checks ----------------------------------------------------------
     def check_record(self, rec: ir.Record, records: dict[str, ir.Record]) -> None:
@@ -370,10 +739,11 @@ class Resolver:
                         and other.since is None and other.until is None:
                     self.err(src, f.path, f"field {f.name!r} appears twice")
             by_name.setdefault(f.name, f)
-        known = set(names) | set(rec.params)
+        known = set(names) | set(rec.params) | {"_remaining", "_offset"}
         for f in rec.fields:
             for label, e in self.exprs_of(f):
-                for n in sorted(e.names - known):
+                for n in sorted(e.names - known - ({"_item"} if label == "repeat.until_item"
+                                                   else set())):
                     self.err(src, f.path, f"{label} refers to unknown name {n!r}")
             # derived: count/size naming a plain integer field
             for kind, e in (("count", f.repeat.count if f.repeat else None),
@@ -389,7 +759,22 @@ class Resolver:
                     elif tgt.value is None and tgt.derived_from is None:
                         tgt.derived_from = (kind, f.name)
                         tgt.derived_offset = k
+            if f.chain is not None:
+                self.check_chain(src, f, records)
+            if f.checksum and f.checksum.ranges:
+                # ranges are read before the checksum: they must lie in the fixed prefix
+                prefix = 0
+                for x in rec.fields[:names.index(f.name)]:
+                    size = self._fixed_size(x, self.aliases, self.enums, self.flagdefs)
+                    if size is None:
+                        break
+                    prefix += size
+                for a, b in f.checksum.ranges:
+                    if b > prefix:
+                        self.err(src, f.path, f"byte range [{a}, {b}) reaches past the "
+                                              f"{prefix} fixed bytes before the checksum")
             if f.checksum:
+                self.check_checksum_width(src, f)
                 for c in (f.checksum.covers or ()) + f.checksum.excluded:
                     if c not in by_name:
                         self.err(src, f.path, f"checksum covers unknown field {c!r}")
@@ -466,6 +851,8 @@ class Resolver:
             yield "size", f.type.size
         if f.repeat and f.repeat.count is not None:
             yield "repeat.count", f.repeat.count
+        if f.repeat and f.repeat.until_item is not None:
+            yield "repeat.until_item", f.repeat.until_item
         if f.value is not None:
             yield "value", f.value
         for a in f.asserts:
@@ -477,6 +864,13 @@ class Resolver:
         if isinstance(f.type, ir.RefT):
             for a, e in f.type.args:
                 yield f"args.{a}", e
+        if f.checksum is not None:
+            if f.checksum.seed is not None:
+                yield "checksum.seed", f.checksum.seed
+            for a, e in f.checksum.params:
+                yield f"checksum.params.{a}", e
+        if f.chain is not None:
+            yield "chain.first", f.chain.first
         if f.compressed:
             yield "compressed.algorithm", f.compressed.algorithm
             if f.compressed.when is not None:

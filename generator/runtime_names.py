@@ -1,4 +1,100 @@
-"""Names of runtime helpers the generated modules import (one place to rename them)."""
+"""Names of runtime helpers the generated modules bind (one place to rename them).
 
-CHECKSUM_FUNCS = {"crc32": "_ck_crc32", "crc32c": "_ck_crc32c", "xxh3_64": "_ck_xxh3_64",
-                  "blake3": "_ck_blake3"}
+A checksum is looked up in the registry once, at import of the generated module, and
+bound to a module-level name; both codec paths call that name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from . import ir
+
+
+def checksum_binding(ck: ir.Checksum) -> str:
+    """The module-level name of ``ck``'s (possibly truncating) checksum callable."""
+    base = re.sub(r"\W", "_", ck.algorithm)
+    if base != ck.algorithm:  # keep distinct plug-in names distinct after sanitising
+        base += "_" + hashlib.sha256(ck.algorithm.encode()).hexdigest()[:6]
+    if ck.store_bits and ck.store_bits < ck.bits:
+        base += f"_b{ck.store_bits}"
+    return f"_ck_{base}"
+
+
+def checksum_call(ck: ir.Checksum, data: str, res) -> str:  # noqa: ANN001 - name resolver
+    """Python source computing ``ck`` over the bytes expression ``data``."""
+    args = [data]
+    if ck.seed is not None:
+        args.append(ck.seed.render(res))
+    args += [f"{k}={e.render(res)}" for k, e in ck.params]
+    return f"{checksum_binding(ck)}({', '.join(args)})"
+
+
+def checksum_bindings(family: ir.Family) -> list[dict]:
+    """Every checksum binding a family's module needs: name, algorithm, stored bits."""
+    seen: dict[str, dict] = {}
+    for rec in family.records.values():
+        for f in rec.fields:
+            ck = f.checksum
+            if ck is None:
+                continue
+            name = checksum_binding(ck)
+            bits = ck.store_bits if ck.store_bits and ck.store_bits < ck.bits else None
+            seen.setdefault(name, {"name": name, "algorithm": ck.algorithm, "bits": bits})
+    return [seen[k] for k in sorted(seen)]
+
+
+def numeric_binding(kind: str) -> str:
+    """The module-level name of a numeric conversion (``convert:``)."""
+    base = re.sub(r"\W", "_", kind)
+    if base != kind:
+        base += "_" + hashlib.sha256(kind.encode()).hexdigest()[:6]
+    return f"_cv_{base}"
+
+
+def numeric_bindings(family: ir.Family) -> list[dict]:
+    kinds = {f.convert for rec in family.records.values() for f in rec.fields if f.convert}
+    return [{"name": numeric_binding(k), "kind": k} for k in sorted(kinds)]
+
+
+def chain_anchor(family: ir.Family, f: ir.Field) -> tuple[str, int, ir.IntT]:
+    """Where a chained repeat reads the previous item's stored value: ("start", k) = k
+    bytes after the item's start, ("end", k) = k bytes before its end; and its type."""
+    from .resolve import Resolver  # noqa: PLC0415 - the same fixed-size rule as validation
+
+    callee = family.records[f.type.target]
+    names = [x.name for x in callee.fields]
+    i = names.index(f.chain.source)
+    sizes = [Resolver._fixed_size(x, family.aliases, family.enums, family.flags)
+             for x in callee.fields]
+    t = callee.fields[i].type
+    if isinstance(t, ir.RefT):
+        t = family.aliases[t.target].base
+    if None not in sizes[:i]:
+        return "start", sum(sizes[:i]), t
+    return "end", sum(sizes[i:]), t
+
+
+def codec_table(family: ir.Family, rec: ir.Record, c: ir.Compressed) -> dict:
+    """A compressed field's ``codecs:`` map as the generated code uses it: by enum member
+    name (the fast path holds members) and by its value (the Construct context holds the
+    raw integer), when the labels are the members of one enum."""
+    table: dict = dict(c.codecs)
+    labels = set(table)
+    enum_def = None
+    name = c.algorithm.simple_name() if c.algorithm is not None else None
+    if name is not None:
+        f = next((x for x in rec.fields if x.name == name), None)
+        if f is not None and isinstance(f.type, ir.RefT) and f.type.kind == "enum":
+            enum_def = family.enums[f.type.target]
+        elif name in rec.params and rec.params[name].type in family.enums:
+            enum_def = family.enums[rec.params[name].type]
+    if enum_def is None:
+        hits = [e for e in family.enums.values() if labels <= {m.name for m in e.members}]
+        enum_def = hits[0] if len(hits) == 1 else None
+    if enum_def is not None:
+        for m in enum_def.members:
+            if m.name in table:
+                table[m.value] = table[m.name]
+    return table

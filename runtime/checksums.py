@@ -1,8 +1,9 @@
-"""Checksum algorithms used by bytewright layouts, behind one small registry.
+"""The built-in checksum algorithms, registered like any user's plug-in.
 
-Layouts name a checksum by string (``crc32``, ``crc32c``, ``xxh3_64``, ``blake3_256``);
-the registry tells codecs how wide the stored value is and whether it is an integer
-(stored little-endian) or a raw digest, so no codec has to special-case algorithms.
+:func:`register` adds crc32, crc32c, xxh3_64 (all seedable, so they can be seeded from a
+field or chained across records) and blake3 (a 32-byte digest) to
+:mod:`bytewright.runtime.registry`. ``ALGORITHMS``/``get``/``compute`` remain as a
+small direct view of the same functions.
 """
 
 from __future__ import annotations
@@ -26,23 +27,32 @@ def _as_bytes(data: Buffer) -> bytes:
     return data if isinstance(data, bytes) else bytes(data)
 
 
-def crc32(data: Buffer) -> int:
-    """CRC-32 (ISO-HDLC, the zlib/PNG one) as an unsigned 32-bit int."""
-    return zlib.crc32(data) & 0xFFFFFFFF
+def crc32(data: Buffer, seed: int | None = None) -> int:
+    """CRC-32 (ISO-HDLC, the zlib/PNG one) as an unsigned 32-bit int.
+
+    ``seed`` is a previous CRC-32 to continue from (crc32(a + b) == crc32(b, crc32(a))).
+    """
+    if seed is None:
+        return zlib.crc32(data) & 0xFFFFFFFF
+    return zlib.crc32(data, seed & 0xFFFFFFFF) & 0xFFFFFFFF
 
 
-def crc32c(data: Buffer) -> int:
-    """CRC-32C (Castagnoli) as an unsigned 32-bit int."""
-    return int(google_crc32c.value(_as_bytes(data)))
+def crc32c(data: Buffer, seed: int | None = None) -> int:
+    """CRC-32C (Castagnoli) as an unsigned 32-bit int; ``seed`` continues a previous CRC."""
+    if seed is None:
+        return int(google_crc32c.value(_as_bytes(data)))
+    return int(google_crc32c.extend(seed & 0xFFFFFFFF, _as_bytes(data)))
 
 
-def xxh3_64(data: Buffer) -> int:
-    """XXH3 64-bit hash (seed 0) as an unsigned 64-bit int."""
-    return int(xxhash.xxh3_64_intdigest(data))
+def xxh3_64(data: Buffer, seed: int | None = None) -> int:
+    """XXH3 64-bit hash (seed 0 unless given) as an unsigned 64-bit int."""
+    if seed is None:
+        return int(xxhash.xxh3_64_intdigest(data))
+    return int(xxhash.xxh3_64_intdigest(data, seed=seed & 0xFFFFFFFFFFFFFFFF))
 
 
-def blake3_256(data: Buffer) -> bytes:
-    """BLAKE3 digest, 32 bytes."""
+def blake3_256(data: Buffer, seed: None = None) -> bytes:
+    """BLAKE3 digest, 32 bytes (no seed)."""
     return _blake3.blake3(data).digest(length=32)
 
 
@@ -82,3 +92,15 @@ def get(name: str) -> ChecksumAlgorithm:
 def compute(name: str, data: Buffer) -> int | bytes:
     """Checksum ``data`` with the algorithm called ``name``."""
     return get(name).func(data)
+
+
+def register(reg) -> None:  # noqa: ANN001 - a Registry (not imported: avoids a cycle)
+    """Plug-in entry point ``bytewright.runtime.checksums:register``."""
+    reg.add_checksum("crc32", bits=32, func=crc32, seeded=True, safe=True,
+                     doc="CRC-32 (ISO-HDLC; zlib, PNG); a seed continues a previous CRC")
+    reg.add_checksum("crc32c", bits=32, func=crc32c, seeded=True, safe=True,
+                     doc="CRC-32C (Castagnoli); a seed continues a previous CRC")
+    reg.add_checksum("xxh3_64", bits=64, func=xxh3_64, seeded=True, safe=True,
+                     doc="XXH3 64-bit; the seed is XXH3's seed")
+    reg.add_checksum("blake3", bits=256, func=blake3_256, digest=True, safe=True,
+                     doc="BLAKE3, 32-byte digest")

@@ -1,18 +1,25 @@
-"""Compression codecs (zstd, zlib, lz4) with hard output caps.
+"""The built-in compression codecs (zstd, zlib, deflate, lz4), with hard output caps.
 
-Decompression never trusts a size declared inside the compressed bytes: output is
-bounded by the caller's ``max_size`` while decoding, so a bomb or a corrupt frame is a
-:class:`DecodeError`, never a ``MemoryError``. Every library failure is translated into
-a ``DecodeError`` naming the algorithm, the offset and the field path.
+Each codec is one well-defined stream format and nothing else: ``zstd`` one zstd frame,
+``zlib`` one zlib-wrapped (RFC 1950) stream, ``deflate`` one raw deflate (RFC 1951)
+stream, ``lz4`` one lz4 frame. A format that accepts variants (sniffing zlib vs raw
+deflate, a size-prefixed lz4 block) registers its own codec from its runtime.
+:func:`register` adds these to :mod:`bytewright.runtime.registry` exactly as a user's
+plug-in would; :func:`decompress`/:func:`compress` work for any registered codec.
+
+Resource bounds: decompression never trusts a size declared inside the compressed bytes.
+Output is bounded while decoding by the caller's ``max_size`` and by :data:`MAX_OUTPUT`;
+no codec reserves its cap up front (lz4 frames stream in :data:`CHUNK` pieces after their
+declared content size is checked against the cap, zstd frames are fed one block at a
+time); and output beyond :data:`BOMB_FLOOR` bytes that exceeds :data:`MAX_RATIO` times the
+input is refused as a decompression bomb. Every failure is a :class:`DecodeError` naming
+the algorithm, the offset and the field path, never a ``MemoryError``.
 """
 
 from __future__ import annotations
 
-import struct
 import zlib
-from collections.abc import Callable
 
-import lz4.block
 import lz4.frame
 import zstandard
 
@@ -20,169 +27,269 @@ from .errors import DecodeError, EncodeError, TruncatedError, UnsupportedError
 
 Buffer = bytes | bytearray | memoryview
 
-ALGORITHMS = ("zstd", "zlib", "lz4")
+ALGORITHMS = ("zstd", "zlib", "deflate", "lz4")
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
 _ZSTD_LEVEL = 3
 _ZLIB_LEVEL = 6
 
+MAX_OUTPUT = 1 << 30
+"""Hard cap on any one decompressed section, whatever size a file declares (1 GiB)."""
+BOMB_FLOOR = 64 << 20
+"""Output below this many bytes is never called a bomb."""
+MAX_RATIO = 1000
+"""Beyond BOMB_FLOOR, output over this many times the input is refused as a bomb
+(deflate's own ceiling is about 1032:1)."""
+CHUNK = 1 << 20
+"""Streaming step: the most output any codec asks its library for at once."""
+
 
 # --- compression ----------------------------------------------------------------------
 
 
-def compress(name: str, data: Buffer, *, level: int | None = None) -> bytes:
-    """Compress ``data``: one zstd frame, one zlib-wrapped stream, or one lz4 frame."""
+def _zstd_compress(raw: bytes, level: int | None = None) -> bytes:
+    cctx = zstandard.ZstdCompressor(level=_ZSTD_LEVEL if level is None else level,
+                                    write_content_size=True)
+    return cctx.compress(raw)
+
+
+def _zlib_compress(raw: bytes, level: int | None = None) -> bytes:
+    return zlib.compress(raw, _ZLIB_LEVEL if level is None else level)
+
+
+def _deflate_compress(raw: bytes, level: int | None = None) -> bytes:
+    co = zlib.compressobj(_ZLIB_LEVEL if level is None else level, zlib.DEFLATED,
+                          -zlib.MAX_WBITS)
+    return co.compress(raw) + co.flush()
+
+
+def _lz4_compress(raw: bytes, level: int | None = None) -> bytes:
+    if level is None:
+        return lz4.frame.compress(raw)
+    return lz4.frame.compress(raw, compression_level=level)
+
+
+_COMPRESSORS = {"zstd": _zstd_compress, "zlib": _zlib_compress,
+                "deflate": _deflate_compress, "lz4": _lz4_compress}
+
+
+def compress(name: str, data: Buffer, *, level: int | None = None, path: str = "") -> bytes:
+    """Compress ``data`` as one stream of the registered codec ``name``.
+
+    ``level`` applies to the built-in codecs only (plug-ins choose their own).
+    """
     raw = bytes(data)
     try:
-        if name == "zstd":
-            cctx = zstandard.ZstdCompressor(
-                level=_ZSTD_LEVEL if level is None else level, write_content_size=True
-            )
-            return cctx.compress(raw)
-        if name == "zlib":
-            return zlib.compress(raw, _ZLIB_LEVEL if level is None else level)
-        if name == "lz4":
-            if level is None:
-                return lz4.frame.compress(raw)
-            return lz4.frame.compress(raw, compression_level=level)
-    except (zstandard.ZstdError, zlib.error, RuntimeError, ValueError) as exc:
-        raise EncodeError(f"{name} compression failed: {exc}") from exc
-    raise EncodeError(f"unknown compression algorithm {name!r}")
+        spec = _registry().codec(name, path=path)
+    except UnsupportedError as exc:
+        raise EncodeError(exc.message, path=path) from None
+    try:
+        if level is not None and name in _COMPRESSORS:
+            return _COMPRESSORS[name](raw, level)
+        return spec.compress(raw)
+    except (zstandard.ZstdError, zlib.error, RuntimeError, ValueError, OverflowError) as exc:
+        raise EncodeError(f"{name} compression failed: {exc}", path=path) from exc
 
 
 # --- decompression --------------------------------------------------------------------
 
 
-class _Fail(Exception):
-    """Internal: a decoder-specific failure, turned into a DecodeError by the caller."""
-
-    def __init__(self, why: str, *, truncated: bool = False) -> None:
-        super().__init__(why)
-        self.why = why
-        self.truncated = truncated
+def _over(limit: int) -> CodecFailure:
+    return CodecFailure(f"output exceeds the limit of {limit} bytes")
 
 
-def _over(limit: int) -> _Fail:
-    return _Fail(f"output exceeds the limit of {limit} bytes")
+def _guard(produced: int, consumed: int, limit: int) -> None:
+    """Refuse output over the cap, or a bomb's ratio, as soon as it appears."""
+    if produced > limit:
+        raise _over(limit)
+    if produced > BOMB_FLOOR and produced > MAX_RATIO * max(consumed, 1):
+        raise CodecFailure(f"decompression bomb refused: {produced} bytes from {consumed} "
+                           f"(over {MAX_RATIO}:1)")
 
 
-def _zstd_pieces(data: bytes) -> list[bytes]:
-    """Split one zstd frame into header, blocks and checksum; reject trailing bytes.
+def _zstd_pieces(data: bytes, trailing: bool = False) -> tuple[list[bytes], int]:
+    """Split one zstd frame into header, blocks and checksum; return them and its length.
 
     Feeding the decoder one block at a time bounds each step's output to one block
-    (at most 128 KiB), so the cap is checked long before a bomb can grow.
+    (at most 128 KiB), so the cap is checked long before a bomb can grow. Trailing bytes
+    are an error unless ``trailing`` (a stream whose end is found by decoding it).
     """
     if not data.startswith(ZSTD_MAGIC):
         if len(data) < 4 and ZSTD_MAGIC.startswith(data):
-            raise _Fail("frame header is truncated", truncated=True)
-        raise _Fail(f"bad frame magic {data[:4].hex() or 'empty'}, expected 28b52ffd")
+            raise CodecFailure("frame header is truncated", truncated=True)
+        raise CodecFailure(f"bad frame magic {data[:4].hex() or 'empty'}, expected 28b52ffd")
     try:
         pos = zstandard.frame_header_size(data)
     except zstandard.ZstdError as exc:
-        raise _Fail(f"bad frame header: {exc}", truncated=len(data) < 18) from exc
+        raise CodecFailure(f"bad frame header: {exc}", truncated=len(data) < 18) from exc
     if pos > len(data):
-        raise _Fail("frame header is truncated", truncated=True)
+        raise CodecFailure("frame header is truncated", truncated=True)
     has_checksum = bool(data[4] & 0x04)
     pieces = [data[:pos]]
     while True:
         if pos + 3 > len(data):
-            raise _Fail("frame ends inside a block header", truncated=True)
+            raise CodecFailure("frame ends inside a block header", truncated=True)
         header = int.from_bytes(data[pos : pos + 3], "little")
         last, kind, size = header & 1, (header >> 1) & 3, header >> 3
         if kind == 3:
-            raise _Fail("reserved block type")
+            raise CodecFailure("reserved block type")
         end = pos + 3 + (1 if kind == 1 else size)
         if end > len(data):
-            raise _Fail("frame ends inside a block", truncated=True)
+            raise CodecFailure("frame ends inside a block", truncated=True)
         pieces.append(data[pos:end])
         pos = end
         if last:
             break
     if has_checksum:
         if pos + 4 > len(data):
-            raise _Fail("frame ends inside the content checksum", truncated=True)
+            raise CodecFailure("frame ends inside the content checksum", truncated=True)
         pieces.append(data[pos : pos + 4])
         pos += 4
-    if pos != len(data):
-        raise _Fail(f"{len(data) - pos} trailing byte(s) after the frame")
-    return pieces
+    if pos != len(data) and not trailing:
+        raise CodecFailure(f"{len(data) - pos} trailing byte(s) after the frame")
+    return pieces, pos
 
 
-def _zstd(data: bytes, limit: int) -> bytes:
-    pieces = _zstd_pieces(data)
+def _zstd_prefix(data: bytes, limit: int) -> tuple[bytes, int]:
+    pieces, used = _zstd_pieces(data, trailing=True)
     # The decoder allocates the frame's declared window up front; refuse windows much
     # larger than the output could ever need (but allow common 8 MiB defaults).
     window = min(1 << 27, max(1 << 23, 1 << max(limit - 1, 1).bit_length()))
     dobj = zstandard.ZstdDecompressor(max_window_size=window).decompressobj()
     out = bytearray()
+    consumed = 0
     try:
         for piece in pieces:
+            consumed += len(piece)
             out += dobj.decompress(piece)
-            if len(out) > limit:
-                raise _over(limit)
+            _guard(len(out), consumed, limit)
     except zstandard.ZstdError as exc:
-        raise _Fail(str(exc)) from exc
+        raise CodecFailure(str(exc)) from exc
     if not dobj.eof:
-        raise _Fail("frame did not finish", truncated=True)
-    return bytes(out)
+        raise CodecFailure("frame did not finish", truncated=True)
+    return bytes(out), used
 
 
-def _zlib(data: bytes, limit: int) -> bytes:
-    # A zlib wrapper is CMF (deflate, CM=8) + FLG with a valid check; else raw deflate.
-    wrapped = len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] * 256 + data[1]) % 31 == 0
-    dobj = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
-    try:
-        out = dobj.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise _Fail(str(exc)) from exc
-    if len(out) > limit:
-        raise _over(limit)
-    if not dobj.eof:
-        raise _Fail("stream is incomplete", truncated=True)
-    if dobj.unused_data:
-        raise _Fail(f"{len(dobj.unused_data)} trailing byte(s) after the stream")
+def _zstd(data: bytes, limit: int) -> bytes:
+    out, used = _zstd_prefix(data, limit)
+    if used != len(data):
+        raise CodecFailure(f"{len(data) - used} trailing byte(s) after the frame")
     return out
 
 
-def _lz4(data: bytes, limit: int) -> bytes:
-    if data.startswith(LZ4_FRAME_MAGIC):
-        dobj = lz4.frame.LZ4FrameDecompressor()
-        try:
-            out = dobj.decompress(data, max_length=limit + 1)
-        except RuntimeError as exc:
-            raise _Fail(f"frame: {exc}") from exc
-        if len(out) > limit:
-            raise _over(limit)
+def _inflate_prefix(data: bytes, limit: int, wbits: int) -> tuple[bytes, int]:
+    """Inflate one stream from the start of ``data`` in CHUNK steps; (output, consumed)."""
+    dobj = zlib.decompressobj(wbits)
+    out = bytearray()
+    pending = data
+    try:
+        while True:
+            piece = dobj.decompress(pending, min(CHUNK, limit + 1 - len(out)))
+            out += piece
+            pending = dobj.unconsumed_tail
+            _guard(len(out), len(data) - len(pending), limit)
+            if dobj.eof or (not pending and not piece):
+                break
         if not dobj.eof:
-            raise _Fail("frame is incomplete", truncated=True)
-        if dobj.unused_data:
-            raise _Fail(f"{len(dobj.unused_data)} trailing byte(s) after the frame")
+            out += dobj.flush()
+            _guard(len(out), len(data), limit)
+    except zlib.error as exc:
+        raise CodecFailure(str(exc)) from exc
+    if not dobj.eof:
+        raise CodecFailure("stream is incomplete", truncated=True)
+    return bytes(out), len(data) - len(dobj.unused_data)
+
+
+def _whole(prefix_fn):  # noqa: ANN001, ANN202 - a decoder that must consume everything
+    def whole(data: bytes, limit: int) -> bytes:
+        out, used = prefix_fn(data, limit)
+        if used != len(data):
+            raise CodecFailure(f"{len(data) - used} trailing byte(s) after the stream")
         return out
-    # Otherwise a raw block behind a 4-byte little-endian uncompressed size.
-    if len(data) < 4:
-        raise _Fail("block is shorter than its 4-byte size prefix", truncated=True)
-    (size,) = struct.unpack_from("<I", data)
-    if size > limit:
-        raise _Fail(f"block declares {size} bytes, over the {limit}-byte limit")
-    if size == 0:
-        if data[4:] != b"\x00":
-            raise _Fail("empty block must be the single byte 00")
-        return b""
+    return whole
+
+
+def _zlib_prefix(data: bytes, limit: int) -> tuple[bytes, int]:
+    return _inflate_prefix(data, limit, zlib.MAX_WBITS)
+
+
+def _deflate_prefix(data: bytes, limit: int) -> tuple[bytes, int]:
+    return _inflate_prefix(data, limit, -zlib.MAX_WBITS)
+
+
+def _lz4_prefix(data: bytes, limit: int) -> tuple[bytes, int]:
+    if not data.startswith(LZ4_FRAME_MAGIC):
+        if len(data) < 4 and LZ4_FRAME_MAGIC.startswith(data):
+            raise CodecFailure("frame header is truncated", truncated=True)
+        raise CodecFailure(f"bad frame magic {data[:4].hex() or 'empty'}, expected 04224d18")
     try:
-        out = lz4.block.decompress(data[4:], uncompressed_size=size)
-    except (lz4.block.LZ4BlockError, ValueError) as exc:
-        raise _Fail(f"block: {exc}") from exc
-    if len(out) != size:
-        raise _Fail(f"block decoded to {len(out)} bytes, its prefix says {size}")
-    return out
+        info = lz4.frame.get_frame_info(data)
+    except RuntimeError as exc:
+        raise CodecFailure(f"frame header: {exc}", truncated="incomplete" in str(exc)) from exc
+    declared = int(info.get("content_size") or 0)
+    if declared > limit:  # refused before a byte is decoded (issue 14: no up-front cap)
+        raise CodecFailure(f"frame declares {declared} bytes, over the {limit}-byte limit")
+    dobj = lz4.frame.LZ4FrameDecompressor()
+    out = bytearray()
+    # The library reserves max_length up front: ask for no more than the frame declares.
+    step = min(CHUNK, limit + 1, declared + 1) if declared else min(CHUNK, limit + 1)
+    try:
+        piece = dobj.decompress(data, max_length=step)
+        while True:
+            out += piece
+            _guard(len(out), len(data), limit)
+            if dobj.eof or dobj.needs_input:
+                break
+            piece = dobj.decompress(b"", max_length=min(CHUNK, limit + 1 - len(out)))
+    except RuntimeError as exc:
+        raise CodecFailure(f"frame: {exc}") from exc
+    if not dobj.eof:
+        raise CodecFailure("frame is incomplete", truncated=True)
+    return bytes(out), len(data) - len(dobj.unused_data or b"")
 
 
-_DECODERS: dict[str, Callable[[bytes, int], bytes]] = {
-    "zstd": _zstd,
-    "zlib": _zlib,
-    "lz4": _lz4,
-}
+def register(reg) -> None:  # noqa: ANN001 - a Registry (not imported here: avoids a cycle)
+    """Plug-in entry point ``bytewright.runtime.compression:register``."""
+    reg.add_codec("zstd", compress=_zstd_compress, decompress=_zstd, self_terminating=True,
+                  decompress_prefix=_zstd_prefix, doc="one zstd frame (RFC 8878)")
+    reg.add_codec("zlib", compress=_zlib_compress, decompress=_whole(_zlib_prefix),
+                  self_terminating=True, decompress_prefix=_zlib_prefix,
+                  doc="one zlib-wrapped deflate stream (RFC 1950)")
+    reg.add_codec("deflate", compress=_deflate_compress, decompress=_whole(_deflate_prefix),
+                  self_terminating=True, decompress_prefix=_deflate_prefix,
+                  doc="one raw deflate stream (RFC 1951)")
+    reg.add_codec("lz4", compress=_lz4_compress, decompress=_whole(_lz4_prefix),
+                  self_terminating=True, decompress_prefix=_lz4_prefix,
+                  doc="one lz4 frame")
+
+
+def _fail(name: str, exc: BaseException, offset: int | None, path: str) -> DecodeError:
+    if isinstance(exc, CodecFailure):
+        cls = TruncatedError if exc.truncated else DecodeError
+        return cls(f"{name} decompression failed: {exc.why}", offset=offset, path=path)
+    if isinstance(exc, MemoryError):
+        return DecodeError(f"{name} decompression failed: out of memory", offset=offset,
+                           path=path)
+    # A plug-in's own exception type: still the project's error, never an escape.
+    return DecodeError(f"{name} decompression failed: {type(exc).__name__}: {exc}",
+                       offset=offset, path=path)
+
+
+def _limit(name: str, max_size: int, expected_size: int | None, offset: int | None,
+           path: str) -> int:
+    if max_size < 0 or (expected_size is not None and expected_size < 0):
+        raise DecodeError(f"{name}: negative size", offset=offset, path=path,
+                          expected=">= 0", found=min(max_size, expected_size or 0))
+    # Decoding past the expected size is pointless: cap at whichever is smaller.
+    limit = max_size if expected_size is None else min(max_size, expected_size)
+    if limit > MAX_OUTPUT:
+        if expected_size is not None and expected_size > MAX_OUTPUT:
+            raise DecodeError(f"{name}: declared size is over the {MAX_OUTPUT}-byte limit",
+                              offset=offset, path=path, expected=f"<= {MAX_OUTPUT}",
+                              found=expected_size)
+        limit = MAX_OUTPUT
+    return limit
 
 
 def decompress(
@@ -194,40 +301,63 @@ def decompress(
     path: str = "",
     expected_size: int | None = None,
 ) -> bytes:
-    """Decompress exactly one ``name`` stream, producing at most ``max_size`` bytes.
+    """Decompress exactly one stream of the registered codec ``name``, producing at most
+    ``max_size`` bytes (and never more than :data:`MAX_OUTPUT`).
 
     With ``expected_size`` the output must be exactly that long. Failures raise
     :class:`DecodeError` (``TruncatedError`` when the input just ends early, and
     ``UnsupportedError`` for an unknown algorithm), carrying ``offset`` and ``path``.
     """
-    decoder = _DECODERS.get(name)
-    if decoder is None:
-        raise UnsupportedError(
-            f"unknown compression algorithm {name!r}",
-            offset=offset,
-            path=path,
-            expected=list(ALGORITHMS),
-            found=name,
-        )
-    if max_size < 0 or (expected_size is not None and expected_size < 0):
-        raise ValueError(f"sizes must be >= 0, got {max_size=} {expected_size=}")
-    # Decoding past the expected size is pointless: cap at whichever is smaller.
-    limit = max_size if expected_size is None else min(max_size, expected_size)
+    spec = _registry().codec(name, offset=offset, path=path)
+    limit = _limit(name, max_size, expected_size, offset, path)
     try:
-        out = decoder(bytes(data), limit)
-    except _Fail as fail:
-        cls = TruncatedError if fail.truncated else DecodeError
-        raise cls(f"{name} decompression failed: {fail.why}", offset=offset, path=path) from None
-    except MemoryError:
-        raise DecodeError(
-            f"{name} decompression failed: out of memory", offset=offset, path=path
-        ) from None
+        out = spec.decompress(bytes(data), limit)
+    except Exception as exc:  # noqa: BLE001 - every codec failure becomes a DecodeError
+        raise _fail(name, exc, offset, path) from None
+    _check_out(name, out, limit, expected_size, offset, path)
+    return bytes(out)
+
+
+def decompress_prefix(
+    name: str,
+    data: Buffer,
+    max_size: int,
+    *,
+    offset: int | None = None,
+    path: str = "",
+    expected_size: int | None = None,
+) -> tuple[bytes, int]:
+    """Decompress the one stream at the start of ``data`` (a region with no length
+    prefix); return ``(plain, bytes consumed)``. The codec must be self-terminating."""
+    spec = _registry().codec(name, offset=offset, path=path)
+    if not spec.self_terminating or spec.decompress_prefix is None:
+        raise UnsupportedError(f"{name} streams are not self-terminating: the region needs "
+                               "a length", offset=offset, path=path, found=name)
+    limit = _limit(name, max_size, expected_size, offset, path)
+    try:
+        out, used = spec.decompress_prefix(bytes(data), limit)
+    except Exception as exc:  # noqa: BLE001 - every codec failure becomes a DecodeError
+        raise _fail(name, exc, offset, path) from None
+    _check_out(name, out, limit, expected_size, offset, path)
+    if not 0 < used <= len(data):
+        raise DecodeError(f"{name} codec reported {used} bytes consumed of {len(data)}",
+                          offset=offset, path=path)
+    return bytes(out), used
+
+
+def _check_out(name: str, out: bytes, limit: int, expected_size: int | None,
+               offset: int | None, path: str) -> None:
+    if len(out) > limit:  # a plug-in that ignored its cap
+        raise DecodeError(f"{name} decompression failed: output exceeds the limit of {limit} "
+                          "bytes", offset=offset, path=path)
     if expected_size is not None and len(out) != expected_size:
-        raise DecodeError(
-            f"{name} output has the wrong length",
-            offset=offset,
-            path=path,
-            expected=expected_size,
-            found=len(out),
-        )
-    return out
+        raise DecodeError(f"{name} output has the wrong length", offset=offset, path=path,
+                          expected=expected_size, found=len(out))
+
+
+def _registry():  # noqa: ANN202 - imported late: the registry loads this module as a plug-in
+    from .registry import REGISTRY  # noqa: PLC0415
+    return REGISTRY
+
+
+from .registry import CodecFailure  # noqa: E402 - after register(): see _registry()

@@ -1,4 +1,4 @@
-"""Named fixed-point number types, converted with exact integer arithmetic.
+"""Named fixed-point number types and numeric conversions (exact integer arithmetic).
 
 ``Q64.64`` is a signed i128 whose value is ``raw / 2**64`` (stored i128 LE); the float
 conversion matches gMath ``FixedPoint::from_f64`` (exact IEEE value, truncated toward
@@ -105,3 +105,56 @@ def tq19_to_q64(q: int) -> int:
 def tq19_canonical(raw: int) -> int:
     """Snap a raw Q64.64 to the nearest value TQ1.9 can represent."""
     return tq19_to_q64(tq19_from_q64(raw))
+
+
+# --- numeric conversions for the registry ----------------------------------------------
+
+
+def zigzag_decode(raw: int) -> int:
+    """Zigzag (protobuf sint): 0, 1, 2, 3 -> 0, -1, 1, -2; any width."""
+    if raw < 0:
+        raise ConstraintError("zigzag raw value must be unsigned", expected=">= 0", found=raw)
+    return (raw >> 1) ^ -(raw & 1)
+
+
+def zigzag_encode(value: int) -> int:
+    """Inverse of :func:`zigzag_decode`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EncodeError(f"zigzag needs an int, got {value!r}")
+    return value << 1 if value >= 0 else (-value << 1) - 1
+
+
+def _q64_encode(value: Fraction | int | float) -> int:
+    if isinstance(value, float):
+        return q64_from_float(value)
+    return q64_from_fraction(Fraction(value))
+
+
+def _tq19_decode(q: int) -> Fraction:
+    if abs(q) > TQ19_MAX:
+        raise ConstraintError("TQ1.9 value out of range", expected=f"{TQ19_MIN}..{TQ19_MAX}",
+                              found=q)
+    return Fraction(q, TQ19_SCALE)
+
+
+def _tq19_encode(value: Fraction | int | float) -> int:
+    frac = Fraction(value)
+    q = round_half_away(frac.numerator * TQ19_SCALE, frac.denominator)
+    if abs(q) > TQ19_MAX:
+        raise EncodeError(f"{value!r} is outside the TQ1.9 range")
+    return q
+
+
+def register(reg) -> None:  # noqa: ANN001 - a Registry (not imported: avoids a cycle)
+    """Plug-in entry point ``bytewright.runtime.fixedpoint:register``.
+
+    q64.64 and tq1.9 convert raw integers to exact :class:`~fractions.Fraction` values
+    (as ``convert:``); as ``fixed_point:`` types the object model keeps the raw integer.
+    """
+    reg.add_numeric("q64.64", decode=q64_to_fraction, encode=_q64_encode, signed=True,
+                    raw_model=True, doc="Q64.64: raw / 2**64 (i128)", annotation="Fraction")
+    reg.add_numeric("tq1.9", decode=_tq19_decode, encode=_tq19_encode, signed=True,
+                    raw_model=True, doc="TQ1.9: raw / 3**9, |raw| <= 29524 (i16)",
+                    annotation="Fraction")
+    reg.add_numeric("zigzag", decode=zigzag_decode, encode=zigzag_encode, signed=False,
+                    doc="zigzag: 0, 1, 2, 3 <-> 0, -1, 1, -2 (protobuf sint)", annotation="int")

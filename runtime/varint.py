@@ -97,3 +97,69 @@ def uleb128_size(value: int) -> int:
     if value < 0 or value > U64_MAX:
         raise EncodeError(f"ULEB128 value {value} outside 0..2**64-1")
     return max(1, (value.bit_length() + 6) // 7)
+
+
+I64_MIN = -(1 << 63)
+I64_MAX = (1 << 63) - 1
+
+
+def decode_sleb128(buf: bytes | bytearray | memoryview, offset: int = 0, *,
+                   max_bytes: int = 10, path: str = "") -> tuple[int, int]:
+    """Decode one signed LEB128 (two's complement, sign from bit 6 of the last byte)."""
+    value, shift, pos, end = 0, 0, offset, len(buf)
+    while True:
+        if pos >= end:
+            raise TruncatedError("buffer ends inside a SLEB128 varint", offset=offset,
+                                 path=path, expected="continuation byte",
+                                 found=f"end of buffer after {pos - offset} byte(s)")
+        if pos - offset >= max_bytes:
+            raise ConstraintError(f"SLEB128 varint longer than {max_bytes} bytes",
+                                  offset=offset, path=path, expected=f"<= {max_bytes} bytes",
+                                  found=f"> {max_bytes} bytes")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    if byte & 0x40:
+        value -= 1 << shift
+    if not I64_MIN <= value <= I64_MAX:
+        raise ConstraintError("SLEB128 value does not fit in 64 bits", offset=offset,
+                              path=path, expected=f"{I64_MIN}..{I64_MAX}", found=value)
+    return value, pos
+
+
+def encode_sleb128(value: int) -> bytes:
+    """Minimal signed LEB128 encoding of a signed 64-bit ``value``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EncodeError(f"SLEB128 value must be an int, got {type(value).__name__}")
+    if not I64_MIN <= value <= I64_MAX:
+        raise EncodeError(f"SLEB128 value {value} outside -2**63..2**63-1")
+    out = bytearray()
+    while True:
+        group = value & 0x7F
+        value >>= 7  # arithmetic shift keeps the sign
+        if (value == 0 and not group & 0x40) or (value == -1 and group & 0x40):
+            out.append(group)
+            return bytes(out)
+        out.append(group | 0x80)
+
+
+def decode_zigzag(buf: bytes | bytearray | memoryview, offset: int = 0, *,
+                  max_bytes: int = 10, path: str = "") -> tuple[int, int]:
+    """Decode one ZigZag varint (protobuf ``sint64``): ULEB128 of (n << 1) ^ (n >> 63)."""
+    raw, pos = decode_uleb128(buf, offset, max_bytes=max_bytes, path=path)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def encode_zigzag(value: int) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EncodeError(f"zigzag value must be an int, got {type(value).__name__}")
+    if not I64_MIN <= value <= I64_MAX:
+        raise EncodeError(f"zigzag value {value} outside -2**63..2**63-1")
+    return encode_uleb128((value << 1) ^ (value >> 63))
+
+
+DECODERS = {"uleb128": decode_uleb128, "sleb128": decode_sleb128, "zigzag": decode_zigzag}
+ENCODERS = {"uleb128": encode_uleb128, "sleb128": encode_sleb128, "zigzag": encode_zigzag}

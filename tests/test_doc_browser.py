@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bytewright.generator import docs
+from bytewright.generator import diff, docs
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -114,3 +114,22 @@ def test_index_and_screenshot(server):
     assert shot.exists() and shot.stat().st_size > 50_000, proc.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     shutil.copyfile(shot, ARTIFACT)
+
+
+def test_diagrams_render_one_per_record_version(server):
+    """Every record version has an SVG byte diagram; the visible ones draw in Chromium."""
+    browser, base, factory = server
+    tmp = factory.mktemp("chromium")
+    model = docs.build_model(diff.shipped("schemas"))
+    for fam in model["families"]:
+        proc = _chromium(browser, tmp, "--dump-dom", f"{base}/{fam['name']}.html")
+        dom = proc.stdout
+        assert 'data-ready="1"' in dom
+        ids = [lay["id"] for rec in fam["records"] for lay in rec["layouts"]]
+        for ident in ids:
+            assert f'data-layout="{ident}"' in dom, ident
+        assert dom.count('class="bw-diagram"') >= len(ids)
+        shown = int(re.search(r'data-diagrams-shown="(\d+)"', dom).group(1))
+        drawn = int(re.search(r'data-diagrams-drawn="(\d+)"', dom).group(1))
+        assert shown > 0 and drawn == shown, (fam["name"], shown, drawn)
+        assert re.search(r'<pre id="bw-errors"[^>]*></pre>', dom)

@@ -51,8 +51,10 @@ def test_check_command_fails_on_drift(tmp_path: Path, monkeypatch, capsys):
     shutil.copytree(pipeline.GENERATED_DIR, gen)
     path = gen / "htt.py"
     path.write_text(path.read_text().replace("def _d_wal_entry(", "def _d_wal_entry_x(", 1))
-    monkeypatch.setattr(pipeline, "GENERATED_DIR", gen)
-    assert main(["check", "--no-compiled"]) == 1
+    # A project whose output folder is the tampered copy (verbs read the project file).
+    (tmp_path / "bytewright.toml").write_text(
+        f'schemas = ["{pipeline.SCHEMA_DIR}"]\noutput = "generated"\n', encoding="utf-8")
+    assert main(["check", "--no-compiled", "--project", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "DRIFT generated/htt.py" in err and "wal_entry" in err
 

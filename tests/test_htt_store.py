@@ -842,7 +842,9 @@ def test_cli_info_dump_verify_compact(tmp_path, capsys):
     bad = bytearray(read(p))
     bad[0] = 0
     write(p, bytes(bad))
-    assert main(["htt", "info", p]) == 2
+    assert main(["htt", "info", p]) == 1  # corrupt data (cli/common.py exit codes)
+    assert p in capsys.readouterr().err
+    assert main(["htt", "info", p + ".missing"]) == 3  # a path that cannot be read
     assert p in capsys.readouterr().err
 
 

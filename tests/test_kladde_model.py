@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bytewright.runtime.kladde import Store, check_no_conflicts, open_file
+from bytewright.runtime.kladde.writer import OsIO
 
 IDS = st.integers(1, 6)
 BYTE = st.sampled_from([0, 0, 0, 1, 7, 0x80, 0xFF])
@@ -35,7 +36,50 @@ OPS = st.one_of(
     st.just(("flush",)),
     st.just(("flush",)),
     st.just(("reopen",)),
+    st.just(("commit",)),
+    st.just(("commit",)),
+    st.tuples(st.just("splice"), IDS, st.integers(0, 300), st.integers(0, 200),
+              st.binary(max_size=300)),
+    st.tuples(st.just("copy"), IDS, st.integers(0, 400), st.integers(0, 5000), IDS,
+              st.integers(0, 400)),
+    st.tuples(st.just("move"), IDS, st.integers(0, 400), st.integers(0, 5000), IDS,
+              st.integers(0, 400)),
+    st.just(("reopen_journal",)),
+    st.tuples(st.just("crash"), st.sampled_from(["flush", "commit"]), st.integers(0, 12),
+              st.booleans()),
 )
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashIO(OsIO):
+    """Crashes at write step ``at`` (``torn``: half of that write lands first)."""
+
+    def __init__(self, at: int, torn: bool) -> None:
+        self.at, self.torn, self.steps = at, torn, 0
+
+    def _hit(self) -> bool:
+        self.steps += 1
+        return self.steps - 1 == self.at
+
+    def pwrite(self, fd, data, offset):
+        if self._hit():
+            if self.torn:
+                super().pwrite(fd, data[:max(1, len(data) // 2)], offset)
+            raise Crash
+        super().pwrite(fd, data, offset)
+
+    def ftruncate(self, fd, size):
+        if self._hit():
+            raise Crash
+        super().ftruncate(fd, size)
+
+    def fsync(self, fd):
+        if self._hit():
+            raise Crash
+        super().fsync(fd)
 
 _names = itertools.count()
 
@@ -64,6 +108,29 @@ def apply(model: dict[int, bytearray], store: Store, op) -> None:
         else:
             buf.extend(bytes(n - len(buf)))
         store.resize(i, n)
+    elif name == "splice":  # the reference implementation's naive oracle (state.rs)
+        _, i, off, old_len, data = op
+        buf = model.setdefault(i, bytearray())
+        end = off + old_len
+        if len(buf) < end:
+            buf.extend(bytes(end - len(buf)))
+        buf[off:end] = data
+        store.splice(i, off, old_len, data)
+    elif name in ("copy", "move"):
+        _, src, so, n, dst, do = op
+        have = model.get(src)
+        piece = bytes((have[so + k] if have is not None and so + k < len(have) else 0)
+                      for k in range(n))
+        buf = model.setdefault(dst, bytearray())
+        if len(buf) < do + n:
+            buf.extend(bytes(do + n - len(buf)))
+        buf[do:do + n] = piece
+        if name == "move" and src in model:
+            sv = model[src]
+            for k in range(so, so + n):
+                if k < len(sv) and not (src == dst and do <= k < do + n):
+                    sv[k] = 0
+        (store.move if name == "move" else store.copy)(src, so, n, dst, do)
     elif name == "delete":
         if op[1] in model:
             del model[op[1]]
@@ -84,7 +151,12 @@ def assert_disk_equals(path, model) -> None:
 def run_sequence(tmp_path, ops) -> None:
     path = tmp_path / f"model{next(_names)}.kladde"
     model: dict[int, bytearray] = {}
+    durable: dict[int, bytes] = {}  # the state a crash now would leave (last commit/flush)
     store = Store.create(path)
+
+    def snap(m) -> dict[int, bytes]:
+        return {i: bytes(b) for i, b in m.items()}
+
     try:
         for op in ops:
             if op[0] == "flush":
@@ -92,10 +164,40 @@ def run_sequence(tmp_path, ops) -> None:
                 f = open_file(path)
                 assert (f.epoch, f.slot) == (epoch, epoch % 2)
                 assert_disk_equals(path, model)
+                durable = snap(model)
             elif op[0] == "reopen":
                 store.flush()
                 store.close()
                 store = Store.open(path)
+                durable = snap(model)
+            elif op[0] == "commit":
+                store.commit()
+                durable = snap(model)
+                assert open_file(path).current().contents() == durable
+            elif op[0] == "reopen_journal":  # the journal replays and folds at open
+                store.commit()
+                store.close()
+                store = Store.open(path)
+                durable = snap(model)
+                assert open_file(path).contents() == durable
+            elif op[0] == "crash":  # a crash at one write step of a flush or a commit
+                _, what, at, torn = op
+                store.io = CrashIO(at, torn)
+                crashed = False
+                try:
+                    store.flush() if what == "flush" else store.commit()
+                except Crash:
+                    crashed = True
+                store.close()
+                got = open_file(path).current().contents()
+                if crashed:
+                    assert got in (durable, snap(model))
+                else:
+                    assert got == snap(model)
+                model = {i: bytearray(b) for i, b in got.items()}
+                durable = dict(got)
+                store = Store.open(path)
+                assert {i: store.read(i) for i in store.ids()} == got
             else:
                 apply(model, store, op)
             # the store's current view (edits included) matches the model too
@@ -119,6 +221,13 @@ def run_sequence(tmp_path, ops) -> None:
           ("write", 2, 200, b"n"), ("flush",)])  # delete and re-create in one epoch
 @example([("write", 3, 0, bytes(5000) + b"z"), ("flush",), ("zero", 3, 4990, 11),
           ("flush",), ("create", 4), ("flush",), ("reopen",), ("resize", 4, 7000)])
+@example([("write", 1, 0, b"a" * 100), ("commit",), ("write", 2, 0, b"b" * 5000),
+          ("crash", "commit", 2, True), ("write", 1, 50, b"c"), ("crash", "flush", 3, True),
+          ("write", 3, 9, b"d" * 40), ("commit",), ("reopen_journal",),
+          ("crash", "flush", 0, False)])  # torn journal record, torn page, fold at open
+@example([("write", 1, 0, b"abcdefgh" * 10), ("commit",), ("splice", 1, 3, 10, b"XY"),
+          ("move", 1, 0, 30, 1, 10), ("copy", 1, 5, 40, 2, 7), ("commit",),
+          ("reopen_journal",), ("move", 2, 100, 5, 3, 0), ("flush",)])
 def test_random_edits_match_model(tmp_path, ops):
     run_sequence(tmp_path, ops)
 

@@ -18,7 +18,7 @@ import zstandard
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bytewright.runtime import checksums, compression, fixedpoint, hilbert, varint
+from bytewright.runtime import checksums, compression, fixedpoint, hilbert, registry, varint
 from bytewright.runtime.errors import (
     ConstraintError,
     DecodeError,
@@ -90,32 +90,44 @@ def test_compress_formats() -> None:
 
 
 def test_zlib_raw_and_wrapped() -> None:
+    # Sniffing zlib vs raw deflate is HTT's rule: its plug-in codec htt_zlib does it;
+    # the generic zlib/deflate codecs each accept exactly one stream format.
+    registry.load_plugin("bytewright.runtime.htt.codecs:register")
     wrapped = zlib.compress(SAMPLE, 6)
     co = zlib.compressobj(6, zlib.DEFLATED, -15)
     raw = co.compress(SAMPLE) + co.flush()
+    assert compression.decompress("htt_zlib", wrapped, len(SAMPLE)) == SAMPLE
+    assert compression.decompress("htt_zlib", raw, len(SAMPLE)) == SAMPLE
     assert compression.decompress("zlib", wrapped, len(SAMPLE)) == SAMPLE
-    assert compression.decompress("zlib", raw, len(SAMPLE)) == SAMPLE
+    assert compression.decompress("deflate", raw, len(SAMPLE)) == SAMPLE
+    with pytest.raises(DecodeError, match="zlib"):
+        compression.decompress("zlib", raw, len(SAMPLE))
     # Same payload under a broken zlib adler32 must fail, not silently pass.
     bad = wrapped[:-1] + bytes([wrapped[-1] ^ 1])
     with pytest.raises(DecodeError, match="zlib"):
-        compression.decompress("zlib", bad, len(SAMPLE))
+        compression.decompress("htt_zlib", bad, len(SAMPLE))
 
 
 def test_lz4_frame_and_block() -> None:
+    # The 4-byte size-prefixed raw block is HTT's variant (plug-in codec htt_lz4).
+    registry.load_plugin("bytewright.runtime.htt.codecs:register")
     frame = lz4.frame.compress(SAMPLE)
     block = lz4.block.compress(SAMPLE, store_size=True)  # 4-byte LE size prefix
     assert block[:4] == struct.pack("<I", len(SAMPLE))
     assert compression.decompress("lz4", frame, len(SAMPLE)) == SAMPLE
-    assert compression.decompress("lz4", block, len(SAMPLE)) == SAMPLE
+    assert compression.decompress("htt_lz4", frame, len(SAMPLE)) == SAMPLE
+    assert compression.decompress("htt_lz4", block, len(SAMPLE)) == SAMPLE
+    with pytest.raises(DecodeError, match="magic"):
+        compression.decompress("lz4", block, len(SAMPLE))
     # Block size is checked against the cap before decompressing.
     with pytest.raises(DecodeError, match="limit"):
-        compression.decompress("lz4", block, len(SAMPLE) - 1)
+        compression.decompress("htt_lz4", block, len(SAMPLE) - 1)
     # A prefix that over-states the size is caught.
     lying = struct.pack("<I", len(SAMPLE) + 5) + block[4:]
     with pytest.raises(DecodeError):
-        compression.decompress("lz4", lying, 10**6)
+        compression.decompress("htt_lz4", lying, 10**6)
     with pytest.raises(DecodeError):
-        compression.decompress("lz4", b"\x01\x02", 100)
+        compression.decompress("htt_lz4", b"\x01\x02", 100)
 
 
 def test_zstd_cap_on_bomb_is_fast() -> None:

@@ -376,6 +376,11 @@ def test_purge_intent():
     assert v.block.payload.token_id == 0x5107F4C1521F6F87 and len(data) == 56 + 32
     bad = bytearray(data)
     bad[40 + 12] = 1
+    # facts §2.2 order: the whole-file checksum is checked before anything in the block
+    with pytest.raises(ChecksumError, match="file_checksum"):
+        artifacts.read_purge(bytes(bad))
+    bad[-16:-8] = xxh3_64(bytes(bad[48:-16])).to_bytes(8, "little")  # re-seal both checksums
+    bad[-8:] = xxh3_64(bytes(bad[:-8])).to_bytes(8, "little")
     with pytest.raises(ConstraintError, match="reserved"):
         artifacts.read_purge(bytes(bad))
     bad = bytearray(data)

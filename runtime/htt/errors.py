@@ -55,3 +55,22 @@ class SnapshotRequired(StoreError):
 
 class HistoryUnavailable(StoreError):
     """The history sidecars do not reach back far enough to answer the question."""
+
+
+class WalDamaged(StoreError):
+    """The WAL is damaged where the chosen recovery mode does not allow an automatic cut:
+    valid-looking records follow the damage (``tolerate_corrupted_tail``) or any damage
+    at all (``absolute_consistency``). Nothing was written. ``offset`` is where the intact
+    WAL ends (the value ``--discard-after`` / ``discard_after`` must repeat)."""
+
+    def __init__(self, message: str, *, path: str, offset: int, reason: str,
+                 records_after: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+        self.records_after = records_after
+
+
+class TooLarge(StoreError, ValueError):
+    """A value over one of the session's limits (runtime/htt/limits.py)."""

@@ -35,6 +35,17 @@ class Credentials:
             raise ValueError(f"unknown GACL concepts {sorted(unknown)}; use {CONCEPTS}")
         self.raw = {c: q64_from_float(float(merged.get(c, 0.0))) for c in CONCEPTS}
 
+    @classmethod
+    def of_groups(cls, *groups: Mapping[str, float] | Credentials) -> Credentials:
+        """The credential of a member of several groups: per concept, the MAX (most
+        permissive) position across them (§7.2 Multi-Group Membership)."""
+        out = cls()
+        for group in groups:
+            raw = group.raw if isinstance(group, Credentials) else cls(group).raw
+            for concept, value in raw.items():
+                out.raw[concept] = max(out.raw[concept], value)
+        return out
+
     def __repr__(self) -> str:
         return "Credentials(" + ", ".join(
             f"{c}={q64_to_float(v):g}" for c, v in self.raw.items()) + ")"
@@ -55,6 +66,31 @@ def allowed(tail: list[int] | None, creds: Credentials, action: str) -> bool:
     if not _in_band(tail, action, creds.raw[action]):
         return False
     return all(_in_band(tail, c, creds.raw[c]) for c in _CROSS)
+
+
+def narrow(child: list[int] | None, parent: list[int] | None) -> list[int] | None:
+    """The child's effective bands given its parent's (§7.2 Inheritance Rules: lo = max,
+    hi = min per concept, so a child can only narrow). Not applied automatically, as
+    upstream; call it at write time for hierarchical restriction. Raw Q64.64 tails in,
+    raw tail out (dims from 12 on are the child's own). A concept left unconstrained
+    (0, 0) on one side takes the other side's band; an empty intersection stays as
+    lo > hi, a band no position falls in (nobody is granted that concept)."""
+    if parent is None or not any(parent[:BAND_DIMS]):
+        return None if child is None else list(child)
+    if child is None:
+        child = [0] * len(parent)
+    out = list(child)
+    for concept in CONCEPTS:
+        lo_d, hi_d = concept_dims(concept)
+        p_lo, p_hi = parent[lo_d], parent[hi_d]
+        c_lo, c_hi = child[lo_d], child[hi_d]
+        if p_lo == 0 and p_hi == 0:
+            continue
+        if c_lo == 0 and c_hi == 0:
+            out[lo_d], out[hi_d] = p_lo, p_hi
+            continue
+        out[lo_d], out[hi_d] = max(c_lo, p_lo), min(c_hi, p_hi)
+    return out
 
 
 def bands_vector(semantic_dims: int, user: list[float] | None = None,

@@ -9,12 +9,14 @@ file that has forgotten its past.
 
 from __future__ import annotations
 
+import enum
 import glob
 import logging
 import re
 from dataclasses import dataclass
 
 from ...generated.htt import (
+    SemTailLayout,
     SidecarLayout,
     SidecarSegment,
     WalEntry,
@@ -23,11 +25,12 @@ from ...generated.htt import (
     encode_sidecar_segment,
 )
 from ..errors import DecodeError
+from . import limits
 from .durability import atomic_write
 from .errors import HistoryUnavailable
 from .layout import FileLayout
 from .quantized import TailCodec
-from .state import State
+from .state import Node, State
 
 log = logging.getLogger("bytewright.htt")
 
@@ -61,6 +64,13 @@ def segment_for(layout: FileLayout, entries: list[WalEntry], first_seq: int,
     return SidecarSegment(1, layout.semantic_dims, None, first_seq, end_seq, entries)
 
 
+def segment_tail_layout(seg: SidecarSegment) -> SemTailLayout:
+    """The tail layout a segment's entries were decoded with (v1: full width)."""
+    if seg.version >= 2 and seg.layout.quantized:
+        return SemTailLayout.quantized_gacl if seg.layout.gacl else SemTailLayout.quantized
+    return SemTailLayout.full
+
+
 def archive(path: str, layout: FileLayout, entries: list[WalEntry], first_seq: int,
             end_seq: int) -> str | None:
     """Write one segment crash-safely; returns its path (None if nothing to archive)."""
@@ -77,6 +87,22 @@ class EpochInfo:
     epoch_id: int
     seq: int
     speculative: bool
+
+
+class DeltaKind(enum.Enum):
+    ADDED = "added"
+    REMOVED = "removed"
+    CHANGED = "changed"
+
+
+@dataclass(frozen=True)
+class KeyDelta:
+    """How one key differs between two epochs' states (upstream ``KeyDelta``)."""
+
+    key: str
+    kind: DeltaKind
+    before: Node | None  # the node at the earlier epoch (None: absent)
+    after: Node | None  # the node at the later epoch (None: absent)
 
 
 @dataclass(frozen=True)
@@ -101,25 +127,49 @@ class HistoryReader:
         self.codec = TailCodec(self.layout.semantic_dims, self.layout.tail_layout)
         by_seq: dict[int, WalEntry] = {}
         self.segments: list[str] = []
+        self.skipped: list[tuple[str, str]] = []  # (sidecar, why it was not used)
         for seg_path in sidecar_paths(path):
-            with open(seg_path, "rb") as fh:
-                buf = fh.read()
-            try:
-                seg, _ = decode_sidecar_segment(buf)
-            except DecodeError as exc:
-                exc.file = seg_path
-                log.warning("skipping unreadable history segment: %s", exc)
+            why = self._check(seg_path)
+            if isinstance(why, str):
+                log.warning("%s: history segment skipped: %s", seg_path, why)
+                self.skipped.append((seg_path, why))
                 continue
-            if seg.semantic_dims != self.layout.semantic_dims:
-                log.warning("%s: semantic_dims %d does not match the file's %d; skipped",
-                            seg_path, seg.semantic_dims, self.layout.semantic_dims)
-                continue
+            seg = why
             self.segments.append(seg_path)
             for e in seg.entries:
                 by_seq.setdefault(e.seq, e)
         for e in live:
             by_seq.setdefault(e.seq, e)
         self.entries = [by_seq[s] for s in sorted(by_seq)]
+
+    def _check(self, seg_path: str) -> SidecarSegment | str:
+        """The decoded segment, or why it cannot belong to this file. The sidecar CRC
+        covers the entries only, so the header fields get the semantic checks here."""
+        try:
+            with open(seg_path, "rb") as fh:
+                buf = fh.read(limits.MAX_SIDECAR_BYTES + 1)
+        except OSError as exc:  # a directory, a permission problem, a vanished file
+            return f"unreadable ({exc.strerror or exc})"
+        if len(buf) > limits.MAX_SIDECAR_BYTES:
+            return f"larger than {limits.MAX_SIDECAR_BYTES} bytes (limits.MAX_SIDECAR_BYTES)"
+        try:
+            seg, _ = decode_sidecar_segment(buf)
+        except DecodeError as exc:
+            exc.file = seg_path
+            return f"undecodable: {exc}"
+        if seg.semantic_dims != self.layout.semantic_dims:
+            return (f"semantic_dims {seg.semantic_dims} does not match the file's "
+                    f"{self.layout.semantic_dims}")
+        layout = segment_tail_layout(seg)
+        if layout is not self.layout.tail_layout:
+            return (f"tail layout {layout.name} does not match the file's "
+                    f"{self.layout.tail_layout.name} (a segment of another store)")
+        seqs = [e.seq for e in seg.entries]
+        if seqs != list(range(seg.first_seq, seg.first_seq + len(seqs))) \
+                or seg.end_seq != seg.first_seq + len(seqs):
+            return (f"entries carry seq {seqs[0] if seqs else '-'}..{seqs[-1] if seqs else '-'}"
+                    f" but the header says [{seg.first_seq}, {seg.end_seq})")
+        return seg
 
     @property
     def first_seq(self) -> int | None:
@@ -146,6 +196,23 @@ class HistoryReader:
             if e.op is WalOp.EPOCH and not e.body.flags.restamp and e.body.epoch_id == epoch:
                 return state
         raise HistoryUnavailable(f"{self.path}: epoch {epoch} was never sealed")
+
+    def delta(self, from_epoch: int, to_epoch: int) -> list[KeyDelta]:
+        """Every key whose node differs between the seals of two epochs (data, metadata
+        or placement), in key order. ``from_epoch`` 0 means the empty state before any
+        entry."""
+        before = State(self.codec) if from_epoch == 0 else self.as_of(from_epoch)
+        after = self.as_of(to_epoch)
+        out = []
+        for key in sorted(set(before.nodes) | set(after.nodes)):
+            a, b = before.nodes.get(key), after.nodes.get(key)
+            if a is None:
+                out.append(KeyDelta(key, DeltaKind.ADDED, None, b))
+            elif b is None:
+                out.append(KeyDelta(key, DeltaKind.REMOVED, a, None))
+            elif (a.data, a.meta, a.tail) != (b.data, b.meta, b.tail):
+                out.append(KeyDelta(key, DeltaKind.CHANGED, a, b))
+        return out
 
     def trajectory(self, key: str) -> list[TrajectoryPoint]:
         """Every archived or live entry touching ``key``, with the node after it."""

@@ -4,9 +4,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...generated.htt import CompressionAlgorithm, FileHeader, HeaderFlags, SemTailLayout
+from ...generated.htt import (
+    LAYOUT,
+    CompressionAlgorithm,
+    FileHeader,
+    HeaderFlags,
+    SemTailLayout,
+)
 
 USER_DIM_START = 16  # dims 0-15 are reserved (§7.1); 16+ are user-defined
+
+
+def fixed_size(record: str) -> int:
+    """Byte size of a fixed-size record, from the generated layout data (so a layout
+    change in the schema cannot leave the runtime behind)."""
+    sizes = {layout["fixed_size"] for layout in LAYOUT[record]["layouts"]}
+    if len(sizes) != 1 or None in sizes:
+        raise TypeError(f"{record} is not one fixed size: {sizes}")
+    return sizes.pop()
+
+
+def field_offset(record: str, name: str) -> int:
+    """Fixed offset of a field within its record, from the generated layout data."""
+    offsets = {f["offset"] for layout in LAYOUT[record]["layouts"]
+               for f in layout["fields"] if f["name"] == name}
+    if len(offsets) != 1 or None in offsets:
+        raise TypeError(f"{record}.{name} has no single fixed offset: {offsets}")
+    return offsets.pop()
+
+
+HEADER_SIZE = fixed_size("file_header")
+WAL_HEADER_SIZE = fixed_size("wal_header")
+BOUND_PAIR_SIZE = fixed_size("bound_pair")
 
 
 def tail_layout_of(flags: HeaderFlags) -> SemTailLayout:

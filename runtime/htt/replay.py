@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import logging
+import math
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,14 +34,21 @@ from ...generated.htt import (
     decode_wal_header,
     iter_wal_entry,
 )
-from ..errors import DecodeError
+from ..errors import ConstraintError, DecodeError, UnsupportedError
+from . import layout as _layout
+from . import limits as _limits
 from .layout import FileLayout
+from .recovery import Damage, cause_of, scan_after
 from .state import Node, State, depth_of
 
 log = logging.getLogger("bytewright.htt")
 
-HEADER_SIZE = 32
-WAL_HEADER_SIZE = 8
+# sizes come from the generated layout (issue 13: no hand-parsed layouts)
+HEADER_SIZE = _layout.HEADER_SIZE
+WAL_HEADER_SIZE = _layout.WAL_HEADER_SIZE
+_OP_AT = _layout.field_offset("wal_entry", "op")
+_KEY_AT = _layout.field_offset("wal_entry", "key")
+_KEY_LEN_SIZE = 2  # the key's u16 length prefix (schema: str length u16)
 
 
 @dataclass
@@ -69,6 +79,8 @@ class WalScan:
     # intact entries from a block that did not decode whole; they sit past valid_end
     # on disk, so a writer re-appends them as a fresh block after trimming the tail
     salvaged: list[WalEntry] = field(default_factory=list)
+    # why the WAL ends early and which valid-looking records follow (None: clean end)
+    damage: Damage | None = None
 
     @property
     def truncated(self) -> bool:
@@ -84,20 +96,26 @@ def read_prefix(buf, path: str = "") -> Prefix:
     """Decode header, bounds and snapshot structure; strict (raises ``DecodeError``)."""
     try:
         header, pos = decode_file_header(buf, 0)
+        _check_flags_vs_version(header)
         layout = FileLayout.of(header)
         bounds = None
         if header.flags.meaning_addressed:
+            start = pos
             section, pos = decode_bounds_section(buf, pos, semantic_dims=header.semantic_dims)
             bounds = section.bounds
+            _check_bounds(bounds, start)
         return Prefix(header, layout, bounds, pos, pos)
     except DecodeError as exc:
         raise _tag(exc, path) from None
 
 
-def load_snapshot(buf, prefix: Prefix, state: State, path: str = "") -> int:
+def load_snapshot(buf, prefix: Prefix, state: State, path: str = "",
+                  limits: _limits.Limits = _limits.DEFAULT) -> int:
     """Decode the snapshot into ``state``; returns the offset of the WAL header."""
     layout = prefix.layout
     try:
+        if layout.flags.compressed:  # a plain snapshot is bounded by the file itself
+            _limits.check_snapshot_size(buf, prefix.snapshot_offset, limits)
         section, end = decode_snapshot_section(buf, prefix.snapshot_offset,
                                                **layout.snapshot_params())
         codec = state.codec
@@ -105,6 +123,11 @@ def load_snapshot(buf, prefix: Prefix, state: State, path: str = "") -> int:
                  for e in section.entries]
     except DecodeError as exc:
         raise _tag(exc, path) from None
+    if layout.version == 1:
+        try:
+            _check_v1_snapshot(nodes, prefix.snapshot_offset)
+        except DecodeError as exc:
+            raise _tag(exc, path) from None
     if layout.flags.meaning_addressed:
         # v3 stores global-Hilbert order; full readers depth-sort before replay (§9).
         nodes.sort(key=lambda n: depth_of(n.key))
@@ -114,10 +137,67 @@ def load_snapshot(buf, prefix: Prefix, state: State, path: str = "") -> int:
     return end
 
 
+_FLAGS_AT = _layout.field_offset("file_header", "flags")
+
+
+def _check_flags_vs_version(header: FileHeader) -> None:
+    """§2/§9: flag bit 6 (meaning-addressed) exists from v3, bit 7 (quantized) from v4,
+    and v3 means meaning-addressed (v4 wins when both are set). The header CRC covers
+    these bytes, so a mismatch is a writer's error, not damage."""
+    v, flags = header.version, header.flags
+    problem = None
+    if flags.meaning_addressed and v < 3:
+        problem = "flag bit 6 (meaning-addressed) needs version 3 or later"
+    elif flags.quantized and v < 4:
+        problem = "flag bit 7 (quantized tails) needs version 4"
+    elif v == 3 and not flags.meaning_addressed:
+        problem = "a version-3 header without flag bit 6 (meaning-addressed)"
+    if problem:
+        raise ConstraintError(problem, offset=_FLAGS_AT, path="file_header.flags",
+                              expected=f"flags allowed in version {v}",
+                              found=f"0x{flags.to_int():02x}")
+
+
+def _check_bounds(bounds: list[BoundPair], start: int) -> None:
+    """No checksum covers the bounds section (§1, §9): refuse pairs that cannot
+    normalise anything (non-finite, or min >= max would divide by zero in v3 order)."""
+    for i, b in enumerate(bounds):
+        if not (math.isfinite(b.min) and math.isfinite(b.max) and b.min < b.max):
+            raise ConstraintError(
+                "bounds need finite min < max (no checksum covers this section)",
+                offset=start + i * _layout.BOUND_PAIR_SIZE, path=f"bounds_section.bounds[{i}]",
+                expected="finite min < max", found=(b.min, b.max))
+
+
+def _check_v1_snapshot(nodes: list[Node], offset: int) -> None:
+    """v1 snapshots carry no CRC (§3): run the rules the spec states for entries, so a
+    flipped key byte is refused instead of loaded. Keys are ``/seg/...`` paths, the root
+    is never an entry, no key repeats, and parents come before children."""
+    seen: set[str] = set()
+    for i, node in enumerate(nodes):
+        key = node.key
+        where = f"snapshot_section.entries[{i}].key"
+        bad = (not key.startswith("/") or key == "/" or key.endswith("/") or "//" in key)
+        if bad or key in seen:
+            raise ConstraintError(
+                "v1 snapshot entry key is not a new node path (no checksum covers v1 "
+                "snapshots)", offset=offset, path=where, expected="'/seg/...' once",
+                found=key)
+        parent = key[:key.rfind("/")]
+        if parent and parent not in seen:
+            raise ConstraintError(
+                "v1 snapshot entry before its parent (§3 parents-before-children)",
+                offset=offset, path=where, expected=f"{parent!r} earlier", found=key)
+        seen.add(key)
+
+
 def scan_wal(buf, wal_offset: int, layout: FileLayout,
-             on_entry: Callable[[WalEntry], None] | None, path: str = "") -> WalScan:
+             on_entry: Callable[[WalEntry], None] | None, path: str = "", *,
+             quiet: bool = False, limits: _limits.Limits = _limits.DEFAULT) -> WalScan:
     """Walk the WAL from its header, calling ``on_entry`` for each intact entry in
-    order. Never raises for bad WAL bytes; the result says where and why it stopped."""
+    order. Never raises for bad WAL bytes; the result says where and why it stopped
+    and (``damage``) which valid-looking records follow. ``quiet``: no log line and no
+    search past the damage (for callers that only want the intact prefix)."""
     size = len(buf)
     if size - wal_offset < WAL_HEADER_SIZE:
         scan = WalScan(wal_offset, 1, None, wal_offset, wal_offset, next_seq=1)
@@ -125,12 +205,16 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
             scan.problem, scan.problem_offset = "torn WAL header", wal_offset
         elif size == wal_offset:
             scan.problem, scan.problem_offset = "missing WAL header", wal_offset
+        if scan.problem is not None:
+            scan.damage = Damage(wal_offset, scan.problem)
         _report(scan, path)
         return scan
     hdr, pos = decode_wal_header(buf, wal_offset)
     scan = WalScan(wal_offset, hdr.wal_base_seq, hdr.wal_entry_count, pos, pos,
                    next_seq=hdr.wal_base_seq)
     expected = hdr.wal_base_seq
+    cause = ""
+    plain_from: int | None = None
     if not layout.block_compressed:
         params = layout.entry_params()
         try:
@@ -138,40 +222,68 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
                 if entry.seq != expected:
                     scan.problem = f"sequence break (expected {expected}, found {entry.seq})"
                     scan.problem_offset = scan.valid_end
+                    cause = "sequence break"
                     break
                 if on_entry is not None:
                     on_entry(entry)
                 expected += 1
                 scan.valid_end = end
         except (DecodeError, ValueError) as exc:
+            _refuse_unknown_op(exc, buf, scan.valid_end, path)
             scan.problem, scan.problem_offset = _describe(exc), scan.valid_end
+            cause = cause_of(exc)
     else:
-        params = layout.block_params()
+        params = layout.block_params() | {"block_limit": limits.max_block_bytes}
         while pos < size:
             try:
                 block, end = decode_wal_block(buf, pos, **params)
             except (DecodeError, ValueError) as exc:
+                if _over_limit(exc):
+                    # not damage: a block bigger than this session allows. Cutting it
+                    # would lose data, so the open fails and names the limit instead.
+                    raise _tag(_limits.LimitExceeded(
+                        "WAL block decompresses past the limit (limits.MAX_BLOCK_BYTES; "
+                        "pass limits=Limits(max_block_bytes=...) to allow it)",
+                        offset=pos, path="wal_block.entries",
+                        expected=f"<= {limits.max_block_bytes}", found="more"), path) from None
                 scan.problem, scan.problem_offset = _describe(exc), pos
-                expected = _salvage(buf, pos, layout, expected, on_entry, scan)
+                cause = cause_of(exc)
+                expected, plain_from = _salvage(buf, pos, layout, expected, on_entry, scan, path)
                 break
             seqs = [e.seq for e in block.entries]
             if seqs != list(range(expected, expected + len(seqs))):
                 scan.problem = f"sequence break in block (expected {expected}, found {seqs[0]}..)"
                 scan.problem_offset = pos
-                expected = _salvage(buf, pos, layout, expected, on_entry, scan)
+                cause = "sequence break"
+                expected, plain_from = _salvage(buf, pos, layout, expected, on_entry, scan, path)
                 break
+            applied = 0
             try:
                 if on_entry is not None:
                     for entry in block.entries:
                         on_entry(entry)
+                        applied += 1
             except (DecodeError, ValueError) as exc:
+                # the entries applied before the failing one are in memory: count them
+                # and hand them to the writer to re-append (as for a block that fails to
+                # decode), so memory after this open equals what a reopen gives
                 scan.problem, scan.problem_offset = _describe(exc), pos
+                cause = cause_of(exc)
+                scan.salvaged.extend(block.entries[:applied])
+                expected += applied
+                plain_from = _plain_end_of(buf, pos, layout, applied)
                 break
             expected += len(seqs)
             pos = scan.valid_end = end
             scan.blocks += 1
     scan.count = expected - hdr.wal_base_seq
     scan.next_seq = expected
+    if quiet:
+        return scan
+    if scan.problem is not None:
+        scan.damage = Damage(scan.problem_offset, cause,
+                             scan_after(buf, scan.problem_offset, layout,
+                                        block_plain_from=plain_from))
     _report(scan, path)
     return scan
 
@@ -194,23 +306,78 @@ def bulk_load():
 
 
 def _salvage(buf, pos: int, layout: FileLayout, expected: int,
-             on_entry: Callable[[WalEntry], None] | None, scan: WalScan) -> int:
-    """Keep the intact, in-sequence entries at the start of a block that failed whole."""
+             on_entry: Callable[[WalEntry], None] | None,
+             scan: WalScan, path: str = "") -> tuple[int, int | None]:
+    """Keep the intact, in-sequence entries at the start of a block that failed whole.
+    Returns the next expected seq and where the kept entries end in the block's
+    decompressed bytes (None: the frame itself does not decompress)."""
     try:
         raw, _ = decode_wal_block_plain(buf, pos, algorithm=layout.flags.algorithm)
     except (DecodeError, ValueError):
-        return expected  # the frame itself is torn: nothing inside can be trusted
+        return expected, None  # the frame itself is torn: nothing inside can be trusted
+    kept_end = 0
     try:
-        for entry, _ in iter_wal_entry(raw.plain, **layout.entry_params()):
+        for entry, end in iter_wal_entry(raw.plain, **layout.entry_params()):
             if entry.seq != expected or len(scan.salvaged) >= raw.block_entry_count:
                 break
             if on_entry is not None:
                 on_entry(entry)
             scan.salvaged.append(entry)
             expected += 1
-    except (DecodeError, ValueError):
-        pass
-    return expected
+            kept_end = end
+    except (DecodeError, ValueError) as exc:
+        if _unknown_op_end(exc, raw.plain, kept_end) is not None:
+            raise _tag(UnsupportedError(
+                "WAL entry with an unknown op and a valid CRC inside a block (§4: reserved "
+                "op codes are an error, not a torn tail; written by a newer writer?)",
+                offset=pos, path="wal_block.entries"), path) from None
+    return expected, kept_end
+
+
+def _plain_end_of(buf, pos: int, layout: FileLayout, count: int) -> int | None:
+    """Where the first ``count`` entries end in the decompressed block at ``pos``."""
+    if count == 0:
+        return 0
+    try:
+        raw, _ = decode_wal_block_plain(buf, pos, algorithm=layout.flags.algorithm)
+        ends = iter_wal_entry(raw.plain, **layout.entry_params())
+        return [stop for _, stop in itertools.islice(ends, count)][-1]
+    except (DecodeError, ValueError, IndexError):
+        return None
+
+
+def _unknown_op_end(exc: Exception, buf, start: int) -> int | None:
+    """If ``exc`` is the decoder refusing the op byte of the entry at ``start``, the end
+    of that entry when some body length makes its CRC match (a well-formed entry with an
+    op this reader does not know), else None. Searches ``limits.UNKNOWN_OP_SCAN`` bytes."""
+    if not (isinstance(exc, ConstraintError) and exc.path.endswith("op")
+            and exc.offset == start + _OP_AT):
+        return None
+    mv = memoryview(buf)
+    p = start + _KEY_AT + _KEY_LEN_SIZE
+    crc = zlib.crc32(mv[start:p])
+    stop = min(len(buf) - 4, p + _limits.UNKNOWN_OP_SCAN)
+    while p <= stop:
+        if int.from_bytes(mv[p:p + 4], "little") == crc:
+            return p + 4
+        crc = zlib.crc32(mv[p:p + 1], crc)
+        p += 1
+    return None
+
+
+def _refuse_unknown_op(exc: Exception, buf, start: int, path: str) -> None:
+    end = _unknown_op_end(exc, buf, start)
+    if end is not None:
+        raise _tag(UnsupportedError(
+            "WAL entry with an unknown op and a valid CRC (§4: reserved op codes are an "
+            "error, not a torn tail; written by a newer writer?)", offset=start + _OP_AT,
+            path="wal_entry.op", expected=exc.expected, found=exc.found), path) from None
+
+
+def _over_limit(exc: Exception) -> bool:
+    """A decompression that stopped at the caller's cap (runtime/compression.py words
+    it "output exceeds the limit"); every other failure is damage."""
+    return isinstance(exc, DecodeError) and "exceeds the limit" in exc.message
 
 
 def _describe(exc: Exception) -> str:
@@ -219,8 +386,12 @@ def _describe(exc: Exception) -> str:
 
 def _report(scan: WalScan, path: str) -> None:
     if scan.problem is not None:
-        log.warning("%s: WAL truncated at offset %s after %d intact entries: %s",
-                    path or "<buffer>", scan.problem_offset, scan.count, scan.problem)
+        damage = scan.damage
+        follow = damage.records_after if damage is not None else 0
+        log.warning("%s: WAL truncated at offset %s after %d intact entries: %s (%s); "
+                    "%d valid-looking record(s) follow the damage",
+                    path or "<buffer>", scan.problem_offset, scan.count,
+                    damage.reason if damage is not None else "damage", scan.problem, follow)
     elif scan.header_count is not None and scan.header_count != scan.count:
         log.info("%s: advisory wal_entry_count %d, found %d entries",
                  path or "<buffer>", scan.header_count, scan.count)
@@ -237,5 +408,5 @@ def load(buf, state: State, path: str = "") -> tuple[Prefix, WalScan]:
 def committed_entries(buf, wal_offset: int, layout: FileLayout) -> list[WalEntry]:
     """The intact WAL entries, in order (for replication and history archiving)."""
     out: list[WalEntry] = []
-    scan_wal(buf, wal_offset, layout, out.append)
+    scan_wal(buf, wal_offset, layout, out.append, quiet=True)
     return out

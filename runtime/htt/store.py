@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ...generated.htt import (
@@ -34,7 +34,7 @@ from ...generated.htt import (
     encode_wal_header,
 )
 from ..fixedpoint import q64_from_float, q64_to_float
-from . import compaction, gacl, history, replay
+from . import compaction, gacl, history, recovery, replay
 from .durability import Durability, fsync_dir, write_all
 from .errors import (
     AccessDenied,
@@ -46,8 +46,11 @@ from .errors import (
     SemanticError,
     SnapshotRequired,
     StoreError,
+    TooLarge,
+    WalDamaged,
 )
 from .layout import USER_DIM_START, FileLayout, version_for
+from .limits import MAX_KEY_BYTES, Limits
 from .locking import lock_exclusive, lock_shared, read_all, unlock
 from .quantized import TailCodec, raw_from_floats
 from .state import (
@@ -94,8 +97,8 @@ def validate_key(key: str) -> str:
         raise InvalidKeyError(f"node keys are paths like '/a/b', got {key!r}")
     if key.endswith("/") or "//" in key:
         raise InvalidKeyError(f"empty path segment in {key!r}")
-    if len(key.encode("utf-8")) > 0xFFFF:
-        raise InvalidKeyError("key longer than 65535 UTF-8 bytes")
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise InvalidKeyError(f"key longer than {MAX_KEY_BYTES} UTF-8 bytes")
     return key
 
 
@@ -111,10 +114,12 @@ def _user_meta(meta: Mapping[str, str] | None) -> list[MetaPair]:
     return pairs
 
 
-def _as_bytes(data) -> bytes:
-    if isinstance(data, str):
-        return data.encode("utf-8")
-    return bytes(data)
+def _as_bytes(data, limit: int) -> bytes:
+    out = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if len(out) > limit:
+        raise TooLarge(f"node data of {len(out)} bytes is over the limit of {limit} "
+                       f"(limits.MAX_ENTRY_DATA; pass limits=Limits(max_entry_data=...))")
+    return out
 
 
 class Store:
@@ -123,8 +128,14 @@ class Store:
     def __init__(self, path: str, buf: bytes, *, fd: int | None, readonly: bool,
                  durability: Durability, gacl_fail_closed: bool,
                  history_retention: str | None,
-                 semantic_bounds: tuple[float, float] | None) -> None:
+                 semantic_bounds: tuple[float, float] | None,
+                 recovery_mode: str = recovery.POINT_IN_TIME,
+                 discard_after: int | None = None, limits: Limits | None = None,
+                 auto_compact_threshold: int = 0) -> None:
+        if recovery_mode not in recovery.MODES:
+            raise ValueError(f"recovery must be one of {recovery.MODES}, got {recovery_mode!r}")
         self.path = path
+        self.limits = limits or Limits()
         self.readonly = readonly
         self.fd = fd
         self.durability = durability
@@ -140,9 +151,9 @@ class Store:
         self.codec = TailCodec(self.header.semantic_dims, self.layout.tail_layout)
         self.state = State(self.codec)
         with replay.bulk_load():
-            replay.load_snapshot(buf, prefix, self.state, path)
+            replay.load_snapshot(buf, prefix, self.state, path, self.limits)
             self.scan = replay.scan_wal(buf, prefix.wal_offset, self.layout,
-                                        self.state.apply, path)
+                                        self.state.apply, path, limits=self.limits)
         if prefix.bounds is not None:
             self.bounds = [(b.min, b.max) for b in prefix.bounds]
         else:
@@ -150,13 +161,59 @@ class Store:
         self.next_seq = self.scan.next_seq
         self.writer: WalWriter | None = None
         self.closed = False
+        # the cut a writer open made, when valid-looking records followed the damage
+        self.discarded: dict | None = None
+        self.auto_compact_threshold = auto_compact_threshold
+        if auto_compact_threshold < 0:
+            raise ValueError("auto_compact_threshold must be >= 0 (0 disables)")
+        self._subscribers: list[WalSubscription] = []
+        self._undelivered: list[WalEntry] = []  # committed, not yet fsynced
+        self._check_recovery(recovery_mode, discard_after)
         if not readonly:
             self._repair_tail(buf)
 
+    def _check_recovery(self, mode: str, discard_after: int | None) -> None:
+        """Refuse (before anything is written) what the recovery mode does not allow."""
+        damage = self.scan.damage
+        if damage is None:
+            return
+        how = (f"`bytewright htt salvage {self.path} --into DEST` copies every record that "
+               f"still verifies into a new file; `--discard-after {damage.offset}` cuts "
+               f"them (the cut bytes are kept in "
+               f"{recovery.discarded_path(self.path, damage.offset)})")
+        if damage.records_after and discard_after is not None \
+                and discard_after != damage.offset:
+            raise WalDamaged(
+                f"{self.path}: WAL damaged at offset {damage.offset} ({damage.reason}), not "
+                f"at {discard_after}; {damage.records_after} valid-looking record(s) follow "
+                f"it; nothing changed", path=self.path, offset=damage.offset,
+                reason=damage.reason, records_after=damage.records_after)
+        if mode == recovery.ABSOLUTE_CONSISTENCY or (
+                mode == recovery.TOLERATE_CORRUPTED_TAIL and damage.records_after
+                and discard_after is None):
+            raise WalDamaged(
+                f"{self.path}: WAL damaged at offset {damage.offset} ({damage.reason}); "
+                f"{damage.records_after} valid-looking record(s) follow it; refusing to cut "
+                f"them: {how}", path=self.path, offset=damage.offset,
+                reason=damage.reason, records_after=damage.records_after)
+
     def _repair_tail(self, buf: bytes) -> None:
-        """Cut a torn/corrupt tail off before appending, and restore a torn header."""
+        """Cut a torn/corrupt tail off before appending, and restore a torn header.
+        When valid-looking records follow the damage, the cut bytes go to a side file
+        (``FILE.discarded-OFFSET``, fsynced) first."""
         scan = self.scan
         if scan.header_count is None or scan.valid_end < len(buf):
+            damage = scan.damage
+            if damage is not None and damage.records_after and scan.valid_end < len(buf):
+                side = recovery.keep_discarded(self.path, buf, scan.valid_end)
+                self.discarded = {"path": side, "offset": scan.valid_end,
+                                  "bytes": len(buf) - scan.valid_end,
+                                  "reason": damage.reason,
+                                  "records_after": damage.records_after}
+                log.warning("%s: WAL damaged at offset %d (%s) with %d valid-looking "
+                            "record(s) after it; cut %d byte(s), kept in %s",
+                            self.path, damage.offset, damage.reason, damage.records_after,
+                            len(buf) - scan.valid_end, side)
             os.ftruncate(self.fd, scan.valid_end)
             if scan.header_count is None:
                 write_all(self.fd, encode_wal_header(WalHeader(0, scan.base_seq)),
@@ -187,7 +244,8 @@ class Store:
                semantic_bounds: tuple[float, float] = DEFAULT_BOUNDS,
                durability: str = "per_op", batch_size: int = 64,
                history_retention: str | None = None, gacl_fail_closed: bool = False,
-               overwrite: bool = False) -> Store:
+               overwrite: bool = False, limits: Limits | None = None,
+               auto_compact_threshold: int = 0) -> Store:
         """Create a new file (§6 Create) and return a writer session on it."""
         if compression is True:
             compression = "zstd"
@@ -230,7 +288,8 @@ class Store:
             return cls(path, bytes(data), fd=fd, readonly=False,
                        durability=Durability(durability, batch_size),
                        gacl_fail_closed=gacl_fail_closed,
-                       history_retention=history_retention, semantic_bounds=semantic_bounds)
+                       history_retention=history_retention, semantic_bounds=semantic_bounds,
+                       limits=limits, auto_compact_threshold=auto_compact_threshold)
         except BaseException:
             os.close(fd)
             raise
@@ -240,12 +299,23 @@ class Store:
              batch_size: int = 64, gacl_fail_closed: bool = False,
              history_retention: str | None = None,
              semantic_bounds: tuple[float, float] | None = None,
-             lock_wait: bool = False) -> Store:
+             lock_wait: bool = False, recovery: str = "point_in_time",
+             discard_after: int | None = None, limits: Limits | None = None,
+             auto_compact_threshold: int = 0) -> Store:
         """Open an existing file. Writers take ``LOCK_EX`` (failing fast with
         ``StoreLocked``); readers take ``LOCK_SH`` while loading, or read lock-free if a
-        writer is active and ``lock_wait`` is false (CRC recovery covers torn tails)."""
+        writer is active and ``lock_wait`` is false (CRC recovery covers torn tails).
+
+        ``recovery`` (docs/recovery.md): ``point_in_time`` (the spec's automatic rule: a
+        writer cuts at the first damage, keeping the cut bytes in
+        ``FILE.discarded-OFFSET`` when valid-looking records follow),
+        ``tolerate_corrupted_tail`` (cut a torn tail only; ``WalDamaged`` when valid
+        records follow the damage, unless ``discard_after`` repeats the damage offset)
+        or ``absolute_consistency`` (``WalDamaged`` on any damage)."""
         path = os.fspath(path)
         dur = Durability(durability, batch_size)
+        rec = {"recovery_mode": recovery, "discard_after": discard_after, "limits": limits,
+               "auto_compact_threshold": auto_compact_threshold}
         if readonly:
             fd = os.open(path, os.O_RDONLY)
             try:
@@ -258,14 +328,14 @@ class Store:
                 os.close(fd)
             return cls(path, buf, fd=None, readonly=True, durability=dur,
                        gacl_fail_closed=gacl_fail_closed, history_retention=history_retention,
-                       semantic_bounds=semantic_bounds)
+                       semantic_bounds=semantic_bounds, **rec)
         fd = os.open(path, os.O_RDWR)
         try:
             lock_exclusive(fd, path)
             buf = read_all(fd)
             return cls(path, buf, fd=fd, readonly=False, durability=dur,
                        gacl_fail_closed=gacl_fail_closed, history_retention=history_retention,
-                       semantic_bounds=semantic_bounds)
+                       semantic_bounds=semantic_bounds, **rec)
         except BaseException:
             os.close(fd)
             raise
@@ -275,6 +345,7 @@ class Store:
         if self.writer is not None and not self.closed:
             self.writer.write(fsync=True)
             self.writer.synced_end = self.next_seq
+            self._deliver()
 
     sync = flush
 
@@ -340,8 +411,56 @@ class Store:
             self.state.apply(e)
         self.next_seq += len(entries)
         writer.add(entries, encoded)
+        if self._subscribers:
+            self._undelivered.extend(entries)
         if not writer.pending and not writer.dirty:
             writer.synced_end = self.next_seq
+            self._deliver()
+        threshold = self.auto_compact_threshold
+        if threshold and self.next_seq - writer.base_seq >= threshold:
+            # §6: "WAL entry count >= auto_compact_threshold". Upstream runs it on a
+            # background thread; here it runs before the call returns (same file
+            # outcome, no second thread touching the session's state).
+            self.compact()
+
+    # -- subscription (§8) --------------------------------------------------------------
+
+    def subscribe_wal(self, callback: Callable[[WalEntry], None]) -> WalSubscription:
+        """Deliver every entry committed from now on to ``callback``, in sequence order,
+        once it is fsynced (§8). ``subscription.from_seq`` is the first seq delivered:
+        ``wal_entries_since(x)`` returns exactly the entries before it, so a replica
+        catches up and then tails without a gap or a repeat."""
+        writer = self._writable()
+        sub = WalSubscription(self, callback, writer.synced_end)
+        if not self._subscribers:
+            self._undelivered = [e for e in self._pending_entries() if e.seq >= sub.from_seq]
+        self._subscribers.append(sub)
+        return sub
+
+    def _pending_entries(self) -> list[WalEntry]:
+        """Committed entries not fsynced yet (written or still buffered)."""
+        writer = self.writer
+        if writer is None:
+            return []
+        buffered = [e for e, _ in writer.pending]
+        if writer.synced_end >= self.next_seq - len(buffered):
+            return buffered
+        on_disk = [e for e in self.committed_entries() if e.seq >= writer.synced_end]
+        return on_disk + buffered
+
+    def _deliver(self) -> None:
+        if not self._subscribers or self.writer is None:
+            return
+        limit = self.writer.synced_end
+        ready = [e for e in self._undelivered if e.seq < limit]
+        self._undelivered = [e for e in self._undelivered if e.seq >= limit]
+        for e in ready:
+            for sub in list(self._subscribers):
+                if e.seq >= sub.from_seq:
+                    try:
+                        sub.callback(e)
+                    except Exception:  # a subscriber's bug must not break the writer
+                        log.exception("%s: WAL subscriber failed on seq %d", self.path, e.seq)
 
     def _tail(self, semantic: Sequence[float] | None, raw: Sequence[int] | None):
         if raw is None and semantic is None:
@@ -352,7 +471,12 @@ class Store:
         if not any(values):
             raise SemanticError("an explicit all-zero placement is not representable: the "
                                 "zero tail means 'not set' (§7); pass None to clear")
-        return self.codec.to_disk(values)
+        tail = self.codec.to_disk(values)
+        if self.codec.from_disk(tail) is None:
+            # canonicalisation (§7.3: store decode(encode(v))) would turn it into "not set"
+            raise SemanticError("this placement quantizes to all zeros, which means 'not "
+                                "set' (§7, §7.3); pass None to clear or use larger values")
+        return tail
 
     def put(self, key: str, data=b"", meta: Mapping[str, str] | None = None,
             semantic: Sequence[float] | None = None, *,
@@ -382,8 +506,9 @@ class Store:
                                        InsertBody(b"", directory_meta(idx), self.codec.zero())))
         idx = counters.get(parent, self.state.next_child_index(parent))
         pairs = sort_meta(user + [MetaPair(CHILD_INDEX, str(idx))])
+        payload = _as_bytes(data, self.limits.max_entry_data)
         entries.append(self._entry(len(entries), WalOp.INSERT, key,
-                                   InsertBody(_as_bytes(data), pairs, tail)))
+                                   InsertBody(payload, pairs, tail)))
         self._commit(entries)
 
     def _existing(self, key: str, action: str = "write"):
@@ -403,7 +528,8 @@ class Store:
             pairs = list(node.meta)
         else:
             pairs = sort_meta(_user_meta(meta) + reserved)
-        self._commit([self._entry(0, WalOp.UPDATE, key, UpdateBody(_as_bytes(data), pairs))])
+        payload = _as_bytes(data, self.limits.max_entry_data)
+        self._commit([self._entry(0, WalOp.UPDATE, key, UpdateBody(payload, pairs))])
 
     def delete(self, key: str) -> None:
         """DELETE ``key`` and its subtree (one explicit DELETE per node, children
@@ -584,9 +710,29 @@ class Store:
             "synthesized_ancestors": self.state.synthesized,
             "wal_truncated": self.scan.problem,
             "wal_truncated_at": self.scan.problem_offset,
+            "wal_damage": None if self.scan.damage is None else {
+                "offset": self.scan.damage.offset, "reason": self.scan.damage.reason,
+                "records_after": self.scan.damage.records_after},
+            "discarded": self.discarded,
+            "discarded_files": [os.path.basename(p)
+                                for p in recovery.discarded_paths(self.path)],
             "bounds": self.bounds if h.flags.meaning_addressed else None,
             "sidecars": [os.path.basename(p) for p in history.sidecar_paths(self.path)],
         }
+
+
+class WalSubscription:
+    """A live ``subscribe_wal`` registration; ``close()`` stops the deliveries."""
+
+    def __init__(self, store: Store, callback: Callable[[WalEntry], None],
+                 from_seq: int) -> None:
+        self.store = store
+        self.callback = callback
+        self.from_seq = from_seq
+
+    def close(self) -> None:
+        if self in self.store._subscribers:
+            self.store._subscribers.remove(self)
 
 
 def gacl_band_dims() -> int:

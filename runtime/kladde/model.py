@@ -9,16 +9,31 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-PAGE_SIZE = 4096
-LOG2_PAGE_SIZE = 12
-FRAMING = 15
-CONTENT_OFFSET = 11
-HEADER_FIELDS = 48
-HEADER_CONTENT_OFFSET = 59
-MAX_PAGE_CONTENT = PAGE_SIZE - FRAMING  # 4081
-MAX_HEADER_CONTENT = MAX_PAGE_CONTENT - HEADER_FIELDS  # 4033
-MAGIC = bytes.fromhex("8b4b4c414444450d0a1a0a")
+from ...generated import kladde as _g
+
+
+def _field(record: str, name: str) -> dict:
+    """One field of a record's layout, as the generated module exports it."""
+    for f in _g.LAYOUT[record]["layouts"][0]["fields"]:
+        if f["name"] == name:
+            return f
+    raise KeyError(f"{record}.{name}")
+
+
+# The layout constants come from the schema (generated LAYOUT), so a layout change in
+# schemas/kladde.yaml cannot leave the runtime behind.
+PAGE_SIZE = _g.LAYOUT["journal_page"]["layouts"][0]["fixed_size"]  # 4096: a whole page
+LOG2_PAGE_SIZE = _field("header_fields", "log2_page_size")["const"]  # 12
+CONTENT_OFFSET = _field("page", "content")["offset"]  # 11
+HEADER_FIELDS = _g.LAYOUT["header_fields"]["layouts"][0]["fixed_size"]  # 48
+HEADER_CONTENT_OFFSET = _field("header_page", "content")["offset"]  # 59
+FRAMING = CONTENT_OFFSET + _field("page", "crc")["size"]  # 15
+MAX_PAGE_CONTENT = _field("page", "content_size")["valid"][1]  # 4081
+MAX_HEADER_CONTENT = _field("header_page", "content_size")["valid"][1]  # 4033
+MAGIC = bytes.fromhex(_field("header_fields", "magic")["const"])
 READER_VERSION = 0
+assert PAGE_SIZE == 1 << LOG2_PAGE_SIZE and MAX_PAGE_CONTENT == PAGE_SIZE - FRAMING
+assert MAX_HEADER_CONTENT == MAX_PAGE_CONTENT - HEADER_FIELDS
 U32_MAX = (1 << 32) - 1
 ADDRESS_LIMIT = 1 << 49
 INLINE_MAX = 251

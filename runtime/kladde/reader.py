@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from ...generated import kladde as g
 from ..errors import ChecksumError, DecodeError
-from ..varint import decode_uleb128
-from .errors import Corrupt, DanglingPointer, NotKladde, UnsupportedVersion
+from . import limits as _limits
+from .errors import Corrupt, DanglingPointer, NotKladde, OutOfBounds, UnsupportedVersion
 from .model import (
     ADDRESS_LIMIT,
     CONTENT_OFFSET,
@@ -26,7 +26,6 @@ from .model import (
     INLINE,
     KIND_DATA,
     KIND_TABLE,
-    MAGIC,
     PAGE_SIZE,
     READER_VERSION,
     REF,
@@ -68,17 +67,30 @@ class Allocation:
     size: int
     fragments: list[tuple[int, int, int, object]] = field(default_factory=list)
 
-    def content(self, buf) -> bytes:
+    def content(self, buf, offset: int = 0, length: int | None = None) -> bytes:
+        """Bytes ``[offset, offset+length)`` (``length`` None: to the end); only the
+        fragments that overlap the range are read."""
+        if length is None:
+            length = self.size - offset
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise OutOfBounds(f"range {offset}+{length} outside allocation {self.id} "
+                              f"({self.size} bytes)")
+        lo, hi = offset, offset + length
         out = bytearray()
         for start, end, kind, src in self.fragments:
-            n = end - start
+            if end <= lo or start >= hi:
+                continue
+            a, b = max(start, lo), min(end, hi)
+            n = b - a
             if kind == FRAG_ZERO:
                 out += bytes(n)
             elif kind == FRAG_INLINE:
                 payload, at = src
+                at += a - start
                 out += payload[at:at + n]
             else:
-                out += buf[src:src + n]
+                at = src + (a - start)
+                out += buf[at:at + n]
         return bytes(out)
 
 
@@ -87,11 +99,15 @@ def _corrupt(message: str, page: int | None, offset: int | None, **kw) -> Corrup
 
 
 class KladdeFile:
-    """The committed state of one kladde file (the journal is not replayed)."""
+    """One kladde file: the committed state (``read``, ``allocations``), the recovered
+    journal (``journal``) and the current state, committed plus journal (``current()``)."""
 
-    def __init__(self, data, *, name: str | None = None) -> None:
+    def __init__(self, data, *, name: str | None = None,
+                 limits: _limits.Limits = _limits.DEFAULT) -> None:
         self.data = data
         self.name = name
+        self.limits = limits
+        self._journal = None
         self.mv = memoryview(data)
         self.npages = len(data) // PAGE_SIZE
         self.slot, self.header_slot = pick_header(self.mv, name=name)
@@ -104,6 +120,7 @@ class KladdeFile:
         self._data_ok: dict[int, None] = {}
         self._walk()
         self._by_id: dict[int, list[Stmt]] | None = None
+        self._check_bounds()
 
     # -- walk --------------------------------------------------------------------------
     def _walk(self) -> None:
@@ -234,18 +251,94 @@ class KladdeFile:
                 out[alloc_id] = alloc
         return out
 
-    def read(self, alloc_id: int) -> bytes:
-        alloc = self.allocation(alloc_id)
+    def read(self, alloc_id: int, offset: int = 0, length: int | None = None) -> bytes:
+        """Committed bytes ``[offset, offset+length)`` of an allocation (None: to the end)."""
+        sts = self.by_id.get(alloc_id)
+        alloc = resolve_statements(alloc_id, sts) if sts else None
         if alloc is None:
             raise DanglingPointer(alloc_id)
-        return alloc.content(self.mv)
+        end = alloc.size if length is None else offset + length
+        self._check_refs(alloc, sts, offset, end)  # only the data pages the range reads
+        return alloc.content(self.mv, offset, length)
+
+    # -- the journal (facts.md §8) -------------------------------------------------------
+    @property
+    def journal(self):
+        """The recovered journal segment the governing header names."""
+        if self._journal is None:
+            from .journal import recover
+            self._journal = recover(self.mv, self.epoch, self.header.journal_pointer,
+                                    limits=self.limits, name=self.name)
+        return self._journal
+
+    def current(self):
+        """The current state: the committed state with the journal replayed over it."""
+        from .journal import CurrentState
+        return CurrentState(self, self.journal, limits=self.limits)
+
+    # -- bounds that need resolution (facts.md §7.2) -------------------------------------
+    def _check_bounds(self) -> None:
+        lim = self.limits
+        over = {p for p, total in self.ref_bytes.items() if total > lim.ref_bytes_per_data_page}
+        if over:  # the raw sum counts shadowed Refs too: recount the live ones only
+            live: dict[int, int] = {}
+            ids = {st.id for st in self.statements if st.kind == REF and
+                   st.data // PAGE_SIZE in over}
+            for alloc_id in sorted(ids):
+                for st in self._live(alloc_id):
+                    if st.kind == REF and st.data // PAGE_SIZE in over:
+                        dp = st.data // PAGE_SIZE
+                        live[dp] = live.get(dp, 0) + st.size
+            for dp in sorted(over):
+                if live.get(dp, 0) > lim.ref_bytes_per_data_page:
+                    raise _corrupt(f"the live Ref sizes into data page {dp} sum past "
+                                   f"{lim.ref_bytes_per_data_page} bytes", dp, dp * PAGE_SIZE,
+                                   expected=f"<= {lim.ref_bytes_per_data_page}",
+                                   found=live[dp])
+        cap = lim.framing_bytes_per_id // _limits.STATEMENT_FRAMING_MAX
+        if len(self.statements) <= cap:
+            return  # no id has more statements than the file: none can reach the bound
+        for alloc_id, sts in self.by_id.items():
+            if len(sts) <= cap:
+                continue  # cannot reach the bound even at 21 framing bytes each
+            live_sts = self._live(alloc_id)
+            total = sum(self._framing(st) for st in live_sts)
+            if total > lim.framing_bytes_per_id:
+                first = live_sts[0] if live_sts else sts[0]
+                raise _corrupt(f"the framing bytes of the live statements naming id "
+                               f"{alloc_id} sum past {lim.framing_bytes_per_id}", first.page,
+                               self.locate(first), expected=f"<= {lim.framing_bytes_per_id}",
+                               found=total)
+
+    def _live(self, alloc_id: int) -> list[Stmt]:
+        """Statements of an id that a newer statement has not fully overwritten."""
+        sts = self.by_id.get(alloc_id, [])
+        winners: set = set()
+        size = _size_of(alloc_id, sts)
+        if size is None:  # deleted: only the Tombstone that decides it is live
+            return [max(sts, key=lambda s: s.epoch)]
+        paint(sts, size, winners)
+        keep = [st for st in sts if st in winners or st.kind in (SHRINK, GROW, TOMBSTONE)]
+        return keep
+
+    def _framing(self, st: Stmt) -> int:
+        """Encoded bytes of one statement except an Inline payload (slow path)."""
+        info = next(p for p in self.pages if p.page == st.page)
+        mv = self.mv[:info.content_end]
+        pos = _statements_start(mv, info.content_start)
+        for i, (_, end) in enumerate(g.iter_statement(mv, pos, info.content_end)):
+            if i == st.index:
+                return end - pos - (st.size if st.kind == INLINE else 0)
+            pos = end
+        return 0
 
     def contents(self) -> dict[int, bytes]:
         return {i: a.content(self.mv) for i, a in self.allocations().items()}
 
-    def _check_refs(self, alloc: Allocation, sts: list[Stmt]) -> None:
+    def _check_refs(self, alloc: Allocation, sts: list[Stmt], lo: int = 0,
+                    hi: int | None = None) -> None:
         for start, _end, kind, src in alloc.fragments:
-            if kind != FRAG_REF:
+            if kind != FRAG_REF or _end <= lo or (hi is not None and start >= hi):
                 continue
             p = src // PAGE_SIZE
             if p in self._data_ok:
@@ -325,11 +418,8 @@ def apply_cursors(decoded, epoch: int, page: int, out: list, ref_bytes: dict) ->
                     raise _Bad("a Ref address is out of range (>= 2**49)", addr)
                 if (addr % PAGE_SIZE) + size > PAGE_SIZE:
                     raise _Bad("a Ref spans a page boundary", addr)
-                dp = addr // PAGE_SIZE
-                total = ref_bytes.get(dp, 0) + size
-                if total > U32_MAX:
-                    raise _Bad(f"the Ref sizes into data page {dp} sum past 2**32 - 1", total)
-                ref_bytes[dp] = total
+                dp = addr // PAGE_SIZE  # raw sum; KladdeFile recounts live Refs past the bound
+                ref_bytes[dp] = ref_bytes.get(dp, 0) + size
                 append(_new(Stmt, (id_cursor, REF, off, size, addr, epoch, page, index)))
                 off += size
             elif tag == _ZERO:
@@ -366,35 +456,55 @@ def _content_message(exc: DecodeError) -> str:
 
 
 def _child_pos(mv, start: int, index: int) -> int:
+    """Offset of child ``index`` (the schema's ``child_ref`` walked ``index`` times)."""
     pos = start
-    for _ in range(index):
-        _, pos = decode_uleb128(mv, pos)
+    for i, (_, end) in enumerate(g.iter_child_ref(mv, start, len(mv))):
+        if i == index:
+            break
+        pos = end
     return pos
 
 
 def _statements_start(mv, start: int) -> int:
-    pos = start
-    while True:
-        value, pos = decode_uleb128(mv, pos)
-        if value == 0:
-            return pos
+    """Offset just past the child list's 0 delimiter."""
+    for ref, end in g.iter_child_ref(mv, start, len(mv)):
+        if ref.page_delta == 0:
+            return end
+    return len(mv)
 
 
 # -- header slot choice ----------------------------------------------------------------
 
-def pick_header(mv: memoryview, *, name: str | None = None):
-    """The governing header slot per facts.md §2.2: ``(slot, HeaderSlot)``."""
+def slot_report(mv: memoryview) -> list[str]:
+    """Each header slot's state in words: ``"slot 0: valid, epoch 4"`` or why it is
+    skipped (CRC mismatch, kind, parity...), as the slot choice saw it."""
+    out: list[str] = []
+    try:
+        pick_header(mv, report=out)
+    except DecodeError:
+        pass
+    return out
+
+
+def pick_header(mv: memoryview, *, name: str | None = None, report: list | None = None):
+    """The governing header slot per facts.md §2.2: ``(slot, HeaderSlot)``.
+
+    ``report`` (a list) receives one line per slot: valid with its epoch, or the reason
+    the slot was skipped."""
     if len(mv) < PAGE_SIZE:
         raise NotKladde(f"file is shorter than one page ({len(mv)} bytes)", offset=0,
                         file=name)
     best = None
     magic_seen = False
-    reasons = []
+    reasons = [] if report is None else report
     slots = 2 if len(mv) >= 2 * PAGE_SIZE else 1
     for slot in range(slots):
         base = slot * PAGE_SIZE
-        if bytes(mv[base:base + len(MAGIC)]) == MAGIC:
+        try:  # the magic is the header's first field: its const check says if it is there
+            g.decode_header_fields(mv[:base + PAGE_SIZE], base)
             magic_seen = True
+        except DecodeError as exc:
+            magic_seen = magic_seen or not exc.path.endswith("magic")
         try:
             hs, _ = g.decode_header_slot(mv[:base + PAGE_SIZE], base)
         except DecodeError as exc:
@@ -407,8 +517,12 @@ def pick_header(mv: memoryview, *, name: str | None = None):
         if hs.epoch % 2 != slot:
             reasons.append(f"slot {slot}: epoch {hs.epoch} has the wrong parity")
             continue
+        if report is not None:
+            report.append(f"slot {slot}: valid, epoch {hs.epoch}")
         if best is None or hs.epoch > best[1].epoch:
             best = (slot, hs)
+    if slots == 1 and report is not None:
+        report.append("slot 1: missing (the file is one page long)")
     if best is None:
         if magic_seen:
             raise Corrupt("neither header slot is valid (" + "; ".join(reasons) + ")",
@@ -454,6 +568,19 @@ def resolve_statements(alloc_id: int, sts: list[Stmt]) -> Allocation | None:
             newest = st
     if newest.kind == TOMBSTONE:
         return None
+    size = _size_of(alloc_id, sts)
+    return Allocation(alloc_id, size, paint(sts, size))
+
+
+def _size_of(alloc_id: int, sts: list[Stmt]) -> int | None:
+    """The resolved size of an id (None if it does not exist)."""
+    newest = None
+    for st in sts:
+        if newest is None or st.epoch > newest.epoch or (
+                st.epoch == newest.epoch and st.offset < newest.offset):
+            newest = st
+    if newest.kind == TOMBSTONE:
+        return None
     anchor_epoch = -1
     anchor_n = 0
     for st in sts:
@@ -471,7 +598,7 @@ def resolve_statements(alloc_id: int, sts: list[Stmt]) -> Allocation | None:
                 size = st.offset + st.size
     if size > U32_MAX:
         raise Corrupt(f"allocation {alloc_id} is larger than 2**32 - 1 bytes", found=size)
-    return Allocation(alloc_id, size, paint(sts, size))
+    return size
 
 
 def _single(st: Stmt) -> list:
@@ -500,8 +627,10 @@ def _match(st: Stmt, size: int) -> tuple[int, int]:
     return st.offset, min(st.offset + st.size, size)
 
 
-def paint(sts: list[Stmt], size: int) -> list[tuple[int, int, int, object]]:
-    """Content fragments of ``[0, size)``: each byte from its highest-epoch matcher."""
+def paint(sts: list[Stmt], size: int,
+          winners: set | None = None) -> list[tuple[int, int, int, object]]:
+    """Content fragments of ``[0, size)``: each byte from its highest-epoch matcher
+    (``winners`` collects the statements that give at least one byte)."""
     if size == 0:
         return []
     cands = sorted((st for st in sts if st.kind != GROW), key=lambda s: -s.epoch)
@@ -520,6 +649,8 @@ def paint(sts: list[Stmt], size: int) -> list[tuple[int, int, int, object]]:
                 new_gaps.append((g0, a))
             lo, hi = max(g0, a), min(g1, b)
             frags.append(_fragment(st, lo, hi))
+            if winners is not None:
+                winners.add(st)
             if hi < g1:
                 new_gaps.append((hi, g1))
         gaps = new_gaps
@@ -558,13 +689,15 @@ def _winner_at(sts: list[Stmt], probe: int) -> Stmt | None:
 
 # -- entry points ------------------------------------------------------------------------
 
-def load(data, *, name: str | None = None) -> KladdeFile:
+def load(data, *, name: str | None = None,
+         limits: _limits.Limits = _limits.DEFAULT) -> KladdeFile:
     """Open kladde bytes (``bytes``, ``bytearray``, ``mmap``)."""
-    return KladdeFile(data, name=name)
+    return KladdeFile(data, name=name, limits=limits)
 
 
-def open_file(path: str | os.PathLike) -> KladdeFile:
-    """Read a kladde file from disk and open it (committed state)."""
+def open_file(path: str | os.PathLike, *,
+              limits: _limits.Limits = _limits.DEFAULT) -> KladdeFile:
+    """Read a kladde file from disk and open it (``current()`` replays the journal)."""
     with open(path, "rb") as fh:
         data = fh.read()
-    return KladdeFile(data, name=os.fspath(path))
+    return KladdeFile(data, name=os.fspath(path), limits=limits)

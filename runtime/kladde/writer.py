@@ -20,11 +20,14 @@ an interior page. Pages are never reused (there is no consolidation yet).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
 from dataclasses import dataclass, field
 
 from ...generated import kladde as g
 from ..errors import EncodeError
+from . import journal as jn
 from .errors import DanglingPointer, OutOfBounds
 from .model import (
     CONTENT_OFFSET,
@@ -44,6 +47,20 @@ from .model import (
     Stmt,
 )
 from .reader import KladdeFile, load
+
+
+class OsIO:
+    """The store's write steps; tests substitute one that crashes after step k."""
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> None:
+        _pwrite_all(fd, data, offset)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
 
 HEADER_FANOUT = 256
 INTERIOR_FANOUT = 700  # children per interior page (5-byte deltas at most: < 4081 bytes)
@@ -217,14 +234,21 @@ class _Dirty:
 class Store:
     """A kladde file opened for writing: read committed state, edit, flush epochs."""
 
-    def __init__(self, path: str | os.PathLike, fd: int, table: KladdeFile) -> None:
+    def __init__(self, path: str | os.PathLike, fd: int, table: KladdeFile, *,
+                 io: OsIO | None = None) -> None:
         self.path = os.fspath(path)
         self.fd = fd
+        self.io = io or OsIO()
         self.table = table
         self.dirty: dict[int, _Dirty] = {}
         self.fields = {k: getattr(table.header, k) for k in
                        ("root_allocation", "schema_table", "consolidator_state",
                         "root_fingerprint")}
+        self.pending: list = []  # journal records of the open transaction
+        self._journaling = True
+        self.recovered: jn.Journal | None = None  # what open() found in the journal
+        self.discarded: str | None = None  # side file of journal bytes cut at open
+        self.segment = jn.SegmentWriter(table.epoch + 1, table.header.journal_pointer)
 
     # -- lifecycle -----------------------------------------------------------------
     @classmethod
@@ -240,15 +264,54 @@ class Store:
         return cls.open(path)
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> Store:
+    def open(cls, path: str | os.PathLike, *, io: OsIO | None = None) -> Store:
+        """Open for writing: replay the journal and fold it into a new epoch (facts.md §8).
+
+        A non-empty recovered journal is folded (flushed) before any new append. When
+        valid-looking transactions follow damage in the journal, the segment's bytes from
+        the damage on are first copied to ``FILE.discarded-OFFSET`` (fsynced) and a
+        warning is issued: the fold moves the journal pointer past them.
+        """
         fd = os.open(path, os.O_RDWR)
         try:
             os.fsync(fd)  # retires the older header's world (facts.md §7.1, reuse rule)
-            table = load(_read_all(fd), name=os.fspath(path))
+            data = _read_all(fd)
+            table = load(data, name=os.fspath(path))
+            journal = jn.recover(data, table.epoch, table.header.journal_pointer,
+                                 name=os.fspath(path))
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, table)
+        store = cls(path, fd, table, io=io)
+        store.recovered = journal
+        if journal.transactions or journal.damaged:
+            try:
+                if journal.damaged:
+                    store.discarded = _keep_discarded(path, data, journal)
+                    warnings.warn(f"{os.fspath(path)}: {journal.describe()}; the bytes from "
+                                  f"offset {journal.stop_offset} were copied to "
+                                  f"{store.discarded}", stacklevel=2)
+                store._replay(journal)
+                store.flush()
+            except BaseException:
+                store.close()
+                raise
+        return store
+
+    def _replay(self, journal: jn.Journal) -> None:
+        self._journaling = False
+        try:
+            for txn in journal.transactions:
+                for i, rec in enumerate(txn.records):
+                    try:
+                        jn.apply_record(self, rec)
+                    except OutOfBounds as exc:
+                        from .errors import Corrupt
+                        raise Corrupt(f"journal transaction {txn.index} record {i} breaks a "
+                                      f"bound: {exc}", offset=txn.offset,
+                                      path=f"journal[{txn.index}].records[{i}]") from None
+        finally:
+            self._journaling = True
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -272,16 +335,25 @@ class Store:
             return d.exists
         return self.table.allocation(alloc_id) is not None
 
-    def read(self, alloc_id: int) -> bytes:
+    def read(self, alloc_id: int, offset: int = 0, length: int | None = None) -> bytes:
+        """Bytes ``[offset, offset+length)`` of the current state (``length`` None: to the end)."""
         d = self.dirty.get(alloc_id)
         if d is not None:
             if not d.exists:
                 raise DanglingPointer(alloc_id)
-            return bytes(d.content)
-        return self.table.read(alloc_id)
+            return bytes(jn._slice(d.content, alloc_id, offset, length))
+        return self.table.read(alloc_id, offset, length)
 
     def size(self, alloc_id: int) -> int:
-        return len(self.read(alloc_id))
+        d = self.dirty.get(alloc_id)
+        if d is not None:
+            if not d.exists:
+                raise DanglingPointer(alloc_id)
+            return len(d.content)
+        alloc = self.table.allocation(alloc_id)
+        if alloc is None:
+            raise DanglingPointer(alloc_id)
+        return alloc.size
 
     def ids(self) -> list[int]:
         out = set(self.table.ids())
@@ -324,6 +396,7 @@ class Store:
         if d.exists:
             raise EncodeError(f"allocation {alloc_id} already exists")
         self._live(alloc_id)
+        self._log(jn.resize(alloc_id, 0))
 
     def write(self, alloc_id: int, offset: int, data: bytes) -> None:
         """Set bytes ``[offset, offset+len(data))``, growing the allocation if needed."""
@@ -334,6 +407,7 @@ class Store:
             d.content.extend(bytes(end - len(d.content)))
         d.content[offset:end] = data
         d.mark(offset, end)
+        self._log(jn.write(alloc_id, offset, data))
 
     def zero(self, alloc_id: int, offset: int, length: int) -> None:
         """Set ``[offset, offset+length)`` to zero, growing the allocation if needed."""
@@ -344,6 +418,7 @@ class Store:
             d.content.extend(bytes(end - len(d.content)))
         d.content[offset:end] = bytes(length)
         d.mark(offset, end)
+        self._log(jn.write(alloc_id, offset, bytes(length)))
 
     def resize(self, alloc_id: int, n: int) -> None:
         """Truncate or zero-extend to ``n`` bytes (creating the allocation if needed)."""
@@ -355,6 +430,7 @@ class Store:
             d.low = min(d.low, n)
         else:
             d.content.extend(bytes(n - len(d.content)))
+        self._log(jn.resize(alloc_id, n))
 
     def delete(self, alloc_id: int) -> None:
         d = self._touch(alloc_id)
@@ -364,6 +440,73 @@ class Store:
         d.content = bytearray()
         d.ranges = []
         d.low = 0
+        self._log(jn.free(alloc_id))
+
+    def splice(self, alloc_id: int, offset: int, old_len: int, data: bytes) -> None:
+        """Replace ``[offset, offset+old_len)`` with ``data``, shifting the tail."""
+        self._bound(offset, old_len)
+        self._bound(offset, len(data))
+        with self._quiet():
+            jn.splice_into(self, alloc_id, offset, old_len, data)
+        self._log(jn.splice(alloc_id, offset, old_len, data))
+
+    def copy(self, src: int, src_offset: int, length: int, dst: int, dst_offset: int) -> None:
+        """Copy ``length`` bytes from ``src`` to ``dst`` (missing source bytes read as zero)."""
+        self._copy(src, src_offset, length, dst, dst_offset, False)
+
+    def move(self, src: int, src_offset: int, length: int, dst: int, dst_offset: int) -> None:
+        """A copy, then the vacated source range (inside the source's size) is zeroed."""
+        self._copy(src, src_offset, length, dst, dst_offset, True)
+
+    def _copy(self, src, src_offset, length, dst, dst_offset, move: bool) -> None:
+        self._bound(src_offset, length)
+        self._bound(dst_offset, length)
+        for i in (src, dst):
+            if not 1 <= i <= U32_MAX:
+                raise OutOfBounds(f"allocation id {i} outside 1..2**32-1")
+        with self._quiet():
+            jn.copy_into(self, src, src_offset, length, dst, dst_offset, move=move)
+        self._log(jn.copy(src, src_offset, length, dst, dst_offset, move=move))
+
+    # -- the journal ------------------------------------------------------------------------
+    def _log(self, rec) -> None:
+        if self._journaling:
+            self.pending.append(rec)
+
+    @contextlib.contextmanager
+    def _quiet(self):
+        # a compound edit journals itself as one record, not as the edits it is made of
+        was, self._journaling = self._journaling, False
+        try:
+            yield
+        finally:
+            self._journaling = was
+
+    def commit(self) -> int:
+        """Append the edits since the last commit or flush to the journal as one transaction.
+
+        Durable once this returns (fsynced); a crash before that loses the whole
+        transaction and nothing else. Returns the number of records written.
+        """
+        if self.fd < 0:
+            raise EncodeError("store is closed")
+        if not self.pending:
+            return 0
+        if self.segment.page < 2:
+            # a header slot cannot hold the journal (pointer < 2 means "no journal"): a reader
+            # would never see these transactions, so make them durable as an epoch instead
+            n = len(self.pending)
+            self.flush()
+            return n
+        payload = jn.check_records(self.pending)
+        self.segment.append(payload, self.io, self.fd, self._next_journal_page)
+        self.io.fsync(self.fd)
+        n = len(self.pending)
+        self.pending = []
+        return n
+
+    def _next_journal_page(self) -> int:
+        return max(os.fstat(self.fd).st_size // PAGE_SIZE, self.segment.page + 1)
 
     def set_header(self, **fields) -> None:
         """Set root_allocation, schema_table, consolidator_state or root_fingerprint."""
@@ -386,7 +529,10 @@ class Store:
             raise EncodeError("store is closed")
         t = self.table
         epoch = t.epoch + 1
-        next_page = max(t.npages, 2)
+        # past every page in the file: the current journal segment must survive until the
+        # new header commits (a crash before that replays it again)
+        file_pages = max(os.fstat(self.fd).st_size // PAGE_SIZE, t.npages)
+        next_page = max(file_pages, 2)
         pages: list[bytes] = []
         data = _DataPages(next_page)
         stmts = self.statements_for_flush(data.place)
@@ -419,19 +565,22 @@ class Store:
         if len(g.encode_table_content(root)) > MAX_HEADER_CONTENT:
             raise OutOfBounds("header children do not fit the header page")
         header = frame_header(fields, epoch, root)
+        io = self.io
         # 1. data and table pages, appended past the end of the file
-        base = max(t.npages, 2) * PAGE_SIZE
-        if t.npages < 2:
-            os.ftruncate(self.fd, 2 * PAGE_SIZE)
+        base = max(file_pages, 2) * PAGE_SIZE
+        if file_pages < 2:
+            io.ftruncate(self.fd, 2 * PAGE_SIZE)
         for i, page in enumerate(pages):
-            _pwrite_all(self.fd, page, base + i * PAGE_SIZE)
+            io.pwrite(self.fd, page, base + i * PAGE_SIZE)
         # 2. fsync: everything the new header references is durable before the header
-        os.fsync(self.fd)
+        io.fsync(self.fd)
         # 3. the commit: header into slot E mod 2 (the older slot), then fsync
-        _pwrite_all(self.fd, header, (epoch % 2) * PAGE_SIZE)
-        os.fsync(self.fd)
+        io.pwrite(self.fd, header, (epoch % 2) * PAGE_SIZE)
+        io.fsync(self.fd)
         self.table = load(_read_all(self.fd), name=self.path)
         self.dirty.clear()
+        self.pending = []  # folded into this epoch
+        self.segment = jn.SegmentWriter(epoch + 1, self.table.header.journal_pointer)
         return epoch
 
 
@@ -572,5 +721,23 @@ def _fsync_dir(path) -> None:
         os.close(fd)
 
 
-__all__ = ["Store", "encode_table", "pack_tables", "empty_file", "frame_table",
+__all__ = ["OsIO", "Store", "encode_table", "pack_tables", "empty_file", "frame_table",
            "frame_data", "frame_header", "header_fields", "KIND_DATA", "KIND_TABLE"]
+
+
+def _keep_discarded(path, data: bytes, journal: jn.Journal) -> str:
+    """Copy every byte from the journal damage to the end of the file into a side file.
+
+    The fold moves the journal pointer past these bytes; the valid-looking transactions
+    among them stay for a human (``bytewright kladde salvage``) instead of being lost.
+    """
+    at = journal.stop_offset or 0
+    side = f"{os.fspath(path)}.discarded-{at}"
+    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _pwrite_all(fd, bytes(data[at:]), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(side)
+    return side

@@ -10,4 +10,8 @@
 - :mod:`.envelope`  family-19 envelope validation (sequence, digest, counts, limits),
                     CommitState ref and transition rules, the envelope writer
 - :mod:`.graphwal`  family-19 graph WAL files: writer, multi-envelope replay, torn tails
+- :mod:`.files`     files on disk: atomic artifact writes, the WAL appender (torn tail
+                    cut, damage in the middle refused unless discard_after, side files),
+                    WAL salvage
+- :mod:`.limits`    resource limits and format bounds as named constants
 """

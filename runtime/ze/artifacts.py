@@ -8,16 +8,22 @@ from __future__ import annotations
 
 from ...generated import ze
 from ..checksums import xxh3_64
-from ..errors import ConstraintError
-from . import registry
+from ..errors import ConstraintError, UnsupportedError
+from . import limits, registry
 
 TSR1, ZGR3 = 0x31525354, 0x3352475A
 
 
 def _file_length(buf, hdr) -> None:
+    """facts §2.2 decode order after the header: file_length equals the real length,
+    header_length == 32, then the whole-file checksum, all before the block is read."""
     if hdr.file_length != len(buf):
         raise ConstraintError("file_length must equal the real file length", offset=24,
                               path="file_length", expected=len(buf), found=hdr.file_length)
+    if hdr.header_length != 32:
+        raise ConstraintError("framed artifact header_length must be 32", offset=16,
+                              path="header_length", expected=32, found=hdr.header_length)
+    ze.decode_framed_trailer_check(buf)  # whole-file checksum before the block checksum
 
 
 def _exact(buf, end: int, what: str) -> None:
@@ -44,7 +50,7 @@ def read_purge(buf) -> ze.PurgeFile:
 
 def purge_token(generation: int, doc_ids) -> int:
     """``token_id = xxh3_64(generation:u64 LE || each doc_id:u128 LE)``."""
-    data = generation.to_bytes(8, "little") + b"".join(d.to_bytes(16, "little") for d in doc_ids)
+    data = ze.encode_purge_token_input(ze.PurgeTokenInput(generation, list(doc_ids)))
     return xxh3_64(data)
 
 
@@ -54,12 +60,18 @@ def purge_file(generation: int, doc_ids) -> bytes:
     return ze.encode_purge_file(ze.PurgeFile(ze.PurgeBlock(payload)))
 
 
-def read_manifest(buf, *, strict: bool = True) -> ze.ManifestFile:
+def read_manifest(buf, *, strict: bool = True, graph: bool = True) -> ze.ManifestFile:
     """Decode a manifest and apply the version rules: v2 may end with TSR1 only; v3 must end
     with exactly one ZGR3 (optionally after TSR1); v1 is refused as unsupported. The graph
     section is checked against its CommitState (:func:`check_graph_section`); ``strict``
-    also applies the epoch-registry cross-checks (:func:`check_epochs`, facts U13)."""
+    also applies the epoch-registry cross-checks (:func:`check_epochs`, facts U13).
+    ``graph=False`` is a graph-free build: it refuses v3 at the codec boundary (rules
+    "Graph-free builds refuse v3"), before the block is read."""
     hdr = registry.read_header(buf, expected_family=10)
+    if not graph and hdr.family_version == 3:
+        raise UnsupportedError("manifest v3 carries a graph section; this build is graph-free",
+                               offset=10, path="manifest_file.family_version", expected=2,
+                               found=3)
     _file_length(buf, hdr)
     value, end = ze.decode_manifest_file(buf)
     _exact(buf, end, "manifest")
@@ -86,8 +98,8 @@ def read_manifest(buf, *, strict: bool = True) -> ze.ManifestFile:
     return value
 
 
-MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
-MIN_OBJECT_BYTES = 104
+MAX_ARTIFACT_BYTES = limits.MAX_ARTIFACT_BYTES
+MIN_OBJECT_BYTES = limits.MIN_OBJECT_BYTES
 
 
 def check_graph_section(g: ze.GraphSection, *, path: str = "graph") -> None:
@@ -198,3 +210,46 @@ def epoch_id(epoch: ze.EmbeddingEpoch) -> int:
     data = ze.encode_epoch_digest_input(ze.EpochDigestInput(
         tower(epoch.document), tower(epoch.query), epoch.alignment_digest))
     return xxh3_64(data)
+
+
+def zgen_generations(section: ze.GraphSection, batch_seqs) -> list[tuple[int, int]]:
+    """The graph generation after each WAL graph batch replayed over a manifest (rules:
+    ZGEN "Replay subtracts the covered batches and manifest-only increments, then restores
+    each increment after its recorded WAL boundary").
+
+    ``batch_seqs`` are the WAL sequences of the committed graph batches, ascending; those at
+    or below ``absorbed_through`` are already in the state and are skipped. Batches up to
+    the ZGEN cutoff (``counted_through``) are already counted in the manifest generation,
+    and so are the manifest-only increments: both are subtracted from the starting
+    generation, then each batch adds 1 and each increment is added back once the WAL has
+    passed its ``after_sequence``. Without ZGEN nothing past ``absorbed_through`` is
+    counted. The generation reached at the cutoff therefore equals the manifest's.
+    Returns ``[(seq, generation after it), ...]``.
+    """
+    absorbed = section.absorbed_through
+    generation = section.state.generation
+    z = section.zgen[0] if section.zgen else None
+    counted = z.counted_through if z is not None else absorbed
+    rows = list(z.rows or ()) if z is not None else []
+    batches = [s for s in batch_seqs if s > absorbed]
+    if any(b <= a for a, b in zip(batches, batches[1:], strict=False)):
+        raise ConstraintError("WAL graph batches must be strictly increasing", path="batches",
+                              found=batches)
+    covered = sum(1 for s in batches if s <= counted)
+    gen = generation - covered - sum(r.increment_count for r in rows)
+    if gen < 0:
+        raise ConstraintError("ZGEN covers more batches and increments than the manifest "
+                              "generation counts", path="graph.zgen", expected=f"<= {generation}",
+                              found=covered + sum(r.increment_count for r in rows))
+    i = 0
+    while i < len(rows) and rows[i].after_sequence <= absorbed:  # before the first replayed batch
+        gen += rows[i].increment_count
+        i += 1
+    out = []
+    for s in batches:
+        gen += 1
+        while i < len(rows) and rows[i].after_sequence <= s:
+            gen += rows[i].increment_count
+            i += 1
+        out.append((s, gen))
+    return out

@@ -10,9 +10,12 @@ from __future__ import annotations
 from ...generated import ze
 from ..checksums import xxh3_64
 from ..errors import ConstraintError
+from . import limits
 
-LIMIT = 16 * 1024 * 1024
-MAX_MUTATIONS = 16384
+LIMIT = limits.ENVELOPE_BYTES
+FRAME_HEADER = ze.LAYOUT["zgw_frame_header"]["layouts"][0]["fixed_size"]  # 64
+FRAME_CHECKSUM = 8  # the frame's trailing xxh3-64 (zgw_frame.checksum)
+MAX_MUTATIONS = limits.MAX_MUTATIONS
 K = ze.ZgwFrameKind
 
 
@@ -53,13 +56,19 @@ def validate(payload, *, expected_sequence: int | None = None) -> ze.GraphEnvelo
                                   path=f"changes[{i}].kind", found=int(fr.kind))
     if sum(fr.kind == K.mutation for fr in env.changes) > MAX_MUTATIONS:
         raise ConstraintError("more than 16384 mutation changes", path="changes")
+    for i, fr in enumerate(env.changes):
+        if fr.kind == K.reclaim_intent:
+            check_reclaim_intent(fr.payload, path=f"changes[{i}].payload")
+        elif fr.kind == K.reclaim_complete:
+            check_reclaim_complete(fr.payload, path=f"changes[{i}].payload")
     commit = env.commit.payload
     if commit.change_count != begin.change_count:
         raise ConstraintError("Commit change_count must equal Begin's", path="commit.change_count",
                               expected=begin.change_count, found=commit.change_count)
     commit_at = 0  # the Commit frame starts after Begin and the changes (already validated)
     for _ in range(1 + len(env.changes)):
-        commit_at += 72 + int.from_bytes(mv[commit_at + 8:commit_at + 12], "little")
+        head, _ = ze.decode_zgw_frame_header(mv, commit_at)
+        commit_at += FRAME_HEADER + head.payload_len + FRAME_CHECKSUM
     digest = xxh3_64(mv[:commit_at])
     if commit.digest != digest:
         raise ConstraintError("Commit digest does not cover Begin + changes", path="commit.digest",
@@ -69,6 +78,34 @@ def validate(payload, *, expected_sequence: int | None = None) -> ze.GraphEnvelo
         raise ConstraintError("CommitState must name the store, target generation and sequence",
                               path="commit.state")
     return env
+
+
+def _increasing(rows, path: str) -> None:
+    for i in range(1, len(rows)):
+        if rows[i].artifact <= rows[i - 1].artifact:
+            raise ConstraintError("descriptor rows must have strictly increasing artifact ids",
+                                  path=f"{path}[{i}].artifact",
+                                  expected=f"> {rows[i - 1].artifact}", found=rows[i].artifact)
+
+
+def check_reclaim_intent(ri: ze.ZgwReclaimIntent, *, path: str = "reclaim_intent") -> None:
+    """Candidate rows: strictly increasing artifact ids, each serial <= the serial fence."""
+    _increasing(ri.candidates, path + ".candidates")
+    for i, d in enumerate(ri.candidates):
+        if d.creation_serial > ri.serial_fence:
+            raise ConstraintError("reclaim candidate serial is beyond the serial fence",
+                                  path=f"{path}.candidates[{i}].creation_serial",
+                                  expected=f"<= {ri.serial_fence}", found=d.creation_serial)
+
+
+def check_reclaim_complete(rc: ze.ZgwReclaimComplete, *, path: str = "reclaim_complete") -> None:
+    """The completed and remaining lists: each strictly increasing, and disjoint."""
+    _increasing(rc.completed.rows, path + ".completed.rows")
+    _increasing(rc.remaining.rows, path + ".remaining.rows")
+    both = {d.artifact for d in rc.completed.rows} & {d.artifact for d in rc.remaining.rows}
+    if both:
+        raise ConstraintError("completed and remaining descriptor lists must be disjoint",
+                              path=path + ".remaining.rows", found=sorted(both))
 
 
 # -- CommitState rules (facts §4 "Commit transition rules") -----------------------------------

@@ -18,13 +18,32 @@ from ..errors import ConstraintError
 UNUSED = 0xFFFFFFFF
 
 
+_BLOCK = [f for f in ze.LAYOUT["graph_node_block"]["layouts"][0]["fields"]
+          if f["type"] != "padding"]
+# numpy formats of the block fields; their offsets and sizes come from the schema's LAYOUT
+_FORMATS = {"factors": ("<f4", (3,)), "degree": "u1", "flags": "u1", "reserved": "<u2"}
+
+
+def block_offsets(padded_dims: int, max_degree: int) -> dict[str, int]:
+    """Each block field's offset (and ``end``: where the zero padding starts), laid out as
+    ``graph_node_block`` declares: the two param-sized fields take ``code_bytes`` and
+    ``4 * max_degree`` bytes."""
+    sized = {"codes": (padded_dims + 1) // 2, "neighbours": 4 * max_degree}
+    out, pos = {}, 0
+    for f in _BLOCK:
+        out[f["name"]] = pos
+        pos += f["size"] if f["size"] is not None else sized[f["name"]]
+    out["end"] = pos
+    return out
+
+
 def block_dtype(padded_dims: int, max_degree: int, stride: int) -> np.dtype:
     cb = (padded_dims + 1) // 2
-    return np.dtype({"names": ["codes", "factors", "degree", "flags", "reserved", "neighbours"],
-                     "formats": [("u1", (cb,)), ("<f4", (3,)), "u1", "u1", "<u2",
-                                 ("<u4", (max_degree,))],
-                     "offsets": [0, cb, cb + 12, cb + 13, cb + 14, cb + 16],
-                     "itemsize": stride})
+    at = block_offsets(padded_dims, max_degree)
+    names = [f["name"] for f in _BLOCK]
+    formats = {**_FORMATS, "codes": ("u1", (cb,)), "neighbours": ("<u4", (max_degree,))}
+    return np.dtype({"names": names, "formats": [formats[n] for n in names],
+                     "offsets": [at[n] for n in names], "itemsize": stride})
 
 
 @dataclass(eq=False)
@@ -89,7 +108,7 @@ def _check(v: np.ndarray, tr, mv: memoryview) -> None:
         raise _fail("unused neighbour slots must be 0xFFFFFFFF", node, s, "neighbours", None)
     raw = np.frombuffer(mv, dtype=np.uint8, count=n * s).reshape(n, s)
     cb = (tr.padded_dims + 1) // 2
-    tail = raw[:, cb + 16 + 4 * md:]
+    tail = raw[:, block_offsets(tr.padded_dims, md)["end"]:]
     if tail.any():
         raise _fail("block padding must be zero", int(np.nonzero(tail.any(axis=1))[0][0]), s,
                     "pad", None)
@@ -102,7 +121,7 @@ def _check(v: np.ndarray, tr, mv: memoryview) -> None:
 def build_blocks(dims: int, padded_dims: int, max_degree: int, nodes) -> bytes:
     """Encode blocks + trailer; ``nodes`` are ``ze.GraphNodeBlock`` values."""
     cb = (padded_dims + 1) // 2
-    stride = (cb + 16 + 4 * max_degree + 127) // 128 * 128
+    stride = (block_offsets(padded_dims, max_degree)["end"] + 127) // 128 * 128
     body = b"".join(ze.encode_graph_node_block(nd, code_bytes=cb, max_degree=max_degree)
                     for nd in nodes)
     value = ze.GraphNodeBlocksRegion(body, dims, padded_dims, max_degree, stride, len(nodes))

@@ -15,17 +15,22 @@ a complete malformed frame is an error even at end of file; both raise.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from ...generated import ze
-from ..checksums import xxh3_64
 from ..errors import ConstraintError, DecodeError, TruncatedError
 from . import envelope
 
-HEADER_LEN = 64
-FRAME_HEADER = 64
-MAGIC = b"ZGWF"
+
+def _layout(record: str) -> dict[str, dict]:
+    return {f["name"]: f for f in ze.LAYOUT[record]["layouts"][0]["fields"]}
+
+
+HEADER_LEN = ze.LAYOUT["zgw_file_header"]["layouts"][0]["fixed_size"]  # 64
+FRAME_HEADER = ze.LAYOUT["zgw_frame_header"]["layouts"][0]["fixed_size"]  # 64
+_FH = _layout("zgw_frame_header")
+#: where a Begin frame's complete_envelope_bytes sits, from the start of the frame
+ENVELOPE_SIZE_AT = FRAME_HEADER + _layout("zgw_begin")["complete_envelope_bytes"]["offset"]
 
 
 @dataclass
@@ -59,14 +64,16 @@ def _torn_frame_header(mv: memoryview, pos: int, index: int, seq: int, batch: in
                        kind: int | None) -> None:
     """Bytes of a partial frame header must agree with every expected byte present."""
     have = bytes(mv[pos:pos + FRAME_HEADER])
-    expected = [(0, MAGIC, "magic"), (6, b"\x01\x00", "version"),
-                (12, struct.pack("<I", index), "frame_index"), (16, struct.pack("<Q", seq),
-                                                                 "sequence"),
-                (40, bytes(16), "reserved")]
+    # the expected header as the schema encodes it; only the fields known here are compared
+    want_hdr = ze.encode_zgw_frame_header(ze.ZgwFrameHeader(
+        kind or 0, 1, 0, index, seq, batch or 0, bytes(16)))
+    names = ["magic", "version", "frame_index", "sequence", "reserved"]
     if batch is not None:
-        expected.append((24, batch.to_bytes(16, "little"), "batch_id"))
+        names.append("batch_id")
     if kind is not None:
-        expected.append((4, struct.pack("<H", kind), "kind"))
+        names.append("kind")
+    expected = [(_FH[n]["offset"], want_hdr[_FH[n]["offset"]:_FH[n]["offset"] + _FH[n]["size"]],
+                 n) for n in names]
     for at, want, name in expected:
         part = have[at:at + len(want)]
         if part != want[:len(part)]:
@@ -86,14 +93,15 @@ def _check_torn(mv: memoryview, pos: int, seq: int) -> None:
             _torn_frame_header(mv, at, index, seq, batch, kind)
             return
         _torn_frame_header(mv, at, index, seq, batch, kind)
-        want = xxh3_64(mv[at:at + 56])
-        if int.from_bytes(mv[at + 56:at + 64], "little") != want:
+        try:
+            head, _ = ze.decode_zgw_frame_header(mv, at)
+        except DecodeError:
             raise ConstraintError("complete frame header fails its checksum (corruption)",
-                                  offset=at + 56, path=f"frame[{index}].header_checksum")
-        plen = int.from_bytes(mv[at + 8:at + 12], "little")
-        end = at + FRAME_HEADER + plen + 8
+                                  offset=at + _FH["header_checksum"]["offset"],
+                                  path=f"frame[{index}].header_checksum") from None
+        end = at + FRAME_HEADER + head.payload_len + envelope.FRAME_CHECKSUM
         if index == 0:
-            batch = int.from_bytes(mv[at + 24:at + 40], "little")
+            batch = head.batch_id
         if end > n:
             return  # torn body: nothing more to compare
         try:
@@ -125,11 +133,11 @@ def replay(buf, *, expected_store: int | None = None) -> GraphWalReplay:
     n, seq, prev = len(mv), header.first_commit_sequence, None
     while pos < n:
         size = None
-        if n - pos >= FRAME_HEADER + 56 + 8:
-            size = int.from_bytes(mv[pos + FRAME_HEADER + 48:pos + FRAME_HEADER + 56], "little")
+        if n - pos >= ENVELOPE_SIZE_AT + 8 + envelope.FRAME_CHECKSUM:
+            size = ze.decode_zgw_envelope_size(mv, pos + ENVELOPE_SIZE_AT)[0].size
         if size is None or size < 72 * 2 or pos + size > n:
             if size is not None and size > envelope.LIMIT:
-                raise ConstraintError("envelope exceeds 16 MiB", offset=pos + FRAME_HEADER + 48,
+                raise ConstraintError("envelope exceeds 16 MiB", offset=pos + ENVELOPE_SIZE_AT,
                                       path=f"envelopes[{len(out.envelopes)}]", found=size)
             _check_torn(mv, pos, seq)
             out.terminator, out.torn_at = "torn_tail", pos

@@ -46,9 +46,11 @@ def read_header(buf, expected_family: int | None = None) -> ze.ZeHeader:
     if len(buf) < 32:
         raise TruncatedError("file shorter than the 32-byte shared header", offset=0,
                              path="ze_header", expected=32, found=len(buf))
-    hdr, _ = ze.decode_ze_header(buf)
-    if expected_family is not None and hdr.family_id != expected_family:
+    ident, _ = ze.decode_ze_header_ident(buf)  # magic first
+    if expected_family is not None and ident.family_id != expected_family:
         raise ConstraintError("wrong family id", offset=8, path="ze_header.family_id",
-                              expected=expected_family, found=hdr.family_id)
-    check_version(hdr.family_id, hdr.family_version, offset=10, path="ze_header.family_version")
+                              expected=expected_family, found=ident.family_id)
+    check_version(ident.family_id, ident.family_version, offset=10,
+                  path="ze_header.family_version")
+    hdr, _ = ze.decode_ze_header(buf)  # header_length >= 32 only after family and version
     return hdr

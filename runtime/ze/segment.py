@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...generated import ze
 from ..checksums import xxh3_64
 from ..errors import ChecksumError, ConstraintError, DecodeError, TruncatedError
@@ -16,6 +18,8 @@ from . import registry
 ALIGN = 16384
 CHUNK = 65536
 WRITER_ORDER = (1, 2, 4, 3, 5, 7, 12, 13, 14)  # then the checksum table (11), always last
+TRAILER = ze.LAYOUT["segment_trailer"]["layouts"][0]["fixed_size"]  # 8
+VECTOR_HEADER = ze.LAYOUT["vector_header"]["layouts"][0]["fixed_size"]  # codes start after it
 
 DECODERS = {
     1: ze.decode_columns_region, 2: ze.decode_alive_region, 3: ze.decode_vector_codes_region,
@@ -39,7 +43,12 @@ class Segment:
 
     def region_bytes(self, kind: int) -> memoryview:
         """The region's bytes, its checksum verified on first access (lazy)."""
-        e = self.entries[kind]
+        e = self.entries.get(kind)
+        if e is None:
+            what = ("no DocumentVersions region: the segment has no document identity"
+                    if kind == 12 else f"the segment has no region of kind {kind}")
+            raise ConstraintError(what, offset=64, path=f"segment.region[{kind}]",
+                                  expected=kind, found=sorted(self.entries))
         data = self.buf[e.offset:e.offset + e.length]
         if kind not in self._verified:
             got = xxh3_64(data)
@@ -70,6 +79,10 @@ class Segment:
             raise exc.prefixed(f"region[{kind}]") from None
         return value
 
+    def document_versions(self):
+        """The DocumentVersions rows (region kind 12): each row's document identity."""
+        return self.region(12).rows
+
     def stored_text(self) -> list[str | None]:
         """Stored text rows (region kind 14), every present row validated as UTF-8 first."""
         return stored_text_rows(self.region(14))
@@ -87,8 +100,9 @@ class Segment:
                 raise ChecksumError("region checksum mismatch", offset=e.offset,
                                     path=f"segment.region[{e.kind}]")
         n = len(self.buf)
-        want = int.from_bytes(self.buf[n - 8:], "little")
-        got = xxh3_64(self.buf[:n - 8])
+        trailer, _ = ze.decode_segment_trailer(self.buf, n - TRAILER)
+        want = trailer.checksum
+        got = xxh3_64(self.buf[:n - TRAILER])
         if want != got:
             raise ChecksumError("segment trailer mismatch", offset=n - 8, path="segment.trailer",
                                 expected=got, found=want)
@@ -213,10 +227,81 @@ def stored_text_rows(v) -> list[str | None]:
     return out
 
 
+def check_bit4_codes(v) -> None:
+    """Bit4 with odd dims: the last low nibble of every row is zero (facts §5 codes)."""
+    h = v.header
+    if int(h.scheme) != 4 or h.dims % 2 == 0 or not h.row_count or h.row_stride < 1:
+        return
+    rows = np.asarray(v.codes).reshape(h.row_count, h.row_stride)
+    bad = np.flatnonzero(rows[:, -1] & 0x0F)
+    if bad.size:
+        r = int(bad[0])
+        raise ConstraintError("Bit4 codes with odd dims must end each row in a zero nibble",
+                              offset=VECTOR_HEADER + r * h.row_stride + h.row_stride - 1,
+                              path=f"codes[{r}]", expected=0, found=int(rows[r, -1] & 0x0F))
+
+
+def check_bit4_factors(v) -> None:
+    """Every Bit4Factors value is finite (facts §5 factors)."""
+    if v.bit4 is None:
+        return
+    arr = np.asarray(v.bit4)
+    for name in arr.dtype.names or ():
+        bad = np.flatnonzero(~np.isfinite(arr[name]))
+        if bad.size:
+            r = int(bad[0])
+            raise ConstraintError("Bit4 factors must be finite", offset=VECTOR_HEADER + 12 * r,
+                                  path=f"bit4[{r}].{name}", expected="finite",
+                                  found=float(arr[name][r]))
+
+
+def columns(v) -> list:
+    """Decode and check a Columns region's per-column data (facts §5 Columns): the
+    mandatory ``ts`` column first (id 0, I64, not nullable), presence padding zero, Bool
+    values 0/1, and no trailing bytes. Returns one ``ColumnData`` per definition."""
+    if not v.defs:
+        raise ConstraintError("columns region must define the ts column first", offset=4,
+                              path="defs", expected="ts", found=None)
+    ts = v.defs[0]
+    if (ts.column_id, ts.name, int(ts.type), ts.nullable) != (0, "ts", 2, 0):
+        raise ConstraintError("the first column must be ts (id 0, I64, not nullable)",
+                              offset=8, path="defs[0]", expected=(0, "ts", 2, 0),
+                              found=(ts.column_id, ts.name, int(ts.type), ts.nullable))
+    data = v.data
+    base = len(ze.encode_columns_region(ze.ColumnsRegion(v.row_count, v.defs, b"")))
+    pos, out = 0, []
+    for i, d in enumerate(v.defs):
+        try:
+            col, end = ze.decode_column_data(data, pos, type=int(d.type), rows=v.row_count)
+        except DecodeError as exc:
+            exc.offset = base + (exc.offset or 0)
+            raise exc.prefixed(f"columns[{i}]") from None
+        _check_bitmap_padding(col.presence, v.row_count, base + pos + 4, f"column {d.name}")
+        if col.bools is not None:
+            vals = np.asarray(col.bools)
+            bad = np.flatnonzero(vals > 1)
+            if bad.size:
+                r = int(bad[0])
+                raise ConstraintError("Bool column values must be 0 or 1",
+                                      offset=base + pos + 4 + len(col.presence) + r,
+                                      path=f"columns[{i}].bools[{r}]", expected="0 or 1",
+                                      found=int(vals[r]))
+        out.append(col)
+        pos = end
+    if pos != len(data):
+        raise ConstraintError("trailing bytes after the columns", offset=base + pos,
+                              path="columns", expected=len(data), found=pos)
+    return out
+
+
 def check_region(kind: int, value, seg) -> None:
     """Rules of a decoded region against its segment header."""
     if kind in (3, 4, 5):
         check_vector_header(kind, value.header, seg)
+        if kind == 3:
+            check_bit4_codes(value)
+        elif kind == 4:
+            check_bit4_factors(value)
     elif kind == 13:
         check_stored_metadata(value, seg.row_count)
     elif kind == 14:
@@ -229,9 +314,12 @@ def check_region(kind: int, value, seg) -> None:
             raise ConstraintError("alive row_count must equal the segment row count", offset=0,
                                   path="row_count", expected=seg.row_count, found=value.row_count)
         _check_bitmap_padding(value.bitmap, value.row_count, 8, "alive")
-    elif kind == 1 and value.row_count != seg.row_count:
-        raise ConstraintError("columns row_count must equal the segment row count", offset=0,
-                              path="row_count", expected=seg.row_count, found=value.row_count)
+    elif kind == 1:
+        if value.row_count != seg.row_count:
+            raise ConstraintError("columns row_count must equal the segment row count",
+                                  offset=0, path="row_count", expected=seg.row_count,
+                                  found=value.row_count)
+        columns(value)
 
 
 def open_segment(buf, expected_id: bytes | None = None) -> Segment:
@@ -291,9 +379,18 @@ def checksum_table(regions: list[tuple[int, bytes]]) -> bytes:
 
 def build_segment(segment_id: bytes, row_count: int, scheme: int, dims: int,
                   regions: list[tuple[int, bytes]]) -> bytes:
-    """A complete segment: header, regions (in the given order) each at the next 16 KiB
-    boundary, the checksum table (always last, unpadded) and the xxh3-64 trailer."""
-    regions = list(regions) + [(11, checksum_table(regions))]
+    """A complete segment: header, regions in the writer's order (``WRITER_ORDER``; kinds it
+    does not name follow in the order given) each at the next 16 KiB boundary, the
+    checksum table (always last, unpadded, built here) and the xxh3-64 trailer."""
+    kinds = [k for k, _ in regions]
+    if 11 in kinds:
+        raise ConstraintError("the checksum table (kind 11) is built by the writer",
+                              path="regions", found=11)
+    if len(set(kinds)) != len(kinds):
+        raise ConstraintError("duplicate region kind", path="regions", found=kinds)
+    rank = {k: i for i, k in enumerate(WRITER_ORDER)}
+    regions = sorted(regions, key=lambda r: rank.get(r[0], len(WRITER_ORDER)))  # stable
+    regions = regions + [(11, checksum_table(regions))]
     header_len = 72 + 32 * len(regions)
     pos = align_up(header_len)
     entries, placed = [], []
@@ -312,5 +409,5 @@ def build_segment(segment_id: bytes, row_count: int, scheme: int, dims: int,
     out[:len(hdr)] = hdr
     for at, data in placed:
         out[at:at + len(data)] = data
-    out += xxh3_64(bytes(out)).to_bytes(8, "little")
+    out += ze.encode_segment_trailer(ze.SegmentTrailer(xxh3_64(bytes(out))))
     return bytes(out)

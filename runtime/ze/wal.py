@@ -10,11 +10,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...generated import ze
 from ..errors import ChecksumError, ConstraintError, DecodeError, EncodeError, TruncatedError
+from . import envelope, limits
 
-HEADER_LEN = 40
-FRAME_OVERHEAD = 22
+HEADER_LEN = ze.LAYOUT["wal_file_header"]["layouts"][0]["fixed_size"]  # 40
+RECORD_HEADER = ze.LAYOUT["wal_record_header"]["layouts"][0]["fixed_size"]  # 14
+OP_AT = next(f["offset"] for f in ze.LAYOUT["wal_record_header"]["layouts"][0]["fields"]
+             if f["name"] == "op")  # 12
+_KNOWN_OPS = np.array([int(o) for o in ze.WalOp], dtype=np.uint32)
+FRAME_OVERHEAD = RECORD_HEADER + 8  # 22: header plus the trailing xxh3-64
 U64_MAX = (1 << 64) - 1
 Op = ze.WalOp
 
@@ -79,8 +86,94 @@ class Replay:
     terminator: str = "clean"  # clean | invalid_header | corrupt
     offset: int | None = None  # of the first bad record
     reason: str = ""  # HeaderTruncated, BodyTruncated, ChecksumMismatch, SequenceGap...
-    corruption: str | None = None  # "tail" | "middle"
+    corruption: str | None = None  # "tail" | "middle" (facts §3.3: a successor at the end)
     error: DecodeError | None = None
+    #: valid-looking records (checksum-valid frames) at or after the damage, found by
+    #: scanning every offset past it (issue 14): their offsets
+    valid_after_offsets: list[int] = field(default_factory=list)
+    scan_complete: bool = True  # False: a scan limit stopped the look past the damage
+
+    @property
+    def valid_after(self) -> int:
+        return len(self.valid_after_offsets)
+
+    @property
+    def damaged(self) -> bool:
+        """Valid-looking records follow the damage, or the scan could not rule them out."""
+        return self.terminator == "corrupt" and (bool(self.valid_after_offsets)
+                                                 or not self.scan_complete)
+
+    def describe(self) -> str:
+        """One line: where the trusted prefix ends and why."""
+        head = f"{len(self.records)} trusted records"
+        if self.terminator == "clean":
+            return head + ", clean end"
+        if self.terminator == "invalid_header":
+            return f"invalid header: {self.error}"
+        kind = ("torn tail" if not self.damaged else
+                "sequence break" if self.reason.startswith(("Sequence", "FirstSequence")) else
+                "checksum mismatch" if self.reason == "ChecksumMismatch" else self.reason)
+        text = f"{head}; {kind} at offset {self.offset} ({self.reason})"
+        if self.valid_after:
+            text += (f"; {self.valid_after} valid-looking records follow "
+                     f"(first at offset {self.valid_after_offsets[0]})")
+        if not self.scan_complete:
+            text += "; the scan past the damage stopped at its limit (more may follow)"
+        return text
+
+
+def scan_after(mv: memoryview, start: int, *, scan_bytes: int = limits.SCAN_BYTES,
+               candidates: int = limits.SCAN_CANDIDATES) -> list[int]:
+    """Offsets of checksum-valid frames from ``start`` on (at most ``scan_bytes`` scanned).
+
+    Every offset is tried (a damaged length field gives no reliable successor); after a hit
+    the scan continues at that frame's end.
+    """
+    out: list[int] = []
+    n = min(len(mv), start + scan_bytes)
+    if n - start < FRAME_OVERHEAD:
+        return out
+    pos = start
+    last = n - FRAME_OVERHEAD  # the last offset a frame can start at
+    tried = 0
+    for chunk in range(start, last + 1, _SCAN_CHUNK):
+        for c in _candidates(mv, chunk, min(chunk + _SCAN_CHUNK, last + 1), n):
+            if c < pos:
+                continue  # inside a record already found
+            tried += 1
+            if tried > candidates:
+                raise _ScanCut(out)
+            try:
+                _, end = ze.decode_wal_frame(mv[:n], c)
+            except DecodeError:
+                continue
+            out.append(c)
+            pos = end
+    if n < len(mv):
+        raise _ScanCut(out)
+    return out
+
+
+class _ScanCut(Exception):
+    """The scan stopped at a limit; ``found`` holds what it had found."""
+
+    def __init__(self, found: list[int]) -> None:
+        self.found = found
+
+
+_SCAN_CHUNK = 1 << 18  # bytes per vectorised step (bounded temporary arrays)
+
+
+def _candidates(mv: memoryview, lo: int, hi: int, n: int) -> list[int]:
+    """Offsets in ``[lo, hi)`` whose op field (u16 LE at ``OP_AT``, read as numpy views)
+    holds a known WAL op: a vectorised prefilter, so only candidates pay for a decode."""
+    m = hi - lo
+    ops = np.zeros(m, dtype=np.uint16)
+    for k in range(2):  # the u16 at every offset, from two aligned views
+        count = (m + 1 - k) // 2
+        view = np.frombuffer(mv[lo + OP_AT + k:lo + OP_AT + k + 2 * count], dtype="<u2")
+        ops[k::2][:len(view)] = view
+    return (lo + np.flatnonzero(np.isin(ops, _KNOWN_OPS))).tolist()
 
 
 def _valid_frame_at(mv: memoryview, pos: int) -> bool:
@@ -91,7 +184,7 @@ def _valid_frame_at(mv: memoryview, pos: int) -> bool:
         return False
 
 
-def replay(buf, *, decode: bool = False) -> Replay:
+def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) -> Replay:
     """Prefix replay: validate the header, then records one at a time from offset 40.
 
     The first record must carry ``first_seq`` and each next one ``seq + 1``; the first bad
@@ -122,7 +215,7 @@ def replay(buf, *, decode: bool = False) -> Replay:
                 for v, end in ze.iter_wal_record(mv, pos):
                     if v.seq != expected:
                         break
-                    records.append(Record(expected, v.op.value, mv[pos + 14:end - 8], pos, end,
+                    records.append(Record(expected, v.op.value, mv[pos + RECORD_HEADER:end - 8], pos, end,
                                           v.payload.body))
                     expected += 1
                     pos = end
@@ -140,7 +233,7 @@ def replay(buf, *, decode: bool = False) -> Replay:
             err = exc
         except ChecksumError as exc:
             reason, err = "ChecksumMismatch", exc
-            declared_end = pos + FRAME_OVERHEAD + int.from_bytes(mv[pos:pos + 4], "little")
+            declared_end = pos + FRAME_OVERHEAD + ze.decode_wal_record_header(mv, pos)[0].payload_len
         else:
             if fr.seq != expected:
                 reason = ("FirstSequenceMismatch" if not out.records else
@@ -153,6 +246,11 @@ def replay(buf, *, decode: bool = False) -> Replay:
                 _valid_frame_at(mv, declared_end)
             out.terminator, out.offset, out.reason, out.error = "corrupt", pos, reason, err
             out.corruption = "middle" if middle else "tail"
+            try:
+                out.valid_after_offsets = scan_after(mv, pos, scan_bytes=scan_bytes)
+            except _ScanCut as cut:  # cannot rule out records further on: never a torn tail
+                out.valid_after_offsets = cut.found
+                out.scan_complete = False
             return out
         out.records.append(Record(fr.seq, fr.op, fr.payload, pos, end))
         expected = fr.seq + 1
@@ -180,10 +278,35 @@ class _Run:
 
 def decode_body(rec: Record):
     """The op-specific body of a record (``ze.OpUpsertV1``, ``ze.GraphEnvelope``...),
-    with the payload rules a layout cannot state (:func:`check_body`)."""
-    value, _ = ze.decode_wal_payload(rec.payload, op=rec.op)
-    check_body(rec.op, value.body)
+    with the payload rules a layout cannot state (:func:`check_body`). The payload must
+    be consumed exactly: bytes after the op's body are refused."""
+    value, end = ze.decode_wal_payload(rec.payload, op=rec.op)
+    if end != len(rec.payload):
+        raise ConstraintError("trailing bytes after the op payload",
+                              offset=rec.offset + RECORD_HEADER + end,
+                              path="payload", expected=len(rec.payload), found=end)
+    check_body(rec.op, value.body, rec.payload)
     return value.body
+
+
+def _field_offset(record: str, name: str) -> int:
+    for f in ze.LAYOUT[record]["layouts"][0]["fields"]:
+        if f["name"] == name:
+            return f["offset"]
+    raise KeyError(name)
+
+
+#: where an op-11 member's inner payload starts (index, count, inner_op before it)
+MIXED_INNER_AT = _field_offset("op_mixed_member", "inner")
+
+
+def _envelope_bytes(op: int, body, payload):
+    """The complete envelope an op carries (op 10, or op 11 with inner op 10), else None."""
+    if op == 10:
+        return payload
+    if op == 11 and body.inner_op == 10:
+        return payload[MIXED_INNER_AT:]
+    return None
 
 
 def _vector_of(op: int, body):
@@ -202,12 +325,21 @@ def _vector_of(op: int, body):
     return None
 
 
-def check_body(op: int, body) -> None:
-    """Refuse any NaN/+-Inf vector coordinate (NonFiniteVector(index)).
+def check_body(op: int, body, payload=None) -> None:
+    """Refuse any NaN/+-Inf vector coordinate (NonFiniteVector(index)); with ``payload``,
+    run the envelope framing check (indices, batch, sizes, Commit digest) on the envelope
+    an op 10 or an op-11 member with inner op 10 carries.
 
     The sum of f32 values is finite exactly when every value is (a double cannot overflow
     on fewer than 2**32 f32 terms, and NaN/Inf propagate), so the common case costs one sum.
     """
+    if payload is not None:
+        env = _envelope_bytes(op, body, payload)
+        if env is not None:
+            try:
+                envelope.validate(env)
+            except DecodeError as exc:
+                raise exc.prefixed("graph_envelope") from None
     values = _vector_of(op, body)
     if values is not None and not math.isfinite(sum(values)):
         index = next(i for i, x in enumerate(values) if not math.isfinite(x))
@@ -238,7 +370,7 @@ def commit(records, *, after_seq: int = 0, graph: bool = True) -> tuple[list[Com
             if body is None:
                 body = decode_body(rec)
             else:
-                check_body(rec.op, body)
+                check_body(rec.op, body, rec.payload)
         except DecodeError as exc:
             if exc.offset is None:
                 exc.offset = rec.offset

@@ -81,3 +81,26 @@ def cases():
     yield ("statement_inline_251", "statement", {},
            k.Statement(1, 255, k.InlineBody(2, bytes(range(251)))),
            "the largest Inline: size_tag 255, 251 payload bytes")
+    # -- the journal (facts.md §8) ------------------------------------------------------
+    JT = k.JournalTag
+    every = [
+        k.JournalRecord(JT.Free, k.JournalFree(7)),
+        k.JournalRecord(JT.Resize, k.JournalResize(1, 300)),
+        k.JournalRecord(JT.Write, k.JournalWrite(1, 5, b"abc")),
+        k.JournalRecord(JT.Splice, k.JournalSplice(1, 2, 1, b"xy")),
+        k.JournalRecord(JT.Copy, k.JournalCopy(1, 0, 3, 2, 4)),
+        k.JournalRecord(JT.Move, k.JournalCopy(2, 1, 2, 2, 0)),
+    ]
+    yield ("journal_records_every_kind", "journal_records", {}, k.JournalRecords(every),
+           "one record of each tag 1..6, ids absolute: Free, Resize, Write, Splice, Copy, Move")
+    yield ("journal_write_max", "journal_record", {},
+           k.JournalRecord(JT.Write, k.JournalWrite(2**32 - 1, 2**32 - 2, b"z")),
+           "Write at the bound: id 2**32-1, offset + len = 2**32-1")
+    yield ("journal_transaction", "journal_transaction", {},
+           k.JournalTransaction(bytes.fromhex("0107"), 0xB5A7EFA8),
+           "the first transaction of segment 1, Free(7): length 2, records, then the chain CRC-32C of seed(1) + 02 01 07")
+    yield ("journal_page_trailer", "journal_page", {},
+           k.JournalPage(bytes(range(256)) * 15 + bytes(248), 9, 0xDDCCBBAA),
+           "a journal page: 4088 stream bytes, trailer next = 9 and its chain CRC")
+    yield ("journal_seed", "journal_seed", {}, k.JournalSeed(8),
+           "the chain seed of segment 8 (the epoch as 8 LE bytes)")

@@ -1,0 +1,154 @@
+"""``bytewright inspect FILE``: the one-argument form (detect the format, show the tree).
+
+Kept apart from ``cli/inspect.py`` (which parses arguments and keeps the older
+``inspect FAMILY RECORD FILE`` form): this module opens the input, picks the family and
+record (``--format/--record``, a fixture's own header, or the families' ``detect`` rules),
+runs ``generator.inspector`` and prints text, ``--json`` or ``--at OFFSET``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..generator import inspector, pipeline
+from ..generator import project as project_mod
+from ..generator.checks import FixtureFileError, parse_fixture
+from . import common
+
+PROGRESS_MIN = 4 << 20  # show a progress bar for inputs of at least 4 MiB on a terminal
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", dest="family_opt", metavar="FAMILY",
+                   help="the family (default: detected from the bytes)")
+    p.add_argument("--record", metavar="RECORD",
+                   help="the top-level record (default: detected, or the fixture's)")
+    p.add_argument("--at", type=common.non_negative_int, metavar="OFFSET",
+                   help="say which record and field cover byte OFFSET")
+    p.add_argument("--limit", type=common.positive_int, metavar="N",
+                   help="stop after N records (files that are sequences of records)")
+    p.add_argument("--full", action="store_true", help="show long byte strings in full")
+    p.add_argument("--fixture", action="store_true",
+                   help="FILE is a hex fixture even without the .hex suffix")
+
+
+def _open(path: str) -> tuple[BinaryIO, int]:
+    """The input as a seekable stream and its size; one-line errors for a missing path,
+    a folder or an unreadable file."""
+    if path == common.STDIN:
+        data = sys.stdin.buffer.read()
+        return io.BytesIO(data), len(data)
+    p = Path(path)
+    if p.is_dir():
+        raise common.InputError(f"{p}: is a folder, not a file")
+    try:
+        f = p.open("rb")
+    except OSError as exc:
+        raise common.InputError(common.io_message(p, exc)) from exc
+    return f, os.fstat(f.fileno()).st_size
+
+
+def _families(proj: project_mod.Project) -> dict:
+    try:
+        proj.activate()
+        paths = proj.schema_files()
+    except project_mod.ProjectError as exc:
+        raise common.project_error(exc) from exc
+    result = pipeline.run(paths, proj=proj)
+    errors = [p for p in result.problems if p.severity == "error"]
+    if errors:
+        raise common.UsageError(f"the project's schemas have problems: {errors[0]}")
+    return result.families
+
+
+def _params(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        params = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise common.UsageError(f"--params is not JSON: {exc}") from exc
+    if not isinstance(params, dict):
+        raise common.UsageError("--params must be a JSON object, e.g. '{\"semantic_dims\": 0}'")
+    return params
+
+
+def _progress(size: int, enabled: bool):
+    if not enabled or size < PROGRESS_MIN or not sys.stderr.isatty():
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=size, unit="B", unit_scale=True, file=sys.stderr, leave=False,
+               desc="inspect")
+
+    def update(pos: int) -> None:
+        bar.update(pos - bar.n)
+
+    return update, bar
+
+
+def run(args: argparse.Namespace, path: str) -> int:
+    proj = common.project(args)
+    machine = bool(args.json)
+    common.announce(proj, machine=machine)
+    families = _families(proj)
+    fixture = None
+    if args.fixture or (path != common.STDIN and path.endswith(".hex")):
+        data = common.read_input(path)
+        try:
+            fixture = parse_fixture(Path(path), data.decode("utf-8"))
+        except (UnicodeDecodeError, FixtureFileError) as exc:
+            raise common.Findings(f"{path}: not a hex fixture ({exc})") from exc
+        stream, size = io.BytesIO(fixture.data), len(fixture.data)
+    else:
+        stream, size = _open(path)
+    try:
+        head = stream.read(512)
+        stream.seek(0)
+        hint = Path(path).parent.name if path != common.STDIN else ""
+        try:
+            target = inspector.choose(head, families, family=args.family_opt,
+                                      record=args.record, fixture=fixture, hint=hint)
+        except inspector.InspectError as exc:
+            if args.family_opt or args.record:
+                raise common.UsageError(str(exc)) from exc
+            raise common.Findings(f"{path}: {exc}") from exc
+        if args.offset > size:
+            raise common.UsageError(f"--offset {args.offset} is past the end of the input "
+                                    f"({size} bytes)")
+        update, bar = _progress(size, not machine)
+        try:
+            res = inspector.run_target(
+                stream, size, target, proj.load_module, _params(args.params),
+                limit=args.limit, full=args.full, offset=args.offset, progress=update)
+        except inspector.InspectError as exc:
+            raise common.UsageError(str(exc)) from exc
+        finally:
+            if bar is not None:
+                bar.close()
+        if args.json:
+            print(json.dumps(res.as_dict(), indent=2, default=str))
+        elif args.at is not None:
+            sys.stdout.write(inspector.render_at(res, args.at))
+        else:
+            def read(off: int, n: int) -> bytes:
+                here = stream.tell()
+                stream.seek(off)
+                raw = stream.read(n)
+                stream.seek(here)
+                return raw
+            sys.stdout.write(inspector.render_text(res, read if args.hex else None))
+    finally:
+        stream.close()
+    if res.failure is not None:
+        print(f"{path}: {res.failure}", file=sys.stderr)
+    elif res.bad_checksums:
+        print(f"{path}: {len(res.bad_checksums)} checksum mismatch(es), first at "
+              f"{res.bad_checksums[0].path}", file=sys.stderr)
+    return 0 if res.ok else common.EXIT_FINDINGS

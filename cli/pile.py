@@ -1,0 +1,239 @@
+"""``bytewright pile info|records|verify|amputate|reframe|diagnose``: Pile (triblespace) files.
+
+``info`` counts records by form and kind and summarizes the indexes; ``records`` lists every
+record in file order; ``verify`` also hashes every blob and checks every signature;
+``amputate`` cuts a corrupt tail (``--truncate-to`` must repeat the boundary the reader
+reports; damage with valid-looking records after it also needs ``--discard-after``; the cut
+bytes go to ``FILE.discarded-OFFSET`` first); ``reframe --into DEST`` rewrites legacy records
+in current framing; ``salvage --into DEST`` copies every record that still verifies, before
+and after damage; ``diagnose record-at OFFSET`` shows what the reader sees at an offset.
+Errors are one line; exit 1 on corrupt data or findings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pile", help="inspect, verify and repair Pile (triblespace) files")
+    verbs = p.add_subparsers(dest="pile_verb", metavar="VERB")
+    verbs.required = True
+    for name, help_ in (("info", "record counts, indexes, and where reading stops"),
+                        ("records", "every record in file order"),
+                        ("verify", "info, plus every blob hash and every signature"),
+                        ("amputate", "truncate a corrupt tail (never an unsupported record)"),
+                        ("reframe", "rewrite legacy records in current framing into a new file"),
+                        ("salvage", "copy every record that still verifies, before and after "
+                                    "damage, into a new file"),
+                        ("diagnose", "what the reader sees at an offset: diagnose record-at OFFSET FILE")):
+        v = verbs.add_parser(name, help=help_)
+        if name == "diagnose":
+            v.add_argument("what", choices=["record-at"])
+            v.add_argument("offset", type=_offset)
+        v.add_argument("file", help="the pile ('-' reads standard input where nothing is written)")
+        if name == "amputate":
+            v.add_argument("--truncate-to", type=_offset, metavar="OFFSET",
+                           help="the boundary the reader reports (see `pile info`)")
+            v.add_argument("--discard-after", type=_offset, metavar="OFFSET",
+                           help="cut even though valid-looking records follow the damage")
+        if name in ("reframe", "salvage"):
+            v.add_argument("--into", required=True, metavar="DEST", help="the new pile")
+        v.add_argument("--json", action="store_true", help="machine-readable output")
+        v.set_defaults(func=run)
+
+
+def _offset(text: str) -> int:
+    value = int(text, 0)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"offset must be >= 0, not {value}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    verb = args.pile_verb
+    if verb in ("amputate", "reframe", "salvage") and args.file == "-":
+        from .common import UsageError
+        raise UsageError(f"pile {verb}: needs a file path, not standard input")
+    return {"info": _info, "records": _records, "verify": _verify, "amputate": _amputate,
+            "reframe": _reframe, "salvage": _salvage, "diagnose": _diagnose}[verb](args)
+
+
+def _load(path: str):
+    """A read-only pile: memory-mapped from a path, or the bytes of standard input."""
+    import os
+
+    from ..runtime.pile import Pile
+    from .common import InputError, read_input
+    if path == "-":
+        return Pile.load(read_input(path), path, strict=False)
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a folder, not a file")
+    pile = Pile.open(path, writable=False, refresh=False)
+    pile.refresh_or_error()
+    return pile
+
+
+def _summary(pile) -> dict:
+    err = pile.error
+    return {
+        "file": pile.path, "length": pile.size(), "records": pile.records,
+        "valid_length": pile.applied,
+        "status": "ok" if err is None else type(err).__name__,
+        "error": None if err is None else str(err),
+        "by_kind": {f"{form}/{name}": n for (form, name), n in sorted(pile.counts.items())},
+        "blobs": len(pile.blobs), "collection_records": len(pile.collection),
+        "collections": len(pile.by_collection), "proofs": len(pile.proofs),
+        "wants": len(pile.wants), "pins": len(pile.pins), "opaque": len(pile.opaque),
+    }
+
+
+def _emit(args, data: dict, lines: list[str]) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        print("\n".join(lines))
+
+
+def _info(args) -> int:
+    pile = _load(args.file)
+    s = _summary(pile)
+    lines = [f"{s['file']}: {s['length']} bytes, {s['records']} records, status {s['status']}"]
+    if pile.error is not None:
+        s["valid_after"] = pile.valid_after(pile.error.offset)
+        lines.append(f"  reading stops at offset {pile.error.offset}: {pile.error} "
+                     f"({s['valid_after']} valid-looking record(s) after it)")
+    lines += [f"  {k}: {n}" for k, n in s["by_kind"].items()]
+    lines.append(f"  blobs {s['blobs']}, collection records {s['collection_records']} in "
+                 f"{s['collections']} collection(s), proofs {s['proofs']}, wants {s['wants']}, "
+                 f"pins {s['pins']}, opaque {s['opaque']}")
+    _emit(args, s, lines)
+    return 0 if pile.error is None else 1
+
+
+def _records(args) -> int:
+    from ..runtime.pile import CorruptPile, UnsupportedRecord, iter_records
+    from .common import read_input
+    data = read_input(args.file)
+    rows, error = [], None
+    try:
+        for rec in iter_records(data, heads_only=True):
+            rows.append({"offset": rec.offset, "length": rec.length, "form": rec.form,
+                         "record": rec.name, "kind": rec.kind.hex(), "span": rec.span})
+    except (CorruptPile, UnsupportedRecord) as exc:
+        error = str(exc)
+    lines = [f"{r['offset']:>10} {r['length']:>8} {r['form']:<10} {r['record']:<26} "
+             f"{r['kind'][:16]}" for r in rows]
+    if error:
+        lines.append(f"error: {error}")
+    _emit(args, {"records": rows, "error": error}, lines)
+    return 0 if error is None else 1
+
+
+def _verify(args) -> int:
+    from ..runtime.pile import crypto
+    from ..runtime.pile.errors import InvalidRecord
+    from ..runtime.pile.store import BlobUnavailable, verify_proof
+    pile = _load(args.file)
+    findings = []
+    if pile.error is not None:
+        findings.append(str(pile.error))
+    for handle, offsets in pile.blobs.items():
+        try:
+            pile.get(handle)
+        except BlobUnavailable as exc:
+            findings.append(str(exc))
+        else:
+            bad = [o for o in offsets if not _blob_ok(pile, o, handle)]
+            findings += [f"blob {handle.hex()} at offset {o}: payload does not match its handle "
+                         "(a later occurrence is used)" for o in bad]
+    checks = {"commit_body": crypto.commit_signature_ok, "v4_commit": crypto.commit_signature_ok,
+              "env_commit_body": crypto.commit_signature_ok,
+              "merge_v6_body": crypto.merge_signature_ok,
+              "derive_v7_body": crypto.derive_signature_ok}
+    for fp, entry in pile.collection.items():
+        if not crypto.key_is_valid(entry.value.author) or not checks[entry.name](entry.value):
+            findings.append(f"{entry.name} at offset {entry.offsets[0]} (fingerprint "
+                            f"{fp.hex()}): signature does not verify")
+    for pid, proof in pile.proofs.items():
+        try:
+            verify_proof(proof.value)
+        except InvalidRecord as exc:
+            findings.append(f"proof {pid.hex()} at offset {proof.offsets[0]}: {exc}")
+    s = _summary(pile)
+    s["findings"] = findings
+    lines = [f"{s['file']}: {s['records']} records, {s['blobs']} blobs, "
+             f"{s['collection_records']} collection records, {s['proofs']} proofs: "
+             + ("ok" if not findings else f"{len(findings)} finding(s)")]
+    lines += [f"  {f}" for f in findings]
+    _emit(args, s, lines)
+    return 0 if not findings else 1
+
+
+def _blob_ok(pile, offset: int, handle: bytes) -> bool:
+    from ..runtime.pile.errors import CorruptPile, UnsupportedRecord
+    from ..runtime.pile.scan import blob_hash_ok
+    try:
+        return bool(blob_hash_ok(pile.record_at(offset)))
+    except (CorruptPile, UnsupportedRecord):
+        return False
+
+
+def _amputate(args) -> int:
+    from ..runtime.pile import amputate
+    from ..runtime.pile.repair import find_damage
+    from .common import UsageError, read_input
+    expected = args.truncate_to if args.truncate_to is not None else args.discard_after
+    if expected is None:
+        damage = find_damage(read_input(args.file))
+        if damage is None:
+            print(f"{args.file}: no damage; nothing to cut")
+            return 0
+        raise UsageError(f"pile amputate: {args.file} is damaged at offset {damage.offset}; "
+                         f"pass --truncate-to {damage.offset} to cut there")
+    res = amputate(args.file, expected=expected, discard_after=args.discard_after)
+    data = {"truncated": res.truncated, "valid_length": res.valid_length,
+            "old_length": res.old_length, "discarded": res.discarded,
+            "valid_after": res.valid_after}
+    line = (f"{args.file}: truncated {res.old_length} -> {res.valid_length} bytes; cut bytes "
+            f"kept in {res.discarded}" if res.truncated else f"{args.file}: no damage; nothing cut")
+    _emit(args, data, [line])
+    return 0
+
+
+def _reframe(args) -> int:
+    from ..runtime.pile import reframe
+    res = reframe(args.file, args.into)
+    data = {"written": res.written, "copied": res.copied, "blobs_restamped": res.blobs,
+            "pins_replayed": res.pins, "dropped": dict(res.dropped), "bad_blobs": res.bad_blobs}
+    dropped = sum(res.dropped.values())
+    _emit(args, data, [f"{args.into}: {res.written} records ({res.copied} copied, {res.blobs} "
+                       f"blobs re-stamped, {res.pins} pins replayed); {dropped} retired record(s) "
+                       f"dropped, {res.bad_blobs} blob(s) failing their hash dropped"])
+    return 0
+
+
+def _salvage(args) -> int:
+    from ..runtime.pile import salvage
+    res = salvage(args.file, args.into)
+    data = {"kept": res.kept, "kept_bytes": res.kept_bytes, "skipped": res.skipped}
+    gaps = ", ".join(f"[{a}, {b})" for a, b in res.skipped) or "none"
+    _emit(args, data, [f"{args.into}: {res.kept} record(s), {res.kept_bytes} bytes kept; "
+                       f"skipped byte ranges: {gaps}"])
+    return 0
+
+
+def _diagnose(args) -> int:
+    from ..runtime.pile import diagnose
+    from .common import InputError
+    if args.file == "-":
+        raise InputError("pile diagnose: needs a file path")
+    out = diagnose(args.file, args.offset)
+    _emit(args, out, [f"{k}: {v}" for k, v in out.items()])
+    return 0 if out["status"] == "ok" else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(0)

@@ -1,0 +1,232 @@
+"""``bytewright verify PATH...``: decode whole files through the generated decoders.
+
+Each PATH is a file, a folder (every regular file under it, recursively, sorted) or a glob.
+Each file's family and top-level record come from the families' ``detect`` rules (the same
+ones ``inspect FILE`` uses); the file is then decoded by the generated fast path of that
+family, every checksum the layout declares included. One line per file, in input order,
+then a summary; exit 1 if any file is bad or unrecognised.
+
+``--jobs N`` decodes files in a pool of N processes: the generated decoders are pure
+functions over bytes, so files are independent. Files are mapped (``mmap``) rather than
+read, so a file's bytes are paged in by the kernel and shared, not copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import mmap
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..runtime.errors import BytewrightError, DecodeError
+from . import common
+
+HEAD = 512  # bytes read for detection (the longest rule looks at the first page header)
+
+# per process: the detection table (plain data, built once by the parent from the
+# families, because loading and validating the schemas costs seconds) and the project
+_TABLE: list[tuple] | None = None
+_PROJECT: Any = None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="decode files (folders, globs) through the generated "
+                                      "decoders, in parallel with --jobs",
+                       description="Detect each file's format and decode it completely "
+                                   "with the generated decoders; exit 1 if any is bad.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or globs")
+    p.add_argument("--jobs", "-j", type=common.positive_int, default=1,
+                   help="worker processes (default 1: decode in this process)")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of lines")
+    common.add_project_arg(p)
+    p.set_defaults(func=run)
+
+
+def expand(paths: list[str]) -> list[str]:
+    """Files named by ``paths`` in input order: folders walked (sorted), globs expanded
+    (sorted), duplicates kept once. A name matching nothing is an input error."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(str(f) for f in p.rglob("*") if f.is_file())
+        elif p.exists():
+            found = [raw]
+        elif glob.has_magic(raw):
+            found = sorted(f for f in glob.glob(raw, recursive=True) if os.path.isfile(f))
+            if not found:
+                raise common.InputError(f"{raw}: the pattern matches no file")
+        else:
+            raise common.InputError(f"{raw}: no such file or folder")
+        for f in found:
+            if f not in seen:
+                seen.add(f)
+                out.append(f)
+    return out
+
+
+def detection_table(families: dict[str, Any]) -> list[tuple]:
+    """Every family's ``detect`` rules as plain, picklable tuples
+    ``(at, magic, family, record, params, repeat, then)``."""
+    from ..generator import inspector
+
+    table = []
+    for fam in families.values():
+        for rule in fam.detect:
+            for at, magic in inspector.magics(fam, rule):
+                table.append((at, bytes(magic), fam.name, rule.record, dict(rule.params),
+                              bool(rule.repeat), rule.then))
+    return table
+
+
+_TABLES: dict[str, list[tuple]] = {}
+
+
+def _table_of(proj: Any) -> list[tuple]:
+    """The project's detection table, built once per process and project."""
+    from .inspect_file import _families
+
+    key = str(proj.file or proj.root)
+    if key not in _TABLES:
+        _TABLES[key] = detection_table(_families(proj))
+    return _TABLES[key]
+
+
+def detect(head: bytes, table: list[tuple]) -> tuple | None:
+    """The rule whose magic matches ``head``; the longest magic wins (as ``inspect``)."""
+    best = None
+    for row in table:
+        at, magic = row[0], row[1]
+        if head[at:at + len(magic)] == magic and (best is None or len(magic) > len(best[1])):
+            best = row
+    return best
+
+
+def _init(table: list[tuple], project_path: str | None) -> None:
+    """Per process: keep the table and resolve the project (to import its modules)."""
+    global _TABLE, _PROJECT
+    from ..generator import project as project_mod
+
+    _TABLE = table
+    if _PROJECT is None:
+        _PROJECT = project_mod.resolve(project_path)
+
+
+def decode_buffer(buf: Any, mod: Any, record: str, params: dict[str, Any],
+                  repeat: bool = False, then: str | None = None) -> tuple[int, int]:
+    """Decode ``buf`` entirely as ``record`` (or a run of them, or one then a run of
+    ``then``) with the generated module ``mod``; (records decoded, bytes after them).
+
+    A family whose detected record is a file's head only (kladde's header page, followed
+    by pages the runtime reaches through the address tree) leaves bytes no layout of
+    the record covers: they are counted and shown, not silently called verified.
+    """
+    end = len(buf)
+    dec = getattr(mod, f"decode_{record}")
+    value, pos = dec(buf, 0, **params)
+    del value  # only the checks matter; drop the object so memory does not grow
+    count = 1
+    if repeat or then:
+        nxt = getattr(mod, f"decode_{then}") if then else dec
+        while pos < end:
+            value, pos = nxt(buf, pos, **({} if then else params))
+            count += 1
+    return count, end - pos
+
+
+def verify_one(path: str) -> dict[str, Any]:
+    """Detect and decode one file; a result dict (never raises for bad data).
+    ``_init`` must have run in this process."""
+    assert _TABLE is not None and _PROJECT is not None
+    t0 = time.perf_counter()
+    res: dict[str, Any] = {"path": path, "ok": False, "family": None, "record": None,
+                           "bytes": 0, "records": 0}
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            res["bytes"] = size
+            if size == 0:
+                res["error"] = "empty file"
+                return res
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                found = detect(mm[:HEAD], _TABLE)
+                if found is None:
+                    res["error"] = f"no family recognises these bytes ({mm[:16].hex()})"
+                    return res
+                _, _, family, record, params, repeat, then = found
+                res["family"], res["record"] = family, record
+                mod = _PROJECT.load_module(family)
+                mv = memoryview(mm)
+                try:
+                    res["records"], res["uncovered"] = decode_buffer(
+                        mv, mod, record, params, repeat, then)
+                finally:
+                    mv.release()
+        res["ok"] = True
+    except DecodeError as exc:
+        res.update(error=exc.message, offset=exc.offset, field=exc.path)
+    except BytewrightError as exc:
+        res["error"] = str(exc)
+    except OSError as exc:
+        res["error"] = f"{exc.strerror or exc}"
+    finally:
+        res["seconds"] = round(time.perf_counter() - t0, 6)
+    return res
+
+
+def verify_many(files: list[str], table: list[tuple], jobs: int = 1,
+                project_path: str | None = None) -> list[dict[str, Any]]:
+    """``verify_one`` over ``files``; results in input order whatever ``jobs`` is."""
+    if jobs <= 1 or len(files) <= 1:
+        _init(table, project_path)
+        return [verify_one(f) for f in files]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(files)), initializer=_init,
+                             initargs=(table, project_path)) as pool:
+        # map keeps input order; chunks of one so a big file does not hold up a batch
+        return list(pool.map(verify_one, files))
+
+
+def _line(r: dict[str, Any]) -> str:
+    what = f"{r['family']}.{r['record']}" if r["family"] else "?"
+    if r["ok"]:
+        rest = (f" ({r['uncovered']:,} bytes after it not covered by the record's layout)"
+                if r.get("uncovered") else "")
+        return (f"ok   {r['path']}: {what}, {r['records']:,} record(s), "
+                f"{r['bytes']:,} bytes{rest}")
+    where = []
+    if r.get("offset") is not None:
+        where.append(f"offset {r['offset']}")
+    if r.get("field"):
+        where.append(r["field"])
+    return f"BAD  {r['path']}: {what}: {': '.join(where + [r['error']])}"
+
+
+def run(args: argparse.Namespace) -> int:
+    proj = common.project(args)
+    common.announce(proj, machine=args.json)
+    files = expand(args.paths)
+    table = _table_of(proj)
+    project_path = str(proj.file) if proj.file is not None else None
+    t0 = time.perf_counter()
+    results = verify_many(files, table, args.jobs, project_path)
+    wall = time.perf_counter() - t0
+    bad = [r for r in results if not r["ok"]]
+    if args.json:
+        print(json.dumps({"files": results, "bad": len(bad), "jobs": args.jobs,
+                          "seconds": round(wall, 3)}, indent=2))
+    else:
+        for r in results:
+            print(_line(r))
+        total = sum(r["bytes"] for r in results)
+        print(f"{len(results)} file(s), {len(results) - len(bad)} ok, {len(bad)} bad; "
+              f"{total:,} bytes in {wall:.2f} s with --jobs {args.jobs}")
+    if bad:
+        print(f"{len(bad)} bad file(s), first: {bad[0]['path']}", file=sys.stderr)
+    return common.EXIT_FINDINGS if bad else common.EXIT_OK

@@ -1,0 +1,503 @@
+"""The ``Pile``: open/create, refresh, blob reads and every write (facts.md §1-§7).
+
+Refresh scans only the bytes past the applied length, under a shared ``flock``, through
+the scanner in ``scan.py`` (heads only: blob payloads are neither read nor hashed).
+Writers take the exclusive lock, catch up, append one complete record with a single
+``write`` on an ``O_APPEND`` descriptor, and feed the new bytes back through the scanner.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...generated import pile as g
+from ..errors import BytewrightError
+from . import crypto, kinds
+from .errors import CorruptPile, InvalidRecord, PileShrunk, UnsupportedRecord
+from .scan import (
+    Record,
+    blob_parts,
+    proof_body_bytes,
+    proof_edge_count,
+    read_record,
+    valid_after,
+)
+
+_PIN_HEADS = {"pin_head_body", "v1_branch", "v3_branch", "env_branch_body"}
+_PIN_TOMBSTONES = {"pin_tombstone_body", "v1_tombstone", "v3_tombstone", "env_tombstone_body"}
+_COMMITS = {"commit_body", "v4_commit", "env_commit_body"}
+_BLOBS = {"blob_body", "env_blob_body", "v3_blob", "v1_blob"}
+
+
+class BlobUnavailable(BytewrightError):
+    """No occurrence of a known blob handle has a payload that hashes to it."""
+
+
+@dataclass
+class CollectionRecord:
+    """A COMMIT / MERGE v6 / DERIVE v7 record, keyed by its fingerprint."""
+
+    fingerprint: bytes
+    name: str
+    collection: bytes
+    member: bytes
+    value: Any
+    offsets: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ProofRecord:
+    proof_id: bytes
+    body: bytes
+    value: g.ProofV5Body
+    offsets: list[int] = field(default_factory=list)
+
+
+@dataclass
+class OpaqueRecord:
+    offset: int
+    form: str
+    kind: bytes
+    span: int | None
+    length: int
+    pile: Pile
+
+    @property
+    def raw(self) -> bytes:
+        """The record's exact bytes (read from the mapped file on demand)."""
+        return bytes(self.pile._map()[self.offset:self.offset + self.length])
+
+
+class Pile:
+    """An open pile file. Use :meth:`open` (never creates) or :meth:`create`."""
+
+    def __init__(self, path: str, fd: int, *, writable: bool, sync: bool) -> None:
+        self.path = path
+        self._fd = fd
+        self.writable = writable
+        self.sync = sync
+        self._mm: mmap.mmap | None = None
+        self._mm_size = 0
+        self.crash_at: str | None = None  # test hook: os._exit at a named write step
+        self.applied = 0
+        self.records = 0
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.blobs: dict[bytes, list[int]] = {}
+        self.collection: dict[bytes, CollectionRecord] = {}
+        self.by_collection: dict[bytes, dict[bytes, list[int]]] = {}
+        self.proofs: dict[bytes, ProofRecord] = {}
+        self.wants: set[bytes] = set()
+        self.pins: dict[bytes, bytes] = {}
+        self.pin_log: list[tuple[int, bytes, bytes | None]] = []
+        self.opaque: list[OpaqueRecord] = []
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str, *, writable: bool = True, sync: bool = True,
+             refresh: bool = True) -> Pile:
+        """Open an existing pile (``FileNotFoundError`` if absent) and refresh it."""
+        flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+        pile = cls(path, fd, writable=writable, sync=sync)
+        if refresh:
+            pile.refresh()
+        return pile
+
+    @classmethod
+    def create(cls, path: str, *, sync: bool = True) -> Pile:
+        """Create a new, empty pile; refuses an existing path."""
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        if sync:
+            os.fsync(fd)
+            _fsync_dir(path)
+        return cls(path, fd, writable=True, sync=sync)
+
+    def close(self) -> None:
+        self._unmap()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Pile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- locking and mapping --------------------------------------------------------------
+    @contextmanager
+    def _locked(self, op: int):
+        fcntl.flock(self._fd, op)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    @classmethod
+    def load(cls, data: bytes, name: str = "<bytes>", *, strict: bool = True) -> Pile:
+        """An in-memory, read-only pile over ``data`` (standard input, tests). Scans it all;
+        the first bad record's error is raised (``strict``) or kept in ``error`` with the
+        records before it applied."""
+        pile = cls(name, -1, writable=False, sync=False)
+        pile._data = bytes(data)
+        try:
+            pile._scan(memoryview(pile._data), len(pile._data))
+        except (CorruptPile, UnsupportedRecord) as exc:
+            if strict:
+                raise
+            pile.error = exc
+        return pile
+
+    def refresh_or_error(self) -> CorruptPile | UnsupportedRecord | None:
+        """``refresh``, keeping the first bad record's error in ``error`` (and returning it)
+        instead of raising; what was applied before it stays applied."""
+        try:
+            self.refresh()
+            self.error = None
+        except (CorruptPile, UnsupportedRecord) as exc:
+            self.error = exc
+        return self.error
+
+    error: CorruptPile | UnsupportedRecord | None = None
+
+    _data: bytes | None = None
+
+    def _map(self) -> mmap.mmap | bytes:
+        if self._data is not None:
+            return self._data
+        size = os.fstat(self._fd).st_size
+        if size != self._mm_size or self._mm is None:
+            self._unmap()
+            if size == 0:
+                return b""
+            self._mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ)
+            self._mm_size = size
+        return self._mm
+
+    def _unmap(self) -> None:
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:  # a caller still holds a view; the GC unmaps it later
+                pass
+            self._mm = None
+            self._mm_size = 0
+
+    # -- refresh --------------------------------------------------------------------------
+    def refresh(self) -> int:
+        """Apply the records appended since the last refresh; returns how many.
+
+        A parse failure under the shared lock is re-checked once under the exclusive lock
+        with a fresh file length (a writer could have been between steps)."""
+        try:
+            with self._locked(fcntl.LOCK_SH):
+                return self._refresh_locked()
+        except (CorruptPile, UnsupportedRecord):
+            with self._locked(fcntl.LOCK_EX):
+                return self._refresh_locked()
+
+    def _refresh_locked(self) -> int:
+        size = os.fstat(self._fd).st_size
+        if size < self.applied:
+            raise PileShrunk(self.applied, size)
+        if size == self.applied:
+            return 0
+        mv = memoryview(self._map())
+        try:
+            return self._scan(mv, size)
+        finally:
+            mv.release()
+
+    def _scan(self, mv: memoryview, size: int) -> int:
+        n = 0
+        pos = self.applied
+        while pos < size:
+            rec = read_record(mv, pos)
+            self._apply(rec)
+            pos = rec.end
+            self.applied = pos
+            n += 1
+        return n
+
+    def _apply(self, rec: Record) -> None:
+        self.records += 1
+        self.counts[(rec.form, rec.name)] += 1
+        name, v = rec.name, rec.value
+        if name in _BLOBS:
+            handle = v.hash
+            self.blobs.setdefault(handle, []).append(rec.offset)
+        elif name in _COMMITS:
+            self._add_collection(rec, crypto.commit_fingerprint(v), v.collection, v.data)
+        elif name == "merge_v6_body":
+            self._add_collection(rec, crypto.merge_fingerprint(v), v.collection, v.result)
+        elif name == "derive_v7_body":
+            self._add_collection(rec, crypto.derive_fingerprint(v), v.target, v.output)
+        elif name == "proof_v5_body":
+            body = proof_body_bytes(v)
+            pid = crypto.blake3(body)
+            old = self.proofs.get(pid)
+            if old is None:
+                self.proofs[pid] = ProofRecord(pid, body, v, [rec.offset])
+            elif old.body != body:
+                raise CorruptPile(rec.offset, "proof id collision with a different body")
+            else:
+                old.offsets.append(rec.offset)
+        elif name == "want_v3_body":
+            self.wants.add(g.encode_want_request(g.WantRequest(v.tag, v.request)))
+        elif name in _PIN_HEADS or name in _PIN_TOMBSTONES:
+            pin = getattr(v, "pin", None) or v.branch
+            head = v.head if name in _PIN_HEADS else None
+            self.pin_log.append((rec.offset, pin, head))
+            if head is None:
+                self.pins.pop(pin, None)
+            else:
+                self.pins[pin] = head
+        elif name == "opaque":
+            self.opaque.append(OpaqueRecord(rec.offset, rec.form, rec.kind, rec.span,
+                                            rec.length, self))
+
+    def _add_collection(self, rec: Record, fp: bytes, collection: bytes, member: bytes) -> None:
+        entry = self.collection.get(fp)
+        if entry is None:
+            entry = self.collection[fp] = CollectionRecord(fp, rec.name, collection, member,
+                                                           rec.value)
+        entry.offsets.append(rec.offset)
+        self.by_collection.setdefault(collection, {}).setdefault(member, []).append(rec.offset)
+
+    # -- reads ----------------------------------------------------------------------------
+    def members(self, collection: bytes) -> list[bytes]:
+        """Distinct members of a collection (repeats collapse), in first-seen order."""
+        return list(self.by_collection.get(collection, {}))
+
+    def get(self, handle: bytes) -> bytes:
+        """A blob's payload; verified with BLAKE3 now, falling back to later occurrences."""
+        offsets = self.blobs.get(handle)
+        if not offsets:
+            raise KeyError(handle.hex())
+        mv = memoryview(self._map())
+        try:
+            for off in offsets:
+                try:
+                    rec = read_record(mv, off, heads_only=False)
+                except (CorruptPile, UnsupportedRecord):
+                    continue
+                parts = blob_parts(rec)
+                if parts and crypto.blake3(parts[1]) == handle:
+                    return parts[1]
+        finally:
+            mv.release()
+        raise BlobUnavailable(f"blob {handle.hex()}: none of {len(offsets)} occurrence(s) "
+                              "has a payload matching its handle")
+
+    def __contains__(self, handle: bytes) -> bool:
+        return handle in self.blobs
+
+    def size(self) -> int:
+        """The current length of the file (or of the loaded bytes)."""
+        return len(self._data) if self._data is not None else os.fstat(self._fd).st_size
+
+    def valid_after(self, offset: int) -> int:
+        """How many valid-looking records follow damage at ``offset`` (see ``scan.valid_after``)."""
+        mv = memoryview(self._map())
+        try:
+            return valid_after(mv, offset)
+        finally:
+            mv.release()
+
+    def record_at(self, offset: int) -> Record:
+        mv = memoryview(self._map())
+        try:
+            return read_record(mv, offset, heads_only=False)
+        finally:
+            mv.release()
+
+    # -- writes ---------------------------------------------------------------------------
+    def _step(self, name: str) -> None:
+        if self.crash_at == name:  # crash-point tests: die exactly here, no cleanup
+            os._exit(70)
+
+    def _append(self, data: bytes) -> None:
+        """Append one complete record (caller holds LOCK_EX); single write on O_APPEND."""
+        if not self.writable:
+            raise BytewrightError(f"{self.path}: opened read-only")
+        self._step("before-write")
+        if self.crash_at == "mid-write":
+            os.write(self._fd, data[:len(data) // 2])
+            os._exit(70)
+        written = os.write(self._fd, data)
+        while written < len(data):  # short writes are rare; still under the lock
+            written += os.write(self._fd, data[written:])
+        self._step("after-write")
+        if self.sync:
+            os.fsync(self._fd)
+        self._step("after-fsync")
+
+    def _write_record(self, data: bytes) -> None:
+        with self._locked(fcntl.LOCK_EX):
+            self._refresh_locked()
+            self._append(data)
+            self._refresh_locked()
+
+    def put(self, payload: bytes, *, timestamp: int | None = None) -> bytes:
+        """Store a blob; returns its handle. A handle already readable is not rewritten."""
+        handle = crypto.blake3(payload)
+        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        data = encode_blob(payload, ts, handle)
+        with self._locked(fcntl.LOCK_EX):
+            self._refresh_locked()
+            if handle in self.blobs and self._readable(handle):
+                return handle
+            self._append(data)
+            self._refresh_locked()
+        return handle
+
+    def _readable(self, handle: bytes) -> bool:
+        try:
+            self.get(handle)
+            return True
+        except BlobUnavailable:
+            return False
+
+    def commit(self, seed: bytes, collection: bytes, data: bytes,
+               metadata: bytes = crypto.EMPTY_ARCHIVE) -> bytes:
+        """Sign and insert a COMMIT; returns its fingerprint."""
+        author = crypto.public_key(seed)
+        sig = crypto.sign(seed, crypto.commit_transcript(author, collection, data, metadata))
+        return self.insert(frame(kinds.KIND_COMMIT, g.CommitBody(
+            collection, data, metadata, author, sig[:32], sig[32:])))
+
+    def merge(self, seed: bytes, collection: bytes, a: tuple[bytes, bytes],
+              b: tuple[bytes, bytes], result: bytes) -> bytes:
+        """Sign and insert a MERGE v6 of inputs ``(digest, witness)``; returns the fingerprint."""
+        low, high = sorted([a, b], key=lambda x: x[0] + x[1])
+        author = crypto.public_key(seed)
+        sig = crypto.sign(seed, crypto.merge_transcript(author, collection, low[0], high[0],
+                                                        result, low[1], high[1]))
+        return self.insert(frame(kinds.KIND_MERGE_V6, g.MergeV6Body(
+            collection, low[0], high[0], result, low[1], high[1], author, sig[:32], sig[32:]), 2))
+
+    def derive(self, seed: bytes, target: bytes, input: bytes, output: bytes,
+               input_witness: bytes) -> bytes:
+        """Sign and insert a DERIVE v7; returns the fingerprint."""
+        author = crypto.public_key(seed)
+        sig = crypto.sign(seed, crypto.derive_transcript(author, target, input, output,
+                                                         input_witness))
+        return self.insert(frame(kinds.KIND_DERIVE_V7, g.DeriveV7Body(
+            target, input, output, input_witness, author, sig[:32], sig[32:]), 2))
+
+    def want(self, request: g.WantRequest) -> bytes:
+        """Insert a WANT v3 (idempotent); returns its 97-byte key."""
+        self.insert(frame(kinds.KIND_WANT_V3, g.WantV3Body(request.tag, request.request)))
+        return g.encode_want_request(request)
+
+    def insert(self, data: bytes) -> bytes:
+        """Insert one encoded current record after the checks insertion owes (signatures,
+        key validity, proof edges); idempotent. Returns the record's identity: blob handle,
+        fingerprint, proof id or WANT key."""
+        try:
+            rec = read_record(memoryview(data), 0, heads_only=False)
+        except (CorruptPile, UnsupportedRecord) as exc:
+            raise InvalidRecord(f"not a valid record: {exc}") from None
+        if rec.end != len(data) or rec.form != "current":
+            raise InvalidRecord("insert takes exactly one current-framed record")
+        ident, known = self._identity(rec)
+        with self._locked(fcntl.LOCK_EX):
+            self._refresh_locked()
+            if not known():
+                self._append(data)
+                self._refresh_locked()
+        return ident
+
+    def _identity(self, rec: Record):
+        v, name = rec.value, rec.name
+        if name == "blob_body":
+            if crypto.blake3(v.data.payload) != v.head.hash:
+                raise InvalidRecord("blob payload does not match its handle")
+            return v.head.hash, lambda: v.head.hash in self.blobs and self._readable(v.head.hash)
+        if name in ("commit_body", "merge_v6_body", "derive_v7_body"):
+            check = {"commit_body": (crypto.commit_signature_ok, crypto.commit_fingerprint),
+                     "merge_v6_body": (crypto.merge_signature_ok, crypto.merge_fingerprint),
+                     "derive_v7_body": (crypto.derive_signature_ok, crypto.derive_fingerprint)}
+            ok, fp_of = check[name]
+            if not crypto.key_is_valid(v.author):
+                raise InvalidRecord(f"author key {v.author.hex()} is not canonical or is weak")
+            if not ok(v):
+                raise InvalidRecord(f"{name}: signature does not verify")
+            fp = fp_of(v)
+            return fp, lambda: fp in self.collection
+        if name == "proof_v5_body":
+            verify_proof(v)
+            pid = crypto.blake3(proof_body_bytes(v))
+            return pid, lambda: pid in self.proofs
+        if name == "want_v3_body":
+            key = g.encode_want_request(g.WantRequest(v.tag, v.request))
+            return key, lambda: key in self.wants
+        raise InvalidRecord(f"{name} records have no writer (legacy or opaque)")
+
+
+# -- encoders shared with reframe and the tests ---------------------------------------------
+
+def frame(kind: bytes, body: Any, span: int = 1) -> bytes:
+    """One current-framed record of ``kind`` (its span given by the layout)."""
+    return g.encode_pile_record(g.PileRecord(kinds.MAGIC_HEAD, g.FrameRest(span, kind, body)))
+
+
+def blob_span(length: int) -> int:
+    return 1 + (length + kinds.BLOCK - 1) // kinds.BLOCK
+
+
+def encode_blob(payload: bytes, timestamp: int, handle: bytes | None = None) -> bytes:
+    handle = crypto.blake3(payload) if handle is None else handle
+    n = len(payload)
+    return frame(kinds.KIND_BLOB, g.BlobBody(g.BlobHead(timestamp, n, handle),
+                                             g.BlobData(payload)), blob_span(n))
+
+
+def sign_proof(resource: bytes, root_seed: bytes,
+               chain: list[tuple[bytes, bytes]]) -> g.ProofV5Body:
+    """A proof v5 whose edge i (capability, delegate seed) is signed by the root for i = 0,
+    else by delegate i-1, over body bytes [0, 96 + 128 i + 64)."""
+    edges: list[g.ProofEdge] = []
+    issuer = root_seed
+    body = g.ProofV5Body(resource, crypto.public_key(root_seed), edges)
+    for capability, delegate_seed in chain:
+        edges.append(g.ProofEdge(capability, crypto.public_key(delegate_seed), bytes(64)))
+        signed = proof_body_bytes(body)[:96 + 128 * (len(edges) - 1) + 64]
+        edges[-1] = g.ProofEdge(capability, edges[-1].delegate, crypto.sign(issuer, signed))
+        issuer = delegate_seed
+    return body
+
+
+def proof_frame(body: g.ProofV5Body) -> bytes:
+    n = len(body.edges)
+    span = (32 + 96 + 128 * n + kinds.BLOCK - 1) // kinds.BLOCK
+    pad = (span * kinds.BLOCK - 128 - 128 * n) // 128  # zero edges fill the span
+    padded = g.ProofV5Body(body.resource, body.root,
+                           list(body.edges) + [g.ProofEdge(bytes(32), bytes(32), bytes(64))] * pad)
+    return frame(kinds.KIND_PROOF_V5, padded, span)
+
+
+def verify_proof(body: g.ProofV5Body) -> None:
+    """Every edge signature (facts.md §3.7); raises ``InvalidRecord``."""
+    n = proof_edge_count(body)
+    full = proof_body_bytes(body)
+    issuer = body.root
+    for i, edge in enumerate(body.edges[:n]):
+        if not crypto.verify_strict(issuer, full[:96 + 128 * i + 64], edge.signature):
+            raise InvalidRecord(f"proof edge {i}: signature does not verify")
+        issuer = edge.delegate
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,112 @@
+"""``bytewright inspect FILE`` from the command line: no family or record needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bytewright.cli.main import main
+from bytewright.generator import checks
+
+FX = checks.FIXTURE_DIR
+
+
+def data_of(rel: str) -> bytes:
+    return checks.parse_fixture(FX / rel).data
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_raw_file_is_detected(tmp_path, capsys):
+    f = tmp_path / "store.htt"
+    f.write_bytes(data_of("htt/02_structural_only.hex"))
+    code, out, err = run(["inspect", str(f)], capsys)
+    assert code == 0, err
+    assert "htt.htt_file (detected: htt magic 48545400 at 0)" in out
+    assert "header_crc = 0x" in out and "[checksum ok]" in out
+    assert "tau = 1 (q64.64" in out
+    assert out.rstrip().endswith("every checksum verified")
+
+
+def test_fixture_needs_no_arguments(capsys):
+    code, out, err = run(["inspect", str(FX / "htt" / "wal_entry_insert_1.hex")], capsys)
+    assert code == 0, err
+    assert "htt.wal_entry (fixture header)" in out and "op = INSERT (1)" in out
+
+
+def test_corrupt_file_shows_what_decoded_then_the_error(tmp_path, capsys):
+    f = tmp_path / "cut.htt"
+    f.write_bytes(data_of("htt/02_structural_only.hex")[:300])
+    code, out, err = run(["inspect", str(f)], capsys)
+    assert code == 1
+    assert "header_crc" in out and "error: offset" in out
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
+    code, out, _ = run(["inspect", str(f), "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 1 and doc["ok"] is False and doc["error"]["offset"] is not None
+    assert doc["records"][0]["children"][0]["name"] == "header"
+
+
+def test_bad_checksum_exit_and_message(tmp_path, capsys):
+    raw = bytearray(data_of("htt/02_structural_only.hex"))
+    raw[6] ^= 1
+    f = tmp_path / "flip.htt"
+    f.write_bytes(bytes(raw))
+    code, out, err = run(["inspect", str(f)], capsys)
+    assert code == 1 and "CHECKSUM BAD: expected 0x" in out
+    assert "checksum mismatch" in err
+
+
+def test_at_hex_and_limit(tmp_path, capsys):
+    f = tmp_path / "store.htt"
+    f.write_bytes(data_of("htt/01_empty.hex"))
+    code, out, _ = run(["inspect", str(f), "--at", "9"], capsys)
+    assert code == 0 and "offset 9 is in htt_file.header.tau" in out
+    code, out, _ = run(["inspect", str(f), "--hex"], capsys)
+    assert code == 0 and "| 48 54 54 00" in out
+    pile = tmp_path / "many.pile"
+    pile.write_bytes(data_of("pile/blob_hello.hex") * 50)
+    code, out, _ = run(["inspect", str(pile), "--limit", "2"], capsys)
+    assert code == 0 and "pile_record[1]" in out and "pile_record[2]" not in out
+    assert "stopped after 2 records" in out
+
+
+def test_explicit_format_record_and_params(tmp_path, capsys):
+    f = tmp_path / "entry.bin"
+    f.write_bytes(data_of("htt/wal_entry_insert_1.hex"))
+    code, out, err = run(["inspect", str(f)], capsys)
+    assert code == 1 and "no family recognises" in err
+    code, out, err = run(["inspect", str(f), "--format", "htt", "--record", "wal_entry",
+                          "--params", '{"semantic_dims": 16, "tail_layout": 0}'], capsys)
+    assert code == 0, err
+    assert "op = INSERT (1)" in out
+    code, _, err = run(["inspect", str(f), "--format", "nope"], capsys)
+    assert code == 2 and "no family 'nope'" in err
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder"])
+def test_bad_paths_are_one_line(kind, tmp_path, capsys):
+    path = tmp_path / "nothing" if kind == "missing" else tmp_path
+    code, out, err = run(["inspect", str(path)], capsys)
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
+    import sys
+
+    from bytewright.cli import inspect_file
+
+    pile = tmp_path / "many.pile"
+    pile.write_bytes(data_of("pile/blob_hello.hex") * 200)
+    monkeypatch.setattr(inspect_file, "PROGRESS_MIN", 1)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out, err = run(["inspect", str(pile)], capsys)
+    assert code == 0 and "pile_record[199]" in out
+    assert "inspect:" in err and "100%" in err  # tqdm drew the bar on stderr
+    code, out, err = run(["inspect", str(pile), "--json"], capsys)
+    assert code == 0 and "inspect:" not in err  # machine output: no bar
