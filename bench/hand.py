@@ -13,6 +13,7 @@ import struct
 import zlib
 
 from bytewright.generated import htt as h
+from bytewright.generated import kladde as k
 from bytewright.generated import pile as p
 from bytewright.generated import ze as z
 from bytewright.runtime.errors import ChecksumError, ConstraintError, TruncatedError
@@ -204,6 +205,79 @@ def pile_blobs(buf, raw: bool = False) -> list:
         pos += span * 256
         out.append((ts, length, handle, data) if raw else
                    Rec(marker, Rest(span, kind, Body(Head(ts, length, handle), Data(data)))))
+    return out
+
+
+def kladde_table(buf, raw: bool = False) -> list:
+    """An address-table page's content: LEB128 child deltas up to 0, then statements
+    (id_delta, tag, tag-specific LEB128 fields, Inline payload) to the end."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    end, pos = len(data), 0
+    Stmt, Ref, Zero, Shrink, Grow, Inline = (k.Statement, k.RefBody, k.ZeroBody, k.ShrinkBody,
+                                             k.GrowBody, k.InlineBody)
+    try:
+        while True:  # children until the 0 delimiter (the benchmark has none)
+            b = data[pos]
+            pos += 1
+            if b == 0:
+                break
+            while b & 0x80:
+                b = data[pos]
+                pos += 1
+        out = []
+        while pos < end:
+            vals = []
+            # id_delta, then the tag, then 0..3 more LEB128 fields depending on the tag
+            b = data[pos]
+            pos += 1
+            if b < 0x80:
+                idd = b
+            else:
+                idd, shift = b & 0x7F, 7
+                while True:
+                    b = data[pos]
+                    pos += 1
+                    idd |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+            tag = data[pos]
+            pos += 1
+            nf = 3 if tag == 0 else 2 if tag == 1 else 0 if tag == 4 else 1
+            for _ in range(nf):
+                b = data[pos]
+                pos += 1
+                if b < 0x80:
+                    vals.append(b)
+                    continue
+                v, shift = b & 0x7F, 7
+                while True:
+                    b = data[pos]
+                    pos += 1
+                    v |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+                vals.append(v)
+            if tag >= 5:
+                n = tag - 4
+                if pos + n > end:
+                    raise TruncatedError("inline payload truncated", offset=pos)
+                payload = data[pos:pos + n]
+                pos += n
+                if raw:
+                    out.append((idd, tag, vals[0], payload))
+                else:
+                    out.append(Stmt(idd, tag, Inline(vals[0], payload)))
+                continue
+            if raw:
+                out.append((idd, tag, *vals))
+                continue
+            body = (Ref(*vals) if tag == 0 else Zero(*vals) if tag == 1 else
+                    Shrink(*vals) if tag == 2 else Grow(*vals) if tag == 3 else None)
+            out.append(Stmt(idd, tag, body))
+    except IndexError:
+        raise TruncatedError("statement truncated", offset=end) from None
     return out
 
 

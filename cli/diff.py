@@ -15,8 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "diff", help="compare schema layouts (folders, files, a git revision, or versions)",
         description="Compare two layout sets and classify every change: WIRE-BREAKING, "
+                    "API-BREAKING (renames and other generated-API changes, not one byte), "
                     "ID-CONTRACT, ADDITIVE, DOC. Exits 1 when a breaking change is found "
-                    "(unless allowed with --allow), 2 on usage or schema errors.")
+                    "(unless allowed with --allow or the project file's [diff] except = "
+                    "[...]), 2 on usage or schema errors.")
     p.add_argument("old", nargs="?", help="old schema folder or file (- for standard input)")
     p.add_argument("new", nargs="?",
                    help="new schema folder or file (default with --against: the project's "
@@ -52,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.old == common.STDIN and args.new == common.STDIN:
         raise common.UsageError("only one side can be read from standard input")
     machine = args.format != "text"
+    args.allow = [*args.allow, *_project_excepts(args)]
     try:
         if args.versions:
             if args.new:
@@ -83,6 +86,20 @@ def run(args: argparse.Namespace) -> int:
         raise common.UsageError(str(exc)) from exc  # main prints it on one line
     sys.stdout.write(diff.RENDERERS[args.format](report))
     return report.exit_code
+
+
+def _project_excepts(args: argparse.Namespace) -> list[str]:
+    """Rules the project file accepts (``[diff] except = ["W004", ...]``, like buf's)."""
+    try:
+        proj = project_mod.resolve(getattr(args, "project", None))
+    except project_mod.ProjectError as exc:
+        if getattr(args, "project", None):
+            raise common.project_error(exc) from exc
+        return []
+    try:
+        return diff.project_excepts(proj.sections)
+    except diff.DiffError as exc:
+        raise common.UsageError(f"{proj.describe()}: {exc}") from exc
 
 
 def _revision_folder(args: argparse.Namespace, target: str | None) -> Path:

@@ -14,21 +14,29 @@ from typing import Any
 from ..generator import project as project_mod
 from ..generator.checks import FixtureFileError, parse_fixture
 from ..runtime.errors import BytewrightError
-from . import common
+from . import common, inspect_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="decode a file as a record and show every field")
-    p.add_argument("family", help="a family of the project (a schema's family: name)")
-    p.add_argument("record", help="record name (or 'auto' for a .hex fixture, which names its record)")
-    p.add_argument("file", help="binary file, a fixtures .hex file, or - for standard input")
+    p = sub.add_parser(
+        "inspect", help="decode a file field by field (the format is detected from the bytes)",
+        description="inspect FILE detects the family and top-level record from the bytes "
+                    "(each schema's detect: rule) or a .hex fixture's header, and shows every "
+                    "record and field with offset, size, path, value and checksum status. "
+                    "The older form inspect FAMILY RECORD FILE decodes one record as the "
+                    "object model. Exit 1 on corrupt input (after showing what decoded).")
+    p.add_argument("target", nargs="+", metavar="FILE",
+                   help="FILE (binary, .hex fixture, or - for standard input), or FAMILY "
+                        "RECORD FILE (the older form; RECORD 'auto' for a .hex fixture)")
     p.add_argument("--params", default="{}", help="record params as a JSON object")
     p.add_argument("--offset", type=common.non_negative_int, default=0,
                    help="byte offset to decode at (>= 0)")
     p.add_argument("--hex", action="store_true",
-                   help="FILE is a hex fixture even without the .hex suffix (e.g. stdin)")
+                   help="show the raw bytes of every field under it (FILE form)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--construct", action="store_true", help="decode with the Construct path")
+    p.add_argument("--construct", action="store_true",
+                   help="FAMILY RECORD FILE form: decode with the Construct path")
+    inspect_file.add_arguments(p)
     common.add_project_arg(p)
     p.set_defaults(func=run)
 
@@ -114,6 +122,16 @@ def _fixture(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    if len(args.target) == 1:
+        return inspect_file.run(args, args.target[0])
+    if len(args.target) != 3:
+        raise common.UsageError("give FILE, or FAMILY RECORD FILE")
+    args.family, args.record, args.file = args.target
+    return run_record(args)
+
+
+def run_record(args: argparse.Namespace) -> int:
+    """The older form: FAMILY RECORD FILE, the object model as decoded."""
     proj = common.project(args)
     common.announce(proj, machine=args.json)
     if not args.family.isidentifier() or not proj.module_path(args.family).is_file():
@@ -126,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         raise common.project_error(exc) from exc
     params = _params(args.params)
     record = args.record
-    if args.hex or (args.file != common.STDIN and args.file.endswith(".hex")):
+    if args.fixture or (args.file != common.STDIN and args.file.endswith(".hex")):
         fx = _fixture(args)
         data, params = fx.data, {**fx.params, **params}
         record = fx.record if record == "auto" else record

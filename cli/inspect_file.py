@@ -123,10 +123,29 @@ def run(args: argparse.Namespace, path: str) -> int:
             raise common.UsageError(f"--offset {args.offset} is past the end of the input "
                                     f"({size} bytes)")
         update, bar = _progress(size, not machine)
+
+        def read(off: int, n: int) -> bytes:
+            here = stream.tell()
+            stream.seek(off)
+            raw = stream.read(n)
+            stream.seek(here)
+            return raw
+
+        def show(node: inspector.Node) -> None:  # text streams: a record is printed and freed
+            text = inspector.render_record(node, read if args.hex else None)
+            if bar is not None:
+                bar.clear()
+            sys.stdout.write(text)
+
+        streaming = not args.json and args.at is None
+        if streaming:
+            sys.stdout.write(inspector.render_head(target.family.name, target.record,
+                                                   target.how, size))
         try:
             res = inspector.run_target(
                 stream, size, target, proj.load_module, _params(args.params),
-                limit=args.limit, full=args.full, offset=args.offset, progress=update)
+                limit=args.limit, full=args.full, offset=args.offset, progress=update,
+                on_record=show if streaming else None)
         except inspector.InspectError as exc:
             raise common.UsageError(str(exc)) from exc
         finally:
@@ -137,13 +156,7 @@ def run(args: argparse.Namespace, path: str) -> int:
         elif args.at is not None:
             sys.stdout.write(inspector.render_at(res, args.at))
         else:
-            def read(off: int, n: int) -> bytes:
-                here = stream.tell()
-                stream.seek(off)
-                raw = stream.read(n)
-                stream.seek(here)
-                return raw
-            sys.stdout.write(inspector.render_text(res, read if args.hex else None))
+            sys.stdout.write(inspector.render_tail(res))
     finally:
         stream.close()
     if res.failure is not None:

@@ -155,30 +155,40 @@ def verify_one(path: str) -> dict[str, Any]:
             if size == 0:
                 res["error"] = "empty file"
                 return res
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                found = detect(mm[:HEAD], _TABLE)
-                if found is None:
-                    res["error"] = f"no family recognises these bytes ({mm[:16].hex()})"
-                    return res
-                _, _, family, record, params, repeat, then = found
-                res["family"], res["record"] = family, record
-                mod = _PROJECT.load_module(family)
-                mv = memoryview(mm)
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                _decode_mapped(mm, res)
+            finally:
                 try:
-                    res["records"], res["uncovered"] = decode_buffer(
-                        mv, mod, record, params, repeat, then)
-                finally:
-                    mv.release()
-        res["ok"] = True
-    except DecodeError as exc:
-        res.update(error=exc.message, offset=exc.offset, field=exc.path)
-    except BytewrightError as exc:
-        res["error"] = str(exc)
+                    mm.close()
+                except BufferError:
+                    # a decoded value still holds a view of the map: the collector unmaps it
+                    pass
     except OSError as exc:
         res["error"] = f"{exc.strerror or exc}"
     finally:
         res["seconds"] = round(time.perf_counter() - t0, 6)
     return res
+
+
+def _decode_mapped(mm: mmap.mmap, res: dict[str, Any]) -> None:
+    """Detect and decode the mapped bytes into ``res``. Errors are recorded here, inside,
+    so that no traceback (whose frames hold views of the map) outlives the decode."""
+    found = detect(mm[:HEAD], _TABLE)
+    if found is None:
+        res["error"] = f"no family recognises these bytes ({mm[:16].hex()})"
+        return
+    _, _, family, record, params, repeat, then = found
+    res["family"], res["record"] = family, record
+    mod = _PROJECT.load_module(family)
+    try:
+        res["records"], res["uncovered"] = decode_buffer(memoryview(mm), mod, record, params,
+                                                         repeat, then)
+        res["ok"] = True
+    except DecodeError as exc:
+        res.update(error=exc.message, offset=exc.offset, field=exc.path)
+    except BytewrightError as exc:
+        res["error"] = str(exc)
 
 
 def verify_many(files: list[str], table: list[tuple], jobs: int = 1,
@@ -189,8 +199,10 @@ def verify_many(files: list[str], table: list[tuple], jobs: int = 1,
         return [verify_one(f) for f in files]
     with ProcessPoolExecutor(max_workers=min(jobs, len(files)), initializer=_init,
                              initargs=(table, project_path)) as pool:
-        # map keeps input order; chunks of one so a big file does not hold up a batch
-        return list(pool.map(verify_one, files))
+        # map keeps input order; small chunks balance big files, and more than one file
+        # per round trip keeps a folder of tiny files from being all IPC
+        chunk = max(1, min(16, len(files) // (jobs * 8)))
+        return list(pool.map(verify_one, files, chunksize=chunk))
 
 
 def _line(r: dict[str, Any]) -> str:

@@ -311,34 +311,34 @@ _S2 = struct.Struct('<I')
 _T3 = (('header_crc', 0, 4),)
 _S4 = struct.Struct('<dd')
 _T5 = (('min', 0, 8), ('max', 8, 8))
-_S6 = struct.Struct('<16s')
+_RC6 = {}  # tail_full.dims element-count structs
 _RC7 = {}  # tail_quantized.user element-count structs
-_RC8 = {}  # tail_quantized_gacl.user element-count structs
-_S9 = struct.Struct('<H')
-_T10 = (('key.length', 0, 2),)
-_T11 = (('value.length', 0, 2),)
-_T12 = (('data.length', 0, 4),)
-_T13 = (('meta.length', 0, 2),)
-_S14 = struct.Struct('<II')
-_T15 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
-_CODECS16 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
-_T17 = (('snapshot_crc', 0, 4),)
-_S18 = struct.Struct('<QB')
-_T19 = (('epoch_id', 0, 8), ('flags', 8, 1))
-_S20 = struct.Struct('<IBH')
-_T21 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
-_T22 = (('entry_crc', 0, 4),)
-_T23 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
-_T24 = (('block_entry_count', 0, 2),)
-_S25 = struct.Struct('<4sBBBBIII')
-_T26 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
-_T27 = (('crc32', 0, 4),)
-_T28 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_RC8 = {}  # tail_quantized_gacl.reserved element-count structs
+_RC9 = {}  # tail_quantized_gacl.user element-count structs
+_S10 = struct.Struct('<H')
+_T11 = (('key.length', 0, 2),)
+_T12 = (('value.length', 0, 2),)
+_T13 = (('data.length', 0, 4),)
+_T14 = (('meta.length', 0, 2),)
+_S15 = struct.Struct('<II')
+_T16 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
+_CODECS17 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
+_T18 = (('snapshot_crc', 0, 4),)
+_S19 = struct.Struct('<QB')
+_T20 = (('epoch_id', 0, 8), ('flags', 8, 1))
+_S21 = struct.Struct('<IBH')
+_T22 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
+_T23 = (('entry_crc', 0, 4),)
+_T24 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
+_T25 = (('block_entry_count', 0, 2),)
+_S26 = struct.Struct('<4sBBBBIII')
+_T27 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_T28 = (('crc32', 0, 4),)
+_T29 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
 def _d_file_header(mv, pos, end):
-    start = pos
     if pos + 28 > end:
         raise _short(pos, end, _T1)
     f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count = _S0.unpack_from(mv, pos)
@@ -365,7 +365,6 @@ def _d_file_header(mv, pos, end):
     return FileHeader(f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count), pos
 
 def _e_file_header(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
     _e_node_count = len(out) + 28
     out += _S0.pack(b'HTT\x00', v.version, v.flags.to_int(), v.dimension, v.semantic_dims, (v.tau).to_bytes(16, 'little', signed=True), v.node_count)
@@ -373,7 +372,6 @@ def _e_file_header(out, v):
     out += _S2.pack(f_header_crc)
 
 def _d_bound_pair(mv, pos, end):
-    start = pos
     if pos + 16 > end:
         raise _short(pos, end, _T5)
     f_min, f_max = _S4.unpack_from(mv, pos)
@@ -382,11 +380,9 @@ def _d_bound_pair(mv, pos, end):
     return BoundPair(f_min, f_max), pos
 
 def _e_bound_pair(out, v):
-    start = len(out)
     out += _S4.pack(v.min, v.max)
 
 def _d_bounds_section(mv, pos, end, p_semantic_dims):
-    start = pos
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
@@ -405,30 +401,31 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
     return BoundsSection(f_bounds), pos
 
 def _e_bounds_section(out, v, p_semantic_dims):
-    start = len(out)
     if len(v.bounds) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.bounds)), path='bounds')
     for _x in v.bounds:
-        _e_bound_pair(out, _x)
+        out += _S4.pack(_x.min, _x.max)
 
 def _d_tail_full(mv, pos, end, p_semantic_dims):
-    start = pos
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-    f_dims = [int.from_bytes(mv[_p:_p + 16], 'little', signed=True) for _p in range(pos, pos + _c * 16, 16)]
+    _st = _RC6.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + 'Qq' * _c)
+        if len(_RC6) < 64:
+            _RC6[_c] = _st
+    _it = iter(_st.unpack_from(mv, pos))
+    f_dims = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += _c * 16
     return TailFull(f_dims), pos
 
 def _e_tail_full(out, v, p_semantic_dims):
-    start = len(out)
     if len(v.dims) != p_semantic_dims:
         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(v.dims)), path='dims')
-    for _x in v.dims:
-        out += _S6.pack((_x).to_bytes(16, 'little', signed=True))
+    out += b''.join([_x.to_bytes(16, 'little', signed=True) for _x in v.dims])
 
 def _d_tail_quantized(mv, pos, end, p_semantic_dims):
-    start = pos
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
@@ -442,46 +439,47 @@ def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     return TailQuantized(f_user), pos
 
 def _e_tail_quantized(out, v, p_semantic_dims):
-    start = len(out)
     if len(v.user) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.user)), path='user')
     out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
 
 def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
-    start = pos
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-    f_reserved = [int.from_bytes(mv[_p:_p + 16], 'little', signed=True) for _p in range(pos, pos + _c * 16, 16)]
+    _st = _RC8.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + 'Qq' * _c)
+        if len(_RC8) < 64:
+            _RC8[_c] = _st
+    _it = iter(_st.unpack_from(mv, pos))
+    f_reserved = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += _c * 16
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    _st = _RC8.get(_c)
+    _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC8) < 64:
-            _RC8[_c] = _st
+        if len(_RC9) < 64:
+            _RC9[_c] = _st
     f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     return TailQuantizedGacl(f_reserved, f_user), pos
 
 def _e_tail_quantized_gacl(out, v, p_semantic_dims):
-    start = len(out)
     if len(v.reserved) != min(p_semantic_dims, 16):
         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
-    for _x in v.reserved:
-        out += _S6.pack((_x).to_bytes(16, 'little', signed=True))
+    out += b''.join([_x.to_bytes(16, 'little', signed=True) for _x in v.reserved])
     if len(v.user) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.user)), path='user')
     out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
 
 def _d_meta_pair(mv, pos, end):
-    start = pos
     if pos + 2 > end:
-        raise _short(pos, end, _T10)
-    n_key, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T11)
+    n_key, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -491,9 +489,9 @@ def _d_meta_pair(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 2 > end:
-        raise _short(pos, end, _T11)
-    n_value, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T12)
+    n_value, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if pos + n_value > end:
         raise TruncatedError('str truncated', offset=pos, path='value', expected=n_value, found=end - pos)
@@ -505,20 +503,18 @@ def _d_meta_pair(mv, pos, end):
     return MetaPair(f_key, f_value), pos
 
 def _e_meta_pair(out, v):
-    start = len(out)
     _b_key = v.key.encode('utf-8')
-    out += _S9.pack(len(_b_key))
+    out += _S10.pack(len(_b_key))
     out += _b_key
     _b_value = v.value.encode('utf-8')
-    out += _S9.pack(len(_b_value))
+    out += _S10.pack(len(_b_value))
     out += _b_value
 
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
-    start = pos
     if pos + 2 > end:
-        raise _short(pos, end, _T10)
-    n_key, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T11)
+    n_key, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -528,7 +524,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 4 > end:
-        raise _short(pos, end, _T12)
+        raise _short(pos, end, _T13)
     n_data, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -537,9 +533,9 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T13)
-    n_meta, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T14)
+    n_meta, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -547,9 +543,9 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
-            _r9 = pos
+                raise _short(pos, end, _T11)
+            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
+            _r10 = pos
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -559,9 +555,9 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T11)
-            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
-            _r9 = pos
+                raise _short(pos, end, _T12)
+            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
+            _r10 = pos
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -598,16 +594,20 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     return SnapshotEntry(f_key, f_data, f_meta, f_tail), pos
 
 def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
-    start = len(out)
     _b_key = v.key.encode('utf-8')
-    out += _S9.pack(len(_b_key))
+    out += _S10.pack(len(_b_key))
     out += _b_key
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S9.pack(len(v.meta))
+    out += _S10.pack(len(v.meta))
     for _x in v.meta:
-        _e_meta_pair(out, _x)
+        _meta_pair_b_key = _x.key.encode('utf-8')
+        out += _S10.pack(len(_meta_pair_b_key))
+        out += _meta_pair_b_key
+        _meta_pair_b_value = _x.value.encode('utf-8')
+        out += _S10.pack(len(_meta_pair_b_value))
+        out += _meta_pair_b_value
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
@@ -622,11 +622,10 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
         raise EncodeError('field is present but its condition is false', path='tail')
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T15)
-    f_snap_byte_len, f_snap_node_count = _S14.unpack_from(mv, pos)
-    _r14 = pos
+        raise _short(pos, end, _T16)
+    f_snap_byte_len, f_snap_node_count = _S15.unpack_from(mv, pos)
+    _r15 = pos
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -635,7 +634,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS16)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS17)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -690,9 +689,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
     return SnapshotSection(f_entries), pos
 
 def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    start = len(out)
     _at_snap_byte_len = len(out) + 0
-    out += _S14.pack(0, len(v.entries))
+    out += _S15.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -702,7 +700,7 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             _e_snapshot_entry(out, _x, p_semantic_dims, p_tail_layout)
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
         out += _S2.pack(len(_frame))
         out += _frame
         _size_entries = len(_plain)
@@ -716,11 +714,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
     _S2.pack_into(out, _at_snap_byte_len, _size_entries)
 
 def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T15)
-    f_snap_byte_len, f_snap_node_count = _S14.unpack_from(mv, pos)
-    _r14 = pos
+        raise _short(pos, end, _T16)
+    f_snap_byte_len, f_snap_node_count = _S15.unpack_from(mv, pos)
+    _r15 = pos
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -729,7 +726,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS16)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS17)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -785,7 +782,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         end = _outer_end_entries
         _plain_entries = mv[_ps_entries:pos]
     if pos + 4 > end:
-        raise _short(pos, end, _T17)
+        raise _short(pos, end, _T18)
     f_snapshot_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -795,9 +792,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
     return SnapshotSection(f_entries), pos
 
 def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    start = len(out)
     _at_snap_byte_len = len(out) + 0
-    out += _S14.pack(0, len(v.entries))
+    out += _S15.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -807,7 +803,7 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             _e_snapshot_entry(out, _x, p_semantic_dims, p_tail_layout)
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
         out += _S2.pack(len(_frame))
         out += _frame
         _plain_entries = _plain
@@ -841,9 +837,8 @@ def _e_snapshot_section(out, v, p_version, p_compressed, p_algorithm, p_semantic
     raise EncodeError('unsupported snapshot_section version ' + repr(_ver), path='version')
 
 def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T12)
+        raise _short(pos, end, _T13)
     n_data, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -852,9 +847,9 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T13)
-    n_meta, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T14)
+    n_meta, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -862,9 +857,9 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
-            _r9 = pos
+                raise _short(pos, end, _T11)
+            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
+            _r10 = pos
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -874,9 +869,9 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T11)
-            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
-            _r9 = pos
+                raise _short(pos, end, _T12)
+            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
+            _r10 = pos
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -913,13 +908,17 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     return InsertBody(f_data, f_meta, f_tail), pos
 
 def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
-    start = len(out)
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S9.pack(len(v.meta))
+    out += _S10.pack(len(v.meta))
     for _x in v.meta:
-        _e_meta_pair(out, _x)
+        _meta_pair_b_key = _x.key.encode('utf-8')
+        out += _S10.pack(len(_meta_pair_b_key))
+        out += _meta_pair_b_key
+        _meta_pair_b_value = _x.value.encode('utf-8')
+        out += _S10.pack(len(_meta_pair_b_value))
+        out += _meta_pair_b_value
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
@@ -934,9 +933,8 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
         raise EncodeError('field is present but its condition is false', path='tail')
 
 def _d_update_body(mv, pos, end):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T12)
+        raise _short(pos, end, _T13)
     n_data, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -945,9 +943,9 @@ def _d_update_body(mv, pos, end):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T13)
-    n_meta, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T14)
+    n_meta, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -955,9 +953,9 @@ def _d_update_body(mv, pos, end):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
-            _r9 = pos
+                raise _short(pos, end, _T11)
+            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
+            _r10 = pos
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -967,9 +965,9 @@ def _d_update_body(mv, pos, end):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T11)
-            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
-            _r9 = pos
+                raise _short(pos, end, _T12)
+            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
+            _r10 = pos
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -985,16 +983,19 @@ def _d_update_body(mv, pos, end):
     return UpdateBody(f_data, f_meta), pos
 
 def _e_update_body(out, v):
-    start = len(out)
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S9.pack(len(v.meta))
+    out += _S10.pack(len(v.meta))
     for _x in v.meta:
-        _e_meta_pair(out, _x)
+        _meta_pair_b_key = _x.key.encode('utf-8')
+        out += _S10.pack(len(_meta_pair_b_key))
+        out += _meta_pair_b_key
+        _meta_pair_b_value = _x.value.encode('utf-8')
+        out += _S10.pack(len(_meta_pair_b_value))
+        out += _meta_pair_b_value
 
 def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
-    start = pos
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
@@ -1019,7 +1020,6 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     return SetSemanticBody(f_tail), pos
 
 def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
-    start = len(out)
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
@@ -1034,32 +1034,29 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
         raise EncodeError('field is present but its condition is false', path='tail')
 
 def _d_epoch_body(mv, pos, end):
-    start = pos
     if pos + 9 > end:
-        raise _short(pos, end, _T19)
-    f_epoch_id, f_flags = _S18.unpack_from(mv, pos)
-    _r18 = pos
+        raise _short(pos, end, _T20)
+    f_epoch_id, f_flags = _S19.unpack_from(mv, pos)
+    _r19 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r18 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r19 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     return EpochBody(f_epoch_id, f_flags), pos
 
 def _e_epoch_body(out, v):
-    start = len(out)
-    out += _S18.pack(v.epoch_id, v.flags.to_int())
+    out += _S19.pack(v.epoch_id, v.flags.to_int())
 
 def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
-    start = pos
     if pos + 7 > end:
-        raise _short(pos, end, _T21)
-    f_seq, f_op, n_key = _S20.unpack_from(mv, pos)
-    _r20 = pos
+        raise _short(pos, end, _T22)
+    f_seq, f_op, n_key = _S21.unpack_from(mv, pos)
+    _r21 = pos
     pos += 7
-    _s_seq = _r20
+    _s_seq = _r21
     _v = _WALOP_BY_VALUE.get(f_op)
     if _v is None:
-        raise ConstraintError('unknown wal_op value', offset=_r20 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
+        raise ConstraintError('unknown wal_op value', offset=_r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
     f_op = _v
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -1100,7 +1097,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
     _e_body = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T22)
+        raise _short(pos, end, _T23)
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -1110,10 +1107,9 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     return WalEntry(f_seq, f_op, f_key, f_body), pos
 
 def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
-    start = len(out)
     _b_key = v.key.encode('utf-8')
     _s_seq = len(out) + 0
-    out += _S20.pack(v.seq, v.op, len(_b_key))
+    out += _S21.pack(v.seq, v.op, len(_b_key))
     out += _b_key
     _tag = v.op
     if _tag == 1:
@@ -1136,34 +1132,31 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     out += _S2.pack(f_entry_crc)
 
 def _d_wal_header(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T23)
-    f_wal_entry_count, f_wal_base_seq = _S14.unpack_from(mv, pos)
-    _r14 = pos
+        raise _short(pos, end, _T24)
+    f_wal_entry_count, f_wal_base_seq = _S15.unpack_from(mv, pos)
+    _r15 = pos
     pos += 8
     return WalHeader(f_wal_entry_count, f_wal_base_seq), pos
 
 def _e_wal_header(out, v):
-    start = len(out)
-    out += _S14.pack(v.wal_entry_count, v.wal_base_seq)
+    out += _S15.pack(v.wal_entry_count, v.wal_base_seq)
 
 def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
-    start = pos
     if pos + 2 > end:
-        raise _short(pos, end, _T24)
-    f_block_entry_count, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T25)
+    f_block_entry_count, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if f_block_entry_count < 1 or f_block_entry_count > 64:
-        raise ConstraintError('value out of range', offset=_r9, path='block_entry_count', expected='1..64', found=f_block_entry_count)
+        raise ConstraintError('value out of range', offset=_r10, path='block_entry_count', expected='1..64', found=f_block_entry_count)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS16)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS17)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -1193,8 +1186,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     return WalBlock(f_entries), pos
 
 def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
-    start = len(out)
-    out += _S9.pack(len(v.entries))
+    out += _S10.pack(len(v.entries))
     _outer = out
     out = bytearray()
     if len(v.entries) != len(v.entries):
@@ -1203,16 +1195,15 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
         _e_wal_entry(out, _x, p_semantic_dims, p_tail_layout)
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
+    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
     out += _S2.pack(len(_frame))
     out += _frame
 
 def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
-    start = pos
     if pos + 2 > end:
-        raise _short(pos, end, _T24)
-    f_block_entry_count, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T25)
+    f_block_entry_count, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='plain.compressed_len', expected=4, found=end - pos)
@@ -1220,7 +1211,7 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='plain', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS16)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS17)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -1241,20 +1232,18 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     return WalBlockPlain(f_block_entry_count, f_plain), pos
 
 def _e_wal_block_plain(out, v, p_algorithm, p_block_limit):
-    start = len(out)
-    out += _S9.pack(v.block_entry_count)
+    out += _S10.pack(v.block_entry_count)
     _outer = out
     out = bytearray()
     _b = v.plain
     out += _b
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS16)
+    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS17)
     out += _S2.pack(len(_frame))
     out += _frame
 
 def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    start = pos
     try:
         f_header, pos = _d_wal_header(mv, pos, end)
     except DecodeError as _exc:
@@ -1298,7 +1287,6 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     return WalSection(f_header, f_entries, f_blocks), pos
 
 def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    start = len(out)
     _e_wal_header(out, v.header)
     if (not p_block_compressed):
         for _x in v.entries:
@@ -1312,7 +1300,6 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
         raise EncodeError('field is present but its condition is false', path='blocks')
 
 def _d_htt_file(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_file_header(mv, pos, end)
     except DecodeError as _exc:
@@ -1335,7 +1322,6 @@ def _d_htt_file(mv, pos, end):
     return HttFile(f_header, f_bounds, f_snapshot, f_wal), pos
 
 def _e_htt_file(out, v):
-    start = len(out)
     _e_file_header(out, v.header)
     if v.header.flags.meaning_addressed:
         _e_bounds_section(out, v.bounds, v.header.semantic_dims)
@@ -1345,18 +1331,17 @@ def _e_htt_file(out, v):
     _e_wal_section(out, v.wal, v.header.flags.wal_block_compressed, v.header.flags.algorithm, v.header.semantic_dims, (2 if (v.header.flags.quantized and v.header.flags.gacl) else (1 if v.header.flags.quantized else 0)))
 
 def _d_sidecar_segment_v1(mv, pos, end):
-    start = pos
     if pos + 20 > end:
-        raise _short(pos, end, _T26)
-    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S25.unpack_from(mv, pos)
-    _r25 = pos
+        raise _short(pos, end, _T27)
+    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S26.unpack_from(mv, pos)
+    _r26 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r25, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r26, path='magic', expected=b'HTTH', found=f_magic)
     if f_reserved6 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r25 + 6, path='reserved6', expected=0, found=f_reserved6)
+        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 6, path='reserved6', expected=0, found=f_reserved6)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r25 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -1394,7 +1379,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T27)
+        raise _short(pos, end, _T28)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -1404,9 +1389,8 @@ def _d_sidecar_segment_v1(mv, pos, end):
     return SidecarSegment(f_version, f_semantic_dims, None, f_first_seq, f_end_seq, f_entries), pos
 
 def _e_sidecar_segment_v1(out, v):
-    start = len(out)
     _at_raw_len = len(out) + 16
-    out += _S25.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
+    out += _S26.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -1423,19 +1407,18 @@ def _e_sidecar_segment_v1(out, v):
     out += _S2.pack(f_crc32)
 
 def _d_sidecar_segment_v2(mv, pos, end):
-    start = pos
     if pos + 20 > end:
-        raise _short(pos, end, _T28)
-    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S25.unpack_from(mv, pos)
-    _r25 = pos
+        raise _short(pos, end, _T29)
+    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S26.unpack_from(mv, pos)
+    _r26 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r25, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r26, path='magic', expected=b'HTTH', found=f_magic)
     if f_layout & 252:
-        raise ConstraintError('undefined sidecar_layout bits set', offset=_r25 + 6, path='layout', expected='mask 0x3', found=f_layout)
+        raise ConstraintError('undefined sidecar_layout bits set', offset=_r26 + 6, path='layout', expected='mask 0x3', found=f_layout)
     f_layout = SidecarLayout.from_int(f_layout)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r25 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -1473,7 +1456,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T27)
+        raise _short(pos, end, _T28)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -1483,9 +1466,8 @@ def _d_sidecar_segment_v2(mv, pos, end):
     return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries), pos
 
 def _e_sidecar_segment_v2(out, v):
-    start = len(out)
     _at_raw_len = len(out) + 16
-    out += _S25.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
+    out += _S26.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -1523,7 +1505,9 @@ def _e_sidecar_segment(out, v):
 
 def decode_file_header(buf, offset: int = 0) -> tuple[FileHeader, int]:
     """Decode one `file_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_file_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1536,7 +1520,9 @@ def iter_file_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``file_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1566,7 +1552,9 @@ def encode_file_header(value: FileHeader) -> bytes:
 
 def decode_bound_pair(buf, offset: int = 0) -> tuple[BoundPair, int]:
     """Decode one `bound_pair` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_bound_pair(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1579,7 +1567,9 @@ def iter_bound_pair(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``bound_pair[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1609,7 +1599,9 @@ def encode_bound_pair(value: BoundPair) -> bytes:
 
 def decode_bounds_section(buf, offset: int = 0, *, semantic_dims: int) -> tuple[BoundsSection, int]:
     """Decode one `bounds_section` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_bounds_section(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -1622,7 +1614,9 @@ def iter_bounds_section(buf, offset: int = 0, end: int | None = None, *, semanti
     A failure raises with the record's index in the path (``bounds_section[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1652,7 +1646,9 @@ def encode_bounds_section(value: BoundsSection, *, semantic_dims: int) -> bytes:
 
 def decode_tail_full(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailFull, int]:
     """Decode one `tail_full` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_tail_full(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -1665,7 +1661,9 @@ def iter_tail_full(buf, offset: int = 0, end: int | None = None, *, semantic_dim
     A failure raises with the record's index in the path (``tail_full[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1695,7 +1693,9 @@ def encode_tail_full(value: TailFull, *, semantic_dims: int) -> bytes:
 
 def decode_tail_quantized(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailQuantized, int]:
     """Decode one `tail_quantized` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_tail_quantized(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -1708,7 +1708,9 @@ def iter_tail_quantized(buf, offset: int = 0, end: int | None = None, *, semanti
     A failure raises with the record's index in the path (``tail_quantized[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1738,7 +1740,9 @@ def encode_tail_quantized(value: TailQuantized, *, semantic_dims: int) -> bytes:
 
 def decode_tail_quantized_gacl(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailQuantizedGacl, int]:
     """Decode one `tail_quantized_gacl` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_tail_quantized_gacl(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -1751,7 +1755,9 @@ def iter_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None, *, se
     A failure raises with the record's index in the path (``tail_quantized_gacl[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1781,7 +1787,9 @@ def encode_tail_quantized_gacl(value: TailQuantizedGacl, *, semantic_dims: int) 
 
 def decode_meta_pair(buf, offset: int = 0) -> tuple[MetaPair, int]:
     """Decode one `meta_pair` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_meta_pair(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1794,7 +1802,9 @@ def iter_meta_pair(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``meta_pair[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1824,7 +1834,9 @@ def encode_meta_pair(value: MetaPair) -> bytes:
 
 def decode_snapshot_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SnapshotEntry, int]:
     """Decode one `snapshot_entry` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     try:
@@ -1839,7 +1851,9 @@ def iter_snapshot_entry(buf, offset: int = 0, end: int | None = None, *, semanti
     A failure raises with the record's index in the path (``snapshot_entry[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
@@ -1873,7 +1887,9 @@ def encode_snapshot_entry(value: SnapshotEntry, *, semantic_dims: int, tail_layo
 
 def decode_snapshot_section(buf, offset: int = 0, *, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SnapshotSection, int]:
     """Decode one `snapshot_section` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
@@ -1890,7 +1906,9 @@ def iter_snapshot_section(buf, offset: int = 0, end: int | None = None, *, versi
     A failure raises with the record's index in the path (``snapshot_section[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
@@ -1928,7 +1946,9 @@ def encode_snapshot_section(value: SnapshotSection, *, version: int, compressed:
 
 def decode_insert_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[InsertBody, int]:
     """Decode one `insert_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     try:
@@ -1943,7 +1963,9 @@ def iter_insert_body(buf, offset: int = 0, end: int | None = None, *, semantic_d
     A failure raises with the record's index in the path (``insert_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
@@ -1977,7 +1999,9 @@ def encode_insert_body(value: InsertBody, *, semantic_dims: int, tail_layout: Se
 
 def decode_update_body(buf, offset: int = 0) -> tuple[UpdateBody, int]:
     """Decode one `update_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_update_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1990,7 +2014,9 @@ def iter_update_body(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``update_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2020,7 +2046,9 @@ def encode_update_body(value: UpdateBody) -> bytes:
 
 def decode_set_semantic_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[SetSemanticBody, int]:
     """Decode one `set_semantic_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     try:
@@ -2035,7 +2063,9 @@ def iter_set_semantic_body(buf, offset: int = 0, end: int | None = None, *, sema
     A failure raises with the record's index in the path (``set_semantic_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
@@ -2069,7 +2099,9 @@ def encode_set_semantic_body(value: SetSemanticBody, *, semantic_dims: int, tail
 
 def decode_epoch_body(buf, offset: int = 0) -> tuple[EpochBody, int]:
     """Decode one `epoch_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_epoch_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2082,7 +2114,9 @@ def iter_epoch_body(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``epoch_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2112,7 +2146,9 @@ def encode_epoch_body(value: EpochBody) -> bytes:
 
 def decode_wal_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[WalEntry, int]:
     """Decode one `wal_entry` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     try:
@@ -2127,7 +2163,9 @@ def iter_wal_entry(buf, offset: int = 0, end: int | None = None, *, semantic_dim
     A failure raises with the record's index in the path (``wal_entry[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
@@ -2161,7 +2199,9 @@ def encode_wal_entry(value: WalEntry, *, semantic_dims: int, tail_layout: SemTai
 
 def decode_wal_header(buf, offset: int = 0) -> tuple[WalHeader, int]:
     """Decode one `wal_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_wal_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2174,7 +2214,9 @@ def iter_wal_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``wal_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2204,7 +2246,9 @@ def encode_wal_header(value: WalHeader) -> bytes:
 
 def decode_wal_block(buf, offset: int = 0, *, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> tuple[WalBlock, int]:
     """Decode one `wal_block` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
@@ -2221,7 +2265,9 @@ def iter_wal_block(buf, offset: int = 0, end: int | None = None, *, algorithm: C
     A failure raises with the record's index in the path (``wal_block[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
@@ -2259,7 +2305,9 @@ def encode_wal_block(value: WalBlock, *, algorithm: CompressionAlgorithm, semant
 
 def decode_wal_block_plain(buf, offset: int = 0, *, algorithm: CompressionAlgorithm, block_limit: int = 67108864) -> tuple[WalBlockPlain, int]:
     """Decode one `wal_block_plain` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
     try:
@@ -2274,7 +2322,9 @@ def iter_wal_block_plain(buf, offset: int = 0, end: int | None = None, *, algori
     A failure raises with the record's index in the path (``wal_block_plain[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
@@ -2308,7 +2358,9 @@ def encode_wal_block_plain(value: WalBlockPlain, *, algorithm: CompressionAlgori
 
 def decode_wal_section(buf, offset: int = 0, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[WalSection, int]:
     """Decode one `wal_section` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
@@ -2325,7 +2377,9 @@ def iter_wal_section(buf, offset: int = 0, end: int | None = None, *, block_comp
     A failure raises with the record's index in the path (``wal_section[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
@@ -2363,7 +2417,9 @@ def encode_wal_section(value: WalSection, *, block_compressed: bool, algorithm: 
 
 def decode_htt_file(buf, offset: int = 0) -> tuple[HttFile, int]:
     """Decode one `htt_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_htt_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2376,7 +2432,9 @@ def iter_htt_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``htt_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2406,7 +2464,9 @@ def encode_htt_file(value: HttFile) -> bytes:
 
 def decode_sidecar_segment(buf, offset: int = 0) -> tuple[SidecarSegment, int]:
     """Decode one `sidecar_segment` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_sidecar_segment(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2419,7 +2479,9 @@ def iter_sidecar_segment(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``sidecar_segment[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:

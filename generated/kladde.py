@@ -291,7 +291,6 @@ _T12 = (('segment_epoch', 0, 8),)
 # -- fast path: decoders and encoders -----------------------------------------------
 
 def _d_header_fields(mv, pos, end):
-    start = pos
     if pos + 48 > end:
         raise _short(pos, end, _T1)
     f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0.unpack_from(mv, pos)
@@ -304,11 +303,9 @@ def _d_header_fields(mv, pos, end):
     return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer), pos
 
 def _e_header_fields(out, v):
-    start = len(out)
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, v.format_version, v.min_reader_version, v.root_allocation, v.schema_table, v.consolidator_state, v.root_fingerprint, v.journal_pointer)
 
 def _d_ref_body(mv, pos, end):
-    start = pos
     _at = pos
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
@@ -330,13 +327,11 @@ def _d_ref_body(mv, pos, end):
     return RefBody(f_offset_delta, f_size, f_address), pos
 
 def _e_ref_body(out, v):
-    start = len(out)
     out += _uleb128_encode(v.offset_delta)
     out += _uleb128_encode(v.size)
     out += _uleb128_encode(v.address)
 
 def _d_zero_body(mv, pos, end):
-    start = pos
     _at = pos
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
@@ -352,12 +347,10 @@ def _d_zero_body(mv, pos, end):
     return ZeroBody(f_offset_delta, f_size), pos
 
 def _e_zero_body(out, v):
-    start = len(out)
     out += _uleb128_encode(v.offset_delta)
     out += _uleb128_encode(v.size)
 
 def _d_shrink_body(mv, pos, end):
-    start = pos
     _at = pos
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
@@ -367,11 +360,9 @@ def _d_shrink_body(mv, pos, end):
     return ShrinkBody(f_offset_delta), pos
 
 def _e_shrink_body(out, v):
-    start = len(out)
     out += _uleb128_encode(v.offset_delta)
 
 def _d_grow_body(mv, pos, end):
-    start = pos
     _at = pos
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
@@ -381,11 +372,9 @@ def _d_grow_body(mv, pos, end):
     return GrowBody(f_offset_delta), pos
 
 def _e_grow_body(out, v):
-    start = len(out)
     out += _uleb128_encode(v.offset_delta)
 
 def _d_inline_body(mv, pos, end, p_size_tag):
-    start = pos
     _at = pos
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
@@ -402,7 +391,6 @@ def _d_inline_body(mv, pos, end, p_size_tag):
     return InlineBody(f_offset_delta, f_payload), pos
 
 def _e_inline_body(out, v, p_size_tag):
-    start = len(out)
     out += _uleb128_encode(v.offset_delta)
     _b = v.payload
     if len(_b) != (p_size_tag - 4):
@@ -410,7 +398,6 @@ def _e_inline_body(out, v, p_size_tag):
     out += _b
 
 def _d_statement(mv, pos, end):
-    start = pos
     _at = pos
     if pos < end and mv[pos] < 128:
         f_id_delta = mv[pos]
@@ -454,7 +441,6 @@ def _d_statement(mv, pos, end):
     return Statement(f_id_delta, f_tag, f_body), pos
 
 def _e_statement(out, v):
-    start = len(out)
     out += _uleb128_encode(v.id_delta)
     out += _S2.pack(v.tag)
     _tag = v.tag
@@ -473,7 +459,6 @@ def _e_statement(out, v):
         _e_inline_body(out, v.body, v.tag)
 
 def _d_child_ref(mv, pos, end):
-    start = pos
     _at = pos
     if pos < end and mv[pos] < 128:
         f_page_delta = mv[pos]
@@ -483,11 +468,9 @@ def _d_child_ref(mv, pos, end):
     return ChildRef(f_page_delta), pos
 
 def _e_child_ref(out, v):
-    start = len(out)
     out += _uleb128_encode(v.page_delta)
 
 def _d_table_content(mv, pos, end):
-    start = pos
     f_children = []
     try:
         _i = 0
@@ -522,7 +505,6 @@ def _d_table_content(mv, pos, end):
     return TableContent(f_children, f_statements), pos
 
 def _e_table_content(out, v):
-    start = len(out)
     for _x in v.children:
         if _x == 0:
             raise EncodeError('an item equals the terminator 0', path='children')
@@ -764,7 +746,6 @@ def _e_header_page(out, v):
     out += bytes((-(len(out) - start)) % 4096)
 
 def _d_journal_free(mv, pos, end):
-    start = pos
     _a_id = pos
     _at = pos
     if pos < end and mv[pos] < 128:
@@ -777,11 +758,9 @@ def _d_journal_free(mv, pos, end):
     return JournalFree(f_id), pos
 
 def _e_journal_free(out, v):
-    start = len(out)
     out += _uleb128_encode(v.id)
 
 def _d_journal_resize(mv, pos, end):
-    start = pos
     _a_id = pos
     _at = pos
     if pos < end and mv[pos] < 128:
@@ -803,12 +782,10 @@ def _d_journal_resize(mv, pos, end):
     return JournalResize(f_id, f_size), pos
 
 def _e_journal_resize(out, v):
-    start = len(out)
     out += _uleb128_encode(v.id)
     out += _uleb128_encode(v.size)
 
 def _d_journal_write(mv, pos, end):
-    start = pos
     _a_id = pos
     _at = pos
     if pos < end and mv[pos] < 128:
@@ -843,7 +820,6 @@ def _d_journal_write(mv, pos, end):
     return JournalWrite(f_id, f_offset, f_data), pos
 
 def _e_journal_write(out, v):
-    start = len(out)
     out += _uleb128_encode(v.id)
     out += _uleb128_encode(v.offset)
     out += _uleb128_encode(len(v.data))
@@ -853,7 +829,6 @@ def _e_journal_write(out, v):
     out += _b
 
 def _d_journal_splice(mv, pos, end):
-    start = pos
     _a_id = pos
     _at = pos
     if pos < end and mv[pos] < 128:
@@ -897,7 +872,6 @@ def _d_journal_splice(mv, pos, end):
     return JournalSplice(f_id, f_offset, f_old_len, f_data), pos
 
 def _e_journal_splice(out, v):
-    start = len(out)
     out += _uleb128_encode(v.id)
     out += _uleb128_encode(v.offset)
     out += _uleb128_encode(v.old_len)
@@ -908,7 +882,6 @@ def _e_journal_splice(out, v):
     out += _b
 
 def _d_journal_copy(mv, pos, end):
-    start = pos
     _a_src = pos
     _at = pos
     if pos < end and mv[pos] < 128:
@@ -954,7 +927,6 @@ def _d_journal_copy(mv, pos, end):
     return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset), pos
 
 def _e_journal_copy(out, v):
-    start = len(out)
     out += _uleb128_encode(v.src)
     out += _uleb128_encode(v.src_offset)
     out += _uleb128_encode(v.length)
@@ -962,7 +934,6 @@ def _e_journal_copy(out, v):
     out += _uleb128_encode(v.dst_offset)
 
 def _d_journal_record(mv, pos, end):
-    start = pos
     if pos + 1 > end:
         raise _short(pos, end, _T3)
     f_tag, = _S2.unpack_from(mv, pos)
@@ -1008,7 +979,6 @@ def _d_journal_record(mv, pos, end):
     return JournalRecord(f_tag, f_body), pos
 
 def _e_journal_record(out, v):
-    start = len(out)
     out += _S2.pack(v.tag)
     _tag = v.tag
     if _tag == 1:
@@ -1027,7 +997,6 @@ def _e_journal_record(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
 
 def _d_journal_records(mv, pos, end):
-    start = pos
     f_records = []
     try:
         _i = 0
@@ -1046,12 +1015,10 @@ def _d_journal_records(mv, pos, end):
     return JournalRecords(f_records), pos
 
 def _e_journal_records(out, v):
-    start = len(out)
     for _x in v.records:
         _e_journal_record(out, _x)
 
 def _d_journal_transaction(mv, pos, end):
-    start = pos
     _a_length = pos
     _at = pos
     if pos < end and mv[pos] < 128:
@@ -1076,7 +1043,6 @@ def _d_journal_transaction(mv, pos, end):
     return JournalTransaction(f_records, f_crc), pos
 
 def _e_journal_transaction(out, v):
-    start = len(out)
     out += _uleb128_encode(len(v.records))
     _b = v.records
     if len(_b) != len(v.records):
@@ -1085,7 +1051,6 @@ def _e_journal_transaction(out, v):
     out += _S6.pack(v.crc)
 
 def _d_journal_page(mv, pos, end):
-    start = pos
     if pos + 4096 > end:
         raise _short(pos, end, _T10)
     f_stream, f_next, f_crc = _S9.unpack_from(mv, pos)
@@ -1094,11 +1059,9 @@ def _d_journal_page(mv, pos, end):
     return JournalPage(f_stream, f_next, f_crc), pos
 
 def _e_journal_page(out, v):
-    start = len(out)
     out += _S9.pack(v.stream, v.next, v.crc)
 
 def _d_journal_seed(mv, pos, end):
-    start = pos
     if pos + 8 > end:
         raise _short(pos, end, _T12)
     f_segment_epoch, = _S11.unpack_from(mv, pos)
@@ -1107,14 +1070,15 @@ def _d_journal_seed(mv, pos, end):
     return JournalSeed(f_segment_epoch), pos
 
 def _e_journal_seed(out, v):
-    start = len(out)
     out += _S11.pack(v.segment_epoch)
 
 # -- fast path: public API ------------------------------------------------------------
 
 def decode_header_fields(buf, offset: int = 0) -> tuple[HeaderFields, int]:
     """Decode one `header_fields` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_header_fields(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1127,7 +1091,9 @@ def iter_header_fields(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``header_fields[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1157,7 +1123,9 @@ def encode_header_fields(value: HeaderFields) -> bytes:
 
 def decode_ref_body(buf, offset: int = 0) -> tuple[RefBody, int]:
     """Decode one `ref_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_ref_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1170,7 +1138,9 @@ def iter_ref_body(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``ref_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1200,7 +1170,9 @@ def encode_ref_body(value: RefBody) -> bytes:
 
 def decode_zero_body(buf, offset: int = 0) -> tuple[ZeroBody, int]:
     """Decode one `zero_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zero_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1213,7 +1185,9 @@ def iter_zero_body(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zero_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1243,7 +1217,9 @@ def encode_zero_body(value: ZeroBody) -> bytes:
 
 def decode_shrink_body(buf, offset: int = 0) -> tuple[ShrinkBody, int]:
     """Decode one `shrink_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_shrink_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1256,7 +1232,9 @@ def iter_shrink_body(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``shrink_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1286,7 +1264,9 @@ def encode_shrink_body(value: ShrinkBody) -> bytes:
 
 def decode_grow_body(buf, offset: int = 0) -> tuple[GrowBody, int]:
     """Decode one `grow_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_grow_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1299,7 +1279,9 @@ def iter_grow_body(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``grow_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1329,7 +1311,9 @@ def encode_grow_body(value: GrowBody) -> bytes:
 
 def decode_inline_body(buf, offset: int = 0, *, size_tag: int) -> tuple[InlineBody, int]:
     """Decode one `inline_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_inline_body(mv, offset, len(mv), size_tag)
     except DecodeError as exc:
@@ -1342,7 +1326,9 @@ def iter_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: 
     A failure raises with the record's index in the path (``inline_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1372,7 +1358,9 @@ def encode_inline_body(value: InlineBody, *, size_tag: int) -> bytes:
 
 def decode_statement(buf, offset: int = 0) -> tuple[Statement, int]:
     """Decode one `statement` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_statement(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1385,7 +1373,9 @@ def iter_statement(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``statement[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1415,7 +1405,9 @@ def encode_statement(value: Statement) -> bytes:
 
 def decode_child_ref(buf, offset: int = 0) -> tuple[ChildRef, int]:
     """Decode one `child_ref` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_child_ref(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1428,7 +1420,9 @@ def iter_child_ref(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``child_ref[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1458,7 +1452,9 @@ def encode_child_ref(value: ChildRef) -> bytes:
 
 def decode_table_content(buf, offset: int = 0) -> tuple[TableContent, int]:
     """Decode one `table_content` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_table_content(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1471,7 +1467,9 @@ def iter_table_content(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``table_content[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1501,7 +1499,9 @@ def encode_table_content(value: TableContent) -> bytes:
 
 def decode_page(buf, offset: int = 0) -> tuple[Page, int]:
     """Decode one `page` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_page(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1514,7 +1514,9 @@ def iter_page(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``page[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1544,7 +1546,9 @@ def encode_page(value: Page) -> bytes:
 
 def decode_header_slot(buf, offset: int = 0) -> tuple[HeaderSlot, int]:
     """Decode one `header_slot` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_header_slot(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1557,7 +1561,9 @@ def iter_header_slot(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``header_slot[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1587,7 +1593,9 @@ def encode_header_slot(value: HeaderSlot) -> bytes:
 
 def decode_table_page(buf, offset: int = 0) -> tuple[TablePage, int]:
     """Decode one `table_page` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_table_page(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1600,7 +1608,9 @@ def iter_table_page(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``table_page[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1630,7 +1640,9 @@ def encode_table_page(value: TablePage) -> bytes:
 
 def decode_header_page(buf, offset: int = 0) -> tuple[HeaderPage, int]:
     """Decode one `header_page` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_header_page(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1643,7 +1655,9 @@ def iter_header_page(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``header_page[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1673,7 +1687,9 @@ def encode_header_page(value: HeaderPage) -> bytes:
 
 def decode_journal_free(buf, offset: int = 0) -> tuple[JournalFree, int]:
     """Decode one `journal_free` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_free(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1686,7 +1702,9 @@ def iter_journal_free(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_free[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1716,7 +1734,9 @@ def encode_journal_free(value: JournalFree) -> bytes:
 
 def decode_journal_resize(buf, offset: int = 0) -> tuple[JournalResize, int]:
     """Decode one `journal_resize` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_resize(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1729,7 +1749,9 @@ def iter_journal_resize(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_resize[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1759,7 +1781,9 @@ def encode_journal_resize(value: JournalResize) -> bytes:
 
 def decode_journal_write(buf, offset: int = 0) -> tuple[JournalWrite, int]:
     """Decode one `journal_write` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_write(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1772,7 +1796,9 @@ def iter_journal_write(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_write[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1802,7 +1828,9 @@ def encode_journal_write(value: JournalWrite) -> bytes:
 
 def decode_journal_splice(buf, offset: int = 0) -> tuple[JournalSplice, int]:
     """Decode one `journal_splice` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_splice(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1815,7 +1843,9 @@ def iter_journal_splice(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_splice[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1845,7 +1875,9 @@ def encode_journal_splice(value: JournalSplice) -> bytes:
 
 def decode_journal_copy(buf, offset: int = 0) -> tuple[JournalCopy, int]:
     """Decode one `journal_copy` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_copy(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1858,7 +1890,9 @@ def iter_journal_copy(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_copy[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1888,7 +1922,9 @@ def encode_journal_copy(value: JournalCopy) -> bytes:
 
 def decode_journal_record(buf, offset: int = 0) -> tuple[JournalRecord, int]:
     """Decode one `journal_record` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1901,7 +1937,9 @@ def iter_journal_record(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_record[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1931,7 +1969,9 @@ def encode_journal_record(value: JournalRecord) -> bytes:
 
 def decode_journal_records(buf, offset: int = 0) -> tuple[JournalRecords, int]:
     """Decode one `journal_records` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_records(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1944,7 +1984,9 @@ def iter_journal_records(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_records[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -1974,7 +2016,9 @@ def encode_journal_records(value: JournalRecords) -> bytes:
 
 def decode_journal_transaction(buf, offset: int = 0) -> tuple[JournalTransaction, int]:
     """Decode one `journal_transaction` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_transaction(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1987,7 +2031,9 @@ def iter_journal_transaction(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_transaction[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2017,7 +2063,9 @@ def encode_journal_transaction(value: JournalTransaction) -> bytes:
 
 def decode_journal_page(buf, offset: int = 0) -> tuple[JournalPage, int]:
     """Decode one `journal_page` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_page(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2030,7 +2078,9 @@ def iter_journal_page(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_page[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2060,7 +2110,9 @@ def encode_journal_page(value: JournalPage) -> bytes:
 
 def decode_journal_seed(buf, offset: int = 0) -> tuple[JournalSeed, int]:
     """Decode one `journal_seed` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_journal_seed(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2073,7 +2125,9 @@ def iter_journal_seed(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``journal_seed[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:

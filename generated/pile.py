@@ -761,7 +761,6 @@ _T116 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witne
 # -- fast path: decoders and encoders -----------------------------------------------
 
 def _d_pile_record(mv, pos, end):
-    start = pos
     if pos + 16 > end:
         raise _short(pos, end, _T1)
     f_marker, = _S0.unpack_from(mv, pos)
@@ -868,7 +867,6 @@ def _d_pile_record(mv, pos, end):
     return PileRecord(f_marker, f_record), pos
 
 def _e_pile_record(out, v):
-    start = len(out)
     out += _S0.pack(v.marker)
     _tag = v.marker
     if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
@@ -913,7 +911,6 @@ def _e_pile_record(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='record')
 
 def _d_frame_rest(mv, pos, end):
-    start = pos
     if pos + 48 > end:
         raise _short(pos, end, _T3)
     f_magic_tail, f_span, f_kind = _S2.unpack_from(mv, pos)
@@ -1036,7 +1033,6 @@ def _d_frame_rest(mv, pos, end):
     return FrameRest(f_span, f_kind, f_body), pos
 
 def _e_frame_rest(out, v):
-    start = len(out)
     out += _S2.pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
     _tag = v.kind
     if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
@@ -1081,7 +1077,6 @@ def _e_frame_rest(out, v):
         out += v.body
 
 def _d_frame_head(mv, pos, end):
-    start = pos
     if pos + 64 > end:
         raise _short(pos, end, _T5)
     f_magic, f_span, f_kind = _S4.unpack_from(mv, pos)
@@ -1114,7 +1109,6 @@ def _d_frame_head(mv, pos, end):
     return FrameHead(f_span, f_kind, f_head), pos
 
 def _e_frame_head(out, v):
-    start = len(out)
     out += _S4.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
     _tag = v.kind
     if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
@@ -1123,7 +1117,6 @@ def _e_frame_head(out, v):
         out += v.head
 
 def _d_blob_head(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T7)
     f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S6.unpack_from(mv, pos)
@@ -1138,7 +1131,6 @@ def _d_blob_head(mv, pos, end, p_span):
     return BlobHead(f_timestamp, f_length, f_hash), pos
 
 def _e_blob_head(out, v, p_span):
-    start = len(out)
     out += _S6.pack(v.timestamp, v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_blob_data(mv, pos, end, p_length):
@@ -1165,7 +1157,6 @@ def _e_blob_data(out, v, p_length):
     out += bytes((-(len(out) - start)) % 256)
 
 def _d_blob_body(mv, pos, end, p_span):
-    start = pos
     try:
         f_head, pos = _d_blob_head(mv, pos, end, p_span)
     except DecodeError as _exc:
@@ -1177,12 +1168,10 @@ def _d_blob_body(mv, pos, end, p_span):
     return BlobBody(f_head, f_data), pos
 
 def _e_blob_body(out, v, p_span):
-    start = len(out)
     _e_blob_head(out, v.head, p_span)
     _e_blob_data(out, v.data, v.head.length)
 
 def _d_pin_head_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T9)
     f_pin, f_reserved1, f_head, f_reserved2 = _S8.unpack_from(mv, pos)
@@ -1199,11 +1188,9 @@ def _d_pin_head_body(mv, pos, end, p_span):
     return PinHeadBody(f_pin, f_head), pos
 
 def _e_pin_head_body(out, v, p_span):
-    start = len(out)
     out += _S8.pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_pin_tombstone_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T11)
     f_pin, f_reserved = _S10.unpack_from(mv, pos)
@@ -1218,11 +1205,9 @@ def _d_pin_tombstone_body(mv, pos, end, p_span):
     return PinTombstoneBody(f_pin), pos
 
 def _e_pin_tombstone_body(out, v, p_span):
-    start = len(out)
     out += _S10.pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_want_blob(mv, pos, end):
-    start = pos
     if pos + 96 > end:
         raise _short(pos, end, _T13)
     f_blob, f_zero = _S12.unpack_from(mv, pos)
@@ -1233,11 +1218,9 @@ def _d_want_blob(mv, pos, end):
     return WantBlob(f_blob), pos
 
 def _e_want_blob(out, v):
-    start = len(out)
     out += _S12.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_want_merge(mv, pos, end):
-    start = pos
     if pos + 96 > end:
         raise _short(pos, end, _T15)
     f_collection, f_low, f_high = _S14.unpack_from(mv, pos)
@@ -1248,11 +1231,9 @@ def _d_want_merge(mv, pos, end):
     return WantMerge(f_collection, f_low, f_high), pos
 
 def _e_want_merge(out, v):
-    start = len(out)
     out += _S14.pack(v.collection, v.low, v.high)
 
 def _d_want_derive(mv, pos, end):
-    start = pos
     if pos + 96 > end:
         raise _short(pos, end, _T16)
     f_target, f_input, f_zero = _S14.unpack_from(mv, pos)
@@ -1263,11 +1244,9 @@ def _d_want_derive(mv, pos, end):
     return WantDerive(f_target, f_input), pos
 
 def _e_want_derive(out, v):
-    start = len(out)
     out += _S14.pack(v.target, v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_want_request(mv, pos, end):
-    start = pos
     if pos + 1 > end:
         raise _short(pos, end, _T18)
     f_tag, = _S17.unpack_from(mv, pos)
@@ -1300,7 +1279,6 @@ def _d_want_request(mv, pos, end):
     return WantRequest(f_tag, f_request), pos
 
 def _e_want_request(out, v):
-    start = len(out)
     out += _S17.pack(v.tag)
     _tag = v.tag
     if _tag == 1:
@@ -1313,7 +1291,6 @@ def _e_want_request(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='request')
 
 def _d_want_v3_body(mv, pos, end, p_span):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T20)
     f_tag, f_reserved1 = _S19.unpack_from(mv, pos)
@@ -1357,7 +1334,6 @@ def _d_want_v3_body(mv, pos, end, p_span):
     return WantV3Body(f_tag, f_request), pos
 
 def _e_want_v3_body(out, v, p_span):
-    start = len(out)
     out += _S19.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _tag = v.tag
     if _tag == 1:
@@ -1371,7 +1347,6 @@ def _e_want_v3_body(out, v, p_span):
     out += _S21.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_commit_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T24)
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S23.unpack_from(mv, pos)
@@ -1382,11 +1357,9 @@ def _d_commit_body(mv, pos, end, p_span):
     return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
 
 def _e_commit_body(out, v, p_span):
-    start = len(out)
     out += _S23.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
 
 def _d_merge_v6_body(mv, pos, end, p_span):
-    start = pos
     if pos + 448 > end:
         raise _short(pos, end, _T26)
     f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S25.unpack_from(mv, pos)
@@ -1401,11 +1374,9 @@ def _d_merge_v6_body(mv, pos, end, p_span):
     return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s), pos
 
 def _e_merge_v6_body(out, v, p_span):
-    start = len(out)
     out += _S25.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_derive_v7_body(mv, pos, end, p_span):
-    start = pos
     if pos + 448 > end:
         raise _short(pos, end, _T28)
     f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S27.unpack_from(mv, pos)
@@ -1418,11 +1389,9 @@ def _d_derive_v7_body(mv, pos, end, p_span):
     return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s), pos
 
 def _e_derive_v7_body(out, v, p_span):
-    start = len(out)
     out += _S27.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_proof_edge(mv, pos, end):
-    start = pos
     if pos + 128 > end:
         raise _short(pos, end, _T30)
     f_capability, f_delegate, f_signature = _S29.unpack_from(mv, pos)
@@ -1431,11 +1400,9 @@ def _d_proof_edge(mv, pos, end):
     return ProofEdge(f_capability, f_delegate, f_signature), pos
 
 def _e_proof_edge(out, v):
-    start = len(out)
     out += _S29.pack(v.capability, v.delegate, v.signature)
 
 def _d_proof_v5_body(mv, pos, end, p_span):
-    start = pos
     if pos + 64 > end:
         raise _short(pos, end, _T32)
     f_resource, f_root = _S31.unpack_from(mv, pos)
@@ -1461,13 +1428,11 @@ def _d_proof_v5_body(mv, pos, end, p_span):
     return ProofV5Body(f_resource, f_root, f_edges), pos
 
 def _e_proof_v5_body(out, v, p_span):
-    start = len(out)
     out += _S31.pack(v.resource, v.root)
     for _x in v.edges:
-        _e_proof_edge(out, _x)
+        out += _S29.pack(_x.capability, _x.delegate, _x.signature)
 
 def _d_retired_blob_want_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T34)
     f_blob, f_reserved = _S33.unpack_from(mv, pos)
@@ -1480,11 +1445,9 @@ def _d_retired_blob_want_body(mv, pos, end, p_span):
     return RetiredBlobWantBody(f_blob), pos
 
 def _e_retired_blob_want_body(out, v, p_span):
-    start = len(out)
     out += _S33.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_retired_typed_want_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T36)
     f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S35.unpack_from(mv, pos)
@@ -1501,11 +1464,9 @@ def _d_retired_typed_want_body(mv, pos, end, p_span):
     return RetiredTypedWantBody(f_tag, f_a, f_b, f_c), pos
 
 def _e_retired_typed_want_body(out, v, p_span):
-    start = len(out)
     out += _S35.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_unsigned_merge_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T38)
     f_collection, f_low, f_high, f_result, f_reserved = _S37.unpack_from(mv, pos)
@@ -1520,11 +1481,9 @@ def _d_unsigned_merge_body(mv, pos, end, p_span):
     return UnsignedMergeBody(f_collection, f_low, f_high, f_result), pos
 
 def _e_unsigned_merge_body(out, v, p_span):
-    start = len(out)
     out += _S37.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_unsigned_derive_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T40)
     f_target, f_input, f_output, f_reserved = _S39.unpack_from(mv, pos)
@@ -1537,11 +1496,9 @@ def _d_unsigned_derive_body(mv, pos, end, p_span):
     return UnsignedDeriveBody(f_target, f_input, f_output), pos
 
 def _e_unsigned_derive_body(out, v, p_span):
-    start = len(out)
     out += _S39.pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_peer_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T42)
     f_team, f_peer, f_reserved = _S41.unpack_from(mv, pos)
@@ -1554,11 +1511,9 @@ def _d_peer_body(mv, pos, end, p_span):
     return PeerBody(f_team, f_peer), pos
 
 def _e_peer_body(out, v, p_span):
-    start = len(out)
     out += _S41.pack(v.team, v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_store_scope_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T43)
     f_team, f_reserved = _S33.unpack_from(mv, pos)
@@ -1571,11 +1526,9 @@ def _d_store_scope_body(mv, pos, end, p_span):
     return StoreScopeBody(f_team), pos
 
 def _e_store_scope_body(out, v, p_span):
-    start = len(out)
     out += _S33.pack(v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_artifact_offer_body(mv, pos, end, p_span):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T45)
     f_content, = _S44.unpack_from(mv, pos)
@@ -1586,11 +1539,9 @@ def _d_artifact_offer_body(mv, pos, end, p_span):
     return ArtifactOfferBody(f_content), pos
 
 def _e_artifact_offer_body(out, v, p_span):
-    start = len(out)
     out += _S44.pack(v.content)
 
 def _d_proof_v1_edge(mv, pos, end):
-    start = pos
     if pos + 128 > end:
         raise _short(pos, end, _T47)
     f_head, f_delegate = _S46.unpack_from(mv, pos)
@@ -1599,11 +1550,9 @@ def _d_proof_v1_edge(mv, pos, end):
     return ProofV1Edge(f_head, f_delegate), pos
 
 def _e_proof_v1_edge(out, v):
-    start = len(out)
     out += _S46.pack(v.head, v.delegate)
 
 def _d_proof_v1_content(mv, pos, end):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T49)
     f_root, = _S48.unpack_from(mv, pos)
@@ -1629,13 +1578,11 @@ def _d_proof_v1_content(mv, pos, end):
     return ProofV1Content(f_root, f_edges), pos
 
 def _e_proof_v1_content(out, v):
-    start = len(out)
     out += _S48.pack(v.root)
     for _x in v.edges:
-        _e_proof_v1_edge(out, _x)
+        out += _S46.pack(_x.head, _x.delegate)
 
 def _d_proof_v2_edge(mv, pos, end):
-    start = pos
     if pos + 145 > end:
         raise _short(pos, end, _T51)
     f_action, f_flags, f_lower, f_upper, f_delegate, f_signature = _S50.unpack_from(mv, pos)
@@ -1652,11 +1599,9 @@ def _d_proof_v2_edge(mv, pos, end):
     return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature), pos
 
 def _e_proof_v2_edge(out, v):
-    start = len(out)
     out += _S50.pack(v.action, v.flags, (v.lower).to_bytes(16, 'big', signed=True), (v.upper).to_bytes(16, 'big', signed=True), v.delegate, v.signature)
 
 def _d_proof_v2_content(mv, pos, end):
-    start = pos
     if pos + 80 > end:
         raise _short(pos, end, _T53)
     f_magic, f_resource, f_root = _S52.unpack_from(mv, pos)
@@ -1692,13 +1637,11 @@ def _d_proof_v2_content(mv, pos, end):
     return ProofV2Content(f_resource, f_root, f_edges), pos
 
 def _e_proof_v2_content(out, v):
-    start = len(out)
     out += _S52.pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', v.resource, v.root)
     for _x in v.edges:
-        _e_proof_v2_edge(out, _x)
+        out += _S50.pack(_x.action, _x.flags, (_x.lower).to_bytes(16, 'big', signed=True), (_x.upper).to_bytes(16, 'big', signed=True), _x.delegate, _x.signature)
 
 def _d_proof_v1_data(mv, pos, end, p_body_len):
-    start = pos
     _n = p_body_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
@@ -1724,13 +1667,11 @@ def _d_proof_v1_data(mv, pos, end, p_body_len):
     return ProofV1Data(f_body, f_tail), pos
 
 def _e_proof_v1_data(out, v, p_body_len):
-    start = len(out)
     _e_proof_v1_content(out, v.body)
     _b = v.tail
     out += _b
 
 def _d_proof_v2_data(mv, pos, end, p_body_len):
-    start = pos
     _n = p_body_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
@@ -1756,13 +1697,11 @@ def _d_proof_v2_data(mv, pos, end, p_body_len):
     return ProofV2Data(f_body, f_tail), pos
 
 def _e_proof_v2_data(out, v, p_body_len):
-    start = len(out)
     _e_proof_v2_content(out, v.body)
     _b = v.tail
     out += _b
 
 def _d_proof_v1_body(mv, pos, end, p_span):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T55)
     f_body_len, f_reserved = _S54.unpack_from(mv, pos)
@@ -1781,12 +1720,10 @@ def _d_proof_v1_body(mv, pos, end, p_span):
     return ProofV1Body(f_body_len, f_data), pos
 
 def _e_proof_v1_body(out, v, p_span):
-    start = len(out)
     out += _S54.pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _e_proof_v1_data(out, v.data, v.body_len)
 
 def _d_proof_v2_body(mv, pos, end, p_span):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T55)
     f_body_len, f_reserved = _S54.unpack_from(mv, pos)
@@ -1805,7 +1742,6 @@ def _d_proof_v2_body(mv, pos, end, p_span):
     return ProofV2Body(f_body_len, f_data), pos
 
 def _e_proof_v2_body(out, v, p_span):
-    start = len(out)
     out += _S54.pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _e_proof_v2_data(out, v.data, v.body_len)
 
@@ -1833,7 +1769,6 @@ def _e_v1_blob_data(out, v, p_length):
     out += bytes((-(len(out) - start)) % 64)
 
 def _d_v1_blob(mv, pos, end):
-    start = pos
     if pos + 48 > end:
         raise _short(pos, end, _T57)
     f_timestamp, f_length, f_hash = _S56.unpack_from(mv, pos)
@@ -1846,12 +1781,10 @@ def _d_v1_blob(mv, pos, end):
     return V1Blob(f_timestamp, f_length, f_hash, f_data), pos
 
 def _e_v1_blob(out, v):
-    start = len(out)
     out += _S56.pack(v.timestamp, v.length, v.hash)
     _e_v1_blob_data(out, v.data, v.length)
 
 def _d_v1_branch(mv, pos, end):
-    start = pos
     if pos + 48 > end:
         raise _short(pos, end, _T59)
     f_branch, f_head = _S58.unpack_from(mv, pos)
@@ -1862,11 +1795,9 @@ def _d_v1_branch(mv, pos, end):
     return V1Branch(f_branch, f_head), pos
 
 def _e_v1_branch(out, v):
-    start = len(out)
     out += _S58.pack(v.branch, v.head)
 
 def _d_v1_tombstone(mv, pos, end):
-    start = pos
     if pos + 48 > end:
         raise _short(pos, end, _T60)
     f_branch, f_unchecked = _S58.unpack_from(mv, pos)
@@ -1877,11 +1808,9 @@ def _d_v1_tombstone(mv, pos, end):
     return V1Tombstone(f_branch, f_unchecked), pos
 
 def _e_v1_tombstone(out, v):
-    start = len(out)
     out += _S58.pack(v.branch, v.unchecked)
 
 def _d_v3_blob(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T62)
     f_timestamp, f_length, f_hash, f_unchecked = _S61.unpack_from(mv, pos)
@@ -1894,12 +1823,10 @@ def _d_v3_blob(mv, pos, end):
     return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data), pos
 
 def _e_v3_blob(out, v):
-    start = len(out)
     out += _S61.pack(v.timestamp, v.length, v.hash, v.unchecked)
     _e_blob_data(out, v.data, v.length)
 
 def _d_v3_branch(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T64)
     f_branch, f_head, f_unchecked = _S63.unpack_from(mv, pos)
@@ -1910,11 +1837,9 @@ def _d_v3_branch(mv, pos, end):
     return V3Branch(f_branch, f_head, f_unchecked), pos
 
 def _e_v3_branch(out, v):
-    start = len(out)
     out += _S63.pack(v.branch, v.head, v.unchecked)
 
 def _d_v3_tombstone(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T66)
     f_branch, f_unchecked = _S65.unpack_from(mv, pos)
@@ -1925,11 +1850,9 @@ def _d_v3_tombstone(mv, pos, end):
     return V3Tombstone(f_branch, f_unchecked), pos
 
 def _e_v3_tombstone(out, v):
-    start = len(out)
     out += _S65.pack(v.branch, v.unchecked)
 
 def _d_v3_blob_want(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T68)
     f_blob, f_unchecked = _S67.unpack_from(mv, pos)
@@ -1938,11 +1861,9 @@ def _d_v3_blob_want(mv, pos, end):
     return V3BlobWant(f_blob, f_unchecked), pos
 
 def _e_v3_blob_want(out, v):
-    start = len(out)
     out += _S67.pack(v.blob, v.unchecked)
 
 def _d_v3_local_cell(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T69)
     f_cell, f_rest = _S65.unpack_from(mv, pos)
@@ -1951,11 +1872,9 @@ def _d_v3_local_cell(mv, pos, end):
     return V3LocalCell(f_cell, f_rest), pos
 
 def _e_v3_local_cell(out, v):
-    start = len(out)
     out += _S65.pack(v.cell, v.rest)
 
 def _d_v3_collection_definition(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T71)
     f_scope, f_representation, f_recipe, f_reserved = _S70.unpack_from(mv, pos)
@@ -1972,11 +1891,9 @@ def _d_v3_collection_definition(mv, pos, end):
     return V3CollectionDefinition(f_scope, f_representation, f_recipe), pos
 
 def _e_v3_collection_definition(out, v):
-    start = len(out)
     out += _S70.pack(v.scope, v.representation, v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_v3_commit(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T73)
     f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S72.unpack_from(mv, pos)
@@ -1987,11 +1904,9 @@ def _d_v3_commit(mv, pos, end):
     return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
 
 def _e_v3_commit(out, v):
-    start = len(out)
     out += _S72.pack(v.definition, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_v3_merge(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T75)
     f_definition, f_low, f_high, f_result, f_reserved = _S74.unpack_from(mv, pos)
@@ -2004,11 +1919,9 @@ def _d_v3_merge(mv, pos, end):
     return V3Merge(f_definition, f_low, f_high, f_result), pos
 
 def _e_v3_merge(out, v):
-    start = len(out)
     out += _S74.pack(v.definition, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_v3_derive(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T77)
     f_source, f_target, f_input, f_output, f_reserved = _S76.unpack_from(mv, pos)
@@ -2019,11 +1932,9 @@ def _d_v3_derive(mv, pos, end):
     return V3Derive(f_source, f_target, f_input, f_output), pos
 
 def _e_v3_derive(out, v):
-    start = len(out)
     out += _S76.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_v4_commit(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T79)
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S78.unpack_from(mv, pos)
@@ -2034,11 +1945,9 @@ def _d_v4_commit(mv, pos, end):
     return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
 
 def _e_v4_commit(out, v):
-    start = len(out)
     out += _S78.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_v4_merge(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T81)
     f_collection, f_low, f_high, f_result, f_reserved = _S80.unpack_from(mv, pos)
@@ -2051,11 +1960,9 @@ def _d_v4_merge(mv, pos, end):
     return V4Merge(f_collection, f_low, f_high, f_result), pos
 
 def _e_v4_merge(out, v):
-    start = len(out)
     out += _S80.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_v4_derive(mv, pos, end):
-    start = pos
     if pos + 240 > end:
         raise _short(pos, end, _T82)
     f_source, f_target, f_input, f_output, f_reserved = _S80.unpack_from(mv, pos)
@@ -2066,11 +1973,9 @@ def _d_v4_derive(mv, pos, end):
     return V4Derive(f_source, f_target, f_input, f_output), pos
 
 def _e_v4_derive(out, v):
-    start = len(out)
     out += _S80.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_envelope36_rest(mv, pos, end):
-    start = pos
     if pos + 20 > end:
         raise _short(pos, end, _T84)
     f_kind, f_span = _S83.unpack_from(mv, pos)
@@ -2151,7 +2056,6 @@ def _d_envelope36_rest(mv, pos, end):
     return Envelope36Rest(f_kind, f_span, f_body), pos
 
 def _e_envelope36_rest(out, v):
-    start = len(out)
     out += _S83.pack(v.kind, v.span)
     _tag = v.kind
     if _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
@@ -2180,7 +2084,6 @@ def _e_envelope36_rest(out, v):
         out += v.body
 
 def _d_env_blob_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T86)
     f_timestamp, f_length, f_hash, f_reserved = _S85.unpack_from(mv, pos)
@@ -2197,12 +2100,10 @@ def _d_env_blob_body(mv, pos, end, p_span):
     return EnvBlobBody(f_timestamp, f_length, f_hash, f_data), pos
 
 def _e_env_blob_body(out, v, p_span):
-    start = len(out)
     out += _S85.pack(v.timestamp, v.length, v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _e_blob_data(out, v.data, v.length)
 
 def _d_env_branch_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T88)
     f_branch, f_head, f_reserved = _S87.unpack_from(mv, pos)
@@ -2217,11 +2118,9 @@ def _d_env_branch_body(mv, pos, end, p_span):
     return EnvBranchBody(f_branch, f_head), pos
 
 def _e_env_branch_body(out, v, p_span):
-    start = len(out)
     out += _S87.pack(v.branch, v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_env_tombstone_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T90)
     f_branch, f_reserved = _S89.unpack_from(mv, pos)
@@ -2234,11 +2133,9 @@ def _d_env_tombstone_body(mv, pos, end, p_span):
     return EnvTombstoneBody(f_branch), pos
 
 def _e_env_tombstone_body(out, v, p_span):
-    start = len(out)
     out += _S89.pack(v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_env_blob_want_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T92)
     f_blob, f_reserved = _S91.unpack_from(mv, pos)
@@ -2251,11 +2148,9 @@ def _d_env_blob_want_body(mv, pos, end, p_span):
     return EnvBlobWantBody(f_blob), pos
 
 def _e_env_blob_want_body(out, v, p_span):
-    start = len(out)
     out += _S91.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_env_typed_want_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T94)
     f_tag, f_a, f_b, f_c, f_reserved = _S93.unpack_from(mv, pos)
@@ -2270,11 +2165,9 @@ def _d_env_typed_want_body(mv, pos, end, p_span):
     return EnvTypedWantBody(f_tag, f_a, f_b, f_c), pos
 
 def _e_env_typed_want_body(out, v, p_span):
-    start = len(out)
     out += _S93.pack(v.tag, v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_env_commit_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T96)
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S95.unpack_from(mv, pos)
@@ -2287,11 +2180,9 @@ def _d_env_commit_body(mv, pos, end, p_span):
     return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
 
 def _e_env_commit_body(out, v, p_span):
-    start = len(out)
     out += _S95.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_env_merge_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T98)
     f_collection, f_low, f_high, f_result, f_reserved = _S97.unpack_from(mv, pos)
@@ -2306,11 +2197,9 @@ def _d_env_merge_body(mv, pos, end, p_span):
     return EnvMergeBody(f_collection, f_low, f_high, f_result), pos
 
 def _e_env_merge_body(out, v, p_span):
-    start = len(out)
     out += _S97.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_env_derive_v4_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T99)
     f_source, f_target, f_input, f_output, f_reserved = _S97.unpack_from(mv, pos)
@@ -2323,11 +2212,9 @@ def _d_env_derive_v4_body(mv, pos, end, p_span):
     return EnvDeriveV4Body(f_source, f_target, f_input, f_output), pos
 
 def _e_env_derive_v4_body(out, v, p_span):
-    start = len(out)
     out += _S97.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_env_derive_v5_body(mv, pos, end, p_span):
-    start = pos
     if pos + 220 > end:
         raise _short(pos, end, _T101)
     f_target, f_input, f_output, f_reserved = _S100.unpack_from(mv, pos)
@@ -2340,11 +2227,9 @@ def _d_env_derive_v5_body(mv, pos, end, p_span):
     return EnvDeriveV5Body(f_target, f_input, f_output), pos
 
 def _e_env_derive_v5_body(out, v, p_span):
-    start = len(out)
     out += _S100.pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_commit_transcript(mv, pos, end):
-    start = pos
     if pos + 188 > end:
         raise _short(pos, end, _T103)
     f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S102.unpack_from(mv, pos)
@@ -2359,11 +2244,9 @@ def _d_commit_transcript(mv, pos, end):
     return CommitTranscript(f_author, f_collection, f_data, f_metadata), pos
 
 def _e_commit_transcript(out, v):
-    start = len(out)
     out += _S102.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
 
 def _d_merge_endorsement(mv, pos, end):
-    start = pos
     if pos + 280 > end:
         raise _short(pos, end, _T105)
     f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S104.unpack_from(mv, pos)
@@ -2376,11 +2259,9 @@ def _d_merge_endorsement(mv, pos, end):
     return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness), pos
 
 def _e_merge_endorsement(out, v):
-    start = len(out)
     out += _S104.pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
 
 def _d_derive_endorsement(mv, pos, end):
-    start = pos
     if pos + 217 > end:
         raise _short(pos, end, _T107)
     f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S106.unpack_from(mv, pos)
@@ -2393,11 +2274,9 @@ def _d_derive_endorsement(mv, pos, end):
     return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness), pos
 
 def _e_derive_endorsement(out, v):
-    start = len(out)
     out += _S106.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
 
 def _d_dense_commit(mv, pos, end):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T24)
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S23.unpack_from(mv, pos)
@@ -2406,11 +2285,9 @@ def _d_dense_commit(mv, pos, end):
     return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
 
 def _e_dense_commit(out, v):
-    start = len(out)
     out += _S23.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
 
 def _d_dense_unsigned_merge(mv, pos, end):
-    start = pos
     if pos + 128 > end:
         raise _short(pos, end, _T109)
     f_collection, f_low, f_high, f_result = _S108.unpack_from(mv, pos)
@@ -2419,11 +2296,9 @@ def _d_dense_unsigned_merge(mv, pos, end):
     return DenseUnsignedMerge(f_collection, f_low, f_high, f_result), pos
 
 def _e_dense_unsigned_merge(out, v):
-    start = len(out)
     out += _S108.pack(v.collection, v.low, v.high, v.result)
 
 def _d_dense_unsigned_derive(mv, pos, end):
-    start = pos
     if pos + 96 > end:
         raise _short(pos, end, _T110)
     f_target, f_input, f_output = _S14.unpack_from(mv, pos)
@@ -2432,11 +2307,9 @@ def _d_dense_unsigned_derive(mv, pos, end):
     return DenseUnsignedDerive(f_target, f_input, f_output), pos
 
 def _e_dense_unsigned_derive(out, v):
-    start = len(out)
     out += _S14.pack(v.target, v.input, v.output)
 
 def _d_dense_signed_merge(mv, pos, end):
-    start = pos
     if pos + 224 > end:
         raise _short(pos, end, _T112)
     f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
@@ -2445,11 +2318,9 @@ def _d_dense_signed_merge(mv, pos, end):
     return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s), pos
 
 def _e_dense_signed_merge(out, v):
-    start = len(out)
     out += _S111.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
 
 def _d_dense_signed_derive(mv, pos, end):
-    start = pos
     if pos + 192 > end:
         raise _short(pos, end, _T113)
     f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S23.unpack_from(mv, pos)
@@ -2458,11 +2329,9 @@ def _d_dense_signed_derive(mv, pos, end):
     return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s), pos
 
 def _e_dense_signed_derive(out, v):
-    start = len(out)
     out += _S23.pack(v.target, v.input, v.output, v.author, v.sig_r, v.sig_s)
 
 def _d_dense_witness_merge(mv, pos, end):
-    start = pos
     if pos + 288 > end:
         raise _short(pos, end, _T115)
     f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S114.unpack_from(mv, pos)
@@ -2471,11 +2340,9 @@ def _d_dense_witness_merge(mv, pos, end):
     return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s), pos
 
 def _e_dense_witness_merge(out, v):
-    start = len(out)
     out += _S114.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
 
 def _d_dense_witness_derive(mv, pos, end):
-    start = pos
     if pos + 224 > end:
         raise _short(pos, end, _T116)
     f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
@@ -2484,11 +2351,9 @@ def _d_dense_witness_derive(mv, pos, end):
     return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s), pos
 
 def _e_dense_witness_derive(out, v):
-    start = len(out)
     out += _S111.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
 
 def _d_dense_record(mv, pos, end):
-    start = pos
     if pos + 1 > end:
         raise _short(pos, end, _T18)
     f_tag, = _S17.unpack_from(mv, pos)
@@ -2539,7 +2404,6 @@ def _d_dense_record(mv, pos, end):
     return DenseRecord(f_tag, f_payload), pos
 
 def _e_dense_record(out, v):
-    start = len(out)
     out += _S17.pack(v.tag)
     _tag = v.tag
     if _tag == 1:
@@ -2560,7 +2424,6 @@ def _e_dense_record(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='payload')
 
 def _d_pile_file(mv, pos, end):
-    start = pos
     f_records = []
     try:
         _i = 0
@@ -2579,7 +2442,6 @@ def _d_pile_file(mv, pos, end):
     return PileFile(f_records), pos
 
 def _e_pile_file(out, v):
-    start = len(out)
     for _x in v.records:
         _e_pile_record(out, _x)
 
@@ -2587,7 +2449,9 @@ def _e_pile_file(out, v):
 
 def decode_pile_record(buf, offset: int = 0) -> tuple[PileRecord, int]:
     """Decode one `pile_record` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_pile_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2600,7 +2464,9 @@ def iter_pile_record(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``pile_record[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2630,7 +2496,9 @@ def encode_pile_record(value: PileRecord) -> bytes:
 
 def decode_frame_rest(buf, offset: int = 0) -> tuple[FrameRest, int]:
     """Decode one `frame_rest` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_frame_rest(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2643,7 +2511,9 @@ def iter_frame_rest(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``frame_rest[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2673,7 +2543,9 @@ def encode_frame_rest(value: FrameRest) -> bytes:
 
 def decode_frame_head(buf, offset: int = 0) -> tuple[FrameHead, int]:
     """Decode one `frame_head` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_frame_head(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2686,7 +2558,9 @@ def iter_frame_head(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``frame_head[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2716,7 +2590,9 @@ def encode_frame_head(value: FrameHead) -> bytes:
 
 def decode_blob_head(buf, offset: int = 0, *, span: int) -> tuple[BlobHead, int]:
     """Decode one `blob_head` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_blob_head(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -2729,7 +2605,9 @@ def iter_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int):
     A failure raises with the record's index in the path (``blob_head[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2759,7 +2637,9 @@ def encode_blob_head(value: BlobHead, *, span: int) -> bytes:
 
 def decode_blob_data(buf, offset: int = 0, *, length: int) -> tuple[BlobData, int]:
     """Decode one `blob_data` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_blob_data(mv, offset, len(mv), length)
     except DecodeError as exc:
@@ -2772,7 +2652,9 @@ def iter_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int)
     A failure raises with the record's index in the path (``blob_data[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2802,7 +2684,9 @@ def encode_blob_data(value: BlobData, *, length: int) -> bytes:
 
 def decode_blob_body(buf, offset: int = 0, *, span: int) -> tuple[BlobBody, int]:
     """Decode one `blob_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_blob_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -2815,7 +2699,9 @@ def iter_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int):
     A failure raises with the record's index in the path (``blob_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2845,7 +2731,9 @@ def encode_blob_body(value: BlobBody, *, span: int) -> bytes:
 
 def decode_pin_head_body(buf, offset: int = 0, *, span: int) -> tuple[PinHeadBody, int]:
     """Decode one `pin_head_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_pin_head_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -2858,7 +2746,9 @@ def iter_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: in
     A failure raises with the record's index in the path (``pin_head_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2888,7 +2778,9 @@ def encode_pin_head_body(value: PinHeadBody, *, span: int) -> bytes:
 
 def decode_pin_tombstone_body(buf, offset: int = 0, *, span: int) -> tuple[PinTombstoneBody, int]:
     """Decode one `pin_tombstone_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_pin_tombstone_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -2901,7 +2793,9 @@ def iter_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, spa
     A failure raises with the record's index in the path (``pin_tombstone_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2931,7 +2825,9 @@ def encode_pin_tombstone_body(value: PinTombstoneBody, *, span: int) -> bytes:
 
 def decode_want_blob(buf, offset: int = 0) -> tuple[WantBlob, int]:
     """Decode one `want_blob` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_want_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2944,7 +2840,9 @@ def iter_want_blob(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``want_blob[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -2974,7 +2872,9 @@ def encode_want_blob(value: WantBlob) -> bytes:
 
 def decode_want_merge(buf, offset: int = 0) -> tuple[WantMerge, int]:
     """Decode one `want_merge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_want_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2987,7 +2887,9 @@ def iter_want_merge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``want_merge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3017,7 +2919,9 @@ def encode_want_merge(value: WantMerge) -> bytes:
 
 def decode_want_derive(buf, offset: int = 0) -> tuple[WantDerive, int]:
     """Decode one `want_derive` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_want_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3030,7 +2934,9 @@ def iter_want_derive(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``want_derive[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3060,7 +2966,9 @@ def encode_want_derive(value: WantDerive) -> bytes:
 
 def decode_want_request(buf, offset: int = 0) -> tuple[WantRequest, int]:
     """Decode one `want_request` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_want_request(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3073,7 +2981,9 @@ def iter_want_request(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``want_request[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3103,7 +3013,9 @@ def encode_want_request(value: WantRequest) -> bytes:
 
 def decode_want_v3_body(buf, offset: int = 0, *, span: int) -> tuple[WantV3Body, int]:
     """Decode one `want_v3_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_want_v3_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3116,7 +3028,9 @@ def iter_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int
     A failure raises with the record's index in the path (``want_v3_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3146,7 +3060,9 @@ def encode_want_v3_body(value: WantV3Body, *, span: int) -> bytes:
 
 def decode_commit_body(buf, offset: int = 0, *, span: int) -> tuple[CommitBody, int]:
     """Decode one `commit_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_commit_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3159,7 +3075,9 @@ def iter_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int)
     A failure raises with the record's index in the path (``commit_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3189,7 +3107,9 @@ def encode_commit_body(value: CommitBody, *, span: int) -> bytes:
 
 def decode_merge_v6_body(buf, offset: int = 0, *, span: int) -> tuple[MergeV6Body, int]:
     """Decode one `merge_v6_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_merge_v6_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3202,7 +3122,9 @@ def iter_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: in
     A failure raises with the record's index in the path (``merge_v6_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3232,7 +3154,9 @@ def encode_merge_v6_body(value: MergeV6Body, *, span: int) -> bytes:
 
 def decode_derive_v7_body(buf, offset: int = 0, *, span: int) -> tuple[DeriveV7Body, int]:
     """Decode one `derive_v7_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_derive_v7_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3245,7 +3169,9 @@ def iter_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: i
     A failure raises with the record's index in the path (``derive_v7_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3275,7 +3201,9 @@ def encode_derive_v7_body(value: DeriveV7Body, *, span: int) -> bytes:
 
 def decode_proof_edge(buf, offset: int = 0) -> tuple[ProofEdge, int]:
     """Decode one `proof_edge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_edge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3288,7 +3216,9 @@ def iter_proof_edge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``proof_edge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3318,7 +3248,9 @@ def encode_proof_edge(value: ProofEdge) -> bytes:
 
 def decode_proof_v5_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV5Body, int]:
     """Decode one `proof_v5_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v5_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3331,7 +3263,9 @@ def iter_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: in
     A failure raises with the record's index in the path (``proof_v5_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3361,7 +3295,9 @@ def encode_proof_v5_body(value: ProofV5Body, *, span: int) -> bytes:
 
 def decode_retired_blob_want_body(buf, offset: int = 0, *, span: int) -> tuple[RetiredBlobWantBody, int]:
     """Decode one `retired_blob_want_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_retired_blob_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3374,7 +3310,9 @@ def iter_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *,
     A failure raises with the record's index in the path (``retired_blob_want_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3404,7 +3342,9 @@ def encode_retired_blob_want_body(value: RetiredBlobWantBody, *, span: int) -> b
 
 def decode_retired_typed_want_body(buf, offset: int = 0, *, span: int) -> tuple[RetiredTypedWantBody, int]:
     """Decode one `retired_typed_want_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_retired_typed_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3417,7 +3357,9 @@ def iter_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *
     A failure raises with the record's index in the path (``retired_typed_want_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3447,7 +3389,9 @@ def encode_retired_typed_want_body(value: RetiredTypedWantBody, *, span: int) ->
 
 def decode_unsigned_merge_body(buf, offset: int = 0, *, span: int) -> tuple[UnsignedMergeBody, int]:
     """Decode one `unsigned_merge_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_unsigned_merge_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3460,7 +3404,9 @@ def iter_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, sp
     A failure raises with the record's index in the path (``unsigned_merge_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3490,7 +3436,9 @@ def encode_unsigned_merge_body(value: UnsignedMergeBody, *, span: int) -> bytes:
 
 def decode_unsigned_derive_body(buf, offset: int = 0, *, span: int) -> tuple[UnsignedDeriveBody, int]:
     """Decode one `unsigned_derive_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_unsigned_derive_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3503,7 +3451,9 @@ def iter_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, s
     A failure raises with the record's index in the path (``unsigned_derive_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3533,7 +3483,9 @@ def encode_unsigned_derive_body(value: UnsignedDeriveBody, *, span: int) -> byte
 
 def decode_peer_body(buf, offset: int = 0, *, span: int) -> tuple[PeerBody, int]:
     """Decode one `peer_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_peer_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3546,7 +3498,9 @@ def iter_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int):
     A failure raises with the record's index in the path (``peer_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3576,7 +3530,9 @@ def encode_peer_body(value: PeerBody, *, span: int) -> bytes:
 
 def decode_store_scope_body(buf, offset: int = 0, *, span: int) -> tuple[StoreScopeBody, int]:
     """Decode one `store_scope_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_store_scope_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3589,7 +3545,9 @@ def iter_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span:
     A failure raises with the record's index in the path (``store_scope_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3619,7 +3577,9 @@ def encode_store_scope_body(value: StoreScopeBody, *, span: int) -> bytes:
 
 def decode_artifact_offer_body(buf, offset: int = 0, *, span: int) -> tuple[ArtifactOfferBody, int]:
     """Decode one `artifact_offer_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_artifact_offer_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3632,7 +3592,9 @@ def iter_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, sp
     A failure raises with the record's index in the path (``artifact_offer_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3662,7 +3624,9 @@ def encode_artifact_offer_body(value: ArtifactOfferBody, *, span: int) -> bytes:
 
 def decode_proof_v1_edge(buf, offset: int = 0) -> tuple[ProofV1Edge, int]:
     """Decode one `proof_v1_edge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v1_edge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3675,7 +3639,9 @@ def iter_proof_v1_edge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``proof_v1_edge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3705,7 +3671,9 @@ def encode_proof_v1_edge(value: ProofV1Edge) -> bytes:
 
 def decode_proof_v1_content(buf, offset: int = 0) -> tuple[ProofV1Content, int]:
     """Decode one `proof_v1_content` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v1_content(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3718,7 +3686,9 @@ def iter_proof_v1_content(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``proof_v1_content[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3748,7 +3718,9 @@ def encode_proof_v1_content(value: ProofV1Content) -> bytes:
 
 def decode_proof_v2_edge(buf, offset: int = 0) -> tuple[ProofV2Edge, int]:
     """Decode one `proof_v2_edge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v2_edge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3761,7 +3733,9 @@ def iter_proof_v2_edge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``proof_v2_edge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3791,7 +3765,9 @@ def encode_proof_v2_edge(value: ProofV2Edge) -> bytes:
 
 def decode_proof_v2_content(buf, offset: int = 0) -> tuple[ProofV2Content, int]:
     """Decode one `proof_v2_content` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v2_content(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3804,7 +3780,9 @@ def iter_proof_v2_content(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``proof_v2_content[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3834,7 +3812,9 @@ def encode_proof_v2_content(value: ProofV2Content) -> bytes:
 
 def decode_proof_v1_data(buf, offset: int = 0, *, body_len: int) -> tuple[ProofV1Data, int]:
     """Decode one `proof_v1_data` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v1_data(mv, offset, len(mv), body_len)
     except DecodeError as exc:
@@ -3847,7 +3827,9 @@ def iter_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len
     A failure raises with the record's index in the path (``proof_v1_data[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3877,7 +3859,9 @@ def encode_proof_v1_data(value: ProofV1Data, *, body_len: int) -> bytes:
 
 def decode_proof_v2_data(buf, offset: int = 0, *, body_len: int) -> tuple[ProofV2Data, int]:
     """Decode one `proof_v2_data` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v2_data(mv, offset, len(mv), body_len)
     except DecodeError as exc:
@@ -3890,7 +3874,9 @@ def iter_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len
     A failure raises with the record's index in the path (``proof_v2_data[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3920,7 +3906,9 @@ def encode_proof_v2_data(value: ProofV2Data, *, body_len: int) -> bytes:
 
 def decode_proof_v1_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV1Body, int]:
     """Decode one `proof_v1_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v1_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3933,7 +3921,9 @@ def iter_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: in
     A failure raises with the record's index in the path (``proof_v1_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -3963,7 +3953,9 @@ def encode_proof_v1_body(value: ProofV1Body, *, span: int) -> bytes:
 
 def decode_proof_v2_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV2Body, int]:
     """Decode one `proof_v2_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_proof_v2_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -3976,7 +3968,9 @@ def iter_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: in
     A failure raises with the record's index in the path (``proof_v2_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4006,7 +4000,9 @@ def encode_proof_v2_body(value: ProofV2Body, *, span: int) -> bytes:
 
 def decode_v1_blob_data(buf, offset: int = 0, *, length: int) -> tuple[V1BlobData, int]:
     """Decode one `v1_blob_data` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v1_blob_data(mv, offset, len(mv), length)
     except DecodeError as exc:
@@ -4019,7 +4015,9 @@ def iter_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: i
     A failure raises with the record's index in the path (``v1_blob_data[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4049,7 +4047,9 @@ def encode_v1_blob_data(value: V1BlobData, *, length: int) -> bytes:
 
 def decode_v1_blob(buf, offset: int = 0) -> tuple[V1Blob, int]:
     """Decode one `v1_blob` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v1_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4062,7 +4062,9 @@ def iter_v1_blob(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v1_blob[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4092,7 +4094,9 @@ def encode_v1_blob(value: V1Blob) -> bytes:
 
 def decode_v1_branch(buf, offset: int = 0) -> tuple[V1Branch, int]:
     """Decode one `v1_branch` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v1_branch(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4105,7 +4109,9 @@ def iter_v1_branch(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v1_branch[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4135,7 +4141,9 @@ def encode_v1_branch(value: V1Branch) -> bytes:
 
 def decode_v1_tombstone(buf, offset: int = 0) -> tuple[V1Tombstone, int]:
     """Decode one `v1_tombstone` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v1_tombstone(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4148,7 +4156,9 @@ def iter_v1_tombstone(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v1_tombstone[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4178,7 +4188,9 @@ def encode_v1_tombstone(value: V1Tombstone) -> bytes:
 
 def decode_v3_blob(buf, offset: int = 0) -> tuple[V3Blob, int]:
     """Decode one `v3_blob` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4191,7 +4203,9 @@ def iter_v3_blob(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_blob[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4221,7 +4235,9 @@ def encode_v3_blob(value: V3Blob) -> bytes:
 
 def decode_v3_branch(buf, offset: int = 0) -> tuple[V3Branch, int]:
     """Decode one `v3_branch` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_branch(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4234,7 +4250,9 @@ def iter_v3_branch(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_branch[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4264,7 +4282,9 @@ def encode_v3_branch(value: V3Branch) -> bytes:
 
 def decode_v3_tombstone(buf, offset: int = 0) -> tuple[V3Tombstone, int]:
     """Decode one `v3_tombstone` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_tombstone(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4277,7 +4297,9 @@ def iter_v3_tombstone(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_tombstone[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4307,7 +4329,9 @@ def encode_v3_tombstone(value: V3Tombstone) -> bytes:
 
 def decode_v3_blob_want(buf, offset: int = 0) -> tuple[V3BlobWant, int]:
     """Decode one `v3_blob_want` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_blob_want(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4320,7 +4344,9 @@ def iter_v3_blob_want(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_blob_want[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4350,7 +4376,9 @@ def encode_v3_blob_want(value: V3BlobWant) -> bytes:
 
 def decode_v3_local_cell(buf, offset: int = 0) -> tuple[V3LocalCell, int]:
     """Decode one `v3_local_cell` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_local_cell(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4363,7 +4391,9 @@ def iter_v3_local_cell(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_local_cell[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4393,7 +4423,9 @@ def encode_v3_local_cell(value: V3LocalCell) -> bytes:
 
 def decode_v3_collection_definition(buf, offset: int = 0) -> tuple[V3CollectionDefinition, int]:
     """Decode one `v3_collection_definition` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_collection_definition(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4406,7 +4438,9 @@ def iter_v3_collection_definition(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_collection_definition[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4436,7 +4470,9 @@ def encode_v3_collection_definition(value: V3CollectionDefinition) -> bytes:
 
 def decode_v3_commit(buf, offset: int = 0) -> tuple[V3Commit, int]:
     """Decode one `v3_commit` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4449,7 +4485,9 @@ def iter_v3_commit(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_commit[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4479,7 +4517,9 @@ def encode_v3_commit(value: V3Commit) -> bytes:
 
 def decode_v3_merge(buf, offset: int = 0) -> tuple[V3Merge, int]:
     """Decode one `v3_merge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4492,7 +4532,9 @@ def iter_v3_merge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_merge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4522,7 +4564,9 @@ def encode_v3_merge(value: V3Merge) -> bytes:
 
 def decode_v3_derive(buf, offset: int = 0) -> tuple[V3Derive, int]:
     """Decode one `v3_derive` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v3_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4535,7 +4579,9 @@ def iter_v3_derive(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v3_derive[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4565,7 +4611,9 @@ def encode_v3_derive(value: V3Derive) -> bytes:
 
 def decode_v4_commit(buf, offset: int = 0) -> tuple[V4Commit, int]:
     """Decode one `v4_commit` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v4_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4578,7 +4626,9 @@ def iter_v4_commit(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v4_commit[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4608,7 +4658,9 @@ def encode_v4_commit(value: V4Commit) -> bytes:
 
 def decode_v4_merge(buf, offset: int = 0) -> tuple[V4Merge, int]:
     """Decode one `v4_merge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v4_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4621,7 +4673,9 @@ def iter_v4_merge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v4_merge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4651,7 +4705,9 @@ def encode_v4_merge(value: V4Merge) -> bytes:
 
 def decode_v4_derive(buf, offset: int = 0) -> tuple[V4Derive, int]:
     """Decode one `v4_derive` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_v4_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4664,7 +4720,9 @@ def iter_v4_derive(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``v4_derive[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4694,7 +4752,9 @@ def encode_v4_derive(value: V4Derive) -> bytes:
 
 def decode_envelope36_rest(buf, offset: int = 0) -> tuple[Envelope36Rest, int]:
     """Decode one `envelope36_rest` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_envelope36_rest(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4707,7 +4767,9 @@ def iter_envelope36_rest(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``envelope36_rest[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4737,7 +4799,9 @@ def encode_envelope36_rest(value: Envelope36Rest) -> bytes:
 
 def decode_env_blob_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBlobBody, int]:
     """Decode one `env_blob_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_blob_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4750,7 +4814,9 @@ def iter_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: in
     A failure raises with the record's index in the path (``env_blob_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4780,7 +4846,9 @@ def encode_env_blob_body(value: EnvBlobBody, *, span: int) -> bytes:
 
 def decode_env_branch_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBranchBody, int]:
     """Decode one `env_branch_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_branch_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4793,7 +4861,9 @@ def iter_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: 
     A failure raises with the record's index in the path (``env_branch_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4823,7 +4893,9 @@ def encode_env_branch_body(value: EnvBranchBody, *, span: int) -> bytes:
 
 def decode_env_tombstone_body(buf, offset: int = 0, *, span: int) -> tuple[EnvTombstoneBody, int]:
     """Decode one `env_tombstone_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_tombstone_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4836,7 +4908,9 @@ def iter_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, spa
     A failure raises with the record's index in the path (``env_tombstone_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4866,7 +4940,9 @@ def encode_env_tombstone_body(value: EnvTombstoneBody, *, span: int) -> bytes:
 
 def decode_env_blob_want_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBlobWantBody, int]:
     """Decode one `env_blob_want_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_blob_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4879,7 +4955,9 @@ def iter_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, spa
     A failure raises with the record's index in the path (``env_blob_want_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4909,7 +4987,9 @@ def encode_env_blob_want_body(value: EnvBlobWantBody, *, span: int) -> bytes:
 
 def decode_env_typed_want_body(buf, offset: int = 0, *, span: int) -> tuple[EnvTypedWantBody, int]:
     """Decode one `env_typed_want_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_typed_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4922,7 +5002,9 @@ def iter_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, sp
     A failure raises with the record's index in the path (``env_typed_want_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4952,7 +5034,9 @@ def encode_env_typed_want_body(value: EnvTypedWantBody, *, span: int) -> bytes:
 
 def decode_env_commit_body(buf, offset: int = 0, *, span: int) -> tuple[EnvCommitBody, int]:
     """Decode one `env_commit_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_commit_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4965,7 +5049,9 @@ def iter_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: 
     A failure raises with the record's index in the path (``env_commit_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -4995,7 +5081,9 @@ def encode_env_commit_body(value: EnvCommitBody, *, span: int) -> bytes:
 
 def decode_env_merge_body(buf, offset: int = 0, *, span: int) -> tuple[EnvMergeBody, int]:
     """Decode one `env_merge_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_merge_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5008,7 +5096,9 @@ def iter_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: i
     A failure raises with the record's index in the path (``env_merge_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5038,7 +5128,9 @@ def encode_env_merge_body(value: EnvMergeBody, *, span: int) -> bytes:
 
 def decode_env_derive_v4_body(buf, offset: int = 0, *, span: int) -> tuple[EnvDeriveV4Body, int]:
     """Decode one `env_derive_v4_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_derive_v4_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5051,7 +5143,9 @@ def iter_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, spa
     A failure raises with the record's index in the path (``env_derive_v4_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5081,7 +5175,9 @@ def encode_env_derive_v4_body(value: EnvDeriveV4Body, *, span: int) -> bytes:
 
 def decode_env_derive_v5_body(buf, offset: int = 0, *, span: int) -> tuple[EnvDeriveV5Body, int]:
     """Decode one `env_derive_v5_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_env_derive_v5_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5094,7 +5190,9 @@ def iter_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, spa
     A failure raises with the record's index in the path (``env_derive_v5_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5124,7 +5222,9 @@ def encode_env_derive_v5_body(value: EnvDeriveV5Body, *, span: int) -> bytes:
 
 def decode_commit_transcript(buf, offset: int = 0) -> tuple[CommitTranscript, int]:
     """Decode one `commit_transcript` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_commit_transcript(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5137,7 +5237,9 @@ def iter_commit_transcript(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``commit_transcript[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5167,7 +5269,9 @@ def encode_commit_transcript(value: CommitTranscript) -> bytes:
 
 def decode_merge_endorsement(buf, offset: int = 0) -> tuple[MergeEndorsement, int]:
     """Decode one `merge_endorsement` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_merge_endorsement(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5180,7 +5284,9 @@ def iter_merge_endorsement(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``merge_endorsement[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5210,7 +5316,9 @@ def encode_merge_endorsement(value: MergeEndorsement) -> bytes:
 
 def decode_derive_endorsement(buf, offset: int = 0) -> tuple[DeriveEndorsement, int]:
     """Decode one `derive_endorsement` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_derive_endorsement(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5223,7 +5331,9 @@ def iter_derive_endorsement(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``derive_endorsement[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5253,7 +5363,9 @@ def encode_derive_endorsement(value: DeriveEndorsement) -> bytes:
 
 def decode_dense_commit(buf, offset: int = 0) -> tuple[DenseCommit, int]:
     """Decode one `dense_commit` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dense_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5266,7 +5378,9 @@ def iter_dense_commit(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``dense_commit[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5296,7 +5410,9 @@ def encode_dense_commit(value: DenseCommit) -> bytes:
 
 def decode_dense_unsigned_merge(buf, offset: int = 0) -> tuple[DenseUnsignedMerge, int]:
     """Decode one `dense_unsigned_merge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dense_unsigned_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5309,7 +5425,9 @@ def iter_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``dense_unsigned_merge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5339,7 +5457,9 @@ def encode_dense_unsigned_merge(value: DenseUnsignedMerge) -> bytes:
 
 def decode_dense_unsigned_derive(buf, offset: int = 0) -> tuple[DenseUnsignedDerive, int]:
     """Decode one `dense_unsigned_derive` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dense_unsigned_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5352,7 +5472,9 @@ def iter_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``dense_unsigned_derive[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5382,7 +5504,9 @@ def encode_dense_unsigned_derive(value: DenseUnsignedDerive) -> bytes:
 
 def decode_dense_signed_merge(buf, offset: int = 0) -> tuple[DenseSignedMerge, int]:
     """Decode one `dense_signed_merge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dense_signed_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5395,7 +5519,9 @@ def iter_dense_signed_merge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``dense_signed_merge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5425,7 +5551,9 @@ def encode_dense_signed_merge(value: DenseSignedMerge) -> bytes:
 
 def decode_dense_signed_derive(buf, offset: int = 0) -> tuple[DenseSignedDerive, int]:
     """Decode one `dense_signed_derive` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dense_signed_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5438,7 +5566,9 @@ def iter_dense_signed_derive(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``dense_signed_derive[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5468,7 +5598,9 @@ def encode_dense_signed_derive(value: DenseSignedDerive) -> bytes:
 
 def decode_dense_witness_merge(buf, offset: int = 0) -> tuple[DenseWitnessMerge, int]:
     """Decode one `dense_witness_merge` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dense_witness_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5481,7 +5613,9 @@ def iter_dense_witness_merge(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``dense_witness_merge[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5511,7 +5645,9 @@ def encode_dense_witness_merge(value: DenseWitnessMerge) -> bytes:
 
 def decode_dense_witness_derive(buf, offset: int = 0) -> tuple[DenseWitnessDerive, int]:
     """Decode one `dense_witness_derive` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dense_witness_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5524,7 +5660,9 @@ def iter_dense_witness_derive(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``dense_witness_derive[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5554,7 +5692,9 @@ def encode_dense_witness_derive(value: DenseWitnessDerive) -> bytes:
 
 def decode_dense_record(buf, offset: int = 0) -> tuple[DenseRecord, int]:
     """Decode one `dense_record` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dense_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5567,7 +5707,9 @@ def iter_dense_record(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``dense_record[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5597,7 +5739,9 @@ def encode_dense_record(value: DenseRecord) -> bytes:
 
 def decode_pile_file(buf, offset: int = 0) -> tuple[PileFile, int]:
     """Decode one `pile_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_pile_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5610,7 +5754,9 @@ def iter_pile_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``pile_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:

@@ -1164,166 +1164,167 @@ _RC17 = {}  # f32_vector.values element-count structs
 _S18 = struct.Struct('<16sQ')
 _T19 = (('doc_id', 0, 16), ('revision', 16, 8))
 _T20 = (('count', 0, 4),)
-_S21 = struct.Struct('<16s')
+_RC21 = {}  # op_delete_v1.doc_ids element-count structs
 _S22 = struct.Struct('<B3sI')
 _T23 = (('kind', 0, 1), ('reserved', 1, 3), ('value_len', 4, 4))
 _T24 = (('value', 0, 8),)
 _S25 = struct.Struct('<q')
 _S26 = struct.Struct('<B')
 _T27 = (('value', 0, 1),)
-_T28 = (('value', 0, 16),)
-_S29 = struct.Struct('<16sQI')
-_T30 = (('doc_id', 0, 16), ('revision', 16, 8), ('column_id', 24, 4))
-_S31 = struct.Struct('<16sQq')
-_T32 = (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8))
-_S33 = struct.Struct('<16sQII')
-_T34 = (('doc_id', 0, 16), ('revision', 16, 8), ('metadata_len', 24, 4), ('dims', 28, 4))
-_RC35 = {}  # op_upsert_metadata_v1.vector element-count structs
-_S36 = struct.Struct('<16sQqII')
-_T37 = (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8), ('metadata_len', 32, 4), ('dims', 36, 4))
-_RC38 = {}  # op_upsert_ts_metadata_v1.vector element-count structs
-_T39 = (('column_id', 0, 4),)
-_S40 = struct.Struct('<I16sQ')
-_T41 = (('fields', 0, 4), ('doc_id', 4, 16), ('revision', 20, 8))
-_S42 = struct.Struct('<II')
-_T43 = (('index', 0, 4), ('count', 4, 4))
-_S44 = struct.Struct('<16s16sQQQQ')
-_T45 = (('transaction', 0, 16), ('participant', 16, 16), ('first_seq', 32, 8), ('last_seq', 40, 8), ('manifest_digest', 48, 8), ('final_generation', 56, 8))
-_S46 = struct.Struct('<IIH')
-_T47 = (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2))
-_S48 = struct.Struct('<8sHHIQQ16sQ')
-_T49 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
-_S50 = struct.Struct('<4sHHIIQ16s16s')
-_T51 = (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))
-_T52 = (('header_checksum', 0, 8),)
-_T53 = (('size', 0, 8),)
-_S54 = struct.Struct('<16sB7sQQIIQ')
-_T55 = (('store', 0, 16), ('envelope_kind', 16, 1), ('reserved', 17, 7), ('base_generation', 24, 8), ('target_generation', 32, 8), ('change_count', 40, 4), ('reserved2', 44, 4), ('complete_envelope_bytes', 48, 8))
-_S56 = struct.Struct('<16s16sQQIHHQ')
-_T57 = (('store', 0, 16), ('artifact', 16, 16), ('creation_generation', 32, 8), ('creation_serial', 40, 8), ('complete_file_length', 48, 4), ('family', 52, 2), ('version', 54, 2), ('whole_file_checksum', 56, 8))
-_S58 = struct.Struct('<16sQIHH')
-_T59 = (('artifact', 0, 16), ('offset', 16, 8), ('length', 24, 4), ('block_kind', 28, 2), ('block_version', 30, 2))
-_S60 = struct.Struct('<B7s')
-_T61 = (('present', 0, 1), ('reserved', 1, 7))
-_S62 = struct.Struct('<16sQQ16s16s')
-_T63 = (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_high_water', 32, 16), ('relationship_high_water', 48, 16))
-_RC64 = {}  # commit_state.symbol_high_water element-count structs
-_T65 = (('creation_serial', 0, 8),)
-_T66 = (('prepared_count', 0, 4), ('reserved', 4, 4))
-_S67 = struct.Struct('<IIQ')
-_T68 = (('change_count', 0, 4), ('reserved', 4, 4), ('digest', 8, 8))
-_S69 = struct.Struct('<BQ')
-_T70 = (('entity', 0, 1), ('namespace.length', 1, 8))
-_T71 = (('key.length', 0, 8),)
-_T72 = (('tag', 0, 1),)
-_S73 = struct.Struct('<4sHBB')
-_T74 = (('magic', 0, 4), ('version', 4, 2), ('operation', 6, 1), ('key_present', 7, 1))
-_S75 = struct.Struct('<QQ')
-_T76 = (('requested_revision', 0, 8), ('installed_revision', 8, 8))
-_S77 = struct.Struct('<B16sBQ')
-_T78 = (('incarnation_kind', 0, 1), ('incarnation', 1, 16), ('delete_mode', 17, 1), ('original_generation', 18, 8))
-_S79 = struct.Struct('<BB6sQ')
-_T80 = (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8))
-_S81 = struct.Struct('<B7s16s')
-_T82 = (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16))
-_S83 = struct.Struct('<16sQQQB7s')
-_T84 = (('id', 0, 16), ('capture_generation', 16, 8), ('capture_sequence', 24, 8), ('serial_fence', 32, 8), ('completed_mark_state', 40, 1), ('reserved', 41, 7))
-_T85 = (('protected_digest', 0, 8),)
-_S86 = struct.Struct('<QII')
-_T87 = (('mark_digest', 0, 8), ('candidate_count', 8, 4), ('reserved2', 12, 4))
-_T88 = (('count', 0, 4), ('reserved', 4, 4))
-_T89 = (('id', 0, 16),)
-_T90 = (('durable_state', 0, 1), ('reserved', 1, 7))
-_T91 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
-_S92 = struct.Struct('<8s')
-_T93 = (('unpinned', 0, 8),)
-_S94 = struct.Struct('<QQII')
-_T95 = (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4))
-_S96 = struct.Struct('<4sHH')
-_T97 = (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2))
-_RC98 = {}  # fold_authority.values element-count structs
-_S99 = struct.Struct('<72s')
-_T100 = (('reserved', 0, 72),)
-_T101 = (('sequence', 0, 8),)
-_T102 = (('tag', 0, 1), ('reserved', 1, 7))
-_T103 = (('block_len', 0, 8),)
-_T104 = (('block_checksum', 0, 8),)
-_S105 = struct.Struct('<B7sQQ')
-_T106 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
-_S107 = struct.Struct('<16sIHHIQB7sQ')
-_T108 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
-_T109 = (('model_id.length', 0, 4),)
-_T110 = (('model_version.length', 0, 4),)
-_T111 = (('weights_digest.length', 0, 4),)
-_S112 = struct.Struct('<IHI')
-_T113 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
-_S114 = struct.Struct('<IHHB3s')
-_T115 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
-_T116 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
-_T117 = (('alignment_digest.length', 0, 4),)
-_S118 = struct.Struct('<IHHI')
-_T119 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
-_S120 = struct.Struct('<B7sqq')
-_T121 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
-_S122 = struct.Struct('<16sQQ')
-_T123 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
-_T124 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
-_T125 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
-_S126 = struct.Struct('<B7sQI')
-_T127 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
-_T128 = (('object_count', 0, 4),)
-_T129 = (('section_len', 0, 4),)
-_T130 = (('tag', 0, 4),)
-_S131 = struct.Struct('<QQIIII')
-_T132 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
-_T133 = (('generation', 0, 8),)
-_T134 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
-_T135 = (('magic', 0, 8),)
-_S136 = struct.Struct('<IHHB')
-_T137 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1))
-_S138 = struct.Struct('<HHIQQQ')
-_T139 = (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8))
-_S140 = struct.Struct('<8sHHIQQ16sIHHHHI')
-_T141 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
-_S142 = struct.Struct('<HHIIHHQII')
-_T143 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
-_DT144 = numpy.dtype('<u1')
-_S145 = struct.Struct('<fff')
-_T146 = (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4))
-_S147 = struct.Struct('<ff')
-_T148 = (('scale', 0, 4), ('offset', 4, 4))
-_DT149 = numpy.dtype('<f4')
-_T150 = (('row_count', 0, 4), ('column_count', 4, 4))
-_T151 = (('dict_count', 0, 4),)
-_T152 = (('code_width', 0, 2), ('reserved', 2, 2))
-_RC153 = {}  # dictionary_column.codes16 element-count structs
-_RC154 = {}  # dictionary_column.codes32 element-count structs
-_T155 = (('presence_len', 0, 4),)
-_RC156 = {}  # column_data.u64s element-count structs
-_RC157 = {}  # column_data.i64s element-count structs
-_RC158 = {}  # column_data.f64s element-count structs
-_RC159 = {}  # column_data.bools element-count structs
-_T160 = (('row_count', 0, 4), ('bitmap_len', 4, 4))
-_S161 = struct.Struct('<HHIQ')
-_T162 = (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8))
-_T163 = (('entry_count', 0, 4), ('chunk_size', 4, 4))
-_T164 = (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8))
-_RC165 = {}  # stored_metadata_region.ends element-count structs
-_T166 = (('row_count', 0, 4), ('reserved', 4, 4))
-_RC167 = {}  # stored_text_region.ends element-count structs
-_S168 = struct.Struct('<BBH')
-_T169 = (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2))
-_RC170 = {}  # graph_node_block.neighbours element-count structs
-_S171 = struct.Struct('<8sHHIIB3sII')
-_T172 = (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))
-_S173 = struct.Struct('<Q88s')
-_T174 = (('checksum', 0, 8), ('reserved_tail', 8, 88))
-_S175 = struct.Struct('<88s')
+_S28 = struct.Struct('<16s')
+_T29 = (('value', 0, 16),)
+_S30 = struct.Struct('<16sQI')
+_T31 = (('doc_id', 0, 16), ('revision', 16, 8), ('column_id', 24, 4))
+_S32 = struct.Struct('<16sQq')
+_T33 = (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8))
+_S34 = struct.Struct('<16sQII')
+_T35 = (('doc_id', 0, 16), ('revision', 16, 8), ('metadata_len', 24, 4), ('dims', 28, 4))
+_RC36 = {}  # op_upsert_metadata_v1.vector element-count structs
+_S37 = struct.Struct('<16sQqII')
+_T38 = (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8), ('metadata_len', 32, 4), ('dims', 36, 4))
+_RC39 = {}  # op_upsert_ts_metadata_v1.vector element-count structs
+_T40 = (('column_id', 0, 4),)
+_S41 = struct.Struct('<I16sQ')
+_T42 = (('fields', 0, 4), ('doc_id', 4, 16), ('revision', 20, 8))
+_S43 = struct.Struct('<II')
+_T44 = (('index', 0, 4), ('count', 4, 4))
+_S45 = struct.Struct('<16s16sQQQQ')
+_T46 = (('transaction', 0, 16), ('participant', 16, 16), ('first_seq', 32, 8), ('last_seq', 40, 8), ('manifest_digest', 48, 8), ('final_generation', 56, 8))
+_S47 = struct.Struct('<IIH')
+_T48 = (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2))
+_S49 = struct.Struct('<8sHHIQQ16sQ')
+_T50 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
+_S51 = struct.Struct('<4sHHIIQ16s16s')
+_T52 = (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))
+_T53 = (('header_checksum', 0, 8),)
+_T54 = (('size', 0, 8),)
+_S55 = struct.Struct('<16sB7sQQIIQ')
+_T56 = (('store', 0, 16), ('envelope_kind', 16, 1), ('reserved', 17, 7), ('base_generation', 24, 8), ('target_generation', 32, 8), ('change_count', 40, 4), ('reserved2', 44, 4), ('complete_envelope_bytes', 48, 8))
+_S57 = struct.Struct('<16s16sQQIHHQ')
+_T58 = (('store', 0, 16), ('artifact', 16, 16), ('creation_generation', 32, 8), ('creation_serial', 40, 8), ('complete_file_length', 48, 4), ('family', 52, 2), ('version', 54, 2), ('whole_file_checksum', 56, 8))
+_S59 = struct.Struct('<16sQIHH')
+_T60 = (('artifact', 0, 16), ('offset', 16, 8), ('length', 24, 4), ('block_kind', 28, 2), ('block_version', 30, 2))
+_S61 = struct.Struct('<B7s')
+_T62 = (('present', 0, 1), ('reserved', 1, 7))
+_S63 = struct.Struct('<16sQQ16s16s')
+_T64 = (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_high_water', 32, 16), ('relationship_high_water', 48, 16))
+_RC65 = {}  # commit_state.symbol_high_water element-count structs
+_T66 = (('creation_serial', 0, 8),)
+_T67 = (('prepared_count', 0, 4), ('reserved', 4, 4))
+_S68 = struct.Struct('<IIQ')
+_T69 = (('change_count', 0, 4), ('reserved', 4, 4), ('digest', 8, 8))
+_S70 = struct.Struct('<BQ')
+_T71 = (('entity', 0, 1), ('namespace.length', 1, 8))
+_T72 = (('key.length', 0, 8),)
+_T73 = (('tag', 0, 1),)
+_S74 = struct.Struct('<4sHBB')
+_T75 = (('magic', 0, 4), ('version', 4, 2), ('operation', 6, 1), ('key_present', 7, 1))
+_S76 = struct.Struct('<QQ')
+_T77 = (('requested_revision', 0, 8), ('installed_revision', 8, 8))
+_S78 = struct.Struct('<B16sBQ')
+_T79 = (('incarnation_kind', 0, 1), ('incarnation', 1, 16), ('delete_mode', 17, 1), ('original_generation', 18, 8))
+_S80 = struct.Struct('<BB6sQ')
+_T81 = (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8))
+_S82 = struct.Struct('<B7s16s')
+_T83 = (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16))
+_S84 = struct.Struct('<16sQQQB7s')
+_T85 = (('id', 0, 16), ('capture_generation', 16, 8), ('capture_sequence', 24, 8), ('serial_fence', 32, 8), ('completed_mark_state', 40, 1), ('reserved', 41, 7))
+_T86 = (('protected_digest', 0, 8),)
+_S87 = struct.Struct('<QII')
+_T88 = (('mark_digest', 0, 8), ('candidate_count', 8, 4), ('reserved2', 12, 4))
+_T89 = (('count', 0, 4), ('reserved', 4, 4))
+_T90 = (('id', 0, 16),)
+_T91 = (('durable_state', 0, 1), ('reserved', 1, 7))
+_T92 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
+_S93 = struct.Struct('<8s')
+_T94 = (('unpinned', 0, 8),)
+_S95 = struct.Struct('<QQII')
+_T96 = (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4))
+_S97 = struct.Struct('<4sHH')
+_T98 = (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2))
+_RC99 = {}  # fold_authority.values element-count structs
+_S100 = struct.Struct('<72s')
+_T101 = (('reserved', 0, 72),)
+_T102 = (('sequence', 0, 8),)
+_T103 = (('tag', 0, 1), ('reserved', 1, 7))
+_T104 = (('block_len', 0, 8),)
+_T105 = (('block_checksum', 0, 8),)
+_S106 = struct.Struct('<B7sQQ')
+_T107 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
+_S108 = struct.Struct('<16sIHHIQB7sQ')
+_T109 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
+_T110 = (('model_id.length', 0, 4),)
+_T111 = (('model_version.length', 0, 4),)
+_T112 = (('weights_digest.length', 0, 4),)
+_S113 = struct.Struct('<IHI')
+_T114 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
+_S115 = struct.Struct('<IHHB3s')
+_T116 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
+_T117 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
+_T118 = (('alignment_digest.length', 0, 4),)
+_S119 = struct.Struct('<IHHI')
+_T120 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
+_S121 = struct.Struct('<B7sqq')
+_T122 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
+_S123 = struct.Struct('<16sQQ')
+_T124 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
+_T125 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
+_T126 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
+_S127 = struct.Struct('<B7sQI')
+_T128 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
+_T129 = (('object_count', 0, 4),)
+_T130 = (('section_len', 0, 4),)
+_T131 = (('tag', 0, 4),)
+_S132 = struct.Struct('<QQIIII')
+_T133 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
+_T134 = (('generation', 0, 8),)
+_T135 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
+_RC136 = {}  # purge_payload.doc_ids element-count structs
+_T137 = (('magic', 0, 8),)
+_S138 = struct.Struct('<IHHB')
+_T139 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1))
+_S140 = struct.Struct('<HHIQQQ')
+_T141 = (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8))
+_S142 = struct.Struct('<8sHHIQQ16sIHHHHI')
+_T143 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
+_S144 = struct.Struct('<HHIIHHQII')
+_T145 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
+_DT146 = numpy.dtype('<u1')
+_S147 = struct.Struct('<fff')
+_T148 = (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4))
+_S149 = struct.Struct('<ff')
+_T150 = (('scale', 0, 4), ('offset', 4, 4))
+_DT151 = numpy.dtype('<f4')
+_T152 = (('row_count', 0, 4), ('column_count', 4, 4))
+_T153 = (('dict_count', 0, 4),)
+_T154 = (('code_width', 0, 2), ('reserved', 2, 2))
+_RC155 = {}  # dictionary_column.codes16 element-count structs
+_RC156 = {}  # dictionary_column.codes32 element-count structs
+_T157 = (('presence_len', 0, 4),)
+_RC158 = {}  # column_data.u64s element-count structs
+_RC159 = {}  # column_data.i64s element-count structs
+_RC160 = {}  # column_data.f64s element-count structs
+_RC161 = {}  # column_data.bools element-count structs
+_T162 = (('row_count', 0, 4), ('bitmap_len', 4, 4))
+_S163 = struct.Struct('<HHIQ')
+_T164 = (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8))
+_T165 = (('entry_count', 0, 4), ('chunk_size', 4, 4))
+_T166 = (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8))
+_RC167 = {}  # stored_metadata_region.ends element-count structs
+_T168 = (('row_count', 0, 4), ('reserved', 4, 4))
+_RC169 = {}  # stored_text_region.ends element-count structs
+_S170 = struct.Struct('<BBH')
+_T171 = (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2))
+_RC172 = {}  # graph_node_block.neighbours element-count structs
+_S173 = struct.Struct('<8sHHIIB3sII')
+_T174 = (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))
+_S175 = struct.Struct('<Q88s')
+_T176 = (('checksum', 0, 8), ('reserved_tail', 8, 88))
+_S177 = struct.Struct('<88s')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
 def _d_ze_header(mv, pos, end):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T1)
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0.unpack_from(mv, pos)
@@ -1336,11 +1337,9 @@ def _d_ze_header(mv, pos, end):
     return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length), pos
 
 def _e_ze_header(out, v):
-    start = len(out)
     out += _S0.pack(b'ZEPEMBED', v.family_id, v.family_version, v.flags, v.header_length, v.file_length)
 
 def _d_ze_header_ident(mv, pos, end):
-    start = pos
     if pos + 12 > end:
         raise _short(pos, end, _T3)
     f_magic, f_family_id, f_family_version = _S2.unpack_from(mv, pos)
@@ -1351,11 +1350,9 @@ def _d_ze_header_ident(mv, pos, end):
     return ZeHeaderIdent(f_family_id, f_family_version), pos
 
 def _e_ze_header_ident(out, v):
-    start = len(out)
     out += _S2.pack(b'ZEPEMBED', v.family_id, v.family_version)
 
 def _d_framed_trailer_check(mv, pos, end):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T5)
     f_header, f_file_length = _S4.unpack_from(mv, pos)
@@ -1381,7 +1378,6 @@ def _d_framed_trailer_check(mv, pos, end):
     return FramedTrailerCheck(f_header, f_block), pos
 
 def _e_framed_trailer_check(out, v):
-    start = len(out)
     _s_header = len(out) + 0
     _at_file_length = len(out) + 24
     out += _S4.pack(v.header, 0)
@@ -1395,7 +1391,6 @@ def _e_framed_trailer_check(out, v):
     out += _S6.pack(f_file_checksum)
 
 def _d_segment_trailer(mv, pos, end):
-    start = pos
     if pos + 8 > end:
         raise _short(pos, end, _T8)
     f_checksum, = _S6.unpack_from(mv, pos)
@@ -1404,11 +1399,9 @@ def _d_segment_trailer(mv, pos, end):
     return SegmentTrailer(f_checksum), pos
 
 def _e_segment_trailer(out, v):
-    start = len(out)
     out += _S6.pack(v.checksum)
 
 def _d_wal_file_header(mv, pos, end):
-    start = pos
     if pos + 40 > end:
         raise _short(pos, end, _T10)
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_first_seq = _S9.unpack_from(mv, pos)
@@ -1429,11 +1422,9 @@ def _d_wal_file_header(mv, pos, end):
     return WalFileHeader(f_first_seq), pos
 
 def _e_wal_file_header(out, v):
-    start = len(out)
     out += _S9.pack(b'ZEPEMBED', 11, 1, 0, 40, 0, v.first_seq)
 
 def _d_wal_record_header(mv, pos, end):
-    start = pos
     if pos + 14 > end:
         raise _short(pos, end, _T12)
     f_payload_len, f_seq, f_op = _S11.unpack_from(mv, pos)
@@ -1442,11 +1433,9 @@ def _d_wal_record_header(mv, pos, end):
     return WalRecordHeader(f_payload_len, f_seq, f_op), pos
 
 def _e_wal_record_header(out, v):
-    start = len(out)
     out += _S11.pack(v.payload_len, v.seq, v.op)
 
 def _d_wal_frame(mv, pos, end):
-    start = pos
     if pos + 14 > end:
         raise _short(pos, end, _T12)
     f_payload_len, f_seq, f_op = _S11.unpack_from(mv, pos)
@@ -1472,7 +1461,6 @@ def _d_wal_frame(mv, pos, end):
     return WalFrame(f_seq, f_op, f_payload), pos
 
 def _e_wal_frame(out, v):
-    start = len(out)
     _s_payload_len = len(out) + 0
     _at_payload_len = len(out) + 0
     out += _S11.pack(0, v.seq, v.op)
@@ -1486,7 +1474,6 @@ def _e_wal_frame(out, v):
     out += _S6.pack(f_checksum)
 
 def _d_wal_file(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_wal_file_header(mv, pos, end)
     except DecodeError as _exc:
@@ -1509,13 +1496,11 @@ def _d_wal_file(mv, pos, end):
     return WalFile(f_header, f_records), pos
 
 def _e_wal_file(out, v):
-    start = len(out)
     _e_wal_file_header(out, v.header)
     for _x in v.records:
         _e_wal_frame(out, _x)
 
 def _d_wal_record(mv, pos, end):
-    start = pos
     if pos + 14 > end:
         raise _short(pos, end, _T12)
     f_payload_len, f_seq, f_op = _S11.unpack_from(mv, pos)
@@ -1553,7 +1538,6 @@ def _d_wal_record(mv, pos, end):
     return WalRecord(f_seq, f_op, f_payload), pos
 
 def _e_wal_record(out, v):
-    start = len(out)
     _s_payload_len = len(out) + 0
     _at_payload_len = len(out) + 0
     out += _S11.pack(0, v.seq, v.op)
@@ -1566,7 +1550,6 @@ def _e_wal_record(out, v):
     out += _S6.pack(f_checksum)
 
 def _d_wal_payload(mv, pos, end, p_op):
-    start = pos
     _tag = p_op
     if _tag == 1:
         try:
@@ -1628,7 +1611,6 @@ def _d_wal_payload(mv, pos, end, p_op):
     return WalPayload(f_body), pos
 
 def _e_wal_payload(out, v, p_op):
-    start = len(out)
     _tag = p_op
     if _tag == 1:
         _e_op_upsert_v1(out, v.body)
@@ -1656,7 +1638,6 @@ def _e_wal_payload(out, v, p_op):
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
 
 def _d_payload_v1_header(mv, pos, end):
-    start = pos
     if pos + 4 > end:
         raise _short(pos, end, _T15)
     f_version, f_flags = _S14.unpack_from(mv, pos)
@@ -1669,11 +1650,9 @@ def _d_payload_v1_header(mv, pos, end):
     return PayloadV1Header(), pos
 
 def _e_payload_v1_header(out, v):
-    start = len(out)
     out += _S14.pack(1, 0)
 
 def _d_f32_vector(mv, pos, end):
-    start = pos
     if pos + 4 > end:
         raise _short(pos, end, _T16)
     f_dims, = _S13.unpack_from(mv, pos)
@@ -1694,14 +1673,12 @@ def _d_f32_vector(mv, pos, end):
     return F32Vector(f_values), pos
 
 def _e_f32_vector(out, v):
-    start = len(out)
     out += _S13.pack(len(v.values))
     if len(v.values) != len(v.values):
         raise EncodeError('expected ' + str(len(v.values)) + ' items, found ' + str(len(v.values)), path='values')
     out += struct.pack('<' + str(len(v.values)) + 'f', *v.values)
 
 def _d_op_upsert_v1(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_payload_v1_header(mv, pos, end)
     except DecodeError as _exc:
@@ -1719,13 +1696,11 @@ def _d_op_upsert_v1(mv, pos, end):
     return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector), pos
 
 def _e_op_upsert_v1(out, v):
-    start = len(out)
     _e_payload_v1_header(out, v.header)
     out += _S18.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
     _e_f32_vector(out, v.vector)
 
 def _d_op_delete_v1(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_payload_v1_header(mv, pos, end)
     except DecodeError as _exc:
@@ -1740,21 +1715,24 @@ def _d_op_delete_v1(mv, pos, end):
     _c = f_count
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
-    f_doc_ids = [int.from_bytes(mv[_p:_p + 16], 'little', signed=False) for _p in range(pos, pos + _c * 16, 16)]
+    _st = _RC21.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + 'QQ' * _c)
+        if len(_RC21) < 64:
+            _RC21[_c] = _st
+    _it = iter(_st.unpack_from(mv, pos))
+    f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += _c * 16
     return OpDeleteV1(f_header, f_doc_ids), pos
 
 def _e_op_delete_v1(out, v):
-    start = len(out)
     _e_payload_v1_header(out, v.header)
     out += _S13.pack(len(v.doc_ids))
     if len(v.doc_ids) != len(v.doc_ids):
         raise EncodeError('expected ' + str(len(v.doc_ids)) + ' items, found ' + str(len(v.doc_ids)), path='doc_ids')
-    for _x in v.doc_ids:
-        out += _S21.pack((_x).to_bytes(16, 'little', signed=False))
+    out += b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids])
 
 def _d_metadata_value(mv, pos, end):
-    start = pos
     if pos + 8 > end:
         raise _short(pos, end, _T23)
     f_kind, f_reserved, f_value_len = _S22.unpack_from(mv, pos)
@@ -1815,7 +1793,6 @@ def _d_metadata_value(mv, pos, end):
     return MetadataValue(f_kind, f_value), pos
 
 def _e_metadata_value(out, v):
-    start = len(out)
     _at_value_len = len(out) + 4
     out += _S22.pack(v.kind, b'\x00\x00\x00', 0)
     _ps = len(out)
@@ -1841,7 +1818,6 @@ def _e_metadata_value(out, v):
     _S13.pack_into(out, _at_value_len, _size_value)
 
 def _d_value_u64(mv, pos, end):
-    start = pos
     if pos + 8 > end:
         raise _short(pos, end, _T24)
     f_value, = _S6.unpack_from(mv, pos)
@@ -1850,11 +1826,9 @@ def _d_value_u64(mv, pos, end):
     return ValueU64(f_value), pos
 
 def _e_value_u64(out, v):
-    start = len(out)
     out += _S6.pack(v.value)
 
 def _d_value_i64(mv, pos, end):
-    start = pos
     if pos + 8 > end:
         raise _short(pos, end, _T24)
     f_value, = _S25.unpack_from(mv, pos)
@@ -1863,11 +1837,9 @@ def _d_value_i64(mv, pos, end):
     return ValueI64(f_value), pos
 
 def _e_value_i64(out, v):
-    start = len(out)
     out += _S25.pack(v.value)
 
 def _d_value_f64(mv, pos, end):
-    start = pos
     if pos + 8 > end:
         raise _short(pos, end, _T24)
     f_value, = _S6.unpack_from(mv, pos)
@@ -1876,11 +1848,9 @@ def _d_value_f64(mv, pos, end):
     return ValueF64(f_value), pos
 
 def _e_value_f64(out, v):
-    start = len(out)
     out += _S6.pack(v.value)
 
 def _d_value_bool(mv, pos, end):
-    start = pos
     if pos + 1 > end:
         raise _short(pos, end, _T27)
     f_value, = _S26.unpack_from(mv, pos)
@@ -1891,11 +1861,9 @@ def _d_value_bool(mv, pos, end):
     return ValueBool(f_value), pos
 
 def _e_value_bool(out, v):
-    start = len(out)
     out += _S26.pack(v.value)
 
 def _d_value_string(mv, pos, end):
-    start = pos
     if pos + (end - pos) > end:
         raise TruncatedError('str truncated', offset=pos, path='value', expected=(end - pos), found=end - pos)
     try:
@@ -1906,34 +1874,30 @@ def _d_value_string(mv, pos, end):
     return ValueString(f_value), pos
 
 def _e_value_string(out, v):
-    start = len(out)
     _b = v.value.encode('utf-8')
     out += _b
 
 def _d_value_id128(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T28)
-    f_value, = _S21.unpack_from(mv, pos)
-    _r21 = pos
+        raise _short(pos, end, _T29)
+    f_value, = _S28.unpack_from(mv, pos)
+    _r28 = pos
     pos += 16
     f_value = int.from_bytes(f_value, 'little', signed=False)
     return ValueId128(f_value), pos
 
 def _e_value_id128(out, v):
-    start = len(out)
-    out += _S21.pack((v.value).to_bytes(16, 'little', signed=False))
+    out += _S28.pack((v.value).to_bytes(16, 'little', signed=False))
 
 def _d_op_metadata_edit_v1(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_payload_v1_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 28 > end:
-        raise _short(pos, end, _T30)
-    f_doc_id, f_revision, f_column_id = _S29.unpack_from(mv, pos)
-    _r29 = pos
+        raise _short(pos, end, _T31)
+    f_doc_id, f_revision, f_column_id = _S30.unpack_from(mv, pos)
+    _r30 = pos
     pos += 28
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     try:
@@ -1943,21 +1907,19 @@ def _d_op_metadata_edit_v1(mv, pos, end):
     return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value), pos
 
 def _e_op_metadata_edit_v1(out, v):
-    start = len(out)
     _e_payload_v1_header(out, v.header)
-    out += _S29.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.column_id)
+    out += _S30.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.column_id)
     _e_metadata_value(out, v.value)
 
 def _d_op_timestamped_upsert_v1(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_payload_v1_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 32 > end:
-        raise _short(pos, end, _T32)
-    f_doc_id, f_revision, f_ts = _S31.unpack_from(mv, pos)
-    _r31 = pos
+        raise _short(pos, end, _T33)
+    f_doc_id, f_revision, f_ts = _S32.unpack_from(mv, pos)
+    _r32 = pos
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     try:
@@ -1967,25 +1929,23 @@ def _d_op_timestamped_upsert_v1(mv, pos, end):
     return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector), pos
 
 def _e_op_timestamped_upsert_v1(out, v):
-    start = len(out)
     _e_payload_v1_header(out, v.header)
-    out += _S31.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.ts)
+    out += _S32.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.ts)
     _e_f32_vector(out, v.vector)
 
 def _d_op_upsert_metadata_v1(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_payload_v1_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 32 > end:
-        raise _short(pos, end, _T34)
-    f_doc_id, f_revision, f_metadata_len, f_dims = _S33.unpack_from(mv, pos)
-    _r33 = pos
+        raise _short(pos, end, _T35)
+    f_doc_id, f_revision, f_metadata_len, f_dims = _S34.unpack_from(mv, pos)
+    _r34 = pos
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if not (f_dims >= 1):
-        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r33 + 28, path='dims', expected='dims >= 1', found=f_dims)
+        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r34 + 28, path='dims', expected='dims >= 1', found=f_dims)
     _n = f_metadata_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_n)
@@ -1996,20 +1956,19 @@ def _d_op_upsert_metadata_v1(mv, pos, end):
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos)
-    _st = _RC35.get(_c)
+    _st = _RC36.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'f')
-        if len(_RC35) < 64:
-            _RC35[_c] = _st
+        if len(_RC36) < 64:
+            _RC36[_c] = _st
     f_vector = list(_st.unpack_from(mv, pos))
     pos += _c * 4
     return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector), pos
 
 def _e_op_upsert_metadata_v1(out, v):
-    start = len(out)
     _e_payload_v1_header(out, v.header)
     _at_metadata_len = len(out) + 24
-    out += _S33.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, 0, len(v.vector))
+    out += _S34.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, 0, len(v.vector))
     _ps = len(out)
     _b = v.metadata
     out += _b
@@ -2020,19 +1979,18 @@ def _e_op_upsert_metadata_v1(out, v):
     out += struct.pack('<' + str(len(v.vector)) + 'f', *v.vector)
 
 def _d_op_upsert_ts_metadata_v1(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_payload_v1_header(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 40 > end:
-        raise _short(pos, end, _T37)
-    f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S36.unpack_from(mv, pos)
-    _r36 = pos
+        raise _short(pos, end, _T38)
+    f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S37.unpack_from(mv, pos)
+    _r37 = pos
     pos += 40
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if not (f_dims >= 1):
-        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r36 + 36, path='dims', expected='dims >= 1', found=f_dims)
+        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r37 + 36, path='dims', expected='dims >= 1', found=f_dims)
     _n = f_metadata_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_n)
@@ -2043,20 +2001,19 @@ def _d_op_upsert_ts_metadata_v1(mv, pos, end):
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='vector', expected=_c * 4, found=end - pos)
-    _st = _RC38.get(_c)
+    _st = _RC39.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'f')
-        if len(_RC38) < 64:
-            _RC38[_c] = _st
+        if len(_RC39) < 64:
+            _RC39[_c] = _st
     f_vector = list(_st.unpack_from(mv, pos))
     pos += _c * 4
     return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector), pos
 
 def _e_op_upsert_ts_metadata_v1(out, v):
-    start = len(out)
     _e_payload_v1_header(out, v.header)
     _at_metadata_len = len(out) + 32
-    out += _S36.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.ts, 0, len(v.vector))
+    out += _S37.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.ts, 0, len(v.vector))
     _ps = len(out)
     _b = v.metadata
     out += _b
@@ -2067,9 +2024,8 @@ def _e_op_upsert_ts_metadata_v1(out, v):
     out += struct.pack('<' + str(len(v.vector)) + 'f', *v.vector)
 
 def _d_typed_column(mv, pos, end):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T39)
+        raise _short(pos, end, _T40)
     f_column_id, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -2083,19 +2039,17 @@ def _d_typed_column(mv, pos, end):
     return TypedColumn(f_column_id, f_value), pos
 
 def _e_typed_column(out, v):
-    start = len(out)
     out += _S13.pack(v.column_id)
     _e_metadata_value(out, v.value)
 
 def _d_op_upsert_v2(mv, pos, end):
-    start = pos
     if pos + 28 > end:
-        raise _short(pos, end, _T41)
-    f_fields, f_doc_id, f_revision = _S40.unpack_from(mv, pos)
-    _r40 = pos
+        raise _short(pos, end, _T42)
+    f_fields, f_doc_id, f_revision = _S41.unpack_from(mv, pos)
+    _r41 = pos
     pos += 28
     if f_fields & 4294967264:
-        raise ConstraintError('undefined upsert_fields bits set', offset=_r40, path='fields', expected='mask 0x1f', found=f_fields)
+        raise ConstraintError('undefined upsert_fields bits set', offset=_r41, path='fields', expected='mask 0x1f', found=f_fields)
     f_fields = UpsertFields.from_int(f_fields)
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if _attr(f_fields, 'vector', pos, 'vector'):
@@ -2160,8 +2114,7 @@ def _d_op_upsert_v2(mv, pos, end):
     return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns), pos
 
 def _e_op_upsert_v2(out, v):
-    start = len(out)
-    out += _S40.pack(v.fields.to_int(), (v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
+    out += _S41.pack(v.fields.to_int(), (v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
     if v.fields.vector:
         _e_f32_vector(out, v.vector)
     elif v.vector is not None:
@@ -2190,14 +2143,13 @@ def _e_op_upsert_v2(out, v):
         raise EncodeError('field is present but its condition is false', path='columns')
 
 def _d_op_batch_member(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T43)
-    f_index, f_count = _S42.unpack_from(mv, pos)
-    _r42 = pos
+        raise _short(pos, end, _T44)
+    f_index, f_count = _S43.unpack_from(mv, pos)
+    _r43 = pos
     pos += 8
     if not ((f_count >= 2) and (f_index < f_count)):
-        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r42 + 4, path='count', expected='count >= 2 and index < count', found=f_count)
+        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r43 + 4, path='count', expected='count >= 2 and index < count', found=f_count)
     try:
         f_body, pos = _d_op_upsert_v2(mv, pos, end)
     except DecodeError as _exc:
@@ -2205,37 +2157,33 @@ def _d_op_batch_member(mv, pos, end):
     return OpBatchMember(f_index, f_count, f_body), pos
 
 def _e_op_batch_member(out, v):
-    start = len(out)
-    out += _S42.pack(v.index, v.count)
+    out += _S43.pack(v.index, v.count)
     _e_op_upsert_v2(out, v.body)
 
 def _d_transaction_binding(mv, pos, end):
-    start = pos
     if pos + 64 > end:
-        raise _short(pos, end, _T45)
-    f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation = _S44.unpack_from(mv, pos)
-    _r44 = pos
+        raise _short(pos, end, _T46)
+    f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation = _S45.unpack_from(mv, pos)
+    _r45 = pos
     pos += 64
     f_transaction = int.from_bytes(f_transaction, 'little', signed=False)
     if not (f_transaction != 0):
-        raise ConstraintError('transaction id must be non-zero', offset=_r44, path='transaction', expected='transaction != 0', found=f_transaction)
+        raise ConstraintError('transaction id must be non-zero', offset=_r45, path='transaction', expected='transaction != 0', found=f_transaction)
     f_participant = int.from_bytes(f_participant, 'little', signed=False)
     if not (f_participant != 0):
-        raise ConstraintError('participant id must be non-zero', offset=_r44 + 16, path='participant', expected='participant != 0', found=f_participant)
+        raise ConstraintError('participant id must be non-zero', offset=_r45 + 16, path='participant', expected='participant != 0', found=f_participant)
     if not (f_first_seq != 0):
-        raise ConstraintError('first_seq must be non-zero', offset=_r44 + 32, path='first_seq', expected='first_seq != 0', found=f_first_seq)
+        raise ConstraintError('first_seq must be non-zero', offset=_r45 + 32, path='first_seq', expected='first_seq != 0', found=f_first_seq)
     if not ((f_last_seq >= f_first_seq) and ((f_last_seq - f_first_seq) < 4294967295)):
-        raise ConstraintError('binding sequence span must fit u32', offset=_r44 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=f_last_seq)
+        raise ConstraintError('binding sequence span must fit u32', offset=_r45 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=f_last_seq)
     if not (f_final_generation != 0):
-        raise ConstraintError('final_generation must be non-zero', offset=_r44 + 56, path='final_generation', expected='final_generation != 0', found=f_final_generation)
+        raise ConstraintError('final_generation must be non-zero', offset=_r45 + 56, path='final_generation', expected='final_generation != 0', found=f_final_generation)
     return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation), pos
 
 def _e_transaction_binding(out, v):
-    start = len(out)
-    out += _S44.pack((v.transaction).to_bytes(16, 'little', signed=False), (v.participant).to_bytes(16, 'little', signed=False), v.first_seq, v.last_seq, v.manifest_digest, v.final_generation)
+    out += _S45.pack((v.transaction).to_bytes(16, 'little', signed=False), (v.participant).to_bytes(16, 'little', signed=False), v.first_seq, v.last_seq, v.manifest_digest, v.final_generation)
 
 def _d_op_prepared_mutation(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_payload_v1_header(mv, pos, end)
     except DecodeError as _exc:
@@ -2245,16 +2193,16 @@ def _d_op_prepared_mutation(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('binding') from None
     if pos + 10 > end:
-        raise _short(pos, end, _T47)
-    f_index, f_count, f_inner_op = _S46.unpack_from(mv, pos)
-    _r46 = pos
+        raise _short(pos, end, _T48)
+    f_index, f_count, f_inner_op = _S47.unpack_from(mv, pos)
+    _r47 = pos
     pos += 10
     if not (f_count == ((f_binding.last_seq - f_binding.first_seq) + 1)):
-        raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_r46 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=f_count)
+        raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_r47 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=f_count)
     if not (f_index < f_count):
-        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r46 + 4, path='count', expected='index < count', found=f_count)
+        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r47 + 4, path='count', expected='index < count', found=f_count)
     if not ((f_inner_op >= 1) and (f_inner_op <= 7)):
-        raise ConstraintError('prepared mutation inner op must be 1..7', offset=_r46 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=f_inner_op)
+        raise ConstraintError('prepared mutation inner op must be 1..7', offset=_r47 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=f_inner_op)
     _tag = f_inner_op
     if _tag == 1:
         try:
@@ -2296,10 +2244,9 @@ def _d_op_prepared_mutation(mv, pos, end):
     return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner), pos
 
 def _e_op_prepared_mutation(out, v):
-    start = len(out)
     _e_payload_v1_header(out, v.header)
     _e_transaction_binding(out, v.binding)
-    out += _S46.pack(v.index, v.count, v.inner_op)
+    out += _S47.pack(v.index, v.count, v.inner_op)
     _tag = v.inner_op
     if _tag == 1:
         _e_op_upsert_v1(out, v.inner)
@@ -2319,16 +2266,15 @@ def _e_op_prepared_mutation(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='inner')
 
 def _d_op_mixed_member(mv, pos, end):
-    start = pos
     if pos + 10 > end:
-        raise _short(pos, end, _T47)
-    f_index, f_count, f_inner_op = _S46.unpack_from(mv, pos)
-    _r46 = pos
+        raise _short(pos, end, _T48)
+    f_index, f_count, f_inner_op = _S47.unpack_from(mv, pos)
+    _r47 = pos
     pos += 10
     if not ((f_count >= 2) and (f_index < f_count)):
-        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r46 + 4, path='count', expected='count >= 2 and index < count', found=f_count)
+        raise ConstraintError('batch position out of range (BatchPosition)', offset=_r47 + 4, path='count', expected='count >= 2 and index < count', found=f_count)
     if not ((f_inner_op == 2) or (f_inner_op == 7) or (f_inner_op == 10)):
-        raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_r46 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=f_inner_op)
+        raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_r47 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=f_inner_op)
     _tag = f_inner_op
     if _tag == 2:
         try:
@@ -2350,8 +2296,7 @@ def _d_op_mixed_member(mv, pos, end):
     return OpMixedMember(f_index, f_count, f_inner_op, f_inner), pos
 
 def _e_op_mixed_member(out, v):
-    start = len(out)
-    out += _S46.pack(v.index, v.count, v.inner_op)
+    out += _S47.pack(v.index, v.count, v.inner_op)
     _tag = v.inner_op
     if _tag == 2:
         _e_op_delete_v1(out, v.inner)
@@ -2363,31 +2308,30 @@ def _e_op_mixed_member(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='inner')
 
 def _d_zgw_file_header(mv, pos, end):
-    start = pos
     if pos + 56 > end:
-        raise _short(pos, end, _T49)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S48.unpack_from(mv, pos)
-    _r48 = pos
+        raise _short(pos, end, _T50)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S49.unpack_from(mv, pos)
+    _r49 = pos
     pos += 56
-    _s_magic = _r48
+    _s_magic = _r49
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r48, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r49, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 19):
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r48 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r49 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r48 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r49 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r48 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero', offset=_r49 + 12, path='flags', expected='flags == 0', found=f_flags)
     if not (f_header_length == 64):
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r48 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r49 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
     if not (f_file_length == 0):
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r48 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero', offset=_r49 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not (f_store != 0):
-        raise ConstraintError('store instance id must be non-zero', offset=_r48 + 32, path='store', expected='store != 0', found=f_store)
-    _e_first_commit_sequence = _r48 + 56
+        raise ConstraintError('store instance id must be non-zero', offset=_r49 + 32, path='store', expected='store != 0', found=f_store)
+    _e_first_commit_sequence = _r49 + 56
     if not (f_first_commit_sequence != 0):
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r48 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+        raise ConstraintError('first commit sequence must be non-zero', offset=_r49 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
     if pos + 8 > end:
         raise _short(pos, end, _T8)
     f_checksum, = _S6.unpack_from(mv, pos)
@@ -2399,37 +2343,35 @@ def _d_zgw_file_header(mv, pos, end):
     return ZgwFileHeader(f_store, f_first_commit_sequence), pos
 
 def _e_zgw_file_header(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
     _e_first_commit_sequence = len(out) + 56
-    out += _S48.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
+    out += _S49.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
     f_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_first_commit_sequence])
     out += _S6.pack(f_checksum)
 
 def _d_zgw_frame(mv, pos, end):
-    start = pos
     if pos + 56 > end:
-        raise _short(pos, end, _T51)
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S50.unpack_from(mv, pos)
-    _r50 = pos
+        raise _short(pos, end, _T52)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S51.unpack_from(mv, pos)
+    _r51 = pos
     pos += 56
-    _s_magic = _r50
+    _s_magic = _r51
     if f_magic != b'ZGWF':
-        raise ConstraintError('bad magic', offset=_r50, path='magic', expected=b'ZGWF', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r51, path='magic', expected=b'ZGWF', found=f_magic)
     _v = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
     if _v is None:
-        raise ConstraintError('unknown zgw_frame_kind value', offset=_r50 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=f_kind)
+        raise ConstraintError('unknown zgw_frame_kind value', offset=_r51 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=f_kind)
     f_kind = _v
     if not (f_version == 1):
-        raise UnsupportedError('unsupported graph frame version', offset=_r50 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph frame version', offset=_r51 + 6, path='version', expected='version == 1', found=f_version)
     f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
     if not (f_batch_id != 0):
-        raise ConstraintError('batch id must be non-zero', offset=_r50 + 24, path='batch_id', expected='batch_id != 0', found=f_batch_id)
-    _e_reserved = _r50 + 56
+        raise ConstraintError('batch id must be non-zero', offset=_r51 + 24, path='batch_id', expected='batch_id != 0', found=f_batch_id)
+    _e_reserved = _r51 + 56
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r50 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r51 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if pos + 8 > end:
-        raise _short(pos, end, _T52)
+        raise _short(pos, end, _T53)
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2492,11 +2434,10 @@ def _d_zgw_frame(mv, pos, end):
     return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload), pos
 
 def _e_zgw_frame(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
     _e_reserved = len(out) + 56
     _at_payload_len = len(out) + 8
-    out += _S50.pack(b'ZGWF', v.kind, 1, 0, v.frame_index, v.sequence, (v.batch_id).to_bytes(16, 'little', signed=False), b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S51.pack(b'ZGWF', v.kind, 1, 0, v.frame_index, v.sequence, (v.batch_id).to_bytes(16, 'little', signed=False), b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _atck_header_checksum = len(out)
     out += _S6.pack(0)
     _ps = len(out)
@@ -2523,19 +2464,18 @@ def _e_zgw_frame(out, v):
     out += _S6.pack(f_checksum)
 
 def _d_zgw_frame_header(mv, pos, end):
-    start = pos
     if pos + 56 > end:
-        raise _short(pos, end, _T51)
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S50.unpack_from(mv, pos)
-    _r50 = pos
-    pos += 56
-    _s_magic = _r50
-    if f_magic != b'ZGWF':
-        raise ConstraintError('bad magic', offset=_r50, path='magic', expected=b'ZGWF', found=f_magic)
-    f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
-    _e_reserved = _r50 + 56
-    if pos + 8 > end:
         raise _short(pos, end, _T52)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S51.unpack_from(mv, pos)
+    _r51 = pos
+    pos += 56
+    _s_magic = _r51
+    if f_magic != b'ZGWF':
+        raise ConstraintError('bad magic', offset=_r51, path='magic', expected=b'ZGWF', found=f_magic)
+    f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
+    _e_reserved = _r51 + 56
+    if pos + 8 > end:
+        raise _short(pos, end, _T53)
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2545,28 +2485,24 @@ def _d_zgw_frame_header(mv, pos, end):
     return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved), pos
 
 def _e_zgw_frame_header(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
     _e_reserved = len(out) + 56
-    out += _S50.pack(b'ZGWF', v.kind, v.version, v.payload_len, v.frame_index, v.sequence, (v.batch_id).to_bytes(16, 'little', signed=False), v.reserved)
+    out += _S51.pack(b'ZGWF', v.kind, v.version, v.payload_len, v.frame_index, v.sequence, (v.batch_id).to_bytes(16, 'little', signed=False), v.reserved)
     f_header_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_reserved])
     out += _S6.pack(f_header_checksum)
 
 def _d_zgw_envelope_size(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T53)
+        raise _short(pos, end, _T54)
     f_size, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
     return ZgwEnvelopeSize(f_size), pos
 
 def _e_zgw_envelope_size(out, v):
-    start = len(out)
     out += _S6.pack(v.size)
 
 def _d_graph_envelope(mv, pos, end):
-    start = pos
     try:
         f_begin, pos = _d_zgw_frame(mv, pos, end)
     except DecodeError as _exc:
@@ -2591,7 +2527,6 @@ def _d_graph_envelope(mv, pos, end):
     return GraphEnvelope(f_begin, f_changes, f_commit), pos
 
 def _e_graph_envelope(out, v):
-    start = len(out)
     _e_zgw_frame(out, v.begin)
     if len(v.changes) != v.begin.payload.change_count:
         raise EncodeError('expected ' + str(v.begin.payload.change_count) + ' items, found ' + str(len(v.changes)), path='changes')
@@ -2600,80 +2535,73 @@ def _e_graph_envelope(out, v):
     _e_zgw_frame(out, v.commit)
 
 def _d_zgw_begin(mv, pos, end):
-    start = pos
     if pos + 56 > end:
-        raise _short(pos, end, _T55)
-    f_store, f_envelope_kind, f_reserved, f_base_generation, f_target_generation, f_change_count, f_reserved2, f_complete_envelope_bytes = _S54.unpack_from(mv, pos)
-    _r54 = pos
+        raise _short(pos, end, _T56)
+    f_store, f_envelope_kind, f_reserved, f_base_generation, f_target_generation, f_change_count, f_reserved2, f_complete_envelope_bytes = _S55.unpack_from(mv, pos)
+    _r55 = pos
     pos += 56
     f_store = int.from_bytes(f_store, 'little', signed=False)
     _v = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
     if _v is None:
-        raise ConstraintError('unknown envelope_kind value', offset=_r54 + 16, path='envelope_kind', expected=[1, 2], found=f_envelope_kind)
+        raise ConstraintError('unknown envelope_kind value', offset=_r55 + 16, path='envelope_kind', expected=[1, 2], found=f_envelope_kind)
     f_envelope_kind = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r54 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r55 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not (f_target_generation == (f_base_generation + 1)):
-        raise ConstraintError('target generation must be base + 1', offset=_r54 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=f_target_generation)
+        raise ConstraintError('target generation must be base + 1', offset=_r55 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=f_target_generation)
     if f_change_count > 16384:
-        raise ConstraintError('value out of range', offset=_r54 + 40, path='change_count', expected='None..16384', found=f_change_count)
+        raise ConstraintError('value out of range', offset=_r55 + 40, path='change_count', expected='None..16384', found=f_change_count)
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r54 + 44, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r55 + 44, path='reserved2', expected=0, found=f_reserved2)
     if f_complete_envelope_bytes > 16777216:
-        raise ConstraintError('value out of range', offset=_r54 + 48, path='complete_envelope_bytes', expected='None..16777216', found=f_complete_envelope_bytes)
+        raise ConstraintError('value out of range', offset=_r55 + 48, path='complete_envelope_bytes', expected='None..16777216', found=f_complete_envelope_bytes)
     return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes), pos
 
 def _e_zgw_begin(out, v):
-    start = len(out)
-    out += _S54.pack((v.store).to_bytes(16, 'little', signed=False), v.envelope_kind, b'\x00\x00\x00\x00\x00\x00\x00', v.base_generation, v.target_generation, v.change_count, 0, v.complete_envelope_bytes)
+    out += _S55.pack((v.store).to_bytes(16, 'little', signed=False), v.envelope_kind, b'\x00\x00\x00\x00\x00\x00\x00', v.base_generation, v.target_generation, v.change_count, 0, v.complete_envelope_bytes)
 
 def _d_artifact_descriptor(mv, pos, end):
-    start = pos
     if pos + 64 > end:
-        raise _short(pos, end, _T57)
-    f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum = _S56.unpack_from(mv, pos)
-    _r56 = pos
+        raise _short(pos, end, _T58)
+    f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum = _S57.unpack_from(mv, pos)
+    _r57 = pos
     pos += 64
     f_store = int.from_bytes(f_store, 'little', signed=False)
     f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
     return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum), pos
 
 def _e_artifact_descriptor(out, v):
-    start = len(out)
-    out += _S56.pack((v.store).to_bytes(16, 'little', signed=False), (v.artifact).to_bytes(16, 'little', signed=False), v.creation_generation, v.creation_serial, v.complete_file_length, v.family, v.version, v.whole_file_checksum)
+    out += _S57.pack((v.store).to_bytes(16, 'little', signed=False), (v.artifact).to_bytes(16, 'little', signed=False), v.creation_generation, v.creation_serial, v.complete_file_length, v.family, v.version, v.whole_file_checksum)
 
 def _d_required_ref(mv, pos, end):
-    start = pos
     try:
         f_descriptor, pos = _d_artifact_descriptor(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('descriptor') from None
     if pos + 32 > end:
-        raise _short(pos, end, _T59)
-    f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S58.unpack_from(mv, pos)
-    _r58 = pos
+        raise _short(pos, end, _T60)
+    f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S59.unpack_from(mv, pos)
+    _r59 = pos
     pos += 32
     f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
     if not (f_artifact == f_descriptor.artifact):
-        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_r58, path='artifact', expected='artifact == descriptor.artifact', found=f_artifact)
+        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_r59, path='artifact', expected='artifact == descriptor.artifact', found=f_artifact)
     return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version), pos
 
 def _e_required_ref(out, v):
-    start = len(out)
     _e_artifact_descriptor(out, v.descriptor)
-    out += _S58.pack((v.artifact).to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
+    out += _S59.pack((v.artifact).to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
 
 def _d_optional_ref(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T61)
-    f_present, f_reserved = _S60.unpack_from(mv, pos)
-    _r60 = pos
+        raise _short(pos, end, _T62)
+    f_present, f_reserved = _S61.unpack_from(mv, pos)
+    _r61 = pos
     pos += 8
     if not ((f_present == 0) or (f_present == 1)):
-        raise ConstraintError('unknown presence tag', offset=_r60, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag', offset=_r61, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r60 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r61 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if (f_present == 1):
         try:
             f_ref, pos = _d_required_ref(mv, pos, end)
@@ -2684,19 +2612,17 @@ def _d_optional_ref(mv, pos, end):
     return OptionalRef(f_present, f_ref), pos
 
 def _e_optional_ref(out, v):
-    start = len(out)
-    out += _S60.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    out += _S61.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00')
     if (v.present == 1):
         _e_required_ref(out, v.ref)
     elif v.ref is not None:
         raise EncodeError('field is present but its condition is false', path='ref')
 
 def _d_commit_state(mv, pos, end):
-    start = pos
     if pos + 64 > end:
-        raise _short(pos, end, _T63)
-    f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water = _S62.unpack_from(mv, pos)
-    _r62 = pos
+        raise _short(pos, end, _T64)
+    f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water = _S63.unpack_from(mv, pos)
+    _r63 = pos
     pos += 64
     f_store = int.from_bytes(f_store, 'little', signed=False)
     f_node_high_water = int.from_bytes(f_node_high_water, 'little', signed=False)
@@ -2704,15 +2630,15 @@ def _d_commit_state(mv, pos, end):
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
-    _st = _RC64.get(_c)
+    _st = _RC65.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC64) < 64:
-            _RC64[_c] = _st
+        if len(_RC65) < 64:
+            _RC65[_c] = _st
     f_symbol_high_water = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + 8 > end:
-        raise _short(pos, end, _T65)
+        raise _short(pos, end, _T66)
     f_creation_serial, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2746,12 +2672,12 @@ def _d_commit_state(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('reclaim') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T66)
-    f_prepared_count, f_reserved = _S42.unpack_from(mv, pos)
-    _r42 = pos
+        raise _short(pos, end, _T67)
+    f_prepared_count, f_reserved = _S43.unpack_from(mv, pos)
+    _r43 = pos
     pos += 8
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r43 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_prepared_count
     if _c < 0 or _c * 96 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
@@ -2768,8 +2694,7 @@ def _d_commit_state(mv, pos, end):
     return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared), pos
 
 def _e_commit_state(out, v):
-    start = len(out)
-    out += _S62.pack((v.store).to_bytes(16, 'little', signed=False), v.generation, v.sequence, (v.node_high_water).to_bytes(16, 'little', signed=False), (v.relationship_high_water).to_bytes(16, 'little', signed=False))
+    out += _S63.pack((v.store).to_bytes(16, 'little', signed=False), v.generation, v.sequence, (v.node_high_water).to_bytes(16, 'little', signed=False), (v.relationship_high_water).to_bytes(16, 'little', signed=False))
     if len(v.symbol_high_water) != 4:
         raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.symbol_high_water)), path='symbol_high_water')
     out += struct.pack('<' + str(len(v.symbol_high_water)) + 'Q', *v.symbol_high_water)
@@ -2782,21 +2707,20 @@ def _e_commit_state(out, v):
     _e_optional_ref(out, v.vector)
     _e_optional_ref(out, v.text)
     _e_optional_ref(out, v.reclaim)
-    out += _S42.pack(len(v.prepared), 0)
+    out += _S43.pack(len(v.prepared), 0)
     if len(v.prepared) != len(v.prepared):
         raise EncodeError('expected ' + str(len(v.prepared)) + ' items, found ' + str(len(v.prepared)), path='prepared')
     for _x in v.prepared:
         _e_required_ref(out, _x)
 
 def _d_zgw_commit(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T68)
-    f_change_count, f_reserved, f_digest = _S67.unpack_from(mv, pos)
-    _r67 = pos
+        raise _short(pos, end, _T69)
+    f_change_count, f_reserved, f_digest = _S68.unpack_from(mv, pos)
+    _r68 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r67 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r68 + 4, path='reserved', expected=0, found=f_reserved)
     try:
         f_state, pos = _d_commit_state(mv, pos, end)
     except DecodeError as _exc:
@@ -2804,20 +2728,18 @@ def _d_zgw_commit(mv, pos, end):
     return ZgwCommit(f_change_count, f_digest, f_state), pos
 
 def _e_zgw_commit(out, v):
-    start = len(out)
-    out += _S67.pack(v.change_count, 0, v.digest)
+    out += _S68.pack(v.change_count, 0, v.digest)
     _e_commit_state(out, v.state)
 
 def _d_zgop_key(mv, pos, end):
-    start = pos
     if pos + 9 > end:
-        raise _short(pos, end, _T70)
-    f_entity, n_namespace = _S69.unpack_from(mv, pos)
-    _r69 = pos
+        raise _short(pos, end, _T71)
+    f_entity, n_namespace = _S70.unpack_from(mv, pos)
+    _r70 = pos
     pos += 9
     _v = _ENTITYKIND_BY_VALUE.get(f_entity)
     if _v is None:
-        raise ConstraintError('unknown entity_kind value', offset=_r69, path='entity', expected=[1, 2], found=f_entity)
+        raise ConstraintError('unknown entity_kind value', offset=_r70, path='entity', expected=[1, 2], found=f_entity)
     f_entity = _v
     if pos + n_namespace > end:
         raise TruncatedError('str truncated', offset=pos, path='namespace', expected=n_namespace, found=end - pos)
@@ -2827,7 +2749,7 @@ def _d_zgop_key(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'namespace') from None
     pos += n_namespace
     if pos + 8 > end:
-        raise _short(pos, end, _T71)
+        raise _short(pos, end, _T72)
     n_key, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2841,18 +2763,16 @@ def _d_zgop_key(mv, pos, end):
     return ZgopKey(f_entity, f_namespace, f_key), pos
 
 def _e_zgop_key(out, v):
-    start = len(out)
     _b_namespace = v.namespace.encode('utf-8')
-    out += _S69.pack(v.entity, len(_b_namespace))
+    out += _S70.pack(v.entity, len(_b_namespace))
     out += _b_namespace
     _b_key = v.key.encode('utf-8')
     out += _S6.pack(len(_b_key))
     out += _b_key
 
 def _d_zgop_expected(mv, pos, end):
-    start = pos
     if pos + 1 > end:
-        raise _short(pos, end, _T72)
+        raise _short(pos, end, _T73)
     f_tag, = _S26.unpack_from(mv, pos)
     _r26 = pos
     pos += 1
@@ -2873,7 +2793,7 @@ def _d_zgop_expected(mv, pos, end):
     if (f_tag == 2):
         if pos + 16 > end:
             raise TruncatedError('field truncated', offset=pos, path='entity_id', expected=16, found=end - pos)
-        f_entity_id = _S21.unpack_from(mv, pos)[0]
+        f_entity_id = _S28.unpack_from(mv, pos)[0]
         _at = pos
         pos += 16
         f_entity_id = int.from_bytes(f_entity_id, 'little', signed=False)
@@ -2890,14 +2810,13 @@ def _d_zgop_expected(mv, pos, end):
     return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision), pos
 
 def _e_zgop_expected(out, v):
-    start = len(out)
     out += _S26.pack(v.tag)
     if (v.tag == 2):
         out += _S26.pack(v.entity)
     elif v.entity is not None:
         raise EncodeError('field is present but its condition is false', path='entity')
     if (v.tag == 2):
-        out += _S21.pack((v.entity_id).to_bytes(16, 'little', signed=False))
+        out += _S28.pack((v.entity_id).to_bytes(16, 'little', signed=False))
     elif v.entity_id is not None:
         raise EncodeError('field is present but its condition is false', path='entity_id')
     if (v.tag == 3):
@@ -2906,22 +2825,21 @@ def _e_zgop_expected(out, v):
         raise EncodeError('field is present but its condition is false', path='revision')
 
 def _d_zgop(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T74)
-    f_magic, f_version, f_operation, f_key_present = _S73.unpack_from(mv, pos)
-    _r73 = pos
+        raise _short(pos, end, _T75)
+    f_magic, f_version, f_operation, f_key_present = _S74.unpack_from(mv, pos)
+    _r74 = pos
     pos += 8
     if f_magic != b'ZGOP':
-        raise ConstraintError('bad magic', offset=_r73, path='magic', expected=b'ZGOP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r74, path='magic', expected=b'ZGOP', found=f_magic)
     if not (f_version == 1):
-        raise UnsupportedError('unsupported ZGOP version', offset=_r73 + 4, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGOP version', offset=_r74 + 4, path='version', expected='version == 1', found=f_version)
     _v = _ZGOPOPERATION_BY_VALUE.get(f_operation)
     if _v is None:
-        raise ConstraintError('unknown zgop_operation value', offset=_r73 + 6, path='operation', expected=[1, 2, 3, 4, 5], found=f_operation)
+        raise ConstraintError('unknown zgop_operation value', offset=_r74 + 6, path='operation', expected=[1, 2, 3, 4, 5], found=f_operation)
     f_operation = _v
     if not ((f_key_present == 0) or (f_key_present == 1)):
-        raise ConstraintError('unknown presence tag', offset=_r73 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=f_key_present)
+        raise ConstraintError('unknown presence tag', offset=_r74 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=f_key_present)
     if (f_key_present == 1):
         try:
             f_key, pos = _d_zgop_key(mv, pos, end)
@@ -2930,67 +2848,65 @@ def _d_zgop(mv, pos, end):
     else:
         f_key = None
     if pos + 16 > end:
-        raise _short(pos, end, _T76)
-    f_requested_revision, f_installed_revision = _S75.unpack_from(mv, pos)
-    _r75 = pos
+        raise _short(pos, end, _T77)
+    f_requested_revision, f_installed_revision = _S76.unpack_from(mv, pos)
+    _r76 = pos
     pos += 16
     if not (f_requested_revision != 0):
-        raise ConstraintError('requested revision must be non-zero', offset=_r75, path='requested_revision', expected='requested_revision != 0', found=f_requested_revision)
+        raise ConstraintError('requested revision must be non-zero', offset=_r76, path='requested_revision', expected='requested_revision != 0', found=f_requested_revision)
     if not (f_installed_revision != 0):
-        raise ConstraintError('installed revision must be non-zero', offset=_r75 + 8, path='installed_revision', expected='installed_revision != 0', found=f_installed_revision)
+        raise ConstraintError('installed revision must be non-zero', offset=_r76 + 8, path='installed_revision', expected='installed_revision != 0', found=f_installed_revision)
     try:
         f_expected, pos = _d_zgop_expected(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('expected') from None
     if pos + 26 > end:
-        raise _short(pos, end, _T78)
-    f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation = _S77.unpack_from(mv, pos)
-    _r77 = pos
+        raise _short(pos, end, _T79)
+    f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation = _S78.unpack_from(mv, pos)
+    _r78 = pos
     pos += 26
     _v = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
     if _v is None:
-        raise ConstraintError('unknown entity_kind value', offset=_r77, path='incarnation_kind', expected=[1, 2], found=f_incarnation_kind)
+        raise ConstraintError('unknown entity_kind value', offset=_r78, path='incarnation_kind', expected=[1, 2], found=f_incarnation_kind)
     f_incarnation_kind = _v
     if not ((f_key_present == 0) or (f_key.entity == f_incarnation_kind)):
-        raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_r77, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=f_incarnation_kind)
+        raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_r78, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=f_incarnation_kind)
     if not ((f_expected.tag != 2) or (f_expected.entity == f_incarnation_kind)):
-        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_r77, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=f_incarnation_kind)
+        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_r78, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=f_incarnation_kind)
     f_incarnation = int.from_bytes(f_incarnation, 'little', signed=False)
     if not ((f_incarnation != 0) or (f_incarnation_kind == 1)):
-        raise ConstraintError('relationship incarnation must be non-zero', offset=_r77 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=f_incarnation)
+        raise ConstraintError('relationship incarnation must be non-zero', offset=_r78 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=f_incarnation)
     _v = _DELETEMODE_BY_VALUE.get(f_delete_mode)
     if _v is None:
-        raise ConstraintError('unknown delete_mode value', offset=_r77 + 17, path='delete_mode', expected=[0, 1, 2], found=f_delete_mode)
+        raise ConstraintError('unknown delete_mode value', offset=_r78 + 17, path='delete_mode', expected=[0, 1, 2], found=f_delete_mode)
     f_delete_mode = _v
     return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation), pos
 
 def _e_zgop(out, v):
-    start = len(out)
-    out += _S73.pack(b'ZGOP', 1, v.operation, v.key_present)
+    out += _S74.pack(b'ZGOP', 1, v.operation, v.key_present)
     if (v.key_present == 1):
         _e_zgop_key(out, v.key)
     elif v.key is not None:
         raise EncodeError('field is present but its condition is false', path='key')
-    out += _S75.pack(v.requested_revision, v.installed_revision)
+    out += _S76.pack(v.requested_revision, v.installed_revision)
     _e_zgop_expected(out, v.expected)
-    out += _S77.pack(v.incarnation_kind, (v.incarnation).to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation)
+    out += _S78.pack(v.incarnation_kind, (v.incarnation).to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation)
 
 def _d_zgw_mutation(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T80)
-    f_live, f_membership, f_reserved, f_zgop_len = _S79.unpack_from(mv, pos)
-    _r79 = pos
+        raise _short(pos, end, _T81)
+    f_live, f_membership, f_reserved, f_zgop_len = _S80.unpack_from(mv, pos)
+    _r80 = pos
     pos += 16
     if not ((f_live == 0) or (f_live == 1)):
-        raise ConstraintError('live must be 0 or 1', offset=_r79, path='live', expected='live == 0 or live == 1', found=f_live)
+        raise ConstraintError('live must be 0 or 1', offset=_r80, path='live', expected='live == 0 or live == 1', found=f_live)
     if f_membership & 240:
-        raise ConstraintError('undefined membership_bits bits set', offset=_r79 + 1, path='membership', expected='mask 0xf', found=f_membership)
+        raise ConstraintError('undefined membership_bits bits set', offset=_r80 + 1, path='membership', expected='mask 0xf', found=f_membership)
     f_membership = MembershipBits.from_int(f_membership)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r79 + 2, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r80 + 2, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if f_zgop_len > 8388608:
-        raise ConstraintError('value out of range', offset=_r79 + 8, path='zgop_len', expected='None..8388608', found=f_zgop_len)
+        raise ConstraintError('value out of range', offset=_r80 + 8, path='zgop_len', expected='None..8388608', found=f_zgop_len)
     _n = f_zgop_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='zgop', expected='>= 0', found=_n)
@@ -3013,9 +2929,8 @@ def _d_zgw_mutation(mv, pos, end):
     return ZgwMutation(f_live, f_membership, f_zgop, f_canonical), pos
 
 def _e_zgw_mutation(out, v):
-    start = len(out)
     _at_zgop_len = len(out) + 8
-    out += _S79.pack(v.live, v.membership.to_int(), b'\x00\x00\x00\x00\x00\x00', 0)
+    out += _S80.pack(v.live, v.membership.to_int(), b'\x00\x00\x00\x00\x00\x00', 0)
     _ps = len(out)
     _e_zgop(out, v.zgop)
     _size_zgop = len(out) - _ps
@@ -3023,50 +2938,47 @@ def _e_zgw_mutation(out, v):
     _e_optional_ref(out, v.canonical)
 
 def _d_zgw_inventory(mv, pos, end):
-    start = pos
     try:
         f_descriptor, pos = _d_artifact_descriptor(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('descriptor') from None
     if pos + 24 > end:
-        raise _short(pos, end, _T82)
-    f_state, f_reserved, f_intent = _S81.unpack_from(mv, pos)
-    _r81 = pos
+        raise _short(pos, end, _T83)
+    f_state, f_reserved, f_intent = _S82.unpack_from(mv, pos)
+    _r82 = pos
     pos += 24
     _v = _INVENTORYSTATE_BY_VALUE.get(f_state)
     if _v is None:
-        raise ConstraintError('unknown inventory_state value', offset=_r81, path='state', expected=[1, 2, 3, 4], found=f_state)
+        raise ConstraintError('unknown inventory_state value', offset=_r82, path='state', expected=[1, 2, 3, 4], found=f_state)
     f_state = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r81 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r82 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     f_intent = int.from_bytes(f_intent, 'little', signed=False)
     if not ((f_intent == 0) == (f_state <= 2)):
-        raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_r81 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=f_intent)
+        raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_r82 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=f_intent)
     return ZgwInventory(f_descriptor, f_state, f_intent), pos
 
 def _e_zgw_inventory(out, v):
-    start = len(out)
     _e_artifact_descriptor(out, v.descriptor)
-    out += _S81.pack(v.state, b'\x00\x00\x00\x00\x00\x00\x00', (v.intent).to_bytes(16, 'little', signed=False))
+    out += _S82.pack(v.state, b'\x00\x00\x00\x00\x00\x00\x00', (v.intent).to_bytes(16, 'little', signed=False))
 
 def _d_zgw_reclaim_intent(mv, pos, end):
-    start = pos
     if pos + 48 > end:
-        raise _short(pos, end, _T84)
-    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved = _S83.unpack_from(mv, pos)
-    _r83 = pos
+        raise _short(pos, end, _T85)
+    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved = _S84.unpack_from(mv, pos)
+    _r84 = pos
     pos += 48
     f_id = int.from_bytes(f_id, 'little', signed=False)
     if not (f_completed_mark_state == 1):
-        raise ConstraintError('completed-mark state must be 1', offset=_r83 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=f_completed_mark_state)
+        raise ConstraintError('completed-mark state must be 1', offset=_r84 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=f_completed_mark_state)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r83 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r84 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     try:
         f_protected, pos = _d_required_ref(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('protected') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T85)
+        raise _short(pos, end, _T86)
     f_protected_digest, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -3075,12 +2987,12 @@ def _d_zgw_reclaim_intent(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('completed_mark') from None
     if pos + 16 > end:
-        raise _short(pos, end, _T87)
-    f_mark_digest, f_candidate_count, f_reserved2 = _S86.unpack_from(mv, pos)
-    _r86 = pos
+        raise _short(pos, end, _T88)
+    f_mark_digest, f_candidate_count, f_reserved2 = _S87.unpack_from(mv, pos)
+    _r87 = pos
     pos += 16
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r86 + 12, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r87 + 12, path='reserved2', expected=0, found=f_reserved2)
     _c = f_candidate_count
     if _c < 0 or _c * 64 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='candidates', expected=_c * 64, found=end - pos)
@@ -3088,9 +3000,9 @@ def _d_zgw_reclaim_intent(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 64 > end:
-                raise _short(pos, end, _T57)
-            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S56.unpack_from(mv, pos)
-            _r56 = pos
+                raise _short(pos, end, _T58)
+            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S57.unpack_from(mv, pos)
+            _r57 = pos
             pos += 64
             _artifact_descriptor_f_store = int.from_bytes(_artifact_descriptor_f_store, 'little', signed=False)
             _artifact_descriptor_f_artifact = int.from_bytes(_artifact_descriptor_f_artifact, 'little', signed=False)
@@ -3101,26 +3013,24 @@ def _d_zgw_reclaim_intent(mv, pos, end):
     return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates), pos
 
 def _e_zgw_reclaim_intent(out, v):
-    start = len(out)
-    out += _S83.pack((v.id).to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00')
+    out += _S84.pack((v.id).to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00')
     _e_required_ref(out, v.protected)
     out += _S6.pack(v.protected_digest)
     _e_required_ref(out, v.completed_mark)
-    out += _S86.pack(v.mark_digest, len(v.candidates), 0)
+    out += _S87.pack(v.mark_digest, len(v.candidates), 0)
     if len(v.candidates) != len(v.candidates):
         raise EncodeError('expected ' + str(len(v.candidates)) + ' items, found ' + str(len(v.candidates)), path='candidates')
     for _x in v.candidates:
-        _e_artifact_descriptor(out, _x)
+        out += _S57.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
 
 def _d_descriptor_list(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T88)
-    f_count, f_reserved = _S42.unpack_from(mv, pos)
-    _r42 = pos
+        raise _short(pos, end, _T89)
+    f_count, f_reserved = _S43.unpack_from(mv, pos)
+    _r43 = pos
     pos += 8
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r43 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_count
     if _c < 0 or _c * 64 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='rows', expected=_c * 64, found=end - pos)
@@ -3128,9 +3038,9 @@ def _d_descriptor_list(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 64 > end:
-                raise _short(pos, end, _T57)
-            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S56.unpack_from(mv, pos)
-            _r56 = pos
+                raise _short(pos, end, _T58)
+            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S57.unpack_from(mv, pos)
+            _r57 = pos
             pos += 64
             _artifact_descriptor_f_store = int.from_bytes(_artifact_descriptor_f_store, 'little', signed=False)
             _artifact_descriptor_f_artifact = int.from_bytes(_artifact_descriptor_f_artifact, 'little', signed=False)
@@ -3141,19 +3051,17 @@ def _d_descriptor_list(mv, pos, end):
     return DescriptorList(f_rows), pos
 
 def _e_descriptor_list(out, v):
-    start = len(out)
-    out += _S42.pack(len(v.rows), 0)
+    out += _S43.pack(len(v.rows), 0)
     if len(v.rows) != len(v.rows):
         raise EncodeError('expected ' + str(len(v.rows)) + ' items, found ' + str(len(v.rows)), path='rows')
     for _x in v.rows:
-        _e_artifact_descriptor(out, _x)
+        out += _S57.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
 
 def _d_zgw_reclaim_complete(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T89)
-    f_id, = _S21.unpack_from(mv, pos)
-    _r21 = pos
+        raise _short(pos, end, _T90)
+    f_id, = _S28.unpack_from(mv, pos)
+    _r28 = pos
     pos += 16
     f_id = int.from_bytes(f_id, 'little', signed=False)
     try:
@@ -3161,14 +3069,14 @@ def _d_zgw_reclaim_complete(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('intent') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T90)
-    f_durable_state, f_reserved = _S60.unpack_from(mv, pos)
-    _r60 = pos
+        raise _short(pos, end, _T91)
+    f_durable_state, f_reserved = _S61.unpack_from(mv, pos)
+    _r61 = pos
     pos += 8
     if not (f_durable_state == 3):
-        raise ConstraintError('durable state must be 3', offset=_r60, path='durable_state', expected='durable_state == 3', found=f_durable_state)
+        raise ConstraintError('durable state must be 3', offset=_r61, path='durable_state', expected='durable_state == 3', found=f_durable_state)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r60 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r61 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     try:
         f_completed, pos = _d_descriptor_list(mv, pos, end)
     except DecodeError as _exc:
@@ -3180,37 +3088,33 @@ def _d_zgw_reclaim_complete(mv, pos, end):
     return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining), pos
 
 def _e_zgw_reclaim_complete(out, v):
-    start = len(out)
-    out += _S21.pack((v.id).to_bytes(16, 'little', signed=False))
+    out += _S28.pack((v.id).to_bytes(16, 'little', signed=False))
     _e_required_ref(out, v.intent)
-    out += _S60.pack(v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00')
+    out += _S61.pack(v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00')
     _e_descriptor_list(out, v.completed)
     _e_descriptor_list(out, v.remaining)
 
 def _d_spill_binding(mv, pos, end):
-    start = pos
     if pos + 64 > end:
-        raise _short(pos, end, _T91)
-    f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence = _S44.unpack_from(mv, pos)
-    _r44 = pos
+        raise _short(pos, end, _T92)
+    f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence = _S45.unpack_from(mv, pos)
+    _r45 = pos
     pos += 64
     f_store = int.from_bytes(f_store, 'little', signed=False)
     f_session = int.from_bytes(f_session, 'little', signed=False)
     return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence), pos
 
 def _e_spill_binding(out, v):
-    start = len(out)
-    out += _S44.pack((v.store).to_bytes(16, 'little', signed=False), (v.session).to_bytes(16, 'little', signed=False), v.capture_generation, v.target_generation, v.sequence, v.serial_fence)
+    out += _S45.pack((v.store).to_bytes(16, 'little', signed=False), (v.session).to_bytes(16, 'little', signed=False), v.capture_generation, v.target_generation, v.sequence, v.serial_fence)
 
 def _d_zgcp_prepared_inventory(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T88)
-    f_count, f_reserved = _S42.unpack_from(mv, pos)
-    _r42 = pos
+        raise _short(pos, end, _T89)
+    f_count, f_reserved = _S43.unpack_from(mv, pos)
+    _r43 = pos
     pos += 8
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r43 + 4, path='reserved', expected=0, found=f_reserved)
     _c = f_count
     if _c < 0 or _c * 64 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='descriptors', expected=_c * 64, found=end - pos)
@@ -3218,9 +3122,9 @@ def _d_zgcp_prepared_inventory(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 64 > end:
-                raise _short(pos, end, _T57)
-            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S56.unpack_from(mv, pos)
-            _r56 = pos
+                raise _short(pos, end, _T58)
+            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S57.unpack_from(mv, pos)
+            _r57 = pos
             pos += 64
             _artifact_descriptor_f_store = int.from_bytes(_artifact_descriptor_f_store, 'little', signed=False)
             _artifact_descriptor_f_artifact = int.from_bytes(_artifact_descriptor_f_artifact, 'little', signed=False)
@@ -3231,31 +3135,29 @@ def _d_zgcp_prepared_inventory(mv, pos, end):
     return ZgcpPreparedInventory(f_descriptors), pos
 
 def _e_zgcp_prepared_inventory(out, v):
-    start = len(out)
-    out += _S42.pack(len(v.descriptors), 0)
+    out += _S43.pack(len(v.descriptors), 0)
     if len(v.descriptors) != len(v.descriptors):
         raise EncodeError('expected ' + str(len(v.descriptors)) + ' items, found ' + str(len(v.descriptors)), path='descriptors')
     for _x in v.descriptors:
-        _e_artifact_descriptor(out, _x)
+        out += _S57.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
 
 def _d_zgcp_captured_base(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T93)
-    f_unpinned, = _S92.unpack_from(mv, pos)
-    _r92 = pos
+        raise _short(pos, end, _T94)
+    f_unpinned, = _S93.unpack_from(mv, pos)
+    _r93 = pos
     pos += 8
     try:
         f_binding, pos = _d_spill_binding(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('binding') from None
     if pos + 24 > end:
-        raise _short(pos, end, _T95)
-    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S94.unpack_from(mv, pos)
-    _r94 = pos
+        raise _short(pos, end, _T96)
+    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S95.unpack_from(mv, pos)
+    _r95 = pos
     pos += 24
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r94 + 20, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r95 + 20, path='reserved', expected=0, found=f_reserved)
     _n = f_state_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_n)
@@ -3274,32 +3176,30 @@ def _d_zgcp_captured_base(mv, pos, end):
     return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state), pos
 
 def _e_zgcp_captured_base(out, v):
-    start = len(out)
-    out += _S92.pack(v.unpinned)
+    out += _S93.pack(v.unpinned)
     _e_spill_binding(out, v.binding)
     _at_state_len = len(out) + 16
-    out += _S94.pack(v.absorbed_through, v.manifest_generation, 0, 0)
+    out += _S95.pack(v.absorbed_through, v.manifest_generation, 0, 0)
     _ps = len(out)
     _e_commit_state(out, v.state)
     _size_state = len(out) - _ps
     _S13.pack_into(out, _at_state_len, _size_state)
 
 def _d_zgcp_participant(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T97)
-    f_magic, f_role, f_version = _S96.unpack_from(mv, pos)
-    _r96 = pos
+        raise _short(pos, end, _T98)
+    f_magic, f_role, f_version = _S97.unpack_from(mv, pos)
+    _r97 = pos
     pos += 8
-    _s_magic = _r96
+    _s_magic = _r97
     if f_magic != b'ZGCP':
-        raise ConstraintError('bad magic', offset=_r96, path='magic', expected=b'ZGCP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r97, path='magic', expected=b'ZGCP', found=f_magic)
     _v = _ZGCPROLE_BY_VALUE.get(f_role)
     if _v is None:
-        raise ConstraintError('unknown zgcp_role value', offset=_r96 + 4, path='role', expected=[1, 2, 3, 4, 5, 6, 7], found=f_role)
+        raise ConstraintError('unknown zgcp_role value', offset=_r97 + 4, path='role', expected=[1, 2, 3, 4, 5, 6, 7], found=f_role)
     f_role = _v
     if not (f_version == 1):
-        raise UnsupportedError('unsupported ZGCP participant version', offset=_r96 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGCP participant version', offset=_r97 + 6, path='version', expected='version == 1', found=f_version)
     _tag = f_role
     if _tag == 2:
         try:
@@ -3330,9 +3230,8 @@ def _d_zgcp_participant(mv, pos, end):
     return ZgcpParticipant(f_role, f_body), pos
 
 def _e_zgcp_participant(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
-    out += _S96.pack(b'ZGCP', v.role, 1)
+    out += _S97.pack(b'ZGCP', v.role, 1)
     _tag = v.role
     if _tag == 2:
         _e_zgcp_prepared_inventory(out, v.body)
@@ -3346,64 +3245,59 @@ def _e_zgcp_participant(out, v):
         out += _S6.pack(f_checksum)
 
 def _d_fold_authority(mv, pos, end):
-    start = pos
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-    _st = _RC98.get(_c)
+    _st = _RC99.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC98) < 64:
-            _RC98[_c] = _st
+        if len(_RC99) < 64:
+            _RC99[_c] = _st
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + 72 > end:
-        raise _short(pos, end, _T100)
-    f_reserved, = _S99.unpack_from(mv, pos)
-    _r99 = pos
+        raise _short(pos, end, _T101)
+    f_reserved, = _S100.unpack_from(mv, pos)
+    _r100 = pos
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r99, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r100, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     return FoldAuthority(f_values), pos
 
 def _e_fold_authority(out, v):
-    start = len(out)
     if len(v.values) != 4:
         raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.values)), path='values')
     out += struct.pack('<' + str(len(v.values)) + 'Q', *v.values)
-    out += _S99.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S100.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _d_captured_base_value(mv, pos, end):
-    start = pos
     try:
         f_ref, pos = _d_required_ref(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('ref') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T101)
+        raise _short(pos, end, _T102)
     f_sequence, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
     return CapturedBaseValue(f_ref, f_sequence), pos
 
 def _e_captured_base_value(out, v):
-    start = len(out)
     _e_required_ref(out, v.ref)
     out += _S6.pack(v.sequence)
 
 def _d_protected_value(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T102)
-    f_tag, f_reserved = _S60.unpack_from(mv, pos)
-    _r60 = pos
+        raise _short(pos, end, _T103)
+    f_tag, f_reserved = _S61.unpack_from(mv, pos)
+    _r61 = pos
     pos += 8
     if not ((f_tag != 3) and (f_tag != 4)):
-        raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)', offset=_r60, path='tag', expected='tag != 3 and tag != 4', found=f_tag)
+        raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)', offset=_r61, path='tag', expected='tag != 3 and tag != 4', found=f_tag)
     if not ((f_tag == 5) or (f_tag == 6)):
-        raise ConstraintError('invalid protected-stream value tag', offset=_r60, path='tag', expected='tag == 5 or tag == 6', found=f_tag)
+        raise ConstraintError('invalid protected-stream value tag', offset=_r61, path='tag', expected='tag == 5 or tag == 6', found=f_tag)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r60 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r61 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _n = 104
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
@@ -3431,8 +3325,7 @@ def _d_protected_value(mv, pos, end):
     return ProtectedValue(f_tag, f_value), pos
 
 def _e_protected_value(out, v):
-    start = len(out)
-    out += _S60.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00')
+    out += _S61.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00')
     _tag = v.tag
     if _tag == 5:
         _e_fold_authority(out, v.value)
@@ -3442,9 +3335,8 @@ def _e_protected_value(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='value')
 
 def _d_frame_block(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T103)
+        raise _short(pos, end, _T104)
     f_block_len, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -3458,7 +3350,7 @@ def _d_frame_block(mv, pos, end):
     pos += _n
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T104)
+        raise _short(pos, end, _T105)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -3468,7 +3360,6 @@ def _d_frame_block(mv, pos, end):
     return FrameBlock(f_payload), pos
 
 def _e_frame_block(out, v):
-    start = len(out)
     _at_block_len = len(out) + 0
     out += _S6.pack(0)
     _s_payload = len(out)
@@ -3482,7 +3373,6 @@ def _e_frame_block(out, v):
     out += _S6.pack(f_block_checksum)
 
 def _d_frame_file(mv, pos, end):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T1)
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0.unpack_from(mv, pos)
@@ -3524,7 +3414,6 @@ def _d_frame_file(mv, pos, end):
     return FrameFile(f_flags, f_block), pos
 
 def _e_frame_file(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
     _at_file_length = len(out) + 24
     out += _S0.pack(b'ZEPEMBED', 1, 1, v.flags, 32, 0)
@@ -3537,9 +3426,8 @@ def _e_frame_file(out, v):
     out += _S6.pack(f_file_checksum)
 
 def _d_manifest_block(mv, pos, end, p_version):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T103)
+        raise _short(pos, end, _T104)
     f_block_len, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -3561,7 +3449,7 @@ def _d_manifest_block(mv, pos, end, p_version):
     end = _outer_end_payload
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T104)
+        raise _short(pos, end, _T105)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -3571,7 +3459,6 @@ def _d_manifest_block(mv, pos, end, p_version):
     return ManifestBlock(f_payload), pos
 
 def _e_manifest_block(out, v, p_version):
-    start = len(out)
     _at_block_len = len(out) + 0
     out += _S6.pack(0)
     _s_payload = len(out)
@@ -3584,7 +3471,6 @@ def _e_manifest_block(out, v, p_version):
     out += _S6.pack(f_block_checksum)
 
 def _d_manifest_file_v2(mv, pos, end):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T1)
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0.unpack_from(mv, pos)
@@ -3626,7 +3512,6 @@ def _d_manifest_file_v2(mv, pos, end):
     return ManifestFile(f_family_version, f_block), pos
 
 def _e_manifest_file_v2(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
     _at_file_length = len(out) + 24
     out += _S0.pack(b'ZEPEMBED', 10, v.family_version, 0, 32, 0)
@@ -3653,55 +3538,50 @@ def _e_manifest_file(out, v):
     raise EncodeError('unsupported manifest_file version ' + repr(_ver), path='family_version')
 
 def _d_epoch_alias(mv, pos, end):
-    start = pos
     if pos + 24 > end:
-        raise _short(pos, end, _T106)
-    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S105.unpack_from(mv, pos)
-    _r105 = pos
+        raise _short(pos, end, _T107)
+    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S106.unpack_from(mv, pos)
+    _r106 = pos
     pos += 24
     if not ((f_present == 0) or (f_present == 1)):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r105, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_r106, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r105 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_present == 1) or ((f_embedding_epoch_id == 0) and (f_tokenizer_epoch_id == 0))):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r105 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
     return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id), pos
 
 def _e_epoch_alias(out, v):
-    start = len(out)
-    out += _S105.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
+    out += _S106.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
 
 def _d_manifest_segment(mv, pos, end):
-    start = pos
     if pos + 52 > end:
-        raise _short(pos, end, _T108)
-    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S107.unpack_from(mv, pos)
-    _r107 = pos
+        raise _short(pos, end, _T109)
+    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S108.unpack_from(mv, pos)
+    _r108 = pos
     pos += 52
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r107 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r107 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r107 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=f_reserved)
     if not ((f_epoch_present == 0) or (f_epoch_present == 1)):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r107 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r107 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
     if not ((f_epoch_present == 1) or (f_embedding_epoch_id == 0)):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r107 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
     return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id), pos
 
 def _e_manifest_segment(out, v):
-    start = len(out)
-    out += _S107.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+    out += _S108.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
 
 def _d_embedding_tower(mv, pos, end):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T109)
+        raise _short(pos, end, _T110)
     n_model_id, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3713,7 +3593,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T110)
+        raise _short(pos, end, _T111)
     n_model_version, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3725,7 +3605,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T111)
+        raise _short(pos, end, _T112)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3734,13 +3614,13 @@ def _d_embedding_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T113)
-    f_dims, f_normalization, n_prompt_prefix = _S112.unpack_from(mv, pos)
-    _r112 = pos
+        raise _short(pos, end, _T114)
+    f_dims, f_normalization, n_prompt_prefix = _S113.unpack_from(mv, pos)
+    _r113 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r112 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r113 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -3750,22 +3630,22 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 12 > end:
-        raise _short(pos, end, _T115)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S114.unpack_from(mv, pos)
-    _r114 = pos
+        raise _short(pos, end, _T116)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S115.unpack_from(mv, pos)
+    _r115 = pos
     pos += 12
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r114 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r115 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r114 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r115 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r114 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r115 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r114 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r115 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -3783,7 +3663,6 @@ def _d_embedding_tower(mv, pos, end):
     return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build), pos
 
 def _e_embedding_tower(out, v):
-    start = len(out)
     _b_model_id = v.model_id.encode('utf-8')
     out += _S13.pack(len(_b_model_id))
     out += _b_model_id
@@ -3794,9 +3673,9 @@ def _e_embedding_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode('utf-8')
-    out += _S112.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S113.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S114.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
+    out += _S115.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
     if (v.os_build_present == 1):
         _b = v.os_build.encode('utf-8')
         out += _S13.pack(len(_b))
@@ -3805,11 +3684,10 @@ def _e_embedding_tower(out, v):
         raise EncodeError('field is present but its condition is false', path='os_build')
 
 def _d_embedding_epoch(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T116)
-    f_embedding_epoch_id, f_tokenizer_epoch_id = _S75.unpack_from(mv, pos)
-    _r75 = pos
+        raise _short(pos, end, _T117)
+    f_embedding_epoch_id, f_tokenizer_epoch_id = _S76.unpack_from(mv, pos)
+    _r76 = pos
     pos += 16
     try:
         f_document, pos = _d_embedding_tower(mv, pos, end)
@@ -3820,7 +3698,7 @@ def _d_embedding_epoch(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T117)
+        raise _short(pos, end, _T118)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3831,8 +3709,7 @@ def _d_embedding_epoch(mv, pos, end):
     return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest), pos
 
 def _e_embedding_epoch(out, v):
-    start = len(out)
-    out += _S75.pack(v.embedding_epoch_id, v.tokenizer_epoch_id)
+    out += _S76.pack(v.embedding_epoch_id, v.tokenizer_epoch_id)
     _e_embedding_tower(out, v.document)
     _e_embedding_tower(out, v.query)
     _b_alignment_digest = v.alignment_digest
@@ -3840,18 +3717,17 @@ def _e_embedding_epoch(out, v):
     out += _b_alignment_digest
 
 def _d_column_def(mv, pos, end):
-    start = pos
     if pos + 12 > end:
-        raise _short(pos, end, _T119)
-    f_column_id, f_type, f_nullable, n_name = _S118.unpack_from(mv, pos)
-    _r118 = pos
+        raise _short(pos, end, _T120)
+    f_column_id, f_type, f_nullable, n_name = _S119.unpack_from(mv, pos)
+    _r119 = pos
     pos += 12
     _v = _COLUMNTYPE_BY_VALUE.get(f_type)
     if _v is None:
-        raise ConstraintError('unknown column_type value', offset=_r118 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
+        raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
     f_type = _v
     if not ((f_nullable == 0) or (f_nullable == 1)):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r118 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+        raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
     if pos + n_name > end:
         raise TruncatedError('str truncated', offset=pos, path='name', expected=n_name, found=end - pos)
     try:
@@ -3862,36 +3738,32 @@ def _d_column_def(mv, pos, end):
     return ColumnDef(f_column_id, f_type, f_nullable, f_name), pos
 
 def _e_column_def(out, v):
-    start = len(out)
     _b_name = v.name.encode('utf-8')
-    out += _S118.pack(v.column_id, v.type, v.nullable, len(_b_name))
+    out += _S119.pack(v.column_id, v.type, v.nullable, len(_b_name))
     out += _b_name
 
 def _d_clustering_range(mv, pos, end):
-    start = pos
     if pos + 24 > end:
-        raise _short(pos, end, _T121)
-    f_tag, f_reserved, f_min_ts, f_max_ts = _S120.unpack_from(mv, pos)
-    _r120 = pos
+        raise _short(pos, end, _T122)
+    f_tag, f_reserved, f_min_ts, f_max_ts = _S121.unpack_from(mv, pos)
+    _r121 = pos
     pos += 24
     _v = _RANGETAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown range_tag value', offset=_r120, path='tag', expected=[0, 1, 2], found=f_tag)
+        raise ConstraintError('unknown range_tag value', offset=_r121, path='tag', expected=[0, 1, 2], found=f_tag)
     f_tag = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r120 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r121 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_tag == 2) or ((f_min_ts == 0) and (f_max_ts == 0))):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r120 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r121 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
     if not ((f_tag != 2) or (f_min_ts <= f_max_ts)):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r120 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r121 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
     return ClusteringRange(f_tag, f_min_ts, f_max_ts), pos
 
 def _e_clustering_range(out, v):
-    start = len(out)
-    out += _S120.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+    out += _S121.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
 
 def _d_tsr1_body(mv, pos, end, p_segment_count):
-    start = pos
     if pos + 4 > end:
         raise _short(pos, end, _T20)
     f_count, = _S13.unpack_from(mv, pos)
@@ -3906,20 +3778,20 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
     try:
         for _i in range(_c):
             if pos + 24 > end:
-                raise _short(pos, end, _T121)
-            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S120.unpack_from(mv, pos)
-            _r120 = pos
+                raise _short(pos, end, _T122)
+            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S121.unpack_from(mv, pos)
+            _r121 = pos
             pos += 24
             _v = _RANGETAG_BY_VALUE.get(_clustering_range_f_tag)
             if _v is None:
-                raise ConstraintError('unknown range_tag value', offset=_r120, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value', offset=_r121, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
             _clustering_range_f_tag = _v
             if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r120 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r121 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
             if not ((_clustering_range_f_tag == 2) or ((_clustering_range_f_min_ts == 0) and (_clustering_range_f_max_ts == 0))):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r120 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r121 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
             if not ((_clustering_range_f_tag != 2) or (_clustering_range_f_min_ts <= _clustering_range_f_max_ts)):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r120 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r121 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
             _x = ClusteringRange(_clustering_range_f_tag, _clustering_range_f_min_ts, _clustering_range_f_max_ts)
             f_ranges.append(_x)
     except DecodeError as _exc:
@@ -3927,55 +3799,49 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
     return Tsr1Body(f_ranges), pos
 
 def _e_tsr1_body(out, v, p_segment_count):
-    start = len(out)
     out += _S13.pack(len(v.ranges))
     if len(v.ranges) != len(v.ranges):
         raise EncodeError('expected ' + str(len(v.ranges)) + ' items, found ' + str(len(v.ranges)), path='ranges')
     for _x in v.ranges:
-        _e_clustering_range(out, _x)
+        out += _S121.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
 
 def _d_graph_object(mv, pos, end):
-    start = pos
     if pos + 32 > end:
-        raise _short(pos, end, _T123)
-    f_artifact_id, f_length, f_checksum = _S122.unpack_from(mv, pos)
-    _r122 = pos
+        raise _short(pos, end, _T124)
+    f_artifact_id, f_length, f_checksum = _S123.unpack_from(mv, pos)
+    _r123 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not (f_artifact_id != 0):
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r122, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces', offset=_r123, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
     return GraphObject(f_artifact_id, f_length, f_checksum), pos
 
 def _e_graph_object(out, v):
-    start = len(out)
-    out += _S122.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
+    out += _S123.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
 
 def _d_zgen_row(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T124)
-    f_after_sequence, f_increment_count = _S75.unpack_from(mv, pos)
-    _r75 = pos
+        raise _short(pos, end, _T125)
+    f_after_sequence, f_increment_count = _S76.unpack_from(mv, pos)
+    _r76 = pos
     pos += 16
     if not (f_increment_count > 0):
-        raise ConstraintError('ZGEN increment counts must be positive', offset=_r75 + 8, path='increment_count', expected='increment_count > 0', found=f_increment_count)
+        raise ConstraintError('ZGEN increment counts must be positive', offset=_r76 + 8, path='increment_count', expected='increment_count > 0', found=f_increment_count)
     return ZgenRow(f_after_sequence, f_increment_count), pos
 
 def _e_zgen_row(out, v):
-    start = len(out)
-    out += _S75.pack(v.after_sequence, v.increment_count)
+    out += _S76.pack(v.after_sequence, v.increment_count)
 
 def _d_zgen_extension(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T125)
-    f_magic, f_version, f_counted_through = _S67.unpack_from(mv, pos)
-    _r67 = pos
+        raise _short(pos, end, _T126)
+    f_magic, f_version, f_counted_through = _S68.unpack_from(mv, pos)
+    _r68 = pos
     pos += 16
     if not (f_magic == 1313163098):
-        raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_r67, path='magic', expected='magic == 0x4e45475a', found=f_magic)
+        raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_r68, path='magic', expected='magic == 0x4e45475a', found=f_magic)
     if not ((f_version == 1) or (f_version == 2)):
-        raise UnsupportedError('unknown graph generation boundary version', offset=_r67 + 4, path='version', expected='version == 1 or version == 2', found=f_version)
+        raise UnsupportedError('unknown graph generation boundary version', offset=_r68 + 4, path='version', expected='version == 1 or version == 2', found=f_version)
     _a_row_count = pos
     if (f_version == 2):
         if pos + 4 > end:
@@ -4006,12 +3872,12 @@ def _d_zgen_extension(mv, pos, end):
         try:
             for _i in range(_c):
                 if pos + 16 > end:
-                    raise _short(pos, end, _T124)
-                _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S75.unpack_from(mv, pos)
-                _r75 = pos
+                    raise _short(pos, end, _T125)
+                _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S76.unpack_from(mv, pos)
+                _r76 = pos
                 pos += 16
                 if not (_zgen_row_f_increment_count > 0):
-                    raise ConstraintError('ZGEN increment counts must be positive', offset=_r75 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_row_f_increment_count)
+                    raise ConstraintError('ZGEN increment counts must be positive', offset=_r76 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_row_f_increment_count)
                 _x = ZgenRow(_zgen_row_f_after_sequence, _zgen_row_f_increment_count)
                 f_rows.append(_x)
         except DecodeError as _exc:
@@ -4021,8 +3887,7 @@ def _d_zgen_extension(mv, pos, end):
     return ZgenExtension(f_version, f_counted_through, f_rows), pos
 
 def _e_zgen_extension(out, v):
-    start = len(out)
-    out += _S67.pack(1313163098, v.version, v.counted_through)
+    out += _S68.pack(1313163098, v.version, v.counted_through)
     if (v.version == 2):
         out += _S13.pack(len(v.rows))
     if (v.version == 2):
@@ -4031,21 +3896,20 @@ def _e_zgen_extension(out, v):
         if len(v.rows) != len(v.rows):
             raise EncodeError('expected ' + str(len(v.rows)) + ' items, found ' + str(len(v.rows)), path='rows')
         for _x in v.rows:
-            _e_zgen_row(out, _x)
+            out += _S76.pack(_x.after_sequence, _x.increment_count)
     elif v.rows is not None:
         raise EncodeError('field is present but its condition is false', path='rows')
 
 def _d_graph_section(mv, pos, end):
-    start = pos
     if pos + 20 > end:
-        raise _short(pos, end, _T127)
-    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S126.unpack_from(mv, pos)
-    _r126 = pos
+        raise _short(pos, end, _T128)
+    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S127.unpack_from(mv, pos)
+    _r127 = pos
     pos += 20
     if not (f_graph_present == 1):
-        raise ConstraintError('graph_present must be 1', offset=_r126, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_r127, path='graph_present', expected='graph_present == 1', found=f_graph_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r126 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r127 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _n = f_state_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_n)
@@ -4062,7 +3926,7 @@ def _d_graph_section(mv, pos, end):
         raise ConstraintError('section size mismatch', offset=_sec_state, path='state', expected=end - _sec_state, found=pos - _sec_state)
     end = _outer_end_state
     if pos + 4 > end:
-        raise _short(pos, end, _T128)
+        raise _short(pos, end, _T129)
     f_object_count, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4073,13 +3937,13 @@ def _d_graph_section(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T123)
-            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S122.unpack_from(mv, pos)
-            _r122 = pos
+                raise _short(pos, end, _T124)
+            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S123.unpack_from(mv, pos)
+            _r123 = pos
             pos += 32
             _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
             if not (_graph_object_f_artifact_id != 0):
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r122, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_r123, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
             _x = GraphObject(_graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum)
             f_objects.append(_x)
     except DecodeError as _exc:
@@ -4102,9 +3966,8 @@ def _d_graph_section(mv, pos, end):
     return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen), pos
 
 def _e_graph_section(out, v):
-    start = len(out)
     _at_state_len = len(out) + 16
-    out += _S126.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
+    out += _S127.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
     _ps = len(out)
     _e_commit_state(out, v.state)
     _size_state = len(out) - _ps
@@ -4113,14 +3976,13 @@ def _e_graph_section(out, v):
     if len(v.objects) != len(v.objects):
         raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
     for _x in v.objects:
-        _e_graph_object(out, _x)
+        out += _S123.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
     for _x in v.zgen:
         _e_zgen_extension(out, _x)
 
 def _d_zgr3_body(mv, pos, end):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T129)
+        raise _short(pos, end, _T130)
     f_section_len, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4142,7 +4004,6 @@ def _d_zgr3_body(mv, pos, end):
     return Zgr3Body(f_graph), pos
 
 def _e_zgr3_body(out, v):
-    start = len(out)
     _at_section_len = len(out) + 0
     out += _S13.pack(0)
     _ps = len(out)
@@ -4151,9 +4012,8 @@ def _e_zgr3_body(out, v):
     _S13.pack_into(out, _at_section_len, _size_graph)
 
 def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T130)
+        raise _short(pos, end, _T131)
     f_tag, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4191,7 +4051,6 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     return ManifestExtension(f_tag, f_body), pos
 
 def _e_manifest_extension(out, v, p_version, p_segment_count):
-    start = len(out)
     _s_tag = len(out) + 0
     out += _S13.pack(v.tag)
     _tag = v.tag
@@ -4207,14 +4066,13 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         out += _S6.pack(f_checksum)
 
 def _d_manifest_payload(mv, pos, end, p_version):
-    start = pos
     if pos + 32 > end:
-        raise _short(pos, end, _T132)
-    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S131.unpack_from(mv, pos)
-    _r131 = pos
+        raise _short(pos, end, _T133)
+    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S132.unpack_from(mv, pos)
+    _r132 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r131 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r132 + 28, path='reserved', expected=0, found=f_reserved)
     try:
         f_alias, pos = _d_epoch_alias(mv, pos, end)
     except DecodeError as _exc:
@@ -4226,24 +4084,24 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 52 > end:
-                raise _short(pos, end, _T108)
-            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S107.unpack_from(mv, pos)
-            _r107 = pos
+                raise _short(pos, end, _T109)
+            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S108.unpack_from(mv, pos)
+            _r108 = pos
             pos += 52
             _v = _QUANTSCHEME_BY_VALUE.get(_manifest_segment_f_scheme)
             if _v is None:
                 if _manifest_segment_f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r107 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_r107 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
             _manifest_segment_f_scheme = _v
             if _manifest_segment_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r107 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
             if not ((_manifest_segment_f_epoch_present == 0) or (_manifest_segment_f_epoch_present == 1)):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r107 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
             if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r107 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
             if not ((_manifest_segment_f_epoch_present == 1) or (_manifest_segment_f_embedding_epoch_id == 0)):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r107 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
             _x = ManifestSegment(_manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_embedding_epoch_id)
             f_segments.append(_x)
     except DecodeError as _exc:
@@ -4268,16 +4126,16 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T119)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S118.unpack_from(mv, pos)
-            _r118 = pos
+                raise _short(pos, end, _T120)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119.unpack_from(mv, pos)
+            _r119 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r118 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r118 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -4307,13 +4165,12 @@ def _d_manifest_payload(mv, pos, end, p_version):
     return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions), pos
 
 def _e_manifest_payload(out, v, p_version):
-    start = len(out)
-    out += _S131.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
+    out += _S132.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
     _e_epoch_alias(out, v.alias)
     if len(v.segments) != len(v.segments):
         raise EncodeError('expected ' + str(len(v.segments)) + ' items, found ' + str(len(v.segments)), path='segments')
     for _x in v.segments:
-        _e_manifest_segment(out, _x)
+        out += _S108.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
     if len(v.epochs) != len(v.epochs):
         raise EncodeError('expected ' + str(len(v.epochs)) + ' items, found ' + str(len(v.epochs)), path='epochs')
     for _x in v.epochs:
@@ -4321,14 +4178,15 @@ def _e_manifest_payload(out, v, p_version):
     if len(v.columns) != len(v.columns):
         raise EncodeError('expected ' + str(len(v.columns)) + ' items, found ' + str(len(v.columns)), path='columns')
     for _x in v.columns:
-        _e_column_def(out, _x)
+        _column_def_b_name = _x.name.encode('utf-8')
+        out += _S119.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _column_def_b_name
     for _x in v.extensions:
         _e_manifest_extension(out, _x, p_version, len(v.segments))
 
 def _d_purge_token_input(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T133)
+        raise _short(pos, end, _T134)
     f_generation, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -4339,7 +4197,7 @@ def _d_purge_token_input(mv, pos, end):
             _ip = pos
             if pos + 16 > end:
                 raise TruncatedError('field truncated', offset=pos, path='', expected=16, found=end - pos)
-            _x = _S21.unpack_from(mv, pos)[0]
+            _x = _S28.unpack_from(mv, pos)[0]
             _at = pos
             pos += 16
             _x = int.from_bytes(_x, 'little', signed=False)
@@ -4352,39 +4210,39 @@ def _d_purge_token_input(mv, pos, end):
     return PurgeTokenInput(f_generation, f_doc_ids), pos
 
 def _e_purge_token_input(out, v):
-    start = len(out)
     out += _S6.pack(v.generation)
-    for _x in v.doc_ids:
-        out += _S21.pack((_x).to_bytes(16, 'little', signed=False))
+    out += b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids])
 
 def _d_purge_payload(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T134)
-    f_token_id, f_id_count, f_reserved = _S86.unpack_from(mv, pos)
-    _r86 = pos
+        raise _short(pos, end, _T135)
+    f_token_id, f_id_count, f_reserved = _S87.unpack_from(mv, pos)
+    _r87 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r86 + 12, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r87 + 12, path='reserved', expected=0, found=f_reserved)
     _c = f_id_count
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
-    f_doc_ids = [int.from_bytes(mv[_p:_p + 16], 'little', signed=False) for _p in range(pos, pos + _c * 16, 16)]
+    _st = _RC136.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + 'QQ' * _c)
+        if len(_RC136) < 64:
+            _RC136[_c] = _st
+    _it = iter(_st.unpack_from(mv, pos))
+    f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += _c * 16
     return PurgePayload(f_token_id, f_doc_ids), pos
 
 def _e_purge_payload(out, v):
-    start = len(out)
-    out += _S86.pack(v.token_id, len(v.doc_ids), 0)
+    out += _S87.pack(v.token_id, len(v.doc_ids), 0)
     if len(v.doc_ids) != len(v.doc_ids):
         raise EncodeError('expected ' + str(len(v.doc_ids)) + ' items, found ' + str(len(v.doc_ids)), path='doc_ids')
-    for _x in v.doc_ids:
-        out += _S21.pack((_x).to_bytes(16, 'little', signed=False))
+    out += b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids])
 
 def _d_purge_block(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T103)
+        raise _short(pos, end, _T104)
     f_block_len, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -4406,7 +4264,7 @@ def _d_purge_block(mv, pos, end):
     end = _outer_end_payload
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T104)
+        raise _short(pos, end, _T105)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -4416,7 +4274,6 @@ def _d_purge_block(mv, pos, end):
     return PurgeBlock(f_payload), pos
 
 def _e_purge_block(out, v):
-    start = len(out)
     _at_block_len = len(out) + 0
     out += _S6.pack(0)
     _s_payload = len(out)
@@ -4429,7 +4286,6 @@ def _e_purge_block(out, v):
     out += _S6.pack(f_block_checksum)
 
 def _d_purge_file(mv, pos, end):
-    start = pos
     if pos + 32 > end:
         raise _short(pos, end, _T1)
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0.unpack_from(mv, pos)
@@ -4473,7 +4329,6 @@ def _d_purge_file(mv, pos, end):
     return PurgeFile(f_block), pos
 
 def _e_purge_file(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
     _at_file_length = len(out) + 24
     out += _S0.pack(b'ZEPEMBED', 15, 1, 0, 32, 0)
@@ -4486,14 +4341,13 @@ def _e_purge_file(out, v):
     out += _S6.pack(f_file_checksum)
 
 def _d_epoch_digest_input(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T135)
-    f_magic, = _S92.unpack_from(mv, pos)
-    _r92 = pos
+        raise _short(pos, end, _T137)
+    f_magic, = _S93.unpack_from(mv, pos)
+    _r93 = pos
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise ConstraintError('bad magic', offset=_r92, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r93, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     try:
         f_document, pos = _d_digest_tower(mv, pos, end)
     except DecodeError as _exc:
@@ -4503,7 +4357,7 @@ def _d_epoch_digest_input(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T117)
+        raise _short(pos, end, _T118)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4514,8 +4368,7 @@ def _d_epoch_digest_input(mv, pos, end):
     return EpochDigestInput(f_document, f_query, f_alignment_digest), pos
 
 def _e_epoch_digest_input(out, v):
-    start = len(out)
-    out += _S92.pack(b'ZEEMBEP2')
+    out += _S93.pack(b'ZEEMBEP2')
     _e_digest_tower(out, v.document)
     _e_digest_tower(out, v.query)
     _b_alignment_digest = v.alignment_digest
@@ -4523,14 +4376,13 @@ def _e_epoch_digest_input(out, v):
     out += _b_alignment_digest
 
 def _d_epoch_digest_input_v1(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T135)
-    f_magic, = _S92.unpack_from(mv, pos)
-    _r92 = pos
+        raise _short(pos, end, _T137)
+    f_magic, = _S93.unpack_from(mv, pos)
+    _r93 = pos
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise ConstraintError('bad magic', offset=_r92, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r93, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     try:
         f_tower, pos = _d_digest_tower(mv, pos, end)
     except DecodeError as _exc:
@@ -4538,14 +4390,12 @@ def _d_epoch_digest_input_v1(mv, pos, end):
     return EpochDigestInputV1(f_tower), pos
 
 def _e_epoch_digest_input_v1(out, v):
-    start = len(out)
-    out += _S92.pack(b'ZEEMBEP1')
+    out += _S93.pack(b'ZEEMBEP1')
     _e_digest_tower(out, v.tower)
 
 def _d_digest_tower(mv, pos, end):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T109)
+        raise _short(pos, end, _T110)
     n_model_id, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4557,7 +4407,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T110)
+        raise _short(pos, end, _T111)
     n_model_version, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4569,7 +4419,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T111)
+        raise _short(pos, end, _T112)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4578,13 +4428,13 @@ def _d_digest_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T113)
-    f_dims, f_normalization, n_prompt_prefix = _S112.unpack_from(mv, pos)
-    _r112 = pos
+        raise _short(pos, end, _T114)
+    f_dims, f_normalization, n_prompt_prefix = _S113.unpack_from(mv, pos)
+    _r113 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r112 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r113 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -4594,20 +4444,20 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 9 > end:
-        raise _short(pos, end, _T137)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S136.unpack_from(mv, pos)
-    _r136 = pos
+        raise _short(pos, end, _T139)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S138.unpack_from(mv, pos)
+    _r138 = pos
     pos += 9
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r136 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r138 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r138 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r138 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -4625,7 +4475,6 @@ def _d_digest_tower(mv, pos, end):
     return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build), pos
 
 def _e_digest_tower(out, v):
-    start = len(out)
     _b_model_id = v.model_id.encode('utf-8')
     out += _S13.pack(len(_b_model_id))
     out += _b_model_id
@@ -4636,9 +4485,9 @@ def _e_digest_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode('utf-8')
-    out += _S112.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S113.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S136.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
+    out += _S138.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
     if (v.os_build_present == 1):
         _b = v.os_build.encode('utf-8')
         out += _S13.pack(len(_b))
@@ -4647,52 +4496,49 @@ def _e_digest_tower(out, v):
         raise EncodeError('field is present but its condition is false', path='os_build')
 
 def _d_region_entry(mv, pos, end):
-    start = pos
     if pos + 32 > end:
-        raise _short(pos, end, _T139)
-    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S138.unpack_from(mv, pos)
-    _r138 = pos
+        raise _short(pos, end, _T141)
+    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S140.unpack_from(mv, pos)
+    _r140 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r138 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r140 + 4, path='reserved', expected=0, found=f_reserved)
     if not ((f_offset % 16384) == 0):
-        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r138 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r140 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
     return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum), pos
 
 def _e_region_entry(out, v):
-    start = len(out)
-    out += _S138.pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
+    out += _S140.pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
 
 def _d_segment_header(mv, pos, end):
-    start = pos
     if pos + 64 > end:
-        raise _short(pos, end, _T141)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S140.unpack_from(mv, pos)
-    _r140 = pos
+        raise _short(pos, end, _T143)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S142.unpack_from(mv, pos)
+    _r142 = pos
     pos += 64
-    _s_magic = _r140
+    _s_magic = _r142
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r140, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r142, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 2):
-        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r140 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r142 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r140 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r142 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('segment header flags must be zero', offset=_r140 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('segment header flags must be zero', offset=_r142 + 12, path='flags', expected='flags == 0', found=f_flags)
     if f_header_length < 72 or f_header_length > 1048576:
-        raise ConstraintError('value out of range', offset=_r140 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+        raise ConstraintError('value out of range', offset=_r142 + 16, path='header_length', expected='72..1048576', found=f_header_length)
     if not (f_header_length == (72 + (32 * f_region_count))):
-        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r140 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r142 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r140 + 54, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 54, path='reserved', expected=0, found=f_reserved)
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r140 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r140 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r142 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r142 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r140 + 58, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 58, path='reserved2', expected=0, found=f_reserved2)
     _c = f_region_count
     if _c < 0 or _c * 32 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='regions', expected=_c * 32, found=end - pos)
@@ -4700,21 +4546,21 @@ def _d_segment_header(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T139)
-            _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S138.unpack_from(mv, pos)
-            _r138 = pos
+                raise _short(pos, end, _T141)
+            _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S140.unpack_from(mv, pos)
+            _r140 = pos
             pos += 32
             if _region_entry_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r138 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r140 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
             if not ((_region_entry_f_offset % 16384) == 0):
-                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r138 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r140 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
             _x = RegionEntry(_region_entry_f_kind, _region_entry_f_version, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum)
             f_regions.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('regions') from None
     _e_regions = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T52)
+        raise _short(pos, end, _T53)
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -4724,46 +4570,42 @@ def _d_segment_header(mv, pos, end):
     return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions), pos
 
 def _e_segment_header(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
-    out += _S140.pack(b'ZEPEMBED', 2, 1, 0, (72 + (32 * len(v.regions))), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
+    out += _S142.pack(b'ZEPEMBED', 2, 1, 0, (72 + (32 * len(v.regions))), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
     if len(v.regions) != len(v.regions):
         raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
     for _x in v.regions:
-        _e_region_entry(out, _x)
+        out += _S140.pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
     _e_regions = len(out)
     f_header_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_regions])
     out += _S6.pack(f_header_checksum)
 
 def _d_vector_header(mv, pos, end):
-    start = pos
     if pos + 32 > end:
-        raise _short(pos, end, _T143)
-    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S142.unpack_from(mv, pos)
-    _r142 = pos
+        raise _short(pos, end, _T145)
+    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S144.unpack_from(mv, pos)
+    _r144 = pos
     pos += 32
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r142, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r142, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r144, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r144, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
     if f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 14, path='transform_kind', expected=0, found=f_transform_kind)
     if f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 16, path='transform_seed', expected=0, found=f_transform_seed)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 28, path='reserved', expected=0, found=f_reserved)
     return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count), pos
 
 def _e_vector_header(out, v):
-    start = len(out)
-    out += _S142.pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
+    out += _S144.pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
 
 def _d_vector_codes_region(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_vector_header(mv, pos, end)
     except DecodeError as _exc:
@@ -4771,45 +4613,39 @@ def _d_vector_codes_region(mv, pos, end):
     _c = (_attr(f_header, 'row_stride', pos, 'row_stride') * _attr(f_header, 'row_count', pos, 'row_count'))
     if _c < 0 or _c * 1 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-    f_codes = numpy.frombuffer(mv, _DT144, _c, pos)
+    f_codes = numpy.frombuffer(mv, _DT146, _c, pos)
     pos += _c * 1
     return VectorCodesRegion(f_header, f_codes), pos
 
 def _e_vector_codes_region(out, v):
-    start = len(out)
     _e_vector_header(out, v.header)
     if len(v.codes) != (v.header.row_stride * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.row_stride * v.header.row_count)) + ' items, found ' + str(len(v.codes)), path='codes')
     out += numpy.asarray(v.codes, dtype='<u1').tobytes()
 
 def _d_bit4_factors(mv, pos, end):
-    start = pos
     if pos + 12 > end:
-        raise _short(pos, end, _T146)
-    f_scale, f_normalized_norm, f_normalized_correction = _S145.unpack_from(mv, pos)
-    _r145 = pos
+        raise _short(pos, end, _T148)
+    f_scale, f_normalized_norm, f_normalized_correction = _S147.unpack_from(mv, pos)
+    _r147 = pos
     pos += 12
     return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction), pos
 
 def _e_bit4_factors(out, v):
-    start = len(out)
-    out += _S145.pack(v.scale, v.normalized_norm, v.normalized_correction)
+    out += _S147.pack(v.scale, v.normalized_norm, v.normalized_correction)
 
 def _d_int8_factors(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T148)
-    f_scale, f_offset = _S147.unpack_from(mv, pos)
-    _r147 = pos
+        raise _short(pos, end, _T150)
+    f_scale, f_offset = _S149.unpack_from(mv, pos)
+    _r149 = pos
     pos += 8
     return Int8Factors(f_scale, f_offset), pos
 
 def _e_int8_factors(out, v):
-    start = len(out)
-    out += _S147.pack(v.scale, v.offset)
+    out += _S149.pack(v.scale, v.offset)
 
 def _d_vector_factors_region(mv, pos, end):
-    start = pos
     try:
         f_header, pos = _d_vector_header(mv, pos, end)
     except DecodeError as _exc:
@@ -4843,7 +4679,6 @@ def _d_vector_factors_region(mv, pos, end):
     return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw), pos
 
 def _e_vector_factors_region(out, v):
-    start = len(out)
     _e_vector_header(out, v.header)
     if ((v.header.scheme == 4) and (v.header.factor_stride == 12)):
         if len(v.bit4) != v.header.row_count:
@@ -4866,7 +4701,6 @@ def _e_vector_factors_region(out, v):
         raise EncodeError('field is present but its condition is false', path='raw')
 
 def _d_vector_rescore_region(mv, pos, end):
-    start = pos
     _a_header = pos
     try:
         f_header, pos = _d_vector_header(mv, pos, end)
@@ -4877,23 +4711,21 @@ def _d_vector_rescore_region(mv, pos, end):
     _c = (_attr(f_header, 'dims', pos, 'dims') * _attr(f_header, 'row_count', pos, 'row_count'))
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-    f_values = numpy.frombuffer(mv, _DT149, _c, pos)
+    f_values = numpy.frombuffer(mv, _DT151, _c, pos)
     pos += _c * 4
     return VectorRescoreRegion(f_header, f_values), pos
 
 def _e_vector_rescore_region(out, v):
-    start = len(out)
     _e_vector_header(out, v.header)
     if len(v.values) != (v.header.dims * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.dims * v.header.row_count)) + ' items, found ' + str(len(v.values)), path='values')
     out += numpy.asarray(v.values, dtype='<f4').tobytes()
 
 def _d_columns_region(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T150)
-    f_row_count, f_column_count = _S42.unpack_from(mv, pos)
-    _r42 = pos
+        raise _short(pos, end, _T152)
+    f_row_count, f_column_count = _S43.unpack_from(mv, pos)
+    _r43 = pos
     pos += 8
     _c = f_column_count
     if _c < 0 or _c * 12 > end - pos:
@@ -4902,16 +4734,16 @@ def _d_columns_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T119)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S118.unpack_from(mv, pos)
-            _r118 = pos
+                raise _short(pos, end, _T120)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119.unpack_from(mv, pos)
+            _r119 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r118 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r118 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -4930,19 +4762,19 @@ def _d_columns_region(mv, pos, end):
     return ColumnsRegion(f_row_count, f_defs, f_data), pos
 
 def _e_columns_region(out, v):
-    start = len(out)
-    out += _S42.pack(v.row_count, len(v.defs))
+    out += _S43.pack(v.row_count, len(v.defs))
     if len(v.defs) != len(v.defs):
         raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
     for _x in v.defs:
-        _e_column_def(out, _x)
+        _column_def_b_name = _x.name.encode('utf-8')
+        out += _S119.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _column_def_b_name
     _b = v.data
     out += _b
 
 def _d_dictionary_column(mv, pos, end, p_rows):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T151)
+        raise _short(pos, end, _T153)
     f_dict_count, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4967,7 +4799,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('strings') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T152)
+        raise _short(pos, end, _T154)
     f_code_width, f_reserved = _S14.unpack_from(mv, pos)
     _r14 = pos
     pos += 4
@@ -4979,11 +4811,11 @@ def _d_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-        _st = _RC153.get(_c)
+        _st = _RC155.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
-            if len(_RC153) < 64:
-                _RC153[_c] = _st
+            if len(_RC155) < 64:
+                _RC155[_c] = _st
         f_codes16 = list(_st.unpack_from(mv, pos))
         pos += _c * 2
     else:
@@ -4992,11 +4824,11 @@ def _d_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-        _st = _RC154.get(_c)
+        _st = _RC156.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
-            if len(_RC154) < 64:
-                _RC154[_c] = _st
+            if len(_RC156) < 64:
+                _RC156[_c] = _st
         f_codes32 = list(_st.unpack_from(mv, pos))
         pos += _c * 4
     else:
@@ -5004,7 +4836,6 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32), pos
 
 def _e_dictionary_column(out, v, p_rows):
-    start = len(out)
     out += _S13.pack(len(v.strings))
     if len(v.strings) != len(v.strings):
         raise EncodeError('expected ' + str(len(v.strings)) + ' items, found ' + str(len(v.strings)), path='strings')
@@ -5027,9 +4858,8 @@ def _e_dictionary_column(out, v, p_rows):
         raise EncodeError('field is present but its condition is false', path='codes32')
 
 def _d_column_data(mv, pos, end, p_type, p_rows):
-    start = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T155)
+        raise _short(pos, end, _T157)
     f_presence_len, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -5046,11 +4876,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-        _st = _RC156.get(_c)
+        _st = _RC158.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
-            if len(_RC156) < 64:
-                _RC156[_c] = _st
+            if len(_RC158) < 64:
+                _RC158[_c] = _st
         f_u64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -5059,11 +4889,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-        _st = _RC157.get(_c)
+        _st = _RC159.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
-            if len(_RC157) < 64:
-                _RC157[_c] = _st
+            if len(_RC159) < 64:
+                _RC159[_c] = _st
         f_i64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -5072,11 +4902,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-        _st = _RC158.get(_c)
+        _st = _RC160.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
-            if len(_RC158) < 64:
-                _RC158[_c] = _st
+            if len(_RC160) < 64:
+                _RC160[_c] = _st
         f_f64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -5085,11 +4915,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-        _st = _RC159.get(_c)
+        _st = _RC161.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
-            if len(_RC159) < 64:
-                _RC159[_c] = _st
+            if len(_RC161) < 64:
+                _RC161[_c] = _st
         f_bools = list(_st.unpack_from(mv, pos))
         pos += _c * 1
     else:
@@ -5127,7 +4957,6 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings), pos
 
 def _e_column_data(out, v, p_type, p_rows):
-    start = len(out)
     _at_presence_len = len(out) + 0
     out += _S13.pack(0)
     _ps = len(out)
@@ -5174,14 +5003,13 @@ def _e_column_data(out, v, p_type, p_rows):
         raise EncodeError('field is present but its condition is false', path='raw_strings')
 
 def _d_alive_region(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T160)
-    f_row_count, f_bitmap_len = _S42.unpack_from(mv, pos)
-    _r42 = pos
+        raise _short(pos, end, _T162)
+    f_row_count, f_bitmap_len = _S43.unpack_from(mv, pos)
+    _r43 = pos
     pos += 8
     if not (f_bitmap_len == ((f_row_count + 7) // 8)):
-        raise ConstraintError('alive bitmap length must be ceil(rows/8)', offset=_r42 + 4, path='bitmap_len', expected='bitmap_len == (row_count + 7) // 8', found=f_bitmap_len)
+        raise ConstraintError('alive bitmap length must be ceil(rows/8)', offset=_r43 + 4, path='bitmap_len', expected='bitmap_len == (row_count + 7) // 8', found=f_bitmap_len)
     _n = f_bitmap_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='bitmap', expected='>= 0', found=_n)
@@ -5192,9 +5020,8 @@ def _d_alive_region(mv, pos, end):
     return AliveRegion(f_row_count, f_bitmap), pos
 
 def _e_alive_region(out, v):
-    start = len(out)
     _at_bitmap_len = len(out) + 4
-    out += _S42.pack(v.row_count, 0)
+    out += _S43.pack(v.row_count, 0)
     _ps = len(out)
     _b = v.bitmap
     out += _b
@@ -5202,29 +5029,26 @@ def _e_alive_region(out, v):
     _S13.pack_into(out, _at_bitmap_len, _size_bitmap)
 
 def _d_checksum_entry(mv, pos, end):
-    start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T162)
-    f_kind, f_reserved, f_chunk_index, f_checksum = _S161.unpack_from(mv, pos)
-    _r161 = pos
+        raise _short(pos, end, _T164)
+    f_kind, f_reserved, f_chunk_index, f_checksum = _S163.unpack_from(mv, pos)
+    _r163 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r161 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r163 + 2, path='reserved', expected=0, found=f_reserved)
     return ChecksumEntry(f_kind, f_chunk_index, f_checksum), pos
 
 def _e_checksum_entry(out, v):
-    start = len(out)
-    out += _S161.pack(v.kind, 0, v.chunk_index, v.checksum)
+    out += _S163.pack(v.kind, 0, v.chunk_index, v.checksum)
 
 def _d_checksum_table_region(mv, pos, end):
-    start = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T163)
-    f_entry_count, f_chunk_size = _S42.unpack_from(mv, pos)
-    _r42 = pos
+        raise _short(pos, end, _T165)
+    f_entry_count, f_chunk_size = _S43.unpack_from(mv, pos)
+    _r43 = pos
     pos += 8
     if not (f_chunk_size == 65536):
-        raise ConstraintError('checksum table chunk size must be 65536', offset=_r42 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
+        raise ConstraintError('checksum table chunk size must be 65536', offset=_r43 + 4, path='chunk_size', expected='chunk_size == 65536', found=f_chunk_size)
     _c = f_entry_count
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='entries', expected=_c * 16, found=end - pos)
@@ -5232,12 +5056,12 @@ def _d_checksum_table_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 16 > end:
-                raise _short(pos, end, _T162)
-            _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S161.unpack_from(mv, pos)
-            _r161 = pos
+                raise _short(pos, end, _T164)
+            _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S163.unpack_from(mv, pos)
+            _r163 = pos
             pos += 16
             if _checksum_entry_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r161 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r163 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
             _x = ChecksumEntry(_checksum_entry_f_kind, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum)
             f_entries.append(_x)
     except DecodeError as _exc:
@@ -5245,15 +5069,13 @@ def _d_checksum_table_region(mv, pos, end):
     return ChecksumTableRegion(f_entries), pos
 
 def _e_checksum_table_region(out, v):
-    start = len(out)
-    out += _S42.pack(len(v.entries), 65536)
+    out += _S43.pack(len(v.entries), 65536)
     if len(v.entries) != len(v.entries):
         raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
     for _x in v.entries:
-        _e_checksum_entry(out, _x)
+        out += _S163.pack(_x.kind, 0, _x.chunk_index, _x.checksum)
 
 def _d_document_version(mv, pos, end):
-    start = pos
     if pos + 24 > end:
         raise _short(pos, end, _T19)
     f_doc_id, f_revision = _S18.unpack_from(mv, pos)
@@ -5263,11 +5085,9 @@ def _d_document_version(mv, pos, end):
     return DocumentVersion(f_doc_id, f_revision), pos
 
 def _e_document_version(out, v):
-    start = len(out)
     out += _S18.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
 
 def _d_document_versions_region(mv, pos, end):
-    start = pos
     f_rows = []
     try:
         _i = 0
@@ -5289,62 +5109,20 @@ def _d_document_versions_region(mv, pos, end):
     return DocumentVersionsRegion(f_rows), pos
 
 def _e_document_versions_region(out, v):
-    start = len(out)
     for _x in v.rows:
-        _e_document_version(out, _x)
+        out += _S18.pack((_x.doc_id).to_bytes(16, 'little', signed=False), _x.revision)
 
 def _d_stored_metadata_region(mv, pos, end):
     start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T164)
-    f_row_count, f_reserved, f_start = _S67.unpack_from(mv, pos)
-    _r67 = pos
+        raise _short(pos, end, _T166)
+    f_row_count, f_reserved, f_start = _S68.unpack_from(mv, pos)
+    _r68 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r67 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r68 + 4, path='reserved', expected=0, found=f_reserved)
     if not (f_start == 0):
-        raise ConstraintError('stored metadata start offset must be zero', offset=_r67 + 8, path='start', expected='start == 0', found=f_start)
-    _c = f_row_count
-    if _c < 0 or _c * 8 > end - pos:
-        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
-    _st = _RC165.get(_c)
-    if _st is None:
-        _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC165) < 64:
-            _RC165[_c] = _st
-    f_ends = list(_st.unpack_from(mv, pos))
-    pos += _c * 8
-    if pos + (end - pos) > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='data', expected=(end - pos), found=end - pos)
-    f_data = bytes(mv[pos:pos + (end - pos)])
-    pos += (end - pos)
-    return StoredMetadataRegion(f_ends, f_data), pos
-
-def _e_stored_metadata_region(out, v):
-    start = len(out)
-    out += _S67.pack(len(v.ends), 0, 0)
-    if len(v.ends) != len(v.ends):
-        raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-    out += struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends)
-    _b = v.data
-    out += _b
-
-def _d_stored_text_region(mv, pos, end):
-    start = pos
-    if pos + 8 > end:
-        raise _short(pos, end, _T166)
-    f_row_count, f_reserved = _S42.unpack_from(mv, pos)
-    _r42 = pos
-    pos += 8
-    if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 4, path='reserved', expected=0, found=f_reserved)
-    _n = ((f_row_count + 7) // 8)
-    if _n < 0:
-        raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
-    if pos + _n > end:
-        raise TruncatedError('bytes truncated', offset=pos, path='presence', expected=_n, found=end - pos)
-    f_presence = bytes(mv[pos:pos + _n])
-    pos += _n
+        raise ConstraintError('stored metadata start offset must be zero', offset=_r68 + 8, path='start', expected='start == 0', found=f_start)
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
@@ -5359,11 +5137,49 @@ def _d_stored_text_region(mv, pos, end):
         raise TruncatedError('bytes truncated', offset=pos, path='data', expected=(end - pos), found=end - pos)
     f_data = bytes(mv[pos:pos + (end - pos)])
     pos += (end - pos)
+    return StoredMetadataRegion(f_ends, f_data), pos
+
+def _e_stored_metadata_region(out, v):
+    out += _S68.pack(len(v.ends), 0, 0)
+    if len(v.ends) != len(v.ends):
+        raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
+    out += struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends)
+    _b = v.data
+    out += _b
+
+def _d_stored_text_region(mv, pos, end):
+    if pos + 8 > end:
+        raise _short(pos, end, _T168)
+    f_row_count, f_reserved = _S43.unpack_from(mv, pos)
+    _r43 = pos
+    pos += 8
+    if f_reserved != 0:
+        raise ConstraintError('reserved bytes must be zero', offset=_r43 + 4, path='reserved', expected=0, found=f_reserved)
+    _n = ((f_row_count + 7) // 8)
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('bytes truncated', offset=pos, path='presence', expected=_n, found=end - pos)
+    f_presence = bytes(mv[pos:pos + _n])
+    pos += _n
+    _c = f_row_count
+    if _c < 0 or _c * 8 > end - pos:
+        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
+    _st = _RC169.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + str(_c) + 'Q')
+        if len(_RC169) < 64:
+            _RC169[_c] = _st
+    f_ends = list(_st.unpack_from(mv, pos))
+    pos += _c * 8
+    if pos + (end - pos) > end:
+        raise TruncatedError('bytes truncated', offset=pos, path='data', expected=(end - pos), found=end - pos)
+    f_data = bytes(mv[pos:pos + (end - pos)])
+    pos += (end - pos)
     return StoredTextRegion(f_presence, f_ends, f_data), pos
 
 def _e_stored_text_region(out, v):
-    start = len(out)
-    out += _S42.pack(len(v.ends), 0)
+    out += _S43.pack(len(v.ends), 0)
     _b = v.presence
     if len(_b) != ((len(v.ends) + 7) // 8):
         raise EncodeError('wrong length ' + str(len(_b)), path='presence')
@@ -5388,25 +5204,25 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     except DecodeError as _exc:
         raise _exc.prefixed('factors') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T169)
-    f_degree, f_flags, f_reserved = _S168.unpack_from(mv, pos)
-    _r168 = pos
+        raise _short(pos, end, _T171)
+    f_degree, f_flags, f_reserved = _S170.unpack_from(mv, pos)
+    _r170 = pos
     pos += 4
     if not (f_degree <= p_max_degree):
-        raise ConstraintError('degree exceeds max_degree', offset=_r168, path='degree', expected='degree <= max_degree', found=f_degree)
+        raise ConstraintError('degree exceeds max_degree', offset=_r170, path='degree', expected='degree <= max_degree', found=f_degree)
     if f_flags & 252:
-        raise ConstraintError('undefined graph_block_flags bits set', offset=_r168 + 1, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined graph_block_flags bits set', offset=_r170 + 1, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r170 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-    _st = _RC170.get(_c)
+    _st = _RC172.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'I')
-        if len(_RC170) < 64:
-            _RC170[_c] = _st
+        if len(_RC172) < 64:
+            _RC172[_c] = _st
     f_neighbours = list(_st.unpack_from(mv, pos))
     pos += _c * 4
     _n = (-(pos - start)) % 128
@@ -5424,14 +5240,13 @@ def _e_graph_node_block(out, v, p_code_bytes, p_max_degree):
         raise EncodeError('wrong length ' + str(len(_b)), path='codes')
     out += _b
     _e_bit4_factors(out, v.factors)
-    out += _S168.pack(v.degree, v.flags.to_int(), 0)
+    out += _S170.pack(v.degree, v.flags.to_int(), 0)
     if len(v.neighbours) != p_max_degree:
         raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
     out += struct.pack('<' + str(len(v.neighbours)) + 'I', *v.neighbours)
     out += bytes((-(len(out) - start)) % 128)
 
 def _d_graph_node_blocks_region(mv, pos, end, p_region_len):
-    start = pos
     _s_blocks = pos
     _n = (p_region_len - 128)
     if _n < 0:
@@ -5441,57 +5256,58 @@ def _d_graph_node_blocks_region(mv, pos, end, p_region_len):
     f_blocks = bytes(mv[pos:pos + _n])
     pos += _n
     if pos + 32 > end:
-        raise _short(pos, end, _T172)
-    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S171.unpack_from(mv, pos)
-    _r171 = pos
+        raise _short(pos, end, _T174)
+    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S173.unpack_from(mv, pos)
+    _r173 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise ConstraintError('bad magic', offset=_r171, path='magic', expected=b'ZEGRNB01', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r173, path='magic', expected=b'ZEGRNB01', found=f_magic)
     if not (f_version == 1):
-        raise UnsupportedError('unsupported graph node block version', offset=_r171 + 8, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph node block version', offset=_r173 + 8, path='version', expected='version == 1', found=f_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph trailer flags must be zero', offset=_r171 + 10, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph trailer flags must be zero', offset=_r173 + 10, path='flags', expected='flags == 0', found=f_flags)
     if not (f_dims > 0):
-        raise ConstraintError('graph dims must be positive', offset=_r171 + 12, path='dims', expected='dims > 0', found=f_dims)
+        raise ConstraintError('graph dims must be positive', offset=_r173 + 12, path='dims', expected='dims > 0', found=f_dims)
     if not (((f_padded_dims % 128) == 0) and (f_padded_dims >= f_dims)):
-        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r171 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r173 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r171 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if not (f_stride == (((((((f_padded_dims + 1) // 2) + 16) + (4 * f_max_degree)) + 127) // 128) * 128)):
-        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r171 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-    _e_node_count = _r171 + 32
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r173 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+    _e_node_count = _r173 + 32
     if not (len(f_blocks) == (f_stride * f_node_count)):
-        raise ConstraintError('region length must be stride x node_count + 128', offset=_r171 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+        raise ConstraintError('region length must be stride x node_count + 128', offset=_r173 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
     if pos + 96 > end:
-        raise _short(pos, end, _T174)
-    f_checksum, f_reserved_tail = _S173.unpack_from(mv, pos)
-    _r173 = pos
+        raise _short(pos, end, _T176)
+    f_checksum, f_reserved_tail = _S175.unpack_from(mv, pos)
+    _r175 = pos
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r173, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch', offset=_r175, path='checksum', expected=_ck, found=f_checksum)
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
     return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count), pos
 
 def _e_graph_node_blocks_region(out, v, p_region_len):
-    start = len(out)
     _s_blocks = len(out)
     _b = v.blocks
     if len(_b) != (p_region_len - 128):
         raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
     out += _b
     _e_node_count = len(out) + 32
-    out += _S171.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
+    out += _S173.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
     f_checksum = _ck_xxh3_64(memoryview(out)[_s_blocks:_e_node_count])
     out += _S6.pack(f_checksum)
-    out += _S175.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S177.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 # -- fast path: public API ------------------------------------------------------------
 
 def decode_ze_header(buf, offset: int = 0) -> tuple[ZeHeader, int]:
     """Decode one `ze_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_ze_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5504,7 +5320,9 @@ def iter_ze_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``ze_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5534,7 +5352,9 @@ def encode_ze_header(value: ZeHeader) -> bytes:
 
 def decode_ze_header_ident(buf, offset: int = 0) -> tuple[ZeHeaderIdent, int]:
     """Decode one `ze_header_ident` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_ze_header_ident(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5547,7 +5367,9 @@ def iter_ze_header_ident(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``ze_header_ident[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5577,7 +5399,9 @@ def encode_ze_header_ident(value: ZeHeaderIdent) -> bytes:
 
 def decode_framed_trailer_check(buf, offset: int = 0) -> tuple[FramedTrailerCheck, int]:
     """Decode one `framed_trailer_check` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_framed_trailer_check(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5590,7 +5414,9 @@ def iter_framed_trailer_check(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``framed_trailer_check[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5620,7 +5446,9 @@ def encode_framed_trailer_check(value: FramedTrailerCheck) -> bytes:
 
 def decode_segment_trailer(buf, offset: int = 0) -> tuple[SegmentTrailer, int]:
     """Decode one `segment_trailer` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_segment_trailer(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5633,7 +5461,9 @@ def iter_segment_trailer(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``segment_trailer[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5663,7 +5493,9 @@ def encode_segment_trailer(value: SegmentTrailer) -> bytes:
 
 def decode_wal_file_header(buf, offset: int = 0) -> tuple[WalFileHeader, int]:
     """Decode one `wal_file_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_wal_file_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5676,7 +5508,9 @@ def iter_wal_file_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``wal_file_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5706,7 +5540,9 @@ def encode_wal_file_header(value: WalFileHeader) -> bytes:
 
 def decode_wal_record_header(buf, offset: int = 0) -> tuple[WalRecordHeader, int]:
     """Decode one `wal_record_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_wal_record_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5719,7 +5555,9 @@ def iter_wal_record_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``wal_record_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5749,7 +5587,9 @@ def encode_wal_record_header(value: WalRecordHeader) -> bytes:
 
 def decode_wal_frame(buf, offset: int = 0) -> tuple[WalFrame, int]:
     """Decode one `wal_frame` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_wal_frame(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5762,7 +5602,9 @@ def iter_wal_frame(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``wal_frame[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5792,7 +5634,9 @@ def encode_wal_frame(value: WalFrame) -> bytes:
 
 def decode_wal_file(buf, offset: int = 0) -> tuple[WalFile, int]:
     """Decode one `wal_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_wal_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5805,7 +5649,9 @@ def iter_wal_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``wal_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5835,7 +5681,9 @@ def encode_wal_file(value: WalFile) -> bytes:
 
 def decode_wal_record(buf, offset: int = 0) -> tuple[WalRecord, int]:
     """Decode one `wal_record` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_wal_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5848,7 +5696,9 @@ def iter_wal_record(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``wal_record[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5878,7 +5728,9 @@ def encode_wal_record(value: WalRecord) -> bytes:
 
 def decode_wal_payload(buf, offset: int = 0, *, op: int) -> tuple[WalPayload, int]:
     """Decode one `wal_payload` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_wal_payload(mv, offset, len(mv), op)
     except DecodeError as exc:
@@ -5891,7 +5743,9 @@ def iter_wal_payload(buf, offset: int = 0, end: int | None = None, *, op: int):
     A failure raises with the record's index in the path (``wal_payload[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5921,7 +5775,9 @@ def encode_wal_payload(value: WalPayload, *, op: int) -> bytes:
 
 def decode_payload_v1_header(buf, offset: int = 0) -> tuple[PayloadV1Header, int]:
     """Decode one `payload_v1_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_payload_v1_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5934,7 +5790,9 @@ def iter_payload_v1_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``payload_v1_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -5964,7 +5822,9 @@ def encode_payload_v1_header(value: PayloadV1Header) -> bytes:
 
 def decode_f32_vector(buf, offset: int = 0) -> tuple[F32Vector, int]:
     """Decode one `f32_vector` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_f32_vector(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5977,7 +5837,9 @@ def iter_f32_vector(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``f32_vector[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6007,7 +5869,9 @@ def encode_f32_vector(value: F32Vector) -> bytes:
 
 def decode_op_upsert_v1(buf, offset: int = 0) -> tuple[OpUpsertV1, int]:
     """Decode one `op_upsert_v1` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_upsert_v1(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6020,7 +5884,9 @@ def iter_op_upsert_v1(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_upsert_v1[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6050,7 +5916,9 @@ def encode_op_upsert_v1(value: OpUpsertV1) -> bytes:
 
 def decode_op_delete_v1(buf, offset: int = 0) -> tuple[OpDeleteV1, int]:
     """Decode one `op_delete_v1` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_delete_v1(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6063,7 +5931,9 @@ def iter_op_delete_v1(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_delete_v1[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6093,7 +5963,9 @@ def encode_op_delete_v1(value: OpDeleteV1) -> bytes:
 
 def decode_metadata_value(buf, offset: int = 0) -> tuple[MetadataValue, int]:
     """Decode one `metadata_value` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_metadata_value(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6106,7 +5978,9 @@ def iter_metadata_value(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``metadata_value[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6136,7 +6010,9 @@ def encode_metadata_value(value: MetadataValue) -> bytes:
 
 def decode_value_u64(buf, offset: int = 0) -> tuple[ValueU64, int]:
     """Decode one `value_u64` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_value_u64(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6149,7 +6025,9 @@ def iter_value_u64(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``value_u64[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6179,7 +6057,9 @@ def encode_value_u64(value: ValueU64) -> bytes:
 
 def decode_value_i64(buf, offset: int = 0) -> tuple[ValueI64, int]:
     """Decode one `value_i64` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_value_i64(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6192,7 +6072,9 @@ def iter_value_i64(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``value_i64[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6222,7 +6104,9 @@ def encode_value_i64(value: ValueI64) -> bytes:
 
 def decode_value_f64(buf, offset: int = 0) -> tuple[ValueF64, int]:
     """Decode one `value_f64` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_value_f64(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6235,7 +6119,9 @@ def iter_value_f64(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``value_f64[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6265,7 +6151,9 @@ def encode_value_f64(value: ValueF64) -> bytes:
 
 def decode_value_bool(buf, offset: int = 0) -> tuple[ValueBool, int]:
     """Decode one `value_bool` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_value_bool(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6278,7 +6166,9 @@ def iter_value_bool(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``value_bool[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6308,7 +6198,9 @@ def encode_value_bool(value: ValueBool) -> bytes:
 
 def decode_value_string(buf, offset: int = 0) -> tuple[ValueString, int]:
     """Decode one `value_string` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_value_string(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6321,7 +6213,9 @@ def iter_value_string(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``value_string[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6351,7 +6245,9 @@ def encode_value_string(value: ValueString) -> bytes:
 
 def decode_value_id128(buf, offset: int = 0) -> tuple[ValueId128, int]:
     """Decode one `value_id128` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_value_id128(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6364,7 +6260,9 @@ def iter_value_id128(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``value_id128[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6394,7 +6292,9 @@ def encode_value_id128(value: ValueId128) -> bytes:
 
 def decode_op_metadata_edit_v1(buf, offset: int = 0) -> tuple[OpMetadataEditV1, int]:
     """Decode one `op_metadata_edit_v1` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_metadata_edit_v1(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6407,7 +6307,9 @@ def iter_op_metadata_edit_v1(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_metadata_edit_v1[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6437,7 +6339,9 @@ def encode_op_metadata_edit_v1(value: OpMetadataEditV1) -> bytes:
 
 def decode_op_timestamped_upsert_v1(buf, offset: int = 0) -> tuple[OpTimestampedUpsertV1, int]:
     """Decode one `op_timestamped_upsert_v1` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_timestamped_upsert_v1(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6450,7 +6354,9 @@ def iter_op_timestamped_upsert_v1(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_timestamped_upsert_v1[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6480,7 +6386,9 @@ def encode_op_timestamped_upsert_v1(value: OpTimestampedUpsertV1) -> bytes:
 
 def decode_op_upsert_metadata_v1(buf, offset: int = 0) -> tuple[OpUpsertMetadataV1, int]:
     """Decode one `op_upsert_metadata_v1` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_upsert_metadata_v1(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6493,7 +6401,9 @@ def iter_op_upsert_metadata_v1(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_upsert_metadata_v1[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6523,7 +6433,9 @@ def encode_op_upsert_metadata_v1(value: OpUpsertMetadataV1) -> bytes:
 
 def decode_op_upsert_ts_metadata_v1(buf, offset: int = 0) -> tuple[OpUpsertTsMetadataV1, int]:
     """Decode one `op_upsert_ts_metadata_v1` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_upsert_ts_metadata_v1(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6536,7 +6448,9 @@ def iter_op_upsert_ts_metadata_v1(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_upsert_ts_metadata_v1[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6566,7 +6480,9 @@ def encode_op_upsert_ts_metadata_v1(value: OpUpsertTsMetadataV1) -> bytes:
 
 def decode_typed_column(buf, offset: int = 0) -> tuple[TypedColumn, int]:
     """Decode one `typed_column` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_typed_column(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6579,7 +6495,9 @@ def iter_typed_column(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``typed_column[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6609,7 +6527,9 @@ def encode_typed_column(value: TypedColumn) -> bytes:
 
 def decode_op_upsert_v2(buf, offset: int = 0) -> tuple[OpUpsertV2, int]:
     """Decode one `op_upsert_v2` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_upsert_v2(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6622,7 +6542,9 @@ def iter_op_upsert_v2(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_upsert_v2[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6652,7 +6574,9 @@ def encode_op_upsert_v2(value: OpUpsertV2) -> bytes:
 
 def decode_op_batch_member(buf, offset: int = 0) -> tuple[OpBatchMember, int]:
     """Decode one `op_batch_member` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_batch_member(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6665,7 +6589,9 @@ def iter_op_batch_member(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_batch_member[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6695,7 +6621,9 @@ def encode_op_batch_member(value: OpBatchMember) -> bytes:
 
 def decode_transaction_binding(buf, offset: int = 0) -> tuple[TransactionBinding, int]:
     """Decode one `transaction_binding` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_transaction_binding(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6708,7 +6636,9 @@ def iter_transaction_binding(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``transaction_binding[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6738,7 +6668,9 @@ def encode_transaction_binding(value: TransactionBinding) -> bytes:
 
 def decode_op_prepared_mutation(buf, offset: int = 0) -> tuple[OpPreparedMutation, int]:
     """Decode one `op_prepared_mutation` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_prepared_mutation(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6751,7 +6683,9 @@ def iter_op_prepared_mutation(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_prepared_mutation[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6781,7 +6715,9 @@ def encode_op_prepared_mutation(value: OpPreparedMutation) -> bytes:
 
 def decode_op_mixed_member(buf, offset: int = 0) -> tuple[OpMixedMember, int]:
     """Decode one `op_mixed_member` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_op_mixed_member(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6794,7 +6730,9 @@ def iter_op_mixed_member(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``op_mixed_member[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6824,7 +6762,9 @@ def encode_op_mixed_member(value: OpMixedMember) -> bytes:
 
 def decode_zgw_file_header(buf, offset: int = 0) -> tuple[ZgwFileHeader, int]:
     """Decode one `zgw_file_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_file_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6837,7 +6777,9 @@ def iter_zgw_file_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_file_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6867,7 +6809,9 @@ def encode_zgw_file_header(value: ZgwFileHeader) -> bytes:
 
 def decode_zgw_frame(buf, offset: int = 0) -> tuple[ZgwFrame, int]:
     """Decode one `zgw_frame` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_frame(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6880,7 +6824,9 @@ def iter_zgw_frame(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_frame[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6910,7 +6856,9 @@ def encode_zgw_frame(value: ZgwFrame) -> bytes:
 
 def decode_zgw_frame_header(buf, offset: int = 0) -> tuple[ZgwFrameHeader, int]:
     """Decode one `zgw_frame_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_frame_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6923,7 +6871,9 @@ def iter_zgw_frame_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_frame_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6953,7 +6903,9 @@ def encode_zgw_frame_header(value: ZgwFrameHeader) -> bytes:
 
 def decode_zgw_envelope_size(buf, offset: int = 0) -> tuple[ZgwEnvelopeSize, int]:
     """Decode one `zgw_envelope_size` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_envelope_size(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6966,7 +6918,9 @@ def iter_zgw_envelope_size(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_envelope_size[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -6996,7 +6950,9 @@ def encode_zgw_envelope_size(value: ZgwEnvelopeSize) -> bytes:
 
 def decode_graph_envelope(buf, offset: int = 0) -> tuple[GraphEnvelope, int]:
     """Decode one `graph_envelope` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_graph_envelope(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7009,7 +6965,9 @@ def iter_graph_envelope(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``graph_envelope[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7039,7 +6997,9 @@ def encode_graph_envelope(value: GraphEnvelope) -> bytes:
 
 def decode_zgw_begin(buf, offset: int = 0) -> tuple[ZgwBegin, int]:
     """Decode one `zgw_begin` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_begin(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7052,7 +7012,9 @@ def iter_zgw_begin(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_begin[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7082,7 +7044,9 @@ def encode_zgw_begin(value: ZgwBegin) -> bytes:
 
 def decode_artifact_descriptor(buf, offset: int = 0) -> tuple[ArtifactDescriptor, int]:
     """Decode one `artifact_descriptor` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_artifact_descriptor(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7095,7 +7059,9 @@ def iter_artifact_descriptor(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``artifact_descriptor[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7125,7 +7091,9 @@ def encode_artifact_descriptor(value: ArtifactDescriptor) -> bytes:
 
 def decode_required_ref(buf, offset: int = 0) -> tuple[RequiredRef, int]:
     """Decode one `required_ref` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_required_ref(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7138,7 +7106,9 @@ def iter_required_ref(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``required_ref[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7168,7 +7138,9 @@ def encode_required_ref(value: RequiredRef) -> bytes:
 
 def decode_optional_ref(buf, offset: int = 0) -> tuple[OptionalRef, int]:
     """Decode one `optional_ref` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_optional_ref(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7181,7 +7153,9 @@ def iter_optional_ref(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``optional_ref[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7211,7 +7185,9 @@ def encode_optional_ref(value: OptionalRef) -> bytes:
 
 def decode_commit_state(buf, offset: int = 0) -> tuple[CommitState, int]:
     """Decode one `commit_state` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_commit_state(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7224,7 +7200,9 @@ def iter_commit_state(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``commit_state[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7254,7 +7232,9 @@ def encode_commit_state(value: CommitState) -> bytes:
 
 def decode_zgw_commit(buf, offset: int = 0) -> tuple[ZgwCommit, int]:
     """Decode one `zgw_commit` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7267,7 +7247,9 @@ def iter_zgw_commit(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_commit[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7297,7 +7279,9 @@ def encode_zgw_commit(value: ZgwCommit) -> bytes:
 
 def decode_zgop_key(buf, offset: int = 0) -> tuple[ZgopKey, int]:
     """Decode one `zgop_key` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgop_key(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7310,7 +7294,9 @@ def iter_zgop_key(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgop_key[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7340,7 +7326,9 @@ def encode_zgop_key(value: ZgopKey) -> bytes:
 
 def decode_zgop_expected(buf, offset: int = 0) -> tuple[ZgopExpected, int]:
     """Decode one `zgop_expected` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgop_expected(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7353,7 +7341,9 @@ def iter_zgop_expected(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgop_expected[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7383,7 +7373,9 @@ def encode_zgop_expected(value: ZgopExpected) -> bytes:
 
 def decode_zgop(buf, offset: int = 0) -> tuple[Zgop, int]:
     """Decode one `zgop` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgop(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7396,7 +7388,9 @@ def iter_zgop(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgop[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7426,7 +7420,9 @@ def encode_zgop(value: Zgop) -> bytes:
 
 def decode_zgw_mutation(buf, offset: int = 0) -> tuple[ZgwMutation, int]:
     """Decode one `zgw_mutation` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_mutation(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7439,7 +7435,9 @@ def iter_zgw_mutation(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_mutation[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7469,7 +7467,9 @@ def encode_zgw_mutation(value: ZgwMutation) -> bytes:
 
 def decode_zgw_inventory(buf, offset: int = 0) -> tuple[ZgwInventory, int]:
     """Decode one `zgw_inventory` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_inventory(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7482,7 +7482,9 @@ def iter_zgw_inventory(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_inventory[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7512,7 +7514,9 @@ def encode_zgw_inventory(value: ZgwInventory) -> bytes:
 
 def decode_zgw_reclaim_intent(buf, offset: int = 0) -> tuple[ZgwReclaimIntent, int]:
     """Decode one `zgw_reclaim_intent` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_reclaim_intent(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7525,7 +7529,9 @@ def iter_zgw_reclaim_intent(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_reclaim_intent[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7555,7 +7561,9 @@ def encode_zgw_reclaim_intent(value: ZgwReclaimIntent) -> bytes:
 
 def decode_descriptor_list(buf, offset: int = 0) -> tuple[DescriptorList, int]:
     """Decode one `descriptor_list` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_descriptor_list(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7568,7 +7576,9 @@ def iter_descriptor_list(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``descriptor_list[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7598,7 +7608,9 @@ def encode_descriptor_list(value: DescriptorList) -> bytes:
 
 def decode_zgw_reclaim_complete(buf, offset: int = 0) -> tuple[ZgwReclaimComplete, int]:
     """Decode one `zgw_reclaim_complete` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgw_reclaim_complete(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7611,7 +7623,9 @@ def iter_zgw_reclaim_complete(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgw_reclaim_complete[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7641,7 +7655,9 @@ def encode_zgw_reclaim_complete(value: ZgwReclaimComplete) -> bytes:
 
 def decode_spill_binding(buf, offset: int = 0) -> tuple[SpillBinding, int]:
     """Decode one `spill_binding` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_spill_binding(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7654,7 +7670,9 @@ def iter_spill_binding(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``spill_binding[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7684,7 +7702,9 @@ def encode_spill_binding(value: SpillBinding) -> bytes:
 
 def decode_zgcp_prepared_inventory(buf, offset: int = 0) -> tuple[ZgcpPreparedInventory, int]:
     """Decode one `zgcp_prepared_inventory` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgcp_prepared_inventory(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7697,7 +7717,9 @@ def iter_zgcp_prepared_inventory(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgcp_prepared_inventory[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7727,7 +7749,9 @@ def encode_zgcp_prepared_inventory(value: ZgcpPreparedInventory) -> bytes:
 
 def decode_zgcp_captured_base(buf, offset: int = 0) -> tuple[ZgcpCapturedBase, int]:
     """Decode one `zgcp_captured_base` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgcp_captured_base(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7740,7 +7764,9 @@ def iter_zgcp_captured_base(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgcp_captured_base[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7770,7 +7796,9 @@ def encode_zgcp_captured_base(value: ZgcpCapturedBase) -> bytes:
 
 def decode_zgcp_participant(buf, offset: int = 0) -> tuple[ZgcpParticipant, int]:
     """Decode one `zgcp_participant` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgcp_participant(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7783,7 +7811,9 @@ def iter_zgcp_participant(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgcp_participant[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7813,7 +7843,9 @@ def encode_zgcp_participant(value: ZgcpParticipant) -> bytes:
 
 def decode_fold_authority(buf, offset: int = 0) -> tuple[FoldAuthority, int]:
     """Decode one `fold_authority` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_fold_authority(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7826,7 +7858,9 @@ def iter_fold_authority(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``fold_authority[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7856,7 +7890,9 @@ def encode_fold_authority(value: FoldAuthority) -> bytes:
 
 def decode_captured_base_value(buf, offset: int = 0) -> tuple[CapturedBaseValue, int]:
     """Decode one `captured_base_value` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_captured_base_value(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7869,7 +7905,9 @@ def iter_captured_base_value(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``captured_base_value[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7899,7 +7937,9 @@ def encode_captured_base_value(value: CapturedBaseValue) -> bytes:
 
 def decode_protected_value(buf, offset: int = 0) -> tuple[ProtectedValue, int]:
     """Decode one `protected_value` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_protected_value(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7912,7 +7952,9 @@ def iter_protected_value(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``protected_value[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7942,7 +7984,9 @@ def encode_protected_value(value: ProtectedValue) -> bytes:
 
 def decode_frame_block(buf, offset: int = 0) -> tuple[FrameBlock, int]:
     """Decode one `frame_block` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_frame_block(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7955,7 +7999,9 @@ def iter_frame_block(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``frame_block[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -7985,7 +8031,9 @@ def encode_frame_block(value: FrameBlock) -> bytes:
 
 def decode_frame_file(buf, offset: int = 0) -> tuple[FrameFile, int]:
     """Decode one `frame_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_frame_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7998,7 +8046,9 @@ def iter_frame_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``frame_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8028,7 +8078,9 @@ def encode_frame_file(value: FrameFile) -> bytes:
 
 def decode_manifest_block(buf, offset: int = 0, *, version: int) -> tuple[ManifestBlock, int]:
     """Decode one `manifest_block` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_manifest_block(mv, offset, len(mv), version)
     except DecodeError as exc:
@@ -8041,7 +8093,9 @@ def iter_manifest_block(buf, offset: int = 0, end: int | None = None, *, version
     A failure raises with the record's index in the path (``manifest_block[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8071,7 +8125,9 @@ def encode_manifest_block(value: ManifestBlock, *, version: int) -> bytes:
 
 def decode_manifest_file(buf, offset: int = 0) -> tuple[ManifestFile, int]:
     """Decode one `manifest_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_manifest_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8084,7 +8140,9 @@ def iter_manifest_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``manifest_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8114,7 +8172,9 @@ def encode_manifest_file(value: ManifestFile) -> bytes:
 
 def decode_epoch_alias(buf, offset: int = 0) -> tuple[EpochAlias, int]:
     """Decode one `epoch_alias` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_epoch_alias(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8127,7 +8187,9 @@ def iter_epoch_alias(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``epoch_alias[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8157,7 +8219,9 @@ def encode_epoch_alias(value: EpochAlias) -> bytes:
 
 def decode_manifest_segment(buf, offset: int = 0) -> tuple[ManifestSegment, int]:
     """Decode one `manifest_segment` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_manifest_segment(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8170,7 +8234,9 @@ def iter_manifest_segment(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``manifest_segment[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8200,7 +8266,9 @@ def encode_manifest_segment(value: ManifestSegment) -> bytes:
 
 def decode_embedding_tower(buf, offset: int = 0) -> tuple[EmbeddingTower, int]:
     """Decode one `embedding_tower` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_embedding_tower(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8213,7 +8281,9 @@ def iter_embedding_tower(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``embedding_tower[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8243,7 +8313,9 @@ def encode_embedding_tower(value: EmbeddingTower) -> bytes:
 
 def decode_embedding_epoch(buf, offset: int = 0) -> tuple[EmbeddingEpoch, int]:
     """Decode one `embedding_epoch` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_embedding_epoch(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8256,7 +8328,9 @@ def iter_embedding_epoch(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``embedding_epoch[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8286,7 +8360,9 @@ def encode_embedding_epoch(value: EmbeddingEpoch) -> bytes:
 
 def decode_column_def(buf, offset: int = 0) -> tuple[ColumnDef, int]:
     """Decode one `column_def` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_column_def(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8299,7 +8375,9 @@ def iter_column_def(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``column_def[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8329,7 +8407,9 @@ def encode_column_def(value: ColumnDef) -> bytes:
 
 def decode_clustering_range(buf, offset: int = 0) -> tuple[ClusteringRange, int]:
     """Decode one `clustering_range` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_clustering_range(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8342,7 +8422,9 @@ def iter_clustering_range(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``clustering_range[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8372,7 +8454,9 @@ def encode_clustering_range(value: ClusteringRange) -> bytes:
 
 def decode_tsr1_body(buf, offset: int = 0, *, segment_count: int) -> tuple[Tsr1Body, int]:
     """Decode one `tsr1_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_tsr1_body(mv, offset, len(mv), segment_count)
     except DecodeError as exc:
@@ -8385,7 +8469,9 @@ def iter_tsr1_body(buf, offset: int = 0, end: int | None = None, *, segment_coun
     A failure raises with the record's index in the path (``tsr1_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8415,7 +8501,9 @@ def encode_tsr1_body(value: Tsr1Body, *, segment_count: int) -> bytes:
 
 def decode_graph_object(buf, offset: int = 0) -> tuple[GraphObject, int]:
     """Decode one `graph_object` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_graph_object(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8428,7 +8516,9 @@ def iter_graph_object(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``graph_object[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8458,7 +8548,9 @@ def encode_graph_object(value: GraphObject) -> bytes:
 
 def decode_zgen_row(buf, offset: int = 0) -> tuple[ZgenRow, int]:
     """Decode one `zgen_row` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgen_row(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8471,7 +8563,9 @@ def iter_zgen_row(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgen_row[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8501,7 +8595,9 @@ def encode_zgen_row(value: ZgenRow) -> bytes:
 
 def decode_zgen_extension(buf, offset: int = 0) -> tuple[ZgenExtension, int]:
     """Decode one `zgen_extension` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgen_extension(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8514,7 +8610,9 @@ def iter_zgen_extension(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgen_extension[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8544,7 +8642,9 @@ def encode_zgen_extension(value: ZgenExtension) -> bytes:
 
 def decode_graph_section(buf, offset: int = 0) -> tuple[GraphSection, int]:
     """Decode one `graph_section` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_graph_section(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8557,7 +8657,9 @@ def iter_graph_section(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``graph_section[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8587,7 +8689,9 @@ def encode_graph_section(value: GraphSection) -> bytes:
 
 def decode_zgr3_body(buf, offset: int = 0) -> tuple[Zgr3Body, int]:
     """Decode one `zgr3_body` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_zgr3_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8600,7 +8704,9 @@ def iter_zgr3_body(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``zgr3_body[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8630,7 +8736,9 @@ def encode_zgr3_body(value: Zgr3Body) -> bytes:
 
 def decode_manifest_extension(buf, offset: int = 0, *, version: int, segment_count: int) -> tuple[ManifestExtension, int]:
     """Decode one `manifest_extension` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_manifest_extension(mv, offset, len(mv), version, segment_count)
     except DecodeError as exc:
@@ -8643,7 +8751,9 @@ def iter_manifest_extension(buf, offset: int = 0, end: int | None = None, *, ver
     A failure raises with the record's index in the path (``manifest_extension[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8673,7 +8783,9 @@ def encode_manifest_extension(value: ManifestExtension, *, version: int, segment
 
 def decode_manifest_payload(buf, offset: int = 0, *, version: int) -> tuple[ManifestPayload, int]:
     """Decode one `manifest_payload` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_manifest_payload(mv, offset, len(mv), version)
     except DecodeError as exc:
@@ -8686,7 +8798,9 @@ def iter_manifest_payload(buf, offset: int = 0, end: int | None = None, *, versi
     A failure raises with the record's index in the path (``manifest_payload[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8716,7 +8830,9 @@ def encode_manifest_payload(value: ManifestPayload, *, version: int) -> bytes:
 
 def decode_purge_token_input(buf, offset: int = 0) -> tuple[PurgeTokenInput, int]:
     """Decode one `purge_token_input` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_purge_token_input(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8729,7 +8845,9 @@ def iter_purge_token_input(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``purge_token_input[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8759,7 +8877,9 @@ def encode_purge_token_input(value: PurgeTokenInput) -> bytes:
 
 def decode_purge_payload(buf, offset: int = 0) -> tuple[PurgePayload, int]:
     """Decode one `purge_payload` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_purge_payload(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8772,7 +8892,9 @@ def iter_purge_payload(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``purge_payload[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8802,7 +8924,9 @@ def encode_purge_payload(value: PurgePayload) -> bytes:
 
 def decode_purge_block(buf, offset: int = 0) -> tuple[PurgeBlock, int]:
     """Decode one `purge_block` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_purge_block(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8815,7 +8939,9 @@ def iter_purge_block(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``purge_block[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8845,7 +8971,9 @@ def encode_purge_block(value: PurgeBlock) -> bytes:
 
 def decode_purge_file(buf, offset: int = 0) -> tuple[PurgeFile, int]:
     """Decode one `purge_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_purge_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8858,7 +8986,9 @@ def iter_purge_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``purge_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8888,7 +9018,9 @@ def encode_purge_file(value: PurgeFile) -> bytes:
 
 def decode_epoch_digest_input(buf, offset: int = 0) -> tuple[EpochDigestInput, int]:
     """Decode one `epoch_digest_input` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_epoch_digest_input(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8901,7 +9033,9 @@ def iter_epoch_digest_input(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``epoch_digest_input[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8931,7 +9065,9 @@ def encode_epoch_digest_input(value: EpochDigestInput) -> bytes:
 
 def decode_epoch_digest_input_v1(buf, offset: int = 0) -> tuple[EpochDigestInputV1, int]:
     """Decode one `epoch_digest_input_v1` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_epoch_digest_input_v1(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8944,7 +9080,9 @@ def iter_epoch_digest_input_v1(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``epoch_digest_input_v1[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -8974,7 +9112,9 @@ def encode_epoch_digest_input_v1(value: EpochDigestInputV1) -> bytes:
 
 def decode_digest_tower(buf, offset: int = 0) -> tuple[DigestTower, int]:
     """Decode one `digest_tower` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_digest_tower(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8987,7 +9127,9 @@ def iter_digest_tower(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``digest_tower[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9017,7 +9159,9 @@ def encode_digest_tower(value: DigestTower) -> bytes:
 
 def decode_region_entry(buf, offset: int = 0) -> tuple[RegionEntry, int]:
     """Decode one `region_entry` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_region_entry(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9030,7 +9174,9 @@ def iter_region_entry(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``region_entry[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9060,7 +9206,9 @@ def encode_region_entry(value: RegionEntry) -> bytes:
 
 def decode_segment_header(buf, offset: int = 0) -> tuple[SegmentHeader, int]:
     """Decode one `segment_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_segment_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9073,7 +9221,9 @@ def iter_segment_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``segment_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9103,7 +9253,9 @@ def encode_segment_header(value: SegmentHeader) -> bytes:
 
 def decode_vector_header(buf, offset: int = 0) -> tuple[VectorHeader, int]:
     """Decode one `vector_header` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_vector_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9116,7 +9268,9 @@ def iter_vector_header(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``vector_header[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9146,7 +9300,9 @@ def encode_vector_header(value: VectorHeader) -> bytes:
 
 def decode_vector_codes_region(buf, offset: int = 0) -> tuple[VectorCodesRegion, int]:
     """Decode one `vector_codes_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_vector_codes_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9159,7 +9315,9 @@ def iter_vector_codes_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``vector_codes_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9189,7 +9347,9 @@ def encode_vector_codes_region(value: VectorCodesRegion) -> bytes:
 
 def decode_bit4_factors(buf, offset: int = 0) -> tuple[Bit4Factors, int]:
     """Decode one `bit4_factors` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_bit4_factors(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9202,7 +9362,9 @@ def iter_bit4_factors(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``bit4_factors[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9232,7 +9394,9 @@ def encode_bit4_factors(value: Bit4Factors) -> bytes:
 
 def decode_int8_factors(buf, offset: int = 0) -> tuple[Int8Factors, int]:
     """Decode one `int8_factors` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_int8_factors(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9245,7 +9409,9 @@ def iter_int8_factors(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``int8_factors[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9275,7 +9441,9 @@ def encode_int8_factors(value: Int8Factors) -> bytes:
 
 def decode_vector_factors_region(buf, offset: int = 0) -> tuple[VectorFactorsRegion, int]:
     """Decode one `vector_factors_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_vector_factors_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9288,7 +9456,9 @@ def iter_vector_factors_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``vector_factors_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9318,7 +9488,9 @@ def encode_vector_factors_region(value: VectorFactorsRegion) -> bytes:
 
 def decode_vector_rescore_region(buf, offset: int = 0) -> tuple[VectorRescoreRegion, int]:
     """Decode one `vector_rescore_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_vector_rescore_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9331,7 +9503,9 @@ def iter_vector_rescore_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``vector_rescore_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9361,7 +9535,9 @@ def encode_vector_rescore_region(value: VectorRescoreRegion) -> bytes:
 
 def decode_columns_region(buf, offset: int = 0) -> tuple[ColumnsRegion, int]:
     """Decode one `columns_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_columns_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9374,7 +9550,9 @@ def iter_columns_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``columns_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9404,7 +9582,9 @@ def encode_columns_region(value: ColumnsRegion) -> bytes:
 
 def decode_dictionary_column(buf, offset: int = 0, *, rows: int) -> tuple[DictionaryColumn, int]:
     """Decode one `dictionary_column` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_dictionary_column(mv, offset, len(mv), rows)
     except DecodeError as exc:
@@ -9417,7 +9597,9 @@ def iter_dictionary_column(buf, offset: int = 0, end: int | None = None, *, rows
     A failure raises with the record's index in the path (``dictionary_column[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9447,7 +9629,9 @@ def encode_dictionary_column(value: DictionaryColumn, *, rows: int) -> bytes:
 
 def decode_column_data(buf, offset: int = 0, *, type: int, rows: int) -> tuple[ColumnData, int]:
     """Decode one `column_data` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_column_data(mv, offset, len(mv), type, rows)
     except DecodeError as exc:
@@ -9460,7 +9644,9 @@ def iter_column_data(buf, offset: int = 0, end: int | None = None, *, type: int,
     A failure raises with the record's index in the path (``column_data[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9490,7 +9676,9 @@ def encode_column_data(value: ColumnData, *, type: int, rows: int) -> bytes:
 
 def decode_alive_region(buf, offset: int = 0) -> tuple[AliveRegion, int]:
     """Decode one `alive_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_alive_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9503,7 +9691,9 @@ def iter_alive_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``alive_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9533,7 +9723,9 @@ def encode_alive_region(value: AliveRegion) -> bytes:
 
 def decode_checksum_entry(buf, offset: int = 0) -> tuple[ChecksumEntry, int]:
     """Decode one `checksum_entry` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_checksum_entry(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9546,7 +9738,9 @@ def iter_checksum_entry(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``checksum_entry[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9576,7 +9770,9 @@ def encode_checksum_entry(value: ChecksumEntry) -> bytes:
 
 def decode_checksum_table_region(buf, offset: int = 0) -> tuple[ChecksumTableRegion, int]:
     """Decode one `checksum_table_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_checksum_table_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9589,7 +9785,9 @@ def iter_checksum_table_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``checksum_table_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9619,7 +9817,9 @@ def encode_checksum_table_region(value: ChecksumTableRegion) -> bytes:
 
 def decode_document_version(buf, offset: int = 0) -> tuple[DocumentVersion, int]:
     """Decode one `document_version` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_document_version(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9632,7 +9832,9 @@ def iter_document_version(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``document_version[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9662,7 +9864,9 @@ def encode_document_version(value: DocumentVersion) -> bytes:
 
 def decode_document_versions_region(buf, offset: int = 0) -> tuple[DocumentVersionsRegion, int]:
     """Decode one `document_versions_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_document_versions_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9675,7 +9879,9 @@ def iter_document_versions_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``document_versions_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9705,7 +9911,9 @@ def encode_document_versions_region(value: DocumentVersionsRegion) -> bytes:
 
 def decode_stored_metadata_region(buf, offset: int = 0) -> tuple[StoredMetadataRegion, int]:
     """Decode one `stored_metadata_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_stored_metadata_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9718,7 +9926,9 @@ def iter_stored_metadata_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``stored_metadata_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9748,7 +9958,9 @@ def encode_stored_metadata_region(value: StoredMetadataRegion) -> bytes:
 
 def decode_stored_text_region(buf, offset: int = 0) -> tuple[StoredTextRegion, int]:
     """Decode one `stored_text_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_stored_text_region(mv, offset, len(mv))
     except DecodeError as exc:
@@ -9761,7 +9973,9 @@ def iter_stored_text_region(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``stored_text_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9791,7 +10005,9 @@ def encode_stored_text_region(value: StoredTextRegion) -> bytes:
 
 def decode_graph_node_block(buf, offset: int = 0, *, code_bytes: int, max_degree: int) -> tuple[GraphNodeBlock, int]:
     """Decode one `graph_node_block` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_graph_node_block(mv, offset, len(mv), code_bytes, max_degree)
     except DecodeError as exc:
@@ -9804,7 +10020,9 @@ def iter_graph_node_block(buf, offset: int = 0, end: int | None = None, *, code_
     A failure raises with the record's index in the path (``graph_node_block[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -9834,7 +10052,9 @@ def encode_graph_node_block(value: GraphNodeBlock, *, code_bytes: int, max_degre
 
 def decode_graph_node_blocks_region(buf, offset: int = 0, *, region_len: int) -> tuple[GraphNodeBlocksRegion, int]:
     """Decode one `graph_node_blocks_region` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_graph_node_blocks_region(mv, offset, len(mv), region_len)
     except DecodeError as exc:
@@ -9847,7 +10067,9 @@ def iter_graph_node_blocks_region(buf, offset: int = 0, end: int | None = None, 
     A failure raises with the record's index in the path (``graph_node_blocks_region[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:

@@ -111,6 +111,7 @@ class Result:
     failure: Failure | None = None
     bad_checksums: list[Node] = dataclasses.field(default_factory=list)
     truncated: bool = False  # stopped at --limit
+    count: int = 0  # records decoded (also when streamed away with on_record)
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -176,13 +177,17 @@ def detect(head: bytes, families: dict[str, ir.Family]) -> tuple[ir.Family, ir.D
 class _Tracer:
     def __init__(self, root_stream: BinaryIO, base_path: str) -> None:
         self.root = root_stream
+        self.format: Callable[[Node, ir.Field | None, Any], str] = lambda n, f, v: repr(v)
+        self.reset(base_path)
+
+    def reset(self, base_path: str) -> None:
+        """Forget the previous record (the traced definitions are built once per run)."""
         self.stack: list[Node] = []
         self.top: list[Node] = []
-        self.bases: dict[int, tuple[int | None, str | None]] = {id(root_stream): (0, None)}
+        self.bases: dict[int, tuple[int | None, str | None]] = {id(self.root): (0, None)}
         self.items: dict[int, int] = {}
         self.base_path = base_path
         self.bad: list[Node] = []
-        self.format: Callable[[Node, ir.Field | None, Any], str] = lambda n, f, v: repr(v)
 
     def _locate(self, stream: BinaryIO, pos: int) -> tuple[int | None, str | None, int]:
         """(absolute offset or None, region path or None, offset in region)."""
@@ -484,10 +489,21 @@ def coerce_params(mod: Any, fam: ir.Family, record: str, params: dict[str, Any])
 def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record: str,
                    params: dict[str, Any], *, how: str = "", repeat: bool = False,
                    then: str | None = None, limit: int | None = None, full: bool = False,
-                   offset: int = 0, progress: Callable[[int], None] | None = None) -> Result:
+                   offset: int = 0, progress: Callable[[int], None] | None = None,
+                   on_record: Callable[[Node], None] | None = None) -> Result:
     """Decode ``record`` from ``stream``; with ``repeat`` records of that kind until the
     end, with ``then`` one ``record`` and then ``then`` records until the end. One record
-    is held at a time (bounded memory); ``limit`` stops after that many records."""
+    is held at a time: with ``on_record`` each finished record is handed over and not
+    kept (bounded memory); ``limit`` stops after that many records."""
+
+    def keep(nodes: list[Node]) -> None:
+        result.count += len(nodes)
+        if on_record is None:
+            result.records.extend(nodes)
+        else:
+            for n in nodes:
+                on_record(n)
+
     for name in (record, then):
         if name is not None and (name not in fam.records
                                  or getattr(mod, f"C_{name}", None) is None):
@@ -496,6 +512,9 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
     params = coerce_params(mod, fam, record, params)
     result = Result(fam.name, record, how, size, [])
     fields_of = _fields_of(mod, fam)
+    tracer = _Tracer(stream, record)
+    tracer.format = formatter(fam, full)
+    cons: dict[str, cs.Construct] = {}
     stream.seek(offset)
     index = 0
     current = record
@@ -509,21 +528,23 @@ def inspect_stream(stream: BinaryIO, size: int, mod: Any, fam: ir.Family, record
         if index == 1 and then is not None:
             current, params = then, coerce_params(mod, fam, then, {})
         seq = repeat or then is not None
-        tracer = _Tracer(stream, f"{current}[{index}]" if seq else current)
-        tracer.format = formatter(fam, full)
-        con = _Traced(traced(getattr(mod, f"C_{current}"), tracer, fields_of), tracer,
-                      "record", None)
-        con.name = current
+        tracer.reset(f"{current}[{index}]" if seq else current)
+        con = cons.get(current)
+        if con is None:  # copying the definition is the costly part: once per record kind
+            con = _Traced(traced(getattr(mod, f"C_{current}"), tracer, fields_of), tracer,
+                          "record", None)
+            con.name = current
+            cons[current] = con
         try:
             con.parse_stream(stream, **params)
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            result.records.extend(tracer.top)
-            result.bad_checksums.extend(tracer.bad)
             result.failure = _failure(exc, tracer, tracer.base_path)
+            keep(tracer.top)
+            result.bad_checksums.extend(tracer.bad)
             return result
-        result.records.extend(tracer.top)
+        keep(tracer.top)
         result.bad_checksums.extend(tracer.bad)
         index += 1
         if progress is not None:
@@ -584,17 +605,16 @@ def _where(n: Node) -> str:
     return f"{n.offset:>8}" if n.offset is not None else "       ?"
 
 
-def render_text(res: Result, read: Callable[[int, int], bytes] | None = None,
-                max_nodes: int | None = None) -> str:
-    lines = [f"{res.family}.{res.record} ({res.how}); {res.size} bytes",
-             f"{'offset':>8} {'size':>7}  path = value"]
-    shown = 0
+def render_head(family: str, record: str, how: str, size: int) -> str:
+    return (f"{family}.{record} ({how}); {size} bytes\n"
+            f"{'offset':>8} {'size':>7}  path = value\n")
 
-    def emit(n: Node, depth: int) -> bool:
-        nonlocal shown
-        if max_nodes is not None and shown >= max_nodes:
-            return False
-        shown += 1
+
+def render_record(top: Node, read: Callable[[int, int], bytes] | None = None) -> str:
+    """One decoded record (and everything under it) as lines of text."""
+    lines: list[str] = []
+
+    def emit(n: Node, depth: int) -> None:
         size = "" if n.size is None else str(n.size)
         pad = "  " * depth
         label = n.path if depth == 0 else n.name
@@ -613,21 +633,30 @@ def render_text(res: Result, read: Callable[[int, int], bytes] | None = None,
             for i in range(0, len(raw), 16):
                 more = "…" if i + 16 >= len(raw) and n.end - n.offset > 64 else ""
                 lines.append(f"{'':>8} {'':>7}  {pad}  | {raw[i:i + 16].hex(' ')}{more}")
-        return all(emit(c, depth + 1) for c in n.children)
+        for c in n.children:
+            emit(c, depth + 1)
 
-    complete = all(emit(r, 0) for r in res.records)
-    if not complete:
-        lines.append(f"... (stopped after {max_nodes} lines; use --limit or --json)")
+    emit(top, 0)
+    return "\n".join(lines) + "\n"
+
+
+def render_tail(res: Result) -> str:
+    lines = []
     if res.truncated:
-        lines.append(f"... (stopped after {len(res.records)} records: --limit)")
+        lines.append(f"... (stopped after {res.count} records: --limit)")
     lines.extend(f"note: {n}" for n in res.notes)
     for n in res.bad_checksums:
         lines.append(f"checksum mismatch: {n.path} at offset {n.offset}: {n.checksum}")
     if res.failure is not None:
         lines.append(f"error: {res.failure}")
     elif res.ok:
-        lines.append(f"ok: {len(res.records)} record(s), every checksum verified")
+        lines.append(f"ok: {res.count} record(s), every checksum verified")
     return "\n".join(lines) + "\n"
+
+
+def render_text(res: Result, read: Callable[[int, int], bytes] | None = None) -> str:
+    return (render_head(res.family, res.record, res.how, res.size)
+            + "".join(render_record(r, read) for r in res.records) + render_tail(res))
 
 
 def render_at(res: Result, offset: int) -> str:

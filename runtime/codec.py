@@ -58,8 +58,15 @@ def text_error(exc: UnicodeDecodeError, base: int, encoding: str, path: str) -> 
                            path=path, found=exc.object[exc.start:exc.end])
 
 
+def _upto(mv: Any, end: int) -> Any:
+    """``mv`` cut at ``end`` without copying (the fast path may hand over plain bytes)."""
+    if end == len(mv):
+        return mv
+    return (mv if isinstance(mv, memoryview) else memoryview(mv))[:end]
+
+
 def uleb128(mv: memoryview, pos: int, end: int, path: str) -> tuple[int, int]:
-    return varint.decode_uleb128(mv[:end], pos, path=path)
+    return varint.decode_uleb128(_upto(mv, end), pos, path=path)
 
 
 uleb128_encode = varint.encode_uleb128
@@ -239,10 +246,19 @@ class Compressed(cs.Subconstruct):
                                offset=at, path=self.fieldname, codecs=self.codecs)
         _save_plain(context, self.fieldname, plain)
         sub = cs.io.BytesIO(plain)
-        value = self.subcon._parsereport(sub, context, path)
-        if sub.tell() != len(plain):  # as the fast path: the plain bytes are all used
-            raise ConstraintError("decompressed section has trailing bytes",
-                                  path=_cpath(path), expected=len(plain), found=sub.tell())
+        try:
+            value = self.subcon._parsereport(sub, context, path)
+            if sub.tell() != len(plain):  # as the fast path: the plain bytes are all used
+                raise ConstraintError("decompressed section has trailing bytes",
+                                      offset=sub.tell(), path=_cpath(path),
+                                      expected=len(plain), found=sub.tell())
+        except DecodeError as exc:
+            # As the fast path: an offset inside the plain bytes is not an offset of the
+            # input, so report the compressed field's start and keep the inner one in text.
+            if exc.offset is not None:
+                exc.message += f" (at +{exc.offset} in the section decompressed from offset {at})"
+            exc.offset = at
+            raise
         return value
 
     def _build(self, obj, stream, context, path):
@@ -514,6 +530,31 @@ class RepeatToEnd(cs.Subconstruct):
     def _sizeof(self, context, path):
         raise cs.SizeofError("repeat to end has no fixed size", path=path)
 
+    def _emitparse(self, code):
+        # compiled, the item loop runs the compiled item parser (an interpreted loop here
+        # would run every item interpreted, which defeats compile()); the log variant,
+        # which catches any failure, stays interpreted
+        if self.stop_on_error:
+            raise NotImplementedError
+        fname = f"parse_repeattoend_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(io, this):
+                pos = io.tell()
+                end = io.seek(0, 2)
+                io.seek(pos)
+                items = ListContainer()
+                while pos < end:
+                    item = {self.subcon._compileparse(code)}
+                    nxt = io.tell()
+                    if nxt <= pos:
+                        raise ConstraintError("repeated item consumes no bytes", offset=pos,
+                                              path="")
+                    items.append(item)
+                    pos = nxt
+                return items
+        """)
+        return f"{fname}(io, this)"
+
 
 class RepeatUntil(cs.Subconstruct):
     """Items of ``subcon`` up to and including the first for which ``predicate`` holds
@@ -615,11 +656,11 @@ def attr(obj: Any, name: str, offset: int, path: str) -> Any:
 # -- varint kinds, terminated strings, region-relative names ----------------------------
 
 def sleb128(mv: memoryview, pos: int, end: int, path: str) -> tuple[int, int]:
-    return varint.decode_sleb128(mv[:end], pos, path=path)
+    return varint.decode_sleb128(_upto(mv, end), pos, path=path)
 
 
 def zigzag(mv: memoryview, pos: int, end: int, path: str) -> tuple[int, int]:
-    return varint.decode_zigzag(mv[:end], pos, path=path)
+    return varint.decode_zigzag(_upto(mv, end), pos, path=path)
 
 
 sleb128_encode = varint.encode_sleb128
@@ -665,8 +706,8 @@ class Leb128(cs.Construct):
 
 def find_term(mv: memoryview, term: bytes, pos: int, end: int, path: str) -> int:
     """Offset of ``term`` in ``mv[pos:end]`` (any alignment); missing is a truncation."""
-    obj = mv.obj
-    if isinstance(obj, (bytes, bytearray)) and len(obj) == mv.nbytes:
+    obj = mv if isinstance(mv, bytes) else mv.obj  # the fast path may pass bytes itself
+    if isinstance(obj, (bytes, bytearray)) and len(obj) == (len(mv) if obj is mv else mv.nbytes):
         at = obj.find(term, pos, end)
     else:
         at = bytes(mv[pos:end]).find(term)
@@ -798,6 +839,21 @@ class ClosedEnum(cs.Subconstruct):
 
     def _build(self, obj, stream, context, path):
         return self.subcon._build(obj, stream, context, path)
+
+    def _emitparse(self, code):
+        # the happy path compiled; a bad value goes back to _parse's rule for its error
+        fname = f"parse_closedenum_{code.allocateId()}"
+        self._compileinstance(code)  # registers linkedinstances/parsers/builders
+        code.append(f"""
+            def {fname}(io, this):
+                at = io.tell()
+                raw = {self.subcon._compileparse(code)}
+                if raw not in {set(self.values)!r}:
+                    io.seek(at)
+                    return linkedinstances[{id(self)}]._parse(io, this, "")
+                return raw
+        """)
+        return f"{fname}(io, this)"
 
 
 # -- compiled parsing that checks every read -------------------------------------------

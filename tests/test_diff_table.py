@@ -193,3 +193,26 @@ def test_project_except_list():
         (BASE, "old"), (edited([(STAMP, STAMP.replace("stamp", "created"))]), "new"))],
         allow=set(diff.project_excepts({"diff": {"except": ["field-renamed"]}})))
     assert rep.exit_code == 0 and all(f.allowed for f in rep.findings)
+
+
+def test_cli_junit_and_project_except(tmp_path, capsys):
+    from bytewright.cli.main import main
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    (old / "demo.yaml").write_text(BASE, encoding="utf-8")
+    (new / "demo.yaml").write_text(edited([(STAMP, STAMP.replace("stamp", "created"))]),
+                                   encoding="utf-8")
+    assert main(["diff", str(old), str(new), "--format", "junit"]) == 1
+    assert 'failures="1"' in capsys.readouterr().out
+    proj = tmp_path / "bytewright.toml"
+    proj.write_text('name = "demo"\nschemas = ["new"]\noutput = "generated"\n\n'
+                    '[diff]\nexcept = ["field-renamed"]\n', encoding="utf-8")
+    assert main(["diff", str(old), str(new), "--project", str(proj)]) == 0
+    out = capsys.readouterr().out
+    assert "API-BREAKING  P001 field-renamed (allowed)" in out
+    proj.write_text('schemas = ["new"]\noutput = "generated"\n[diff]\nexcept = ["W999"]\n',
+                    encoding="utf-8")
+    assert main(["diff", str(old), str(new), "--project", str(proj)]) == 2
+    assert "unknown rule" in capsys.readouterr().err

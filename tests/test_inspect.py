@@ -178,9 +178,12 @@ def test_streams_repeated_records_with_limit(tmp_path, families):
     assert res.records[4].offset == 4 * len(one)
     # read as far as needed (each sized part at most twice), not the 1 MB file
     assert stream.read_total <= 2 * 5 * len(one) < size // 50
-    seen = []
-    res = inspector.run_target(CountingFile(big), size, target, modules, progress=seen.append)
-    assert len(res.records) == 2000 and res.ok and seen[-1] == size
+    seen, handed = [], []
+    res = inspector.run_target(CountingFile(big), size, target, modules, progress=seen.append,
+                               on_record=lambda n: handed.append(n.offset))
+    assert res.ok and res.count == 2000 and seen[-1] == size
+    assert res.records == []  # streamed away: memory holds one record at a time
+    assert handed == [i * len(one) for i in range(2000)]
 
 
 @pytest.mark.parametrize("rule,needle", [

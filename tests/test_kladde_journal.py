@@ -239,11 +239,11 @@ def test_crc_matches_but_records_do_not_decode_is_corrupt(tmp_path):
         Store.open(path)
 
 
-def test_record_breaking_a_bound_on_replay_is_corrupt(tmp_path):
+def test_replay_that_would_materialise_4_gib_hits_the_resource_limit(tmp_path):
     path, _ = _journaled(tmp_path, txns=[[jn.write(1, 0, b"a")]])
     data = bytearray(path.read_bytes())
     f = load(bytes(data))
-    # a Splice whose result would exceed 2**32 - 1 bytes: decodes, then breaks a bound
+    # a Resize to 2**32 - 9 bytes: a legal record, but replaying it would allocate 4 GiB
     big = jn.encode_records([jn.resize(1, (1 << 32) - 1 - 8), ])
     _rechain(data, f.epoch, f.header.journal_pointer, [big])
     f = load(bytes(data), limits=Limits(replay_allocation_bytes=1 << 40))

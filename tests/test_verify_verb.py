@@ -106,3 +106,20 @@ def test_kladde_head_only_record_reports_uncovered_bytes(tmp_path):
     (r,) = verify.verify_many([str(f)], table)
     assert r["ok"] and r["family"] == "kladde" and r["record"] == "header_page"
     assert r["uncovered"] == f.stat().st_size - 4096  # every page after the header page
+
+
+def test_failure_inside_a_codec_is_a_bad_line_not_a_crash(tmp_path, capsys):
+    """A decompression failure raised with views of the mapped file on the stack: the
+    map must still close (no BufferError, exit 1, one BAD line naming offset and field)."""
+    raw = bytearray(data_of("htt/zstd_compressed.hex"))
+    raw[101] ^= 0xFF  # inside the zstd-compressed snapshot
+    f = tmp_path / "z.htt"
+    f.write_bytes(bytes(raw))
+    trunc = tmp_path / "t.htt"
+    trunc.write_bytes(data_of("htt/wal_all_ops_v2.hex")[:-5])
+    code, out, err = run(["verify", str(f), str(trunc)], capsys)
+    assert code == 1, err
+    bad = [ln for ln in out.splitlines() if ln.startswith("BAD")]
+    assert len(bad) == 2
+    assert "zstd decompression failed" in bad[0] and "htt_file.snapshot" in bad[0]
+    assert "offset" in bad[1] and "internal error" not in err

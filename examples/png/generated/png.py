@@ -132,7 +132,6 @@ _T7 = (('width', 0, 4), ('height', 4, 4), ('bit_depth', 8, 1), ('color_type', 9,
 # -- fast path: decoders and encoders -----------------------------------------------
 
 def _d_png_file(mv, pos, end):
-    start = pos
     if pos + 8 > end:
         raise _short(pos, end, _T1)
     f_signature, = _S0.unpack_from(mv, pos)
@@ -157,7 +156,6 @@ def _d_png_file(mv, pos, end):
     return PngFile(f_chunks), pos
 
 def _e_png_file(out, v):
-    start = len(out)
     out += _S0.pack(b'\x89PNG\r\n\x1a\n')
     for _j, _x in enumerate(v.chunks):
         if bool((_x.chunk_type == 1229278788)) != (_j == len(v.chunks) - 1):
@@ -166,7 +164,6 @@ def _e_png_file(out, v):
         _e_chunk(out, _x)
 
 def _d_chunk(mv, pos, end):
-    start = pos
     if pos + 8 > end:
         raise _short(pos, end, _T3)
     f_length, f_chunk_type = _S2.unpack_from(mv, pos)
@@ -210,7 +207,6 @@ def _d_chunk(mv, pos, end):
     return Chunk(f_chunk_type, f_data), pos
 
 def _e_chunk(out, v):
-    start = len(out)
     _s_chunk_type = len(out) + 4
     _at_length = len(out) + 0
     out += _S2.pack(0, v.chunk_type)
@@ -230,7 +226,6 @@ def _e_chunk(out, v):
     out += _S4.pack(f_crc)
 
 def _d_ihdr(mv, pos, end):
-    start = pos
     if pos + 13 > end:
         raise _short(pos, end, _T7)
     f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S6.unpack_from(mv, pos)
@@ -253,14 +248,15 @@ def _d_ihdr(mv, pos, end):
     return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method), pos
 
 def _e_ihdr(out, v):
-    start = len(out)
     out += _S6.pack(v.width, v.height, v.bit_depth, v.color_type, v.compression_method, v.filter_method, v.interlace_method)
 
 # -- fast path: public API ------------------------------------------------------------
 
 def decode_png_file(buf, offset: int = 0) -> tuple[PngFile, int]:
     """Decode one `png_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_png_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -273,7 +269,9 @@ def iter_png_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``png_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -303,7 +301,9 @@ def encode_png_file(value: PngFile) -> bytes:
 
 def decode_chunk(buf, offset: int = 0) -> tuple[Chunk, int]:
     """Decode one `chunk` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_chunk(mv, offset, len(mv))
     except DecodeError as exc:
@@ -316,7 +316,9 @@ def iter_chunk(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``chunk[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -346,7 +348,9 @@ def encode_chunk(value: Chunk) -> bytes:
 
 def decode_ihdr(buf, offset: int = 0) -> tuple[Ihdr, int]:
     """Decode one `ihdr` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_ihdr(mv, offset, len(mv))
     except DecodeError as exc:
@@ -359,7 +363,9 @@ def iter_ihdr(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``ihdr[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:

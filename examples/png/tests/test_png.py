@@ -7,7 +7,6 @@ the format rather than against itself.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import struct
 import subprocess
@@ -17,20 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from bytewright.generator import project
 from bytewright.runtime.errors import ChecksumError, DecodeError
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _codec():
-    spec = importlib.util.spec_from_file_location("example_png_codec", ROOT / "generated" / "png.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-png = _codec()
+# The project's generated module, loaded as `bytewright check` loads it (plug-ins included).
+png = project.load(ROOT / "bytewright.toml").load_module("png")
 
 
 def chunk(kind: bytes, data: bytes) -> bytes:

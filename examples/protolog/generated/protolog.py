@@ -122,7 +122,6 @@ _T5 = (('kind', 0, 1),)
 # -- fast path: decoders and encoders -----------------------------------------------
 
 def _d_log_file(mv, pos, end):
-    start = pos
     if pos + 5 > end:
         raise _short(pos, end, _T1)
     f_magic, f_version = _S0.unpack_from(mv, pos)
@@ -150,13 +149,11 @@ def _d_log_file(mv, pos, end):
     return LogFile(f_version, f_records), pos
 
 def _e_log_file(out, v):
-    start = len(out)
     out += _S0.pack(b'PLOG', v.version)
     for _x in v.records:
         _e_record(out, _x)
 
 def _d_record(mv, pos, end):
-    start = pos
     _s_body_len = pos
     _at = pos
     if pos < end and mv[pos] < 128:
@@ -191,7 +188,6 @@ def _d_record(mv, pos, end):
     return Record(f_body), pos
 
 def _e_record(out, v):
-    start = len(out)
     _s_body_len = len(out)
     _at_body_len = len(out)
     _ps = len(out)
@@ -204,7 +200,6 @@ def _e_record(out, v):
     out += _S2.pack(f_crc)
 
 def _d_event(mv, pos, end):
-    start = pos
     _at = pos
     if pos < end and mv[pos] < 128:
         f_seq = mv[pos]
@@ -282,7 +277,6 @@ def _d_event(mv, pos, end):
     return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload), pos
 
 def _e_event(out, v):
-    start = len(out)
     out += _uleb128_encode(v.seq)
     out += _S4.pack(v.kind)
     out += _zigzag_encode(v.time_delta)
@@ -307,7 +301,9 @@ def _e_event(out, v):
 
 def decode_log_file(buf, offset: int = 0) -> tuple[LogFile, int]:
     """Decode one `log_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_log_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -320,7 +316,9 @@ def iter_log_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``log_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -350,7 +348,9 @@ def encode_log_file(value: LogFile) -> bytes:
 
 def decode_record(buf, offset: int = 0) -> tuple[Record, int]:
     """Decode one `record` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -363,7 +363,9 @@ def iter_record(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``record[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -393,7 +395,9 @@ def encode_record(value: Record) -> bytes:
 
 def decode_event(buf, offset: int = 0) -> tuple[Event, int]:
     """Decode one `event` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_event(mv, offset, len(mv))
     except DecodeError as exc:
@@ -406,7 +410,9 @@ def iter_event(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``event[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:

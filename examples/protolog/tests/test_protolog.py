@@ -6,7 +6,6 @@ Records are built here by an independent hand encoder (varints written by hand,
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import struct
 import subprocess
@@ -16,21 +15,14 @@ from pathlib import Path
 import google_crc32c
 import pytest
 
+from bytewright.generator import project
 from bytewright.runtime.errors import ChecksumError, DecodeError
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _codec():
-    spec = importlib.util.spec_from_file_location("example_protolog_codec",
-                                                  ROOT / "generated" / "protolog.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-log = _codec()
+# The project's generated module, loaded as `bytewright check` loads it (plug-ins included).
+log = project.load(ROOT / "bytewright.toml").load_module("protolog")
 
 
 def uleb(n: int) -> bytes:

@@ -109,7 +109,6 @@ _T6 = (('check', 0, 8),)
 # -- fast path: decoders and encoders -----------------------------------------------
 
 def _d_wal_file(mv, pos, end):
-    start = pos
     if pos + 24 > end:
         raise _short(pos, end, _T1)
     f_magic, f_format_version, f_page_size, f_checkpoint_seq, f_salt1, f_salt2 = _S0.unpack_from(mv, pos)
@@ -156,7 +155,6 @@ def _d_wal_file(mv, pos, end):
     return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames), pos
 
 def _e_wal_file(out, v):
-    start = len(out)
     _s_magic = len(out) + 0
     _e_salt2 = len(out) + 24
     out += _S0.pack(v.magic, 3007000, v.page_size, v.checkpoint_seq, v.salt1, v.salt2)
@@ -169,7 +167,6 @@ def _e_wal_file(out, v):
         f__chain = _S2.unpack_from(out, len(out) - 8)[0]
 
 def _d_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
-    start = pos
     if pos + 16 > end:
         raise _short(pos, end, _T5)
     f_page_number, f_commit_size, f_salt1, f_salt2 = _S4.unpack_from(mv, pos)
@@ -201,7 +198,6 @@ def _d_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data), pos
 
 def _e_frame(out, v, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
-    start = len(out)
     _s_page_number = len(out) + 0
     out += _S4.pack(v.page_number, v.commit_size, v.salt1, v.salt2)
     _b = v.data
@@ -216,7 +212,9 @@ def _e_frame(out, v, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
 
 def decode_wal_file(buf, offset: int = 0) -> tuple[WalFile, int]:
     """Decode one `wal_file` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_wal_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -229,7 +227,9 @@ def iter_wal_file(buf, offset: int = 0, end: int | None = None):
     A failure raises with the record's index in the path (``wal_file[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:
@@ -259,7 +259,9 @@ def encode_wal_file(value: WalFile) -> bytes:
 
 def decode_frame(buf, offset: int = 0, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> tuple[Frame, int]:
     """Decode one `frame` at ``offset``; returns (value, end offset)."""
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
         return _d_frame(mv, offset, len(mv), prev, order, page_size, hdr_salt1, hdr_salt2)
     except DecodeError as exc:
@@ -272,7 +274,9 @@ def iter_frame(buf, offset: int = 0, end: int | None = None, *, prev: int = 0, o
     A failure raises with the record's index in the path (``frame[17]...``);
     records already yielded are intact, which is what recovery scans rely on.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    # bytes are read directly: their slices are bytes already (no memoryview object per
+    # field, no copy back to bytes); other buffers go through a memoryview
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     pos, i = offset, 0
     try:

@@ -6,7 +6,6 @@ test, not imported from the plug-in), then read by the generated codec.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import struct
 import subprocess
@@ -15,20 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from bytewright.generator import project
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the plug-in module, as a user's own code would be importable
 
 
-def _codec():
-    spec = importlib.util.spec_from_file_location("example_walchain_codec",
-                                                  ROOT / "generated" / "walchain.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-wal = _codec()
+# The project's generated module, loaded as `bytewright check` loads it (plug-ins included).
+wal = project.load(ROOT / "bytewright.toml").load_module("walchain")
 BIG, LITTLE = 0x377F0683, 0x377F0682
 
 

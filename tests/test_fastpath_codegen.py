@@ -1,0 +1,158 @@
+"""Fast-path code generation for speed (issue 16 item 2): the faster forms must decode and
+encode exactly what the plain forms did, with the same errors.
+
+Covered: 128-bit integer arrays unpacked as one cached Struct of u64 pairs (both byte
+orders, signed and unsigned, extreme values); ``bytes`` inputs read directly (no
+memoryview) giving the same values and errors as memoryview/bytearray inputs; varint and
+terminator helpers on bytes cut at ``end``; simple records encoded inline in repeat
+loops; the Construct path's entry loop (``repeat: eos``) and closed enums compiled by
+``compile()`` instead of linked back to the interpreter.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bytewright.generated import htt as h
+from bytewright.runtime import codec
+from bytewright.runtime.errors import (
+    ConstraintError,
+    DecodeError,
+    EncodeError,
+    TruncatedError,
+)
+
+EXTREMES = [-(1 << 127), (1 << 127) - 1, 0, -1, 1, 1 << 64, -(1 << 64), (1 << 64) - 1]
+FULL = h.SemTailLayout.full
+
+
+def _entry(seq: int, dims: list[int] | None) -> h.WalEntry:
+    tail = h.TailFull(dims) if dims is not None else None
+    meta = [h.MetaPair("_child_index", "3"), h.MetaPair("kind", "ℓeaf")]
+    return h.WalEntry(seq, h.WalOp.INSERT, f"/a/{seq}", h.InsertBody(b"\x00data", meta, tail))
+
+
+def test_q64_64_tail_extremes_round_trip_and_match_from_bytes():
+    e = _entry(1, EXTREMES)
+    data = h.encode_wal_entry(e, semantic_dims=len(EXTREMES), tail_layout=FULL)
+    tail = data[-4 - 16 * len(EXTREMES):-4]
+    assert [int.from_bytes(tail[i:i + 16], "little", signed=True)
+            for i in range(0, len(tail), 16)] == EXTREMES
+    for buf in (data, memoryview(data), bytearray(data)):
+        back, end = h.decode_wal_entry(buf, semantic_dims=len(EXTREMES), tail_layout=FULL)
+        assert back == e and end == len(data)
+    assert h.construct_decode_wal_entry(data, semantic_dims=len(EXTREMES),
+                                        tail_layout=FULL, compiled=True) == e
+
+
+def test_q64_64_out_of_range_is_an_encode_error():
+    with pytest.raises(EncodeError):
+        h.encode_wal_entry(_entry(1, [1 << 127]), semantic_dims=1, tail_layout=FULL)
+
+
+@pytest.mark.parametrize("kind", [bytes, memoryview, bytearray])
+def test_truncated_tail_same_error_for_every_buffer_kind(kind):
+    data = h.encode_wal_entry(_entry(1, [5] * 20), semantic_dims=20, tail_layout=FULL)
+    cut = data[:len(data) - 4 - 17]  # the tail loses one element and one byte
+    with pytest.raises(TruncatedError) as info:
+        h.decode_wal_entry(kind(cut), semantic_dims=20, tail_layout=FULL)
+    ref = len(data) - 4 - 16 * 20  # the tail's first byte: the count is checked up front
+    assert info.value.offset == ref
+    assert info.value.path == "wal_entry.body.tail.dims"
+
+
+@pytest.mark.parametrize("kind", [bytes, memoryview, bytearray])
+def test_iter_over_every_buffer_kind_same_values_and_index_in_errors(kind):
+    entries = [_entry(i, [i, -i, 1 << 100]) for i in range(1, 6)]
+    data = b"".join(h.encode_wal_entry(e, semantic_dims=3, tail_layout=FULL) for e in entries)
+    got = [v for v, _ in h.iter_wal_entry(kind(data), semantic_dims=3, tail_layout=FULL)]
+    assert got == entries
+    assert type(got[0].body.data) is bytes and type(got[0].key) is str
+    bad = bytearray(data)
+    bad[-1] ^= 0xFF  # the last entry's CRC
+    with pytest.raises(DecodeError) as info:
+        list(h.iter_wal_entry(kind(bytes(bad)), semantic_dims=3, tail_layout=FULL))
+    assert info.value.path == "wal_entry[4].entry_crc"
+
+
+WIDE = """
+bytewright: 1
+family: wide
+records:
+  arrays:
+    params: {n: {type: int}}
+    fields:
+      - {name: sle, type: i128, repeat: {count: n}}
+      - {name: ule, type: u128, repeat: {count: n}}
+      - {name: sbe, type: i128be, repeat: {count: n}}
+      - {name: ube, type: u128be, repeat: {count: n}}
+  pair:
+    fields:
+      - {name: k, type: str, length: u8}
+      - {name: v, type: u16be}
+  pairs:
+    fields:
+      - {name: items, type: pair, repeat: {prefix: u8}}
+"""
+
+
+def test_wide_arrays_both_byte_orders_all_paths(schema_module):
+    m = schema_module(WIDE)
+    s = [-(1 << 127), (1 << 127) - 1, -1, 0]
+    u = [(1 << 128) - 1, 0, 1 << 64, (1 << 64) - 1]
+    value = m.Arrays(s, u, s, u)
+    data = m.encode_arrays(value, n=4)
+    assert data[:16] == (-(1 << 127)).to_bytes(16, "little", signed=True)
+    assert data[128:144] == (-(1 << 127)).to_bytes(16, "big", signed=True)
+    assert data[192:208] == ((1 << 128) - 1).to_bytes(16, "big")
+    assert m.decode_arrays(data, n=4) == (value, len(data))
+    assert m.construct_encode_arrays(value, n=4) == data
+    assert m.construct_decode_arrays(data, n=4, compiled=True) == value
+    with pytest.raises(TruncatedError):
+        m.decode_arrays(data[:-1], n=4)
+    with pytest.raises(EncodeError):
+        m.encode_arrays(m.Arrays(s, [-1, 0, 0, 0], s, u), n=4)  # negative into u128
+
+
+def test_simple_records_encoded_inline_match_construct(schema_module):
+    m = schema_module(WIDE)
+    value = m.Pairs([m.Pair("a", 1), m.Pair("ßé", 0xBEEF), m.Pair("", 0)])
+    data = m.encode_pairs(value)
+    assert data == b"\x03\x01a\x00\x01\x04\xc3\x9f\xc3\xa9\xbe\xef\x00\x00\x00"
+    assert m.construct_encode_pairs(value) == data
+    assert m.decode_pairs(data) == (value, len(data))
+    with pytest.raises(EncodeError):
+        m.encode_pairs(m.Pairs([m.Pair("a", 1 << 16)]))
+
+
+def test_varint_and_terminator_helpers_honour_end_on_bytes():
+    raw = b"\x80\x01\x05ab\x00cd"
+    for buf in (raw, memoryview(raw)):
+        assert codec.uleb128(buf, 0, len(raw), "x") == (128, 2)
+        with pytest.raises(TruncatedError):
+            codec.uleb128(buf, 0, 1, "x")  # cut inside the varint
+        assert codec.find_term(buf, b"\x00", 3, len(raw), "s") == 5
+        with pytest.raises(TruncatedError):
+            codec.find_term(buf, b"\x00", 3, 5, "s")  # terminator beyond end
+
+
+def test_construct_entry_loop_and_enums_compile():
+    con = h._compiled("wal_section")
+    # compiled, not linked back to the interpreted _parse
+    assert "def parse_repeattoend_" in con.source
+    assert "def parse_closedenum_" in con.source
+    entries = [_entry(i, None) for i in range(1, 4)]
+    body = h.encode_wal_header(h.WalHeader(3, 1)) + b"".join(
+        h.encode_wal_entry(e, semantic_dims=0, tail_layout=FULL) for e in entries)
+    kw = dict(block_compressed=False, algorithm=h.CompressionAlgorithm.zstd,
+              semantic_dims=0, tail_layout=FULL)
+    fast, _ = h.decode_wal_section(body, **kw)
+    assert fast.entries == entries
+    assert h.construct_decode_wal_section(body, compiled=True, **kw) == fast
+    bad = bytearray(body)
+    bad[8 + 4] = 99  # first entry's op: not a wal_op value
+    with pytest.raises(ConstraintError) as info:
+        h.construct_decode_wal_section(bytes(bad), compiled=True, **kw)
+    assert info.value.offset == 12
+    with pytest.raises(TruncatedError):
+        h.construct_decode_wal_section(body[:-1], compiled=True, **kw)
