@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..generator import diff, diff_rules
+from ..generator import diff, diff_rules, docs
 from ..generator import project as project_mod
 from . import common
 
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compare version N against N+1 of RECORD within one schema "
                         "(OLD, default the shipped schemas)")
     p.add_argument("--family", help="with --versions: the family holding RECORD")
-    p.add_argument("--format", choices=sorted(diff.RENDERERS), default="text")
+    p.add_argument("--format", choices=sorted([*diff.RENDERERS, "html"]), default="text")
     p.add_argument("--allow", action="append", default=[], metavar="RULE_ID",
                    help="accept findings of this rule (id or name); repeatable")
     p.add_argument("--code", action="store_true",
@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
                 report.code_diff = diff.code_diff(old, new)
     except diff.DiffError as exc:
         raise common.UsageError(str(exc)) from exc  # main prints it on one line
-    sys.stdout.write(diff.RENDERERS[args.format](report))
+    render = docs.render_diff_html if args.format == "html" else diff.RENDERERS[args.format]
+    sys.stdout.write(render(report))
     return report.exit_code
 
 

@@ -253,12 +253,12 @@ def _compact(args) -> int:
 
 
 def _salvage(args) -> int:
-    from ..runtime.htt import recovery
+    from ..runtime.htt import salvage
     from ..runtime.htt.errors import StoreError
 
     try:
         with _quiet_library_log():
-            report = recovery.salvage(args.file, args.into)
+            report = salvage.salvage(args.file, args.into)
     except (DecodeError, OSError, StoreError) as exc:
         return _fail(args, exc)
     if args.json:

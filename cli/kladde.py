@@ -85,8 +85,9 @@ def _fold(kf, args) -> int:
     import warnings
 
     from ..runtime.kladde import Store
+    from ..runtime.kladde import journal as jn
 
-    j = kf.journal
+    j = jn.journal_of(kf)
     if j.damaged and args.discard_after != j.stop_offset:
         raise _Refused(f"journal damaged at offset {j.stop_offset} with {j.valid_after} "
                        f"valid-looking transactions after it; run `bytewright kladde salvage` "
@@ -112,7 +113,7 @@ def _salvage(kf, args) -> int:
     from ..runtime.kladde import journal as jn
 
     txns = jn.salvage(kf.data)
-    recovered = len(kf.journal.transactions)
+    recovered = len(jn.journal_of(kf).transactions)
     if os.path.exists(args.out):
         raise _Refused(f"{args.out} exists; salvage never overwrites")
     with Store.create(args.out) as out:
@@ -135,6 +136,8 @@ def _salvage(kf, args) -> int:
 
 
 def _info(kf, args) -> int:
+    from ..runtime.kladde import journal as jn
+
     h = kf.header
     data = {
         "slot": kf.slot, "epoch": kf.epoch, "pages": kf.npages,
@@ -146,7 +149,7 @@ def _info(kf, args) -> int:
                    "consolidator_state": h.consolidator_state,
                    "root_fingerprint": h.root_fingerprint.hex(),
                    "journal_pointer": h.journal_pointer},
-        "journal": _journal_data(kf.journal),
+        "journal": _journal_data(jn.journal_of(kf)),
         "header_slots": _slots(kf),
     }
     if args.json:
@@ -159,7 +162,7 @@ def _info(kf, args) -> int:
         print(f"  {k}: {v}")
     for line in data["header_slots"]:
         print(f"  {line}")
-    print(f"  {kf.journal.describe()}")
+    print(f"  {jn.journal_of(kf).describe()}")
     return 0
 
 
@@ -191,12 +194,13 @@ def _dump(kf, args) -> int:
 
 def _resolve(kf, args) -> int:
     from ..runtime.kladde import check_no_conflicts
+    from ..runtime.kladde import journal as jn
     from ..runtime.kladde.reader import FRAG_INLINE, FRAG_REF
 
     if args.check:
         check_no_conflicts(kf)
     if args.current:
-        cur = kf.current()
+        cur = jn.current_state(kf)
         if args.id is None:
             out = [{"id": i, "size": cur.size(i)} for i in cur.ids()]
             if args.json:

@@ -540,56 +540,7 @@ def drift_records(old_text: str, family: ir.Family | None) -> list[str]:
     return sorted(name for name in set(new) | set(old) if new.get(name) != old.get(name))
 
 
-def render_html(report: Report, lines: bool = True) -> str:
-    """A page with every finding and, for each record the change touches, its old and
-    new layouts drawn side by side (the docs' version-to-version view)."""
-    from html import escape
-
-    from . import docs, svg
-
-    parts = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-             f"<title>bytewright diff {escape(report.old)} -&gt; {escape(report.new)}</title>",
-             "<style>body{font:14px system-ui,sans-serif;margin:24px}"
-             ".compare{display:flex;flex-wrap:wrap;gap:16px}.compare .legend{flex-basis:100%}"
-             ".mark{border:2px solid;padding:0 6px;margin-right:6px}"
-             "li.breaking{color:#b42318}svg.bw-diagram{border:1px solid #e2e8f0}</style>",
-             "</head><body>",
-             f"<h1>bytewright diff: {escape(report.old)} → {escape(report.new)}</h1>"]
-    c = report.counts()
-    parts.append("<p>" + ", ".join(f"{n} {escape(k.lower())}" for k, n in c.items())
-                 + ("; <strong>BREAKING</strong>" if report.breaking else "") + "</p><ul>")
-    for f in report.findings:
-        cls = ' class="breaking"' if f.breaking else ""
-        parts.append(f"<li{cls}><code>{f.rule.id}</code> {escape(f.rule.category)} "
-                     f"{escape(f.rule.name)}: <code>{escape(f.subject)}</code>: "
-                     f"{escape(f.message)}" + "".join(
-                         f"<br>&nbsp;&nbsp;– {escape(d)}" for d in f.details) + "</li>")
-    parts.append("</ul>")
-    if report.sides is not None:
-        old, new = report.sides
-        touched = {tuple(f.subject.split(".")[:2]) for f in report.findings
-                   if f.rule.category != dr.DOC}
-        for fam_name, rec_name in sorted(touched):
-            of, nf = old.families.get(fam_name), new.families.get(fam_name)
-            if of is None or nf is None or rec_name not in of.records \
-                    or rec_name not in nf.records:
-                continue
-            orec = docs._record(of.records[rec_name], of, old)
-            nrec = docs._record(nf.records[rec_name], nf, new)
-            parts.append(f'<h2 id="{escape(fam_name)}.{escape(rec_name)}">'
-                         f"{escape(fam_name)}.{escape(rec_name)}</h2>")
-            for olay in orec["layouts"]:
-                nlay = next((n for n in nrec["layouts"] if n["label"] == olay["label"]),
-                            None) or (nrec["layouts"][-1] if len(orec["layouts"]) == 1
-                                      else None)
-                if nlay is None:
-                    continue
-                parts.append(svg.compare_svg(
-                    olay, nlay, f"old {rec_name} {olay['label']}",
-                    f"new {rec_name} {nlay['label']}", ident=f"{rec_name}-{olay['id']}"))
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
-
-
 RENDERERS = {"text": render_text, "json": render_json, "github": render_github,
-             "junit": render_junit, "html": render_html}
+             "junit": render_junit}
+"""Text renderers of a report; ``docs.render_diff_html`` draws the HTML view (it needs the
+docs' record model, and docs builds on this module)."""

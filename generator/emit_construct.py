@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import ir
 from .expr import parse
+from .layout import numpy_code
 from .model import call_args, camel, enum_class, flags_class
 from .runtime_names import (
     chain_anchor,
@@ -24,38 +25,6 @@ _INT_NAMES = {(8, False): "Int8u", (8, True): "Int8s", (16, False): "Int16u",
               (16, True): "Int16s", (24, False): "Int24u", (24, True): "Int24s",
               (32, False): "Int32u", (32, True): "Int32s", (64, False): "Int64u",
               (64, True): "Int64s"}
-
-
-def numpy_code(t: ir.Type, family: ir.Family) -> str | None:
-    """numpy dtype string of a scalar type, or None when numpy cannot hold it."""
-    if isinstance(t, ir.RefT) and t.kind in ("enum", "alias", "flags"):
-        table = {"enum": family.enums, "alias": family.aliases, "flags": family.flags}[t.kind]
-        t = table[t.target].base
-    order = "<" if getattr(t, "endian", "le") == "le" else ">"
-    if isinstance(t, ir.IntT) and t.bits in (8, 16, 32, 64):
-        return f"{order}{'i' if t.signed else 'u'}{t.size}"
-    if isinstance(t, ir.FloatT):
-        return f"{order}f{t.size}"
-    if isinstance(t, ir.BytesT) and not t.text and t.size is not None:
-        c = t.size.constant()
-        if isinstance(c, int) and not isinstance(c, bool):
-            return f"V{c}"
-    return None
-
-
-def record_dtype(rec: ir.Record, family: ir.Family) -> list[tuple[str, str]] | None:
-    """A structured dtype for a fixed-size record of scalars (for zero-copy views)."""
-    if rec.params or rec.version_from:
-        return None
-    out = []
-    for f in rec.fields:
-        if f.cond is not None or f.repeat is not None or f.compressed is not None:
-            return None
-        code = numpy_code(f.type, family)
-        if code is None:
-            return None
-        out.append((f.name, code))
-    return out
 
 
 class ConstructEmitter:

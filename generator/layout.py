@@ -12,6 +12,55 @@ from . import ir
 from .problems import Problems
 
 
+def fixed_size(f: ir.Field, aliases: dict, enums: dict, flags: dict) -> int | None:
+    """Byte size of an unconditional fixed-size scalar field, else None."""
+    if f.cond is not None or f.since is not None or f.until is not None or f.repeat \
+            or f.compressed is not None or f.size is not None:
+        return None
+    t = f.type
+    if isinstance(t, ir.RefT):
+        table = {"alias": aliases, "enum": enums, "flags": flags}.get(t.kind)
+        t = table[t.target].base if table is not None else None
+    if isinstance(t, (ir.IntT, ir.FloatT)):
+        return t.size
+    if isinstance(t, ir.BytesT) and t.size is not None and t.prefix is None:
+        n = t.size.constant()
+        return n if isinstance(n, int) and not isinstance(n, bool) else None
+    return None
+
+
+def numpy_code(t: ir.Type, family: ir.Family) -> str | None:
+    """numpy dtype string of a scalar type, or None when numpy cannot hold it."""
+    if isinstance(t, ir.RefT) and t.kind in ("enum", "alias", "flags"):
+        table = {"enum": family.enums, "alias": family.aliases, "flags": family.flags}[t.kind]
+        t = table[t.target].base
+    order = "<" if getattr(t, "endian", "le") == "le" else ">"
+    if isinstance(t, ir.IntT) and t.bits in (8, 16, 32, 64):
+        return f"{order}{'i' if t.signed else 'u'}{t.size}"
+    if isinstance(t, ir.FloatT):
+        return f"{order}f{t.size}"
+    if isinstance(t, ir.BytesT) and not t.text and t.size is not None:
+        c = t.size.constant()
+        if isinstance(c, int) and not isinstance(c, bool):
+            return f"V{c}"
+    return None
+
+
+def record_dtype(rec: ir.Record, family: ir.Family) -> list[tuple[str, str]] | None:
+    """A structured dtype for a fixed-size record of scalars (for zero-copy views)."""
+    if rec.params or rec.version_from:
+        return None
+    out = []
+    for f in rec.fields:
+        if f.cond is not None or f.repeat is not None or f.compressed is not None:
+            return None
+        code = numpy_code(f.type, family)
+        if code is None:
+            return None
+        out.append((f.name, code))
+    return out
+
+
 def type_size(t: ir.Type, family: ir.Family, memo: dict[str, int | None]) -> int | None:
     if isinstance(t, (ir.IntT, ir.FloatT)):
         return t.size

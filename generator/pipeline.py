@@ -23,7 +23,7 @@ import jsonschema
 import yaml
 
 from . import ir, layout, project
-from .emit_construct import ConstructEmitter, record_dtype
+from .emit_construct import ConstructEmitter
 from .emit_fast import FastEmitter
 from .model import annotation, camel, enum_class, flags_class
 from .problems import Problems
@@ -213,7 +213,7 @@ def dtypes(family: ir.Family) -> list[tuple[str, str]]:
     used = {f.type.target for r in family.records.values() for f in r.fields
             if f.view == "numpy" and isinstance(f.type, ir.RefT) and f.type.kind == "record"}
     for name in sorted(used):
-        spec = record_dtype(family.records[name], family)
+        spec = layout.record_dtype(family.records[name], family)
         if spec is not None:
             out.append((camel(name), repr(spec)))
     return out

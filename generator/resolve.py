@@ -13,6 +13,7 @@ from typing import Any
 from ..runtime import registry
 from . import ir
 from .expr import Expr, ExprError, parse
+from .layout import fixed_size, numpy_code, record_dtype
 from .problems import Problems
 from .yamlsource import Source, join
 
@@ -277,20 +278,7 @@ class Resolver:
 
     @staticmethod
     def _fixed_size(f: ir.Field, aliases: dict, enums: dict, flags: dict) -> int | None:
-        """Byte size of an unconditional fixed-size scalar field, else None."""
-        if f.cond is not None or f.since is not None or f.until is not None or f.repeat \
-                or f.compressed is not None or f.size is not None:
-            return None
-        t = f.type
-        if isinstance(t, ir.RefT):
-            table = {"alias": aliases, "enum": enums, "flags": flags}.get(t.kind)
-            t = table[t.target].base if table is not None else None
-        if isinstance(t, (ir.IntT, ir.FloatT)):
-            return t.size
-        if isinstance(t, ir.BytesT) and t.size is not None and t.prefix is None:
-            n = t.size.constant()
-            return n if isinstance(n, int) and not isinstance(n, bool) else None
-        return None
+        return fixed_size(f, aliases, enums, flags)
 
     def check_chain(self, src: Source, f: ir.Field, records: dict[str, ir.Record]) -> None:
         """A chain needs a repeat of one record that has the param and a stored integer
@@ -784,7 +772,6 @@ class Resolver:
                 if rec.version_from is None:
                     self.err(src, f.path, "since/until need the record's 'versions: {from: ...}'")
             if f.view == "numpy":
-                from .emit_construct import numpy_code, record_dtype  # noqa: PLC0415
                 t = f.type
                 ok = f.repeat is not None and (
                     record_dtype(records[t.target], self.family_stub(records)) is not None

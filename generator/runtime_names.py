@@ -10,6 +10,7 @@ import hashlib
 import re
 
 from . import ir
+from .layout import fixed_size
 
 
 def checksum_binding(ck: ir.Checksum) -> str:
@@ -61,12 +62,10 @@ def numeric_bindings(family: ir.Family) -> list[dict]:
 def chain_anchor(family: ir.Family, f: ir.Field) -> tuple[str, int, ir.IntT]:
     """Where a chained repeat reads the previous item's stored value: ("start", k) = k
     bytes after the item's start, ("end", k) = k bytes before its end; and its type."""
-    from .resolve import Resolver  # noqa: PLC0415 - the same fixed-size rule as validation
-
     callee = family.records[f.type.target]
     names = [x.name for x in callee.fields]
     i = names.index(f.chain.source)
-    sizes = [Resolver._fixed_size(x, family.aliases, family.enums, family.flags)
+    sizes = [fixed_size(x, family.aliases, family.enums, family.flags)
              for x in callee.fields]
     t = callee.fields[i].type
     if isinstance(t, ir.RefT):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bytewright.generator import diff
+from bytewright.generator import diff, docs
 
 ROOT = Path(__file__).resolve().parent
 BASE_PATH = ROOT / "data" / "diff_demo.yaml"
@@ -175,7 +175,7 @@ def test_junit_output_fails_only_breaking_rules():
 
 def test_html_view_draws_old_and_new_layouts():
     rep = compare(edited([(COUNT, COUNT.replace("u16", "u32"))]))
-    page = diff.render_html(rep)
+    page = docs.render_diff_html(rep)
     assert page.count("<svg") == 2 and 'class="compare"' in page
     assert "W004" in page and "demo.header" in page
     assert "#ea580c" in page  # count drawn as changed in the new layout

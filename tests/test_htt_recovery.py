@@ -13,7 +13,7 @@ import pytest
 
 from bytewright.cli.main import main
 from bytewright.generated import htt as g
-from bytewright.runtime.htt import recovery
+from bytewright.runtime.htt import recovery, salvage
 from bytewright.runtime.htt.errors import WalDamaged
 from bytewright.runtime.htt.store import Store
 
@@ -233,7 +233,7 @@ def test_block_compressed_damage_side_file_and_salvage(tmp_path, alg):
         assert s.keys() == ["/k0", "/k1"]
         assert s.scan.damage.offset == blocks[2] and s.scan.damage.records_after == 3
     dest = str(tmp_path / "d.htt")
-    rep = recovery.salvage(p, dest)
+    rep = salvage.salvage(p, dest)
     assert (rep.kept_before, rep.kept_after) == (2, 3)
     assert keys(dest) == ["/k0", "/k1", "/k3", "/k4", "/k5"]
     with Store.open(p) as s:

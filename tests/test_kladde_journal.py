@@ -168,11 +168,11 @@ def _journaled(tmp_path, name="j.kladde", txns=TXNS):
 def test_journal_recovers_every_transaction_and_current_state_equals_model(tmp_path):
     path, states = _journaled(tmp_path)
     f = open_file(path)
-    j = f.journal
+    j = jn.journal_of(f)
     assert len(j.transactions) == len(TXNS) and j.stop == "end"
     assert len(j.pages) >= 2  # the stream continued across pages through a trailer
     assert [len(t.records) for t in j.transactions] == [len(t) for t in TXNS]
-    assert f.current().contents() == states[-1]
+    assert jn.current_state(f).contents() == states[-1]
     # the committed state alone is the state before the journal
     assert f.contents() == states[0]
 
@@ -188,8 +188,8 @@ def test_store_open_folds_the_journal_before_a_new_append(tmp_path):
         s.commit()
     f = open_file(path)
     assert f.contents() == states[-1]  # committed now holds the fold
-    assert len(f.journal.transactions) == 1  # only the new transaction
-    assert f.current().read(9) == b"after"
+    assert len(jn.journal_of(f).transactions) == 1  # only the new transaction
+    assert jn.current_state(f).read(9) == b"after"
 
 
 def test_uncommitted_edits_are_not_in_the_journal(tmp_path):
@@ -200,7 +200,7 @@ def test_uncommitted_edits_are_not_in_the_journal(tmp_path):
         s.commit()
         s.write(1, 0, b"lost")  # never committed or flushed
     _model_apply(model, jn.write(1, 0, b"committed"))
-    assert open_file(path).current().contents() == _state(model)
+    assert jn.current_state(open_file(path)).contents() == _state(model)
 
 
 def test_journal_pointer_outside_the_file_is_an_empty_journal(tmp_path):
@@ -208,7 +208,7 @@ def test_journal_pointer_outside_the_file_is_an_empty_journal(tmp_path):
     _base(path)
     f = open_file(path)
     assert f.header.journal_pointer >= f.npages
-    assert f.journal.stop == "empty" and f.journal.transactions == []
+    assert jn.journal_of(f).stop == "empty" and jn.journal_of(f).transactions == []
 
 
 def _rechain(data: bytearray, epoch: int, first_page: int, payloads: list[bytes]) -> None:
@@ -232,7 +232,7 @@ def test_crc_matches_but_records_do_not_decode_is_corrupt(tmp_path):
     _rechain(data, f.epoch, jp, [good, bytes([7, 1])])  # reserved tag 7, chain CRC valid
     f = load(bytes(data))
     with pytest.raises(Corrupt) as exc:
-        f.journal  # noqa: B018
+        jn.journal_of(f)  # noqa: B018
     assert "CRC matches" in str(exc.value) and exc.value.offset == jp * PAGE + (1 + len(good) + 4) + 1
     path.write_bytes(bytes(data))
     with pytest.raises(Corrupt):
@@ -247,23 +247,23 @@ def test_replay_that_would_materialise_4_gib_hits_the_resource_limit(tmp_path):
     big = jn.encode_records([jn.resize(1, (1 << 32) - 1 - 8), ])
     _rechain(data, f.epoch, f.header.journal_pointer, [big])
     f = load(bytes(data), limits=Limits(replay_allocation_bytes=1 << 40))
-    assert len(f.journal.transactions) == 1
+    assert len(jn.journal_of(f).transactions) == 1
     # (materialising 4 GiB is refused by the resource limit instead, with its own error)
     with pytest.raises(jn.ReplayLimit):
-        load(bytes(data)).current()
+        jn.current_state(load(bytes(data)))
 
 
 def test_trailer_pointing_outside_or_back_stops_the_segment(tmp_path):
     path, states = _journaled(tmp_path)
     data = bytearray(path.read_bytes())
     f = load(bytes(data))
-    first = f.journal.pages[0]
+    first = jn.journal_of(f).pages[0]
     for bad_next in (1, len(data) // PAGE + 5, first):
         d = bytearray(data)
         # rewrite the first journal page's trailer with a correct chain CRC but a bad next
         s = jn._Stream(memoryview(bytes(d)), len(d) // PAGE, first,
                        jn.chain_seed(f.epoch + 1))
-        j = f.journal
+        j = jn.journal_of(f)
         # the chain just before the trailer: re-read the stream up to the page end
         t_index = next(i for i, t in enumerate(j.transactions)
                        if t.end // PAGE != t.offset // PAGE)
@@ -275,7 +275,7 @@ def test_trailer_pointing_outside_or_back_stops_the_segment(tmp_path):
         chain = jn._extend(s.chain, jn._next_bytes(bad_next))
         d[first * PAGE:(first + 1) * PAGE] = g.encode_journal_page(
             g.JournalPage(bytes(d[first * PAGE:first * PAGE + 4088]), bad_next, chain))
-        j2 = load(bytes(d)).journal
+        j2 = jn.journal_of(load(bytes(d)))
         assert len(j2.transactions) == t_index
         assert "points at page" in j2.detail
 
@@ -291,16 +291,16 @@ def test_truncation_sweep_every_byte(tmp_path):
     path, states = _journaled(tmp_path, "t.kladde", SMALL)
     data = path.read_bytes()
     f = load(data)
-    txns = f.journal.transactions
+    txns = jn.journal_of(f).transactions
     start, end = txns[0].offset, txns[-1].end
     for cut in range(start, end + 1):
         d = data[:cut] + bytes(len(data) - cut)
-        j = load(d).journal
+        j = jn.journal_of(load(d))
         whole = sum(1 for t in txns if t.end <= cut)
         assert len(j.transactions) == whole, cut
         clean = cut == start or any(t.end == cut for t in txns)
         assert j.stop == ("end" if clean else "torn tail") and j.valid_after == 0, cut
-        assert load(d).current().contents() == states[whole]
+        assert jn.current_state(load(d)).contents() == states[whole]
 
 
 def test_bit_flip_sweep_every_bit_of_every_transaction(tmp_path):
@@ -308,7 +308,7 @@ def test_bit_flip_sweep_every_bit_of_every_transaction(tmp_path):
     given, and the transactions after the damage are reported as valid-looking."""
     path, states = _journaled(tmp_path, "b.kladde", SMALL)
     data = path.read_bytes()
-    txns = load(data).journal.transactions
+    txns = jn.journal_of(load(data)).transactions
     n = len(txns)
     for k, t in enumerate(txns):
         for byte in range(t.offset, t.end):
@@ -316,7 +316,7 @@ def test_bit_flip_sweep_every_bit_of_every_transaction(tmp_path):
                 d = bytearray(data)
                 d[byte] ^= 1 << bit
                 try:
-                    j = load(bytes(d)).journal
+                    j = jn.journal_of(load(bytes(d)))
                 except Corrupt:
                     # a flip the chain does not see cannot happen: every byte is covered
                     pytest.fail(f"flip at {byte}.{bit} decoded as a writer bug")
@@ -326,16 +326,16 @@ def test_bit_flip_sweep_every_bit_of_every_transaction(tmp_path):
                 assert j.valid_after == want, (byte, bit)
                 assert j.stop == ("torn tail" if want == 0 else j.stop)
                 assert j.stop_offset == t.offset
-                assert load(bytes(d)).current().contents() == states[k]
+                assert jn.current_state(load(bytes(d))).contents() == states[k]
 
 
 def test_damage_in_the_middle_is_kept_in_a_side_file_on_open(tmp_path):
     path, states = _journaled(tmp_path, "m.kladde", SMALL)
     data = bytearray(path.read_bytes())
-    t = load(bytes(data)).journal.transactions[2]
+    t = jn.journal_of(load(bytes(data))).transactions[2]
     data[t.offset + 2] ^= 0x40
     path.write_bytes(bytes(data))
-    j = open_file(path).journal
+    j = jn.journal_of(open_file(path))
     assert j.stop == "checksum mismatch" and j.valid_after == 3 and j.damaged
     assert "3 valid-looking transactions follow" in j.describe()
     with pytest.warns(UserWarning, match="valid-looking"):
@@ -409,7 +409,7 @@ def _crash_each_step(tmp_path, setup, action, name):
             with pytest.raises(Crash):
                 action(s)
             s.close()
-            got = open_file(path).current().contents()
+            got = jn.current_state(open_file(path)).contents()
             assert got in (old, new), (at, torn)
             seen.add("new" if got == new and got != old else "old")
             with Store.open(path) as s2:  # the writer open (and its fold) succeeds too
@@ -460,7 +460,7 @@ def test_crash_at_every_step_of_the_fold_on_open(tmp_path):
             p.write_bytes(data)
             with pytest.raises(Crash):
                 Store.open(p, io=CrashIO(at, torn))
-            assert open_file(p).current().contents() == states[-1]
+            assert jn.current_state(open_file(p)).contents() == states[-1]
 
 
 # -- ranged reads ------------------------------------------------------------------------
@@ -474,7 +474,7 @@ def test_ranged_read_on_reader_and_store(tmp_path):
             want = content[off:] if n is None else content[off:off + n]
             assert f.read(i, off, n) == want
     cur = states[-1]
-    c = f.current()
+    c = jn.current_state(f)
     with Store.open(path) as s:
         for i, content in cur.items():
             for off, n in ((0, len(content)), (1, 2), (len(content) // 2, None)):
@@ -563,7 +563,7 @@ def test_cli_fold_refuses_on_damage_and_salvage_recovers(tmp_path, capsys):
 
     path, states = _journaled(tmp_path, "cli.kladde", SMALL)
     data = bytearray(path.read_bytes())
-    t = load(bytes(data)).journal.transactions[2]
+    t = jn.journal_of(load(bytes(data))).transactions[2]
     data[t.offset + 3] ^= 0x01
     path.write_bytes(bytes(data))
     code, out, err = run("kladde", "info", str(path))
@@ -584,7 +584,7 @@ def test_cli_fold_refuses_on_damage_and_salvage_recovers(tmp_path, capsys):
     code, out, err = run("kladde", "salvage", str(path), str(out_path))
     assert code == 0 and "2 before the damage, 3 after it" in out, err
     s = open_file(out_path)
-    assert s.contents() == states[0] and len(s.journal.transactions) == 5
+    assert s.contents() == states[0] and len(jn.journal_of(s).transactions) == 5
     code, _, err = run("kladde", "salvage", str(path), str(out_path))
     assert code == 1 and "never overwrites" in err
     # with the reported offset, fold cuts there and keeps the cut bytes in the side file
@@ -622,7 +622,7 @@ def test_commit_with_a_journal_pointer_below_2_flushes_instead(tmp_path):
         assert s.commit() == 1
     f = open_file(path)
     assert f.read(1) == b"kept" and f.header.journal_pointer >= 2
-    assert f.journal.stop == "empty" and f.epoch == 1
+    assert jn.journal_of(f).stop == "empty" and f.epoch == 1
 
 
 def test_header_slot_report_says_why_a_slot_is_skipped(tmp_path, capsys):
@@ -651,10 +651,10 @@ def test_header_slot_report_says_why_a_slot_is_skipped(tmp_path, capsys):
 def test_a_scan_cut_short_by_its_limit_is_not_taken_for_a_torn_tail(tmp_path):
     path, _ = _journaled(tmp_path, "lim.kladde", SMALL)
     data = bytearray(path.read_bytes())
-    t = load(bytes(data)).journal.transactions[1]
+    t = jn.journal_of(load(bytes(data))).transactions[1]
     data[t.offset + 1] ^= 0x08
-    full = load(bytes(data)).journal
+    full = jn.journal_of(load(bytes(data)))
     assert full.valid_after == 4 and full.scan_complete
-    short = load(bytes(data), limits=Limits(scan_bytes=1)).journal
+    short = jn.journal_of(load(bytes(data), limits=Limits(scan_bytes=1)))
     assert short.valid_after == 0 and not short.scan_complete and short.damaged
     assert short.stop == "checksum mismatch" and "may follow" in short.detail

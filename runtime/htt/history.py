@@ -10,77 +10,31 @@ file that has forgotten its past.
 from __future__ import annotations
 
 import enum
-import glob
 import logging
-import re
 from dataclasses import dataclass
 
 from ...generated.htt import (
-    SemTailLayout,
-    SidecarLayout,
     SidecarSegment,
     WalEntry,
     WalOp,
     decode_sidecar_segment,
-    encode_sidecar_segment,
 )
 from ..errors import DecodeError
 from . import limits
-from .durability import atomic_write
 from .errors import HistoryUnavailable
-from .layout import FileLayout
 from .quantized import TailCodec
+from .sidecars import (  # noqa: F401 - re-exported
+    ARCHIVE,
+    archive,
+    next_sidecar_path,
+    segment_for,
+    segment_tail_layout,
+    sidecar_paths,
+)
 from .state import Node, State
+from .store import Store
 
 log = logging.getLogger("bytewright.htt")
-
-ARCHIVE = "archive"
-_SUFFIX = re.compile(r"\.h(\d{6})$")
-
-
-def sidecar_paths(path: str) -> list[str]:
-    """Existing segments of ``path``, oldest first."""
-    found = []
-    for p in glob.glob(glob.escape(path) + ".h[0-9][0-9][0-9][0-9][0-9][0-9]"):
-        m = _SUFFIX.search(p)
-        if m:
-            found.append((int(m.group(1)), p))
-    return [p for _, p in sorted(found)]
-
-
-def next_sidecar_path(path: str) -> str:
-    existing = sidecar_paths(path)
-    n = int(_SUFFIX.search(existing[-1]).group(1)) + 1 if existing else 1
-    return f"{path}.h{n:06d}"
-
-
-def segment_for(layout: FileLayout, entries: list[WalEntry], first_seq: int,
-                end_seq: int) -> SidecarSegment:
-    flags = layout.flags
-    if flags.quantized or flags.gacl:
-        return SidecarSegment(2, layout.semantic_dims,
-                              SidecarLayout(flags.quantized, flags.gacl),
-                              first_seq, end_seq, entries)
-    return SidecarSegment(1, layout.semantic_dims, None, first_seq, end_seq, entries)
-
-
-def segment_tail_layout(seg: SidecarSegment) -> SemTailLayout:
-    """The tail layout a segment's entries were decoded with (v1: full width)."""
-    if seg.version >= 2 and seg.layout.quantized:
-        return SemTailLayout.quantized_gacl if seg.layout.gacl else SemTailLayout.quantized
-    return SemTailLayout.full
-
-
-def archive(path: str, layout: FileLayout, entries: list[WalEntry], first_seq: int,
-            end_seq: int) -> str | None:
-    """Write one segment crash-safely; returns its path (None if nothing to archive)."""
-    if not entries:
-        return None
-    target = next_sidecar_path(path)
-    atomic_write(target, encode_sidecar_segment(segment_for(layout, entries, first_seq,
-                                                            end_seq)))
-    return target
-
 
 @dataclass(frozen=True)
 class EpochInfo:
@@ -118,8 +72,6 @@ class HistoryReader:
     """Reads ``path``'s sidecars plus the live WAL as one deduplicated entry stream."""
 
     def __init__(self, path: str) -> None:
-        from .store import Store  # local: store imports this module
-
         self.path = path
         with Store.open(path, readonly=True) as store:
             self.layout = store.layout

@@ -34,7 +34,7 @@ from ...generated.htt import (
     encode_wal_header,
 )
 from ..fixedpoint import q64_from_float, q64_to_float
-from . import compaction, gacl, history, recovery, replay
+from . import compaction, gacl, recovery, replay, sidecars
 from .durability import Durability, fsync_dir, write_all
 from .errors import (
     AccessDenied,
@@ -140,7 +140,7 @@ class Store:
         self.fd = fd
         self.durability = durability
         self.fail_closed = gacl_fail_closed
-        if history_retention not in (None, history.ARCHIVE):
+        if history_retention not in (None, sidecars.ARCHIVE):
             raise ValueError(f"history_retention must be None or 'archive', "
                              f"got {history_retention!r}")
         self.retention = history_retention
@@ -663,9 +663,9 @@ class Store:
         archived: list[str] = []
 
         def before_rename() -> None:
-            if self.retention == history.ARCHIVE:
+            if self.retention == sidecars.ARCHIVE:
                 entries = self.committed_entries()
-                p = history.archive(self.path, self.layout, entries, first_seq, self.next_seq)
+                p = sidecars.archive(self.path, self.layout, entries, first_seq, self.next_seq)
                 if p:
                     archived.append(p)
 
@@ -717,7 +717,7 @@ class Store:
             "discarded_files": [os.path.basename(p)
                                 for p in recovery.discarded_paths(self.path)],
             "bounds": self.bounds if h.flags.meaning_addressed else None,
-            "sidecars": [os.path.basename(p) for p in history.sidecar_paths(self.path)],
+            "sidecars": [os.path.basename(p) for p in sidecars.sidecar_paths(self.path)],
         }
 
 

@@ -454,6 +454,19 @@ def salvage(data, *, limits: _limits.Limits = _limits.DEFAULT) -> list[Transacti
     return out
 
 
+def journal_of(table) -> Journal:
+    """The recovered journal segment ``table``'s governing header names (cached on it)."""
+    if table._journal is None:
+        table._journal = recover(table.mv, table.epoch, table.header.journal_pointer,
+                                 limits=table.limits, name=table.name)
+    return table._journal
+
+
+def current_state(table) -> CurrentState:
+    """The current state: ``table``'s committed state with the journal replayed over it."""
+    return CurrentState(table, journal_of(table), limits=table.limits)
+
+
 # -- replay ---------------------------------------------------------------------------------
 
 def apply_record(t, rec: g.JournalRecord) -> None:

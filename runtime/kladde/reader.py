@@ -107,7 +107,7 @@ class KladdeFile:
         self.data = data
         self.name = name
         self.limits = limits
-        self._journal = None
+        self._journal = None  # cached by journal.journal_of (the journal sits above)
         self.mv = memoryview(data)
         self.npages = len(data) // PAGE_SIZE
         self.slot, self.header_slot = pick_header(self.mv, name=name)
@@ -260,21 +260,6 @@ class KladdeFile:
         end = alloc.size if length is None else offset + length
         self._check_refs(alloc, sts, offset, end)  # only the data pages the range reads
         return alloc.content(self.mv, offset, length)
-
-    # -- the journal (facts.md §8) -------------------------------------------------------
-    @property
-    def journal(self):
-        """The recovered journal segment the governing header names."""
-        if self._journal is None:
-            from .journal import recover
-            self._journal = recover(self.mv, self.epoch, self.header.journal_pointer,
-                                    limits=self.limits, name=self.name)
-        return self._journal
-
-    def current(self):
-        """The current state: the committed state with the journal replayed over it."""
-        from .journal import CurrentState
-        return CurrentState(self, self.journal, limits=self.limits)
 
     # -- bounds that need resolution (facts.md §7.2) -------------------------------------
     def _check_bounds(self) -> None:
