@@ -5,6 +5,8 @@
 - ``htt_replay``: HTT replay (``Store.open(readonly=True)``) against decode-only
   (``iter_wal_entry`` over the same WAL bytes) at 10k and 100k entries, entries/s, the
   ratio, peak RSS against the file size;
+- ``htt_tail20``: replay and ``htt verify`` peak RSS on the larger size with a 20-dim
+  Q64.64 placement per entry;
 - ``ze_replay``: ZE WAL ``replay(decode=True)`` + ``commit`` at 10k and 100k op-1 records,
   records/s and peak RSS against the file size;
 - ``large_file``: peak RSS of decode (``decode_htt_file`` of the whole file), iterate
@@ -73,6 +75,35 @@ def _build_htt(path: str, n: int, payload: int = 32) -> int:
     return os.path.getsize(path)
 
 
+def _build_htt_tail20(path: str, n: int) -> int:
+    """``n`` INSERTs each with a 20-dim Q64.64 placement (the issue's replay corpus)."""
+    import random
+
+    from bytewright.generated import htt as h
+    from bytewright.runtime.htt.store import Store
+
+    Store.create(path, semantic_dims=20).close()
+    with open(path, "rb") as fh:
+        head = fh.read()
+    wal_offset = len(head) - 8
+    params = {"semantic_dims": 20, "tail_layout": 0}
+    rnd = random.Random(1)
+    with open(path, "wb") as fh:
+        fh.write(head[:wal_offset] + h.encode_wal_header(h.WalHeader(n, 1)))
+        fh.write(h.encode_wal_entry(h.WalEntry(1, h.WalOp.INSERT, "/bench", h.InsertBody(
+            b"", [h.MetaPair("_child_index", "0"),
+                  h.MetaPair("content_type", "application/x-directory")],
+            h.TailFull([0] * 20))), **params))
+        for i in range(1, n):
+            tail = h.TailFull([rnd.randrange(-2**80, 2**80) for _ in range(20)])
+            body = h.InsertBody(i.to_bytes(4, "little") * 8,
+                                [h.MetaPair("_child_index", str(i - 1)),
+                                 h.MetaPair("kind", "bench")], tail)
+            fh.write(h.encode_wal_entry(h.WalEntry(i + 1, h.WalOp.INSERT, f"/bench/{i:07d}",
+                                                   body), **params))
+    return os.path.getsize(path)
+
+
 BASE = "from bytewright.generated import htt as h\nfrom bytewright.runtime.htt.store import Store\n_out = {}\n"
 
 REPLAY = BASE + """
@@ -110,6 +141,13 @@ f = load(data); n = len(f.statements)
 cur, peak = tracemalloc.get_traced_memory()
 _out['n'] = n; _out['held_bytes'] = cur; _out['peak_traced_bytes'] = peak
 """
+HTT_VERIFY = BASE + """
+import contextlib, io
+from bytewright.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()):
+    t = time.perf_counter(); _out['code'] = main(['htt', 'verify', PATH])
+_out['s'] = time.perf_counter() - t
+"""
 BASELINE = BASE
 
 
@@ -141,6 +179,19 @@ def measure(quick: bool = False) -> dict:
             "replay_peak_rss_mb": r["peak_rss_mb"],
             "replay_rss_over_file": (r["peak_rss_mb"] - out["baseline_rss_mb"]) / (size / 2**20)}
         os.remove(path)
+    # replay and `htt verify` with 20-dim placements (what the state holds per node)
+    n = sizes[-1]
+    path = os.path.join(tmp, f"t{n}.htt")
+    size = _build_htt_tail20(path, n)
+    r = _child(_sub(REPLAY, PATH=path))
+    v = _child(_sub(HTT_VERIFY, PATH=path))
+    out["htt_tail20"] = {
+        "entries": n, "file_mb": size / 2**20, "replay_s": r["replay_s"],
+        "replay_peak_rss_mb": r["peak_rss_mb"],
+        "replay_rss_over_file": (r["peak_rss_mb"] - out["baseline_rss_mb"]) / (size / 2**20),
+        "htt_verify_ok": v["code"] == 0, "htt_verify_s": v["s"],
+        "htt_verify_peak_rss_mb": v["peak_rss_mb"]}
+    os.remove(path)
     from bytewright.bench import ze as ze_bench
     out["ze_replay"] = {}
     for n in sizes:

@@ -74,16 +74,118 @@ def expand(paths: list[str]) -> list[str]:
 
 def detection_table(families: dict[str, Any]) -> list[tuple]:
     """Every family's ``detect`` rules as plain, picklable tuples
-    ``(at, magic, family, record, params, repeat, then)``."""
+    ``(at, magic, family, record, params, repeat, then, plan)``; ``plan`` is the
+    record's streaming plan (``stream_plan``) or None."""
     from ..generator import inspector
 
     table = []
     for fam in families.values():
         for rule in fam.detect:
+            plan = stream_plan(fam, rule.record)
             for at, magic in inspector.magics(fam, rule):
                 table.append((at, bytes(magic), fam.name, rule.record, dict(rule.params),
-                              bool(rule.repeat), rule.then))
+                              bool(rule.repeat), rule.then, plan))
     return table
+
+
+def stream_plan(fam: Any, name: str) -> tuple | None:
+    """How to walk record ``name`` without holding its items: None unless every field is
+    a plain record reference (optionally ``if``) or a ``repeat: eos`` of one, and some
+    such repeat is reached. Such a composite record checks nothing of its own, so
+    decoding its parts one at a time checks exactly what decoding it whole does.
+
+    A plan is plain data (it crosses to --jobs workers): ``(defaults, fields)`` with
+    fields ``(name, mode, target, cond source, ((arg, source), ...), sub-plan)`` and
+    mode ``whole`` (decode_<target> once), ``eos`` (items one at a time to the end) or
+    ``stream`` (recurse with the sub-plan)."""
+    from ..generator import ir
+
+    rec = fam.records.get(name)
+    if rec is None or rec.version_from or len(rec.layouts) > 1:
+        return None
+    fields, streams = [], False
+    for f in rec.fields:
+        t = f.type
+        if not isinstance(t, ir.RefT) or t.kind != "record":
+            return None
+        if (f.checksum or f.size or f.compressed or f.asserts or f.valid or f.reserved
+                or f.const is not None or f.value is not None or f.derived_from or f.convert
+                or f.chain or f.since is not None or f.until is not None or f.view):
+            return None
+        cond = f.cond.source if f.cond is not None else None
+        args = tuple((k, e.source) for k, e in t.args)
+        # a target's parameter the field does not set is passed on from the enclosing
+        # record's parameter of the same name (as the generated code does)
+        given = {k for k, _ in t.args}
+        target = fam.records.get(t.target)
+        args += tuple((k, k) for k in (target.params if target else ())
+                      if k not in given and k in rec.params)
+        if f.repeat is not None:
+            r = f.repeat
+            if not r.eos or r.stop_on_error or r.until is not None or r.until_item:
+                return None
+            fields.append((f.name, "eos", t.target, cond, args, None))
+            streams = True
+            continue
+        sub = stream_plan(fam, t.target)
+        fields.append((f.name, "stream" if sub else "whole", t.target, cond, args, sub))
+        streams = streams or sub is not None
+    if not streams:
+        return None
+    defaults = {p.name: p.default for p in rec.params.values() if p.default is not None}
+    return defaults, tuple(fields)
+
+
+_EXPR_FUNCS = {"min": min, "max": max, "len": len, "int": int, "bool": bool}
+_CODE: dict[str, Any] = {}
+
+
+def _eval(source: str, env: dict[str, Any]) -> Any:
+    """A schema expression (already validated by the generator) over ``env``."""
+    code = _CODE.get(source)
+    if code is None:
+        code = _CODE[source] = compile(source, "<expr>", "eval")
+    return eval(code, {"__builtins__": _EXPR_FUNCS}, env)  # noqa: S307 - schema language
+
+
+class _Unplanned(Exception):
+    """The plan met something it does not model: decode the record whole instead."""
+
+
+RELEASE_EVERY = 16 << 20  # bytes walked between two releases of a map's passed pages
+
+
+def _stream(mod: Any, plan: tuple, buf: Any, pos: int, end: int,
+            params: dict[str, Any], release: Any = None) -> int:
+    """Walk one record by ``plan`` from ``pos``; the end offset. Items of ``eos``
+    repeats are decoded and dropped one at a time, so memory does not grow with them;
+    ``release(upto)``, when given, is called every ``RELEASE_EVERY`` bytes so that the
+    pages of a mapped file already walked leave the process's resident set."""
+    defaults, fields = plan
+    env = {**defaults, **params}
+    for name, mode, target, cond, arg_src, sub in fields:
+        if cond is not None and not _eval(cond, env):
+            env[name] = None
+            continue
+        args = {k: _eval(src, env) for k, src in arg_src}
+        if mode == "whole":
+            env[name], pos = getattr(mod, f"decode_{target}")(buf, pos, **args)
+        elif mode == "stream":
+            pos = _stream(mod, sub, buf, pos, end, args, release)
+            env[name] = None  # not kept: a later field reading it falls back below
+        else:
+            dec = getattr(mod, f"decode_{target}")
+            mark = pos + RELEASE_EVERY
+            while pos < end:
+                _item, nxt = dec(buf, pos, **args)  # dropped at the next item
+                if nxt <= pos:
+                    raise _Unplanned("zero-size item")
+                pos = nxt
+                if release is not None and pos >= mark:
+                    release(pos)
+                    mark = pos + RELEASE_EVERY
+            env[name] = None
+    return pos
 
 
 _TABLES: dict[str, list[tuple]] = {}
@@ -120,18 +222,30 @@ def _init(table: list[tuple], project_path: str | None) -> None:
 
 
 def decode_buffer(buf: Any, mod: Any, record: str, params: dict[str, Any],
-                  repeat: bool = False, then: str | None = None) -> tuple[int, int]:
+                  repeat: bool = False, then: str | None = None,
+                  plan: tuple | None = None, release: Any = None) -> tuple[int, int]:
     """Decode ``buf`` entirely as ``record`` (or a run of them, or one then a run of
     ``then``) with the generated module ``mod``; (records decoded, bytes after them).
 
     A family whose detected record is a file's head only (kladde's header page, followed
     by pages the runtime reaches through the address tree) leaves bytes no layout of
     the record covers: they are counted and shown, not silently called verified.
+
+    With a ``plan`` (``stream_plan``) the first record is walked item by item; if
+    that fails in any way, the record is decoded whole, so that a bad file reports
+    exactly the error (offset, field path) the whole decode gives.
     """
     end = len(buf)
     dec = getattr(mod, f"decode_{record}")
-    value, pos = dec(buf, 0, **params)
-    del value  # only the checks matter; drop the object so memory does not grow
+    pos = -1
+    if plan is not None:
+        try:
+            pos = _stream(mod, plan, buf, 0, end, params, release)
+        except Exception:  # noqa: BLE001 - any failure: the whole decode is the authority
+            pos = -1
+    if pos < 0:
+        value, pos = dec(buf, 0, **params)
+        del value  # only the checks matter; drop the object so memory does not grow
     count = 1
     if repeat or then:
         nxt = getattr(mod, f"decode_{then}") if then else dec
@@ -178,17 +292,38 @@ def _decode_mapped(mm: mmap.mmap, res: dict[str, Any]) -> None:
     if found is None:
         res["error"] = f"no family recognises these bytes ({mm[:16].hex()})"
         return
-    _, _, family, record, params, repeat, then = found
+    _, _, family, record, params, repeat, then = found[:7]
+    plan = found[7] if len(found) > 7 else None
     res["family"], res["record"] = family, record
     mod = _PROJECT.load_module(family)
     try:
         res["records"], res["uncovered"] = decode_buffer(memoryview(mm), mod, record, params,
-                                                         repeat, then)
+                                                         repeat, then, plan, _releaser(mm))
         res["ok"] = True
     except DecodeError as exc:
         res.update(error=exc.message, offset=exc.offset, field=exc.path)
     except BytewrightError as exc:
         res["error"] = str(exc)
+
+
+def _releaser(mm: mmap.mmap) -> Any:
+    """``release(upto)`` for a read-only map: drop the resident pages before ``upto``
+    (whole pages only). They are clean pages of a shared file mapping, so the kernel
+    refaults them from the file if they are read again: nothing is lost, and the peak
+    resident set stays bounded by the walk's window instead of the file size."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is None or not hasattr(mm, "madvise"):
+        return None
+
+    def release(upto: int) -> None:
+        length = upto - upto % mmap.PAGESIZE
+        if length > 0:
+            try:
+                mm.madvise(advice, 0, length)
+            except OSError:
+                pass  # advice only: a refusal changes memory, never results
+
+    return release
 
 
 def verify_many(files: list[str], table: list[tuple], jobs: int = 1,

@@ -65,7 +65,7 @@ from bytewright.runtime.errors import (
     UnsupportedError,
 )
 _registry.load_plugin("bytewright.runtime.htt.codecs:register")
-_ck_crc32 = _registry.checksum_func("crc32")
+_ck_crc32 = _registry.checksum_func("crc32", fast=True)
 
 FAMILY = "htt"
 SCHEMA_FILES = ["schemas/htt.yaml"]
@@ -368,7 +368,7 @@ def _e_file_header(out, v):
     _s_magic = len(out) + 0
     _e_node_count = len(out) + 28
     out += _S0.pack(b'HTT\x00', v.version, v.flags.to_int(), v.dimension, v.semantic_dims, (v.tau).to_bytes(16, 'little', signed=True), v.node_count)
-    f_header_crc = _ck_crc32(memoryview(out)[_s_magic:_e_node_count])
+    f_header_crc = _ck_crc32((out if _s_magic == 0 and _e_node_count == len(out) else memoryview(out)[_s_magic:_e_node_count]))
     out += _S2.pack(f_header_crc)
 
 def _d_bound_pair(mv, pos, end):
@@ -574,17 +574,59 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _tag = p_tail_layout
         if _tag == 0:
             try:
-                f_tail, pos = _d_tail_full(mv, pos, end, p_semantic_dims)
+                _tail_full___c = p_semantic_dims
+                if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                _tail_full___st = _RC6.get(_tail_full___c)
+                if _tail_full___st is None:
+                    _tail_full___st = struct.Struct('<' + 'Qq' * _tail_full___c)
+                    if len(_RC6) < 64:
+                        _RC6[_tail_full___c] = _tail_full___st
+                _tail_full___it = iter(_tail_full___st.unpack_from(mv, pos))
+                _tail_full__f_dims = [_tail_full___hi << 64 | _tail_full___lo for _tail_full___lo, _tail_full___hi in zip(_tail_full___it, _tail_full___it)]
+                pos += _tail_full___c * 16
+                f_tail = TailFull(_tail_full__f_dims)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         elif _tag == 1:
             try:
-                f_tail, pos = _d_tail_quantized(mv, pos, end, p_semantic_dims)
+                _tail_quantized___c = p_semantic_dims - 16
+                if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                if _tail_quantized___st is None:
+                    _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                    if len(_RC7) < 64:
+                        _RC7[_tail_quantized___c] = _tail_quantized___st
+                _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+                pos += _tail_quantized___c * 2
+                f_tail = TailQuantized(_tail_quantized__f_user)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         elif _tag == 2:
             try:
-                f_tail, pos = _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims)
+                _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                if _tail_quantized_gacl___st is None:
+                    _tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _tail_quantized_gacl___c)
+                    if len(_RC8) < 64:
+                        _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                _tail_quantized_gacl___it = iter(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                _tail_quantized_gacl__f_reserved = [_tail_quantized_gacl___hi << 64 | _tail_quantized_gacl___lo for _tail_quantized_gacl___lo, _tail_quantized_gacl___hi in zip(_tail_quantized_gacl___it, _tail_quantized_gacl___it)]
+                pos += _tail_quantized_gacl___c * 16
+                _tail_quantized_gacl___c = p_semantic_dims - 16
+                if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
+                if _tail_quantized_gacl___st is None:
+                    _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                    if len(_RC9) < 64:
+                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                pos += _tail_quantized_gacl___c * 2
+                f_tail = TailQuantizedGacl(_tail_quantized_gacl__f_reserved, _tail_quantized_gacl__f_user)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         else:
@@ -611,11 +653,23 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
-            _e_tail_full(out, v.tail, p_semantic_dims)
+            _tail_full__v = v.tail
+            if len(_tail_full__v.dims) != p_semantic_dims:
+                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
+            out += b''.join([_tail_full___x.to_bytes(16, 'little', signed=True) for _tail_full___x in _tail_full__v.dims])
         elif _tag == 1:
-            _e_tail_quantized(out, v.tail, p_semantic_dims)
+            _tail_quantized__v = v.tail
+            if len(_tail_quantized__v.user) != p_semantic_dims - 16:
+                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
+            out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
         elif _tag == 2:
-            _e_tail_quantized_gacl(out, v.tail, p_semantic_dims)
+            _tail_quantized_gacl__v = v.tail
+            if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
+            out += b''.join([_tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _tail_quantized_gacl___x in _tail_quantized_gacl__v.reserved])
+            if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
+            out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='tail')
     elif v.tail is not None:
@@ -648,7 +702,129 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
             try:
                 for _i in range(_c):
                     try:
-                        _x, pos = _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                        if pos + 2 > end:
+                            raise _short(pos, end, _T11)
+                        _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
+                        _snapshot_entry___r10 = pos
+                        pos += 2
+                        if pos + _snapshot_entry__n_key > end:
+                            raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
+                        try:
+                            _snapshot_entry__f_key = str(mv[pos:pos + _snapshot_entry__n_key], 'utf-8')
+                        except UnicodeDecodeError as _u:
+                            raise _text_error(_u, pos, 'utf-8', 'key') from None
+                        pos += _snapshot_entry__n_key
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T13)
+                        _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
+                        _snapshot_entry___r2 = pos
+                        pos += 4
+                        if pos + _snapshot_entry__n_data > end:
+                            raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_snapshot_entry__n_data, found=end - pos)
+                        _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
+                        pos += _snapshot_entry__n_data
+                        if pos + 2 > end:
+                            raise _short(pos, end, _T14)
+                        _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
+                        _snapshot_entry___r10 = pos
+                        pos += 2
+                        if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
+                            raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        _snapshot_entry__f_meta = []
+                        try:
+                            for _snapshot_entry___i in range(_snapshot_entry__n_meta):
+                                if pos + 2 > end:
+                                    raise _short(pos, end, _T11)
+                                _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                _snapshot_entry___r10 = pos
+                                pos += 2
+                                if pos + _snapshot_entry___meta_pair_n_key > end:
+                                    raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
+                                try:
+                                    _snapshot_entry___meta_pair_f_key = str(mv[pos:pos + _snapshot_entry___meta_pair_n_key], 'utf-8')
+                                except UnicodeDecodeError as _u:
+                                    raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                pos += _snapshot_entry___meta_pair_n_key
+                                if pos + 2 > end:
+                                    raise _short(pos, end, _T12)
+                                _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                _snapshot_entry___r10 = pos
+                                pos += 2
+                                if pos + _snapshot_entry___meta_pair_n_value > end:
+                                    raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
+                                try:
+                                    _snapshot_entry___meta_pair_f_value = str(mv[pos:pos + _snapshot_entry___meta_pair_n_value], 'utf-8')
+                                except UnicodeDecodeError as _u:
+                                    raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                pos += _snapshot_entry___meta_pair_n_value
+                                _snapshot_entry___x = MetaPair(_snapshot_entry___meta_pair_f_key, _snapshot_entry___meta_pair_f_value)
+                                _snapshot_entry__f_meta.append(_snapshot_entry___x)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('[' + str(_snapshot_entry___i) + ']').prefixed('meta') from None
+                        if p_semantic_dims > 0:
+                            _snapshot_entry___tag = p_tail_layout
+                            if _snapshot_entry___tag == 0:
+                                try:
+                                    _snapshot_entry___tail_full___c = p_semantic_dims
+                                    if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
+                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    _snapshot_entry___tail_full___st = _RC6.get(_snapshot_entry___tail_full___c)
+                                    if _snapshot_entry___tail_full___st is None:
+                                        _snapshot_entry___tail_full___st = struct.Struct('<' + 'Qq' * _snapshot_entry___tail_full___c)
+                                        if len(_RC6) < 64:
+                                            _RC6[_snapshot_entry___tail_full___c] = _snapshot_entry___tail_full___st
+                                    _snapshot_entry___tail_full___it = iter(_snapshot_entry___tail_full___st.unpack_from(mv, pos))
+                                    _snapshot_entry___tail_full__f_dims = [_snapshot_entry___tail_full___hi << 64 | _snapshot_entry___tail_full___lo for _snapshot_entry___tail_full___lo, _snapshot_entry___tail_full___hi in zip(_snapshot_entry___tail_full___it, _snapshot_entry___tail_full___it)]
+                                    pos += _snapshot_entry___tail_full___c * 16
+                                    _snapshot_entry__f_tail = TailFull(_snapshot_entry___tail_full__f_dims)
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('tail') from None
+                            elif _snapshot_entry___tag == 1:
+                                try:
+                                    _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
+                                    if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
+                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    _snapshot_entry___tail_quantized___st = _RC7.get(_snapshot_entry___tail_quantized___c)
+                                    if _snapshot_entry___tail_quantized___st is None:
+                                        _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
+                                        if len(_RC7) < 64:
+                                            _RC7[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                    _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
+                                    pos += _snapshot_entry___tail_quantized___c * 2
+                                    _snapshot_entry__f_tail = TailQuantized(_snapshot_entry___tail_quantized__f_user)
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('tail') from None
+                            elif _snapshot_entry___tag == 2:
+                                try:
+                                    _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                    if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
+                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    _snapshot_entry___tail_quantized_gacl___st = _RC8.get(_snapshot_entry___tail_quantized_gacl___c)
+                                    if _snapshot_entry___tail_quantized_gacl___st is None:
+                                        _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _snapshot_entry___tail_quantized_gacl___c)
+                                        if len(_RC8) < 64:
+                                            _RC8[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                    _snapshot_entry___tail_quantized_gacl___it = iter(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                    _snapshot_entry___tail_quantized_gacl__f_reserved = [_snapshot_entry___tail_quantized_gacl___hi << 64 | _snapshot_entry___tail_quantized_gacl___lo for _snapshot_entry___tail_quantized_gacl___lo, _snapshot_entry___tail_quantized_gacl___hi in zip(_snapshot_entry___tail_quantized_gacl___it, _snapshot_entry___tail_quantized_gacl___it)]
+                                    pos += _snapshot_entry___tail_quantized_gacl___c * 16
+                                    _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
+                                    if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
+                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
+                                    if _snapshot_entry___tail_quantized_gacl___st is None:
+                                        _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
+                                        if len(_RC9) < 64:
+                                            _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                    _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                    pos += _snapshot_entry___tail_quantized_gacl___c * 2
+                                    _snapshot_entry__f_tail = TailQuantizedGacl(_snapshot_entry___tail_quantized_gacl__f_reserved, _snapshot_entry___tail_quantized_gacl__f_user)
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('tail') from None
+                            else:
+                                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_snapshot_entry___tag)
+                        else:
+                            _snapshot_entry__f_tail = None
+                        _x = SnapshotEntry(_snapshot_entry__f_key, _snapshot_entry__f_data, _snapshot_entry__f_meta, _snapshot_entry__f_tail)
                     except DecodeError as _exc:
                         raise _exc.prefixed('') from None
                     f_entries.append(_x)
@@ -677,7 +853,129 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             for _i in range(_c):
                 try:
-                    _x, pos = _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T11)
+                    _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
+                    _snapshot_entry___r10 = pos
+                    pos += 2
+                    if pos + _snapshot_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
+                    try:
+                        _snapshot_entry__f_key = str(mv[pos:pos + _snapshot_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _snapshot_entry__n_key
+                    if pos + 4 > end:
+                        raise _short(pos, end, _T13)
+                    _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
+                    _snapshot_entry___r2 = pos
+                    pos += 4
+                    if pos + _snapshot_entry__n_data > end:
+                        raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_snapshot_entry__n_data, found=end - pos)
+                    _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
+                    pos += _snapshot_entry__n_data
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T14)
+                    _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
+                    _snapshot_entry___r10 = pos
+                    pos += 2
+                    if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
+                        raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                    _snapshot_entry__f_meta = []
+                    try:
+                        for _snapshot_entry___i in range(_snapshot_entry__n_meta):
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T11)
+                            _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                            _snapshot_entry___r10 = pos
+                            pos += 2
+                            if pos + _snapshot_entry___meta_pair_n_key > end:
+                                raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
+                            try:
+                                _snapshot_entry___meta_pair_f_key = str(mv[pos:pos + _snapshot_entry___meta_pair_n_key], 'utf-8')
+                            except UnicodeDecodeError as _u:
+                                raise _text_error(_u, pos, 'utf-8', 'key') from None
+                            pos += _snapshot_entry___meta_pair_n_key
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T12)
+                            _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                            _snapshot_entry___r10 = pos
+                            pos += 2
+                            if pos + _snapshot_entry___meta_pair_n_value > end:
+                                raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
+                            try:
+                                _snapshot_entry___meta_pair_f_value = str(mv[pos:pos + _snapshot_entry___meta_pair_n_value], 'utf-8')
+                            except UnicodeDecodeError as _u:
+                                raise _text_error(_u, pos, 'utf-8', 'value') from None
+                            pos += _snapshot_entry___meta_pair_n_value
+                            _snapshot_entry___x = MetaPair(_snapshot_entry___meta_pair_f_key, _snapshot_entry___meta_pair_f_value)
+                            _snapshot_entry__f_meta.append(_snapshot_entry___x)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('[' + str(_snapshot_entry___i) + ']').prefixed('meta') from None
+                    if p_semantic_dims > 0:
+                        _snapshot_entry___tag = p_tail_layout
+                        if _snapshot_entry___tag == 0:
+                            try:
+                                _snapshot_entry___tail_full___c = p_semantic_dims
+                                if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
+                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                _snapshot_entry___tail_full___st = _RC6.get(_snapshot_entry___tail_full___c)
+                                if _snapshot_entry___tail_full___st is None:
+                                    _snapshot_entry___tail_full___st = struct.Struct('<' + 'Qq' * _snapshot_entry___tail_full___c)
+                                    if len(_RC6) < 64:
+                                        _RC6[_snapshot_entry___tail_full___c] = _snapshot_entry___tail_full___st
+                                _snapshot_entry___tail_full___it = iter(_snapshot_entry___tail_full___st.unpack_from(mv, pos))
+                                _snapshot_entry___tail_full__f_dims = [_snapshot_entry___tail_full___hi << 64 | _snapshot_entry___tail_full___lo for _snapshot_entry___tail_full___lo, _snapshot_entry___tail_full___hi in zip(_snapshot_entry___tail_full___it, _snapshot_entry___tail_full___it)]
+                                pos += _snapshot_entry___tail_full___c * 16
+                                _snapshot_entry__f_tail = TailFull(_snapshot_entry___tail_full__f_dims)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('tail') from None
+                        elif _snapshot_entry___tag == 1:
+                            try:
+                                _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
+                                if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
+                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                _snapshot_entry___tail_quantized___st = _RC7.get(_snapshot_entry___tail_quantized___c)
+                                if _snapshot_entry___tail_quantized___st is None:
+                                    _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
+                                    if len(_RC7) < 64:
+                                        _RC7[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
+                                pos += _snapshot_entry___tail_quantized___c * 2
+                                _snapshot_entry__f_tail = TailQuantized(_snapshot_entry___tail_quantized__f_user)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('tail') from None
+                        elif _snapshot_entry___tag == 2:
+                            try:
+                                _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
+                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                _snapshot_entry___tail_quantized_gacl___st = _RC8.get(_snapshot_entry___tail_quantized_gacl___c)
+                                if _snapshot_entry___tail_quantized_gacl___st is None:
+                                    _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _snapshot_entry___tail_quantized_gacl___c)
+                                    if len(_RC8) < 64:
+                                        _RC8[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                _snapshot_entry___tail_quantized_gacl___it = iter(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                _snapshot_entry___tail_quantized_gacl__f_reserved = [_snapshot_entry___tail_quantized_gacl___hi << 64 | _snapshot_entry___tail_quantized_gacl___lo for _snapshot_entry___tail_quantized_gacl___lo, _snapshot_entry___tail_quantized_gacl___hi in zip(_snapshot_entry___tail_quantized_gacl___it, _snapshot_entry___tail_quantized_gacl___it)]
+                                pos += _snapshot_entry___tail_quantized_gacl___c * 16
+                                _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
+                                if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
+                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
+                                if _snapshot_entry___tail_quantized_gacl___st is None:
+                                    _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
+                                    if len(_RC9) < 64:
+                                        _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                pos += _snapshot_entry___tail_quantized_gacl___c * 2
+                                _snapshot_entry__f_tail = TailQuantizedGacl(_snapshot_entry___tail_quantized_gacl__f_reserved, _snapshot_entry___tail_quantized_gacl__f_user)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('tail') from None
+                        else:
+                            raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_snapshot_entry___tag)
+                    else:
+                        _snapshot_entry__f_tail = None
+                    _x = SnapshotEntry(_snapshot_entry__f_key, _snapshot_entry__f_data, _snapshot_entry__f_meta, _snapshot_entry__f_tail)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 f_entries.append(_x)
@@ -697,7 +995,44 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            _e_snapshot_entry(out, _x, p_semantic_dims, p_tail_layout)
+            _snapshot_entry___b_key = _x.key.encode('utf-8')
+            out += _S10.pack(len(_snapshot_entry___b_key))
+            out += _snapshot_entry___b_key
+            _snapshot_entry___b_data = _x.data
+            out += _S2.pack(len(_snapshot_entry___b_data))
+            out += _snapshot_entry___b_data
+            out += _S10.pack(len(_x.meta))
+            for _snapshot_entry___x in _x.meta:
+                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode('utf-8')
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _snapshot_entry___meta_pair_b_key
+                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode('utf-8')
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _snapshot_entry___meta_pair_b_value
+            if p_semantic_dims > 0:
+                _snapshot_entry___tag = p_tail_layout
+                if _snapshot_entry___tag == 0:
+                    _snapshot_entry___tail_full__v = _x.tail
+                    if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
+                    out += b''.join([_snapshot_entry___tail_full___x.to_bytes(16, 'little', signed=True) for _snapshot_entry___tail_full___x in _snapshot_entry___tail_full__v.dims])
+                elif _snapshot_entry___tag == 1:
+                    _snapshot_entry___tail_quantized__v = _x.tail
+                    if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized__v.user)) + 'h', *_snapshot_entry___tail_quantized__v.user)
+                elif _snapshot_entry___tag == 2:
+                    _snapshot_entry___tail_quantized_gacl__v = _x.tail
+                    if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_snapshot_entry___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _snapshot_entry___tail_quantized_gacl___x in _snapshot_entry___tail_quantized_gacl__v.reserved])
+                    if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_snapshot_entry___tag), path='tail')
+            elif _x.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
         _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
@@ -709,7 +1044,44 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            _e_snapshot_entry(out, _x, p_semantic_dims, p_tail_layout)
+            _snapshot_entry___b_key = _x.key.encode('utf-8')
+            out += _S10.pack(len(_snapshot_entry___b_key))
+            out += _snapshot_entry___b_key
+            _snapshot_entry___b_data = _x.data
+            out += _S2.pack(len(_snapshot_entry___b_data))
+            out += _snapshot_entry___b_data
+            out += _S10.pack(len(_x.meta))
+            for _snapshot_entry___x in _x.meta:
+                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode('utf-8')
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _snapshot_entry___meta_pair_b_key
+                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode('utf-8')
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _snapshot_entry___meta_pair_b_value
+            if p_semantic_dims > 0:
+                _snapshot_entry___tag = p_tail_layout
+                if _snapshot_entry___tag == 0:
+                    _snapshot_entry___tail_full__v = _x.tail
+                    if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
+                    out += b''.join([_snapshot_entry___tail_full___x.to_bytes(16, 'little', signed=True) for _snapshot_entry___tail_full___x in _snapshot_entry___tail_full__v.dims])
+                elif _snapshot_entry___tag == 1:
+                    _snapshot_entry___tail_quantized__v = _x.tail
+                    if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized__v.user)) + 'h', *_snapshot_entry___tail_quantized__v.user)
+                elif _snapshot_entry___tag == 2:
+                    _snapshot_entry___tail_quantized_gacl__v = _x.tail
+                    if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_snapshot_entry___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _snapshot_entry___tail_quantized_gacl___x in _snapshot_entry___tail_quantized_gacl__v.reserved])
+                    if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_snapshot_entry___tag), path='tail')
+            elif _x.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
         _size_entries = len(out) - _ps
     _S2.pack_into(out, _at_snap_byte_len, _size_entries)
 
@@ -740,7 +1112,129 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
             try:
                 for _i in range(_c):
                     try:
-                        _x, pos = _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                        if pos + 2 > end:
+                            raise _short(pos, end, _T11)
+                        _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
+                        _snapshot_entry___r10 = pos
+                        pos += 2
+                        if pos + _snapshot_entry__n_key > end:
+                            raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
+                        try:
+                            _snapshot_entry__f_key = str(mv[pos:pos + _snapshot_entry__n_key], 'utf-8')
+                        except UnicodeDecodeError as _u:
+                            raise _text_error(_u, pos, 'utf-8', 'key') from None
+                        pos += _snapshot_entry__n_key
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T13)
+                        _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
+                        _snapshot_entry___r2 = pos
+                        pos += 4
+                        if pos + _snapshot_entry__n_data > end:
+                            raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_snapshot_entry__n_data, found=end - pos)
+                        _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
+                        pos += _snapshot_entry__n_data
+                        if pos + 2 > end:
+                            raise _short(pos, end, _T14)
+                        _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
+                        _snapshot_entry___r10 = pos
+                        pos += 2
+                        if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
+                            raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                        _snapshot_entry__f_meta = []
+                        try:
+                            for _snapshot_entry___i in range(_snapshot_entry__n_meta):
+                                if pos + 2 > end:
+                                    raise _short(pos, end, _T11)
+                                _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                _snapshot_entry___r10 = pos
+                                pos += 2
+                                if pos + _snapshot_entry___meta_pair_n_key > end:
+                                    raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
+                                try:
+                                    _snapshot_entry___meta_pair_f_key = str(mv[pos:pos + _snapshot_entry___meta_pair_n_key], 'utf-8')
+                                except UnicodeDecodeError as _u:
+                                    raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                pos += _snapshot_entry___meta_pair_n_key
+                                if pos + 2 > end:
+                                    raise _short(pos, end, _T12)
+                                _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                _snapshot_entry___r10 = pos
+                                pos += 2
+                                if pos + _snapshot_entry___meta_pair_n_value > end:
+                                    raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
+                                try:
+                                    _snapshot_entry___meta_pair_f_value = str(mv[pos:pos + _snapshot_entry___meta_pair_n_value], 'utf-8')
+                                except UnicodeDecodeError as _u:
+                                    raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                pos += _snapshot_entry___meta_pair_n_value
+                                _snapshot_entry___x = MetaPair(_snapshot_entry___meta_pair_f_key, _snapshot_entry___meta_pair_f_value)
+                                _snapshot_entry__f_meta.append(_snapshot_entry___x)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('[' + str(_snapshot_entry___i) + ']').prefixed('meta') from None
+                        if p_semantic_dims > 0:
+                            _snapshot_entry___tag = p_tail_layout
+                            if _snapshot_entry___tag == 0:
+                                try:
+                                    _snapshot_entry___tail_full___c = p_semantic_dims
+                                    if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
+                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                    _snapshot_entry___tail_full___st = _RC6.get(_snapshot_entry___tail_full___c)
+                                    if _snapshot_entry___tail_full___st is None:
+                                        _snapshot_entry___tail_full___st = struct.Struct('<' + 'Qq' * _snapshot_entry___tail_full___c)
+                                        if len(_RC6) < 64:
+                                            _RC6[_snapshot_entry___tail_full___c] = _snapshot_entry___tail_full___st
+                                    _snapshot_entry___tail_full___it = iter(_snapshot_entry___tail_full___st.unpack_from(mv, pos))
+                                    _snapshot_entry___tail_full__f_dims = [_snapshot_entry___tail_full___hi << 64 | _snapshot_entry___tail_full___lo for _snapshot_entry___tail_full___lo, _snapshot_entry___tail_full___hi in zip(_snapshot_entry___tail_full___it, _snapshot_entry___tail_full___it)]
+                                    pos += _snapshot_entry___tail_full___c * 16
+                                    _snapshot_entry__f_tail = TailFull(_snapshot_entry___tail_full__f_dims)
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('tail') from None
+                            elif _snapshot_entry___tag == 1:
+                                try:
+                                    _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
+                                    if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
+                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                    _snapshot_entry___tail_quantized___st = _RC7.get(_snapshot_entry___tail_quantized___c)
+                                    if _snapshot_entry___tail_quantized___st is None:
+                                        _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
+                                        if len(_RC7) < 64:
+                                            _RC7[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                    _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
+                                    pos += _snapshot_entry___tail_quantized___c * 2
+                                    _snapshot_entry__f_tail = TailQuantized(_snapshot_entry___tail_quantized__f_user)
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('tail') from None
+                            elif _snapshot_entry___tag == 2:
+                                try:
+                                    _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                    if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
+                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                    _snapshot_entry___tail_quantized_gacl___st = _RC8.get(_snapshot_entry___tail_quantized_gacl___c)
+                                    if _snapshot_entry___tail_quantized_gacl___st is None:
+                                        _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _snapshot_entry___tail_quantized_gacl___c)
+                                        if len(_RC8) < 64:
+                                            _RC8[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                    _snapshot_entry___tail_quantized_gacl___it = iter(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                    _snapshot_entry___tail_quantized_gacl__f_reserved = [_snapshot_entry___tail_quantized_gacl___hi << 64 | _snapshot_entry___tail_quantized_gacl___lo for _snapshot_entry___tail_quantized_gacl___lo, _snapshot_entry___tail_quantized_gacl___hi in zip(_snapshot_entry___tail_quantized_gacl___it, _snapshot_entry___tail_quantized_gacl___it)]
+                                    pos += _snapshot_entry___tail_quantized_gacl___c * 16
+                                    _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
+                                    if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
+                                        raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                    _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
+                                    if _snapshot_entry___tail_quantized_gacl___st is None:
+                                        _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
+                                        if len(_RC9) < 64:
+                                            _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                    _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                    pos += _snapshot_entry___tail_quantized_gacl___c * 2
+                                    _snapshot_entry__f_tail = TailQuantizedGacl(_snapshot_entry___tail_quantized_gacl__f_reserved, _snapshot_entry___tail_quantized_gacl__f_user)
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('tail') from None
+                            else:
+                                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_snapshot_entry___tag)
+                        else:
+                            _snapshot_entry__f_tail = None
+                        _x = SnapshotEntry(_snapshot_entry__f_key, _snapshot_entry__f_data, _snapshot_entry__f_meta, _snapshot_entry__f_tail)
                     except DecodeError as _exc:
                         raise _exc.prefixed('') from None
                     f_entries.append(_x)
@@ -771,7 +1265,129 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         try:
             for _i in range(_c):
                 try:
-                    _x, pos = _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T11)
+                    _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
+                    _snapshot_entry___r10 = pos
+                    pos += 2
+                    if pos + _snapshot_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
+                    try:
+                        _snapshot_entry__f_key = str(mv[pos:pos + _snapshot_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _snapshot_entry__n_key
+                    if pos + 4 > end:
+                        raise _short(pos, end, _T13)
+                    _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
+                    _snapshot_entry___r2 = pos
+                    pos += 4
+                    if pos + _snapshot_entry__n_data > end:
+                        raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_snapshot_entry__n_data, found=end - pos)
+                    _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
+                    pos += _snapshot_entry__n_data
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T14)
+                    _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
+                    _snapshot_entry___r10 = pos
+                    pos += 2
+                    if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
+                        raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
+                    _snapshot_entry__f_meta = []
+                    try:
+                        for _snapshot_entry___i in range(_snapshot_entry__n_meta):
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T11)
+                            _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                            _snapshot_entry___r10 = pos
+                            pos += 2
+                            if pos + _snapshot_entry___meta_pair_n_key > end:
+                                raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
+                            try:
+                                _snapshot_entry___meta_pair_f_key = str(mv[pos:pos + _snapshot_entry___meta_pair_n_key], 'utf-8')
+                            except UnicodeDecodeError as _u:
+                                raise _text_error(_u, pos, 'utf-8', 'key') from None
+                            pos += _snapshot_entry___meta_pair_n_key
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T12)
+                            _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                            _snapshot_entry___r10 = pos
+                            pos += 2
+                            if pos + _snapshot_entry___meta_pair_n_value > end:
+                                raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
+                            try:
+                                _snapshot_entry___meta_pair_f_value = str(mv[pos:pos + _snapshot_entry___meta_pair_n_value], 'utf-8')
+                            except UnicodeDecodeError as _u:
+                                raise _text_error(_u, pos, 'utf-8', 'value') from None
+                            pos += _snapshot_entry___meta_pair_n_value
+                            _snapshot_entry___x = MetaPair(_snapshot_entry___meta_pair_f_key, _snapshot_entry___meta_pair_f_value)
+                            _snapshot_entry__f_meta.append(_snapshot_entry___x)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('[' + str(_snapshot_entry___i) + ']').prefixed('meta') from None
+                    if p_semantic_dims > 0:
+                        _snapshot_entry___tag = p_tail_layout
+                        if _snapshot_entry___tag == 0:
+                            try:
+                                _snapshot_entry___tail_full___c = p_semantic_dims
+                                if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
+                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
+                                _snapshot_entry___tail_full___st = _RC6.get(_snapshot_entry___tail_full___c)
+                                if _snapshot_entry___tail_full___st is None:
+                                    _snapshot_entry___tail_full___st = struct.Struct('<' + 'Qq' * _snapshot_entry___tail_full___c)
+                                    if len(_RC6) < 64:
+                                        _RC6[_snapshot_entry___tail_full___c] = _snapshot_entry___tail_full___st
+                                _snapshot_entry___tail_full___it = iter(_snapshot_entry___tail_full___st.unpack_from(mv, pos))
+                                _snapshot_entry___tail_full__f_dims = [_snapshot_entry___tail_full___hi << 64 | _snapshot_entry___tail_full___lo for _snapshot_entry___tail_full___lo, _snapshot_entry___tail_full___hi in zip(_snapshot_entry___tail_full___it, _snapshot_entry___tail_full___it)]
+                                pos += _snapshot_entry___tail_full___c * 16
+                                _snapshot_entry__f_tail = TailFull(_snapshot_entry___tail_full__f_dims)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('tail') from None
+                        elif _snapshot_entry___tag == 1:
+                            try:
+                                _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
+                                if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
+                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
+                                _snapshot_entry___tail_quantized___st = _RC7.get(_snapshot_entry___tail_quantized___c)
+                                if _snapshot_entry___tail_quantized___st is None:
+                                    _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
+                                    if len(_RC7) < 64:
+                                        _RC7[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
+                                pos += _snapshot_entry___tail_quantized___c * 2
+                                _snapshot_entry__f_tail = TailQuantized(_snapshot_entry___tail_quantized__f_user)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('tail') from None
+                        elif _snapshot_entry___tag == 2:
+                            try:
+                                _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
+                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
+                                _snapshot_entry___tail_quantized_gacl___st = _RC8.get(_snapshot_entry___tail_quantized_gacl___c)
+                                if _snapshot_entry___tail_quantized_gacl___st is None:
+                                    _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _snapshot_entry___tail_quantized_gacl___c)
+                                    if len(_RC8) < 64:
+                                        _RC8[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                _snapshot_entry___tail_quantized_gacl___it = iter(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                _snapshot_entry___tail_quantized_gacl__f_reserved = [_snapshot_entry___tail_quantized_gacl___hi << 64 | _snapshot_entry___tail_quantized_gacl___lo for _snapshot_entry___tail_quantized_gacl___lo, _snapshot_entry___tail_quantized_gacl___hi in zip(_snapshot_entry___tail_quantized_gacl___it, _snapshot_entry___tail_quantized_gacl___it)]
+                                pos += _snapshot_entry___tail_quantized_gacl___c * 16
+                                _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
+                                if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
+                                    raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
+                                _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
+                                if _snapshot_entry___tail_quantized_gacl___st is None:
+                                    _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
+                                    if len(_RC9) < 64:
+                                        _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                pos += _snapshot_entry___tail_quantized_gacl___c * 2
+                                _snapshot_entry__f_tail = TailQuantizedGacl(_snapshot_entry___tail_quantized_gacl__f_reserved, _snapshot_entry___tail_quantized_gacl__f_user)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('tail') from None
+                        else:
+                            raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_snapshot_entry___tag)
+                    else:
+                        _snapshot_entry__f_tail = None
+                    _x = SnapshotEntry(_snapshot_entry__f_key, _snapshot_entry__f_data, _snapshot_entry__f_meta, _snapshot_entry__f_tail)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 f_entries.append(_x)
@@ -800,7 +1416,44 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            _e_snapshot_entry(out, _x, p_semantic_dims, p_tail_layout)
+            _snapshot_entry___b_key = _x.key.encode('utf-8')
+            out += _S10.pack(len(_snapshot_entry___b_key))
+            out += _snapshot_entry___b_key
+            _snapshot_entry___b_data = _x.data
+            out += _S2.pack(len(_snapshot_entry___b_data))
+            out += _snapshot_entry___b_data
+            out += _S10.pack(len(_x.meta))
+            for _snapshot_entry___x in _x.meta:
+                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode('utf-8')
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _snapshot_entry___meta_pair_b_key
+                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode('utf-8')
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _snapshot_entry___meta_pair_b_value
+            if p_semantic_dims > 0:
+                _snapshot_entry___tag = p_tail_layout
+                if _snapshot_entry___tag == 0:
+                    _snapshot_entry___tail_full__v = _x.tail
+                    if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
+                    out += b''.join([_snapshot_entry___tail_full___x.to_bytes(16, 'little', signed=True) for _snapshot_entry___tail_full___x in _snapshot_entry___tail_full__v.dims])
+                elif _snapshot_entry___tag == 1:
+                    _snapshot_entry___tail_quantized__v = _x.tail
+                    if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized__v.user)) + 'h', *_snapshot_entry___tail_quantized__v.user)
+                elif _snapshot_entry___tag == 2:
+                    _snapshot_entry___tail_quantized_gacl__v = _x.tail
+                    if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_snapshot_entry___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _snapshot_entry___tail_quantized_gacl___x in _snapshot_entry___tail_quantized_gacl__v.reserved])
+                    if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_snapshot_entry___tag), path='tail')
+            elif _x.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
         _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
@@ -813,7 +1466,44 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            _e_snapshot_entry(out, _x, p_semantic_dims, p_tail_layout)
+            _snapshot_entry___b_key = _x.key.encode('utf-8')
+            out += _S10.pack(len(_snapshot_entry___b_key))
+            out += _snapshot_entry___b_key
+            _snapshot_entry___b_data = _x.data
+            out += _S2.pack(len(_snapshot_entry___b_data))
+            out += _snapshot_entry___b_data
+            out += _S10.pack(len(_x.meta))
+            for _snapshot_entry___x in _x.meta:
+                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode('utf-8')
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _snapshot_entry___meta_pair_b_key
+                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode('utf-8')
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _snapshot_entry___meta_pair_b_value
+            if p_semantic_dims > 0:
+                _snapshot_entry___tag = p_tail_layout
+                if _snapshot_entry___tag == 0:
+                    _snapshot_entry___tail_full__v = _x.tail
+                    if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
+                    out += b''.join([_snapshot_entry___tail_full___x.to_bytes(16, 'little', signed=True) for _snapshot_entry___tail_full___x in _snapshot_entry___tail_full__v.dims])
+                elif _snapshot_entry___tag == 1:
+                    _snapshot_entry___tail_quantized__v = _x.tail
+                    if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized__v.user)) + 'h', *_snapshot_entry___tail_quantized__v.user)
+                elif _snapshot_entry___tag == 2:
+                    _snapshot_entry___tail_quantized_gacl__v = _x.tail
+                    if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_snapshot_entry___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _snapshot_entry___tail_quantized_gacl___x in _snapshot_entry___tail_quantized_gacl__v.reserved])
+                    if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_snapshot_entry___tag), path='tail')
+            elif _x.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
         _plain_entries = bytes(out[_ps:])
         _size_entries = len(out) - _ps
     _S2.pack_into(out, _at_snap_byte_len, _size_entries)
@@ -888,17 +1578,59 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         _tag = p_tail_layout
         if _tag == 0:
             try:
-                f_tail, pos = _d_tail_full(mv, pos, end, p_semantic_dims)
+                _tail_full___c = p_semantic_dims
+                if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                _tail_full___st = _RC6.get(_tail_full___c)
+                if _tail_full___st is None:
+                    _tail_full___st = struct.Struct('<' + 'Qq' * _tail_full___c)
+                    if len(_RC6) < 64:
+                        _RC6[_tail_full___c] = _tail_full___st
+                _tail_full___it = iter(_tail_full___st.unpack_from(mv, pos))
+                _tail_full__f_dims = [_tail_full___hi << 64 | _tail_full___lo for _tail_full___lo, _tail_full___hi in zip(_tail_full___it, _tail_full___it)]
+                pos += _tail_full___c * 16
+                f_tail = TailFull(_tail_full__f_dims)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         elif _tag == 1:
             try:
-                f_tail, pos = _d_tail_quantized(mv, pos, end, p_semantic_dims)
+                _tail_quantized___c = p_semantic_dims - 16
+                if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                if _tail_quantized___st is None:
+                    _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                    if len(_RC7) < 64:
+                        _RC7[_tail_quantized___c] = _tail_quantized___st
+                _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+                pos += _tail_quantized___c * 2
+                f_tail = TailQuantized(_tail_quantized__f_user)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         elif _tag == 2:
             try:
-                f_tail, pos = _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims)
+                _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                if _tail_quantized_gacl___st is None:
+                    _tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _tail_quantized_gacl___c)
+                    if len(_RC8) < 64:
+                        _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                _tail_quantized_gacl___it = iter(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                _tail_quantized_gacl__f_reserved = [_tail_quantized_gacl___hi << 64 | _tail_quantized_gacl___lo for _tail_quantized_gacl___lo, _tail_quantized_gacl___hi in zip(_tail_quantized_gacl___it, _tail_quantized_gacl___it)]
+                pos += _tail_quantized_gacl___c * 16
+                _tail_quantized_gacl___c = p_semantic_dims - 16
+                if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
+                if _tail_quantized_gacl___st is None:
+                    _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                    if len(_RC9) < 64:
+                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                pos += _tail_quantized_gacl___c * 2
+                f_tail = TailQuantizedGacl(_tail_quantized_gacl__f_reserved, _tail_quantized_gacl__f_user)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         else:
@@ -922,11 +1654,23 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
-            _e_tail_full(out, v.tail, p_semantic_dims)
+            _tail_full__v = v.tail
+            if len(_tail_full__v.dims) != p_semantic_dims:
+                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
+            out += b''.join([_tail_full___x.to_bytes(16, 'little', signed=True) for _tail_full___x in _tail_full__v.dims])
         elif _tag == 1:
-            _e_tail_quantized(out, v.tail, p_semantic_dims)
+            _tail_quantized__v = v.tail
+            if len(_tail_quantized__v.user) != p_semantic_dims - 16:
+                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
+            out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
         elif _tag == 2:
-            _e_tail_quantized_gacl(out, v.tail, p_semantic_dims)
+            _tail_quantized_gacl__v = v.tail
+            if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
+            out += b''.join([_tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _tail_quantized_gacl___x in _tail_quantized_gacl__v.reserved])
+            if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
+            out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='tail')
     elif v.tail is not None:
@@ -1000,17 +1744,59 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
         _tag = p_tail_layout
         if _tag == 0:
             try:
-                f_tail, pos = _d_tail_full(mv, pos, end, p_semantic_dims)
+                _tail_full___c = p_semantic_dims
+                if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                _tail_full___st = _RC6.get(_tail_full___c)
+                if _tail_full___st is None:
+                    _tail_full___st = struct.Struct('<' + 'Qq' * _tail_full___c)
+                    if len(_RC6) < 64:
+                        _RC6[_tail_full___c] = _tail_full___st
+                _tail_full___it = iter(_tail_full___st.unpack_from(mv, pos))
+                _tail_full__f_dims = [_tail_full___hi << 64 | _tail_full___lo for _tail_full___lo, _tail_full___hi in zip(_tail_full___it, _tail_full___it)]
+                pos += _tail_full___c * 16
+                f_tail = TailFull(_tail_full__f_dims)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         elif _tag == 1:
             try:
-                f_tail, pos = _d_tail_quantized(mv, pos, end, p_semantic_dims)
+                _tail_quantized___c = p_semantic_dims - 16
+                if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                if _tail_quantized___st is None:
+                    _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                    if len(_RC7) < 64:
+                        _RC7[_tail_quantized___c] = _tail_quantized___st
+                _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+                pos += _tail_quantized___c * 2
+                f_tail = TailQuantized(_tail_quantized__f_user)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         elif _tag == 2:
             try:
-                f_tail, pos = _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims)
+                _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                if _tail_quantized_gacl___st is None:
+                    _tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _tail_quantized_gacl___c)
+                    if len(_RC8) < 64:
+                        _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                _tail_quantized_gacl___it = iter(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                _tail_quantized_gacl__f_reserved = [_tail_quantized_gacl___hi << 64 | _tail_quantized_gacl___lo for _tail_quantized_gacl___lo, _tail_quantized_gacl___hi in zip(_tail_quantized_gacl___it, _tail_quantized_gacl___it)]
+                pos += _tail_quantized_gacl___c * 16
+                _tail_quantized_gacl___c = p_semantic_dims - 16
+                if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
+                if _tail_quantized_gacl___st is None:
+                    _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                    if len(_RC9) < 64:
+                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                pos += _tail_quantized_gacl___c * 2
+                f_tail = TailQuantizedGacl(_tail_quantized_gacl__f_reserved, _tail_quantized_gacl__f_user)
             except DecodeError as _exc:
                 raise _exc.prefixed('tail') from None
         else:
@@ -1023,11 +1809,23 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
         if _tag == 0:
-            _e_tail_full(out, v.tail, p_semantic_dims)
+            _tail_full__v = v.tail
+            if len(_tail_full__v.dims) != p_semantic_dims:
+                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
+            out += b''.join([_tail_full___x.to_bytes(16, 'little', signed=True) for _tail_full___x in _tail_full__v.dims])
         elif _tag == 1:
-            _e_tail_quantized(out, v.tail, p_semantic_dims)
+            _tail_quantized__v = v.tail
+            if len(_tail_quantized__v.user) != p_semantic_dims - 16:
+                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
+            out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
         elif _tag == 2:
-            _e_tail_quantized_gacl(out, v.tail, p_semantic_dims)
+            _tail_quantized_gacl__v = v.tail
+            if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
+            out += b''.join([_tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _tail_quantized_gacl___x in _tail_quantized_gacl__v.reserved])
+            if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
+            out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='tail')
     elif v.tail is not None:
@@ -1068,29 +1866,281 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _tag = f_op
     if _tag == 1:
         try:
-            f_body, pos = _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout)
+            if pos + 4 > end:
+                raise _short(pos, end, _T13)
+            _insert_body__n_data, = _S2.unpack_from(mv, pos)
+            _insert_body___r2 = pos
+            pos += 4
+            if pos + _insert_body__n_data > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_insert_body__n_data, found=end - pos)
+            _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
+            pos += _insert_body__n_data
+            if pos + 2 > end:
+                raise _short(pos, end, _T14)
+            _insert_body__n_meta, = _S10.unpack_from(mv, pos)
+            _insert_body___r10 = pos
+            pos += 2
+            if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
+                raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+            _insert_body__f_meta = []
+            try:
+                for _insert_body___i in range(_insert_body__n_meta):
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T11)
+                    _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                    _insert_body___r10 = pos
+                    pos += 2
+                    if pos + _insert_body___meta_pair_n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_insert_body___meta_pair_n_key, found=end - pos)
+                    try:
+                        _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _insert_body___meta_pair_n_key
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T12)
+                    _insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                    _insert_body___r10 = pos
+                    pos += 2
+                    if pos + _insert_body___meta_pair_n_value > end:
+                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_insert_body___meta_pair_n_value, found=end - pos)
+                    try:
+                        _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                    pos += _insert_body___meta_pair_n_value
+                    _insert_body___x = MetaPair(_insert_body___meta_pair_f_key, _insert_body___meta_pair_f_value)
+                    _insert_body__f_meta.append(_insert_body___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_insert_body___i) + ']').prefixed('meta') from None
+            if p_semantic_dims > 0:
+                _insert_body___tag = p_tail_layout
+                if _insert_body___tag == 0:
+                    try:
+                        _insert_body___tail_full___c = p_semantic_dims
+                        if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                        _insert_body___tail_full___st = _RC6.get(_insert_body___tail_full___c)
+                        if _insert_body___tail_full___st is None:
+                            _insert_body___tail_full___st = struct.Struct('<' + 'Qq' * _insert_body___tail_full___c)
+                            if len(_RC6) < 64:
+                                _RC6[_insert_body___tail_full___c] = _insert_body___tail_full___st
+                        _insert_body___tail_full___it = iter(_insert_body___tail_full___st.unpack_from(mv, pos))
+                        _insert_body___tail_full__f_dims = [_insert_body___tail_full___hi << 64 | _insert_body___tail_full___lo for _insert_body___tail_full___lo, _insert_body___tail_full___hi in zip(_insert_body___tail_full___it, _insert_body___tail_full___it)]
+                        pos += _insert_body___tail_full___c * 16
+                        _insert_body__f_tail = TailFull(_insert_body___tail_full__f_dims)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('tail') from None
+                elif _insert_body___tag == 1:
+                    try:
+                        _insert_body___tail_quantized___c = p_semantic_dims - 16
+                        if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                        _insert_body___tail_quantized___st = _RC7.get(_insert_body___tail_quantized___c)
+                        if _insert_body___tail_quantized___st is None:
+                            _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
+                            if len(_RC7) < 64:
+                                _RC7[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                        _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
+                        pos += _insert_body___tail_quantized___c * 2
+                        _insert_body__f_tail = TailQuantized(_insert_body___tail_quantized__f_user)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('tail') from None
+                elif _insert_body___tag == 2:
+                    try:
+                        _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                        if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                        _insert_body___tail_quantized_gacl___st = _RC8.get(_insert_body___tail_quantized_gacl___c)
+                        if _insert_body___tail_quantized_gacl___st is None:
+                            _insert_body___tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _insert_body___tail_quantized_gacl___c)
+                            if len(_RC8) < 64:
+                                _RC8[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                        _insert_body___tail_quantized_gacl___it = iter(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                        _insert_body___tail_quantized_gacl__f_reserved = [_insert_body___tail_quantized_gacl___hi << 64 | _insert_body___tail_quantized_gacl___lo for _insert_body___tail_quantized_gacl___lo, _insert_body___tail_quantized_gacl___hi in zip(_insert_body___tail_quantized_gacl___it, _insert_body___tail_quantized_gacl___it)]
+                        pos += _insert_body___tail_quantized_gacl___c * 16
+                        _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                        if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                        _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
+                        if _insert_body___tail_quantized_gacl___st is None:
+                            _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
+                            if len(_RC9) < 64:
+                                _RC9[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                        _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                        pos += _insert_body___tail_quantized_gacl___c * 2
+                        _insert_body__f_tail = TailQuantizedGacl(_insert_body___tail_quantized_gacl__f_reserved, _insert_body___tail_quantized_gacl__f_user)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('tail') from None
+                else:
+                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_insert_body___tag)
+            else:
+                _insert_body__f_tail = None
+            f_body = InsertBody(_insert_body__f_data, _insert_body__f_meta, _insert_body__f_tail)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
         try:
-            f_body, pos = _d_update_body(mv, pos, end)
+            if pos + 4 > end:
+                raise _short(pos, end, _T13)
+            _update_body__n_data, = _S2.unpack_from(mv, pos)
+            _update_body___r2 = pos
+            pos += 4
+            if pos + _update_body__n_data > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_update_body__n_data, found=end - pos)
+            _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
+            pos += _update_body__n_data
+            if pos + 2 > end:
+                raise _short(pos, end, _T14)
+            _update_body__n_meta, = _S10.unpack_from(mv, pos)
+            _update_body___r10 = pos
+            pos += 2
+            if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
+                raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+            _update_body__f_meta = []
+            try:
+                for _update_body___i in range(_update_body__n_meta):
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T11)
+                    _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                    _update_body___r10 = pos
+                    pos += 2
+                    if pos + _update_body___meta_pair_n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_update_body___meta_pair_n_key, found=end - pos)
+                    try:
+                        _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _update_body___meta_pair_n_key
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T12)
+                    _update_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                    _update_body___r10 = pos
+                    pos += 2
+                    if pos + _update_body___meta_pair_n_value > end:
+                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_update_body___meta_pair_n_value, found=end - pos)
+                    try:
+                        _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                    pos += _update_body___meta_pair_n_value
+                    _update_body___x = MetaPair(_update_body___meta_pair_f_key, _update_body___meta_pair_f_value)
+                    _update_body__f_meta.append(_update_body___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_update_body___i) + ']').prefixed('meta') from None
+            f_body = UpdateBody(_update_body__f_data, _update_body__f_meta)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         f_body = None
     elif _tag == 4:
         try:
-            f_body, pos = _d_meta_pair(mv, pos, end)
+            if pos + 2 > end:
+                raise _short(pos, end, _T11)
+            _meta_pair__n_key, = _S10.unpack_from(mv, pos)
+            _meta_pair___r10 = pos
+            pos += 2
+            if pos + _meta_pair__n_key > end:
+                raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair__n_key, found=end - pos)
+            try:
+                _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'key') from None
+            pos += _meta_pair__n_key
+            if pos + 2 > end:
+                raise _short(pos, end, _T12)
+            _meta_pair__n_value, = _S10.unpack_from(mv, pos)
+            _meta_pair___r10 = pos
+            pos += 2
+            if pos + _meta_pair__n_value > end:
+                raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair__n_value, found=end - pos)
+            try:
+                _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'value') from None
+            pos += _meta_pair__n_value
+            f_body = MetaPair(_meta_pair__f_key, _meta_pair__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 5:
         try:
-            f_body, pos = _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout)
+            if p_semantic_dims > 0:
+                _set_semantic_body___tag = p_tail_layout
+                if _set_semantic_body___tag == 0:
+                    try:
+                        _set_semantic_body___tail_full___c = p_semantic_dims
+                        if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                        _set_semantic_body___tail_full___st = _RC6.get(_set_semantic_body___tail_full___c)
+                        if _set_semantic_body___tail_full___st is None:
+                            _set_semantic_body___tail_full___st = struct.Struct('<' + 'Qq' * _set_semantic_body___tail_full___c)
+                            if len(_RC6) < 64:
+                                _RC6[_set_semantic_body___tail_full___c] = _set_semantic_body___tail_full___st
+                        _set_semantic_body___tail_full___it = iter(_set_semantic_body___tail_full___st.unpack_from(mv, pos))
+                        _set_semantic_body___tail_full__f_dims = [_set_semantic_body___tail_full___hi << 64 | _set_semantic_body___tail_full___lo for _set_semantic_body___tail_full___lo, _set_semantic_body___tail_full___hi in zip(_set_semantic_body___tail_full___it, _set_semantic_body___tail_full___it)]
+                        pos += _set_semantic_body___tail_full___c * 16
+                        _set_semantic_body__f_tail = TailFull(_set_semantic_body___tail_full__f_dims)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('tail') from None
+                elif _set_semantic_body___tag == 1:
+                    try:
+                        _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
+                        if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                        _set_semantic_body___tail_quantized___st = _RC7.get(_set_semantic_body___tail_quantized___c)
+                        if _set_semantic_body___tail_quantized___st is None:
+                            _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
+                            if len(_RC7) < 64:
+                                _RC7[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                        _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
+                        pos += _set_semantic_body___tail_quantized___c * 2
+                        _set_semantic_body__f_tail = TailQuantized(_set_semantic_body___tail_quantized__f_user)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('tail') from None
+                elif _set_semantic_body___tag == 2:
+                    try:
+                        _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                        if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                        _set_semantic_body___tail_quantized_gacl___st = _RC8.get(_set_semantic_body___tail_quantized_gacl___c)
+                        if _set_semantic_body___tail_quantized_gacl___st is None:
+                            _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + 'Qq' * _set_semantic_body___tail_quantized_gacl___c)
+                            if len(_RC8) < 64:
+                                _RC8[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                        _set_semantic_body___tail_quantized_gacl___it = iter(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                        _set_semantic_body___tail_quantized_gacl__f_reserved = [_set_semantic_body___tail_quantized_gacl___hi << 64 | _set_semantic_body___tail_quantized_gacl___lo for _set_semantic_body___tail_quantized_gacl___lo, _set_semantic_body___tail_quantized_gacl___hi in zip(_set_semantic_body___tail_quantized_gacl___it, _set_semantic_body___tail_quantized_gacl___it)]
+                        pos += _set_semantic_body___tail_quantized_gacl___c * 16
+                        _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                        if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                        _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
+                        if _set_semantic_body___tail_quantized_gacl___st is None:
+                            _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
+                            if len(_RC9) < 64:
+                                _RC9[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                        _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                        pos += _set_semantic_body___tail_quantized_gacl___c * 2
+                        _set_semantic_body__f_tail = TailQuantizedGacl(_set_semantic_body___tail_quantized_gacl__f_reserved, _set_semantic_body___tail_quantized_gacl__f_user)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('tail') from None
+                else:
+                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_set_semantic_body___tag)
+            else:
+                _set_semantic_body__f_tail = None
+            f_body = SetSemanticBody(_set_semantic_body__f_tail)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 6:
         try:
-            f_body, pos = _d_epoch_body(mv, pos, end)
+            if pos + 9 > end:
+                raise _short(pos, end, _T20)
+            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S19.unpack_from(mv, pos)
+            _epoch_body___r19 = pos
+            pos += 9
+            if _epoch_body__f_flags & 252:
+                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r19 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+            _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
+            f_body = EpochBody(_epoch_body__f_epoch_id, _epoch_body__f_flags)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -1113,22 +2163,99 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     out += _b_key
     _tag = v.op
     if _tag == 1:
-        _e_insert_body(out, v.body, p_semantic_dims, p_tail_layout)
+        _insert_body__v = v.body
+        _insert_body___b_data = _insert_body__v.data
+        out += _S2.pack(len(_insert_body___b_data))
+        out += _insert_body___b_data
+        out += _S10.pack(len(_insert_body__v.meta))
+        for _insert_body___x in _insert_body__v.meta:
+            _insert_body___meta_pair_b_key = _insert_body___x.key.encode('utf-8')
+            out += _S10.pack(len(_insert_body___meta_pair_b_key))
+            out += _insert_body___meta_pair_b_key
+            _insert_body___meta_pair_b_value = _insert_body___x.value.encode('utf-8')
+            out += _S10.pack(len(_insert_body___meta_pair_b_value))
+            out += _insert_body___meta_pair_b_value
+        if p_semantic_dims > 0:
+            _insert_body___tag = p_tail_layout
+            if _insert_body___tag == 0:
+                _insert_body___tail_full__v = _insert_body__v.tail
+                if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
+                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
+                out += b''.join([_insert_body___tail_full___x.to_bytes(16, 'little', signed=True) for _insert_body___tail_full___x in _insert_body___tail_full__v.dims])
+            elif _insert_body___tag == 1:
+                _insert_body___tail_quantized__v = _insert_body__v.tail
+                if len(_insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized__v.user)), path='user')
+                out += struct.pack('<' + str(len(_insert_body___tail_quantized__v.user)) + 'h', *_insert_body___tail_quantized__v.user)
+            elif _insert_body___tag == 2:
+                _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
+                if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                out += b''.join([_insert_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _insert_body___tail_quantized_gacl___x in _insert_body___tail_quantized_gacl__v.reserved])
+                if len(_insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.user)), path='user')
+                out += struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user)
+            else:
+                raise EncodeError('no case for tag ' + repr(_insert_body___tag), path='tail')
+        elif _insert_body__v.tail is not None:
+            raise EncodeError('field is present but its condition is false', path='tail')
     elif _tag == 2:
-        _e_update_body(out, v.body)
+        _update_body__v = v.body
+        _update_body___b_data = _update_body__v.data
+        out += _S2.pack(len(_update_body___b_data))
+        out += _update_body___b_data
+        out += _S10.pack(len(_update_body__v.meta))
+        for _update_body___x in _update_body__v.meta:
+            _update_body___meta_pair_b_key = _update_body___x.key.encode('utf-8')
+            out += _S10.pack(len(_update_body___meta_pair_b_key))
+            out += _update_body___meta_pair_b_key
+            _update_body___meta_pair_b_value = _update_body___x.value.encode('utf-8')
+            out += _S10.pack(len(_update_body___meta_pair_b_value))
+            out += _update_body___meta_pair_b_value
     elif _tag == 3:
         if v.body is not None:
             raise EncodeError('case DELETE carries no body', path='body')
     elif _tag == 4:
-        _e_meta_pair(out, v.body)
+        _meta_pair__v = v.body
+        _meta_pair___b_key = _meta_pair__v.key.encode('utf-8')
+        out += _S10.pack(len(_meta_pair___b_key))
+        out += _meta_pair___b_key
+        _meta_pair___b_value = _meta_pair__v.value.encode('utf-8')
+        out += _S10.pack(len(_meta_pair___b_value))
+        out += _meta_pair___b_value
     elif _tag == 5:
-        _e_set_semantic_body(out, v.body, p_semantic_dims, p_tail_layout)
+        _set_semantic_body__v = v.body
+        if p_semantic_dims > 0:
+            _set_semantic_body___tag = p_tail_layout
+            if _set_semantic_body___tag == 0:
+                _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
+                if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
+                out += b''.join([_set_semantic_body___tail_full___x.to_bytes(16, 'little', signed=True) for _set_semantic_body___tail_full___x in _set_semantic_body___tail_full__v.dims])
+            elif _set_semantic_body___tag == 1:
+                _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
+                if len(_set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized__v.user)), path='user')
+                out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized__v.user)) + 'h', *_set_semantic_body___tail_quantized__v.user)
+            elif _set_semantic_body___tag == 2:
+                _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
+                if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                out += b''.join([_set_semantic_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _set_semantic_body___tail_quantized_gacl___x in _set_semantic_body___tail_quantized_gacl__v.reserved])
+                if len(_set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user)
+            else:
+                raise EncodeError('no case for tag ' + repr(_set_semantic_body___tag), path='tail')
+        elif _set_semantic_body__v.tail is not None:
+            raise EncodeError('field is present but its condition is false', path='tail')
     elif _tag == 6:
-        _e_epoch_body(out, v.body)
+        _epoch_body__v = v.body
+        out += _S19.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
     _e_body = len(out)
-    f_entry_crc = _ck_crc32(memoryview(out)[_s_seq:_e_body])
+    f_entry_crc = _ck_crc32((out if _s_seq == 0 and _e_body == len(out) else memoryview(out)[_s_seq:_e_body]))
     out += _S2.pack(f_entry_crc)
 
 def _d_wal_header(mv, pos, end):
@@ -1192,7 +2319,106 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
     if len(v.entries) != len(v.entries):
         raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
     for _x in v.entries:
-        _e_wal_entry(out, _x, p_semantic_dims, p_tail_layout)
+        _wal_entry___b_key = _x.key.encode('utf-8')
+        _wal_entry___s_seq = len(out) + 0
+        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _wal_entry___b_key
+        _wal_entry___tag = _x.op
+        if _wal_entry___tag == 1:
+            _wal_entry___insert_body__v = _x.body
+            _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
+            out += _S2.pack(len(_wal_entry___insert_body___b_data))
+            out += _wal_entry___insert_body___b_data
+            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
+            for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
+                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _wal_entry___insert_body___meta_pair_b_key
+                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _wal_entry___insert_body___meta_pair_b_value
+            if p_semantic_dims > 0:
+                _wal_entry___insert_body___tag = p_tail_layout
+                if _wal_entry___insert_body___tag == 0:
+                    _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
+                    out += b''.join([_wal_entry___insert_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_entry___insert_body___tail_full___x in _wal_entry___insert_body___tail_full__v.dims])
+                elif _wal_entry___insert_body___tag == 1:
+                    _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
+                elif _wal_entry___insert_body___tag == 2:
+                    _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_wal_entry___insert_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_entry___insert_body___tail_quantized_gacl___x in _wal_entry___insert_body___tail_quantized_gacl__v.reserved])
+                    if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_wal_entry___insert_body___tag), path='tail')
+            elif _wal_entry___insert_body__v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        elif _wal_entry___tag == 2:
+            _wal_entry___update_body__v = _x.body
+            _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
+            out += _S2.pack(len(_wal_entry___update_body___b_data))
+            out += _wal_entry___update_body___b_data
+            out += _S10.pack(len(_wal_entry___update_body__v.meta))
+            for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
+                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _wal_entry___update_body___meta_pair_b_key
+                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _wal_entry___update_body___meta_pair_b_value
+        elif _wal_entry___tag == 3:
+            if _x.body is not None:
+                raise EncodeError('case DELETE carries no body', path='body')
+        elif _wal_entry___tag == 4:
+            _wal_entry___meta_pair__v = _x.body
+            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode('utf-8')
+            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
+            out += _wal_entry___meta_pair___b_key
+            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode('utf-8')
+            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
+            out += _wal_entry___meta_pair___b_value
+        elif _wal_entry___tag == 5:
+            _wal_entry___set_semantic_body__v = _x.body
+            if p_semantic_dims > 0:
+                _wal_entry___set_semantic_body___tag = p_tail_layout
+                if _wal_entry___set_semantic_body___tag == 0:
+                    _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
+                    out += b''.join([_wal_entry___set_semantic_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_entry___set_semantic_body___tail_full___x in _wal_entry___set_semantic_body___tail_full__v.dims])
+                elif _wal_entry___set_semantic_body___tag == 1:
+                    _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
+                elif _wal_entry___set_semantic_body___tag == 2:
+                    _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_wal_entry___set_semantic_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_entry___set_semantic_body___tail_quantized_gacl___x in _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved])
+                    if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_wal_entry___set_semantic_body___tag), path='tail')
+            elif _wal_entry___set_semantic_body__v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        elif _wal_entry___tag == 6:
+            _wal_entry___epoch_body__v = _x.body
+            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+        else:
+            raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
+        _wal_entry___e_body = len(out)
+        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 and _wal_entry___e_body == len(out) else memoryview(out)[_wal_entry___s_seq:_wal_entry___e_body])
+        out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
     _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
@@ -1245,7 +2471,12 @@ def _e_wal_block_plain(out, v, p_algorithm, p_block_limit):
 
 def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     try:
-        f_header, pos = _d_wal_header(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T24)
+        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S15.unpack_from(mv, pos)
+        _wal_header___r15 = pos
+        pos += 8
+        f_header = WalHeader(_wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if (not p_block_compressed):
@@ -1273,7 +2504,47 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
             while pos < end:
                 _ip = pos
                 try:
-                    _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
+                    if pos + 2 > end:
+                        raise _short(pos, end, _T25)
+                    _wal_block__f_block_entry_count, = _S10.unpack_from(mv, pos)
+                    _wal_block___r10 = pos
+                    pos += 2
+                    if _wal_block__f_block_entry_count < 1 or _wal_block__f_block_entry_count > 64:
+                        raise ConstraintError('value out of range', offset=_wal_block___r10, path='block_entry_count', expected='1..64', found=_wal_block__f_block_entry_count)
+                    if pos + 4 > end:
+                        raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
+                    _wal_block___clen = _S2.unpack_from(mv, pos)[0]
+                    pos += 4
+                    if pos + _wal_block___clen > end:
+                        raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_wal_block___clen, found=end - pos)
+                    _wal_block___plain = _decompress(p_algorithm, mv[pos:pos + _wal_block___clen], 67108864, expected_size=None, offset=pos, path='entries', codecs=_CODECS17)
+                    _wal_block___fpos = pos
+                    pos += _wal_block___clen
+                    _wal_block___save = (mv, pos, end)
+                    mv = memoryview(_wal_block___plain)
+                    pos, end = (0, len(_wal_block___plain))
+                    try:
+                        _wal_block___c = _wal_block__f_block_entry_count
+                        if _wal_block___c < 0 or _wal_block___c * 11 > end - pos:
+                            raise TruncatedError('count ' + str(_wal_block___c) + ' needs at least ' + str(_wal_block___c * 11) + ' bytes', offset=pos, path='entries', expected=_wal_block___c * 11, found=end - pos)
+                        _wal_block__f_entries = []
+                        try:
+                            for _wal_block___i in range(_wal_block___c):
+                                try:
+                                    _wal_block___x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('') from None
+                                _wal_block__f_entries.append(_wal_block___x)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('[' + str(_wal_block___i) + ']').prefixed('entries') from None
+                        if pos != end:
+                            raise ConstraintError('decompressed section has trailing bytes', offset=pos, path='entries', expected=end, found=pos)
+                    except DecodeError as _exc:
+                        _exc.message += f' (at +{_exc.offset} in the section decompressed from offset {_wal_block___fpos})'
+                        _exc.offset = _wal_block___fpos
+                        raise
+                    mv, pos, end = _wal_block___save
+                    _x = WalBlock(_wal_block__f_entries)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -1287,26 +2558,275 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     return WalSection(f_header, f_entries, f_blocks), pos
 
 def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    _e_wal_header(out, v.header)
+    _wal_header__v = v.header
+    out += _S15.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
     if (not p_block_compressed):
         for _x in v.entries:
-            _e_wal_entry(out, _x, p_semantic_dims, p_tail_layout)
+            _wal_entry___b_key = _x.key.encode('utf-8')
+            _wal_entry___s_seq = len(out) + 0
+            out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _wal_entry___b_key
+            _wal_entry___tag = _x.op
+            if _wal_entry___tag == 1:
+                _wal_entry___insert_body__v = _x.body
+                _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
+                out += _S2.pack(len(_wal_entry___insert_body___b_data))
+                out += _wal_entry___insert_body___b_data
+                out += _S10.pack(len(_wal_entry___insert_body__v.meta))
+                for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
+                    _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode('utf-8')
+                    out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                    out += _wal_entry___insert_body___meta_pair_b_key
+                    _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode('utf-8')
+                    out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                    out += _wal_entry___insert_body___meta_pair_b_value
+                if p_semantic_dims > 0:
+                    _wal_entry___insert_body___tag = p_tail_layout
+                    if _wal_entry___insert_body___tag == 0:
+                        _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
+                        if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
+                        out += b''.join([_wal_entry___insert_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_entry___insert_body___tail_full___x in _wal_entry___insert_body___tail_full__v.dims])
+                    elif _wal_entry___insert_body___tag == 1:
+                        _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
+                        if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
+                        out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
+                    elif _wal_entry___insert_body___tag == 2:
+                        _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
+                        if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                        out += b''.join([_wal_entry___insert_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_entry___insert_body___tail_quantized_gacl___x in _wal_entry___insert_body___tail_quantized_gacl__v.reserved])
+                        if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
+                        out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
+                    else:
+                        raise EncodeError('no case for tag ' + repr(_wal_entry___insert_body___tag), path='tail')
+                elif _wal_entry___insert_body__v.tail is not None:
+                    raise EncodeError('field is present but its condition is false', path='tail')
+            elif _wal_entry___tag == 2:
+                _wal_entry___update_body__v = _x.body
+                _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
+                out += _S2.pack(len(_wal_entry___update_body___b_data))
+                out += _wal_entry___update_body___b_data
+                out += _S10.pack(len(_wal_entry___update_body__v.meta))
+                for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
+                    _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode('utf-8')
+                    out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                    out += _wal_entry___update_body___meta_pair_b_key
+                    _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode('utf-8')
+                    out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                    out += _wal_entry___update_body___meta_pair_b_value
+            elif _wal_entry___tag == 3:
+                if _x.body is not None:
+                    raise EncodeError('case DELETE carries no body', path='body')
+            elif _wal_entry___tag == 4:
+                _wal_entry___meta_pair__v = _x.body
+                _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___meta_pair___b_key))
+                out += _wal_entry___meta_pair___b_key
+                _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___meta_pair___b_value))
+                out += _wal_entry___meta_pair___b_value
+            elif _wal_entry___tag == 5:
+                _wal_entry___set_semantic_body__v = _x.body
+                if p_semantic_dims > 0:
+                    _wal_entry___set_semantic_body___tag = p_tail_layout
+                    if _wal_entry___set_semantic_body___tag == 0:
+                        _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
+                        if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
+                        out += b''.join([_wal_entry___set_semantic_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_entry___set_semantic_body___tail_full___x in _wal_entry___set_semantic_body___tail_full__v.dims])
+                    elif _wal_entry___set_semantic_body___tag == 1:
+                        _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
+                        if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
+                        out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
+                    elif _wal_entry___set_semantic_body___tag == 2:
+                        _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
+                        if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                        out += b''.join([_wal_entry___set_semantic_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_entry___set_semantic_body___tail_quantized_gacl___x in _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved])
+                        if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                        out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                    else:
+                        raise EncodeError('no case for tag ' + repr(_wal_entry___set_semantic_body___tag), path='tail')
+                elif _wal_entry___set_semantic_body__v.tail is not None:
+                    raise EncodeError('field is present but its condition is false', path='tail')
+            elif _wal_entry___tag == 6:
+                _wal_entry___epoch_body__v = _x.body
+                out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            else:
+                raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
+            _wal_entry___e_body = len(out)
+            _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 and _wal_entry___e_body == len(out) else memoryview(out)[_wal_entry___s_seq:_wal_entry___e_body])
+            out += _S2.pack(_wal_entry__f_entry_crc)
     elif v.entries is not None:
         raise EncodeError('field is present but its condition is false', path='entries')
     if p_block_compressed:
         for _x in v.blocks:
-            _e_wal_block(out, _x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
+            out += _S10.pack(len(_x.entries))
+            _wal_block___outer = out
+            out = bytearray()
+            if len(_x.entries) != len(_x.entries):
+                raise EncodeError('expected ' + str(len(_x.entries)) + ' items, found ' + str(len(_x.entries)), path='entries')
+            for _wal_block___x in _x.entries:
+                _wal_block___wal_entry___b_key = _wal_block___x.key.encode('utf-8')
+                _wal_block___wal_entry___s_seq = len(out) + 0
+                out += _S21.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                out += _wal_block___wal_entry___b_key
+                _wal_block___wal_entry___tag = _wal_block___x.op
+                if _wal_block___wal_entry___tag == 1:
+                    _wal_block___wal_entry___insert_body__v = _wal_block___x.body
+                    _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
+                    out += _S2.pack(len(_wal_block___wal_entry___insert_body___b_data))
+                    out += _wal_block___wal_entry___insert_body___b_data
+                    out += _S10.pack(len(_wal_block___wal_entry___insert_body__v.meta))
+                    for _wal_block___wal_entry___insert_body___x in _wal_block___wal_entry___insert_body__v.meta:
+                        _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode('utf-8')
+                        out += _S10.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
+                        out += _wal_block___wal_entry___insert_body___meta_pair_b_key
+                        _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode('utf-8')
+                        out += _S10.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
+                        out += _wal_block___wal_entry___insert_body___meta_pair_b_value
+                    if p_semantic_dims > 0:
+                        _wal_block___wal_entry___insert_body___tag = p_tail_layout
+                        if _wal_block___wal_entry___insert_body___tag == 0:
+                            _wal_block___wal_entry___insert_body___tail_full__v = _wal_block___wal_entry___insert_body__v.tail
+                            if len(_wal_block___wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
+                                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_full__v.dims)), path='dims')
+                            out += b''.join([_wal_block___wal_entry___insert_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_block___wal_entry___insert_body___tail_full___x in _wal_block___wal_entry___insert_body___tail_full__v.dims])
+                        elif _wal_block___wal_entry___insert_body___tag == 1:
+                            _wal_block___wal_entry___insert_body___tail_quantized__v = _wal_block___wal_entry___insert_body__v.tail
+                            if len(_wal_block___wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)), path='user')
+                            out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized__v.user)
+                        elif _wal_block___wal_entry___insert_body___tag == 2:
+                            _wal_block___wal_entry___insert_body___tail_quantized_gacl__v = _wal_block___wal_entry___insert_body__v.tail
+                            if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                            out += b''.join([_wal_block___wal_entry___insert_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_block___wal_entry___insert_body___tail_quantized_gacl___x in _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved])
+                            if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
+                            out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)
+                        else:
+                            raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___insert_body___tag), path='tail')
+                    elif _wal_block___wal_entry___insert_body__v.tail is not None:
+                        raise EncodeError('field is present but its condition is false', path='tail')
+                elif _wal_block___wal_entry___tag == 2:
+                    _wal_block___wal_entry___update_body__v = _wal_block___x.body
+                    _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
+                    out += _S2.pack(len(_wal_block___wal_entry___update_body___b_data))
+                    out += _wal_block___wal_entry___update_body___b_data
+                    out += _S10.pack(len(_wal_block___wal_entry___update_body__v.meta))
+                    for _wal_block___wal_entry___update_body___x in _wal_block___wal_entry___update_body__v.meta:
+                        _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode('utf-8')
+                        out += _S10.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
+                        out += _wal_block___wal_entry___update_body___meta_pair_b_key
+                        _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode('utf-8')
+                        out += _S10.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
+                        out += _wal_block___wal_entry___update_body___meta_pair_b_value
+                elif _wal_block___wal_entry___tag == 3:
+                    if _wal_block___x.body is not None:
+                        raise EncodeError('case DELETE carries no body', path='body')
+                elif _wal_block___wal_entry___tag == 4:
+                    _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
+                    _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode('utf-8')
+                    out += _S10.pack(len(_wal_block___wal_entry___meta_pair___b_key))
+                    out += _wal_block___wal_entry___meta_pair___b_key
+                    _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode('utf-8')
+                    out += _S10.pack(len(_wal_block___wal_entry___meta_pair___b_value))
+                    out += _wal_block___wal_entry___meta_pair___b_value
+                elif _wal_block___wal_entry___tag == 5:
+                    _wal_block___wal_entry___set_semantic_body__v = _wal_block___x.body
+                    if p_semantic_dims > 0:
+                        _wal_block___wal_entry___set_semantic_body___tag = p_tail_layout
+                        if _wal_block___wal_entry___set_semantic_body___tag == 0:
+                            _wal_block___wal_entry___set_semantic_body___tail_full__v = _wal_block___wal_entry___set_semantic_body__v.tail
+                            if len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
+                            out += b''.join([_wal_block___wal_entry___set_semantic_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_block___wal_entry___set_semantic_body___tail_full___x in _wal_block___wal_entry___set_semantic_body___tail_full__v.dims])
+                        elif _wal_block___wal_entry___set_semantic_body___tag == 1:
+                            _wal_block___wal_entry___set_semantic_body___tail_quantized__v = _wal_block___wal_entry___set_semantic_body__v.tail
+                            if len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
+                            out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)
+                        elif _wal_block___wal_entry___set_semantic_body___tag == 2:
+                            _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_block___wal_entry___set_semantic_body__v.tail
+                            if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                            out += b''.join([_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl___x in _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved])
+                            if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                            out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                        else:
+                            raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___set_semantic_body___tag), path='tail')
+                    elif _wal_block___wal_entry___set_semantic_body__v.tail is not None:
+                        raise EncodeError('field is present but its condition is false', path='tail')
+                elif _wal_block___wal_entry___tag == 6:
+                    _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
+                    out += _S19.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                else:
+                    raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
+                _wal_block___wal_entry___e_body = len(out)
+                _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 and _wal_block___wal_entry___e_body == len(out) else memoryview(out)[_wal_block___wal_entry___s_seq:_wal_block___wal_entry___e_body])
+                out += _S2.pack(_wal_block___wal_entry__f_entry_crc)
+            _wal_block___plain = bytes(out)
+            out = _wal_block___outer
+            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS17)
+            out += _S2.pack(len(_wal_block___frame))
+            out += _wal_block___frame
     elif v.blocks is not None:
         raise EncodeError('field is present but its condition is false', path='blocks')
 
 def _d_htt_file(mv, pos, end):
     try:
-        f_header, pos = _d_file_header(mv, pos, end)
+        if pos + 28 > end:
+            raise _short(pos, end, _T1)
+        _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count = _S0.unpack_from(mv, pos)
+        _file_header___r0 = pos
+        pos += 28
+        _file_header___s_magic = _file_header___r0
+        if _file_header__f_magic != b'HTT\x00':
+            raise ConstraintError('bad magic', offset=_file_header___r0, path='magic', expected=b'HTT\x00', found=_file_header__f_magic)
+        if _file_header__f_version < 1 or _file_header__f_version > 4:
+            raise ConstraintError('value out of range', offset=_file_header___r0 + 4, path='version', expected='1..4', found=_file_header__f_version)
+        if _file_header__f_flags & 0:
+            raise ConstraintError('undefined header_flags bits set', offset=_file_header___r0 + 5, path='flags', expected='mask 0xff', found=_file_header__f_flags)
+        _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
+        _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
+        _file_header___e_node_count = _file_header___r0 + 28
+        if pos + 4 > end:
+            raise _short(pos, end, _T3)
+        _file_header__f_header_crc, = _S2.unpack_from(mv, pos)
+        _file_header___r2 = pos
+        pos += 4
+        _file_header___ck = _ck_crc32(mv[_file_header___s_magic:_file_header___e_node_count])
+        if _file_header__f_header_crc != _file_header___ck:
+            raise ChecksumError('crc32 mismatch', offset=_file_header___r2, path='header_crc', expected=_file_header___ck, found=_file_header__f_header_crc)
+        f_header = FileHeader(_file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if _attr(_attr(f_header, 'flags', pos, 'flags'), 'meaning_addressed', pos, 'meaning_addressed'):
         try:
-            f_bounds, pos = _d_bounds_section(mv, pos, end, _attr(f_header, 'semantic_dims', pos, 'semantic_dims'))
+            _bounds_section__p_semantic_dims = _attr(f_header, 'semantic_dims', pos, 'semantic_dims')
+            _bounds_section___c = _bounds_section__p_semantic_dims - 16
+            if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+            _bounds_section__f_bounds = []
+            try:
+                for _bounds_section___i in range(_bounds_section___c):
+                    if pos + 16 > end:
+                        raise _short(pos, end, _T5)
+                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S4.unpack_from(mv, pos)
+                    _bounds_section___r4 = pos
+                    pos += 16
+                    _bounds_section___x = BoundPair(_bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max)
+                    _bounds_section__f_bounds.append(_bounds_section___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_bounds_section___i) + ']').prefixed('bounds') from None
+            f_bounds = BoundsSection(_bounds_section__f_bounds)
         except DecodeError as _exc:
             raise _exc.prefixed('bounds') from None
     else:
@@ -1316,15 +2836,114 @@ def _d_htt_file(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('snapshot') from None
     try:
-        f_wal, pos = _d_wal_section(mv, pos, end, _attr(_attr(f_header, 'flags', pos, 'flags'), 'wal_block_compressed', pos, 'wal_block_compressed'), _attr(_attr(f_header, 'flags', pos, 'flags'), 'algorithm', pos, 'algorithm'), _attr(f_header, 'semantic_dims', pos, 'semantic_dims'), (2 if (_attr(_attr(f_header, 'flags', pos, 'flags'), 'quantized', pos, 'quantized') and _attr(_attr(f_header, 'flags', pos, 'flags'), 'gacl', pos, 'gacl')) else (1 if _attr(_attr(f_header, 'flags', pos, 'flags'), 'quantized', pos, 'quantized') else 0)))
+        _wal_section__p_block_compressed = _attr(_attr(f_header, 'flags', pos, 'flags'), 'wal_block_compressed', pos, 'wal_block_compressed')
+        _wal_section__p_algorithm = _attr(_attr(f_header, 'flags', pos, 'flags'), 'algorithm', pos, 'algorithm')
+        _wal_section__p_semantic_dims = _attr(f_header, 'semantic_dims', pos, 'semantic_dims')
+        _wal_section__p_tail_layout = 2 if _attr(_attr(f_header, 'flags', pos, 'flags'), 'quantized', pos, 'quantized') and _attr(_attr(f_header, 'flags', pos, 'flags'), 'gacl', pos, 'gacl') else 1 if _attr(_attr(f_header, 'flags', pos, 'flags'), 'quantized', pos, 'quantized') else 0
+        try:
+            if pos + 8 > end:
+                raise _short(pos, end, _T24)
+            _wal_section___wal_header__f_wal_entry_count, _wal_section___wal_header__f_wal_base_seq = _S15.unpack_from(mv, pos)
+            _wal_section___wal_header___r15 = pos
+            pos += 8
+            _wal_section__f_header = WalHeader(_wal_section___wal_header__f_wal_entry_count, _wal_section___wal_header__f_wal_base_seq)
+        except DecodeError as _exc:
+            raise _exc.prefixed('header') from None
+        if not _wal_section__p_block_compressed:
+            _wal_section__f_entries = []
+            try:
+                _wal_section___i = 0
+                while pos < end:
+                    _wal_section___ip = pos
+                    try:
+                        _wal_section___x, pos = _d_wal_entry(mv, pos, end, _wal_section__p_semantic_dims, _wal_section__p_tail_layout)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('') from None
+                    if pos <= _wal_section___ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    _wal_section__f_entries.append(_wal_section___x)
+                    _wal_section___i += 1
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_wal_section___i) + ']').prefixed('entries') from None
+        else:
+            _wal_section__f_entries = None
+        if _wal_section__p_block_compressed:
+            _wal_section__f_blocks = []
+            try:
+                _wal_section___i = 0
+                while pos < end:
+                    _wal_section___ip = pos
+                    try:
+                        if pos + 2 > end:
+                            raise _short(pos, end, _T25)
+                        _wal_section___wal_block__f_block_entry_count, = _S10.unpack_from(mv, pos)
+                        _wal_section___wal_block___r10 = pos
+                        pos += 2
+                        if _wal_section___wal_block__f_block_entry_count < 1 or _wal_section___wal_block__f_block_entry_count > 64:
+                            raise ConstraintError('value out of range', offset=_wal_section___wal_block___r10, path='block_entry_count', expected='1..64', found=_wal_section___wal_block__f_block_entry_count)
+                        if pos + 4 > end:
+                            raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
+                        _wal_section___wal_block___clen = _S2.unpack_from(mv, pos)[0]
+                        pos += 4
+                        if pos + _wal_section___wal_block___clen > end:
+                            raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_wal_section___wal_block___clen, found=end - pos)
+                        _wal_section___wal_block___plain = _decompress(_wal_section__p_algorithm, mv[pos:pos + _wal_section___wal_block___clen], 67108864, expected_size=None, offset=pos, path='entries', codecs=_CODECS17)
+                        _wal_section___wal_block___fpos = pos
+                        pos += _wal_section___wal_block___clen
+                        _wal_section___wal_block___save = (mv, pos, end)
+                        mv = memoryview(_wal_section___wal_block___plain)
+                        pos, end = (0, len(_wal_section___wal_block___plain))
+                        try:
+                            _wal_section___wal_block___c = _wal_section___wal_block__f_block_entry_count
+                            if _wal_section___wal_block___c < 0 or _wal_section___wal_block___c * 11 > end - pos:
+                                raise TruncatedError('count ' + str(_wal_section___wal_block___c) + ' needs at least ' + str(_wal_section___wal_block___c * 11) + ' bytes', offset=pos, path='entries', expected=_wal_section___wal_block___c * 11, found=end - pos)
+                            _wal_section___wal_block__f_entries = []
+                            try:
+                                for _wal_section___wal_block___i in range(_wal_section___wal_block___c):
+                                    try:
+                                        _wal_section___wal_block___x, pos = _d_wal_entry(mv, pos, end, _wal_section__p_semantic_dims, _wal_section__p_tail_layout)
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('') from None
+                                    _wal_section___wal_block__f_entries.append(_wal_section___wal_block___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_section___wal_block___i) + ']').prefixed('entries') from None
+                            if pos != end:
+                                raise ConstraintError('decompressed section has trailing bytes', offset=pos, path='entries', expected=end, found=pos)
+                        except DecodeError as _exc:
+                            _exc.message += f' (at +{_exc.offset} in the section decompressed from offset {_wal_section___wal_block___fpos})'
+                            _exc.offset = _wal_section___wal_block___fpos
+                            raise
+                        mv, pos, end = _wal_section___wal_block___save
+                        _wal_section___x = WalBlock(_wal_section___wal_block__f_entries)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('') from None
+                    if pos <= _wal_section___ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    _wal_section__f_blocks.append(_wal_section___x)
+                    _wal_section___i += 1
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_wal_section___i) + ']').prefixed('blocks') from None
+        else:
+            _wal_section__f_blocks = None
+        f_wal = WalSection(_wal_section__f_header, _wal_section__f_entries, _wal_section__f_blocks)
     except DecodeError as _exc:
         raise _exc.prefixed('wal') from None
     return HttFile(f_header, f_bounds, f_snapshot, f_wal), pos
 
 def _e_htt_file(out, v):
-    _e_file_header(out, v.header)
+    _file_header__v = v.header
+    _file_header___s_magic = len(out) + 0
+    _file_header___e_node_count = len(out) + 28
+    out += _S0.pack(b'HTT\x00', _file_header__v.version, _file_header__v.flags.to_int(), _file_header__v.dimension, _file_header__v.semantic_dims, _file_header__v.tau.to_bytes(16, 'little', signed=True), _file_header__v.node_count)
+    _file_header__f_header_crc = _ck_crc32(out if _file_header___s_magic == 0 and _file_header___e_node_count == len(out) else memoryview(out)[_file_header___s_magic:_file_header___e_node_count])
+    out += _S2.pack(_file_header__f_header_crc)
     if v.header.flags.meaning_addressed:
-        _e_bounds_section(out, v.bounds, v.header.semantic_dims)
+        _bounds_section__v = v.bounds
+        _bounds_section__p_semantic_dims = v.header.semantic_dims
+        if len(_bounds_section__v.bounds) != _bounds_section__p_semantic_dims - 16:
+            raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(len(_bounds_section__v.bounds)), path='bounds')
+        for _bounds_section___x in _bounds_section__v.bounds:
+            out += _S4.pack(_bounds_section___x.min, _bounds_section___x.max)
     elif v.bounds is not None:
         raise EncodeError('field is present but its condition is false', path='bounds')
     _e_snapshot_section(out, v.snapshot, v.header.version, v.header.flags.compressed, v.header.flags.algorithm, v.header.semantic_dims, (2 if (v.header.flags.quantized and v.header.flags.gacl) else (1 if v.header.flags.quantized else 0)))
@@ -1394,7 +3013,108 @@ def _e_sidecar_segment_v1(out, v):
     _outer = out
     out = bytearray()
     for _x in v.entries:
-        _e_wal_entry(out, _x, v.semantic_dims, ((2 if None.gacl else 1) if ((v.version >= 2) and None.quantized) else 0))
+        _wal_entry__p_semantic_dims = v.semantic_dims
+        _wal_entry__p_tail_layout = (2 if None.gacl else 1) if v.version >= 2 and None.quantized else 0
+        _wal_entry___b_key = _x.key.encode('utf-8')
+        _wal_entry___s_seq = len(out) + 0
+        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _wal_entry___b_key
+        _wal_entry___tag = _x.op
+        if _wal_entry___tag == 1:
+            _wal_entry___insert_body__v = _x.body
+            _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
+            out += _S2.pack(len(_wal_entry___insert_body___b_data))
+            out += _wal_entry___insert_body___b_data
+            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
+            for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
+                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _wal_entry___insert_body___meta_pair_b_key
+                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _wal_entry___insert_body___meta_pair_b_value
+            if _wal_entry__p_semantic_dims > 0:
+                _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
+                if _wal_entry___insert_body___tag == 0:
+                    _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
+                    out += b''.join([_wal_entry___insert_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_entry___insert_body___tail_full___x in _wal_entry___insert_body___tail_full__v.dims])
+                elif _wal_entry___insert_body___tag == 1:
+                    _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
+                elif _wal_entry___insert_body___tag == 2:
+                    _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_wal_entry___insert_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_entry___insert_body___tail_quantized_gacl___x in _wal_entry___insert_body___tail_quantized_gacl__v.reserved])
+                    if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_wal_entry___insert_body___tag), path='tail')
+            elif _wal_entry___insert_body__v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        elif _wal_entry___tag == 2:
+            _wal_entry___update_body__v = _x.body
+            _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
+            out += _S2.pack(len(_wal_entry___update_body___b_data))
+            out += _wal_entry___update_body___b_data
+            out += _S10.pack(len(_wal_entry___update_body__v.meta))
+            for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
+                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _wal_entry___update_body___meta_pair_b_key
+                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _wal_entry___update_body___meta_pair_b_value
+        elif _wal_entry___tag == 3:
+            if _x.body is not None:
+                raise EncodeError('case DELETE carries no body', path='body')
+        elif _wal_entry___tag == 4:
+            _wal_entry___meta_pair__v = _x.body
+            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode('utf-8')
+            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
+            out += _wal_entry___meta_pair___b_key
+            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode('utf-8')
+            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
+            out += _wal_entry___meta_pair___b_value
+        elif _wal_entry___tag == 5:
+            _wal_entry___set_semantic_body__v = _x.body
+            if _wal_entry__p_semantic_dims > 0:
+                _wal_entry___set_semantic_body___tag = _wal_entry__p_tail_layout
+                if _wal_entry___set_semantic_body___tag == 0:
+                    _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
+                    out += b''.join([_wal_entry___set_semantic_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_entry___set_semantic_body___tail_full___x in _wal_entry___set_semantic_body___tail_full__v.dims])
+                elif _wal_entry___set_semantic_body___tag == 1:
+                    _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
+                elif _wal_entry___set_semantic_body___tag == 2:
+                    _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_wal_entry___set_semantic_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_entry___set_semantic_body___tail_quantized_gacl___x in _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved])
+                    if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_wal_entry___set_semantic_body___tag), path='tail')
+            elif _wal_entry___set_semantic_body__v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        elif _wal_entry___tag == 6:
+            _wal_entry___epoch_body__v = _x.body
+            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+        else:
+            raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
+        _wal_entry___e_body = len(out)
+        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 and _wal_entry___e_body == len(out) else memoryview(out)[_wal_entry___s_seq:_wal_entry___e_body])
+        out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
     _frame = _compress('zstd', _plain, path='entries')
@@ -1471,7 +3191,108 @@ def _e_sidecar_segment_v2(out, v):
     _outer = out
     out = bytearray()
     for _x in v.entries:
-        _e_wal_entry(out, _x, v.semantic_dims, ((2 if v.layout.gacl else 1) if ((v.version >= 2) and v.layout.quantized) else 0))
+        _wal_entry__p_semantic_dims = v.semantic_dims
+        _wal_entry__p_tail_layout = (2 if v.layout.gacl else 1) if v.version >= 2 and v.layout.quantized else 0
+        _wal_entry___b_key = _x.key.encode('utf-8')
+        _wal_entry___s_seq = len(out) + 0
+        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _wal_entry___b_key
+        _wal_entry___tag = _x.op
+        if _wal_entry___tag == 1:
+            _wal_entry___insert_body__v = _x.body
+            _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
+            out += _S2.pack(len(_wal_entry___insert_body___b_data))
+            out += _wal_entry___insert_body___b_data
+            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
+            for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
+                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _wal_entry___insert_body___meta_pair_b_key
+                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _wal_entry___insert_body___meta_pair_b_value
+            if _wal_entry__p_semantic_dims > 0:
+                _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
+                if _wal_entry___insert_body___tag == 0:
+                    _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
+                    out += b''.join([_wal_entry___insert_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_entry___insert_body___tail_full___x in _wal_entry___insert_body___tail_full__v.dims])
+                elif _wal_entry___insert_body___tag == 1:
+                    _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
+                elif _wal_entry___insert_body___tag == 2:
+                    _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
+                    if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_wal_entry___insert_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_entry___insert_body___tail_quantized_gacl___x in _wal_entry___insert_body___tail_quantized_gacl__v.reserved])
+                    if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_wal_entry___insert_body___tag), path='tail')
+            elif _wal_entry___insert_body__v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        elif _wal_entry___tag == 2:
+            _wal_entry___update_body__v = _x.body
+            _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
+            out += _S2.pack(len(_wal_entry___update_body___b_data))
+            out += _wal_entry___update_body___b_data
+            out += _S10.pack(len(_wal_entry___update_body__v.meta))
+            for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
+                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _wal_entry___update_body___meta_pair_b_key
+                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode('utf-8')
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _wal_entry___update_body___meta_pair_b_value
+        elif _wal_entry___tag == 3:
+            if _x.body is not None:
+                raise EncodeError('case DELETE carries no body', path='body')
+        elif _wal_entry___tag == 4:
+            _wal_entry___meta_pair__v = _x.body
+            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode('utf-8')
+            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
+            out += _wal_entry___meta_pair___b_key
+            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode('utf-8')
+            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
+            out += _wal_entry___meta_pair___b_value
+        elif _wal_entry___tag == 5:
+            _wal_entry___set_semantic_body__v = _x.body
+            if _wal_entry__p_semantic_dims > 0:
+                _wal_entry___set_semantic_body___tag = _wal_entry__p_tail_layout
+                if _wal_entry___set_semantic_body___tag == 0:
+                    _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
+                    out += b''.join([_wal_entry___set_semantic_body___tail_full___x.to_bytes(16, 'little', signed=True) for _wal_entry___set_semantic_body___tail_full___x in _wal_entry___set_semantic_body___tail_full__v.dims])
+                elif _wal_entry___set_semantic_body___tag == 1:
+                    _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
+                elif _wal_entry___set_semantic_body___tag == 2:
+                    _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
+                    if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                    out += b''.join([_wal_entry___set_semantic_body___tail_quantized_gacl___x.to_bytes(16, 'little', signed=True) for _wal_entry___set_semantic_body___tail_quantized_gacl___x in _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved])
+                    if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_wal_entry___set_semantic_body___tag), path='tail')
+            elif _wal_entry___set_semantic_body__v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        elif _wal_entry___tag == 6:
+            _wal_entry___epoch_body__v = _x.body
+            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+        else:
+            raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
+        _wal_entry___e_body = len(out)
+        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 and _wal_entry___e_body == len(out) else memoryview(out)[_wal_entry___s_seq:_wal_entry___e_body])
+        out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
     _frame = _compress('zstd', _plain, path='entries')

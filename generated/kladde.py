@@ -67,7 +67,7 @@ from bytewright.runtime.errors import (
     TruncatedError,
     UnsupportedError,
 )
-_ck_crc32c = _registry.checksum_func("crc32c")
+_ck_crc32c = _registry.checksum_func("crc32c", fast=True)
 
 FAMILY = "kladde"
 SCHEMA_FILES = ["schemas/kladde.yaml"]
@@ -413,29 +413,84 @@ def _d_statement(mv, pos, end):
     _tag = f_tag
     if _tag == 0:
         try:
-            f_body, pos = _d_ref_body(mv, pos, end)
+            _ref_body___at = pos
+            if pos < end and mv[pos] < 128:
+                _ref_body__f_offset_delta = mv[pos]
+                pos += 1
+            else:
+                _ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _ref_body___at = pos
+            if pos < end and mv[pos] < 128:
+                _ref_body__f_size = mv[pos]
+                pos += 1
+            else:
+                _ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+            _ref_body___at = pos
+            if pos < end and mv[pos] < 128:
+                _ref_body__f_address = mv[pos]
+                pos += 1
+            else:
+                _ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
+            f_body = RefBody(_ref_body__f_offset_delta, _ref_body__f_size, _ref_body__f_address)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 1:
         try:
-            f_body, pos = _d_zero_body(mv, pos, end)
+            _zero_body___at = pos
+            if pos < end and mv[pos] < 128:
+                _zero_body__f_offset_delta = mv[pos]
+                pos += 1
+            else:
+                _zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _zero_body___at = pos
+            if pos < end and mv[pos] < 128:
+                _zero_body__f_size = mv[pos]
+                pos += 1
+            else:
+                _zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+            f_body = ZeroBody(_zero_body__f_offset_delta, _zero_body__f_size)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
         try:
-            f_body, pos = _d_shrink_body(mv, pos, end)
+            _shrink_body___at = pos
+            if pos < end and mv[pos] < 128:
+                _shrink_body__f_offset_delta = mv[pos]
+                pos += 1
+            else:
+                _shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            f_body = ShrinkBody(_shrink_body__f_offset_delta)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         try:
-            f_body, pos = _d_grow_body(mv, pos, end)
+            _grow_body___at = pos
+            if pos < end and mv[pos] < 128:
+                _grow_body__f_offset_delta = mv[pos]
+                pos += 1
+            else:
+                _grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            f_body = GrowBody(_grow_body__f_offset_delta)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 4:
         f_body = None
     else:
         try:
-            f_body, pos = _d_inline_body(mv, pos, end, f_tag)
+            _inline_body___at = pos
+            if pos < end and mv[pos] < 128:
+                _inline_body__f_offset_delta = mv[pos]
+                pos += 1
+            else:
+                _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _inline_body___n = f_tag - 4
+            if _inline_body___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_inline_body___n)
+            if pos + _inline_body___n > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_inline_body___n, found=end - pos)
+            _inline_body__f_payload = bytes(mv[pos:pos + _inline_body___n])
+            pos += _inline_body___n
+            f_body = InlineBody(_inline_body__f_offset_delta, _inline_body__f_payload)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     return Statement(f_id_delta, f_tag, f_body), pos
@@ -445,18 +500,31 @@ def _e_statement(out, v):
     out += _S2.pack(v.tag)
     _tag = v.tag
     if _tag == 0:
-        _e_ref_body(out, v.body)
+        _ref_body__v = v.body
+        out += _uleb128_encode(_ref_body__v.offset_delta)
+        out += _uleb128_encode(_ref_body__v.size)
+        out += _uleb128_encode(_ref_body__v.address)
     elif _tag == 1:
-        _e_zero_body(out, v.body)
+        _zero_body__v = v.body
+        out += _uleb128_encode(_zero_body__v.offset_delta)
+        out += _uleb128_encode(_zero_body__v.size)
     elif _tag == 2:
-        _e_shrink_body(out, v.body)
+        _shrink_body__v = v.body
+        out += _uleb128_encode(_shrink_body__v.offset_delta)
     elif _tag == 3:
-        _e_grow_body(out, v.body)
+        _grow_body__v = v.body
+        out += _uleb128_encode(_grow_body__v.offset_delta)
     elif _tag == 4:
         if v.body is not None:
             raise EncodeError('case Tombstone carries no body', path='body')
     else:
-        _e_inline_body(out, v.body, v.tag)
+        _inline_body__v = v.body
+        _inline_body__p_size_tag = v.tag
+        out += _uleb128_encode(_inline_body__v.offset_delta)
+        _inline_body___b = _inline_body__v.payload
+        if len(_inline_body___b) != _inline_body__p_size_tag - 4:
+            raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
+        out += _inline_body___b
 
 def _d_child_ref(mv, pos, end):
     _at = pos
@@ -493,7 +561,102 @@ def _d_table_content(mv, pos, end):
         while pos < end:
             _ip = pos
             try:
-                _x, pos = _d_statement(mv, pos, end)
+                _statement___at = pos
+                if pos < end and mv[pos] < 128:
+                    _statement__f_id_delta = mv[pos]
+                    pos += 1
+                else:
+                    _statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
+                if pos + 1 > end:
+                    raise _short(pos, end, _T3)
+                _statement__f_tag, = _S2.unpack_from(mv, pos)
+                _statement___r2 = pos
+                pos += 1
+                _statement__f_tag = _STATEMENTTAG_BY_VALUE.get(_statement__f_tag, _statement__f_tag)
+                _statement___tag = _statement__f_tag
+                if _statement___tag == 0:
+                    try:
+                        _statement___ref_body___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _statement___ref_body__f_offset_delta = mv[pos]
+                            pos += 1
+                        else:
+                            _statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                        _statement___ref_body___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _statement___ref_body__f_size = mv[pos]
+                            pos += 1
+                        else:
+                            _statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                        _statement___ref_body___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _statement___ref_body__f_address = mv[pos]
+                            pos += 1
+                        else:
+                            _statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
+                        _statement__f_body = RefBody(_statement___ref_body__f_offset_delta, _statement___ref_body__f_size, _statement___ref_body__f_address)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('body') from None
+                elif _statement___tag == 1:
+                    try:
+                        _statement___zero_body___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _statement___zero_body__f_offset_delta = mv[pos]
+                            pos += 1
+                        else:
+                            _statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                        _statement___zero_body___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _statement___zero_body__f_size = mv[pos]
+                            pos += 1
+                        else:
+                            _statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                        _statement__f_body = ZeroBody(_statement___zero_body__f_offset_delta, _statement___zero_body__f_size)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('body') from None
+                elif _statement___tag == 2:
+                    try:
+                        _statement___shrink_body___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _statement___shrink_body__f_offset_delta = mv[pos]
+                            pos += 1
+                        else:
+                            _statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                        _statement__f_body = ShrinkBody(_statement___shrink_body__f_offset_delta)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('body') from None
+                elif _statement___tag == 3:
+                    try:
+                        _statement___grow_body___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _statement___grow_body__f_offset_delta = mv[pos]
+                            pos += 1
+                        else:
+                            _statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                        _statement__f_body = GrowBody(_statement___grow_body__f_offset_delta)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('body') from None
+                elif _statement___tag == 4:
+                    _statement__f_body = None
+                else:
+                    try:
+                        _statement___inline_body___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _statement___inline_body__f_offset_delta = mv[pos]
+                            pos += 1
+                        else:
+                            _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                        _statement___inline_body___n = _statement__f_tag - 4
+                        if _statement___inline_body___n < 0:
+                            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_statement___inline_body___n)
+                        if pos + _statement___inline_body___n > end:
+                            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_statement___inline_body___n, found=end - pos)
+                        _statement___inline_body__f_payload = bytes(mv[pos:pos + _statement___inline_body___n])
+                        pos += _statement___inline_body___n
+                        _statement__f_body = InlineBody(_statement___inline_body__f_offset_delta, _statement___inline_body__f_payload)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('body') from None
+                _x = Statement(_statement__f_id_delta, _statement__f_tag, _statement__f_body)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -511,7 +674,35 @@ def _e_table_content(out, v):
         out += _uleb128_encode(_x)
     out += _uleb128_encode(0)
     for _x in v.statements:
-        _e_statement(out, _x)
+        out += _uleb128_encode(_x.id_delta)
+        out += _S2.pack(_x.tag)
+        _statement___tag = _x.tag
+        if _statement___tag == 0:
+            _statement___ref_body__v = _x.body
+            out += _uleb128_encode(_statement___ref_body__v.offset_delta)
+            out += _uleb128_encode(_statement___ref_body__v.size)
+            out += _uleb128_encode(_statement___ref_body__v.address)
+        elif _statement___tag == 1:
+            _statement___zero_body__v = _x.body
+            out += _uleb128_encode(_statement___zero_body__v.offset_delta)
+            out += _uleb128_encode(_statement___zero_body__v.size)
+        elif _statement___tag == 2:
+            _statement___shrink_body__v = _x.body
+            out += _uleb128_encode(_statement___shrink_body__v.offset_delta)
+        elif _statement___tag == 3:
+            _statement___grow_body__v = _x.body
+            out += _uleb128_encode(_statement___grow_body__v.offset_delta)
+        elif _statement___tag == 4:
+            if _x.body is not None:
+                raise EncodeError('case Tombstone carries no body', path='body')
+        else:
+            _statement___inline_body__v = _x.body
+            _statement___inline_body__p_size_tag = _x.tag
+            out += _uleb128_encode(_statement___inline_body__v.offset_delta)
+            _statement___inline_body___b = _statement___inline_body__v.payload
+            if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
+                raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
+            out += _statement___inline_body___b
 
 def _d_page(mv, pos, end):
     start = pos
@@ -569,7 +760,16 @@ def _d_header_slot(mv, pos, end):
     start = pos
     _s_header = pos
     try:
-        f_header, pos = _d_header_fields(mv, pos, end)
+        if pos + 48 > end:
+            raise _short(pos, end, _T1)
+        _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0.unpack_from(mv, pos)
+        _header_fields___r0 = pos
+        pos += 48
+        if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
+            raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+        if _header_fields__f_log2_page_size != 12:
+            raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+        f_header = HeaderFields(_header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
@@ -607,7 +807,8 @@ def _d_header_slot(mv, pos, end):
 def _e_header_slot(out, v):
     start = len(out)
     _s_header = len(out)
-    _e_header_fields(out, v.header)
+    _header_fields__v = v.header
+    out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
     out += _S4.pack(v.kind, v.epoch, 0)
@@ -644,7 +845,133 @@ def _d_table_page(mv, pos, end):
     end = pos + _n
     _sec_content = pos
     try:
-        f_content, pos = _d_table_content(mv, pos, end)
+        _table_content__f_children = []
+        try:
+            _table_content___i = 0
+            while True:
+                _table_content___at = pos
+                if pos < end and mv[pos] < 128:
+                    _table_content___x = mv[pos]
+                    pos += 1
+                else:
+                    _table_content___x, pos = _uleb128(mv, pos, end, '')
+                if _table_content___x == 0:
+                    break
+                _table_content__f_children.append(_table_content___x)
+                _table_content___i += 1
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_table_content___i) + ']').prefixed('children') from None
+        _table_content__f_statements = []
+        try:
+            _table_content___i = 0
+            while pos < end:
+                _table_content___ip = pos
+                try:
+                    _table_content___statement___at = pos
+                    if pos < end and mv[pos] < 128:
+                        _table_content___statement__f_id_delta = mv[pos]
+                        pos += 1
+                    else:
+                        _table_content___statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
+                    if pos + 1 > end:
+                        raise _short(pos, end, _T3)
+                    _table_content___statement__f_tag, = _S2.unpack_from(mv, pos)
+                    _table_content___statement___r2 = pos
+                    pos += 1
+                    _table_content___statement__f_tag = _STATEMENTTAG_BY_VALUE.get(_table_content___statement__f_tag, _table_content___statement__f_tag)
+                    _table_content___statement___tag = _table_content___statement__f_tag
+                    if _table_content___statement___tag == 0:
+                        try:
+                            _table_content___statement___ref_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___ref_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement___ref_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___ref_body__f_size = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                            _table_content___statement___ref_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___ref_body__f_address = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
+                            _table_content___statement__f_body = RefBody(_table_content___statement___ref_body__f_offset_delta, _table_content___statement___ref_body__f_size, _table_content___statement___ref_body__f_address)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    elif _table_content___statement___tag == 1:
+                        try:
+                            _table_content___statement___zero_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___zero_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement___zero_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___zero_body__f_size = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                            _table_content___statement__f_body = ZeroBody(_table_content___statement___zero_body__f_offset_delta, _table_content___statement___zero_body__f_size)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    elif _table_content___statement___tag == 2:
+                        try:
+                            _table_content___statement___shrink_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___shrink_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement__f_body = ShrinkBody(_table_content___statement___shrink_body__f_offset_delta)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    elif _table_content___statement___tag == 3:
+                        try:
+                            _table_content___statement___grow_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___grow_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement__f_body = GrowBody(_table_content___statement___grow_body__f_offset_delta)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    elif _table_content___statement___tag == 4:
+                        _table_content___statement__f_body = None
+                    else:
+                        try:
+                            _table_content___statement___inline_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___inline_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement___inline_body___n = _table_content___statement__f_tag - 4
+                            if _table_content___statement___inline_body___n < 0:
+                                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_table_content___statement___inline_body___n)
+                            if pos + _table_content___statement___inline_body___n > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_table_content___statement___inline_body___n, found=end - pos)
+                            _table_content___statement___inline_body__f_payload = bytes(mv[pos:pos + _table_content___statement___inline_body___n])
+                            pos += _table_content___statement___inline_body___n
+                            _table_content___statement__f_body = InlineBody(_table_content___statement___inline_body__f_offset_delta, _table_content___statement___inline_body__f_payload)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    _table_content___x = Statement(_table_content___statement__f_id_delta, _table_content___statement__f_tag, _table_content___statement__f_body)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('') from None
+                if pos <= _table_content___ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                _table_content__f_statements.append(_table_content___x)
+                _table_content___i += 1
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_table_content___i) + ']').prefixed('statements') from None
+        f_content = TableContent(_table_content__f_children, _table_content__f_statements)
     except DecodeError as _exc:
         raise _exc.prefixed('content') from None
     if pos != end:
@@ -673,7 +1000,42 @@ def _e_table_page(out, v):
     out += _S4.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
-    _e_table_content(out, v.content)
+    _table_content__v = v.content
+    for _table_content___x in _table_content__v.children:
+        if _table_content___x == 0:
+            raise EncodeError('an item equals the terminator 0', path='children')
+        out += _uleb128_encode(_table_content___x)
+    out += _uleb128_encode(0)
+    for _table_content___x in _table_content__v.statements:
+        out += _uleb128_encode(_table_content___x.id_delta)
+        out += _S2.pack(_table_content___x.tag)
+        _table_content___statement___tag = _table_content___x.tag
+        if _table_content___statement___tag == 0:
+            _table_content___statement___ref_body__v = _table_content___x.body
+            out += _uleb128_encode(_table_content___statement___ref_body__v.offset_delta)
+            out += _uleb128_encode(_table_content___statement___ref_body__v.size)
+            out += _uleb128_encode(_table_content___statement___ref_body__v.address)
+        elif _table_content___statement___tag == 1:
+            _table_content___statement___zero_body__v = _table_content___x.body
+            out += _uleb128_encode(_table_content___statement___zero_body__v.offset_delta)
+            out += _uleb128_encode(_table_content___statement___zero_body__v.size)
+        elif _table_content___statement___tag == 2:
+            _table_content___statement___shrink_body__v = _table_content___x.body
+            out += _uleb128_encode(_table_content___statement___shrink_body__v.offset_delta)
+        elif _table_content___statement___tag == 3:
+            _table_content___statement___grow_body__v = _table_content___x.body
+            out += _uleb128_encode(_table_content___statement___grow_body__v.offset_delta)
+        elif _table_content___statement___tag == 4:
+            if _table_content___x.body is not None:
+                raise EncodeError('case Tombstone carries no body', path='body')
+        else:
+            _table_content___statement___inline_body__v = _table_content___x.body
+            _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
+            out += _uleb128_encode(_table_content___statement___inline_body__v.offset_delta)
+            _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
+            if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
+                raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
+            out += _table_content___statement___inline_body___b
     _size_content = len(out) - _ps
     _S8.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
@@ -685,7 +1047,16 @@ def _d_header_page(mv, pos, end):
     start = pos
     _s_header = pos
     try:
-        f_header, pos = _d_header_fields(mv, pos, end)
+        if pos + 48 > end:
+            raise _short(pos, end, _T1)
+        _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0.unpack_from(mv, pos)
+        _header_fields___r0 = pos
+        pos += 48
+        if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
+            raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+        if _header_fields__f_log2_page_size != 12:
+            raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+        f_header = HeaderFields(_header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
@@ -707,7 +1078,133 @@ def _d_header_page(mv, pos, end):
     end = pos + _n
     _sec_content = pos
     try:
-        f_content, pos = _d_table_content(mv, pos, end)
+        _table_content__f_children = []
+        try:
+            _table_content___i = 0
+            while True:
+                _table_content___at = pos
+                if pos < end and mv[pos] < 128:
+                    _table_content___x = mv[pos]
+                    pos += 1
+                else:
+                    _table_content___x, pos = _uleb128(mv, pos, end, '')
+                if _table_content___x == 0:
+                    break
+                _table_content__f_children.append(_table_content___x)
+                _table_content___i += 1
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_table_content___i) + ']').prefixed('children') from None
+        _table_content__f_statements = []
+        try:
+            _table_content___i = 0
+            while pos < end:
+                _table_content___ip = pos
+                try:
+                    _table_content___statement___at = pos
+                    if pos < end and mv[pos] < 128:
+                        _table_content___statement__f_id_delta = mv[pos]
+                        pos += 1
+                    else:
+                        _table_content___statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
+                    if pos + 1 > end:
+                        raise _short(pos, end, _T3)
+                    _table_content___statement__f_tag, = _S2.unpack_from(mv, pos)
+                    _table_content___statement___r2 = pos
+                    pos += 1
+                    _table_content___statement__f_tag = _STATEMENTTAG_BY_VALUE.get(_table_content___statement__f_tag, _table_content___statement__f_tag)
+                    _table_content___statement___tag = _table_content___statement__f_tag
+                    if _table_content___statement___tag == 0:
+                        try:
+                            _table_content___statement___ref_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___ref_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement___ref_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___ref_body__f_size = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                            _table_content___statement___ref_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___ref_body__f_address = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
+                            _table_content___statement__f_body = RefBody(_table_content___statement___ref_body__f_offset_delta, _table_content___statement___ref_body__f_size, _table_content___statement___ref_body__f_address)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    elif _table_content___statement___tag == 1:
+                        try:
+                            _table_content___statement___zero_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___zero_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement___zero_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___zero_body__f_size = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                            _table_content___statement__f_body = ZeroBody(_table_content___statement___zero_body__f_offset_delta, _table_content___statement___zero_body__f_size)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    elif _table_content___statement___tag == 2:
+                        try:
+                            _table_content___statement___shrink_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___shrink_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement__f_body = ShrinkBody(_table_content___statement___shrink_body__f_offset_delta)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    elif _table_content___statement___tag == 3:
+                        try:
+                            _table_content___statement___grow_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___grow_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement__f_body = GrowBody(_table_content___statement___grow_body__f_offset_delta)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    elif _table_content___statement___tag == 4:
+                        _table_content___statement__f_body = None
+                    else:
+                        try:
+                            _table_content___statement___inline_body___at = pos
+                            if pos < end and mv[pos] < 128:
+                                _table_content___statement___inline_body__f_offset_delta = mv[pos]
+                                pos += 1
+                            else:
+                                _table_content___statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                            _table_content___statement___inline_body___n = _table_content___statement__f_tag - 4
+                            if _table_content___statement___inline_body___n < 0:
+                                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_table_content___statement___inline_body___n)
+                            if pos + _table_content___statement___inline_body___n > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_table_content___statement___inline_body___n, found=end - pos)
+                            _table_content___statement___inline_body__f_payload = bytes(mv[pos:pos + _table_content___statement___inline_body___n])
+                            pos += _table_content___statement___inline_body___n
+                            _table_content___statement__f_body = InlineBody(_table_content___statement___inline_body__f_offset_delta, _table_content___statement___inline_body__f_payload)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                    _table_content___x = Statement(_table_content___statement__f_id_delta, _table_content___statement__f_tag, _table_content___statement__f_body)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('') from None
+                if pos <= _table_content___ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                _table_content__f_statements.append(_table_content___x)
+                _table_content___i += 1
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_table_content___i) + ']').prefixed('statements') from None
+        f_content = TableContent(_table_content__f_children, _table_content__f_statements)
     except DecodeError as _exc:
         raise _exc.prefixed('content') from None
     if pos != end:
@@ -731,13 +1228,49 @@ def _d_header_page(mv, pos, end):
 def _e_header_page(out, v):
     start = len(out)
     _s_header = len(out)
-    _e_header_fields(out, v.header)
+    _header_fields__v = v.header
+    out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
     out += _S4.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
-    _e_table_content(out, v.content)
+    _table_content__v = v.content
+    for _table_content___x in _table_content__v.children:
+        if _table_content___x == 0:
+            raise EncodeError('an item equals the terminator 0', path='children')
+        out += _uleb128_encode(_table_content___x)
+    out += _uleb128_encode(0)
+    for _table_content___x in _table_content__v.statements:
+        out += _uleb128_encode(_table_content___x.id_delta)
+        out += _S2.pack(_table_content___x.tag)
+        _table_content___statement___tag = _table_content___x.tag
+        if _table_content___statement___tag == 0:
+            _table_content___statement___ref_body__v = _table_content___x.body
+            out += _uleb128_encode(_table_content___statement___ref_body__v.offset_delta)
+            out += _uleb128_encode(_table_content___statement___ref_body__v.size)
+            out += _uleb128_encode(_table_content___statement___ref_body__v.address)
+        elif _table_content___statement___tag == 1:
+            _table_content___statement___zero_body__v = _table_content___x.body
+            out += _uleb128_encode(_table_content___statement___zero_body__v.offset_delta)
+            out += _uleb128_encode(_table_content___statement___zero_body__v.size)
+        elif _table_content___statement___tag == 2:
+            _table_content___statement___shrink_body__v = _table_content___x.body
+            out += _uleb128_encode(_table_content___statement___shrink_body__v.offset_delta)
+        elif _table_content___statement___tag == 3:
+            _table_content___statement___grow_body__v = _table_content___x.body
+            out += _uleb128_encode(_table_content___statement___grow_body__v.offset_delta)
+        elif _table_content___statement___tag == 4:
+            if _table_content___x.body is not None:
+                raise EncodeError('case Tombstone carries no body', path='body')
+        else:
+            _table_content___statement___inline_body__v = _table_content___x.body
+            _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
+            out += _uleb128_encode(_table_content___statement___inline_body__v.offset_delta)
+            _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
+            if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
+                raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
+            out += _table_content___statement___inline_body___b
     _size_content = len(out) - _ps
     _S8.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
@@ -946,32 +1479,214 @@ def _d_journal_record(mv, pos, end):
     _tag = f_tag
     if _tag == 1:
         try:
-            f_body, pos = _d_journal_free(mv, pos, end)
+            _journal_free___a_id = pos
+            _journal_free___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_free__f_id = mv[pos]
+                pos += 1
+            else:
+                _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_free__f_id)
+            f_body = JournalFree(_journal_free__f_id)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
         try:
-            f_body, pos = _d_journal_resize(mv, pos, end)
+            _journal_resize___a_id = pos
+            _journal_resize___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_resize__f_id = mv[pos]
+                pos += 1
+            else:
+                _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_resize___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_resize__f_id)
+            _journal_resize___a_size = pos
+            _journal_resize___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_resize__f_size = mv[pos]
+                pos += 1
+            else:
+                _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
+            if not _journal_resize__f_size <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_resize___a_size, path='size', expected='size <= 4294967295', found=_journal_resize__f_size)
+            f_body = JournalResize(_journal_resize__f_id, _journal_resize__f_size)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         try:
-            f_body, pos = _d_journal_write(mv, pos, end)
+            _journal_write___a_id = pos
+            _journal_write___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_write__f_id = mv[pos]
+                pos += 1
+            else:
+                _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_write___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_write__f_id)
+            _journal_write___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_write__f_offset = mv[pos]
+                pos += 1
+            else:
+                _journal_write__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+            _journal_write___a_length = pos
+            _journal_write___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_write__f_length = mv[pos]
+                pos += 1
+            else:
+                _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
+            if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_write___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_write__f_length)
+            _journal_write___n = _journal_write__f_length
+            if _journal_write___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_write___n)
+            if pos + _journal_write___n > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_journal_write___n, found=end - pos)
+            _journal_write__f_data = bytes(mv[pos:pos + _journal_write___n])
+            pos += _journal_write___n
+            f_body = JournalWrite(_journal_write__f_id, _journal_write__f_offset, _journal_write__f_data)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 4:
         try:
-            f_body, pos = _d_journal_splice(mv, pos, end)
+            _journal_splice___a_id = pos
+            _journal_splice___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_splice__f_id = mv[pos]
+                pos += 1
+            else:
+                _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_splice___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_splice__f_id)
+            _journal_splice___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_splice__f_offset = mv[pos]
+                pos += 1
+            else:
+                _journal_splice__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+            _journal_splice___a_old_len = pos
+            _journal_splice___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_splice__f_old_len = mv[pos]
+                pos += 1
+            else:
+                _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
+            if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=_journal_splice__f_old_len)
+            _journal_splice___a_length = pos
+            _journal_splice___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_splice__f_length = mv[pos]
+                pos += 1
+            else:
+                _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
+            if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_splice__f_length)
+            _journal_splice___n = _journal_splice__f_length
+            if _journal_splice___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_splice___n)
+            if pos + _journal_splice___n > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_journal_splice___n, found=end - pos)
+            _journal_splice__f_data = bytes(mv[pos:pos + _journal_splice___n])
+            pos += _journal_splice___n
+            f_body = JournalSplice(_journal_splice__f_id, _journal_splice__f_offset, _journal_splice__f_old_len, _journal_splice__f_data)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 5:
         try:
-            f_body, pos = _d_journal_copy(mv, pos, end)
+            _journal_copy___a_src = pos
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_src = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
+            if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_src_offset = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
+            _journal_copy___a_length = pos
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_length = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
+            if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
+            _journal_copy___a_dst = pos
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_dst = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
+            if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
+            _journal_copy___a_dst_offset = pos
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_dst_offset = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
+            if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+            f_body = JournalCopy(_journal_copy__f_src, _journal_copy__f_src_offset, _journal_copy__f_length, _journal_copy__f_dst, _journal_copy__f_dst_offset)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 6:
         try:
-            f_body, pos = _d_journal_copy(mv, pos, end)
+            _journal_copy___a_src = pos
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_src = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
+            if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_src_offset = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
+            _journal_copy___a_length = pos
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_length = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
+            if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
+            _journal_copy___a_dst = pos
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_dst = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
+            if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
+            _journal_copy___a_dst_offset = pos
+            _journal_copy___at = pos
+            if pos < end and mv[pos] < 128:
+                _journal_copy__f_dst_offset = mv[pos]
+                pos += 1
+            else:
+                _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
+            if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+            f_body = JournalCopy(_journal_copy__f_src, _journal_copy__f_src_offset, _journal_copy__f_length, _journal_copy__f_dst, _journal_copy__f_dst_offset)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -982,17 +1697,45 @@ def _e_journal_record(out, v):
     out += _S2.pack(v.tag)
     _tag = v.tag
     if _tag == 1:
-        _e_journal_free(out, v.body)
+        _journal_free__v = v.body
+        out += _uleb128_encode(_journal_free__v.id)
     elif _tag == 2:
-        _e_journal_resize(out, v.body)
+        _journal_resize__v = v.body
+        out += _uleb128_encode(_journal_resize__v.id)
+        out += _uleb128_encode(_journal_resize__v.size)
     elif _tag == 3:
-        _e_journal_write(out, v.body)
+        _journal_write__v = v.body
+        out += _uleb128_encode(_journal_write__v.id)
+        out += _uleb128_encode(_journal_write__v.offset)
+        out += _uleb128_encode(len(_journal_write__v.data))
+        _journal_write___b = _journal_write__v.data
+        if len(_journal_write___b) != len(_journal_write__v.data):
+            raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
+        out += _journal_write___b
     elif _tag == 4:
-        _e_journal_splice(out, v.body)
+        _journal_splice__v = v.body
+        out += _uleb128_encode(_journal_splice__v.id)
+        out += _uleb128_encode(_journal_splice__v.offset)
+        out += _uleb128_encode(_journal_splice__v.old_len)
+        out += _uleb128_encode(len(_journal_splice__v.data))
+        _journal_splice___b = _journal_splice__v.data
+        if len(_journal_splice___b) != len(_journal_splice__v.data):
+            raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
+        out += _journal_splice___b
     elif _tag == 5:
-        _e_journal_copy(out, v.body)
+        _journal_copy__v = v.body
+        out += _uleb128_encode(_journal_copy__v.src)
+        out += _uleb128_encode(_journal_copy__v.src_offset)
+        out += _uleb128_encode(_journal_copy__v.length)
+        out += _uleb128_encode(_journal_copy__v.dst)
+        out += _uleb128_encode(_journal_copy__v.dst_offset)
     elif _tag == 6:
-        _e_journal_copy(out, v.body)
+        _journal_copy__v = v.body
+        out += _uleb128_encode(_journal_copy__v.src)
+        out += _uleb128_encode(_journal_copy__v.src_offset)
+        out += _uleb128_encode(_journal_copy__v.length)
+        out += _uleb128_encode(_journal_copy__v.dst)
+        out += _uleb128_encode(_journal_copy__v.dst_offset)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
 
@@ -1016,7 +1759,50 @@ def _d_journal_records(mv, pos, end):
 
 def _e_journal_records(out, v):
     for _x in v.records:
-        _e_journal_record(out, _x)
+        out += _S2.pack(_x.tag)
+        _journal_record___tag = _x.tag
+        if _journal_record___tag == 1:
+            _journal_record___journal_free__v = _x.body
+            out += _uleb128_encode(_journal_record___journal_free__v.id)
+        elif _journal_record___tag == 2:
+            _journal_record___journal_resize__v = _x.body
+            out += _uleb128_encode(_journal_record___journal_resize__v.id)
+            out += _uleb128_encode(_journal_record___journal_resize__v.size)
+        elif _journal_record___tag == 3:
+            _journal_record___journal_write__v = _x.body
+            out += _uleb128_encode(_journal_record___journal_write__v.id)
+            out += _uleb128_encode(_journal_record___journal_write__v.offset)
+            out += _uleb128_encode(len(_journal_record___journal_write__v.data))
+            _journal_record___journal_write___b = _journal_record___journal_write__v.data
+            if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
+                raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
+            out += _journal_record___journal_write___b
+        elif _journal_record___tag == 4:
+            _journal_record___journal_splice__v = _x.body
+            out += _uleb128_encode(_journal_record___journal_splice__v.id)
+            out += _uleb128_encode(_journal_record___journal_splice__v.offset)
+            out += _uleb128_encode(_journal_record___journal_splice__v.old_len)
+            out += _uleb128_encode(len(_journal_record___journal_splice__v.data))
+            _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
+            if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
+                raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
+            out += _journal_record___journal_splice___b
+        elif _journal_record___tag == 5:
+            _journal_record___journal_copy__v = _x.body
+            out += _uleb128_encode(_journal_record___journal_copy__v.src)
+            out += _uleb128_encode(_journal_record___journal_copy__v.src_offset)
+            out += _uleb128_encode(_journal_record___journal_copy__v.length)
+            out += _uleb128_encode(_journal_record___journal_copy__v.dst)
+            out += _uleb128_encode(_journal_record___journal_copy__v.dst_offset)
+        elif _journal_record___tag == 6:
+            _journal_record___journal_copy__v = _x.body
+            out += _uleb128_encode(_journal_record___journal_copy__v.src)
+            out += _uleb128_encode(_journal_record___journal_copy__v.src_offset)
+            out += _uleb128_encode(_journal_record___journal_copy__v.length)
+            out += _uleb128_encode(_journal_record___journal_copy__v.dst)
+            out += _uleb128_encode(_journal_record___journal_copy__v.dst_offset)
+        else:
+            raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
 
 def _d_journal_transaction(mv, pos, end):
     _a_length = pos

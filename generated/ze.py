@@ -66,7 +66,7 @@ from bytewright.runtime.errors import (
     TruncatedError,
     UnsupportedError,
 )
-_ck_xxh3_64 = _registry.checksum_func("xxh3_64")
+_ck_xxh3_64 = _registry.checksum_func("xxh3_64", fast=True)
 
 FAMILY = "ze"
 SCHEMA_FILES = ["schemas/ze.yaml"]
@@ -1159,22 +1159,22 @@ _T12 = (('payload_len', 0, 4), ('seq', 4, 8), ('op', 12, 2))
 _S13 = struct.Struct('<I')
 _S14 = struct.Struct('<HH')
 _T15 = (('version', 0, 2), ('flags', 2, 2))
-_T16 = (('dims', 0, 4),)
-_RC17 = {}  # f32_vector.values element-count structs
-_S18 = struct.Struct('<16sQ')
-_T19 = (('doc_id', 0, 16), ('revision', 16, 8))
+_S16 = struct.Struct('<16sQ')
+_T17 = (('doc_id', 0, 16), ('revision', 16, 8))
+_T18 = (('dims', 0, 4),)
+_RC19 = {}  # f32_vector.values element-count structs
 _T20 = (('count', 0, 4),)
 _RC21 = {}  # op_delete_v1.doc_ids element-count structs
-_S22 = struct.Struct('<B3sI')
-_T23 = (('kind', 0, 1), ('reserved', 1, 3), ('value_len', 4, 4))
-_T24 = (('value', 0, 8),)
-_S25 = struct.Struct('<q')
-_S26 = struct.Struct('<B')
-_T27 = (('value', 0, 1),)
-_S28 = struct.Struct('<16s')
-_T29 = (('value', 0, 16),)
-_S30 = struct.Struct('<16sQI')
-_T31 = (('doc_id', 0, 16), ('revision', 16, 8), ('column_id', 24, 4))
+_S22 = struct.Struct('<16sQI')
+_T23 = (('doc_id', 0, 16), ('revision', 16, 8), ('column_id', 24, 4))
+_S24 = struct.Struct('<B3sI')
+_T25 = (('kind', 0, 1), ('reserved', 1, 3), ('value_len', 4, 4))
+_T26 = (('value', 0, 8),)
+_S27 = struct.Struct('<q')
+_S28 = struct.Struct('<B')
+_T29 = (('value', 0, 1),)
+_S30 = struct.Struct('<16s')
+_T31 = (('value', 0, 16),)
 _S32 = struct.Struct('<16sQq')
 _T33 = (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8))
 _S34 = struct.Struct('<16sQII')
@@ -1183,58 +1183,58 @@ _RC36 = {}  # op_upsert_metadata_v1.vector element-count structs
 _S37 = struct.Struct('<16sQqII')
 _T38 = (('doc_id', 0, 16), ('revision', 16, 8), ('ts', 24, 8), ('metadata_len', 32, 4), ('dims', 36, 4))
 _RC39 = {}  # op_upsert_ts_metadata_v1.vector element-count structs
-_T40 = (('column_id', 0, 4),)
-_S41 = struct.Struct('<I16sQ')
-_T42 = (('fields', 0, 4), ('doc_id', 4, 16), ('revision', 20, 8))
+_S40 = struct.Struct('<I16sQ')
+_T41 = (('fields', 0, 4), ('doc_id', 4, 16), ('revision', 20, 8))
+_T42 = (('column_id', 0, 4),)
 _S43 = struct.Struct('<II')
 _T44 = (('index', 0, 4), ('count', 4, 4))
 _S45 = struct.Struct('<16s16sQQQQ')
 _T46 = (('transaction', 0, 16), ('participant', 16, 16), ('first_seq', 32, 8), ('last_seq', 40, 8), ('manifest_digest', 48, 8), ('final_generation', 56, 8))
 _S47 = struct.Struct('<IIH')
 _T48 = (('index', 0, 4), ('count', 4, 4), ('inner_op', 8, 2))
-_S49 = struct.Struct('<8sHHIQQ16sQ')
-_T50 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
-_S51 = struct.Struct('<4sHHIIQ16s16s')
-_T52 = (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))
-_T53 = (('header_checksum', 0, 8),)
-_T54 = (('size', 0, 8),)
-_S55 = struct.Struct('<16sB7sQQIIQ')
-_T56 = (('store', 0, 16), ('envelope_kind', 16, 1), ('reserved', 17, 7), ('base_generation', 24, 8), ('target_generation', 32, 8), ('change_count', 40, 4), ('reserved2', 44, 4), ('complete_envelope_bytes', 48, 8))
-_S57 = struct.Struct('<16s16sQQIHHQ')
-_T58 = (('store', 0, 16), ('artifact', 16, 16), ('creation_generation', 32, 8), ('creation_serial', 40, 8), ('complete_file_length', 48, 4), ('family', 52, 2), ('version', 54, 2), ('whole_file_checksum', 56, 8))
-_S59 = struct.Struct('<16sQIHH')
-_T60 = (('artifact', 0, 16), ('offset', 16, 8), ('length', 24, 4), ('block_kind', 28, 2), ('block_version', 30, 2))
-_S61 = struct.Struct('<B7s')
-_T62 = (('present', 0, 1), ('reserved', 1, 7))
-_S63 = struct.Struct('<16sQQ16s16s')
-_T64 = (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_high_water', 32, 16), ('relationship_high_water', 48, 16))
-_RC65 = {}  # commit_state.symbol_high_water element-count structs
-_T66 = (('creation_serial', 0, 8),)
-_T67 = (('prepared_count', 0, 4), ('reserved', 4, 4))
-_S68 = struct.Struct('<IIQ')
-_T69 = (('change_count', 0, 4), ('reserved', 4, 4), ('digest', 8, 8))
-_S70 = struct.Struct('<BQ')
-_T71 = (('entity', 0, 1), ('namespace.length', 1, 8))
-_T72 = (('key.length', 0, 8),)
-_T73 = (('tag', 0, 1),)
-_S74 = struct.Struct('<4sHBB')
-_T75 = (('magic', 0, 4), ('version', 4, 2), ('operation', 6, 1), ('key_present', 7, 1))
-_S76 = struct.Struct('<QQ')
-_T77 = (('requested_revision', 0, 8), ('installed_revision', 8, 8))
-_S78 = struct.Struct('<B16sBQ')
-_T79 = (('incarnation_kind', 0, 1), ('incarnation', 1, 16), ('delete_mode', 17, 1), ('original_generation', 18, 8))
-_S80 = struct.Struct('<BB6sQ')
-_T81 = (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8))
-_S82 = struct.Struct('<B7s16s')
-_T83 = (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16))
-_S84 = struct.Struct('<16sQQQB7s')
-_T85 = (('id', 0, 16), ('capture_generation', 16, 8), ('capture_sequence', 24, 8), ('serial_fence', 32, 8), ('completed_mark_state', 40, 1), ('reserved', 41, 7))
-_T86 = (('protected_digest', 0, 8),)
-_S87 = struct.Struct('<QII')
-_T88 = (('mark_digest', 0, 8), ('candidate_count', 8, 4), ('reserved2', 12, 4))
-_T89 = (('count', 0, 4), ('reserved', 4, 4))
-_T90 = (('id', 0, 16),)
-_T91 = (('durable_state', 0, 1), ('reserved', 1, 7))
+_S49 = struct.Struct('<4sHHIIQ16s16s')
+_T50 = (('magic', 0, 4), ('kind', 4, 2), ('version', 6, 2), ('payload_len', 8, 4), ('frame_index', 12, 4), ('sequence', 16, 8), ('batch_id', 24, 16), ('reserved', 40, 16))
+_T51 = (('header_checksum', 0, 8),)
+_S52 = struct.Struct('<16sB7sQQIIQ')
+_T53 = (('store', 0, 16), ('envelope_kind', 16, 1), ('reserved', 17, 7), ('base_generation', 24, 8), ('target_generation', 32, 8), ('change_count', 40, 4), ('reserved2', 44, 4), ('complete_envelope_bytes', 48, 8))
+_S54 = struct.Struct('<BB6sQ')
+_T55 = (('live', 0, 1), ('membership', 1, 1), ('reserved', 2, 6), ('zgop_len', 8, 8))
+_S56 = struct.Struct('<4sHBB')
+_T57 = (('magic', 0, 4), ('version', 4, 2), ('operation', 6, 1), ('key_present', 7, 1))
+_S58 = struct.Struct('<BQ')
+_T59 = (('entity', 0, 1), ('namespace.length', 1, 8))
+_T60 = (('key.length', 0, 8),)
+_S61 = struct.Struct('<QQ')
+_T62 = (('requested_revision', 0, 8), ('installed_revision', 8, 8))
+_T63 = (('tag', 0, 1),)
+_S64 = struct.Struct('<B16sBQ')
+_T65 = (('incarnation_kind', 0, 1), ('incarnation', 1, 16), ('delete_mode', 17, 1), ('original_generation', 18, 8))
+_S66 = struct.Struct('<B7s')
+_T67 = (('present', 0, 1), ('reserved', 1, 7))
+_S68 = struct.Struct('<16s16sQQIHHQ')
+_T69 = (('store', 0, 16), ('artifact', 16, 16), ('creation_generation', 32, 8), ('creation_serial', 40, 8), ('complete_file_length', 48, 4), ('family', 52, 2), ('version', 54, 2), ('whole_file_checksum', 56, 8))
+_S70 = struct.Struct('<16sQIHH')
+_T71 = (('artifact', 0, 16), ('offset', 16, 8), ('length', 24, 4), ('block_kind', 28, 2), ('block_version', 30, 2))
+_S72 = struct.Struct('<B7s16s')
+_T73 = (('state', 0, 1), ('reserved', 1, 7), ('intent', 8, 16))
+_S74 = struct.Struct('<16sQQQB7s')
+_T75 = (('id', 0, 16), ('capture_generation', 16, 8), ('capture_sequence', 24, 8), ('serial_fence', 32, 8), ('completed_mark_state', 40, 1), ('reserved', 41, 7))
+_T76 = (('protected_digest', 0, 8),)
+_S77 = struct.Struct('<QII')
+_T78 = (('mark_digest', 0, 8), ('candidate_count', 8, 4), ('reserved2', 12, 4))
+_T79 = (('id', 0, 16),)
+_T80 = (('durable_state', 0, 1), ('reserved', 1, 7))
+_T81 = (('count', 0, 4), ('reserved', 4, 4))
+_S82 = struct.Struct('<IIQ')
+_T83 = (('change_count', 0, 4), ('reserved', 4, 4), ('digest', 8, 8))
+_S84 = struct.Struct('<16sQQ16s16s')
+_T85 = (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_high_water', 32, 16), ('relationship_high_water', 48, 16))
+_RC86 = {}  # commit_state.symbol_high_water element-count structs
+_T87 = (('creation_serial', 0, 8),)
+_T88 = (('prepared_count', 0, 4), ('reserved', 4, 4))
+_S89 = struct.Struct('<8sHHIQQ16sQ')
+_T90 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
+_T91 = (('size', 0, 8),)
 _T92 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
 _S93 = struct.Struct('<8s')
 _T94 = (('unpinned', 0, 8),)
@@ -1249,34 +1249,34 @@ _T102 = (('sequence', 0, 8),)
 _T103 = (('tag', 0, 1), ('reserved', 1, 7))
 _T104 = (('block_len', 0, 8),)
 _T105 = (('block_checksum', 0, 8),)
-_S106 = struct.Struct('<B7sQQ')
-_T107 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
-_S108 = struct.Struct('<16sIHHIQB7sQ')
-_T109 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
-_T110 = (('model_id.length', 0, 4),)
-_T111 = (('model_version.length', 0, 4),)
-_T112 = (('weights_digest.length', 0, 4),)
-_S113 = struct.Struct('<IHI')
-_T114 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
-_S115 = struct.Struct('<IHHB3s')
-_T116 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
-_T117 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
-_T118 = (('alignment_digest.length', 0, 4),)
-_S119 = struct.Struct('<IHHI')
-_T120 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
-_S121 = struct.Struct('<B7sqq')
-_T122 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
-_S123 = struct.Struct('<16sQQ')
-_T124 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
-_T125 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
-_T126 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
+_S106 = struct.Struct('<QQIIII')
+_T107 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
+_S108 = struct.Struct('<B7sQQ')
+_T109 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
+_S110 = struct.Struct('<16sIHHIQB7sQ')
+_T111 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
+_T112 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
+_T113 = (('model_id.length', 0, 4),)
+_T114 = (('model_version.length', 0, 4),)
+_T115 = (('weights_digest.length', 0, 4),)
+_S116 = struct.Struct('<IHI')
+_T117 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
+_S118 = struct.Struct('<IHHB3s')
+_T119 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
+_T120 = (('alignment_digest.length', 0, 4),)
+_S121 = struct.Struct('<IHHI')
+_T122 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
+_T123 = (('tag', 0, 4),)
+_S124 = struct.Struct('<B7sqq')
+_T125 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
+_T126 = (('section_len', 0, 4),)
 _S127 = struct.Struct('<B7sQI')
 _T128 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
 _T129 = (('object_count', 0, 4),)
-_T130 = (('section_len', 0, 4),)
-_T131 = (('tag', 0, 4),)
-_S132 = struct.Struct('<QQIIII')
-_T133 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
+_S130 = struct.Struct('<16sQQ')
+_T131 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
+_T132 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
+_T133 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
 _T134 = (('generation', 0, 8),)
 _T135 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
 _RC136 = {}  # purge_payload.doc_ids element-count structs
@@ -1387,7 +1387,7 @@ def _e_framed_trailer_check(out, v):
     _size_block = len(out) - _ps
     _S6.pack_into(out, _at_file_length, _size_block + 40)
     _e_block = len(out)
-    f_file_checksum = _ck_xxh3_64(memoryview(out)[_s_header:_e_block])
+    f_file_checksum = _ck_xxh3_64((out if _s_header == 0 and _e_block == len(out) else memoryview(out)[_s_header:_e_block]))
     out += _S6.pack(f_file_checksum)
 
 def _d_segment_trailer(mv, pos, end):
@@ -1470,12 +1470,29 @@ def _e_wal_frame(out, v):
     _size_payload = len(out) - _ps
     _S13.pack_into(out, _at_payload_len, _size_payload)
     _e_payload = len(out)
-    f_checksum = _ck_xxh3_64(memoryview(out)[_s_payload_len:_e_payload])
+    f_checksum = _ck_xxh3_64((out if _s_payload_len == 0 and _e_payload == len(out) else memoryview(out)[_s_payload_len:_e_payload]))
     out += _S6.pack(f_checksum)
 
 def _d_wal_file(mv, pos, end):
     try:
-        f_header, pos = _d_wal_file_header(mv, pos, end)
+        if pos + 40 > end:
+            raise _short(pos, end, _T10)
+        _wal_file_header__f_magic, _wal_file_header__f_family_id, _wal_file_header__f_family_version, _wal_file_header__f_flags, _wal_file_header__f_header_length, _wal_file_header__f_file_length, _wal_file_header__f_first_seq = _S9.unpack_from(mv, pos)
+        _wal_file_header___r9 = pos
+        pos += 40
+        if _wal_file_header__f_magic != b'ZEPEMBED':
+            raise ConstraintError('bad magic', offset=_wal_file_header___r9, path='magic', expected=b'ZEPEMBED', found=_wal_file_header__f_magic)
+        if not _wal_file_header__f_family_id == 11:
+            raise ConstraintError('wrong family id (expected 11, WAL)', offset=_wal_file_header___r9 + 8, path='family_id', expected='family_id == 11', found=_wal_file_header__f_family_id)
+        if not _wal_file_header__f_family_version == 1:
+            raise UnsupportedError('unsupported WAL version (registry accepts 1..1)', offset=_wal_file_header___r9 + 10, path='family_version', expected='family_version == 1', found=_wal_file_header__f_family_version)
+        if not _wal_file_header__f_flags == 0:
+            raise ConstraintError('WAL header flags must be zero', offset=_wal_file_header___r9 + 12, path='flags', expected='flags == 0', found=_wal_file_header__f_flags)
+        if not _wal_file_header__f_header_length == 40:
+            raise ConstraintError('WAL header_length must be exactly 40', offset=_wal_file_header___r9 + 16, path='header_length', expected='header_length == 40', found=_wal_file_header__f_header_length)
+        if not _wal_file_header__f_file_length == 0:
+            raise ConstraintError('WAL file_length must be zero (append-only)', offset=_wal_file_header___r9 + 24, path='file_length', expected='file_length == 0', found=_wal_file_header__f_file_length)
+        f_header = WalFileHeader(_wal_file_header__f_first_seq)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     f_records = []
@@ -1484,7 +1501,29 @@ def _d_wal_file(mv, pos, end):
         while pos < end:
             _ip = pos
             try:
-                _x, pos = _d_wal_frame(mv, pos, end)
+                if pos + 14 > end:
+                    raise _short(pos, end, _T12)
+                _wal_frame__f_payload_len, _wal_frame__f_seq, _wal_frame__f_op = _S11.unpack_from(mv, pos)
+                _wal_frame___r11 = pos
+                pos += 14
+                _wal_frame___s_payload_len = _wal_frame___r11
+                _wal_frame___n = _wal_frame__f_payload_len
+                if _wal_frame___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_wal_frame___n)
+                if pos + _wal_frame___n > end:
+                    raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_wal_frame___n, found=end - pos)
+                _wal_frame__f_payload = bytes(mv[pos:pos + _wal_frame___n])
+                pos += _wal_frame___n
+                _wal_frame___e_payload = pos
+                if pos + 8 > end:
+                    raise _short(pos, end, _T8)
+                _wal_frame__f_checksum, = _S6.unpack_from(mv, pos)
+                _wal_frame___r6 = pos
+                pos += 8
+                _wal_frame___ck = _ck_xxh3_64(mv[_wal_frame___s_payload_len:_wal_frame___e_payload])
+                if _wal_frame__f_checksum != _wal_frame___ck:
+                    raise ChecksumError('xxh3_64 mismatch', offset=_wal_frame___r6, path='checksum', expected=_wal_frame___ck, found=_wal_frame__f_checksum)
+                _x = WalFrame(_wal_frame__f_seq, _wal_frame__f_op, _wal_frame__f_payload)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -1496,9 +1535,20 @@ def _d_wal_file(mv, pos, end):
     return WalFile(f_header, f_records), pos
 
 def _e_wal_file(out, v):
-    _e_wal_file_header(out, v.header)
+    _wal_file_header__v = v.header
+    out += _S9.pack(b'ZEPEMBED', 11, 1, 0, 40, 0, _wal_file_header__v.first_seq)
     for _x in v.records:
-        _e_wal_frame(out, _x)
+        _wal_frame___s_payload_len = len(out) + 0
+        _wal_frame___at_payload_len = len(out) + 0
+        out += _S11.pack(0, _x.seq, _x.op)
+        _wal_frame___ps = len(out)
+        _wal_frame___b = _x.payload
+        out += _wal_frame___b
+        _wal_frame___size_payload = len(out) - _wal_frame___ps
+        _S13.pack_into(out, _wal_frame___at_payload_len, _wal_frame___size_payload)
+        _wal_frame___e_payload = len(out)
+        _wal_frame__f_checksum = _ck_xxh3_64(out if _wal_frame___s_payload_len == 0 and _wal_frame___e_payload == len(out) else memoryview(out)[_wal_frame___s_payload_len:_wal_frame___e_payload])
+        out += _S6.pack(_wal_frame__f_checksum)
 
 def _d_wal_record(mv, pos, end):
     if pos + 14 > end:
@@ -1546,39 +1596,341 @@ def _e_wal_record(out, v):
     _size_payload = len(out) - _ps
     _S13.pack_into(out, _at_payload_len, _size_payload)
     _e_payload = len(out)
-    f_checksum = _ck_xxh3_64(memoryview(out)[_s_payload_len:_e_payload])
+    f_checksum = _ck_xxh3_64((out if _s_payload_len == 0 and _e_payload == len(out) else memoryview(out)[_s_payload_len:_e_payload]))
     out += _S6.pack(f_checksum)
 
 def _d_wal_payload(mv, pos, end, p_op):
     _tag = p_op
     if _tag == 1:
         try:
-            f_body, pos = _d_op_upsert_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_upsert_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_upsert_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_v1___payload_v1_header__f_version)
+                if not _op_upsert_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
+                _op_upsert_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 24 > end:
+                raise _short(pos, end, _T17)
+            _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision = _S16.unpack_from(mv, pos)
+            _op_upsert_v1___r16 = pos
+            pos += 24
+            _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T18)
+                _op_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+                _op_upsert_v1___f32_vector___r13 = pos
+                pos += 4
+                if not _op_upsert_v1___f32_vector__f_dims >= 1:
+                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
+                _op_upsert_v1___f32_vector___c = _op_upsert_v1___f32_vector__f_dims
+                if _op_upsert_v1___f32_vector___c < 0 or _op_upsert_v1___f32_vector___c * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                _op_upsert_v1___f32_vector___st = _RC19.get(_op_upsert_v1___f32_vector___c)
+                if _op_upsert_v1___f32_vector___st is None:
+                    _op_upsert_v1___f32_vector___st = struct.Struct('<' + str(_op_upsert_v1___f32_vector___c) + 'f')
+                    if len(_RC19) < 64:
+                        _RC19[_op_upsert_v1___f32_vector___c] = _op_upsert_v1___f32_vector___st
+                _op_upsert_v1___f32_vector__f_values = list(_op_upsert_v1___f32_vector___st.unpack_from(mv, pos))
+                pos += _op_upsert_v1___f32_vector___c * 4
+                _op_upsert_v1__f_vector = F32Vector(_op_upsert_v1___f32_vector__f_values)
+            except DecodeError as _exc:
+                raise _exc.prefixed('vector') from None
+            f_body = OpUpsertV1(_op_upsert_v1__f_header, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1__f_vector)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
         try:
-            f_body, pos = _d_op_delete_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_delete_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_delete_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+                if not _op_delete_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+                _op_delete_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 4 > end:
+                raise _short(pos, end, _T20)
+            _op_delete_v1__f_count, = _S13.unpack_from(mv, pos)
+            _op_delete_v1___r13 = pos
+            pos += 4
+            if not _op_delete_v1__f_count >= 1:
+                raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+            _op_delete_v1___c = _op_delete_v1__f_count
+            if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+            _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
+            if _op_delete_v1___st is None:
+                _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
+                if len(_RC21) < 64:
+                    _RC21[_op_delete_v1___c] = _op_delete_v1___st
+            _op_delete_v1___it = iter(_op_delete_v1___st.unpack_from(mv, pos))
+            _op_delete_v1__f_doc_ids = [_op_delete_v1___hi << 64 | _op_delete_v1___lo for _op_delete_v1___lo, _op_delete_v1___hi in zip(_op_delete_v1___it, _op_delete_v1___it)]
+            pos += _op_delete_v1___c * 16
+            f_body = OpDeleteV1(_op_delete_v1__f_header, _op_delete_v1__f_doc_ids)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
         try:
-            f_body, pos = _d_op_metadata_edit_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_metadata_edit_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_metadata_edit_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_metadata_edit_v1___payload_v1_header__f_version)
+                if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
+                _op_metadata_edit_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 28 > end:
+                raise _short(pos, end, _T23)
+            _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id = _S22.unpack_from(mv, pos)
+            _op_metadata_edit_v1___r22 = pos
+            pos += 28
+            _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T25)
+                _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S24.unpack_from(mv, pos)
+                _op_metadata_edit_v1___metadata_value___r24 = pos
+                pos += 8
+                _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
+                if _op_metadata_edit_v1___metadata_value___v is None:
+                    raise ConstraintError('unknown value_kind value', offset=_op_metadata_edit_v1___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value__f_kind)
+                _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
+                if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
+                _op_metadata_edit_v1___metadata_value___n = _op_metadata_edit_v1___metadata_value__f_value_len
+                if _op_metadata_edit_v1___metadata_value___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value___n)
+                if pos + _op_metadata_edit_v1___metadata_value___n > end:
+                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value___n) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value___n, found=end - pos)
+                _op_metadata_edit_v1___metadata_value___outer_end_value = end
+                end = pos + _op_metadata_edit_v1___metadata_value___n
+                _op_metadata_edit_v1___metadata_value___sec_value = pos
+                _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
+                if _op_metadata_edit_v1___metadata_value___tag == 0:
+                    _op_metadata_edit_v1___metadata_value__f_value = None
+                elif _op_metadata_edit_v1___metadata_value___tag == 1:
+                    try:
+                        if pos + 8 > end:
+                            raise _short(pos, end, _T26)
+                        _op_metadata_edit_v1___metadata_value___value_u64__f_value, = _S6.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_u64___r6 = pos
+                        pos += 8
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueU64(_op_metadata_edit_v1___metadata_value___value_u64__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 2:
+                    try:
+                        if pos + 8 > end:
+                            raise _short(pos, end, _T26)
+                        _op_metadata_edit_v1___metadata_value___value_i64__f_value, = _S27.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_i64___r27 = pos
+                        pos += 8
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueI64(_op_metadata_edit_v1___metadata_value___value_i64__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 3:
+                    try:
+                        if pos + 8 > end:
+                            raise _short(pos, end, _T26)
+                        _op_metadata_edit_v1___metadata_value___value_f64__f_value, = _S6.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_f64___r6 = pos
+                        pos += 8
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueF64(_op_metadata_edit_v1___metadata_value___value_f64__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 4:
+                    try:
+                        if pos + 1 > end:
+                            raise _short(pos, end, _T29)
+                        _op_metadata_edit_v1___metadata_value___value_bool__f_value, = _S28.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_bool___r28 = pos
+                        pos += 1
+                        if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
+                            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_op_metadata_edit_v1___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_op_metadata_edit_v1___metadata_value___value_bool__f_value)
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueBool(_op_metadata_edit_v1___metadata_value___value_bool__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 5:
+                    try:
+                        if pos + (end - pos) > end:
+                            raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                        try:
+                            _op_metadata_edit_v1___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                        except UnicodeDecodeError as _u:
+                            raise _text_error(_u, pos, 'utf-8', 'value') from None
+                        pos += end - pos
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueString(_op_metadata_edit_v1___metadata_value___value_string__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 6:
+                    try:
+                        if pos + 16 > end:
+                            raise _short(pos, end, _T31)
+                        _op_metadata_edit_v1___metadata_value___value_id128__f_value, = _S30.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_id128___r30 = pos
+                        pos += 16
+                        _op_metadata_edit_v1___metadata_value___value_id128__f_value = int.from_bytes(_op_metadata_edit_v1___metadata_value___value_id128__f_value, 'little', signed=False)
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueId128(_op_metadata_edit_v1___metadata_value___value_id128__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                else:
+                    raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value___tag)
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_op_metadata_edit_v1___metadata_value___sec_value, path='value', expected=end - _op_metadata_edit_v1___metadata_value___sec_value, found=pos - _op_metadata_edit_v1___metadata_value___sec_value)
+                end = _op_metadata_edit_v1___metadata_value___outer_end_value
+                _op_metadata_edit_v1__f_value = MetadataValue(_op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+            f_body = OpMetadataEditV1(_op_metadata_edit_v1__f_header, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 4:
         try:
-            f_body, pos = _d_op_timestamped_upsert_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_timestamped_upsert_v1___payload_v1_header__f_version)
+                if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
+                _op_timestamped_upsert_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 32 > end:
+                raise _short(pos, end, _T33)
+            _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts = _S32.unpack_from(mv, pos)
+            _op_timestamped_upsert_v1___r32 = pos
+            pos += 32
+            _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T18)
+                _op_timestamped_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+                _op_timestamped_upsert_v1___f32_vector___r13 = pos
+                pos += 4
+                if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
+                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
+                _op_timestamped_upsert_v1___f32_vector___c = _op_timestamped_upsert_v1___f32_vector__f_dims
+                if _op_timestamped_upsert_v1___f32_vector___c < 0 or _op_timestamped_upsert_v1___f32_vector___c * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
+                _op_timestamped_upsert_v1___f32_vector___st = _RC19.get(_op_timestamped_upsert_v1___f32_vector___c)
+                if _op_timestamped_upsert_v1___f32_vector___st is None:
+                    _op_timestamped_upsert_v1___f32_vector___st = struct.Struct('<' + str(_op_timestamped_upsert_v1___f32_vector___c) + 'f')
+                    if len(_RC19) < 64:
+                        _RC19[_op_timestamped_upsert_v1___f32_vector___c] = _op_timestamped_upsert_v1___f32_vector___st
+                _op_timestamped_upsert_v1___f32_vector__f_values = list(_op_timestamped_upsert_v1___f32_vector___st.unpack_from(mv, pos))
+                pos += _op_timestamped_upsert_v1___f32_vector___c * 4
+                _op_timestamped_upsert_v1__f_vector = F32Vector(_op_timestamped_upsert_v1___f32_vector__f_values)
+            except DecodeError as _exc:
+                raise _exc.prefixed('vector') from None
+            f_body = OpTimestampedUpsertV1(_op_timestamped_upsert_v1__f_header, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1__f_vector)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 5:
         try:
-            f_body, pos = _d_op_upsert_metadata_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_upsert_metadata_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_metadata_v1___payload_v1_header__f_version)
+                if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
+                _op_upsert_metadata_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 32 > end:
+                raise _short(pos, end, _T35)
+            _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S34.unpack_from(mv, pos)
+            _op_upsert_metadata_v1___r34 = pos
+            pos += 32
+            _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
+            if not _op_upsert_metadata_v1__f_dims >= 1:
+                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
+            _op_upsert_metadata_v1___n = _op_upsert_metadata_v1__f_metadata_len
+            if _op_upsert_metadata_v1___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1___n)
+            if pos + _op_upsert_metadata_v1___n > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='metadata', expected=_op_upsert_metadata_v1___n, found=end - pos)
+            _op_upsert_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_metadata_v1___n])
+            pos += _op_upsert_metadata_v1___n
+            _op_upsert_metadata_v1___c = _op_upsert_metadata_v1__f_dims
+            if _op_upsert_metadata_v1___c < 0 or _op_upsert_metadata_v1___c * 4 > end - pos:
+                raise TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
+            _op_upsert_metadata_v1___st = _RC36.get(_op_upsert_metadata_v1___c)
+            if _op_upsert_metadata_v1___st is None:
+                _op_upsert_metadata_v1___st = struct.Struct('<' + str(_op_upsert_metadata_v1___c) + 'f')
+                if len(_RC36) < 64:
+                    _RC36[_op_upsert_metadata_v1___c] = _op_upsert_metadata_v1___st
+            _op_upsert_metadata_v1__f_vector = list(_op_upsert_metadata_v1___st.unpack_from(mv, pos))
+            pos += _op_upsert_metadata_v1___c * 4
+            f_body = OpUpsertMetadataV1(_op_upsert_metadata_v1__f_header, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata, _op_upsert_metadata_v1__f_vector)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 6:
         try:
-            f_body, pos = _d_op_upsert_ts_metadata_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_version)
+                if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
+                _op_upsert_ts_metadata_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 40 > end:
+                raise _short(pos, end, _T38)
+            _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S37.unpack_from(mv, pos)
+            _op_upsert_ts_metadata_v1___r37 = pos
+            pos += 40
+            _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
+            if not _op_upsert_ts_metadata_v1__f_dims >= 1:
+                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r37 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
+            _op_upsert_ts_metadata_v1___n = _op_upsert_ts_metadata_v1__f_metadata_len
+            if _op_upsert_ts_metadata_v1___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1___n)
+            if pos + _op_upsert_ts_metadata_v1___n > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='metadata', expected=_op_upsert_ts_metadata_v1___n, found=end - pos)
+            _op_upsert_ts_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___n])
+            pos += _op_upsert_ts_metadata_v1___n
+            _op_upsert_ts_metadata_v1___c = _op_upsert_ts_metadata_v1__f_dims
+            if _op_upsert_ts_metadata_v1___c < 0 or _op_upsert_ts_metadata_v1___c * 4 > end - pos:
+                raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
+            _op_upsert_ts_metadata_v1___st = _RC39.get(_op_upsert_ts_metadata_v1___c)
+            if _op_upsert_ts_metadata_v1___st is None:
+                _op_upsert_ts_metadata_v1___st = struct.Struct('<' + str(_op_upsert_ts_metadata_v1___c) + 'f')
+                if len(_RC39) < 64:
+                    _RC39[_op_upsert_ts_metadata_v1___c] = _op_upsert_ts_metadata_v1___st
+            _op_upsert_ts_metadata_v1__f_vector = list(_op_upsert_ts_metadata_v1___st.unpack_from(mv, pos))
+            pos += _op_upsert_ts_metadata_v1___c * 4
+            f_body = OpUpsertTsMetadataV1(_op_upsert_ts_metadata_v1__f_header, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata, _op_upsert_ts_metadata_v1__f_vector)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 7:
@@ -1588,7 +1940,18 @@ def _d_wal_payload(mv, pos, end, p_op):
             raise _exc.prefixed('body') from None
     elif _tag == 8:
         try:
-            f_body, pos = _d_op_batch_member(mv, pos, end)
+            if pos + 8 > end:
+                raise _short(pos, end, _T44)
+            _op_batch_member__f_index, _op_batch_member__f_count = _S43.unpack_from(mv, pos)
+            _op_batch_member___r43 = pos
+            pos += 8
+            if not (_op_batch_member__f_count >= 2 and _op_batch_member__f_index < _op_batch_member__f_count):
+                raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_batch_member___r43 + 4, path='count', expected='count >= 2 and index < count', found=_op_batch_member__f_count)
+            try:
+                _op_batch_member__f_body, pos = _d_op_upsert_v2(mv, pos, end)
+            except DecodeError as _exc:
+                raise _exc.prefixed('body') from None
+            f_body = OpBatchMember(_op_batch_member__f_index, _op_batch_member__f_count, _op_batch_member__f_body)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 9:
@@ -1598,12 +1961,112 @@ def _d_wal_payload(mv, pos, end, p_op):
             raise _exc.prefixed('body') from None
     elif _tag == 10:
         try:
-            f_body, pos = _d_graph_envelope(mv, pos, end)
+            try:
+                _graph_envelope__f_begin, pos = _d_zgw_frame(mv, pos, end)
+            except DecodeError as _exc:
+                raise _exc.prefixed('begin') from None
+            _graph_envelope___c = _attr(_attr(_graph_envelope__f_begin, 'payload', pos, 'payload'), 'change_count', pos, 'change_count')
+            if _graph_envelope___c < 0 or _graph_envelope___c * 128 > end - pos:
+                raise TruncatedError('count ' + str(_graph_envelope___c) + ' needs at least ' + str(_graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_graph_envelope___c * 128, found=end - pos)
+            _graph_envelope__f_changes = []
+            try:
+                for _graph_envelope___i in range(_graph_envelope___c):
+                    try:
+                        _graph_envelope___x, pos = _d_zgw_frame(mv, pos, end)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('') from None
+                    _graph_envelope__f_changes.append(_graph_envelope___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_graph_envelope___i) + ']').prefixed('changes') from None
+            try:
+                _graph_envelope__f_commit, pos = _d_zgw_frame(mv, pos, end)
+            except DecodeError as _exc:
+                raise _exc.prefixed('commit') from None
+            f_body = GraphEnvelope(_graph_envelope__f_begin, _graph_envelope__f_changes, _graph_envelope__f_commit)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 11:
         try:
-            f_body, pos = _d_op_mixed_member(mv, pos, end)
+            if pos + 10 > end:
+                raise _short(pos, end, _T48)
+            _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op = _S47.unpack_from(mv, pos)
+            _op_mixed_member___r47 = pos
+            pos += 10
+            if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
+                raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_mixed_member___r47 + 4, path='count', expected='count >= 2 and index < count', found=_op_mixed_member__f_count)
+            if not (_op_mixed_member__f_inner_op == 2 or _op_mixed_member__f_inner_op == 7 or _op_mixed_member__f_inner_op == 10):
+                raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_op_mixed_member___r47 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=_op_mixed_member__f_inner_op)
+            _op_mixed_member___tag = _op_mixed_member__f_inner_op
+            if _op_mixed_member___tag == 2:
+                try:
+                    try:
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T15)
+                        _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                        _op_mixed_member___op_delete_v1___payload_v1_header___r14 = pos
+                        pos += 4
+                        if not _op_mixed_member___op_delete_v1___payload_v1_header__f_version == 1:
+                            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_version)
+                        if not _op_mixed_member___op_delete_v1___payload_v1_header__f_flags == 0:
+                            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_flags)
+                        _op_mixed_member___op_delete_v1__f_header = PayloadV1Header()
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('header') from None
+                    if pos + 4 > end:
+                        raise _short(pos, end, _T20)
+                    _op_mixed_member___op_delete_v1__f_count, = _S13.unpack_from(mv, pos)
+                    _op_mixed_member___op_delete_v1___r13 = pos
+                    pos += 4
+                    if not _op_mixed_member___op_delete_v1__f_count >= 1:
+                        raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_mixed_member___op_delete_v1___r13, path='count', expected='count >= 1', found=_op_mixed_member___op_delete_v1__f_count)
+                    _op_mixed_member___op_delete_v1___c = _op_mixed_member___op_delete_v1__f_count
+                    if _op_mixed_member___op_delete_v1___c < 0 or _op_mixed_member___op_delete_v1___c * 16 > end - pos:
+                        raise TruncatedError('count ' + str(_op_mixed_member___op_delete_v1___c) + ' needs at least ' + str(_op_mixed_member___op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_mixed_member___op_delete_v1___c * 16, found=end - pos)
+                    _op_mixed_member___op_delete_v1___st = _RC21.get(_op_mixed_member___op_delete_v1___c)
+                    if _op_mixed_member___op_delete_v1___st is None:
+                        _op_mixed_member___op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_mixed_member___op_delete_v1___c)
+                        if len(_RC21) < 64:
+                            _RC21[_op_mixed_member___op_delete_v1___c] = _op_mixed_member___op_delete_v1___st
+                    _op_mixed_member___op_delete_v1___it = iter(_op_mixed_member___op_delete_v1___st.unpack_from(mv, pos))
+                    _op_mixed_member___op_delete_v1__f_doc_ids = [_op_mixed_member___op_delete_v1___hi << 64 | _op_mixed_member___op_delete_v1___lo for _op_mixed_member___op_delete_v1___lo, _op_mixed_member___op_delete_v1___hi in zip(_op_mixed_member___op_delete_v1___it, _op_mixed_member___op_delete_v1___it)]
+                    pos += _op_mixed_member___op_delete_v1___c * 16
+                    _op_mixed_member__f_inner = OpDeleteV1(_op_mixed_member___op_delete_v1__f_header, _op_mixed_member___op_delete_v1__f_doc_ids)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('inner') from None
+            elif _op_mixed_member___tag == 7:
+                try:
+                    _op_mixed_member__f_inner, pos = _d_op_upsert_v2(mv, pos, end)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('inner') from None
+            elif _op_mixed_member___tag == 10:
+                try:
+                    try:
+                        _op_mixed_member___graph_envelope__f_begin, pos = _d_zgw_frame(mv, pos, end)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('begin') from None
+                    _op_mixed_member___graph_envelope___c = _attr(_attr(_op_mixed_member___graph_envelope__f_begin, 'payload', pos, 'payload'), 'change_count', pos, 'change_count')
+                    if _op_mixed_member___graph_envelope___c < 0 or _op_mixed_member___graph_envelope___c * 128 > end - pos:
+                        raise TruncatedError('count ' + str(_op_mixed_member___graph_envelope___c) + ' needs at least ' + str(_op_mixed_member___graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_op_mixed_member___graph_envelope___c * 128, found=end - pos)
+                    _op_mixed_member___graph_envelope__f_changes = []
+                    try:
+                        for _op_mixed_member___graph_envelope___i in range(_op_mixed_member___graph_envelope___c):
+                            try:
+                                _op_mixed_member___graph_envelope___x, pos = _d_zgw_frame(mv, pos, end)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('') from None
+                            _op_mixed_member___graph_envelope__f_changes.append(_op_mixed_member___graph_envelope___x)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('[' + str(_op_mixed_member___graph_envelope___i) + ']').prefixed('changes') from None
+                    try:
+                        _op_mixed_member___graph_envelope__f_commit, pos = _d_zgw_frame(mv, pos, end)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('commit') from None
+                    _op_mixed_member__f_inner = GraphEnvelope(_op_mixed_member___graph_envelope__f_begin, _op_mixed_member___graph_envelope__f_changes, _op_mixed_member___graph_envelope__f_commit)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('inner') from None
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=_op_mixed_member___tag)
+            f_body = OpMixedMember(_op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member__f_inner)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -1613,27 +2076,323 @@ def _d_wal_payload(mv, pos, end, p_op):
 def _e_wal_payload(out, v, p_op):
     _tag = p_op
     if _tag == 1:
-        _e_op_upsert_v1(out, v.body)
+        _op_upsert_v1__v = v.body
+        _op_upsert_v1___payload_v1_header__v = _op_upsert_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S16.pack(_op_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v1__v.revision)
+        _op_upsert_v1___f32_vector__v = _op_upsert_v1__v.vector
+        out += _S13.pack(len(_op_upsert_v1___f32_vector__v.values))
+        if len(_op_upsert_v1___f32_vector__v.values) != len(_op_upsert_v1___f32_vector__v.values):
+            raise EncodeError('expected ' + str(len(_op_upsert_v1___f32_vector__v.values)) + ' items, found ' + str(len(_op_upsert_v1___f32_vector__v.values)), path='values')
+        out += struct.pack('<' + str(len(_op_upsert_v1___f32_vector__v.values)) + 'f', *_op_upsert_v1___f32_vector__v.values)
     elif _tag == 2:
-        _e_op_delete_v1(out, v.body)
+        _op_delete_v1__v = v.body
+        _op_delete_v1___payload_v1_header__v = _op_delete_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S13.pack(len(_op_delete_v1__v.doc_ids))
+        if len(_op_delete_v1__v.doc_ids) != len(_op_delete_v1__v.doc_ids):
+            raise EncodeError('expected ' + str(len(_op_delete_v1__v.doc_ids)) + ' items, found ' + str(len(_op_delete_v1__v.doc_ids)), path='doc_ids')
+        out += b''.join([_op_delete_v1___x.to_bytes(16, 'little', signed=False) for _op_delete_v1___x in _op_delete_v1__v.doc_ids])
     elif _tag == 3:
-        _e_op_metadata_edit_v1(out, v.body)
+        _op_metadata_edit_v1__v = v.body
+        _op_metadata_edit_v1___payload_v1_header__v = _op_metadata_edit_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S22.pack(_op_metadata_edit_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_metadata_edit_v1__v.revision, _op_metadata_edit_v1__v.column_id)
+        _op_metadata_edit_v1___metadata_value__v = _op_metadata_edit_v1__v.value
+        _op_metadata_edit_v1___metadata_value___at_value_len = len(out) + 4
+        out += _S24.pack(_op_metadata_edit_v1___metadata_value__v.kind, b'\x00\x00\x00', 0)
+        _op_metadata_edit_v1___metadata_value___ps = len(out)
+        _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__v.kind
+        if _op_metadata_edit_v1___metadata_value___tag == 0:
+            if _op_metadata_edit_v1___metadata_value__v.value is not None:
+                raise EncodeError('case null carries no body', path='value')
+        elif _op_metadata_edit_v1___metadata_value___tag == 1:
+            _op_metadata_edit_v1___metadata_value___value_u64__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S6.pack(_op_metadata_edit_v1___metadata_value___value_u64__v.value)
+        elif _op_metadata_edit_v1___metadata_value___tag == 2:
+            _op_metadata_edit_v1___metadata_value___value_i64__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S27.pack(_op_metadata_edit_v1___metadata_value___value_i64__v.value)
+        elif _op_metadata_edit_v1___metadata_value___tag == 3:
+            _op_metadata_edit_v1___metadata_value___value_f64__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S6.pack(_op_metadata_edit_v1___metadata_value___value_f64__v.value)
+        elif _op_metadata_edit_v1___metadata_value___tag == 4:
+            _op_metadata_edit_v1___metadata_value___value_bool__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S28.pack(_op_metadata_edit_v1___metadata_value___value_bool__v.value)
+        elif _op_metadata_edit_v1___metadata_value___tag == 5:
+            _op_metadata_edit_v1___metadata_value___value_string__v = _op_metadata_edit_v1___metadata_value__v.value
+            _op_metadata_edit_v1___metadata_value___value_string___b = _op_metadata_edit_v1___metadata_value___value_string__v.value.encode('utf-8')
+            out += _op_metadata_edit_v1___metadata_value___value_string___b
+        elif _op_metadata_edit_v1___metadata_value___tag == 6:
+            _op_metadata_edit_v1___metadata_value___value_id128__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S30.pack(_op_metadata_edit_v1___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+        else:
+            raise EncodeError('no case for tag ' + repr(_op_metadata_edit_v1___metadata_value___tag), path='value')
+        _op_metadata_edit_v1___metadata_value___size_value = len(out) - _op_metadata_edit_v1___metadata_value___ps
+        _S13.pack_into(out, _op_metadata_edit_v1___metadata_value___at_value_len, _op_metadata_edit_v1___metadata_value___size_value)
     elif _tag == 4:
-        _e_op_timestamped_upsert_v1(out, v.body)
+        _op_timestamped_upsert_v1__v = v.body
+        _op_timestamped_upsert_v1___payload_v1_header__v = _op_timestamped_upsert_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S32.pack(_op_timestamped_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_timestamped_upsert_v1__v.revision, _op_timestamped_upsert_v1__v.ts)
+        _op_timestamped_upsert_v1___f32_vector__v = _op_timestamped_upsert_v1__v.vector
+        out += _S13.pack(len(_op_timestamped_upsert_v1___f32_vector__v.values))
+        if len(_op_timestamped_upsert_v1___f32_vector__v.values) != len(_op_timestamped_upsert_v1___f32_vector__v.values):
+            raise EncodeError('expected ' + str(len(_op_timestamped_upsert_v1___f32_vector__v.values)) + ' items, found ' + str(len(_op_timestamped_upsert_v1___f32_vector__v.values)), path='values')
+        out += struct.pack('<' + str(len(_op_timestamped_upsert_v1___f32_vector__v.values)) + 'f', *_op_timestamped_upsert_v1___f32_vector__v.values)
     elif _tag == 5:
-        _e_op_upsert_metadata_v1(out, v.body)
+        _op_upsert_metadata_v1__v = v.body
+        _op_upsert_metadata_v1___payload_v1_header__v = _op_upsert_metadata_v1__v.header
+        out += _S14.pack(1, 0)
+        _op_upsert_metadata_v1___at_metadata_len = len(out) + 24
+        out += _S34.pack(_op_upsert_metadata_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_metadata_v1__v.revision, 0, len(_op_upsert_metadata_v1__v.vector))
+        _op_upsert_metadata_v1___ps = len(out)
+        _op_upsert_metadata_v1___b = _op_upsert_metadata_v1__v.metadata
+        out += _op_upsert_metadata_v1___b
+        _op_upsert_metadata_v1___size_metadata = len(out) - _op_upsert_metadata_v1___ps
+        _S13.pack_into(out, _op_upsert_metadata_v1___at_metadata_len, _op_upsert_metadata_v1___size_metadata)
+        if len(_op_upsert_metadata_v1__v.vector) != len(_op_upsert_metadata_v1__v.vector):
+            raise EncodeError('expected ' + str(len(_op_upsert_metadata_v1__v.vector)) + ' items, found ' + str(len(_op_upsert_metadata_v1__v.vector)), path='vector')
+        out += struct.pack('<' + str(len(_op_upsert_metadata_v1__v.vector)) + 'f', *_op_upsert_metadata_v1__v.vector)
     elif _tag == 6:
-        _e_op_upsert_ts_metadata_v1(out, v.body)
+        _op_upsert_ts_metadata_v1__v = v.body
+        _op_upsert_ts_metadata_v1___payload_v1_header__v = _op_upsert_ts_metadata_v1__v.header
+        out += _S14.pack(1, 0)
+        _op_upsert_ts_metadata_v1___at_metadata_len = len(out) + 32
+        out += _S37.pack(_op_upsert_ts_metadata_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_ts_metadata_v1__v.revision, _op_upsert_ts_metadata_v1__v.ts, 0, len(_op_upsert_ts_metadata_v1__v.vector))
+        _op_upsert_ts_metadata_v1___ps = len(out)
+        _op_upsert_ts_metadata_v1___b = _op_upsert_ts_metadata_v1__v.metadata
+        out += _op_upsert_ts_metadata_v1___b
+        _op_upsert_ts_metadata_v1___size_metadata = len(out) - _op_upsert_ts_metadata_v1___ps
+        _S13.pack_into(out, _op_upsert_ts_metadata_v1___at_metadata_len, _op_upsert_ts_metadata_v1___size_metadata)
+        if len(_op_upsert_ts_metadata_v1__v.vector) != len(_op_upsert_ts_metadata_v1__v.vector):
+            raise EncodeError('expected ' + str(len(_op_upsert_ts_metadata_v1__v.vector)) + ' items, found ' + str(len(_op_upsert_ts_metadata_v1__v.vector)), path='vector')
+        out += struct.pack('<' + str(len(_op_upsert_ts_metadata_v1__v.vector)) + 'f', *_op_upsert_ts_metadata_v1__v.vector)
     elif _tag == 7:
-        _e_op_upsert_v2(out, v.body)
+        _op_upsert_v2__v = v.body
+        out += _S40.pack(_op_upsert_v2__v.fields.to_int(), _op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v2__v.revision)
+        if _op_upsert_v2__v.fields.vector:
+            _op_upsert_v2___f32_vector__v = _op_upsert_v2__v.vector
+            out += _S13.pack(len(_op_upsert_v2___f32_vector__v.values))
+            if len(_op_upsert_v2___f32_vector__v.values) != len(_op_upsert_v2___f32_vector__v.values):
+                raise EncodeError('expected ' + str(len(_op_upsert_v2___f32_vector__v.values)) + ' items, found ' + str(len(_op_upsert_v2___f32_vector__v.values)), path='values')
+            out += struct.pack('<' + str(len(_op_upsert_v2___f32_vector__v.values)) + 'f', *_op_upsert_v2___f32_vector__v.values)
+        elif _op_upsert_v2__v.vector is not None:
+            raise EncodeError('field is present but its condition is false', path='vector')
+        if _op_upsert_v2__v.fields.text:
+            _op_upsert_v2___b = _op_upsert_v2__v.text.encode('utf-8')
+            out += _S13.pack(len(_op_upsert_v2___b))
+            out += _op_upsert_v2___b
+        elif _op_upsert_v2__v.text is not None:
+            raise EncodeError('field is present but its condition is false', path='text')
+        if _op_upsert_v2__v.fields.ts:
+            out += _S27.pack(_op_upsert_v2__v.ts)
+        elif _op_upsert_v2__v.ts is not None:
+            raise EncodeError('field is present but its condition is false', path='ts')
+        if _op_upsert_v2__v.fields.metadata:
+            _op_upsert_v2___b = _op_upsert_v2__v.metadata
+            out += _S13.pack(len(_op_upsert_v2___b))
+            out += _op_upsert_v2___b
+        elif _op_upsert_v2__v.metadata is not None:
+            raise EncodeError('field is present but its condition is false', path='metadata')
+        if _op_upsert_v2__v.fields.columns:
+            out += _S13.pack(len(_op_upsert_v2__v.columns))
+            for _op_upsert_v2___x in _op_upsert_v2__v.columns:
+                out += _S13.pack(_op_upsert_v2___x.column_id)
+                _op_upsert_v2___typed_column___metadata_value__v = _op_upsert_v2___x.value
+                _op_upsert_v2___typed_column___metadata_value___at_value_len = len(out) + 4
+                out += _S24.pack(_op_upsert_v2___typed_column___metadata_value__v.kind, b'\x00\x00\x00', 0)
+                _op_upsert_v2___typed_column___metadata_value___ps = len(out)
+                _op_upsert_v2___typed_column___metadata_value___tag = _op_upsert_v2___typed_column___metadata_value__v.kind
+                if _op_upsert_v2___typed_column___metadata_value___tag == 0:
+                    if _op_upsert_v2___typed_column___metadata_value__v.value is not None:
+                        raise EncodeError('case null carries no body', path='value')
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 1:
+                    _op_upsert_v2___typed_column___metadata_value___value_u64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S6.pack(_op_upsert_v2___typed_column___metadata_value___value_u64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 2:
+                    _op_upsert_v2___typed_column___metadata_value___value_i64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S27.pack(_op_upsert_v2___typed_column___metadata_value___value_i64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 3:
+                    _op_upsert_v2___typed_column___metadata_value___value_f64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S6.pack(_op_upsert_v2___typed_column___metadata_value___value_f64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 4:
+                    _op_upsert_v2___typed_column___metadata_value___value_bool__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S28.pack(_op_upsert_v2___typed_column___metadata_value___value_bool__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 5:
+                    _op_upsert_v2___typed_column___metadata_value___value_string__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    _op_upsert_v2___typed_column___metadata_value___value_string___b = _op_upsert_v2___typed_column___metadata_value___value_string__v.value.encode('utf-8')
+                    out += _op_upsert_v2___typed_column___metadata_value___value_string___b
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 6:
+                    _op_upsert_v2___typed_column___metadata_value___value_id128__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S30.pack(_op_upsert_v2___typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+                else:
+                    raise EncodeError('no case for tag ' + repr(_op_upsert_v2___typed_column___metadata_value___tag), path='value')
+                _op_upsert_v2___typed_column___metadata_value___size_value = len(out) - _op_upsert_v2___typed_column___metadata_value___ps
+                _S13.pack_into(out, _op_upsert_v2___typed_column___metadata_value___at_value_len, _op_upsert_v2___typed_column___metadata_value___size_value)
+        elif _op_upsert_v2__v.columns is not None:
+            raise EncodeError('field is present but its condition is false', path='columns')
     elif _tag == 8:
-        _e_op_batch_member(out, v.body)
+        _op_batch_member__v = v.body
+        out += _S43.pack(_op_batch_member__v.index, _op_batch_member__v.count)
+        _op_batch_member___op_upsert_v2__v = _op_batch_member__v.body
+        out += _S40.pack(_op_batch_member___op_upsert_v2__v.fields.to_int(), _op_batch_member___op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_batch_member___op_upsert_v2__v.revision)
+        if _op_batch_member___op_upsert_v2__v.fields.vector:
+            _op_batch_member___op_upsert_v2___f32_vector__v = _op_batch_member___op_upsert_v2__v.vector
+            out += _S13.pack(len(_op_batch_member___op_upsert_v2___f32_vector__v.values))
+            if len(_op_batch_member___op_upsert_v2___f32_vector__v.values) != len(_op_batch_member___op_upsert_v2___f32_vector__v.values):
+                raise EncodeError('expected ' + str(len(_op_batch_member___op_upsert_v2___f32_vector__v.values)) + ' items, found ' + str(len(_op_batch_member___op_upsert_v2___f32_vector__v.values)), path='values')
+            out += struct.pack('<' + str(len(_op_batch_member___op_upsert_v2___f32_vector__v.values)) + 'f', *_op_batch_member___op_upsert_v2___f32_vector__v.values)
+        elif _op_batch_member___op_upsert_v2__v.vector is not None:
+            raise EncodeError('field is present but its condition is false', path='vector')
+        if _op_batch_member___op_upsert_v2__v.fields.text:
+            _op_batch_member___op_upsert_v2___b = _op_batch_member___op_upsert_v2__v.text.encode('utf-8')
+            out += _S13.pack(len(_op_batch_member___op_upsert_v2___b))
+            out += _op_batch_member___op_upsert_v2___b
+        elif _op_batch_member___op_upsert_v2__v.text is not None:
+            raise EncodeError('field is present but its condition is false', path='text')
+        if _op_batch_member___op_upsert_v2__v.fields.ts:
+            out += _S27.pack(_op_batch_member___op_upsert_v2__v.ts)
+        elif _op_batch_member___op_upsert_v2__v.ts is not None:
+            raise EncodeError('field is present but its condition is false', path='ts')
+        if _op_batch_member___op_upsert_v2__v.fields.metadata:
+            _op_batch_member___op_upsert_v2___b = _op_batch_member___op_upsert_v2__v.metadata
+            out += _S13.pack(len(_op_batch_member___op_upsert_v2___b))
+            out += _op_batch_member___op_upsert_v2___b
+        elif _op_batch_member___op_upsert_v2__v.metadata is not None:
+            raise EncodeError('field is present but its condition is false', path='metadata')
+        if _op_batch_member___op_upsert_v2__v.fields.columns:
+            out += _S13.pack(len(_op_batch_member___op_upsert_v2__v.columns))
+            for _op_batch_member___op_upsert_v2___x in _op_batch_member___op_upsert_v2__v.columns:
+                out += _S13.pack(_op_batch_member___op_upsert_v2___x.column_id)
+                _op_batch_member___op_upsert_v2___typed_column___metadata_value__v = _op_batch_member___op_upsert_v2___x.value
+                _op_batch_member___op_upsert_v2___typed_column___metadata_value___at_value_len = len(out) + 4
+                out += _S24.pack(_op_batch_member___op_upsert_v2___typed_column___metadata_value__v.kind, b'\x00\x00\x00', 0)
+                _op_batch_member___op_upsert_v2___typed_column___metadata_value___ps = len(out)
+                _op_batch_member___op_upsert_v2___typed_column___metadata_value___tag = _op_batch_member___op_upsert_v2___typed_column___metadata_value__v.kind
+                if _op_batch_member___op_upsert_v2___typed_column___metadata_value___tag == 0:
+                    if _op_batch_member___op_upsert_v2___typed_column___metadata_value__v.value is not None:
+                        raise EncodeError('case null carries no body', path='value')
+                elif _op_batch_member___op_upsert_v2___typed_column___metadata_value___tag == 1:
+                    _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_u64__v = _op_batch_member___op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S6.pack(_op_batch_member___op_upsert_v2___typed_column___metadata_value___value_u64__v.value)
+                elif _op_batch_member___op_upsert_v2___typed_column___metadata_value___tag == 2:
+                    _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_i64__v = _op_batch_member___op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S27.pack(_op_batch_member___op_upsert_v2___typed_column___metadata_value___value_i64__v.value)
+                elif _op_batch_member___op_upsert_v2___typed_column___metadata_value___tag == 3:
+                    _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_f64__v = _op_batch_member___op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S6.pack(_op_batch_member___op_upsert_v2___typed_column___metadata_value___value_f64__v.value)
+                elif _op_batch_member___op_upsert_v2___typed_column___metadata_value___tag == 4:
+                    _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_bool__v = _op_batch_member___op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S28.pack(_op_batch_member___op_upsert_v2___typed_column___metadata_value___value_bool__v.value)
+                elif _op_batch_member___op_upsert_v2___typed_column___metadata_value___tag == 5:
+                    _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_string__v = _op_batch_member___op_upsert_v2___typed_column___metadata_value__v.value
+                    _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_string___b = _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_string__v.value.encode('utf-8')
+                    out += _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_string___b
+                elif _op_batch_member___op_upsert_v2___typed_column___metadata_value___tag == 6:
+                    _op_batch_member___op_upsert_v2___typed_column___metadata_value___value_id128__v = _op_batch_member___op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S30.pack(_op_batch_member___op_upsert_v2___typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+                else:
+                    raise EncodeError('no case for tag ' + repr(_op_batch_member___op_upsert_v2___typed_column___metadata_value___tag), path='value')
+                _op_batch_member___op_upsert_v2___typed_column___metadata_value___size_value = len(out) - _op_batch_member___op_upsert_v2___typed_column___metadata_value___ps
+                _S13.pack_into(out, _op_batch_member___op_upsert_v2___typed_column___metadata_value___at_value_len, _op_batch_member___op_upsert_v2___typed_column___metadata_value___size_value)
+        elif _op_batch_member___op_upsert_v2__v.columns is not None:
+            raise EncodeError('field is present but its condition is false', path='columns')
     elif _tag == 9:
         _e_op_prepared_mutation(out, v.body)
     elif _tag == 10:
-        _e_graph_envelope(out, v.body)
+        _graph_envelope__v = v.body
+        _e_zgw_frame(out, _graph_envelope__v.begin)
+        if len(_graph_envelope__v.changes) != _graph_envelope__v.begin.payload.change_count:
+            raise EncodeError('expected ' + str(_graph_envelope__v.begin.payload.change_count) + ' items, found ' + str(len(_graph_envelope__v.changes)), path='changes')
+        for _graph_envelope___x in _graph_envelope__v.changes:
+            _e_zgw_frame(out, _graph_envelope___x)
+        _e_zgw_frame(out, _graph_envelope__v.commit)
     elif _tag == 11:
-        _e_op_mixed_member(out, v.body)
+        _op_mixed_member__v = v.body
+        out += _S47.pack(_op_mixed_member__v.index, _op_mixed_member__v.count, _op_mixed_member__v.inner_op)
+        _op_mixed_member___tag = _op_mixed_member__v.inner_op
+        if _op_mixed_member___tag == 2:
+            _op_mixed_member___op_delete_v1__v = _op_mixed_member__v.inner
+            _op_mixed_member___op_delete_v1___payload_v1_header__v = _op_mixed_member___op_delete_v1__v.header
+            out += _S14.pack(1, 0)
+            out += _S13.pack(len(_op_mixed_member___op_delete_v1__v.doc_ids))
+            if len(_op_mixed_member___op_delete_v1__v.doc_ids) != len(_op_mixed_member___op_delete_v1__v.doc_ids):
+                raise EncodeError('expected ' + str(len(_op_mixed_member___op_delete_v1__v.doc_ids)) + ' items, found ' + str(len(_op_mixed_member___op_delete_v1__v.doc_ids)), path='doc_ids')
+            out += b''.join([_op_mixed_member___op_delete_v1___x.to_bytes(16, 'little', signed=False) for _op_mixed_member___op_delete_v1___x in _op_mixed_member___op_delete_v1__v.doc_ids])
+        elif _op_mixed_member___tag == 7:
+            _op_mixed_member___op_upsert_v2__v = _op_mixed_member__v.inner
+            out += _S40.pack(_op_mixed_member___op_upsert_v2__v.fields.to_int(), _op_mixed_member___op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_mixed_member___op_upsert_v2__v.revision)
+            if _op_mixed_member___op_upsert_v2__v.fields.vector:
+                _op_mixed_member___op_upsert_v2___f32_vector__v = _op_mixed_member___op_upsert_v2__v.vector
+                out += _S13.pack(len(_op_mixed_member___op_upsert_v2___f32_vector__v.values))
+                if len(_op_mixed_member___op_upsert_v2___f32_vector__v.values) != len(_op_mixed_member___op_upsert_v2___f32_vector__v.values):
+                    raise EncodeError('expected ' + str(len(_op_mixed_member___op_upsert_v2___f32_vector__v.values)) + ' items, found ' + str(len(_op_mixed_member___op_upsert_v2___f32_vector__v.values)), path='values')
+                out += struct.pack('<' + str(len(_op_mixed_member___op_upsert_v2___f32_vector__v.values)) + 'f', *_op_mixed_member___op_upsert_v2___f32_vector__v.values)
+            elif _op_mixed_member___op_upsert_v2__v.vector is not None:
+                raise EncodeError('field is present but its condition is false', path='vector')
+            if _op_mixed_member___op_upsert_v2__v.fields.text:
+                _op_mixed_member___op_upsert_v2___b = _op_mixed_member___op_upsert_v2__v.text.encode('utf-8')
+                out += _S13.pack(len(_op_mixed_member___op_upsert_v2___b))
+                out += _op_mixed_member___op_upsert_v2___b
+            elif _op_mixed_member___op_upsert_v2__v.text is not None:
+                raise EncodeError('field is present but its condition is false', path='text')
+            if _op_mixed_member___op_upsert_v2__v.fields.ts:
+                out += _S27.pack(_op_mixed_member___op_upsert_v2__v.ts)
+            elif _op_mixed_member___op_upsert_v2__v.ts is not None:
+                raise EncodeError('field is present but its condition is false', path='ts')
+            if _op_mixed_member___op_upsert_v2__v.fields.metadata:
+                _op_mixed_member___op_upsert_v2___b = _op_mixed_member___op_upsert_v2__v.metadata
+                out += _S13.pack(len(_op_mixed_member___op_upsert_v2___b))
+                out += _op_mixed_member___op_upsert_v2___b
+            elif _op_mixed_member___op_upsert_v2__v.metadata is not None:
+                raise EncodeError('field is present but its condition is false', path='metadata')
+            if _op_mixed_member___op_upsert_v2__v.fields.columns:
+                out += _S13.pack(len(_op_mixed_member___op_upsert_v2__v.columns))
+                for _op_mixed_member___op_upsert_v2___x in _op_mixed_member___op_upsert_v2__v.columns:
+                    out += _S13.pack(_op_mixed_member___op_upsert_v2___x.column_id)
+                    _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v = _op_mixed_member___op_upsert_v2___x.value
+                    _op_mixed_member___op_upsert_v2___typed_column___metadata_value___at_value_len = len(out) + 4
+                    out += _S24.pack(_op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.kind, b'\x00\x00\x00', 0)
+                    _op_mixed_member___op_upsert_v2___typed_column___metadata_value___ps = len(out)
+                    _op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag = _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.kind
+                    if _op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag == 0:
+                        if _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.value is not None:
+                            raise EncodeError('case null carries no body', path='value')
+                    elif _op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag == 1:
+                        _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_u64__v = _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.value
+                        out += _S6.pack(_op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_u64__v.value)
+                    elif _op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag == 2:
+                        _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_i64__v = _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.value
+                        out += _S27.pack(_op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_i64__v.value)
+                    elif _op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag == 3:
+                        _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_f64__v = _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.value
+                        out += _S6.pack(_op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_f64__v.value)
+                    elif _op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag == 4:
+                        _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_bool__v = _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.value
+                        out += _S28.pack(_op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_bool__v.value)
+                    elif _op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag == 5:
+                        _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_string__v = _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.value
+                        _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_string___b = _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_string__v.value.encode('utf-8')
+                        out += _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_string___b
+                    elif _op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag == 6:
+                        _op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_id128__v = _op_mixed_member___op_upsert_v2___typed_column___metadata_value__v.value
+                        out += _S30.pack(_op_mixed_member___op_upsert_v2___typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+                    else:
+                        raise EncodeError('no case for tag ' + repr(_op_mixed_member___op_upsert_v2___typed_column___metadata_value___tag), path='value')
+                    _op_mixed_member___op_upsert_v2___typed_column___metadata_value___size_value = len(out) - _op_mixed_member___op_upsert_v2___typed_column___metadata_value___ps
+                    _S13.pack_into(out, _op_mixed_member___op_upsert_v2___typed_column___metadata_value___at_value_len, _op_mixed_member___op_upsert_v2___typed_column___metadata_value___size_value)
+            elif _op_mixed_member___op_upsert_v2__v.columns is not None:
+                raise EncodeError('field is present but its condition is false', path='columns')
+        elif _op_mixed_member___tag == 10:
+            _op_mixed_member___graph_envelope__v = _op_mixed_member__v.inner
+            _e_zgw_frame(out, _op_mixed_member___graph_envelope__v.begin)
+            if len(_op_mixed_member___graph_envelope__v.changes) != _op_mixed_member___graph_envelope__v.begin.payload.change_count:
+                raise EncodeError('expected ' + str(_op_mixed_member___graph_envelope__v.begin.payload.change_count) + ' items, found ' + str(len(_op_mixed_member___graph_envelope__v.changes)), path='changes')
+            for _op_mixed_member___graph_envelope___x in _op_mixed_member___graph_envelope__v.changes:
+                _e_zgw_frame(out, _op_mixed_member___graph_envelope___x)
+            _e_zgw_frame(out, _op_mixed_member___graph_envelope__v.commit)
+        else:
+            raise EncodeError('no case for tag ' + repr(_op_mixed_member___tag), path='inner')
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
 
@@ -1654,7 +2413,7 @@ def _e_payload_v1_header(out, v):
 
 def _d_f32_vector(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T16)
+        raise _short(pos, end, _T18)
     f_dims, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -1663,11 +2422,11 @@ def _d_f32_vector(mv, pos, end):
     _c = f_dims
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-    _st = _RC17.get(_c)
+    _st = _RC19.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'f')
-        if len(_RC17) < 64:
-            _RC17[_c] = _st
+        if len(_RC19) < 64:
+            _RC19[_c] = _st
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 4
     return F32Vector(f_values), pos
@@ -1680,29 +2439,69 @@ def _e_f32_vector(out, v):
 
 def _d_op_upsert_v1(mv, pos, end):
     try:
-        f_header, pos = _d_payload_v1_header(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T15)
+        _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _payload_v1_header___r14 = pos
+        pos += 4
+        if not _payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        if not _payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        f_header = PayloadV1Header()
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 24 > end:
-        raise _short(pos, end, _T19)
-    f_doc_id, f_revision = _S18.unpack_from(mv, pos)
-    _r18 = pos
+        raise _short(pos, end, _T17)
+    f_doc_id, f_revision = _S16.unpack_from(mv, pos)
+    _r16 = pos
     pos += 24
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     try:
-        f_vector, pos = _d_f32_vector(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T18)
+        _f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+        _f32_vector___r13 = pos
+        pos += 4
+        if not _f32_vector__f_dims >= 1:
+            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+        _f32_vector___c = _f32_vector__f_dims
+        if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
+            raise TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+        _f32_vector___st = _RC19.get(_f32_vector___c)
+        if _f32_vector___st is None:
+            _f32_vector___st = struct.Struct('<' + str(_f32_vector___c) + 'f')
+            if len(_RC19) < 64:
+                _RC19[_f32_vector___c] = _f32_vector___st
+        _f32_vector__f_values = list(_f32_vector___st.unpack_from(mv, pos))
+        pos += _f32_vector___c * 4
+        f_vector = F32Vector(_f32_vector__f_values)
     except DecodeError as _exc:
         raise _exc.prefixed('vector') from None
     return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector), pos
 
 def _e_op_upsert_v1(out, v):
-    _e_payload_v1_header(out, v.header)
-    out += _S18.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
-    _e_f32_vector(out, v.vector)
+    _payload_v1_header__v = v.header
+    out += _S14.pack(1, 0)
+    out += _S16.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
+    _f32_vector__v = v.vector
+    out += _S13.pack(len(_f32_vector__v.values))
+    if len(_f32_vector__v.values) != len(_f32_vector__v.values):
+        raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
+    out += struct.pack('<' + str(len(_f32_vector__v.values)) + 'f', *_f32_vector__v.values)
 
 def _d_op_delete_v1(mv, pos, end):
     try:
-        f_header, pos = _d_payload_v1_header(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T15)
+        _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _payload_v1_header___r14 = pos
+        pos += 4
+        if not _payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        if not _payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        f_header = PayloadV1Header()
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 4 > end:
@@ -1726,7 +2525,8 @@ def _d_op_delete_v1(mv, pos, end):
     return OpDeleteV1(f_header, f_doc_ids), pos
 
 def _e_op_delete_v1(out, v):
-    _e_payload_v1_header(out, v.header)
+    _payload_v1_header__v = v.header
+    out += _S14.pack(1, 0)
     out += _S13.pack(len(v.doc_ids))
     if len(v.doc_ids) != len(v.doc_ids):
         raise EncodeError('expected ' + str(len(v.doc_ids)) + ' items, found ' + str(len(v.doc_ids)), path='doc_ids')
@@ -1734,16 +2534,16 @@ def _e_op_delete_v1(out, v):
 
 def _d_metadata_value(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T23)
-    f_kind, f_reserved, f_value_len = _S22.unpack_from(mv, pos)
-    _r22 = pos
+        raise _short(pos, end, _T25)
+    f_kind, f_reserved, f_value_len = _S24.unpack_from(mv, pos)
+    _r24 = pos
     pos += 8
     _v = _VALUEKIND_BY_VALUE.get(f_kind)
     if _v is None:
-        raise ConstraintError('unknown value_kind value', offset=_r22, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=f_kind)
+        raise ConstraintError('unknown value_kind value', offset=_r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=f_kind)
     f_kind = _v
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r22 + 1, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     _n = f_value_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
@@ -1757,32 +2557,67 @@ def _d_metadata_value(mv, pos, end):
         f_value = None
     elif _tag == 1:
         try:
-            f_value, pos = _d_value_u64(mv, pos, end)
+            if pos + 8 > end:
+                raise _short(pos, end, _T26)
+            _value_u64__f_value, = _S6.unpack_from(mv, pos)
+            _value_u64___r6 = pos
+            pos += 8
+            f_value = ValueU64(_value_u64__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     elif _tag == 2:
         try:
-            f_value, pos = _d_value_i64(mv, pos, end)
+            if pos + 8 > end:
+                raise _short(pos, end, _T26)
+            _value_i64__f_value, = _S27.unpack_from(mv, pos)
+            _value_i64___r27 = pos
+            pos += 8
+            f_value = ValueI64(_value_i64__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     elif _tag == 3:
         try:
-            f_value, pos = _d_value_f64(mv, pos, end)
+            if pos + 8 > end:
+                raise _short(pos, end, _T26)
+            _value_f64__f_value, = _S6.unpack_from(mv, pos)
+            _value_f64___r6 = pos
+            pos += 8
+            f_value = ValueF64(_value_f64__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     elif _tag == 4:
         try:
-            f_value, pos = _d_value_bool(mv, pos, end)
+            if pos + 1 > end:
+                raise _short(pos, end, _T29)
+            _value_bool__f_value, = _S28.unpack_from(mv, pos)
+            _value_bool___r28 = pos
+            pos += 1
+            if not (_value_bool__f_value == 0 or _value_bool__f_value == 1):
+                raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_value_bool___r28, path='value', expected='value == 0 or value == 1', found=_value_bool__f_value)
+            f_value = ValueBool(_value_bool__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     elif _tag == 5:
         try:
-            f_value, pos = _d_value_string(mv, pos, end)
+            if pos + (end - pos) > end:
+                raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+            try:
+                _value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'value') from None
+            pos += end - pos
+            f_value = ValueString(_value_string__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     elif _tag == 6:
         try:
-            f_value, pos = _d_value_id128(mv, pos, end)
+            if pos + 16 > end:
+                raise _short(pos, end, _T31)
+            _value_id128__f_value, = _S30.unpack_from(mv, pos)
+            _value_id128___r30 = pos
+            pos += 16
+            _value_id128__f_value = int.from_bytes(_value_id128__f_value, 'little', signed=False)
+            f_value = ValueId128(_value_id128__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     else:
@@ -1794,24 +2629,31 @@ def _d_metadata_value(mv, pos, end):
 
 def _e_metadata_value(out, v):
     _at_value_len = len(out) + 4
-    out += _S22.pack(v.kind, b'\x00\x00\x00', 0)
+    out += _S24.pack(v.kind, b'\x00\x00\x00', 0)
     _ps = len(out)
     _tag = v.kind
     if _tag == 0:
         if v.value is not None:
             raise EncodeError('case null carries no body', path='value')
     elif _tag == 1:
-        _e_value_u64(out, v.value)
+        _value_u64__v = v.value
+        out += _S6.pack(_value_u64__v.value)
     elif _tag == 2:
-        _e_value_i64(out, v.value)
+        _value_i64__v = v.value
+        out += _S27.pack(_value_i64__v.value)
     elif _tag == 3:
-        _e_value_f64(out, v.value)
+        _value_f64__v = v.value
+        out += _S6.pack(_value_f64__v.value)
     elif _tag == 4:
-        _e_value_bool(out, v.value)
+        _value_bool__v = v.value
+        out += _S28.pack(_value_bool__v.value)
     elif _tag == 5:
-        _e_value_string(out, v.value)
+        _value_string__v = v.value
+        _value_string___b = _value_string__v.value.encode('utf-8')
+        out += _value_string___b
     elif _tag == 6:
-        _e_value_id128(out, v.value)
+        _value_id128__v = v.value
+        out += _S30.pack(_value_id128__v.value.to_bytes(16, 'little', signed=False))
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='value')
     _size_value = len(out) - _ps
@@ -1819,7 +2661,7 @@ def _e_metadata_value(out, v):
 
 def _d_value_u64(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T24)
+        raise _short(pos, end, _T26)
     f_value, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -1830,18 +2672,18 @@ def _e_value_u64(out, v):
 
 def _d_value_i64(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T24)
-    f_value, = _S25.unpack_from(mv, pos)
-    _r25 = pos
+        raise _short(pos, end, _T26)
+    f_value, = _S27.unpack_from(mv, pos)
+    _r27 = pos
     pos += 8
     return ValueI64(f_value), pos
 
 def _e_value_i64(out, v):
-    out += _S25.pack(v.value)
+    out += _S27.pack(v.value)
 
 def _d_value_f64(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T24)
+        raise _short(pos, end, _T26)
     f_value, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -1852,16 +2694,16 @@ def _e_value_f64(out, v):
 
 def _d_value_bool(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T27)
-    f_value, = _S26.unpack_from(mv, pos)
-    _r26 = pos
+        raise _short(pos, end, _T29)
+    f_value, = _S28.unpack_from(mv, pos)
+    _r28 = pos
     pos += 1
     if not ((f_value == 0) or (f_value == 1)):
-        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_r26, path='value', expected='value == 0 or value == 1', found=f_value)
+        raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_r28, path='value', expected='value == 0 or value == 1', found=f_value)
     return ValueBool(f_value), pos
 
 def _e_value_bool(out, v):
-    out += _S26.pack(v.value)
+    out += _S28.pack(v.value)
 
 def _d_value_string(mv, pos, end):
     if pos + (end - pos) > end:
@@ -1879,41 +2721,182 @@ def _e_value_string(out, v):
 
 def _d_value_id128(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T29)
-    f_value, = _S28.unpack_from(mv, pos)
-    _r28 = pos
+        raise _short(pos, end, _T31)
+    f_value, = _S30.unpack_from(mv, pos)
+    _r30 = pos
     pos += 16
     f_value = int.from_bytes(f_value, 'little', signed=False)
     return ValueId128(f_value), pos
 
 def _e_value_id128(out, v):
-    out += _S28.pack((v.value).to_bytes(16, 'little', signed=False))
+    out += _S30.pack((v.value).to_bytes(16, 'little', signed=False))
 
 def _d_op_metadata_edit_v1(mv, pos, end):
     try:
-        f_header, pos = _d_payload_v1_header(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T15)
+        _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _payload_v1_header___r14 = pos
+        pos += 4
+        if not _payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        if not _payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        f_header = PayloadV1Header()
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 28 > end:
-        raise _short(pos, end, _T31)
-    f_doc_id, f_revision, f_column_id = _S30.unpack_from(mv, pos)
-    _r30 = pos
+        raise _short(pos, end, _T23)
+    f_doc_id, f_revision, f_column_id = _S22.unpack_from(mv, pos)
+    _r22 = pos
     pos += 28
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     try:
-        f_value, pos = _d_metadata_value(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T25)
+        _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S24.unpack_from(mv, pos)
+        _metadata_value___r24 = pos
+        pos += 8
+        _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
+        if _metadata_value___v is None:
+            raise ConstraintError('unknown value_kind value', offset=_metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value__f_kind)
+        _metadata_value__f_kind = _metadata_value___v
+        if _metadata_value__f_reserved != b'\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
+        _metadata_value___n = _metadata_value__f_value_len
+        if _metadata_value___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value___n)
+        if pos + _metadata_value___n > end:
+            raise TruncatedError('section needs ' + str(_metadata_value___n) + ' bytes', offset=pos, path='value', expected=_metadata_value___n, found=end - pos)
+        _metadata_value___outer_end_value = end
+        end = pos + _metadata_value___n
+        _metadata_value___sec_value = pos
+        _metadata_value___tag = _metadata_value__f_kind
+        if _metadata_value___tag == 0:
+            _metadata_value__f_value = None
+        elif _metadata_value___tag == 1:
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T26)
+                _metadata_value___value_u64__f_value, = _S6.unpack_from(mv, pos)
+                _metadata_value___value_u64___r6 = pos
+                pos += 8
+                _metadata_value__f_value = ValueU64(_metadata_value___value_u64__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 2:
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T26)
+                _metadata_value___value_i64__f_value, = _S27.unpack_from(mv, pos)
+                _metadata_value___value_i64___r27 = pos
+                pos += 8
+                _metadata_value__f_value = ValueI64(_metadata_value___value_i64__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 3:
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T26)
+                _metadata_value___value_f64__f_value, = _S6.unpack_from(mv, pos)
+                _metadata_value___value_f64___r6 = pos
+                pos += 8
+                _metadata_value__f_value = ValueF64(_metadata_value___value_f64__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 4:
+            try:
+                if pos + 1 > end:
+                    raise _short(pos, end, _T29)
+                _metadata_value___value_bool__f_value, = _S28.unpack_from(mv, pos)
+                _metadata_value___value_bool___r28 = pos
+                pos += 1
+                if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_metadata_value___value_bool__f_value)
+                _metadata_value__f_value = ValueBool(_metadata_value___value_bool__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 5:
+            try:
+                if pos + (end - pos) > end:
+                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                try:
+                    _metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                except UnicodeDecodeError as _u:
+                    raise _text_error(_u, pos, 'utf-8', 'value') from None
+                pos += end - pos
+                _metadata_value__f_value = ValueString(_metadata_value___value_string__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 6:
+            try:
+                if pos + 16 > end:
+                    raise _short(pos, end, _T31)
+                _metadata_value___value_id128__f_value, = _S30.unpack_from(mv, pos)
+                _metadata_value___value_id128___r30 = pos
+                pos += 16
+                _metadata_value___value_id128__f_value = int.from_bytes(_metadata_value___value_id128__f_value, 'little', signed=False)
+                _metadata_value__f_value = ValueId128(_metadata_value___value_id128__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        else:
+            raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value___tag)
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_metadata_value___sec_value, path='value', expected=end - _metadata_value___sec_value, found=pos - _metadata_value___sec_value)
+        end = _metadata_value___outer_end_value
+        f_value = MetadataValue(_metadata_value__f_kind, _metadata_value__f_value)
     except DecodeError as _exc:
         raise _exc.prefixed('value') from None
     return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value), pos
 
 def _e_op_metadata_edit_v1(out, v):
-    _e_payload_v1_header(out, v.header)
-    out += _S30.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.column_id)
-    _e_metadata_value(out, v.value)
+    _payload_v1_header__v = v.header
+    out += _S14.pack(1, 0)
+    out += _S22.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.column_id)
+    _metadata_value__v = v.value
+    _metadata_value___at_value_len = len(out) + 4
+    out += _S24.pack(_metadata_value__v.kind, b'\x00\x00\x00', 0)
+    _metadata_value___ps = len(out)
+    _metadata_value___tag = _metadata_value__v.kind
+    if _metadata_value___tag == 0:
+        if _metadata_value__v.value is not None:
+            raise EncodeError('case null carries no body', path='value')
+    elif _metadata_value___tag == 1:
+        _metadata_value___value_u64__v = _metadata_value__v.value
+        out += _S6.pack(_metadata_value___value_u64__v.value)
+    elif _metadata_value___tag == 2:
+        _metadata_value___value_i64__v = _metadata_value__v.value
+        out += _S27.pack(_metadata_value___value_i64__v.value)
+    elif _metadata_value___tag == 3:
+        _metadata_value___value_f64__v = _metadata_value__v.value
+        out += _S6.pack(_metadata_value___value_f64__v.value)
+    elif _metadata_value___tag == 4:
+        _metadata_value___value_bool__v = _metadata_value__v.value
+        out += _S28.pack(_metadata_value___value_bool__v.value)
+    elif _metadata_value___tag == 5:
+        _metadata_value___value_string__v = _metadata_value__v.value
+        _metadata_value___value_string___b = _metadata_value___value_string__v.value.encode('utf-8')
+        out += _metadata_value___value_string___b
+    elif _metadata_value___tag == 6:
+        _metadata_value___value_id128__v = _metadata_value__v.value
+        out += _S30.pack(_metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+    else:
+        raise EncodeError('no case for tag ' + repr(_metadata_value___tag), path='value')
+    _metadata_value___size_value = len(out) - _metadata_value___ps
+    _S13.pack_into(out, _metadata_value___at_value_len, _metadata_value___size_value)
 
 def _d_op_timestamped_upsert_v1(mv, pos, end):
     try:
-        f_header, pos = _d_payload_v1_header(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T15)
+        _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _payload_v1_header___r14 = pos
+        pos += 4
+        if not _payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        if not _payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        f_header = PayloadV1Header()
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 32 > end:
@@ -1923,19 +2906,50 @@ def _d_op_timestamped_upsert_v1(mv, pos, end):
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     try:
-        f_vector, pos = _d_f32_vector(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T18)
+        _f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+        _f32_vector___r13 = pos
+        pos += 4
+        if not _f32_vector__f_dims >= 1:
+            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+        _f32_vector___c = _f32_vector__f_dims
+        if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
+            raise TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+        _f32_vector___st = _RC19.get(_f32_vector___c)
+        if _f32_vector___st is None:
+            _f32_vector___st = struct.Struct('<' + str(_f32_vector___c) + 'f')
+            if len(_RC19) < 64:
+                _RC19[_f32_vector___c] = _f32_vector___st
+        _f32_vector__f_values = list(_f32_vector___st.unpack_from(mv, pos))
+        pos += _f32_vector___c * 4
+        f_vector = F32Vector(_f32_vector__f_values)
     except DecodeError as _exc:
         raise _exc.prefixed('vector') from None
     return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector), pos
 
 def _e_op_timestamped_upsert_v1(out, v):
-    _e_payload_v1_header(out, v.header)
+    _payload_v1_header__v = v.header
+    out += _S14.pack(1, 0)
     out += _S32.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.ts)
-    _e_f32_vector(out, v.vector)
+    _f32_vector__v = v.vector
+    out += _S13.pack(len(_f32_vector__v.values))
+    if len(_f32_vector__v.values) != len(_f32_vector__v.values):
+        raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
+    out += struct.pack('<' + str(len(_f32_vector__v.values)) + 'f', *_f32_vector__v.values)
 
 def _d_op_upsert_metadata_v1(mv, pos, end):
     try:
-        f_header, pos = _d_payload_v1_header(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T15)
+        _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _payload_v1_header___r14 = pos
+        pos += 4
+        if not _payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        if not _payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        f_header = PayloadV1Header()
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 32 > end:
@@ -1966,7 +2980,8 @@ def _d_op_upsert_metadata_v1(mv, pos, end):
     return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector), pos
 
 def _e_op_upsert_metadata_v1(out, v):
-    _e_payload_v1_header(out, v.header)
+    _payload_v1_header__v = v.header
+    out += _S14.pack(1, 0)
     _at_metadata_len = len(out) + 24
     out += _S34.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, 0, len(v.vector))
     _ps = len(out)
@@ -1980,7 +2995,16 @@ def _e_op_upsert_metadata_v1(out, v):
 
 def _d_op_upsert_ts_metadata_v1(mv, pos, end):
     try:
-        f_header, pos = _d_payload_v1_header(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T15)
+        _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _payload_v1_header___r14 = pos
+        pos += 4
+        if not _payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        if not _payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        f_header = PayloadV1Header()
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 40 > end:
@@ -2011,7 +3035,8 @@ def _d_op_upsert_ts_metadata_v1(mv, pos, end):
     return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector), pos
 
 def _e_op_upsert_ts_metadata_v1(out, v):
-    _e_payload_v1_header(out, v.header)
+    _payload_v1_header__v = v.header
+    out += _S14.pack(1, 0)
     _at_metadata_len = len(out) + 32
     out += _S37.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision, v.ts, 0, len(v.vector))
     _ps = len(out)
@@ -2025,13 +3050,105 @@ def _e_op_upsert_ts_metadata_v1(out, v):
 
 def _d_typed_column(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T40)
+        raise _short(pos, end, _T42)
     f_column_id, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
     _a_value = pos
     try:
-        f_value, pos = _d_metadata_value(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T25)
+        _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S24.unpack_from(mv, pos)
+        _metadata_value___r24 = pos
+        pos += 8
+        _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
+        if _metadata_value___v is None:
+            raise ConstraintError('unknown value_kind value', offset=_metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value__f_kind)
+        _metadata_value__f_kind = _metadata_value___v
+        if _metadata_value__f_reserved != b'\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
+        _metadata_value___n = _metadata_value__f_value_len
+        if _metadata_value___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value___n)
+        if pos + _metadata_value___n > end:
+            raise TruncatedError('section needs ' + str(_metadata_value___n) + ' bytes', offset=pos, path='value', expected=_metadata_value___n, found=end - pos)
+        _metadata_value___outer_end_value = end
+        end = pos + _metadata_value___n
+        _metadata_value___sec_value = pos
+        _metadata_value___tag = _metadata_value__f_kind
+        if _metadata_value___tag == 0:
+            _metadata_value__f_value = None
+        elif _metadata_value___tag == 1:
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T26)
+                _metadata_value___value_u64__f_value, = _S6.unpack_from(mv, pos)
+                _metadata_value___value_u64___r6 = pos
+                pos += 8
+                _metadata_value__f_value = ValueU64(_metadata_value___value_u64__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 2:
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T26)
+                _metadata_value___value_i64__f_value, = _S27.unpack_from(mv, pos)
+                _metadata_value___value_i64___r27 = pos
+                pos += 8
+                _metadata_value__f_value = ValueI64(_metadata_value___value_i64__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 3:
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T26)
+                _metadata_value___value_f64__f_value, = _S6.unpack_from(mv, pos)
+                _metadata_value___value_f64___r6 = pos
+                pos += 8
+                _metadata_value__f_value = ValueF64(_metadata_value___value_f64__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 4:
+            try:
+                if pos + 1 > end:
+                    raise _short(pos, end, _T29)
+                _metadata_value___value_bool__f_value, = _S28.unpack_from(mv, pos)
+                _metadata_value___value_bool___r28 = pos
+                pos += 1
+                if not (_metadata_value___value_bool__f_value == 0 or _metadata_value___value_bool__f_value == 1):
+                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_metadata_value___value_bool__f_value)
+                _metadata_value__f_value = ValueBool(_metadata_value___value_bool__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 5:
+            try:
+                if pos + (end - pos) > end:
+                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                try:
+                    _metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                except UnicodeDecodeError as _u:
+                    raise _text_error(_u, pos, 'utf-8', 'value') from None
+                pos += end - pos
+                _metadata_value__f_value = ValueString(_metadata_value___value_string__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        elif _metadata_value___tag == 6:
+            try:
+                if pos + 16 > end:
+                    raise _short(pos, end, _T31)
+                _metadata_value___value_id128__f_value, = _S30.unpack_from(mv, pos)
+                _metadata_value___value_id128___r30 = pos
+                pos += 16
+                _metadata_value___value_id128__f_value = int.from_bytes(_metadata_value___value_id128__f_value, 'little', signed=False)
+                _metadata_value__f_value = ValueId128(_metadata_value___value_id128__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+        else:
+            raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_metadata_value___tag)
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_metadata_value___sec_value, path='value', expected=end - _metadata_value___sec_value, found=pos - _metadata_value___sec_value)
+        end = _metadata_value___outer_end_value
+        f_value = MetadataValue(_metadata_value__f_kind, _metadata_value__f_value)
     except DecodeError as _exc:
         raise _exc.prefixed('value') from None
     if not (f_value.kind != 0):
@@ -2040,21 +3157,68 @@ def _d_typed_column(mv, pos, end):
 
 def _e_typed_column(out, v):
     out += _S13.pack(v.column_id)
-    _e_metadata_value(out, v.value)
+    _metadata_value__v = v.value
+    _metadata_value___at_value_len = len(out) + 4
+    out += _S24.pack(_metadata_value__v.kind, b'\x00\x00\x00', 0)
+    _metadata_value___ps = len(out)
+    _metadata_value___tag = _metadata_value__v.kind
+    if _metadata_value___tag == 0:
+        if _metadata_value__v.value is not None:
+            raise EncodeError('case null carries no body', path='value')
+    elif _metadata_value___tag == 1:
+        _metadata_value___value_u64__v = _metadata_value__v.value
+        out += _S6.pack(_metadata_value___value_u64__v.value)
+    elif _metadata_value___tag == 2:
+        _metadata_value___value_i64__v = _metadata_value__v.value
+        out += _S27.pack(_metadata_value___value_i64__v.value)
+    elif _metadata_value___tag == 3:
+        _metadata_value___value_f64__v = _metadata_value__v.value
+        out += _S6.pack(_metadata_value___value_f64__v.value)
+    elif _metadata_value___tag == 4:
+        _metadata_value___value_bool__v = _metadata_value__v.value
+        out += _S28.pack(_metadata_value___value_bool__v.value)
+    elif _metadata_value___tag == 5:
+        _metadata_value___value_string__v = _metadata_value__v.value
+        _metadata_value___value_string___b = _metadata_value___value_string__v.value.encode('utf-8')
+        out += _metadata_value___value_string___b
+    elif _metadata_value___tag == 6:
+        _metadata_value___value_id128__v = _metadata_value__v.value
+        out += _S30.pack(_metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+    else:
+        raise EncodeError('no case for tag ' + repr(_metadata_value___tag), path='value')
+    _metadata_value___size_value = len(out) - _metadata_value___ps
+    _S13.pack_into(out, _metadata_value___at_value_len, _metadata_value___size_value)
 
 def _d_op_upsert_v2(mv, pos, end):
     if pos + 28 > end:
-        raise _short(pos, end, _T42)
-    f_fields, f_doc_id, f_revision = _S41.unpack_from(mv, pos)
-    _r41 = pos
+        raise _short(pos, end, _T41)
+    f_fields, f_doc_id, f_revision = _S40.unpack_from(mv, pos)
+    _r40 = pos
     pos += 28
     if f_fields & 4294967264:
-        raise ConstraintError('undefined upsert_fields bits set', offset=_r41, path='fields', expected='mask 0x1f', found=f_fields)
+        raise ConstraintError('undefined upsert_fields bits set', offset=_r40, path='fields', expected='mask 0x1f', found=f_fields)
     f_fields = UpsertFields.from_int(f_fields)
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if _attr(f_fields, 'vector', pos, 'vector'):
         try:
-            f_vector, pos = _d_f32_vector(mv, pos, end)
+            if pos + 4 > end:
+                raise _short(pos, end, _T18)
+            _f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+            _f32_vector___r13 = pos
+            pos += 4
+            if not _f32_vector__f_dims >= 1:
+                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
+            _f32_vector___c = _f32_vector__f_dims
+            if _f32_vector___c < 0 or _f32_vector___c * 4 > end - pos:
+                raise TruncatedError('count ' + str(_f32_vector___c) + ' needs at least ' + str(_f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector___c * 4, found=end - pos)
+            _f32_vector___st = _RC19.get(_f32_vector___c)
+            if _f32_vector___st is None:
+                _f32_vector___st = struct.Struct('<' + str(_f32_vector___c) + 'f')
+                if len(_RC19) < 64:
+                    _RC19[_f32_vector___c] = _f32_vector___st
+            _f32_vector__f_values = list(_f32_vector___st.unpack_from(mv, pos))
+            pos += _f32_vector___c * 4
+            f_vector = F32Vector(_f32_vector__f_values)
         except DecodeError as _exc:
             raise _exc.prefixed('vector') from None
     else:
@@ -2076,7 +3240,7 @@ def _d_op_upsert_v2(mv, pos, end):
     if _attr(f_fields, 'ts', pos, 'ts'):
         if pos + 8 > end:
             raise TruncatedError('field truncated', offset=pos, path='ts', expected=8, found=end - pos)
-        f_ts = _S25.unpack_from(mv, pos)[0]
+        f_ts = _S27.unpack_from(mv, pos)[0]
         _at = pos
         pos += 8
     else:
@@ -2103,7 +3267,111 @@ def _d_op_upsert_v2(mv, pos, end):
         try:
             for _i in range(_c):
                 try:
-                    _x, pos = _d_typed_column(mv, pos, end)
+                    if pos + 4 > end:
+                        raise _short(pos, end, _T42)
+                    _typed_column__f_column_id, = _S13.unpack_from(mv, pos)
+                    _typed_column___r13 = pos
+                    pos += 4
+                    _typed_column___a_value = pos
+                    try:
+                        if pos + 8 > end:
+                            raise _short(pos, end, _T25)
+                        _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S24.unpack_from(mv, pos)
+                        _typed_column___metadata_value___r24 = pos
+                        pos += 8
+                        _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
+                        if _typed_column___metadata_value___v is None:
+                            raise ConstraintError('unknown value_kind value', offset=_typed_column___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_typed_column___metadata_value__f_kind)
+                        _typed_column___metadata_value__f_kind = _typed_column___metadata_value___v
+                        if _typed_column___metadata_value__f_reserved != b'\x00\x00\x00':
+                            raise ConstraintError('reserved bytes must be zero', offset=_typed_column___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_typed_column___metadata_value__f_reserved)
+                        _typed_column___metadata_value___n = _typed_column___metadata_value__f_value_len
+                        if _typed_column___metadata_value___n < 0:
+                            raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_typed_column___metadata_value___n)
+                        if pos + _typed_column___metadata_value___n > end:
+                            raise TruncatedError('section needs ' + str(_typed_column___metadata_value___n) + ' bytes', offset=pos, path='value', expected=_typed_column___metadata_value___n, found=end - pos)
+                        _typed_column___metadata_value___outer_end_value = end
+                        end = pos + _typed_column___metadata_value___n
+                        _typed_column___metadata_value___sec_value = pos
+                        _typed_column___metadata_value___tag = _typed_column___metadata_value__f_kind
+                        if _typed_column___metadata_value___tag == 0:
+                            _typed_column___metadata_value__f_value = None
+                        elif _typed_column___metadata_value___tag == 1:
+                            try:
+                                if pos + 8 > end:
+                                    raise _short(pos, end, _T26)
+                                _typed_column___metadata_value___value_u64__f_value, = _S6.unpack_from(mv, pos)
+                                _typed_column___metadata_value___value_u64___r6 = pos
+                                pos += 8
+                                _typed_column___metadata_value__f_value = ValueU64(_typed_column___metadata_value___value_u64__f_value)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('value') from None
+                        elif _typed_column___metadata_value___tag == 2:
+                            try:
+                                if pos + 8 > end:
+                                    raise _short(pos, end, _T26)
+                                _typed_column___metadata_value___value_i64__f_value, = _S27.unpack_from(mv, pos)
+                                _typed_column___metadata_value___value_i64___r27 = pos
+                                pos += 8
+                                _typed_column___metadata_value__f_value = ValueI64(_typed_column___metadata_value___value_i64__f_value)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('value') from None
+                        elif _typed_column___metadata_value___tag == 3:
+                            try:
+                                if pos + 8 > end:
+                                    raise _short(pos, end, _T26)
+                                _typed_column___metadata_value___value_f64__f_value, = _S6.unpack_from(mv, pos)
+                                _typed_column___metadata_value___value_f64___r6 = pos
+                                pos += 8
+                                _typed_column___metadata_value__f_value = ValueF64(_typed_column___metadata_value___value_f64__f_value)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('value') from None
+                        elif _typed_column___metadata_value___tag == 4:
+                            try:
+                                if pos + 1 > end:
+                                    raise _short(pos, end, _T29)
+                                _typed_column___metadata_value___value_bool__f_value, = _S28.unpack_from(mv, pos)
+                                _typed_column___metadata_value___value_bool___r28 = pos
+                                pos += 1
+                                if not (_typed_column___metadata_value___value_bool__f_value == 0 or _typed_column___metadata_value___value_bool__f_value == 1):
+                                    raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_typed_column___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_typed_column___metadata_value___value_bool__f_value)
+                                _typed_column___metadata_value__f_value = ValueBool(_typed_column___metadata_value___value_bool__f_value)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('value') from None
+                        elif _typed_column___metadata_value___tag == 5:
+                            try:
+                                if pos + (end - pos) > end:
+                                    raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                                try:
+                                    _typed_column___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                                except UnicodeDecodeError as _u:
+                                    raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                pos += end - pos
+                                _typed_column___metadata_value__f_value = ValueString(_typed_column___metadata_value___value_string__f_value)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('value') from None
+                        elif _typed_column___metadata_value___tag == 6:
+                            try:
+                                if pos + 16 > end:
+                                    raise _short(pos, end, _T31)
+                                _typed_column___metadata_value___value_id128__f_value, = _S30.unpack_from(mv, pos)
+                                _typed_column___metadata_value___value_id128___r30 = pos
+                                pos += 16
+                                _typed_column___metadata_value___value_id128__f_value = int.from_bytes(_typed_column___metadata_value___value_id128__f_value, 'little', signed=False)
+                                _typed_column___metadata_value__f_value = ValueId128(_typed_column___metadata_value___value_id128__f_value)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('value') from None
+                        else:
+                            raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_typed_column___metadata_value___tag)
+                        if pos != end:
+                            raise ConstraintError('section size mismatch', offset=_typed_column___metadata_value___sec_value, path='value', expected=end - _typed_column___metadata_value___sec_value, found=pos - _typed_column___metadata_value___sec_value)
+                        end = _typed_column___metadata_value___outer_end_value
+                        _typed_column__f_value = MetadataValue(_typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                    if not _typed_column__f_value.kind != 0:
+                        raise ConstraintError('typed columns cannot carry Null', offset=_typed_column___a_value, path='value', expected='value.kind != 0', found=_typed_column__f_value)
+                    _x = TypedColumn(_typed_column__f_column_id, _typed_column__f_value)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 f_columns.append(_x)
@@ -2114,9 +3382,13 @@ def _d_op_upsert_v2(mv, pos, end):
     return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns), pos
 
 def _e_op_upsert_v2(out, v):
-    out += _S41.pack(v.fields.to_int(), (v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
+    out += _S40.pack(v.fields.to_int(), (v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
     if v.fields.vector:
-        _e_f32_vector(out, v.vector)
+        _f32_vector__v = v.vector
+        out += _S13.pack(len(_f32_vector__v.values))
+        if len(_f32_vector__v.values) != len(_f32_vector__v.values):
+            raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
+        out += struct.pack('<' + str(len(_f32_vector__v.values)) + 'f', *_f32_vector__v.values)
     elif v.vector is not None:
         raise EncodeError('field is present but its condition is false', path='vector')
     if v.fields.text:
@@ -2126,7 +3398,7 @@ def _e_op_upsert_v2(out, v):
     elif v.text is not None:
         raise EncodeError('field is present but its condition is false', path='text')
     if v.fields.ts:
-        out += _S25.pack(v.ts)
+        out += _S27.pack(v.ts)
     elif v.ts is not None:
         raise EncodeError('field is present but its condition is false', path='ts')
     if v.fields.metadata:
@@ -2138,7 +3410,38 @@ def _e_op_upsert_v2(out, v):
     if v.fields.columns:
         out += _S13.pack(len(v.columns))
         for _x in v.columns:
-            _e_typed_column(out, _x)
+            out += _S13.pack(_x.column_id)
+            _typed_column___metadata_value__v = _x.value
+            _typed_column___metadata_value___at_value_len = len(out) + 4
+            out += _S24.pack(_typed_column___metadata_value__v.kind, b'\x00\x00\x00', 0)
+            _typed_column___metadata_value___ps = len(out)
+            _typed_column___metadata_value___tag = _typed_column___metadata_value__v.kind
+            if _typed_column___metadata_value___tag == 0:
+                if _typed_column___metadata_value__v.value is not None:
+                    raise EncodeError('case null carries no body', path='value')
+            elif _typed_column___metadata_value___tag == 1:
+                _typed_column___metadata_value___value_u64__v = _typed_column___metadata_value__v.value
+                out += _S6.pack(_typed_column___metadata_value___value_u64__v.value)
+            elif _typed_column___metadata_value___tag == 2:
+                _typed_column___metadata_value___value_i64__v = _typed_column___metadata_value__v.value
+                out += _S27.pack(_typed_column___metadata_value___value_i64__v.value)
+            elif _typed_column___metadata_value___tag == 3:
+                _typed_column___metadata_value___value_f64__v = _typed_column___metadata_value__v.value
+                out += _S6.pack(_typed_column___metadata_value___value_f64__v.value)
+            elif _typed_column___metadata_value___tag == 4:
+                _typed_column___metadata_value___value_bool__v = _typed_column___metadata_value__v.value
+                out += _S28.pack(_typed_column___metadata_value___value_bool__v.value)
+            elif _typed_column___metadata_value___tag == 5:
+                _typed_column___metadata_value___value_string__v = _typed_column___metadata_value__v.value
+                _typed_column___metadata_value___value_string___b = _typed_column___metadata_value___value_string__v.value.encode('utf-8')
+                out += _typed_column___metadata_value___value_string___b
+            elif _typed_column___metadata_value___tag == 6:
+                _typed_column___metadata_value___value_id128__v = _typed_column___metadata_value__v.value
+                out += _S30.pack(_typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+            else:
+                raise EncodeError('no case for tag ' + repr(_typed_column___metadata_value___tag), path='value')
+            _typed_column___metadata_value___size_value = len(out) - _typed_column___metadata_value___ps
+            _S13.pack_into(out, _typed_column___metadata_value___at_value_len, _typed_column___metadata_value___size_value)
     elif v.columns is not None:
         raise EncodeError('field is present but its condition is false', path='columns')
 
@@ -2158,7 +3461,69 @@ def _d_op_batch_member(mv, pos, end):
 
 def _e_op_batch_member(out, v):
     out += _S43.pack(v.index, v.count)
-    _e_op_upsert_v2(out, v.body)
+    _op_upsert_v2__v = v.body
+    out += _S40.pack(_op_upsert_v2__v.fields.to_int(), _op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v2__v.revision)
+    if _op_upsert_v2__v.fields.vector:
+        _op_upsert_v2___f32_vector__v = _op_upsert_v2__v.vector
+        out += _S13.pack(len(_op_upsert_v2___f32_vector__v.values))
+        if len(_op_upsert_v2___f32_vector__v.values) != len(_op_upsert_v2___f32_vector__v.values):
+            raise EncodeError('expected ' + str(len(_op_upsert_v2___f32_vector__v.values)) + ' items, found ' + str(len(_op_upsert_v2___f32_vector__v.values)), path='values')
+        out += struct.pack('<' + str(len(_op_upsert_v2___f32_vector__v.values)) + 'f', *_op_upsert_v2___f32_vector__v.values)
+    elif _op_upsert_v2__v.vector is not None:
+        raise EncodeError('field is present but its condition is false', path='vector')
+    if _op_upsert_v2__v.fields.text:
+        _op_upsert_v2___b = _op_upsert_v2__v.text.encode('utf-8')
+        out += _S13.pack(len(_op_upsert_v2___b))
+        out += _op_upsert_v2___b
+    elif _op_upsert_v2__v.text is not None:
+        raise EncodeError('field is present but its condition is false', path='text')
+    if _op_upsert_v2__v.fields.ts:
+        out += _S27.pack(_op_upsert_v2__v.ts)
+    elif _op_upsert_v2__v.ts is not None:
+        raise EncodeError('field is present but its condition is false', path='ts')
+    if _op_upsert_v2__v.fields.metadata:
+        _op_upsert_v2___b = _op_upsert_v2__v.metadata
+        out += _S13.pack(len(_op_upsert_v2___b))
+        out += _op_upsert_v2___b
+    elif _op_upsert_v2__v.metadata is not None:
+        raise EncodeError('field is present but its condition is false', path='metadata')
+    if _op_upsert_v2__v.fields.columns:
+        out += _S13.pack(len(_op_upsert_v2__v.columns))
+        for _op_upsert_v2___x in _op_upsert_v2__v.columns:
+            out += _S13.pack(_op_upsert_v2___x.column_id)
+            _op_upsert_v2___typed_column___metadata_value__v = _op_upsert_v2___x.value
+            _op_upsert_v2___typed_column___metadata_value___at_value_len = len(out) + 4
+            out += _S24.pack(_op_upsert_v2___typed_column___metadata_value__v.kind, b'\x00\x00\x00', 0)
+            _op_upsert_v2___typed_column___metadata_value___ps = len(out)
+            _op_upsert_v2___typed_column___metadata_value___tag = _op_upsert_v2___typed_column___metadata_value__v.kind
+            if _op_upsert_v2___typed_column___metadata_value___tag == 0:
+                if _op_upsert_v2___typed_column___metadata_value__v.value is not None:
+                    raise EncodeError('case null carries no body', path='value')
+            elif _op_upsert_v2___typed_column___metadata_value___tag == 1:
+                _op_upsert_v2___typed_column___metadata_value___value_u64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                out += _S6.pack(_op_upsert_v2___typed_column___metadata_value___value_u64__v.value)
+            elif _op_upsert_v2___typed_column___metadata_value___tag == 2:
+                _op_upsert_v2___typed_column___metadata_value___value_i64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                out += _S27.pack(_op_upsert_v2___typed_column___metadata_value___value_i64__v.value)
+            elif _op_upsert_v2___typed_column___metadata_value___tag == 3:
+                _op_upsert_v2___typed_column___metadata_value___value_f64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                out += _S6.pack(_op_upsert_v2___typed_column___metadata_value___value_f64__v.value)
+            elif _op_upsert_v2___typed_column___metadata_value___tag == 4:
+                _op_upsert_v2___typed_column___metadata_value___value_bool__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                out += _S28.pack(_op_upsert_v2___typed_column___metadata_value___value_bool__v.value)
+            elif _op_upsert_v2___typed_column___metadata_value___tag == 5:
+                _op_upsert_v2___typed_column___metadata_value___value_string__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                _op_upsert_v2___typed_column___metadata_value___value_string___b = _op_upsert_v2___typed_column___metadata_value___value_string__v.value.encode('utf-8')
+                out += _op_upsert_v2___typed_column___metadata_value___value_string___b
+            elif _op_upsert_v2___typed_column___metadata_value___tag == 6:
+                _op_upsert_v2___typed_column___metadata_value___value_id128__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                out += _S30.pack(_op_upsert_v2___typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+            else:
+                raise EncodeError('no case for tag ' + repr(_op_upsert_v2___typed_column___metadata_value___tag), path='value')
+            _op_upsert_v2___typed_column___metadata_value___size_value = len(out) - _op_upsert_v2___typed_column___metadata_value___ps
+            _S13.pack_into(out, _op_upsert_v2___typed_column___metadata_value___at_value_len, _op_upsert_v2___typed_column___metadata_value___size_value)
+    elif _op_upsert_v2__v.columns is not None:
+        raise EncodeError('field is present but its condition is false', path='columns')
 
 def _d_transaction_binding(mv, pos, end):
     if pos + 64 > end:
@@ -2185,11 +3550,37 @@ def _e_transaction_binding(out, v):
 
 def _d_op_prepared_mutation(mv, pos, end):
     try:
-        f_header, pos = _d_payload_v1_header(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T15)
+        _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _payload_v1_header___r14 = pos
+        pos += 4
+        if not _payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_payload_v1_header___r14, path='version', expected='version == 1', found=_payload_v1_header__f_version)
+        if not _payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
+        f_header = PayloadV1Header()
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     try:
-        f_binding, pos = _d_transaction_binding(mv, pos, end)
+        if pos + 64 > end:
+            raise _short(pos, end, _T46)
+        _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation = _S45.unpack_from(mv, pos)
+        _transaction_binding___r45 = pos
+        pos += 64
+        _transaction_binding__f_transaction = int.from_bytes(_transaction_binding__f_transaction, 'little', signed=False)
+        if not _transaction_binding__f_transaction != 0:
+            raise ConstraintError('transaction id must be non-zero', offset=_transaction_binding___r45, path='transaction', expected='transaction != 0', found=_transaction_binding__f_transaction)
+        _transaction_binding__f_participant = int.from_bytes(_transaction_binding__f_participant, 'little', signed=False)
+        if not _transaction_binding__f_participant != 0:
+            raise ConstraintError('participant id must be non-zero', offset=_transaction_binding___r45 + 16, path='participant', expected='participant != 0', found=_transaction_binding__f_participant)
+        if not _transaction_binding__f_first_seq != 0:
+            raise ConstraintError('first_seq must be non-zero', offset=_transaction_binding___r45 + 32, path='first_seq', expected='first_seq != 0', found=_transaction_binding__f_first_seq)
+        if not (_transaction_binding__f_last_seq >= _transaction_binding__f_first_seq and _transaction_binding__f_last_seq - _transaction_binding__f_first_seq < 4294967295):
+            raise ConstraintError('binding sequence span must fit u32', offset=_transaction_binding___r45 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_transaction_binding__f_last_seq)
+        if not _transaction_binding__f_final_generation != 0:
+            raise ConstraintError('final_generation must be non-zero', offset=_transaction_binding___r45 + 56, path='final_generation', expected='final_generation != 0', found=_transaction_binding__f_final_generation)
+        f_binding = TransactionBinding(_transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation)
     except DecodeError as _exc:
         raise _exc.prefixed('binding') from None
     if pos + 10 > end:
@@ -2206,32 +3597,334 @@ def _d_op_prepared_mutation(mv, pos, end):
     _tag = f_inner_op
     if _tag == 1:
         try:
-            f_inner, pos = _d_op_upsert_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_upsert_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_upsert_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_v1___payload_v1_header__f_version)
+                if not _op_upsert_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
+                _op_upsert_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 24 > end:
+                raise _short(pos, end, _T17)
+            _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision = _S16.unpack_from(mv, pos)
+            _op_upsert_v1___r16 = pos
+            pos += 24
+            _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T18)
+                _op_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+                _op_upsert_v1___f32_vector___r13 = pos
+                pos += 4
+                if not _op_upsert_v1___f32_vector__f_dims >= 1:
+                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
+                _op_upsert_v1___f32_vector___c = _op_upsert_v1___f32_vector__f_dims
+                if _op_upsert_v1___f32_vector___c < 0 or _op_upsert_v1___f32_vector___c * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                _op_upsert_v1___f32_vector___st = _RC19.get(_op_upsert_v1___f32_vector___c)
+                if _op_upsert_v1___f32_vector___st is None:
+                    _op_upsert_v1___f32_vector___st = struct.Struct('<' + str(_op_upsert_v1___f32_vector___c) + 'f')
+                    if len(_RC19) < 64:
+                        _RC19[_op_upsert_v1___f32_vector___c] = _op_upsert_v1___f32_vector___st
+                _op_upsert_v1___f32_vector__f_values = list(_op_upsert_v1___f32_vector___st.unpack_from(mv, pos))
+                pos += _op_upsert_v1___f32_vector___c * 4
+                _op_upsert_v1__f_vector = F32Vector(_op_upsert_v1___f32_vector__f_values)
+            except DecodeError as _exc:
+                raise _exc.prefixed('vector') from None
+            f_inner = OpUpsertV1(_op_upsert_v1__f_header, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1__f_vector)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 2:
         try:
-            f_inner, pos = _d_op_delete_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_delete_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_delete_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+                if not _op_delete_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+                _op_delete_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 4 > end:
+                raise _short(pos, end, _T20)
+            _op_delete_v1__f_count, = _S13.unpack_from(mv, pos)
+            _op_delete_v1___r13 = pos
+            pos += 4
+            if not _op_delete_v1__f_count >= 1:
+                raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+            _op_delete_v1___c = _op_delete_v1__f_count
+            if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+            _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
+            if _op_delete_v1___st is None:
+                _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
+                if len(_RC21) < 64:
+                    _RC21[_op_delete_v1___c] = _op_delete_v1___st
+            _op_delete_v1___it = iter(_op_delete_v1___st.unpack_from(mv, pos))
+            _op_delete_v1__f_doc_ids = [_op_delete_v1___hi << 64 | _op_delete_v1___lo for _op_delete_v1___lo, _op_delete_v1___hi in zip(_op_delete_v1___it, _op_delete_v1___it)]
+            pos += _op_delete_v1___c * 16
+            f_inner = OpDeleteV1(_op_delete_v1__f_header, _op_delete_v1__f_doc_ids)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 3:
         try:
-            f_inner, pos = _d_op_metadata_edit_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_metadata_edit_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_metadata_edit_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_metadata_edit_v1___payload_v1_header__f_version)
+                if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
+                _op_metadata_edit_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 28 > end:
+                raise _short(pos, end, _T23)
+            _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id = _S22.unpack_from(mv, pos)
+            _op_metadata_edit_v1___r22 = pos
+            pos += 28
+            _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T25)
+                _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S24.unpack_from(mv, pos)
+                _op_metadata_edit_v1___metadata_value___r24 = pos
+                pos += 8
+                _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
+                if _op_metadata_edit_v1___metadata_value___v is None:
+                    raise ConstraintError('unknown value_kind value', offset=_op_metadata_edit_v1___metadata_value___r24, path='kind', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value__f_kind)
+                _op_metadata_edit_v1___metadata_value__f_kind = _op_metadata_edit_v1___metadata_value___v
+                if _op_metadata_edit_v1___metadata_value__f_reserved != b'\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
+                _op_metadata_edit_v1___metadata_value___n = _op_metadata_edit_v1___metadata_value__f_value_len
+                if _op_metadata_edit_v1___metadata_value___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value___n)
+                if pos + _op_metadata_edit_v1___metadata_value___n > end:
+                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value___n) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value___n, found=end - pos)
+                _op_metadata_edit_v1___metadata_value___outer_end_value = end
+                end = pos + _op_metadata_edit_v1___metadata_value___n
+                _op_metadata_edit_v1___metadata_value___sec_value = pos
+                _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__f_kind
+                if _op_metadata_edit_v1___metadata_value___tag == 0:
+                    _op_metadata_edit_v1___metadata_value__f_value = None
+                elif _op_metadata_edit_v1___metadata_value___tag == 1:
+                    try:
+                        if pos + 8 > end:
+                            raise _short(pos, end, _T26)
+                        _op_metadata_edit_v1___metadata_value___value_u64__f_value, = _S6.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_u64___r6 = pos
+                        pos += 8
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueU64(_op_metadata_edit_v1___metadata_value___value_u64__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 2:
+                    try:
+                        if pos + 8 > end:
+                            raise _short(pos, end, _T26)
+                        _op_metadata_edit_v1___metadata_value___value_i64__f_value, = _S27.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_i64___r27 = pos
+                        pos += 8
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueI64(_op_metadata_edit_v1___metadata_value___value_i64__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 3:
+                    try:
+                        if pos + 8 > end:
+                            raise _short(pos, end, _T26)
+                        _op_metadata_edit_v1___metadata_value___value_f64__f_value, = _S6.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_f64___r6 = pos
+                        pos += 8
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueF64(_op_metadata_edit_v1___metadata_value___value_f64__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 4:
+                    try:
+                        if pos + 1 > end:
+                            raise _short(pos, end, _T29)
+                        _op_metadata_edit_v1___metadata_value___value_bool__f_value, = _S28.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_bool___r28 = pos
+                        pos += 1
+                        if not (_op_metadata_edit_v1___metadata_value___value_bool__f_value == 0 or _op_metadata_edit_v1___metadata_value___value_bool__f_value == 1):
+                            raise ConstraintError('boolean byte must be 0 or 1 (Boolean)', offset=_op_metadata_edit_v1___metadata_value___value_bool___r28, path='value', expected='value == 0 or value == 1', found=_op_metadata_edit_v1___metadata_value___value_bool__f_value)
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueBool(_op_metadata_edit_v1___metadata_value___value_bool__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 5:
+                    try:
+                        if pos + (end - pos) > end:
+                            raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
+                        try:
+                            _op_metadata_edit_v1___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                        except UnicodeDecodeError as _u:
+                            raise _text_error(_u, pos, 'utf-8', 'value') from None
+                        pos += end - pos
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueString(_op_metadata_edit_v1___metadata_value___value_string__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                elif _op_metadata_edit_v1___metadata_value___tag == 6:
+                    try:
+                        if pos + 16 > end:
+                            raise _short(pos, end, _T31)
+                        _op_metadata_edit_v1___metadata_value___value_id128__f_value, = _S30.unpack_from(mv, pos)
+                        _op_metadata_edit_v1___metadata_value___value_id128___r30 = pos
+                        pos += 16
+                        _op_metadata_edit_v1___metadata_value___value_id128__f_value = int.from_bytes(_op_metadata_edit_v1___metadata_value___value_id128__f_value, 'little', signed=False)
+                        _op_metadata_edit_v1___metadata_value__f_value = ValueId128(_op_metadata_edit_v1___metadata_value___value_id128__f_value)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('value') from None
+                else:
+                    raise ConstraintError('no case for tag', offset=pos, path='value', expected=[0, 1, 2, 3, 4, 5, 6], found=_op_metadata_edit_v1___metadata_value___tag)
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_op_metadata_edit_v1___metadata_value___sec_value, path='value', expected=end - _op_metadata_edit_v1___metadata_value___sec_value, found=pos - _op_metadata_edit_v1___metadata_value___sec_value)
+                end = _op_metadata_edit_v1___metadata_value___outer_end_value
+                _op_metadata_edit_v1__f_value = MetadataValue(_op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_value)
+            except DecodeError as _exc:
+                raise _exc.prefixed('value') from None
+            f_inner = OpMetadataEditV1(_op_metadata_edit_v1__f_header, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1__f_value)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 4:
         try:
-            f_inner, pos = _d_op_timestamped_upsert_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_timestamped_upsert_v1___payload_v1_header__f_version)
+                if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
+                _op_timestamped_upsert_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 32 > end:
+                raise _short(pos, end, _T33)
+            _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts = _S32.unpack_from(mv, pos)
+            _op_timestamped_upsert_v1___r32 = pos
+            pos += 32
+            _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T18)
+                _op_timestamped_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+                _op_timestamped_upsert_v1___f32_vector___r13 = pos
+                pos += 4
+                if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
+                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
+                _op_timestamped_upsert_v1___f32_vector___c = _op_timestamped_upsert_v1___f32_vector__f_dims
+                if _op_timestamped_upsert_v1___f32_vector___c < 0 or _op_timestamped_upsert_v1___f32_vector___c * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector___c * 4, found=end - pos)
+                _op_timestamped_upsert_v1___f32_vector___st = _RC19.get(_op_timestamped_upsert_v1___f32_vector___c)
+                if _op_timestamped_upsert_v1___f32_vector___st is None:
+                    _op_timestamped_upsert_v1___f32_vector___st = struct.Struct('<' + str(_op_timestamped_upsert_v1___f32_vector___c) + 'f')
+                    if len(_RC19) < 64:
+                        _RC19[_op_timestamped_upsert_v1___f32_vector___c] = _op_timestamped_upsert_v1___f32_vector___st
+                _op_timestamped_upsert_v1___f32_vector__f_values = list(_op_timestamped_upsert_v1___f32_vector___st.unpack_from(mv, pos))
+                pos += _op_timestamped_upsert_v1___f32_vector___c * 4
+                _op_timestamped_upsert_v1__f_vector = F32Vector(_op_timestamped_upsert_v1___f32_vector__f_values)
+            except DecodeError as _exc:
+                raise _exc.prefixed('vector') from None
+            f_inner = OpTimestampedUpsertV1(_op_timestamped_upsert_v1__f_header, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1__f_vector)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 5:
         try:
-            f_inner, pos = _d_op_upsert_metadata_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_upsert_metadata_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_metadata_v1___payload_v1_header__f_version)
+                if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
+                _op_upsert_metadata_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 32 > end:
+                raise _short(pos, end, _T35)
+            _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S34.unpack_from(mv, pos)
+            _op_upsert_metadata_v1___r34 = pos
+            pos += 32
+            _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
+            if not _op_upsert_metadata_v1__f_dims >= 1:
+                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
+            _op_upsert_metadata_v1___n = _op_upsert_metadata_v1__f_metadata_len
+            if _op_upsert_metadata_v1___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1___n)
+            if pos + _op_upsert_metadata_v1___n > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='metadata', expected=_op_upsert_metadata_v1___n, found=end - pos)
+            _op_upsert_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_metadata_v1___n])
+            pos += _op_upsert_metadata_v1___n
+            _op_upsert_metadata_v1___c = _op_upsert_metadata_v1__f_dims
+            if _op_upsert_metadata_v1___c < 0 or _op_upsert_metadata_v1___c * 4 > end - pos:
+                raise TruncatedError('count ' + str(_op_upsert_metadata_v1___c) + ' needs at least ' + str(_op_upsert_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1___c * 4, found=end - pos)
+            _op_upsert_metadata_v1___st = _RC36.get(_op_upsert_metadata_v1___c)
+            if _op_upsert_metadata_v1___st is None:
+                _op_upsert_metadata_v1___st = struct.Struct('<' + str(_op_upsert_metadata_v1___c) + 'f')
+                if len(_RC36) < 64:
+                    _RC36[_op_upsert_metadata_v1___c] = _op_upsert_metadata_v1___st
+            _op_upsert_metadata_v1__f_vector = list(_op_upsert_metadata_v1___st.unpack_from(mv, pos))
+            pos += _op_upsert_metadata_v1___c * 4
+            f_inner = OpUpsertMetadataV1(_op_upsert_metadata_v1__f_header, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata, _op_upsert_metadata_v1__f_vector)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 6:
         try:
-            f_inner, pos = _d_op_upsert_ts_metadata_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_version)
+                if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
+                _op_upsert_ts_metadata_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 40 > end:
+                raise _short(pos, end, _T38)
+            _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S37.unpack_from(mv, pos)
+            _op_upsert_ts_metadata_v1___r37 = pos
+            pos += 40
+            _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
+            if not _op_upsert_ts_metadata_v1__f_dims >= 1:
+                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r37 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
+            _op_upsert_ts_metadata_v1___n = _op_upsert_ts_metadata_v1__f_metadata_len
+            if _op_upsert_ts_metadata_v1___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1___n)
+            if pos + _op_upsert_ts_metadata_v1___n > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='metadata', expected=_op_upsert_ts_metadata_v1___n, found=end - pos)
+            _op_upsert_ts_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_ts_metadata_v1___n])
+            pos += _op_upsert_ts_metadata_v1___n
+            _op_upsert_ts_metadata_v1___c = _op_upsert_ts_metadata_v1__f_dims
+            if _op_upsert_ts_metadata_v1___c < 0 or _op_upsert_ts_metadata_v1___c * 4 > end - pos:
+                raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1___c) + ' needs at least ' + str(_op_upsert_ts_metadata_v1___c * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1___c * 4, found=end - pos)
+            _op_upsert_ts_metadata_v1___st = _RC39.get(_op_upsert_ts_metadata_v1___c)
+            if _op_upsert_ts_metadata_v1___st is None:
+                _op_upsert_ts_metadata_v1___st = struct.Struct('<' + str(_op_upsert_ts_metadata_v1___c) + 'f')
+                if len(_RC39) < 64:
+                    _RC39[_op_upsert_ts_metadata_v1___c] = _op_upsert_ts_metadata_v1___st
+            _op_upsert_ts_metadata_v1__f_vector = list(_op_upsert_ts_metadata_v1___st.unpack_from(mv, pos))
+            pos += _op_upsert_ts_metadata_v1___c * 4
+            f_inner = OpUpsertTsMetadataV1(_op_upsert_ts_metadata_v1__f_header, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata, _op_upsert_ts_metadata_v1__f_vector)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 7:
@@ -2244,24 +3937,168 @@ def _d_op_prepared_mutation(mv, pos, end):
     return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner), pos
 
 def _e_op_prepared_mutation(out, v):
-    _e_payload_v1_header(out, v.header)
-    _e_transaction_binding(out, v.binding)
+    _payload_v1_header__v = v.header
+    out += _S14.pack(1, 0)
+    _transaction_binding__v = v.binding
+    out += _S45.pack(_transaction_binding__v.transaction.to_bytes(16, 'little', signed=False), _transaction_binding__v.participant.to_bytes(16, 'little', signed=False), _transaction_binding__v.first_seq, _transaction_binding__v.last_seq, _transaction_binding__v.manifest_digest, _transaction_binding__v.final_generation)
     out += _S47.pack(v.index, v.count, v.inner_op)
     _tag = v.inner_op
     if _tag == 1:
-        _e_op_upsert_v1(out, v.inner)
+        _op_upsert_v1__v = v.inner
+        _op_upsert_v1___payload_v1_header__v = _op_upsert_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S16.pack(_op_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v1__v.revision)
+        _op_upsert_v1___f32_vector__v = _op_upsert_v1__v.vector
+        out += _S13.pack(len(_op_upsert_v1___f32_vector__v.values))
+        if len(_op_upsert_v1___f32_vector__v.values) != len(_op_upsert_v1___f32_vector__v.values):
+            raise EncodeError('expected ' + str(len(_op_upsert_v1___f32_vector__v.values)) + ' items, found ' + str(len(_op_upsert_v1___f32_vector__v.values)), path='values')
+        out += struct.pack('<' + str(len(_op_upsert_v1___f32_vector__v.values)) + 'f', *_op_upsert_v1___f32_vector__v.values)
     elif _tag == 2:
-        _e_op_delete_v1(out, v.inner)
+        _op_delete_v1__v = v.inner
+        _op_delete_v1___payload_v1_header__v = _op_delete_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S13.pack(len(_op_delete_v1__v.doc_ids))
+        if len(_op_delete_v1__v.doc_ids) != len(_op_delete_v1__v.doc_ids):
+            raise EncodeError('expected ' + str(len(_op_delete_v1__v.doc_ids)) + ' items, found ' + str(len(_op_delete_v1__v.doc_ids)), path='doc_ids')
+        out += b''.join([_op_delete_v1___x.to_bytes(16, 'little', signed=False) for _op_delete_v1___x in _op_delete_v1__v.doc_ids])
     elif _tag == 3:
-        _e_op_metadata_edit_v1(out, v.inner)
+        _op_metadata_edit_v1__v = v.inner
+        _op_metadata_edit_v1___payload_v1_header__v = _op_metadata_edit_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S22.pack(_op_metadata_edit_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_metadata_edit_v1__v.revision, _op_metadata_edit_v1__v.column_id)
+        _op_metadata_edit_v1___metadata_value__v = _op_metadata_edit_v1__v.value
+        _op_metadata_edit_v1___metadata_value___at_value_len = len(out) + 4
+        out += _S24.pack(_op_metadata_edit_v1___metadata_value__v.kind, b'\x00\x00\x00', 0)
+        _op_metadata_edit_v1___metadata_value___ps = len(out)
+        _op_metadata_edit_v1___metadata_value___tag = _op_metadata_edit_v1___metadata_value__v.kind
+        if _op_metadata_edit_v1___metadata_value___tag == 0:
+            if _op_metadata_edit_v1___metadata_value__v.value is not None:
+                raise EncodeError('case null carries no body', path='value')
+        elif _op_metadata_edit_v1___metadata_value___tag == 1:
+            _op_metadata_edit_v1___metadata_value___value_u64__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S6.pack(_op_metadata_edit_v1___metadata_value___value_u64__v.value)
+        elif _op_metadata_edit_v1___metadata_value___tag == 2:
+            _op_metadata_edit_v1___metadata_value___value_i64__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S27.pack(_op_metadata_edit_v1___metadata_value___value_i64__v.value)
+        elif _op_metadata_edit_v1___metadata_value___tag == 3:
+            _op_metadata_edit_v1___metadata_value___value_f64__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S6.pack(_op_metadata_edit_v1___metadata_value___value_f64__v.value)
+        elif _op_metadata_edit_v1___metadata_value___tag == 4:
+            _op_metadata_edit_v1___metadata_value___value_bool__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S28.pack(_op_metadata_edit_v1___metadata_value___value_bool__v.value)
+        elif _op_metadata_edit_v1___metadata_value___tag == 5:
+            _op_metadata_edit_v1___metadata_value___value_string__v = _op_metadata_edit_v1___metadata_value__v.value
+            _op_metadata_edit_v1___metadata_value___value_string___b = _op_metadata_edit_v1___metadata_value___value_string__v.value.encode('utf-8')
+            out += _op_metadata_edit_v1___metadata_value___value_string___b
+        elif _op_metadata_edit_v1___metadata_value___tag == 6:
+            _op_metadata_edit_v1___metadata_value___value_id128__v = _op_metadata_edit_v1___metadata_value__v.value
+            out += _S30.pack(_op_metadata_edit_v1___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+        else:
+            raise EncodeError('no case for tag ' + repr(_op_metadata_edit_v1___metadata_value___tag), path='value')
+        _op_metadata_edit_v1___metadata_value___size_value = len(out) - _op_metadata_edit_v1___metadata_value___ps
+        _S13.pack_into(out, _op_metadata_edit_v1___metadata_value___at_value_len, _op_metadata_edit_v1___metadata_value___size_value)
     elif _tag == 4:
-        _e_op_timestamped_upsert_v1(out, v.inner)
+        _op_timestamped_upsert_v1__v = v.inner
+        _op_timestamped_upsert_v1___payload_v1_header__v = _op_timestamped_upsert_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S32.pack(_op_timestamped_upsert_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_timestamped_upsert_v1__v.revision, _op_timestamped_upsert_v1__v.ts)
+        _op_timestamped_upsert_v1___f32_vector__v = _op_timestamped_upsert_v1__v.vector
+        out += _S13.pack(len(_op_timestamped_upsert_v1___f32_vector__v.values))
+        if len(_op_timestamped_upsert_v1___f32_vector__v.values) != len(_op_timestamped_upsert_v1___f32_vector__v.values):
+            raise EncodeError('expected ' + str(len(_op_timestamped_upsert_v1___f32_vector__v.values)) + ' items, found ' + str(len(_op_timestamped_upsert_v1___f32_vector__v.values)), path='values')
+        out += struct.pack('<' + str(len(_op_timestamped_upsert_v1___f32_vector__v.values)) + 'f', *_op_timestamped_upsert_v1___f32_vector__v.values)
     elif _tag == 5:
-        _e_op_upsert_metadata_v1(out, v.inner)
+        _op_upsert_metadata_v1__v = v.inner
+        _op_upsert_metadata_v1___payload_v1_header__v = _op_upsert_metadata_v1__v.header
+        out += _S14.pack(1, 0)
+        _op_upsert_metadata_v1___at_metadata_len = len(out) + 24
+        out += _S34.pack(_op_upsert_metadata_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_metadata_v1__v.revision, 0, len(_op_upsert_metadata_v1__v.vector))
+        _op_upsert_metadata_v1___ps = len(out)
+        _op_upsert_metadata_v1___b = _op_upsert_metadata_v1__v.metadata
+        out += _op_upsert_metadata_v1___b
+        _op_upsert_metadata_v1___size_metadata = len(out) - _op_upsert_metadata_v1___ps
+        _S13.pack_into(out, _op_upsert_metadata_v1___at_metadata_len, _op_upsert_metadata_v1___size_metadata)
+        if len(_op_upsert_metadata_v1__v.vector) != len(_op_upsert_metadata_v1__v.vector):
+            raise EncodeError('expected ' + str(len(_op_upsert_metadata_v1__v.vector)) + ' items, found ' + str(len(_op_upsert_metadata_v1__v.vector)), path='vector')
+        out += struct.pack('<' + str(len(_op_upsert_metadata_v1__v.vector)) + 'f', *_op_upsert_metadata_v1__v.vector)
     elif _tag == 6:
-        _e_op_upsert_ts_metadata_v1(out, v.inner)
+        _op_upsert_ts_metadata_v1__v = v.inner
+        _op_upsert_ts_metadata_v1___payload_v1_header__v = _op_upsert_ts_metadata_v1__v.header
+        out += _S14.pack(1, 0)
+        _op_upsert_ts_metadata_v1___at_metadata_len = len(out) + 32
+        out += _S37.pack(_op_upsert_ts_metadata_v1__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_ts_metadata_v1__v.revision, _op_upsert_ts_metadata_v1__v.ts, 0, len(_op_upsert_ts_metadata_v1__v.vector))
+        _op_upsert_ts_metadata_v1___ps = len(out)
+        _op_upsert_ts_metadata_v1___b = _op_upsert_ts_metadata_v1__v.metadata
+        out += _op_upsert_ts_metadata_v1___b
+        _op_upsert_ts_metadata_v1___size_metadata = len(out) - _op_upsert_ts_metadata_v1___ps
+        _S13.pack_into(out, _op_upsert_ts_metadata_v1___at_metadata_len, _op_upsert_ts_metadata_v1___size_metadata)
+        if len(_op_upsert_ts_metadata_v1__v.vector) != len(_op_upsert_ts_metadata_v1__v.vector):
+            raise EncodeError('expected ' + str(len(_op_upsert_ts_metadata_v1__v.vector)) + ' items, found ' + str(len(_op_upsert_ts_metadata_v1__v.vector)), path='vector')
+        out += struct.pack('<' + str(len(_op_upsert_ts_metadata_v1__v.vector)) + 'f', *_op_upsert_ts_metadata_v1__v.vector)
     elif _tag == 7:
-        _e_op_upsert_v2(out, v.inner)
+        _op_upsert_v2__v = v.inner
+        out += _S40.pack(_op_upsert_v2__v.fields.to_int(), _op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v2__v.revision)
+        if _op_upsert_v2__v.fields.vector:
+            _op_upsert_v2___f32_vector__v = _op_upsert_v2__v.vector
+            out += _S13.pack(len(_op_upsert_v2___f32_vector__v.values))
+            if len(_op_upsert_v2___f32_vector__v.values) != len(_op_upsert_v2___f32_vector__v.values):
+                raise EncodeError('expected ' + str(len(_op_upsert_v2___f32_vector__v.values)) + ' items, found ' + str(len(_op_upsert_v2___f32_vector__v.values)), path='values')
+            out += struct.pack('<' + str(len(_op_upsert_v2___f32_vector__v.values)) + 'f', *_op_upsert_v2___f32_vector__v.values)
+        elif _op_upsert_v2__v.vector is not None:
+            raise EncodeError('field is present but its condition is false', path='vector')
+        if _op_upsert_v2__v.fields.text:
+            _op_upsert_v2___b = _op_upsert_v2__v.text.encode('utf-8')
+            out += _S13.pack(len(_op_upsert_v2___b))
+            out += _op_upsert_v2___b
+        elif _op_upsert_v2__v.text is not None:
+            raise EncodeError('field is present but its condition is false', path='text')
+        if _op_upsert_v2__v.fields.ts:
+            out += _S27.pack(_op_upsert_v2__v.ts)
+        elif _op_upsert_v2__v.ts is not None:
+            raise EncodeError('field is present but its condition is false', path='ts')
+        if _op_upsert_v2__v.fields.metadata:
+            _op_upsert_v2___b = _op_upsert_v2__v.metadata
+            out += _S13.pack(len(_op_upsert_v2___b))
+            out += _op_upsert_v2___b
+        elif _op_upsert_v2__v.metadata is not None:
+            raise EncodeError('field is present but its condition is false', path='metadata')
+        if _op_upsert_v2__v.fields.columns:
+            out += _S13.pack(len(_op_upsert_v2__v.columns))
+            for _op_upsert_v2___x in _op_upsert_v2__v.columns:
+                out += _S13.pack(_op_upsert_v2___x.column_id)
+                _op_upsert_v2___typed_column___metadata_value__v = _op_upsert_v2___x.value
+                _op_upsert_v2___typed_column___metadata_value___at_value_len = len(out) + 4
+                out += _S24.pack(_op_upsert_v2___typed_column___metadata_value__v.kind, b'\x00\x00\x00', 0)
+                _op_upsert_v2___typed_column___metadata_value___ps = len(out)
+                _op_upsert_v2___typed_column___metadata_value___tag = _op_upsert_v2___typed_column___metadata_value__v.kind
+                if _op_upsert_v2___typed_column___metadata_value___tag == 0:
+                    if _op_upsert_v2___typed_column___metadata_value__v.value is not None:
+                        raise EncodeError('case null carries no body', path='value')
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 1:
+                    _op_upsert_v2___typed_column___metadata_value___value_u64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S6.pack(_op_upsert_v2___typed_column___metadata_value___value_u64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 2:
+                    _op_upsert_v2___typed_column___metadata_value___value_i64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S27.pack(_op_upsert_v2___typed_column___metadata_value___value_i64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 3:
+                    _op_upsert_v2___typed_column___metadata_value___value_f64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S6.pack(_op_upsert_v2___typed_column___metadata_value___value_f64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 4:
+                    _op_upsert_v2___typed_column___metadata_value___value_bool__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S28.pack(_op_upsert_v2___typed_column___metadata_value___value_bool__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 5:
+                    _op_upsert_v2___typed_column___metadata_value___value_string__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    _op_upsert_v2___typed_column___metadata_value___value_string___b = _op_upsert_v2___typed_column___metadata_value___value_string__v.value.encode('utf-8')
+                    out += _op_upsert_v2___typed_column___metadata_value___value_string___b
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 6:
+                    _op_upsert_v2___typed_column___metadata_value___value_id128__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S30.pack(_op_upsert_v2___typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+                else:
+                    raise EncodeError('no case for tag ' + repr(_op_upsert_v2___typed_column___metadata_value___tag), path='value')
+                _op_upsert_v2___typed_column___metadata_value___size_value = len(out) - _op_upsert_v2___typed_column___metadata_value___ps
+                _S13.pack_into(out, _op_upsert_v2___typed_column___metadata_value___at_value_len, _op_upsert_v2___typed_column___metadata_value___size_value)
+        elif _op_upsert_v2__v.columns is not None:
+            raise EncodeError('field is present but its condition is false', path='columns')
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='inner')
 
@@ -2278,7 +4115,38 @@ def _d_op_mixed_member(mv, pos, end):
     _tag = f_inner_op
     if _tag == 2:
         try:
-            f_inner, pos = _d_op_delete_v1(mv, pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_delete_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_delete_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_delete_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_delete_v1___payload_v1_header__f_version)
+                if not _op_delete_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
+                _op_delete_v1__f_header = PayloadV1Header()
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            if pos + 4 > end:
+                raise _short(pos, end, _T20)
+            _op_delete_v1__f_count, = _S13.unpack_from(mv, pos)
+            _op_delete_v1___r13 = pos
+            pos += 4
+            if not _op_delete_v1__f_count >= 1:
+                raise ConstraintError('delete of zero ids (EmptyDelete)', offset=_op_delete_v1___r13, path='count', expected='count >= 1', found=_op_delete_v1__f_count)
+            _op_delete_v1___c = _op_delete_v1__f_count
+            if _op_delete_v1___c < 0 or _op_delete_v1___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_op_delete_v1___c) + ' needs at least ' + str(_op_delete_v1___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_op_delete_v1___c * 16, found=end - pos)
+            _op_delete_v1___st = _RC21.get(_op_delete_v1___c)
+            if _op_delete_v1___st is None:
+                _op_delete_v1___st = struct.Struct('<' + 'QQ' * _op_delete_v1___c)
+                if len(_RC21) < 64:
+                    _RC21[_op_delete_v1___c] = _op_delete_v1___st
+            _op_delete_v1___it = iter(_op_delete_v1___st.unpack_from(mv, pos))
+            _op_delete_v1__f_doc_ids = [_op_delete_v1___hi << 64 | _op_delete_v1___lo for _op_delete_v1___lo, _op_delete_v1___hi in zip(_op_delete_v1___it, _op_delete_v1___it)]
+            pos += _op_delete_v1___c * 16
+            f_inner = OpDeleteV1(_op_delete_v1__f_header, _op_delete_v1__f_doc_ids)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     elif _tag == 7:
@@ -2288,7 +4156,28 @@ def _d_op_mixed_member(mv, pos, end):
             raise _exc.prefixed('inner') from None
     elif _tag == 10:
         try:
-            f_inner, pos = _d_graph_envelope(mv, pos, end)
+            try:
+                _graph_envelope__f_begin, pos = _d_zgw_frame(mv, pos, end)
+            except DecodeError as _exc:
+                raise _exc.prefixed('begin') from None
+            _graph_envelope___c = _attr(_attr(_graph_envelope__f_begin, 'payload', pos, 'payload'), 'change_count', pos, 'change_count')
+            if _graph_envelope___c < 0 or _graph_envelope___c * 128 > end - pos:
+                raise TruncatedError('count ' + str(_graph_envelope___c) + ' needs at least ' + str(_graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_graph_envelope___c * 128, found=end - pos)
+            _graph_envelope__f_changes = []
+            try:
+                for _graph_envelope___i in range(_graph_envelope___c):
+                    try:
+                        _graph_envelope___x, pos = _d_zgw_frame(mv, pos, end)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('') from None
+                    _graph_envelope__f_changes.append(_graph_envelope___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_graph_envelope___i) + ']').prefixed('changes') from None
+            try:
+                _graph_envelope__f_commit, pos = _d_zgw_frame(mv, pos, end)
+            except DecodeError as _exc:
+                raise _exc.prefixed('commit') from None
+            f_inner = GraphEnvelope(_graph_envelope__f_begin, _graph_envelope__f_changes, _graph_envelope__f_commit)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     else:
@@ -2299,39 +4188,113 @@ def _e_op_mixed_member(out, v):
     out += _S47.pack(v.index, v.count, v.inner_op)
     _tag = v.inner_op
     if _tag == 2:
-        _e_op_delete_v1(out, v.inner)
+        _op_delete_v1__v = v.inner
+        _op_delete_v1___payload_v1_header__v = _op_delete_v1__v.header
+        out += _S14.pack(1, 0)
+        out += _S13.pack(len(_op_delete_v1__v.doc_ids))
+        if len(_op_delete_v1__v.doc_ids) != len(_op_delete_v1__v.doc_ids):
+            raise EncodeError('expected ' + str(len(_op_delete_v1__v.doc_ids)) + ' items, found ' + str(len(_op_delete_v1__v.doc_ids)), path='doc_ids')
+        out += b''.join([_op_delete_v1___x.to_bytes(16, 'little', signed=False) for _op_delete_v1___x in _op_delete_v1__v.doc_ids])
     elif _tag == 7:
-        _e_op_upsert_v2(out, v.inner)
+        _op_upsert_v2__v = v.inner
+        out += _S40.pack(_op_upsert_v2__v.fields.to_int(), _op_upsert_v2__v.doc_id.to_bytes(16, 'little', signed=False), _op_upsert_v2__v.revision)
+        if _op_upsert_v2__v.fields.vector:
+            _op_upsert_v2___f32_vector__v = _op_upsert_v2__v.vector
+            out += _S13.pack(len(_op_upsert_v2___f32_vector__v.values))
+            if len(_op_upsert_v2___f32_vector__v.values) != len(_op_upsert_v2___f32_vector__v.values):
+                raise EncodeError('expected ' + str(len(_op_upsert_v2___f32_vector__v.values)) + ' items, found ' + str(len(_op_upsert_v2___f32_vector__v.values)), path='values')
+            out += struct.pack('<' + str(len(_op_upsert_v2___f32_vector__v.values)) + 'f', *_op_upsert_v2___f32_vector__v.values)
+        elif _op_upsert_v2__v.vector is not None:
+            raise EncodeError('field is present but its condition is false', path='vector')
+        if _op_upsert_v2__v.fields.text:
+            _op_upsert_v2___b = _op_upsert_v2__v.text.encode('utf-8')
+            out += _S13.pack(len(_op_upsert_v2___b))
+            out += _op_upsert_v2___b
+        elif _op_upsert_v2__v.text is not None:
+            raise EncodeError('field is present but its condition is false', path='text')
+        if _op_upsert_v2__v.fields.ts:
+            out += _S27.pack(_op_upsert_v2__v.ts)
+        elif _op_upsert_v2__v.ts is not None:
+            raise EncodeError('field is present but its condition is false', path='ts')
+        if _op_upsert_v2__v.fields.metadata:
+            _op_upsert_v2___b = _op_upsert_v2__v.metadata
+            out += _S13.pack(len(_op_upsert_v2___b))
+            out += _op_upsert_v2___b
+        elif _op_upsert_v2__v.metadata is not None:
+            raise EncodeError('field is present but its condition is false', path='metadata')
+        if _op_upsert_v2__v.fields.columns:
+            out += _S13.pack(len(_op_upsert_v2__v.columns))
+            for _op_upsert_v2___x in _op_upsert_v2__v.columns:
+                out += _S13.pack(_op_upsert_v2___x.column_id)
+                _op_upsert_v2___typed_column___metadata_value__v = _op_upsert_v2___x.value
+                _op_upsert_v2___typed_column___metadata_value___at_value_len = len(out) + 4
+                out += _S24.pack(_op_upsert_v2___typed_column___metadata_value__v.kind, b'\x00\x00\x00', 0)
+                _op_upsert_v2___typed_column___metadata_value___ps = len(out)
+                _op_upsert_v2___typed_column___metadata_value___tag = _op_upsert_v2___typed_column___metadata_value__v.kind
+                if _op_upsert_v2___typed_column___metadata_value___tag == 0:
+                    if _op_upsert_v2___typed_column___metadata_value__v.value is not None:
+                        raise EncodeError('case null carries no body', path='value')
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 1:
+                    _op_upsert_v2___typed_column___metadata_value___value_u64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S6.pack(_op_upsert_v2___typed_column___metadata_value___value_u64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 2:
+                    _op_upsert_v2___typed_column___metadata_value___value_i64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S27.pack(_op_upsert_v2___typed_column___metadata_value___value_i64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 3:
+                    _op_upsert_v2___typed_column___metadata_value___value_f64__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S6.pack(_op_upsert_v2___typed_column___metadata_value___value_f64__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 4:
+                    _op_upsert_v2___typed_column___metadata_value___value_bool__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S28.pack(_op_upsert_v2___typed_column___metadata_value___value_bool__v.value)
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 5:
+                    _op_upsert_v2___typed_column___metadata_value___value_string__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    _op_upsert_v2___typed_column___metadata_value___value_string___b = _op_upsert_v2___typed_column___metadata_value___value_string__v.value.encode('utf-8')
+                    out += _op_upsert_v2___typed_column___metadata_value___value_string___b
+                elif _op_upsert_v2___typed_column___metadata_value___tag == 6:
+                    _op_upsert_v2___typed_column___metadata_value___value_id128__v = _op_upsert_v2___typed_column___metadata_value__v.value
+                    out += _S30.pack(_op_upsert_v2___typed_column___metadata_value___value_id128__v.value.to_bytes(16, 'little', signed=False))
+                else:
+                    raise EncodeError('no case for tag ' + repr(_op_upsert_v2___typed_column___metadata_value___tag), path='value')
+                _op_upsert_v2___typed_column___metadata_value___size_value = len(out) - _op_upsert_v2___typed_column___metadata_value___ps
+                _S13.pack_into(out, _op_upsert_v2___typed_column___metadata_value___at_value_len, _op_upsert_v2___typed_column___metadata_value___size_value)
+        elif _op_upsert_v2__v.columns is not None:
+            raise EncodeError('field is present but its condition is false', path='columns')
     elif _tag == 10:
-        _e_graph_envelope(out, v.inner)
+        _graph_envelope__v = v.inner
+        _e_zgw_frame(out, _graph_envelope__v.begin)
+        if len(_graph_envelope__v.changes) != _graph_envelope__v.begin.payload.change_count:
+            raise EncodeError('expected ' + str(_graph_envelope__v.begin.payload.change_count) + ' items, found ' + str(len(_graph_envelope__v.changes)), path='changes')
+        for _graph_envelope___x in _graph_envelope__v.changes:
+            _e_zgw_frame(out, _graph_envelope___x)
+        _e_zgw_frame(out, _graph_envelope__v.commit)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='inner')
 
 def _d_zgw_file_header(mv, pos, end):
     if pos + 56 > end:
-        raise _short(pos, end, _T50)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S49.unpack_from(mv, pos)
-    _r49 = pos
+        raise _short(pos, end, _T90)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S89.unpack_from(mv, pos)
+    _r89 = pos
     pos += 56
-    _s_magic = _r49
+    _s_magic = _r89
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r49, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r89, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 19):
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r49 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r89 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r49 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r89 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r49 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero', offset=_r89 + 12, path='flags', expected='flags == 0', found=f_flags)
     if not (f_header_length == 64):
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r49 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r89 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
     if not (f_file_length == 0):
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r49 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero', offset=_r89 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not (f_store != 0):
-        raise ConstraintError('store instance id must be non-zero', offset=_r49 + 32, path='store', expected='store != 0', found=f_store)
-    _e_first_commit_sequence = _r49 + 56
+        raise ConstraintError('store instance id must be non-zero', offset=_r89 + 32, path='store', expected='store != 0', found=f_store)
+    _e_first_commit_sequence = _r89 + 56
     if not (f_first_commit_sequence != 0):
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r49 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+        raise ConstraintError('first commit sequence must be non-zero', offset=_r89 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
     if pos + 8 > end:
         raise _short(pos, end, _T8)
     f_checksum, = _S6.unpack_from(mv, pos)
@@ -2345,33 +4308,33 @@ def _d_zgw_file_header(mv, pos, end):
 def _e_zgw_file_header(out, v):
     _s_magic = len(out) + 0
     _e_first_commit_sequence = len(out) + 56
-    out += _S49.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
-    f_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_first_commit_sequence])
+    out += _S89.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
+    f_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_first_commit_sequence == len(out) else memoryview(out)[_s_magic:_e_first_commit_sequence]))
     out += _S6.pack(f_checksum)
 
 def _d_zgw_frame(mv, pos, end):
     if pos + 56 > end:
-        raise _short(pos, end, _T52)
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S51.unpack_from(mv, pos)
-    _r51 = pos
+        raise _short(pos, end, _T50)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S49.unpack_from(mv, pos)
+    _r49 = pos
     pos += 56
-    _s_magic = _r51
+    _s_magic = _r49
     if f_magic != b'ZGWF':
-        raise ConstraintError('bad magic', offset=_r51, path='magic', expected=b'ZGWF', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r49, path='magic', expected=b'ZGWF', found=f_magic)
     _v = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
     if _v is None:
-        raise ConstraintError('unknown zgw_frame_kind value', offset=_r51 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=f_kind)
+        raise ConstraintError('unknown zgw_frame_kind value', offset=_r49 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=f_kind)
     f_kind = _v
     if not (f_version == 1):
-        raise UnsupportedError('unsupported graph frame version', offset=_r51 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph frame version', offset=_r49 + 6, path='version', expected='version == 1', found=f_version)
     f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
     if not (f_batch_id != 0):
-        raise ConstraintError('batch id must be non-zero', offset=_r51 + 24, path='batch_id', expected='batch_id != 0', found=f_batch_id)
-    _e_reserved = _r51 + 56
+        raise ConstraintError('batch id must be non-zero', offset=_r49 + 24, path='batch_id', expected='batch_id != 0', found=f_batch_id)
+    _e_reserved = _r49 + 56
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r51 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r49 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if pos + 8 > end:
-        raise _short(pos, end, _T53)
+        raise _short(pos, end, _T51)
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2389,7 +4352,27 @@ def _d_zgw_frame(mv, pos, end):
     _tag = f_kind
     if _tag == 1:
         try:
-            f_payload, pos = _d_zgw_begin(mv, pos, end)
+            if pos + 56 > end:
+                raise _short(pos, end, _T53)
+            _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S52.unpack_from(mv, pos)
+            _zgw_begin___r52 = pos
+            pos += 56
+            _zgw_begin__f_store = int.from_bytes(_zgw_begin__f_store, 'little', signed=False)
+            _zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_begin__f_envelope_kind)
+            if _zgw_begin___v is None:
+                raise ConstraintError('unknown envelope_kind value', offset=_zgw_begin___r52 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_begin__f_envelope_kind)
+            _zgw_begin__f_envelope_kind = _zgw_begin___v
+            if _zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_begin___r52 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_begin__f_reserved)
+            if not _zgw_begin__f_target_generation == _zgw_begin__f_base_generation + 1:
+                raise ConstraintError('target generation must be base + 1', offset=_zgw_begin___r52 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_begin__f_target_generation)
+            if _zgw_begin__f_change_count > 16384:
+                raise ConstraintError('value out of range', offset=_zgw_begin___r52 + 40, path='change_count', expected='None..16384', found=_zgw_begin__f_change_count)
+            if _zgw_begin__f_reserved2 != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_begin___r52 + 44, path='reserved2', expected=0, found=_zgw_begin__f_reserved2)
+            if _zgw_begin__f_complete_envelope_bytes > 16777216:
+                raise ConstraintError('value out of range', offset=_zgw_begin___r52 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_begin__f_complete_envelope_bytes)
+            f_payload = ZgwBegin(_zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_complete_envelope_bytes)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 2:
@@ -2399,22 +4382,237 @@ def _d_zgw_frame(mv, pos, end):
             raise _exc.prefixed('payload') from None
     elif _tag == 3:
         try:
-            f_payload, pos = _d_zgw_inventory(mv, pos, end)
+            try:
+                if pos + 64 > end:
+                    raise _short(pos, end, _T69)
+                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                _zgw_inventory___artifact_descriptor___r68 = pos
+                pos += 64
+                _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
+                _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
+                _zgw_inventory__f_descriptor = ArtifactDescriptor(_zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum)
+            except DecodeError as _exc:
+                raise _exc.prefixed('descriptor') from None
+            if pos + 24 > end:
+                raise _short(pos, end, _T73)
+            _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S72.unpack_from(mv, pos)
+            _zgw_inventory___r72 = pos
+            pos += 24
+            _zgw_inventory___v = _INVENTORYSTATE_BY_VALUE.get(_zgw_inventory__f_state)
+            if _zgw_inventory___v is None:
+                raise ConstraintError('unknown inventory_state value', offset=_zgw_inventory___r72, path='state', expected=[1, 2, 3, 4], found=_zgw_inventory__f_state)
+            _zgw_inventory__f_state = _zgw_inventory___v
+            if _zgw_inventory__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_inventory___r72 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_inventory__f_reserved)
+            _zgw_inventory__f_intent = int.from_bytes(_zgw_inventory__f_intent, 'little', signed=False)
+            if not (_zgw_inventory__f_intent == 0) == (_zgw_inventory__f_state <= 2):
+                raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_zgw_inventory___r72 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=_zgw_inventory__f_intent)
+            f_payload = ZgwInventory(_zgw_inventory__f_descriptor, _zgw_inventory__f_state, _zgw_inventory__f_intent)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 4:
         try:
-            f_payload, pos = _d_zgw_reclaim_intent(mv, pos, end)
+            if pos + 48 > end:
+                raise _short(pos, end, _T75)
+            _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved = _S74.unpack_from(mv, pos)
+            _zgw_reclaim_intent___r74 = pos
+            pos += 48
+            _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
+            if not _zgw_reclaim_intent__f_completed_mark_state == 1:
+                raise ConstraintError('completed-mark state must be 1', offset=_zgw_reclaim_intent___r74 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=_zgw_reclaim_intent__f_completed_mark_state)
+            if _zgw_reclaim_intent__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r74 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_intent__f_reserved)
+            try:
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _zgw_reclaim_intent___required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _zgw_reclaim_intent___required_ref__f_descriptor = ArtifactDescriptor(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _zgw_reclaim_intent___required_ref___r70 = pos
+                pos += 32
+                _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
+                if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_intent___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_intent___required_ref__f_artifact)
+                _zgw_reclaim_intent__f_protected = RequiredRef(_zgw_reclaim_intent___required_ref__f_descriptor, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version)
+            except DecodeError as _exc:
+                raise _exc.prefixed('protected') from None
+            if pos + 8 > end:
+                raise _short(pos, end, _T76)
+            _zgw_reclaim_intent__f_protected_digest, = _S6.unpack_from(mv, pos)
+            _zgw_reclaim_intent___r6 = pos
+            pos += 8
+            try:
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _zgw_reclaim_intent___required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _zgw_reclaim_intent___required_ref__f_descriptor = ArtifactDescriptor(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _zgw_reclaim_intent___required_ref___r70 = pos
+                pos += 32
+                _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
+                if not _zgw_reclaim_intent___required_ref__f_artifact == _zgw_reclaim_intent___required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_intent___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_intent___required_ref__f_artifact)
+                _zgw_reclaim_intent__f_completed_mark = RequiredRef(_zgw_reclaim_intent___required_ref__f_descriptor, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version)
+            except DecodeError as _exc:
+                raise _exc.prefixed('completed_mark') from None
+            if pos + 16 > end:
+                raise _short(pos, end, _T78)
+            _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S77.unpack_from(mv, pos)
+            _zgw_reclaim_intent___r77 = pos
+            pos += 16
+            if _zgw_reclaim_intent__f_reserved2 != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r77 + 12, path='reserved2', expected=0, found=_zgw_reclaim_intent__f_reserved2)
+            _zgw_reclaim_intent___c = _zgw_reclaim_intent__f_candidate_count
+            if _zgw_reclaim_intent___c < 0 or _zgw_reclaim_intent___c * 64 > end - pos:
+                raise TruncatedError('count ' + str(_zgw_reclaim_intent___c) + ' needs at least ' + str(_zgw_reclaim_intent___c * 64) + ' bytes', offset=pos, path='candidates', expected=_zgw_reclaim_intent___c * 64, found=end - pos)
+            _zgw_reclaim_intent__f_candidates = []
+            try:
+                for _zgw_reclaim_intent___i in range(_zgw_reclaim_intent___c):
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _zgw_reclaim_intent___r68 = pos
+                    pos += 64
+                    _zgw_reclaim_intent___artifact_descriptor_f_store = int.from_bytes(_zgw_reclaim_intent___artifact_descriptor_f_store, 'little', signed=False)
+                    _zgw_reclaim_intent___artifact_descriptor_f_artifact = int.from_bytes(_zgw_reclaim_intent___artifact_descriptor_f_artifact, 'little', signed=False)
+                    _zgw_reclaim_intent___x = ArtifactDescriptor(_zgw_reclaim_intent___artifact_descriptor_f_store, _zgw_reclaim_intent___artifact_descriptor_f_artifact, _zgw_reclaim_intent___artifact_descriptor_f_creation_generation, _zgw_reclaim_intent___artifact_descriptor_f_creation_serial, _zgw_reclaim_intent___artifact_descriptor_f_complete_file_length, _zgw_reclaim_intent___artifact_descriptor_f_family, _zgw_reclaim_intent___artifact_descriptor_f_version, _zgw_reclaim_intent___artifact_descriptor_f_whole_file_checksum)
+                    _zgw_reclaim_intent__f_candidates.append(_zgw_reclaim_intent___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_zgw_reclaim_intent___i) + ']').prefixed('candidates') from None
+            f_payload = ZgwReclaimIntent(_zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_protected, _zgw_reclaim_intent__f_protected_digest, _zgw_reclaim_intent__f_completed_mark, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidates)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 5:
         try:
-            f_payload, pos = _d_zgw_reclaim_complete(mv, pos, end)
+            if pos + 16 > end:
+                raise _short(pos, end, _T79)
+            _zgw_reclaim_complete__f_id, = _S30.unpack_from(mv, pos)
+            _zgw_reclaim_complete___r30 = pos
+            pos += 16
+            _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
+            try:
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _zgw_reclaim_complete___required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _zgw_reclaim_complete___required_ref__f_descriptor = ArtifactDescriptor(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _zgw_reclaim_complete___required_ref___r70 = pos
+                pos += 32
+                _zgw_reclaim_complete___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref__f_artifact, 'little', signed=False)
+                if not _zgw_reclaim_complete___required_ref__f_artifact == _zgw_reclaim_complete___required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_zgw_reclaim_complete___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_zgw_reclaim_complete___required_ref__f_artifact)
+                _zgw_reclaim_complete__f_intent = RequiredRef(_zgw_reclaim_complete___required_ref__f_descriptor, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version)
+            except DecodeError as _exc:
+                raise _exc.prefixed('intent') from None
+            if pos + 8 > end:
+                raise _short(pos, end, _T80)
+            _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved = _S66.unpack_from(mv, pos)
+            _zgw_reclaim_complete___r66 = pos
+            pos += 8
+            if not _zgw_reclaim_complete__f_durable_state == 3:
+                raise ConstraintError('durable state must be 3', offset=_zgw_reclaim_complete___r66, path='durable_state', expected='durable_state == 3', found=_zgw_reclaim_complete__f_durable_state)
+            if _zgw_reclaim_complete__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_complete__f_reserved)
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T81)
+                _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S43.unpack_from(mv, pos)
+                _zgw_reclaim_complete___descriptor_list___r43 = pos
+                pos += 8
+                if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r43 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
+                _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
+                if _zgw_reclaim_complete___descriptor_list___c < 0 or _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
+                    raise TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                _zgw_reclaim_complete___descriptor_list__f_rows = []
+                try:
+                    for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
+                        if pos + 64 > end:
+                            raise _short(pos, end, _T69)
+                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                        _zgw_reclaim_complete___descriptor_list___r68 = pos
+                        pos += 64
+                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store = int.from_bytes(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, 'little', signed=False)
+                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact = int.from_bytes(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, 'little', signed=False)
+                        _zgw_reclaim_complete___descriptor_list___x = ArtifactDescriptor(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum)
+                        _zgw_reclaim_complete___descriptor_list__f_rows.append(_zgw_reclaim_complete___descriptor_list___x)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('[' + str(_zgw_reclaim_complete___descriptor_list___i) + ']').prefixed('rows') from None
+                _zgw_reclaim_complete__f_completed = DescriptorList(_zgw_reclaim_complete___descriptor_list__f_rows)
+            except DecodeError as _exc:
+                raise _exc.prefixed('completed') from None
+            try:
+                if pos + 8 > end:
+                    raise _short(pos, end, _T81)
+                _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S43.unpack_from(mv, pos)
+                _zgw_reclaim_complete___descriptor_list___r43 = pos
+                pos += 8
+                if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___descriptor_list___r43 + 4, path='reserved', expected=0, found=_zgw_reclaim_complete___descriptor_list__f_reserved)
+                _zgw_reclaim_complete___descriptor_list___c = _zgw_reclaim_complete___descriptor_list__f_count
+                if _zgw_reclaim_complete___descriptor_list___c < 0 or _zgw_reclaim_complete___descriptor_list___c * 64 > end - pos:
+                    raise TruncatedError('count ' + str(_zgw_reclaim_complete___descriptor_list___c) + ' needs at least ' + str(_zgw_reclaim_complete___descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_zgw_reclaim_complete___descriptor_list___c * 64, found=end - pos)
+                _zgw_reclaim_complete___descriptor_list__f_rows = []
+                try:
+                    for _zgw_reclaim_complete___descriptor_list___i in range(_zgw_reclaim_complete___descriptor_list___c):
+                        if pos + 64 > end:
+                            raise _short(pos, end, _T69)
+                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                        _zgw_reclaim_complete___descriptor_list___r68 = pos
+                        pos += 64
+                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store = int.from_bytes(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, 'little', signed=False)
+                        _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact = int.from_bytes(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, 'little', signed=False)
+                        _zgw_reclaim_complete___descriptor_list___x = ArtifactDescriptor(_zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_store, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_artifact, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_generation, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_creation_serial, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_complete_file_length, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_family, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_version, _zgw_reclaim_complete___descriptor_list___artifact_descriptor_f_whole_file_checksum)
+                        _zgw_reclaim_complete___descriptor_list__f_rows.append(_zgw_reclaim_complete___descriptor_list___x)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('[' + str(_zgw_reclaim_complete___descriptor_list___i) + ']').prefixed('rows') from None
+                _zgw_reclaim_complete__f_remaining = DescriptorList(_zgw_reclaim_complete___descriptor_list__f_rows)
+            except DecodeError as _exc:
+                raise _exc.prefixed('remaining') from None
+            f_payload = ZgwReclaimComplete(_zgw_reclaim_complete__f_id, _zgw_reclaim_complete__f_intent, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_completed, _zgw_reclaim_complete__f_remaining)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 6:
         try:
-            f_payload, pos = _d_zgw_commit(mv, pos, end)
+            if pos + 16 > end:
+                raise _short(pos, end, _T83)
+            _zgw_commit__f_change_count, _zgw_commit__f_reserved, _zgw_commit__f_digest = _S82.unpack_from(mv, pos)
+            _zgw_commit___r82 = pos
+            pos += 16
+            if _zgw_commit__f_reserved != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_commit___r82 + 4, path='reserved', expected=0, found=_zgw_commit__f_reserved)
+            try:
+                _zgw_commit__f_state, pos = _d_commit_state(mv, pos, end)
+            except DecodeError as _exc:
+                raise _exc.prefixed('state') from None
+            f_payload = ZgwCommit(_zgw_commit__f_change_count, _zgw_commit__f_digest, _zgw_commit__f_state)
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     else:
@@ -2437,45 +4635,180 @@ def _e_zgw_frame(out, v):
     _s_magic = len(out) + 0
     _e_reserved = len(out) + 56
     _at_payload_len = len(out) + 8
-    out += _S51.pack(b'ZGWF', v.kind, 1, 0, v.frame_index, v.sequence, (v.batch_id).to_bytes(16, 'little', signed=False), b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S49.pack(b'ZGWF', v.kind, 1, 0, v.frame_index, v.sequence, (v.batch_id).to_bytes(16, 'little', signed=False), b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _atck_header_checksum = len(out)
     out += _S6.pack(0)
     _ps = len(out)
     _tag = v.kind
     if _tag == 1:
-        _e_zgw_begin(out, v.payload)
+        _zgw_begin__v = v.payload
+        out += _S52.pack(_zgw_begin__v.store.to_bytes(16, 'little', signed=False), _zgw_begin__v.envelope_kind, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_begin__v.base_generation, _zgw_begin__v.target_generation, _zgw_begin__v.change_count, 0, _zgw_begin__v.complete_envelope_bytes)
     elif _tag == 2:
-        _e_zgw_mutation(out, v.payload)
+        _zgw_mutation__v = v.payload
+        _zgw_mutation___at_zgop_len = len(out) + 8
+        out += _S54.pack(_zgw_mutation__v.live, _zgw_mutation__v.membership.to_int(), b'\x00\x00\x00\x00\x00\x00', 0)
+        _zgw_mutation___ps = len(out)
+        _zgw_mutation___zgop__v = _zgw_mutation__v.zgop
+        out += _S56.pack(b'ZGOP', 1, _zgw_mutation___zgop__v.operation, _zgw_mutation___zgop__v.key_present)
+        if _zgw_mutation___zgop__v.key_present == 1:
+            _zgw_mutation___zgop___zgop_key__v = _zgw_mutation___zgop__v.key
+            _zgw_mutation___zgop___zgop_key___b_namespace = _zgw_mutation___zgop___zgop_key__v.namespace.encode('utf-8')
+            out += _S58.pack(_zgw_mutation___zgop___zgop_key__v.entity, len(_zgw_mutation___zgop___zgop_key___b_namespace))
+            out += _zgw_mutation___zgop___zgop_key___b_namespace
+            _zgw_mutation___zgop___zgop_key___b_key = _zgw_mutation___zgop___zgop_key__v.key.encode('utf-8')
+            out += _S6.pack(len(_zgw_mutation___zgop___zgop_key___b_key))
+            out += _zgw_mutation___zgop___zgop_key___b_key
+        elif _zgw_mutation___zgop__v.key is not None:
+            raise EncodeError('field is present but its condition is false', path='key')
+        out += _S61.pack(_zgw_mutation___zgop__v.requested_revision, _zgw_mutation___zgop__v.installed_revision)
+        _zgw_mutation___zgop___zgop_expected__v = _zgw_mutation___zgop__v.expected
+        out += _S28.pack(_zgw_mutation___zgop___zgop_expected__v.tag)
+        if _zgw_mutation___zgop___zgop_expected__v.tag == 2:
+            out += _S28.pack(_zgw_mutation___zgop___zgop_expected__v.entity)
+        elif _zgw_mutation___zgop___zgop_expected__v.entity is not None:
+            raise EncodeError('field is present but its condition is false', path='entity')
+        if _zgw_mutation___zgop___zgop_expected__v.tag == 2:
+            out += _S30.pack(_zgw_mutation___zgop___zgop_expected__v.entity_id.to_bytes(16, 'little', signed=False))
+        elif _zgw_mutation___zgop___zgop_expected__v.entity_id is not None:
+            raise EncodeError('field is present but its condition is false', path='entity_id')
+        if _zgw_mutation___zgop___zgop_expected__v.tag == 3:
+            out += _S6.pack(_zgw_mutation___zgop___zgop_expected__v.revision)
+        elif _zgw_mutation___zgop___zgop_expected__v.revision is not None:
+            raise EncodeError('field is present but its condition is false', path='revision')
+        out += _S64.pack(_zgw_mutation___zgop__v.incarnation_kind, _zgw_mutation___zgop__v.incarnation.to_bytes(16, 'little', signed=False), _zgw_mutation___zgop__v.delete_mode, _zgw_mutation___zgop__v.original_generation)
+        _zgw_mutation___size_zgop = len(out) - _zgw_mutation___ps
+        _S6.pack_into(out, _zgw_mutation___at_zgop_len, _zgw_mutation___size_zgop)
+        _zgw_mutation___optional_ref__v = _zgw_mutation__v.canonical
+        out += _S66.pack(_zgw_mutation___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgw_mutation___optional_ref__v.present == 1:
+            _zgw_mutation___optional_ref___required_ref__v = _zgw_mutation___optional_ref__v.ref
+            _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v = _zgw_mutation___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_mutation___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgw_mutation___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_mutation___optional_ref___required_ref__v.offset, _zgw_mutation___optional_ref___required_ref__v.length, _zgw_mutation___optional_ref___required_ref__v.block_kind, _zgw_mutation___optional_ref___required_ref__v.block_version)
+        elif _zgw_mutation___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
     elif _tag == 3:
-        _e_zgw_inventory(out, v.payload)
+        _zgw_inventory__v = v.payload
+        _zgw_inventory___artifact_descriptor__v = _zgw_inventory__v.descriptor
+        out += _S68.pack(_zgw_inventory___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_inventory___artifact_descriptor__v.creation_generation, _zgw_inventory___artifact_descriptor__v.creation_serial, _zgw_inventory___artifact_descriptor__v.complete_file_length, _zgw_inventory___artifact_descriptor__v.family, _zgw_inventory___artifact_descriptor__v.version, _zgw_inventory___artifact_descriptor__v.whole_file_checksum)
+        out += _S72.pack(_zgw_inventory__v.state, b'\x00\x00\x00\x00\x00\x00\x00', _zgw_inventory__v.intent.to_bytes(16, 'little', signed=False))
     elif _tag == 4:
-        _e_zgw_reclaim_intent(out, v.payload)
+        _zgw_reclaim_intent__v = v.payload
+        out += _S74.pack(_zgw_reclaim_intent__v.id.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent__v.capture_generation, _zgw_reclaim_intent__v.capture_sequence, _zgw_reclaim_intent__v.serial_fence, _zgw_reclaim_intent__v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00')
+        _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.protected
+        _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
+        out += _S68.pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version)
+        out += _S6.pack(_zgw_reclaim_intent__v.protected_digest)
+        _zgw_reclaim_intent___required_ref__v = _zgw_reclaim_intent__v.completed_mark
+        _zgw_reclaim_intent___required_ref___artifact_descriptor__v = _zgw_reclaim_intent___required_ref__v.descriptor
+        out += _S68.pack(_zgw_reclaim_intent___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.family, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.version, _zgw_reclaim_intent___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_zgw_reclaim_intent___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___required_ref__v.offset, _zgw_reclaim_intent___required_ref__v.length, _zgw_reclaim_intent___required_ref__v.block_kind, _zgw_reclaim_intent___required_ref__v.block_version)
+        out += _S77.pack(_zgw_reclaim_intent__v.mark_digest, len(_zgw_reclaim_intent__v.candidates), 0)
+        if len(_zgw_reclaim_intent__v.candidates) != len(_zgw_reclaim_intent__v.candidates):
+            raise EncodeError('expected ' + str(len(_zgw_reclaim_intent__v.candidates)) + ' items, found ' + str(len(_zgw_reclaim_intent__v.candidates)), path='candidates')
+        for _zgw_reclaim_intent___x in _zgw_reclaim_intent__v.candidates:
+            out += _S68.pack(_zgw_reclaim_intent___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_intent___x.creation_generation, _zgw_reclaim_intent___x.creation_serial, _zgw_reclaim_intent___x.complete_file_length, _zgw_reclaim_intent___x.family, _zgw_reclaim_intent___x.version, _zgw_reclaim_intent___x.whole_file_checksum)
     elif _tag == 5:
-        _e_zgw_reclaim_complete(out, v.payload)
+        _zgw_reclaim_complete__v = v.payload
+        out += _S30.pack(_zgw_reclaim_complete__v.id.to_bytes(16, 'little', signed=False))
+        _zgw_reclaim_complete___required_ref__v = _zgw_reclaim_complete__v.intent
+        _zgw_reclaim_complete___required_ref___artifact_descriptor__v = _zgw_reclaim_complete___required_ref__v.descriptor
+        out += _S68.pack(_zgw_reclaim_complete___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.family, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.version, _zgw_reclaim_complete___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_zgw_reclaim_complete___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___required_ref__v.offset, _zgw_reclaim_complete___required_ref__v.length, _zgw_reclaim_complete___required_ref__v.block_kind, _zgw_reclaim_complete___required_ref__v.block_version)
+        out += _S66.pack(_zgw_reclaim_complete__v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00')
+        _zgw_reclaim_complete___descriptor_list__v = _zgw_reclaim_complete__v.completed
+        out += _S43.pack(len(_zgw_reclaim_complete___descriptor_list__v.rows), 0)
+        if len(_zgw_reclaim_complete___descriptor_list__v.rows) != len(_zgw_reclaim_complete___descriptor_list__v.rows):
+            raise EncodeError('expected ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)) + ' items, found ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)), path='rows')
+        for _zgw_reclaim_complete___descriptor_list___x in _zgw_reclaim_complete___descriptor_list__v.rows:
+            out += _S68.pack(_zgw_reclaim_complete___descriptor_list___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.creation_generation, _zgw_reclaim_complete___descriptor_list___x.creation_serial, _zgw_reclaim_complete___descriptor_list___x.complete_file_length, _zgw_reclaim_complete___descriptor_list___x.family, _zgw_reclaim_complete___descriptor_list___x.version, _zgw_reclaim_complete___descriptor_list___x.whole_file_checksum)
+        _zgw_reclaim_complete___descriptor_list__v = _zgw_reclaim_complete__v.remaining
+        out += _S43.pack(len(_zgw_reclaim_complete___descriptor_list__v.rows), 0)
+        if len(_zgw_reclaim_complete___descriptor_list__v.rows) != len(_zgw_reclaim_complete___descriptor_list__v.rows):
+            raise EncodeError('expected ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)) + ' items, found ' + str(len(_zgw_reclaim_complete___descriptor_list__v.rows)), path='rows')
+        for _zgw_reclaim_complete___descriptor_list___x in _zgw_reclaim_complete___descriptor_list__v.rows:
+            out += _S68.pack(_zgw_reclaim_complete___descriptor_list___x.store.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _zgw_reclaim_complete___descriptor_list___x.creation_generation, _zgw_reclaim_complete___descriptor_list___x.creation_serial, _zgw_reclaim_complete___descriptor_list___x.complete_file_length, _zgw_reclaim_complete___descriptor_list___x.family, _zgw_reclaim_complete___descriptor_list___x.version, _zgw_reclaim_complete___descriptor_list___x.whole_file_checksum)
     elif _tag == 6:
-        _e_zgw_commit(out, v.payload)
+        _zgw_commit__v = v.payload
+        out += _S82.pack(_zgw_commit__v.change_count, 0, _zgw_commit__v.digest)
+        _zgw_commit___commit_state__v = _zgw_commit__v.state
+        out += _S84.pack(_zgw_commit___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.generation, _zgw_commit___commit_state__v.sequence, _zgw_commit___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+        if len(_zgw_commit___commit_state__v.symbol_high_water) != 4:
+            raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgw_commit___commit_state__v.symbol_high_water)), path='symbol_high_water')
+        out += struct.pack('<' + str(len(_zgw_commit___commit_state__v.symbol_high_water)) + 'Q', *_zgw_commit___commit_state__v.symbol_high_water)
+        out += _S6.pack(_zgw_commit___commit_state__v.creation_serial)
+        if len(_zgw_commit___commit_state__v.roots) != 8:
+            raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgw_commit___commit_state__v.roots)), path='roots')
+        for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.roots:
+            out += _S66.pack(_zgw_commit___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            if _zgw_commit___commit_state___x.present == 1:
+                _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___x.ref
+                _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
+                out += _S68.pack(_zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+                out += _S70.pack(_zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+            elif _zgw_commit___commit_state___x.ref is not None:
+                raise EncodeError('field is present but its condition is false', path='ref')
+        _zgw_commit___commit_state___required_ref__v = _zgw_commit___commit_state__v.catalog
+        _zgw_commit___commit_state___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___required_ref__v.descriptor
+        out += _S68.pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_zgw_commit___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref__v.offset, _zgw_commit___commit_state___required_ref__v.length, _zgw_commit___commit_state___required_ref__v.block_kind, _zgw_commit___commit_state___required_ref__v.block_version)
+        _zgw_commit___commit_state___optional_ref__v = _zgw_commit___commit_state__v.vector
+        out += _S66.pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgw_commit___commit_state___optional_ref__v.present == 1:
+            _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
+            _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgw_commit___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        _zgw_commit___commit_state___optional_ref__v = _zgw_commit___commit_state__v.text
+        out += _S66.pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgw_commit___commit_state___optional_ref__v.present == 1:
+            _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
+            _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgw_commit___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        _zgw_commit___commit_state___optional_ref__v = _zgw_commit___commit_state__v.reclaim
+        out += _S66.pack(_zgw_commit___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgw_commit___commit_state___optional_ref__v.present == 1:
+            _zgw_commit___commit_state___optional_ref___required_ref__v = _zgw_commit___commit_state___optional_ref__v.ref
+            _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgw_commit___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___optional_ref___required_ref__v.offset, _zgw_commit___commit_state___optional_ref___required_ref__v.length, _zgw_commit___commit_state___optional_ref___required_ref__v.block_kind, _zgw_commit___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgw_commit___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        out += _S43.pack(len(_zgw_commit___commit_state__v.prepared), 0)
+        if len(_zgw_commit___commit_state__v.prepared) != len(_zgw_commit___commit_state__v.prepared):
+            raise EncodeError('expected ' + str(len(_zgw_commit___commit_state__v.prepared)) + ' items, found ' + str(len(_zgw_commit___commit_state__v.prepared)), path='prepared')
+        for _zgw_commit___commit_state___x in _zgw_commit___commit_state__v.prepared:
+            _zgw_commit___commit_state___required_ref___artifact_descriptor__v = _zgw_commit___commit_state___x.descriptor
+            out += _S68.pack(_zgw_commit___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.family, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.version, _zgw_commit___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgw_commit___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgw_commit___commit_state___x.offset, _zgw_commit___commit_state___x.length, _zgw_commit___commit_state___x.block_kind, _zgw_commit___commit_state___x.block_version)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='payload')
     _size_payload = len(out) - _ps
     _S13.pack_into(out, _at_payload_len, _size_payload)
-    _S6.pack_into(out, _atck_header_checksum, _ck_xxh3_64(memoryview(out)[_s_magic:_e_reserved]))
+    _S6.pack_into(out, _atck_header_checksum, _ck_xxh3_64((out if _s_magic == 0 and _e_reserved == len(out) else memoryview(out)[_s_magic:_e_reserved])))
     _e_payload = len(out)
-    f_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_payload])
+    f_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_payload == len(out) else memoryview(out)[_s_magic:_e_payload]))
     out += _S6.pack(f_checksum)
 
 def _d_zgw_frame_header(mv, pos, end):
     if pos + 56 > end:
-        raise _short(pos, end, _T52)
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S51.unpack_from(mv, pos)
-    _r51 = pos
+        raise _short(pos, end, _T50)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S49.unpack_from(mv, pos)
+    _r49 = pos
     pos += 56
-    _s_magic = _r51
+    _s_magic = _r49
     if f_magic != b'ZGWF':
-        raise ConstraintError('bad magic', offset=_r51, path='magic', expected=b'ZGWF', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r49, path='magic', expected=b'ZGWF', found=f_magic)
     f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
-    _e_reserved = _r51 + 56
+    _e_reserved = _r49 + 56
     if pos + 8 > end:
-        raise _short(pos, end, _T53)
+        raise _short(pos, end, _T51)
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2487,13 +4820,13 @@ def _d_zgw_frame_header(mv, pos, end):
 def _e_zgw_frame_header(out, v):
     _s_magic = len(out) + 0
     _e_reserved = len(out) + 56
-    out += _S51.pack(b'ZGWF', v.kind, v.version, v.payload_len, v.frame_index, v.sequence, (v.batch_id).to_bytes(16, 'little', signed=False), v.reserved)
-    f_header_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_reserved])
+    out += _S49.pack(b'ZGWF', v.kind, v.version, v.payload_len, v.frame_index, v.sequence, (v.batch_id).to_bytes(16, 'little', signed=False), v.reserved)
+    f_header_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_reserved == len(out) else memoryview(out)[_s_magic:_e_reserved]))
     out += _S6.pack(f_header_checksum)
 
 def _d_zgw_envelope_size(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T54)
+        raise _short(pos, end, _T91)
     f_size, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2536,75 +4869,102 @@ def _e_graph_envelope(out, v):
 
 def _d_zgw_begin(mv, pos, end):
     if pos + 56 > end:
-        raise _short(pos, end, _T56)
-    f_store, f_envelope_kind, f_reserved, f_base_generation, f_target_generation, f_change_count, f_reserved2, f_complete_envelope_bytes = _S55.unpack_from(mv, pos)
-    _r55 = pos
+        raise _short(pos, end, _T53)
+    f_store, f_envelope_kind, f_reserved, f_base_generation, f_target_generation, f_change_count, f_reserved2, f_complete_envelope_bytes = _S52.unpack_from(mv, pos)
+    _r52 = pos
     pos += 56
     f_store = int.from_bytes(f_store, 'little', signed=False)
     _v = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
     if _v is None:
-        raise ConstraintError('unknown envelope_kind value', offset=_r55 + 16, path='envelope_kind', expected=[1, 2], found=f_envelope_kind)
+        raise ConstraintError('unknown envelope_kind value', offset=_r52 + 16, path='envelope_kind', expected=[1, 2], found=f_envelope_kind)
     f_envelope_kind = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r55 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r52 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not (f_target_generation == (f_base_generation + 1)):
-        raise ConstraintError('target generation must be base + 1', offset=_r55 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=f_target_generation)
+        raise ConstraintError('target generation must be base + 1', offset=_r52 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=f_target_generation)
     if f_change_count > 16384:
-        raise ConstraintError('value out of range', offset=_r55 + 40, path='change_count', expected='None..16384', found=f_change_count)
+        raise ConstraintError('value out of range', offset=_r52 + 40, path='change_count', expected='None..16384', found=f_change_count)
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r55 + 44, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r52 + 44, path='reserved2', expected=0, found=f_reserved2)
     if f_complete_envelope_bytes > 16777216:
-        raise ConstraintError('value out of range', offset=_r55 + 48, path='complete_envelope_bytes', expected='None..16777216', found=f_complete_envelope_bytes)
+        raise ConstraintError('value out of range', offset=_r52 + 48, path='complete_envelope_bytes', expected='None..16777216', found=f_complete_envelope_bytes)
     return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes), pos
 
 def _e_zgw_begin(out, v):
-    out += _S55.pack((v.store).to_bytes(16, 'little', signed=False), v.envelope_kind, b'\x00\x00\x00\x00\x00\x00\x00', v.base_generation, v.target_generation, v.change_count, 0, v.complete_envelope_bytes)
+    out += _S52.pack((v.store).to_bytes(16, 'little', signed=False), v.envelope_kind, b'\x00\x00\x00\x00\x00\x00\x00', v.base_generation, v.target_generation, v.change_count, 0, v.complete_envelope_bytes)
 
 def _d_artifact_descriptor(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T58)
-    f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum = _S57.unpack_from(mv, pos)
-    _r57 = pos
+        raise _short(pos, end, _T69)
+    f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum = _S68.unpack_from(mv, pos)
+    _r68 = pos
     pos += 64
     f_store = int.from_bytes(f_store, 'little', signed=False)
     f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
     return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum), pos
 
 def _e_artifact_descriptor(out, v):
-    out += _S57.pack((v.store).to_bytes(16, 'little', signed=False), (v.artifact).to_bytes(16, 'little', signed=False), v.creation_generation, v.creation_serial, v.complete_file_length, v.family, v.version, v.whole_file_checksum)
+    out += _S68.pack((v.store).to_bytes(16, 'little', signed=False), (v.artifact).to_bytes(16, 'little', signed=False), v.creation_generation, v.creation_serial, v.complete_file_length, v.family, v.version, v.whole_file_checksum)
 
 def _d_required_ref(mv, pos, end):
     try:
-        f_descriptor, pos = _d_artifact_descriptor(mv, pos, end)
+        if pos + 64 > end:
+            raise _short(pos, end, _T69)
+        _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+        _artifact_descriptor___r68 = pos
+        pos += 64
+        _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
+        _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
+        f_descriptor = ArtifactDescriptor(_artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum)
     except DecodeError as _exc:
         raise _exc.prefixed('descriptor') from None
     if pos + 32 > end:
-        raise _short(pos, end, _T60)
-    f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S59.unpack_from(mv, pos)
-    _r59 = pos
+        raise _short(pos, end, _T71)
+    f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S70.unpack_from(mv, pos)
+    _r70 = pos
     pos += 32
     f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
     if not (f_artifact == f_descriptor.artifact):
-        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_r59, path='artifact', expected='artifact == descriptor.artifact', found=f_artifact)
+        raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_r70, path='artifact', expected='artifact == descriptor.artifact', found=f_artifact)
     return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version), pos
 
 def _e_required_ref(out, v):
-    _e_artifact_descriptor(out, v.descriptor)
-    out += _S59.pack((v.artifact).to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
+    _artifact_descriptor__v = v.descriptor
+    out += _S68.pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack((v.artifact).to_bytes(16, 'little', signed=False), v.offset, v.length, v.block_kind, v.block_version)
 
 def _d_optional_ref(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T62)
-    f_present, f_reserved = _S61.unpack_from(mv, pos)
-    _r61 = pos
+        raise _short(pos, end, _T67)
+    f_present, f_reserved = _S66.unpack_from(mv, pos)
+    _r66 = pos
     pos += 8
     if not ((f_present == 0) or (f_present == 1)):
-        raise ConstraintError('unknown presence tag', offset=_r61, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag', offset=_r66, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r61 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if (f_present == 1):
         try:
-            f_ref, pos = _d_required_ref(mv, pos, end)
+            try:
+                if pos + 64 > end:
+                    raise _short(pos, end, _T69)
+                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                _required_ref___artifact_descriptor___r68 = pos
+                pos += 64
+                _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                _required_ref__f_descriptor = ArtifactDescriptor(_required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum)
+            except DecodeError as _exc:
+                raise _exc.prefixed('descriptor') from None
+            if pos + 32 > end:
+                raise _short(pos, end, _T71)
+            _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S70.unpack_from(mv, pos)
+            _required_ref___r70 = pos
+            pos += 32
+            _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
+            if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
+                raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+            f_ref = RequiredRef(_required_ref__f_descriptor, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version)
         except DecodeError as _exc:
             raise _exc.prefixed('ref') from None
     else:
@@ -2612,17 +4972,20 @@ def _d_optional_ref(mv, pos, end):
     return OptionalRef(f_present, f_ref), pos
 
 def _e_optional_ref(out, v):
-    out += _S61.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    out += _S66.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00')
     if (v.present == 1):
-        _e_required_ref(out, v.ref)
+        _required_ref__v = v.ref
+        _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
+        out += _S68.pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
     elif v.ref is not None:
         raise EncodeError('field is present but its condition is false', path='ref')
 
 def _d_commit_state(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T64)
-    f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water = _S63.unpack_from(mv, pos)
-    _r63 = pos
+        raise _short(pos, end, _T85)
+    f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water = _S84.unpack_from(mv, pos)
+    _r84 = pos
     pos += 64
     f_store = int.from_bytes(f_store, 'little', signed=False)
     f_node_high_water = int.from_bytes(f_node_high_water, 'little', signed=False)
@@ -2630,15 +4993,15 @@ def _d_commit_state(mv, pos, end):
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='symbol_high_water', expected=_c * 8, found=end - pos)
-    _st = _RC65.get(_c)
+    _st = _RC86.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC65) < 64:
-            _RC65[_c] = _st
+        if len(_RC86) < 64:
+            _RC86[_c] = _st
     f_symbol_high_water = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + 8 > end:
-        raise _short(pos, end, _T66)
+        raise _short(pos, end, _T87)
     f_creation_serial, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2649,30 +5012,189 @@ def _d_commit_state(mv, pos, end):
     try:
         for _i in range(_c):
             try:
-                _x, pos = _d_optional_ref(mv, pos, end)
+                if pos + 8 > end:
+                    raise _short(pos, end, _T67)
+                _optional_ref__f_present, _optional_ref__f_reserved = _S66.unpack_from(mv, pos)
+                _optional_ref___r66 = pos
+                pos += 8
+                if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
+                    raise ConstraintError('unknown presence tag', offset=_optional_ref___r66, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+                if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+                if _optional_ref__f_present == 1:
+                    try:
+                        try:
+                            if pos + 64 > end:
+                                raise _short(pos, end, _T69)
+                            _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                            _optional_ref___required_ref___artifact_descriptor___r68 = pos
+                            pos += 64
+                            _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                            _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                            _optional_ref___required_ref__f_descriptor = ArtifactDescriptor(_optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('descriptor') from None
+                        if pos + 32 > end:
+                            raise _short(pos, end, _T71)
+                        _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                        _optional_ref___required_ref___r70 = pos
+                        pos += 32
+                        _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
+                        if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
+                            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                        _optional_ref__f_ref = RequiredRef(_optional_ref___required_ref__f_descriptor, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('ref') from None
+                else:
+                    _optional_ref__f_ref = None
+                _x = OptionalRef(_optional_ref__f_present, _optional_ref__f_ref)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_roots.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('roots') from None
     try:
-        f_catalog, pos = _d_required_ref(mv, pos, end)
+        try:
+            if pos + 64 > end:
+                raise _short(pos, end, _T69)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+            _required_ref___artifact_descriptor___r68 = pos
+            pos += 64
+            _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
+            _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+            _required_ref__f_descriptor = ArtifactDescriptor(_required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum)
+        except DecodeError as _exc:
+            raise _exc.prefixed('descriptor') from None
+        if pos + 32 > end:
+            raise _short(pos, end, _T71)
+        _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S70.unpack_from(mv, pos)
+        _required_ref___r70 = pos
+        pos += 32
+        _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
+        if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
+            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        f_catalog = RequiredRef(_required_ref__f_descriptor, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version)
     except DecodeError as _exc:
         raise _exc.prefixed('catalog') from None
     try:
-        f_vector, pos = _d_optional_ref(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T67)
+        _optional_ref__f_present, _optional_ref__f_reserved = _S66.unpack_from(mv, pos)
+        _optional_ref___r66 = pos
+        pos += 8
+        if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
+            raise ConstraintError('unknown presence tag', offset=_optional_ref___r66, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+        if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+        if _optional_ref__f_present == 1:
+            try:
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _optional_ref___required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _optional_ref___required_ref__f_descriptor = ArtifactDescriptor(_optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _optional_ref___required_ref___r70 = pos
+                pos += 32
+                _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
+                if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                _optional_ref__f_ref = RequiredRef(_optional_ref___required_ref__f_descriptor, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version)
+            except DecodeError as _exc:
+                raise _exc.prefixed('ref') from None
+        else:
+            _optional_ref__f_ref = None
+        f_vector = OptionalRef(_optional_ref__f_present, _optional_ref__f_ref)
     except DecodeError as _exc:
         raise _exc.prefixed('vector') from None
     try:
-        f_text, pos = _d_optional_ref(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T67)
+        _optional_ref__f_present, _optional_ref__f_reserved = _S66.unpack_from(mv, pos)
+        _optional_ref___r66 = pos
+        pos += 8
+        if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
+            raise ConstraintError('unknown presence tag', offset=_optional_ref___r66, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+        if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+        if _optional_ref__f_present == 1:
+            try:
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _optional_ref___required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _optional_ref___required_ref__f_descriptor = ArtifactDescriptor(_optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _optional_ref___required_ref___r70 = pos
+                pos += 32
+                _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
+                if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                _optional_ref__f_ref = RequiredRef(_optional_ref___required_ref__f_descriptor, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version)
+            except DecodeError as _exc:
+                raise _exc.prefixed('ref') from None
+        else:
+            _optional_ref__f_ref = None
+        f_text = OptionalRef(_optional_ref__f_present, _optional_ref__f_ref)
     except DecodeError as _exc:
         raise _exc.prefixed('text') from None
     try:
-        f_reclaim, pos = _d_optional_ref(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T67)
+        _optional_ref__f_present, _optional_ref__f_reserved = _S66.unpack_from(mv, pos)
+        _optional_ref___r66 = pos
+        pos += 8
+        if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
+            raise ConstraintError('unknown presence tag', offset=_optional_ref___r66, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+        if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+        if _optional_ref__f_present == 1:
+            try:
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _optional_ref___required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _optional_ref___required_ref__f_descriptor = ArtifactDescriptor(_optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _optional_ref___required_ref___r70 = pos
+                pos += 32
+                _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
+                if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                _optional_ref__f_ref = RequiredRef(_optional_ref___required_ref__f_descriptor, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version)
+            except DecodeError as _exc:
+                raise _exc.prefixed('ref') from None
+        else:
+            _optional_ref__f_ref = None
+        f_reclaim = OptionalRef(_optional_ref__f_present, _optional_ref__f_ref)
     except DecodeError as _exc:
         raise _exc.prefixed('reclaim') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T67)
+        raise _short(pos, end, _T88)
     f_prepared_count, f_reserved = _S43.unpack_from(mv, pos)
     _r43 = pos
     pos += 8
@@ -2685,7 +5207,26 @@ def _d_commit_state(mv, pos, end):
     try:
         for _i in range(_c):
             try:
-                _x, pos = _d_required_ref(mv, pos, end)
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _required_ref__f_descriptor = ArtifactDescriptor(_required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _required_ref___r70 = pos
+                pos += 32
+                _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
+                if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+                _x = RequiredRef(_required_ref__f_descriptor, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_prepared.append(_x)
@@ -2694,7 +5235,7 @@ def _d_commit_state(mv, pos, end):
     return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared), pos
 
 def _e_commit_state(out, v):
-    out += _S63.pack((v.store).to_bytes(16, 'little', signed=False), v.generation, v.sequence, (v.node_high_water).to_bytes(16, 'little', signed=False), (v.relationship_high_water).to_bytes(16, 'little', signed=False))
+    out += _S84.pack((v.store).to_bytes(16, 'little', signed=False), v.generation, v.sequence, (v.node_high_water).to_bytes(16, 'little', signed=False), (v.relationship_high_water).to_bytes(16, 'little', signed=False))
     if len(v.symbol_high_water) != 4:
         raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.symbol_high_water)), path='symbol_high_water')
     out += struct.pack('<' + str(len(v.symbol_high_water)) + 'Q', *v.symbol_high_water)
@@ -2702,25 +5243,61 @@ def _e_commit_state(out, v):
     if len(v.roots) != 8:
         raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(v.roots)), path='roots')
     for _x in v.roots:
-        _e_optional_ref(out, _x)
-    _e_required_ref(out, v.catalog)
-    _e_optional_ref(out, v.vector)
-    _e_optional_ref(out, v.text)
-    _e_optional_ref(out, v.reclaim)
+        out += _S66.pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _x.present == 1:
+            _optional_ref___required_ref__v = _x.ref
+            _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+        elif _x.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+    _required_ref__v = v.catalog
+    _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
+    out += _S68.pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
+    _optional_ref__v = v.vector
+    out += _S66.pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _optional_ref__v.present == 1:
+        _optional_ref___required_ref__v = _optional_ref__v.ref
+        _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+    elif _optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _optional_ref__v = v.text
+    out += _S66.pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _optional_ref__v.present == 1:
+        _optional_ref___required_ref__v = _optional_ref__v.ref
+        _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+    elif _optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _optional_ref__v = v.reclaim
+    out += _S66.pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _optional_ref__v.present == 1:
+        _optional_ref___required_ref__v = _optional_ref__v.ref
+        _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+    elif _optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
     out += _S43.pack(len(v.prepared), 0)
     if len(v.prepared) != len(v.prepared):
         raise EncodeError('expected ' + str(len(v.prepared)) + ' items, found ' + str(len(v.prepared)), path='prepared')
     for _x in v.prepared:
-        _e_required_ref(out, _x)
+        _required_ref___artifact_descriptor__v = _x.descriptor
+        out += _S68.pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version)
 
 def _d_zgw_commit(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T69)
-    f_change_count, f_reserved, f_digest = _S68.unpack_from(mv, pos)
-    _r68 = pos
+        raise _short(pos, end, _T83)
+    f_change_count, f_reserved, f_digest = _S82.unpack_from(mv, pos)
+    _r82 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r68 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r82 + 4, path='reserved', expected=0, found=f_reserved)
     try:
         f_state, pos = _d_commit_state(mv, pos, end)
     except DecodeError as _exc:
@@ -2728,18 +5305,72 @@ def _d_zgw_commit(mv, pos, end):
     return ZgwCommit(f_change_count, f_digest, f_state), pos
 
 def _e_zgw_commit(out, v):
-    out += _S68.pack(v.change_count, 0, v.digest)
-    _e_commit_state(out, v.state)
+    out += _S82.pack(v.change_count, 0, v.digest)
+    _commit_state__v = v.state
+    out += _S84.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+    if len(_commit_state__v.symbol_high_water) != 4:
+        raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_commit_state__v.symbol_high_water)), path='symbol_high_water')
+    out += struct.pack('<' + str(len(_commit_state__v.symbol_high_water)) + 'Q', *_commit_state__v.symbol_high_water)
+    out += _S6.pack(_commit_state__v.creation_serial)
+    if len(_commit_state__v.roots) != 8:
+        raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_commit_state__v.roots)), path='roots')
+    for _commit_state___x in _commit_state__v.roots:
+        out += _S66.pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _commit_state___x.present == 1:
+            _commit_state___optional_ref___required_ref__v = _commit_state___x.ref
+            _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+        elif _commit_state___x.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___required_ref__v = _commit_state__v.catalog
+    _commit_state___required_ref___artifact_descriptor__v = _commit_state___required_ref__v.descriptor
+    out += _S68.pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version)
+    _commit_state___optional_ref__v = _commit_state__v.vector
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___optional_ref__v = _commit_state__v.text
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___optional_ref__v = _commit_state__v.reclaim
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    out += _S43.pack(len(_commit_state__v.prepared), 0)
+    if len(_commit_state__v.prepared) != len(_commit_state__v.prepared):
+        raise EncodeError('expected ' + str(len(_commit_state__v.prepared)) + ' items, found ' + str(len(_commit_state__v.prepared)), path='prepared')
+    for _commit_state___x in _commit_state__v.prepared:
+        _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
+        out += _S68.pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
 
 def _d_zgop_key(mv, pos, end):
     if pos + 9 > end:
-        raise _short(pos, end, _T71)
-    f_entity, n_namespace = _S70.unpack_from(mv, pos)
-    _r70 = pos
+        raise _short(pos, end, _T59)
+    f_entity, n_namespace = _S58.unpack_from(mv, pos)
+    _r58 = pos
     pos += 9
     _v = _ENTITYKIND_BY_VALUE.get(f_entity)
     if _v is None:
-        raise ConstraintError('unknown entity_kind value', offset=_r70, path='entity', expected=[1, 2], found=f_entity)
+        raise ConstraintError('unknown entity_kind value', offset=_r58, path='entity', expected=[1, 2], found=f_entity)
     f_entity = _v
     if pos + n_namespace > end:
         raise TruncatedError('str truncated', offset=pos, path='namespace', expected=n_namespace, found=end - pos)
@@ -2749,7 +5380,7 @@ def _d_zgop_key(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'namespace') from None
     pos += n_namespace
     if pos + 8 > end:
-        raise _short(pos, end, _T72)
+        raise _short(pos, end, _T60)
     n_key, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -2764,7 +5395,7 @@ def _d_zgop_key(mv, pos, end):
 
 def _e_zgop_key(out, v):
     _b_namespace = v.namespace.encode('utf-8')
-    out += _S70.pack(v.entity, len(_b_namespace))
+    out += _S58.pack(v.entity, len(_b_namespace))
     out += _b_namespace
     _b_key = v.key.encode('utf-8')
     out += _S6.pack(len(_b_key))
@@ -2772,16 +5403,16 @@ def _e_zgop_key(out, v):
 
 def _d_zgop_expected(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T73)
-    f_tag, = _S26.unpack_from(mv, pos)
-    _r26 = pos
+        raise _short(pos, end, _T63)
+    f_tag, = _S28.unpack_from(mv, pos)
+    _r28 = pos
     pos += 1
     if not ((f_tag >= 1) and (f_tag <= 3)):
-        raise ConstraintError('unknown expected-state tag', offset=_r26, path='tag', expected='tag >= 1 and tag <= 3', found=f_tag)
+        raise ConstraintError('unknown expected-state tag', offset=_r28, path='tag', expected='tag >= 1 and tag <= 3', found=f_tag)
     if (f_tag == 2):
         if pos + 1 > end:
             raise TruncatedError('field truncated', offset=pos, path='entity', expected=1, found=end - pos)
-        f_entity = _S26.unpack_from(mv, pos)[0]
+        f_entity = _S28.unpack_from(mv, pos)[0]
         _at = pos
         pos += 1
         _v = _ENTITYKIND_BY_VALUE.get(f_entity)
@@ -2793,7 +5424,7 @@ def _d_zgop_expected(mv, pos, end):
     if (f_tag == 2):
         if pos + 16 > end:
             raise TruncatedError('field truncated', offset=pos, path='entity_id', expected=16, found=end - pos)
-        f_entity_id = _S28.unpack_from(mv, pos)[0]
+        f_entity_id = _S30.unpack_from(mv, pos)[0]
         _at = pos
         pos += 16
         f_entity_id = int.from_bytes(f_entity_id, 'little', signed=False)
@@ -2810,13 +5441,13 @@ def _d_zgop_expected(mv, pos, end):
     return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision), pos
 
 def _e_zgop_expected(out, v):
-    out += _S26.pack(v.tag)
+    out += _S28.pack(v.tag)
     if (v.tag == 2):
-        out += _S26.pack(v.entity)
+        out += _S28.pack(v.entity)
     elif v.entity is not None:
         raise EncodeError('field is present but its condition is false', path='entity')
     if (v.tag == 2):
-        out += _S28.pack((v.entity_id).to_bytes(16, 'little', signed=False))
+        out += _S30.pack((v.entity_id).to_bytes(16, 'little', signed=False))
     elif v.entity_id is not None:
         raise EncodeError('field is present but its condition is false', path='entity_id')
     if (v.tag == 3):
@@ -2826,87 +5457,170 @@ def _e_zgop_expected(out, v):
 
 def _d_zgop(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T75)
-    f_magic, f_version, f_operation, f_key_present = _S74.unpack_from(mv, pos)
-    _r74 = pos
+        raise _short(pos, end, _T57)
+    f_magic, f_version, f_operation, f_key_present = _S56.unpack_from(mv, pos)
+    _r56 = pos
     pos += 8
     if f_magic != b'ZGOP':
-        raise ConstraintError('bad magic', offset=_r74, path='magic', expected=b'ZGOP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r56, path='magic', expected=b'ZGOP', found=f_magic)
     if not (f_version == 1):
-        raise UnsupportedError('unsupported ZGOP version', offset=_r74 + 4, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGOP version', offset=_r56 + 4, path='version', expected='version == 1', found=f_version)
     _v = _ZGOPOPERATION_BY_VALUE.get(f_operation)
     if _v is None:
-        raise ConstraintError('unknown zgop_operation value', offset=_r74 + 6, path='operation', expected=[1, 2, 3, 4, 5], found=f_operation)
+        raise ConstraintError('unknown zgop_operation value', offset=_r56 + 6, path='operation', expected=[1, 2, 3, 4, 5], found=f_operation)
     f_operation = _v
     if not ((f_key_present == 0) or (f_key_present == 1)):
-        raise ConstraintError('unknown presence tag', offset=_r74 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=f_key_present)
+        raise ConstraintError('unknown presence tag', offset=_r56 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=f_key_present)
     if (f_key_present == 1):
         try:
-            f_key, pos = _d_zgop_key(mv, pos, end)
+            if pos + 9 > end:
+                raise _short(pos, end, _T59)
+            _zgop_key__f_entity, _zgop_key__n_namespace = _S58.unpack_from(mv, pos)
+            _zgop_key___r58 = pos
+            pos += 9
+            _zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop_key__f_entity)
+            if _zgop_key___v is None:
+                raise ConstraintError('unknown entity_kind value', offset=_zgop_key___r58, path='entity', expected=[1, 2], found=_zgop_key__f_entity)
+            _zgop_key__f_entity = _zgop_key___v
+            if pos + _zgop_key__n_namespace > end:
+                raise TruncatedError('str truncated', offset=pos, path='namespace', expected=_zgop_key__n_namespace, found=end - pos)
+            try:
+                _zgop_key__f_namespace = str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'namespace') from None
+            pos += _zgop_key__n_namespace
+            if pos + 8 > end:
+                raise _short(pos, end, _T60)
+            _zgop_key__n_key, = _S6.unpack_from(mv, pos)
+            _zgop_key___r6 = pos
+            pos += 8
+            if pos + _zgop_key__n_key > end:
+                raise TruncatedError('str truncated', offset=pos, path='key', expected=_zgop_key__n_key, found=end - pos)
+            try:
+                _zgop_key__f_key = str(mv[pos:pos + _zgop_key__n_key], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'key') from None
+            pos += _zgop_key__n_key
+            f_key = ZgopKey(_zgop_key__f_entity, _zgop_key__f_namespace, _zgop_key__f_key)
         except DecodeError as _exc:
             raise _exc.prefixed('key') from None
     else:
         f_key = None
     if pos + 16 > end:
-        raise _short(pos, end, _T77)
-    f_requested_revision, f_installed_revision = _S76.unpack_from(mv, pos)
-    _r76 = pos
+        raise _short(pos, end, _T62)
+    f_requested_revision, f_installed_revision = _S61.unpack_from(mv, pos)
+    _r61 = pos
     pos += 16
     if not (f_requested_revision != 0):
-        raise ConstraintError('requested revision must be non-zero', offset=_r76, path='requested_revision', expected='requested_revision != 0', found=f_requested_revision)
+        raise ConstraintError('requested revision must be non-zero', offset=_r61, path='requested_revision', expected='requested_revision != 0', found=f_requested_revision)
     if not (f_installed_revision != 0):
-        raise ConstraintError('installed revision must be non-zero', offset=_r76 + 8, path='installed_revision', expected='installed_revision != 0', found=f_installed_revision)
+        raise ConstraintError('installed revision must be non-zero', offset=_r61 + 8, path='installed_revision', expected='installed_revision != 0', found=f_installed_revision)
     try:
-        f_expected, pos = _d_zgop_expected(mv, pos, end)
+        if pos + 1 > end:
+            raise _short(pos, end, _T63)
+        _zgop_expected__f_tag, = _S28.unpack_from(mv, pos)
+        _zgop_expected___r28 = pos
+        pos += 1
+        if not (_zgop_expected__f_tag >= 1 and _zgop_expected__f_tag <= 3):
+            raise ConstraintError('unknown expected-state tag', offset=_zgop_expected___r28, path='tag', expected='tag >= 1 and tag <= 3', found=_zgop_expected__f_tag)
+        if _zgop_expected__f_tag == 2:
+            if pos + 1 > end:
+                raise TruncatedError('field truncated', offset=pos, path='entity', expected=1, found=end - pos)
+            _zgop_expected__f_entity = _S28.unpack_from(mv, pos)[0]
+            _zgop_expected___at = pos
+            pos += 1
+            _zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop_expected__f_entity)
+            if _zgop_expected___v is None:
+                raise ConstraintError('unknown entity_kind value', offset=_zgop_expected___at, path='entity', expected=[1, 2], found=_zgop_expected__f_entity)
+            _zgop_expected__f_entity = _zgop_expected___v
+        else:
+            _zgop_expected__f_entity = None
+        if _zgop_expected__f_tag == 2:
+            if pos + 16 > end:
+                raise TruncatedError('field truncated', offset=pos, path='entity_id', expected=16, found=end - pos)
+            _zgop_expected__f_entity_id = _S30.unpack_from(mv, pos)[0]
+            _zgop_expected___at = pos
+            pos += 16
+            _zgop_expected__f_entity_id = int.from_bytes(_zgop_expected__f_entity_id, 'little', signed=False)
+        else:
+            _zgop_expected__f_entity_id = None
+        if _zgop_expected__f_tag == 3:
+            if pos + 8 > end:
+                raise TruncatedError('field truncated', offset=pos, path='revision', expected=8, found=end - pos)
+            _zgop_expected__f_revision = _S6.unpack_from(mv, pos)[0]
+            _zgop_expected___at = pos
+            pos += 8
+        else:
+            _zgop_expected__f_revision = None
+        f_expected = ZgopExpected(_zgop_expected__f_tag, _zgop_expected__f_entity, _zgop_expected__f_entity_id, _zgop_expected__f_revision)
     except DecodeError as _exc:
         raise _exc.prefixed('expected') from None
     if pos + 26 > end:
-        raise _short(pos, end, _T79)
-    f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation = _S78.unpack_from(mv, pos)
-    _r78 = pos
+        raise _short(pos, end, _T65)
+    f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation = _S64.unpack_from(mv, pos)
+    _r64 = pos
     pos += 26
     _v = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
     if _v is None:
-        raise ConstraintError('unknown entity_kind value', offset=_r78, path='incarnation_kind', expected=[1, 2], found=f_incarnation_kind)
+        raise ConstraintError('unknown entity_kind value', offset=_r64, path='incarnation_kind', expected=[1, 2], found=f_incarnation_kind)
     f_incarnation_kind = _v
     if not ((f_key_present == 0) or (f_key.entity == f_incarnation_kind)):
-        raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_r78, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=f_incarnation_kind)
+        raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_r64, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=f_incarnation_kind)
     if not ((f_expected.tag != 2) or (f_expected.entity == f_incarnation_kind)):
-        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_r78, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=f_incarnation_kind)
+        raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_r64, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=f_incarnation_kind)
     f_incarnation = int.from_bytes(f_incarnation, 'little', signed=False)
     if not ((f_incarnation != 0) or (f_incarnation_kind == 1)):
-        raise ConstraintError('relationship incarnation must be non-zero', offset=_r78 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=f_incarnation)
+        raise ConstraintError('relationship incarnation must be non-zero', offset=_r64 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=f_incarnation)
     _v = _DELETEMODE_BY_VALUE.get(f_delete_mode)
     if _v is None:
-        raise ConstraintError('unknown delete_mode value', offset=_r78 + 17, path='delete_mode', expected=[0, 1, 2], found=f_delete_mode)
+        raise ConstraintError('unknown delete_mode value', offset=_r64 + 17, path='delete_mode', expected=[0, 1, 2], found=f_delete_mode)
     f_delete_mode = _v
     return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation), pos
 
 def _e_zgop(out, v):
-    out += _S74.pack(b'ZGOP', 1, v.operation, v.key_present)
+    out += _S56.pack(b'ZGOP', 1, v.operation, v.key_present)
     if (v.key_present == 1):
-        _e_zgop_key(out, v.key)
+        _zgop_key__v = v.key
+        _zgop_key___b_namespace = _zgop_key__v.namespace.encode('utf-8')
+        out += _S58.pack(_zgop_key__v.entity, len(_zgop_key___b_namespace))
+        out += _zgop_key___b_namespace
+        _zgop_key___b_key = _zgop_key__v.key.encode('utf-8')
+        out += _S6.pack(len(_zgop_key___b_key))
+        out += _zgop_key___b_key
     elif v.key is not None:
         raise EncodeError('field is present but its condition is false', path='key')
-    out += _S76.pack(v.requested_revision, v.installed_revision)
-    _e_zgop_expected(out, v.expected)
-    out += _S78.pack(v.incarnation_kind, (v.incarnation).to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation)
+    out += _S61.pack(v.requested_revision, v.installed_revision)
+    _zgop_expected__v = v.expected
+    out += _S28.pack(_zgop_expected__v.tag)
+    if _zgop_expected__v.tag == 2:
+        out += _S28.pack(_zgop_expected__v.entity)
+    elif _zgop_expected__v.entity is not None:
+        raise EncodeError('field is present but its condition is false', path='entity')
+    if _zgop_expected__v.tag == 2:
+        out += _S30.pack(_zgop_expected__v.entity_id.to_bytes(16, 'little', signed=False))
+    elif _zgop_expected__v.entity_id is not None:
+        raise EncodeError('field is present but its condition is false', path='entity_id')
+    if _zgop_expected__v.tag == 3:
+        out += _S6.pack(_zgop_expected__v.revision)
+    elif _zgop_expected__v.revision is not None:
+        raise EncodeError('field is present but its condition is false', path='revision')
+    out += _S64.pack(v.incarnation_kind, (v.incarnation).to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation)
 
 def _d_zgw_mutation(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T81)
-    f_live, f_membership, f_reserved, f_zgop_len = _S80.unpack_from(mv, pos)
-    _r80 = pos
+        raise _short(pos, end, _T55)
+    f_live, f_membership, f_reserved, f_zgop_len = _S54.unpack_from(mv, pos)
+    _r54 = pos
     pos += 16
     if not ((f_live == 0) or (f_live == 1)):
-        raise ConstraintError('live must be 0 or 1', offset=_r80, path='live', expected='live == 0 or live == 1', found=f_live)
+        raise ConstraintError('live must be 0 or 1', offset=_r54, path='live', expected='live == 0 or live == 1', found=f_live)
     if f_membership & 240:
-        raise ConstraintError('undefined membership_bits bits set', offset=_r80 + 1, path='membership', expected='mask 0xf', found=f_membership)
+        raise ConstraintError('undefined membership_bits bits set', offset=_r54 + 1, path='membership', expected='mask 0xf', found=f_membership)
     f_membership = MembershipBits.from_int(f_membership)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r80 + 2, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r54 + 2, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if f_zgop_len > 8388608:
-        raise ConstraintError('value out of range', offset=_r80 + 8, path='zgop_len', expected='None..8388608', found=f_zgop_len)
+        raise ConstraintError('value out of range', offset=_r54 + 8, path='zgop_len', expected='None..8388608', found=f_zgop_len)
     _n = f_zgop_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='zgop', expected='>= 0', found=_n)
@@ -2916,83 +5630,318 @@ def _d_zgw_mutation(mv, pos, end):
     end = pos + _n
     _sec_zgop = pos
     try:
-        f_zgop, pos = _d_zgop(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T57)
+        _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present = _S56.unpack_from(mv, pos)
+        _zgop___r56 = pos
+        pos += 8
+        if _zgop__f_magic != b'ZGOP':
+            raise ConstraintError('bad magic', offset=_zgop___r56, path='magic', expected=b'ZGOP', found=_zgop__f_magic)
+        if not _zgop__f_version == 1:
+            raise UnsupportedError('unsupported ZGOP version', offset=_zgop___r56 + 4, path='version', expected='version == 1', found=_zgop__f_version)
+        _zgop___v = _ZGOPOPERATION_BY_VALUE.get(_zgop__f_operation)
+        if _zgop___v is None:
+            raise ConstraintError('unknown zgop_operation value', offset=_zgop___r56 + 6, path='operation', expected=[1, 2, 3, 4, 5], found=_zgop__f_operation)
+        _zgop__f_operation = _zgop___v
+        if not (_zgop__f_key_present == 0 or _zgop__f_key_present == 1):
+            raise ConstraintError('unknown presence tag', offset=_zgop___r56 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=_zgop__f_key_present)
+        if _zgop__f_key_present == 1:
+            try:
+                if pos + 9 > end:
+                    raise _short(pos, end, _T59)
+                _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S58.unpack_from(mv, pos)
+                _zgop___zgop_key___r58 = pos
+                pos += 9
+                _zgop___zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_key__f_entity)
+                if _zgop___zgop_key___v is None:
+                    raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_key___r58, path='entity', expected=[1, 2], found=_zgop___zgop_key__f_entity)
+                _zgop___zgop_key__f_entity = _zgop___zgop_key___v
+                if pos + _zgop___zgop_key__n_namespace > end:
+                    raise TruncatedError('str truncated', offset=pos, path='namespace', expected=_zgop___zgop_key__n_namespace, found=end - pos)
+                try:
+                    _zgop___zgop_key__f_namespace = str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
+                except UnicodeDecodeError as _u:
+                    raise _text_error(_u, pos, 'utf-8', 'namespace') from None
+                pos += _zgop___zgop_key__n_namespace
+                if pos + 8 > end:
+                    raise _short(pos, end, _T60)
+                _zgop___zgop_key__n_key, = _S6.unpack_from(mv, pos)
+                _zgop___zgop_key___r6 = pos
+                pos += 8
+                if pos + _zgop___zgop_key__n_key > end:
+                    raise TruncatedError('str truncated', offset=pos, path='key', expected=_zgop___zgop_key__n_key, found=end - pos)
+                try:
+                    _zgop___zgop_key__f_key = str(mv[pos:pos + _zgop___zgop_key__n_key], 'utf-8')
+                except UnicodeDecodeError as _u:
+                    raise _text_error(_u, pos, 'utf-8', 'key') from None
+                pos += _zgop___zgop_key__n_key
+                _zgop__f_key = ZgopKey(_zgop___zgop_key__f_entity, _zgop___zgop_key__f_namespace, _zgop___zgop_key__f_key)
+            except DecodeError as _exc:
+                raise _exc.prefixed('key') from None
+        else:
+            _zgop__f_key = None
+        if pos + 16 > end:
+            raise _short(pos, end, _T62)
+        _zgop__f_requested_revision, _zgop__f_installed_revision = _S61.unpack_from(mv, pos)
+        _zgop___r61 = pos
+        pos += 16
+        if not _zgop__f_requested_revision != 0:
+            raise ConstraintError('requested revision must be non-zero', offset=_zgop___r61, path='requested_revision', expected='requested_revision != 0', found=_zgop__f_requested_revision)
+        if not _zgop__f_installed_revision != 0:
+            raise ConstraintError('installed revision must be non-zero', offset=_zgop___r61 + 8, path='installed_revision', expected='installed_revision != 0', found=_zgop__f_installed_revision)
+        try:
+            if pos + 1 > end:
+                raise _short(pos, end, _T63)
+            _zgop___zgop_expected__f_tag, = _S28.unpack_from(mv, pos)
+            _zgop___zgop_expected___r28 = pos
+            pos += 1
+            if not (_zgop___zgop_expected__f_tag >= 1 and _zgop___zgop_expected__f_tag <= 3):
+                raise ConstraintError('unknown expected-state tag', offset=_zgop___zgop_expected___r28, path='tag', expected='tag >= 1 and tag <= 3', found=_zgop___zgop_expected__f_tag)
+            if _zgop___zgop_expected__f_tag == 2:
+                if pos + 1 > end:
+                    raise TruncatedError('field truncated', offset=pos, path='entity', expected=1, found=end - pos)
+                _zgop___zgop_expected__f_entity = _S28.unpack_from(mv, pos)[0]
+                _zgop___zgop_expected___at = pos
+                pos += 1
+                _zgop___zgop_expected___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_expected__f_entity)
+                if _zgop___zgop_expected___v is None:
+                    raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_expected___at, path='entity', expected=[1, 2], found=_zgop___zgop_expected__f_entity)
+                _zgop___zgop_expected__f_entity = _zgop___zgop_expected___v
+            else:
+                _zgop___zgop_expected__f_entity = None
+            if _zgop___zgop_expected__f_tag == 2:
+                if pos + 16 > end:
+                    raise TruncatedError('field truncated', offset=pos, path='entity_id', expected=16, found=end - pos)
+                _zgop___zgop_expected__f_entity_id = _S30.unpack_from(mv, pos)[0]
+                _zgop___zgop_expected___at = pos
+                pos += 16
+                _zgop___zgop_expected__f_entity_id = int.from_bytes(_zgop___zgop_expected__f_entity_id, 'little', signed=False)
+            else:
+                _zgop___zgop_expected__f_entity_id = None
+            if _zgop___zgop_expected__f_tag == 3:
+                if pos + 8 > end:
+                    raise TruncatedError('field truncated', offset=pos, path='revision', expected=8, found=end - pos)
+                _zgop___zgop_expected__f_revision = _S6.unpack_from(mv, pos)[0]
+                _zgop___zgop_expected___at = pos
+                pos += 8
+            else:
+                _zgop___zgop_expected__f_revision = None
+            _zgop__f_expected = ZgopExpected(_zgop___zgop_expected__f_tag, _zgop___zgop_expected__f_entity, _zgop___zgop_expected__f_entity_id, _zgop___zgop_expected__f_revision)
+        except DecodeError as _exc:
+            raise _exc.prefixed('expected') from None
+        if pos + 26 > end:
+            raise _short(pos, end, _T65)
+        _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation = _S64.unpack_from(mv, pos)
+        _zgop___r64 = pos
+        pos += 26
+        _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
+        if _zgop___v is None:
+            raise ConstraintError('unknown entity_kind value', offset=_zgop___r64, path='incarnation_kind', expected=[1, 2], found=_zgop__f_incarnation_kind)
+        _zgop__f_incarnation_kind = _zgop___v
+        if not (_zgop__f_key_present == 0 or _zgop__f_key.entity == _zgop__f_incarnation_kind):
+            raise ConstraintError('ZGOP key kind must match the incarnation kind', offset=_zgop___r64, path='incarnation_kind', expected='key_present == 0 or key.entity == incarnation_kind', found=_zgop__f_incarnation_kind)
+        if not (_zgop__f_expected.tag != 2 or _zgop__f_expected.entity == _zgop__f_incarnation_kind):
+            raise ConstraintError('ZGOP expected entity kind must match the incarnation kind', offset=_zgop___r64, path='incarnation_kind', expected='expected.tag != 2 or expected.entity == incarnation_kind', found=_zgop__f_incarnation_kind)
+        _zgop__f_incarnation = int.from_bytes(_zgop__f_incarnation, 'little', signed=False)
+        if not (_zgop__f_incarnation != 0 or _zgop__f_incarnation_kind == 1):
+            raise ConstraintError('relationship incarnation must be non-zero', offset=_zgop___r64 + 1, path='incarnation', expected='incarnation != 0 or incarnation_kind == 1', found=_zgop__f_incarnation)
+        _zgop___v = _DELETEMODE_BY_VALUE.get(_zgop__f_delete_mode)
+        if _zgop___v is None:
+            raise ConstraintError('unknown delete_mode value', offset=_zgop___r64 + 17, path='delete_mode', expected=[0, 1, 2], found=_zgop__f_delete_mode)
+        _zgop__f_delete_mode = _zgop___v
+        f_zgop = Zgop(_zgop__f_operation, _zgop__f_key_present, _zgop__f_key, _zgop__f_requested_revision, _zgop__f_installed_revision, _zgop__f_expected, _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation)
     except DecodeError as _exc:
         raise _exc.prefixed('zgop') from None
     if pos != end:
         raise ConstraintError('section size mismatch', offset=_sec_zgop, path='zgop', expected=end - _sec_zgop, found=pos - _sec_zgop)
     end = _outer_end_zgop
     try:
-        f_canonical, pos = _d_optional_ref(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T67)
+        _optional_ref__f_present, _optional_ref__f_reserved = _S66.unpack_from(mv, pos)
+        _optional_ref___r66 = pos
+        pos += 8
+        if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
+            raise ConstraintError('unknown presence tag', offset=_optional_ref___r66, path='present', expected='present == 0 or present == 1', found=_optional_ref__f_present)
+        if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
+        if _optional_ref__f_present == 1:
+            try:
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _optional_ref___required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _optional_ref___required_ref__f_descriptor = ArtifactDescriptor(_optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _optional_ref___required_ref___r70 = pos
+                pos += 32
+                _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
+                if not _optional_ref___required_ref__f_artifact == _optional_ref___required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_optional_ref___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_optional_ref___required_ref__f_artifact)
+                _optional_ref__f_ref = RequiredRef(_optional_ref___required_ref__f_descriptor, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version)
+            except DecodeError as _exc:
+                raise _exc.prefixed('ref') from None
+        else:
+            _optional_ref__f_ref = None
+        f_canonical = OptionalRef(_optional_ref__f_present, _optional_ref__f_ref)
     except DecodeError as _exc:
         raise _exc.prefixed('canonical') from None
     return ZgwMutation(f_live, f_membership, f_zgop, f_canonical), pos
 
 def _e_zgw_mutation(out, v):
     _at_zgop_len = len(out) + 8
-    out += _S80.pack(v.live, v.membership.to_int(), b'\x00\x00\x00\x00\x00\x00', 0)
+    out += _S54.pack(v.live, v.membership.to_int(), b'\x00\x00\x00\x00\x00\x00', 0)
     _ps = len(out)
-    _e_zgop(out, v.zgop)
+    _zgop__v = v.zgop
+    out += _S56.pack(b'ZGOP', 1, _zgop__v.operation, _zgop__v.key_present)
+    if _zgop__v.key_present == 1:
+        _zgop___zgop_key__v = _zgop__v.key
+        _zgop___zgop_key___b_namespace = _zgop___zgop_key__v.namespace.encode('utf-8')
+        out += _S58.pack(_zgop___zgop_key__v.entity, len(_zgop___zgop_key___b_namespace))
+        out += _zgop___zgop_key___b_namespace
+        _zgop___zgop_key___b_key = _zgop___zgop_key__v.key.encode('utf-8')
+        out += _S6.pack(len(_zgop___zgop_key___b_key))
+        out += _zgop___zgop_key___b_key
+    elif _zgop__v.key is not None:
+        raise EncodeError('field is present but its condition is false', path='key')
+    out += _S61.pack(_zgop__v.requested_revision, _zgop__v.installed_revision)
+    _zgop___zgop_expected__v = _zgop__v.expected
+    out += _S28.pack(_zgop___zgop_expected__v.tag)
+    if _zgop___zgop_expected__v.tag == 2:
+        out += _S28.pack(_zgop___zgop_expected__v.entity)
+    elif _zgop___zgop_expected__v.entity is not None:
+        raise EncodeError('field is present but its condition is false', path='entity')
+    if _zgop___zgop_expected__v.tag == 2:
+        out += _S30.pack(_zgop___zgop_expected__v.entity_id.to_bytes(16, 'little', signed=False))
+    elif _zgop___zgop_expected__v.entity_id is not None:
+        raise EncodeError('field is present but its condition is false', path='entity_id')
+    if _zgop___zgop_expected__v.tag == 3:
+        out += _S6.pack(_zgop___zgop_expected__v.revision)
+    elif _zgop___zgop_expected__v.revision is not None:
+        raise EncodeError('field is present but its condition is false', path='revision')
+    out += _S64.pack(_zgop__v.incarnation_kind, _zgop__v.incarnation.to_bytes(16, 'little', signed=False), _zgop__v.delete_mode, _zgop__v.original_generation)
     _size_zgop = len(out) - _ps
     _S6.pack_into(out, _at_zgop_len, _size_zgop)
-    _e_optional_ref(out, v.canonical)
+    _optional_ref__v = v.canonical
+    out += _S66.pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _optional_ref__v.present == 1:
+        _optional_ref___required_ref__v = _optional_ref__v.ref
+        _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+    elif _optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
 
 def _d_zgw_inventory(mv, pos, end):
     try:
-        f_descriptor, pos = _d_artifact_descriptor(mv, pos, end)
+        if pos + 64 > end:
+            raise _short(pos, end, _T69)
+        _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+        _artifact_descriptor___r68 = pos
+        pos += 64
+        _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
+        _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
+        f_descriptor = ArtifactDescriptor(_artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum)
     except DecodeError as _exc:
         raise _exc.prefixed('descriptor') from None
     if pos + 24 > end:
-        raise _short(pos, end, _T83)
-    f_state, f_reserved, f_intent = _S82.unpack_from(mv, pos)
-    _r82 = pos
+        raise _short(pos, end, _T73)
+    f_state, f_reserved, f_intent = _S72.unpack_from(mv, pos)
+    _r72 = pos
     pos += 24
     _v = _INVENTORYSTATE_BY_VALUE.get(f_state)
     if _v is None:
-        raise ConstraintError('unknown inventory_state value', offset=_r82, path='state', expected=[1, 2, 3, 4], found=f_state)
+        raise ConstraintError('unknown inventory_state value', offset=_r72, path='state', expected=[1, 2, 3, 4], found=f_state)
     f_state = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r82 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r72 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     f_intent = int.from_bytes(f_intent, 'little', signed=False)
     if not ((f_intent == 0) == (f_state <= 2)):
-        raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_r82 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=f_intent)
+        raise ConstraintError('intent id must be zero for Prepared/Retained and non-zero otherwise', offset=_r72 + 8, path='intent', expected='(intent == 0) == (state <= 2)', found=f_intent)
     return ZgwInventory(f_descriptor, f_state, f_intent), pos
 
 def _e_zgw_inventory(out, v):
-    _e_artifact_descriptor(out, v.descriptor)
-    out += _S82.pack(v.state, b'\x00\x00\x00\x00\x00\x00\x00', (v.intent).to_bytes(16, 'little', signed=False))
+    _artifact_descriptor__v = v.descriptor
+    out += _S68.pack(_artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _artifact_descriptor__v.creation_generation, _artifact_descriptor__v.creation_serial, _artifact_descriptor__v.complete_file_length, _artifact_descriptor__v.family, _artifact_descriptor__v.version, _artifact_descriptor__v.whole_file_checksum)
+    out += _S72.pack(v.state, b'\x00\x00\x00\x00\x00\x00\x00', (v.intent).to_bytes(16, 'little', signed=False))
 
 def _d_zgw_reclaim_intent(mv, pos, end):
     if pos + 48 > end:
-        raise _short(pos, end, _T85)
-    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved = _S84.unpack_from(mv, pos)
-    _r84 = pos
+        raise _short(pos, end, _T75)
+    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved = _S74.unpack_from(mv, pos)
+    _r74 = pos
     pos += 48
     f_id = int.from_bytes(f_id, 'little', signed=False)
     if not (f_completed_mark_state == 1):
-        raise ConstraintError('completed-mark state must be 1', offset=_r84 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=f_completed_mark_state)
+        raise ConstraintError('completed-mark state must be 1', offset=_r74 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=f_completed_mark_state)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r84 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r74 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     try:
-        f_protected, pos = _d_required_ref(mv, pos, end)
+        try:
+            if pos + 64 > end:
+                raise _short(pos, end, _T69)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+            _required_ref___artifact_descriptor___r68 = pos
+            pos += 64
+            _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
+            _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+            _required_ref__f_descriptor = ArtifactDescriptor(_required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum)
+        except DecodeError as _exc:
+            raise _exc.prefixed('descriptor') from None
+        if pos + 32 > end:
+            raise _short(pos, end, _T71)
+        _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S70.unpack_from(mv, pos)
+        _required_ref___r70 = pos
+        pos += 32
+        _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
+        if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
+            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        f_protected = RequiredRef(_required_ref__f_descriptor, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version)
     except DecodeError as _exc:
         raise _exc.prefixed('protected') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T86)
+        raise _short(pos, end, _T76)
     f_protected_digest, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
     try:
-        f_completed_mark, pos = _d_required_ref(mv, pos, end)
+        try:
+            if pos + 64 > end:
+                raise _short(pos, end, _T69)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+            _required_ref___artifact_descriptor___r68 = pos
+            pos += 64
+            _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
+            _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+            _required_ref__f_descriptor = ArtifactDescriptor(_required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum)
+        except DecodeError as _exc:
+            raise _exc.prefixed('descriptor') from None
+        if pos + 32 > end:
+            raise _short(pos, end, _T71)
+        _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S70.unpack_from(mv, pos)
+        _required_ref___r70 = pos
+        pos += 32
+        _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
+        if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
+            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        f_completed_mark = RequiredRef(_required_ref__f_descriptor, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version)
     except DecodeError as _exc:
         raise _exc.prefixed('completed_mark') from None
     if pos + 16 > end:
-        raise _short(pos, end, _T88)
-    f_mark_digest, f_candidate_count, f_reserved2 = _S87.unpack_from(mv, pos)
-    _r87 = pos
+        raise _short(pos, end, _T78)
+    f_mark_digest, f_candidate_count, f_reserved2 = _S77.unpack_from(mv, pos)
+    _r77 = pos
     pos += 16
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r87 + 12, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r77 + 12, path='reserved2', expected=0, found=f_reserved2)
     _c = f_candidate_count
     if _c < 0 or _c * 64 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 64) + ' bytes', offset=pos, path='candidates', expected=_c * 64, found=end - pos)
@@ -3000,9 +5949,9 @@ def _d_zgw_reclaim_intent(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 64 > end:
-                raise _short(pos, end, _T58)
-            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S57.unpack_from(mv, pos)
-            _r57 = pos
+                raise _short(pos, end, _T69)
+            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+            _r68 = pos
             pos += 64
             _artifact_descriptor_f_store = int.from_bytes(_artifact_descriptor_f_store, 'little', signed=False)
             _artifact_descriptor_f_artifact = int.from_bytes(_artifact_descriptor_f_artifact, 'little', signed=False)
@@ -3013,19 +5962,25 @@ def _d_zgw_reclaim_intent(mv, pos, end):
     return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates), pos
 
 def _e_zgw_reclaim_intent(out, v):
-    out += _S84.pack((v.id).to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00')
-    _e_required_ref(out, v.protected)
+    out += _S74.pack((v.id).to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00')
+    _required_ref__v = v.protected
+    _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
+    out += _S68.pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
     out += _S6.pack(v.protected_digest)
-    _e_required_ref(out, v.completed_mark)
-    out += _S87.pack(v.mark_digest, len(v.candidates), 0)
+    _required_ref__v = v.completed_mark
+    _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
+    out += _S68.pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
+    out += _S77.pack(v.mark_digest, len(v.candidates), 0)
     if len(v.candidates) != len(v.candidates):
         raise EncodeError('expected ' + str(len(v.candidates)) + ' items, found ' + str(len(v.candidates)), path='candidates')
     for _x in v.candidates:
-        out += _S57.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
+        out += _S68.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
 
 def _d_descriptor_list(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T89)
+        raise _short(pos, end, _T81)
     f_count, f_reserved = _S43.unpack_from(mv, pos)
     _r43 = pos
     pos += 8
@@ -3038,9 +5993,9 @@ def _d_descriptor_list(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 64 > end:
-                raise _short(pos, end, _T58)
-            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S57.unpack_from(mv, pos)
-            _r57 = pos
+                raise _short(pos, end, _T69)
+            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+            _r68 = pos
             pos += 64
             _artifact_descriptor_f_store = int.from_bytes(_artifact_descriptor_f_store, 'little', signed=False)
             _artifact_descriptor_f_artifact = int.from_bytes(_artifact_descriptor_f_artifact, 'little', signed=False)
@@ -3055,44 +6010,124 @@ def _e_descriptor_list(out, v):
     if len(v.rows) != len(v.rows):
         raise EncodeError('expected ' + str(len(v.rows)) + ' items, found ' + str(len(v.rows)), path='rows')
     for _x in v.rows:
-        out += _S57.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
+        out += _S68.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
 
 def _d_zgw_reclaim_complete(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T90)
-    f_id, = _S28.unpack_from(mv, pos)
-    _r28 = pos
+        raise _short(pos, end, _T79)
+    f_id, = _S30.unpack_from(mv, pos)
+    _r30 = pos
     pos += 16
     f_id = int.from_bytes(f_id, 'little', signed=False)
     try:
-        f_intent, pos = _d_required_ref(mv, pos, end)
+        try:
+            if pos + 64 > end:
+                raise _short(pos, end, _T69)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+            _required_ref___artifact_descriptor___r68 = pos
+            pos += 64
+            _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
+            _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+            _required_ref__f_descriptor = ArtifactDescriptor(_required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum)
+        except DecodeError as _exc:
+            raise _exc.prefixed('descriptor') from None
+        if pos + 32 > end:
+            raise _short(pos, end, _T71)
+        _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S70.unpack_from(mv, pos)
+        _required_ref___r70 = pos
+        pos += 32
+        _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
+        if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
+            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        f_intent = RequiredRef(_required_ref__f_descriptor, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version)
     except DecodeError as _exc:
         raise _exc.prefixed('intent') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T91)
-    f_durable_state, f_reserved = _S61.unpack_from(mv, pos)
-    _r61 = pos
+        raise _short(pos, end, _T80)
+    f_durable_state, f_reserved = _S66.unpack_from(mv, pos)
+    _r66 = pos
     pos += 8
     if not (f_durable_state == 3):
-        raise ConstraintError('durable state must be 3', offset=_r61, path='durable_state', expected='durable_state == 3', found=f_durable_state)
+        raise ConstraintError('durable state must be 3', offset=_r66, path='durable_state', expected='durable_state == 3', found=f_durable_state)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r61 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     try:
-        f_completed, pos = _d_descriptor_list(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T81)
+        _descriptor_list__f_count, _descriptor_list__f_reserved = _S43.unpack_from(mv, pos)
+        _descriptor_list___r43 = pos
+        pos += 8
+        if _descriptor_list__f_reserved != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r43 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
+        _descriptor_list___c = _descriptor_list__f_count
+        if _descriptor_list___c < 0 or _descriptor_list___c * 64 > end - pos:
+            raise TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+        _descriptor_list__f_rows = []
+        try:
+            for _descriptor_list___i in range(_descriptor_list___c):
+                if pos + 64 > end:
+                    raise _short(pos, end, _T69)
+                _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                _descriptor_list___r68 = pos
+                pos += 64
+                _descriptor_list___artifact_descriptor_f_store = int.from_bytes(_descriptor_list___artifact_descriptor_f_store, 'little', signed=False)
+                _descriptor_list___artifact_descriptor_f_artifact = int.from_bytes(_descriptor_list___artifact_descriptor_f_artifact, 'little', signed=False)
+                _descriptor_list___x = ArtifactDescriptor(_descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum)
+                _descriptor_list__f_rows.append(_descriptor_list___x)
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_descriptor_list___i) + ']').prefixed('rows') from None
+        f_completed = DescriptorList(_descriptor_list__f_rows)
     except DecodeError as _exc:
         raise _exc.prefixed('completed') from None
     try:
-        f_remaining, pos = _d_descriptor_list(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T81)
+        _descriptor_list__f_count, _descriptor_list__f_reserved = _S43.unpack_from(mv, pos)
+        _descriptor_list___r43 = pos
+        pos += 8
+        if _descriptor_list__f_reserved != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_descriptor_list___r43 + 4, path='reserved', expected=0, found=_descriptor_list__f_reserved)
+        _descriptor_list___c = _descriptor_list__f_count
+        if _descriptor_list___c < 0 or _descriptor_list___c * 64 > end - pos:
+            raise TruncatedError('count ' + str(_descriptor_list___c) + ' needs at least ' + str(_descriptor_list___c * 64) + ' bytes', offset=pos, path='rows', expected=_descriptor_list___c * 64, found=end - pos)
+        _descriptor_list__f_rows = []
+        try:
+            for _descriptor_list___i in range(_descriptor_list___c):
+                if pos + 64 > end:
+                    raise _short(pos, end, _T69)
+                _descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                _descriptor_list___r68 = pos
+                pos += 64
+                _descriptor_list___artifact_descriptor_f_store = int.from_bytes(_descriptor_list___artifact_descriptor_f_store, 'little', signed=False)
+                _descriptor_list___artifact_descriptor_f_artifact = int.from_bytes(_descriptor_list___artifact_descriptor_f_artifact, 'little', signed=False)
+                _descriptor_list___x = ArtifactDescriptor(_descriptor_list___artifact_descriptor_f_store, _descriptor_list___artifact_descriptor_f_artifact, _descriptor_list___artifact_descriptor_f_creation_generation, _descriptor_list___artifact_descriptor_f_creation_serial, _descriptor_list___artifact_descriptor_f_complete_file_length, _descriptor_list___artifact_descriptor_f_family, _descriptor_list___artifact_descriptor_f_version, _descriptor_list___artifact_descriptor_f_whole_file_checksum)
+                _descriptor_list__f_rows.append(_descriptor_list___x)
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_descriptor_list___i) + ']').prefixed('rows') from None
+        f_remaining = DescriptorList(_descriptor_list__f_rows)
     except DecodeError as _exc:
         raise _exc.prefixed('remaining') from None
     return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining), pos
 
 def _e_zgw_reclaim_complete(out, v):
-    out += _S28.pack((v.id).to_bytes(16, 'little', signed=False))
-    _e_required_ref(out, v.intent)
-    out += _S61.pack(v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00')
-    _e_descriptor_list(out, v.completed)
-    _e_descriptor_list(out, v.remaining)
+    out += _S30.pack((v.id).to_bytes(16, 'little', signed=False))
+    _required_ref__v = v.intent
+    _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
+    out += _S68.pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
+    out += _S66.pack(v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00')
+    _descriptor_list__v = v.completed
+    out += _S43.pack(len(_descriptor_list__v.rows), 0)
+    if len(_descriptor_list__v.rows) != len(_descriptor_list__v.rows):
+        raise EncodeError('expected ' + str(len(_descriptor_list__v.rows)) + ' items, found ' + str(len(_descriptor_list__v.rows)), path='rows')
+    for _descriptor_list___x in _descriptor_list__v.rows:
+        out += _S68.pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum)
+    _descriptor_list__v = v.remaining
+    out += _S43.pack(len(_descriptor_list__v.rows), 0)
+    if len(_descriptor_list__v.rows) != len(_descriptor_list__v.rows):
+        raise EncodeError('expected ' + str(len(_descriptor_list__v.rows)) + ' items, found ' + str(len(_descriptor_list__v.rows)), path='rows')
+    for _descriptor_list___x in _descriptor_list__v.rows:
+        out += _S68.pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum)
 
 def _d_spill_binding(mv, pos, end):
     if pos + 64 > end:
@@ -3109,7 +6144,7 @@ def _e_spill_binding(out, v):
 
 def _d_zgcp_prepared_inventory(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T89)
+        raise _short(pos, end, _T81)
     f_count, f_reserved = _S43.unpack_from(mv, pos)
     _r43 = pos
     pos += 8
@@ -3122,9 +6157,9 @@ def _d_zgcp_prepared_inventory(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 64 > end:
-                raise _short(pos, end, _T58)
-            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S57.unpack_from(mv, pos)
-            _r57 = pos
+                raise _short(pos, end, _T69)
+            _artifact_descriptor_f_store, _artifact_descriptor_f_artifact, _artifact_descriptor_f_creation_generation, _artifact_descriptor_f_creation_serial, _artifact_descriptor_f_complete_file_length, _artifact_descriptor_f_family, _artifact_descriptor_f_version, _artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+            _r68 = pos
             pos += 64
             _artifact_descriptor_f_store = int.from_bytes(_artifact_descriptor_f_store, 'little', signed=False)
             _artifact_descriptor_f_artifact = int.from_bytes(_artifact_descriptor_f_artifact, 'little', signed=False)
@@ -3139,7 +6174,7 @@ def _e_zgcp_prepared_inventory(out, v):
     if len(v.descriptors) != len(v.descriptors):
         raise EncodeError('expected ' + str(len(v.descriptors)) + ' items, found ' + str(len(v.descriptors)), path='descriptors')
     for _x in v.descriptors:
-        out += _S57.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
+        out += _S68.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
 
 def _d_zgcp_captured_base(mv, pos, end):
     if pos + 8 > end:
@@ -3148,7 +6183,14 @@ def _d_zgcp_captured_base(mv, pos, end):
     _r93 = pos
     pos += 8
     try:
-        f_binding, pos = _d_spill_binding(mv, pos, end)
+        if pos + 64 > end:
+            raise _short(pos, end, _T92)
+        _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence = _S45.unpack_from(mv, pos)
+        _spill_binding___r45 = pos
+        pos += 64
+        _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
+        _spill_binding__f_session = int.from_bytes(_spill_binding__f_session, 'little', signed=False)
+        f_binding = SpillBinding(_spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence)
     except DecodeError as _exc:
         raise _exc.prefixed('binding') from None
     if pos + 24 > end:
@@ -3177,11 +6219,66 @@ def _d_zgcp_captured_base(mv, pos, end):
 
 def _e_zgcp_captured_base(out, v):
     out += _S93.pack(v.unpinned)
-    _e_spill_binding(out, v.binding)
+    _spill_binding__v = v.binding
+    out += _S45.pack(_spill_binding__v.store.to_bytes(16, 'little', signed=False), _spill_binding__v.session.to_bytes(16, 'little', signed=False), _spill_binding__v.capture_generation, _spill_binding__v.target_generation, _spill_binding__v.sequence, _spill_binding__v.serial_fence)
     _at_state_len = len(out) + 16
     out += _S95.pack(v.absorbed_through, v.manifest_generation, 0, 0)
     _ps = len(out)
-    _e_commit_state(out, v.state)
+    _commit_state__v = v.state
+    out += _S84.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+    if len(_commit_state__v.symbol_high_water) != 4:
+        raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_commit_state__v.symbol_high_water)), path='symbol_high_water')
+    out += struct.pack('<' + str(len(_commit_state__v.symbol_high_water)) + 'Q', *_commit_state__v.symbol_high_water)
+    out += _S6.pack(_commit_state__v.creation_serial)
+    if len(_commit_state__v.roots) != 8:
+        raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_commit_state__v.roots)), path='roots')
+    for _commit_state___x in _commit_state__v.roots:
+        out += _S66.pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _commit_state___x.present == 1:
+            _commit_state___optional_ref___required_ref__v = _commit_state___x.ref
+            _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+        elif _commit_state___x.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___required_ref__v = _commit_state__v.catalog
+    _commit_state___required_ref___artifact_descriptor__v = _commit_state___required_ref__v.descriptor
+    out += _S68.pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version)
+    _commit_state___optional_ref__v = _commit_state__v.vector
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___optional_ref__v = _commit_state__v.text
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___optional_ref__v = _commit_state__v.reclaim
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    out += _S43.pack(len(_commit_state__v.prepared), 0)
+    if len(_commit_state__v.prepared) != len(_commit_state__v.prepared):
+        raise EncodeError('expected ' + str(len(_commit_state__v.prepared)) + ' items, found ' + str(len(_commit_state__v.prepared)), path='prepared')
+    for _commit_state___x in _commit_state__v.prepared:
+        _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
+        out += _S68.pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
     _size_state = len(out) - _ps
     _S13.pack_into(out, _at_state_len, _size_state)
 
@@ -3203,12 +6300,74 @@ def _d_zgcp_participant(mv, pos, end):
     _tag = f_role
     if _tag == 2:
         try:
-            f_body, pos = _d_zgcp_prepared_inventory(mv, pos, end)
+            if pos + 8 > end:
+                raise _short(pos, end, _T81)
+            _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S43.unpack_from(mv, pos)
+            _zgcp_prepared_inventory___r43 = pos
+            pos += 8
+            if _zgcp_prepared_inventory__f_reserved != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_prepared_inventory___r43 + 4, path='reserved', expected=0, found=_zgcp_prepared_inventory__f_reserved)
+            _zgcp_prepared_inventory___c = _zgcp_prepared_inventory__f_count
+            if _zgcp_prepared_inventory___c < 0 or _zgcp_prepared_inventory___c * 64 > end - pos:
+                raise TruncatedError('count ' + str(_zgcp_prepared_inventory___c) + ' needs at least ' + str(_zgcp_prepared_inventory___c * 64) + ' bytes', offset=pos, path='descriptors', expected=_zgcp_prepared_inventory___c * 64, found=end - pos)
+            _zgcp_prepared_inventory__f_descriptors = []
+            try:
+                for _zgcp_prepared_inventory___i in range(_zgcp_prepared_inventory___c):
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _zgcp_prepared_inventory___r68 = pos
+                    pos += 64
+                    _zgcp_prepared_inventory___artifact_descriptor_f_store = int.from_bytes(_zgcp_prepared_inventory___artifact_descriptor_f_store, 'little', signed=False)
+                    _zgcp_prepared_inventory___artifact_descriptor_f_artifact = int.from_bytes(_zgcp_prepared_inventory___artifact_descriptor_f_artifact, 'little', signed=False)
+                    _zgcp_prepared_inventory___x = ArtifactDescriptor(_zgcp_prepared_inventory___artifact_descriptor_f_store, _zgcp_prepared_inventory___artifact_descriptor_f_artifact, _zgcp_prepared_inventory___artifact_descriptor_f_creation_generation, _zgcp_prepared_inventory___artifact_descriptor_f_creation_serial, _zgcp_prepared_inventory___artifact_descriptor_f_complete_file_length, _zgcp_prepared_inventory___artifact_descriptor_f_family, _zgcp_prepared_inventory___artifact_descriptor_f_version, _zgcp_prepared_inventory___artifact_descriptor_f_whole_file_checksum)
+                    _zgcp_prepared_inventory__f_descriptors.append(_zgcp_prepared_inventory___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_zgcp_prepared_inventory___i) + ']').prefixed('descriptors') from None
+            f_body = ZgcpPreparedInventory(_zgcp_prepared_inventory__f_descriptors)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 7:
         try:
-            f_body, pos = _d_zgcp_captured_base(mv, pos, end)
+            if pos + 8 > end:
+                raise _short(pos, end, _T94)
+            _zgcp_captured_base__f_unpinned, = _S93.unpack_from(mv, pos)
+            _zgcp_captured_base___r93 = pos
+            pos += 8
+            try:
+                if pos + 64 > end:
+                    raise _short(pos, end, _T92)
+                _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence = _S45.unpack_from(mv, pos)
+                _zgcp_captured_base___spill_binding___r45 = pos
+                pos += 64
+                _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
+                _zgcp_captured_base___spill_binding__f_session = int.from_bytes(_zgcp_captured_base___spill_binding__f_session, 'little', signed=False)
+                _zgcp_captured_base__f_binding = SpillBinding(_zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence)
+            except DecodeError as _exc:
+                raise _exc.prefixed('binding') from None
+            if pos + 24 > end:
+                raise _short(pos, end, _T96)
+            _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S95.unpack_from(mv, pos)
+            _zgcp_captured_base___r95 = pos
+            pos += 24
+            if _zgcp_captured_base__f_reserved != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r95 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+            _zgcp_captured_base___n = _zgcp_captured_base__f_state_len
+            if _zgcp_captured_base___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base___n)
+            if pos + _zgcp_captured_base___n > end:
+                raise TruncatedError('section needs ' + str(_zgcp_captured_base___n) + ' bytes', offset=pos, path='state', expected=_zgcp_captured_base___n, found=end - pos)
+            _zgcp_captured_base___outer_end_state = end
+            end = pos + _zgcp_captured_base___n
+            _zgcp_captured_base___sec_state = pos
+            try:
+                _zgcp_captured_base__f_state, pos = _d_commit_state(mv, pos, end)
+            except DecodeError as _exc:
+                raise _exc.prefixed('state') from None
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_zgcp_captured_base___sec_state, path='state', expected=end - _zgcp_captured_base___sec_state, found=pos - _zgcp_captured_base___sec_state)
+            end = _zgcp_captured_base___outer_end_state
+            f_body = ZgcpCapturedBase(_zgcp_captured_base__f_unpinned, _zgcp_captured_base__f_binding, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -3234,14 +6393,82 @@ def _e_zgcp_participant(out, v):
     out += _S97.pack(b'ZGCP', v.role, 1)
     _tag = v.role
     if _tag == 2:
-        _e_zgcp_prepared_inventory(out, v.body)
+        _zgcp_prepared_inventory__v = v.body
+        out += _S43.pack(len(_zgcp_prepared_inventory__v.descriptors), 0)
+        if len(_zgcp_prepared_inventory__v.descriptors) != len(_zgcp_prepared_inventory__v.descriptors):
+            raise EncodeError('expected ' + str(len(_zgcp_prepared_inventory__v.descriptors)) + ' items, found ' + str(len(_zgcp_prepared_inventory__v.descriptors)), path='descriptors')
+        for _zgcp_prepared_inventory___x in _zgcp_prepared_inventory__v.descriptors:
+            out += _S68.pack(_zgcp_prepared_inventory___x.store.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.creation_generation, _zgcp_prepared_inventory___x.creation_serial, _zgcp_prepared_inventory___x.complete_file_length, _zgcp_prepared_inventory___x.family, _zgcp_prepared_inventory___x.version, _zgcp_prepared_inventory___x.whole_file_checksum)
     elif _tag == 7:
-        _e_zgcp_captured_base(out, v.body)
+        _zgcp_captured_base__v = v.body
+        out += _S93.pack(_zgcp_captured_base__v.unpinned)
+        _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
+        out += _S45.pack(_zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
+        _zgcp_captured_base___at_state_len = len(out) + 16
+        out += _S95.pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
+        _zgcp_captured_base___ps = len(out)
+        _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
+        out += _S84.pack(_zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+        if len(_zgcp_captured_base___commit_state__v.symbol_high_water) != 4:
+            raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.symbol_high_water)), path='symbol_high_water')
+        out += struct.pack('<' + str(len(_zgcp_captured_base___commit_state__v.symbol_high_water)) + 'Q', *_zgcp_captured_base___commit_state__v.symbol_high_water)
+        out += _S6.pack(_zgcp_captured_base___commit_state__v.creation_serial)
+        if len(_zgcp_captured_base___commit_state__v.roots) != 8:
+            raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.roots)), path='roots')
+        for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.roots:
+            out += _S66.pack(_zgcp_captured_base___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            if _zgcp_captured_base___commit_state___x.present == 1:
+                _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___x.ref
+                _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
+                out += _S68.pack(_zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+                out += _S70.pack(_zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+            elif _zgcp_captured_base___commit_state___x.ref is not None:
+                raise EncodeError('field is present but its condition is false', path='ref')
+        _zgcp_captured_base___commit_state___required_ref__v = _zgcp_captured_base___commit_state__v.catalog
+        _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___required_ref__v.descriptor
+        out += _S68.pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_zgcp_captured_base___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref__v.offset, _zgcp_captured_base___commit_state___required_ref__v.length, _zgcp_captured_base___commit_state___required_ref__v.block_kind, _zgcp_captured_base___commit_state___required_ref__v.block_version)
+        _zgcp_captured_base___commit_state___optional_ref__v = _zgcp_captured_base___commit_state__v.vector
+        out += _S66.pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
+            _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
+            _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        _zgcp_captured_base___commit_state___optional_ref__v = _zgcp_captured_base___commit_state__v.text
+        out += _S66.pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
+            _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
+            _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        _zgcp_captured_base___commit_state___optional_ref__v = _zgcp_captured_base___commit_state__v.reclaim
+        out += _S66.pack(_zgcp_captured_base___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgcp_captured_base___commit_state___optional_ref__v.present == 1:
+            _zgcp_captured_base___commit_state___optional_ref___required_ref__v = _zgcp_captured_base___commit_state___optional_ref__v.ref
+            _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgcp_captured_base___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___optional_ref___required_ref__v.offset, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.length, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_kind, _zgcp_captured_base___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgcp_captured_base___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        out += _S43.pack(len(_zgcp_captured_base___commit_state__v.prepared), 0)
+        if len(_zgcp_captured_base___commit_state__v.prepared) != len(_zgcp_captured_base___commit_state__v.prepared):
+            raise EncodeError('expected ' + str(len(_zgcp_captured_base___commit_state__v.prepared)) + ' items, found ' + str(len(_zgcp_captured_base___commit_state__v.prepared)), path='prepared')
+        for _zgcp_captured_base___commit_state___x in _zgcp_captured_base___commit_state__v.prepared:
+            _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v = _zgcp_captured_base___commit_state___x.descriptor
+            out += _S68.pack(_zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.family, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.version, _zgcp_captured_base___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgcp_captured_base___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state___x.offset, _zgcp_captured_base___commit_state___x.length, _zgcp_captured_base___commit_state___x.block_kind, _zgcp_captured_base___commit_state___x.block_version)
+        _zgcp_captured_base___size_state = len(out) - _zgcp_captured_base___ps
+        _S13.pack_into(out, _zgcp_captured_base___at_state_len, _zgcp_captured_base___size_state)
     else:
         out += v.body
     _e_body = len(out)
     if (v.role == 7):
-        f_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_body])
+        f_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_body == len(out) else memoryview(out)[_s_magic:_e_body]))
         out += _S6.pack(f_checksum)
 
 def _d_fold_authority(mv, pos, end):
@@ -3272,7 +6499,26 @@ def _e_fold_authority(out, v):
 
 def _d_captured_base_value(mv, pos, end):
     try:
-        f_ref, pos = _d_required_ref(mv, pos, end)
+        try:
+            if pos + 64 > end:
+                raise _short(pos, end, _T69)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+            _required_ref___artifact_descriptor___r68 = pos
+            pos += 64
+            _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
+            _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+            _required_ref__f_descriptor = ArtifactDescriptor(_required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum)
+        except DecodeError as _exc:
+            raise _exc.prefixed('descriptor') from None
+        if pos + 32 > end:
+            raise _short(pos, end, _T71)
+        _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S70.unpack_from(mv, pos)
+        _required_ref___r70 = pos
+        pos += 32
+        _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
+        if not _required_ref__f_artifact == _required_ref__f_descriptor.artifact:
+            raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_required_ref__f_artifact)
+        f_ref = RequiredRef(_required_ref__f_descriptor, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version)
     except DecodeError as _exc:
         raise _exc.prefixed('ref') from None
     if pos + 8 > end:
@@ -3283,21 +6529,24 @@ def _d_captured_base_value(mv, pos, end):
     return CapturedBaseValue(f_ref, f_sequence), pos
 
 def _e_captured_base_value(out, v):
-    _e_required_ref(out, v.ref)
+    _required_ref__v = v.ref
+    _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
+    out += _S68.pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
     out += _S6.pack(v.sequence)
 
 def _d_protected_value(mv, pos, end):
     if pos + 8 > end:
         raise _short(pos, end, _T103)
-    f_tag, f_reserved = _S61.unpack_from(mv, pos)
-    _r61 = pos
+    f_tag, f_reserved = _S66.unpack_from(mv, pos)
+    _r66 = pos
     pos += 8
     if not ((f_tag != 3) and (f_tag != 4)):
-        raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)', offset=_r61, path='tag', expected='tag != 3 and tag != 4', found=f_tag)
+        raise ConstraintError('old protected-value tags 3/4 are refused (finish those cycles with the previous binary)', offset=_r66, path='tag', expected='tag != 3 and tag != 4', found=f_tag)
     if not ((f_tag == 5) or (f_tag == 6)):
-        raise ConstraintError('invalid protected-stream value tag', offset=_r61, path='tag', expected='tag == 5 or tag == 6', found=f_tag)
+        raise ConstraintError('invalid protected-stream value tag', offset=_r66, path='tag', expected='tag == 5 or tag == 6', found=f_tag)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r61 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r66 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _n = 104
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_n)
@@ -3309,12 +6558,57 @@ def _d_protected_value(mv, pos, end):
     _tag = f_tag
     if _tag == 5:
         try:
-            f_value, pos = _d_fold_authority(mv, pos, end)
+            _fold_authority___c = 4
+            if _fold_authority___c < 0 or _fold_authority___c * 8 > end - pos:
+                raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
+            _fold_authority___st = _RC99.get(_fold_authority___c)
+            if _fold_authority___st is None:
+                _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
+                if len(_RC99) < 64:
+                    _RC99[_fold_authority___c] = _fold_authority___st
+            _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
+            pos += _fold_authority___c * 8
+            if pos + 72 > end:
+                raise _short(pos, end, _T101)
+            _fold_authority__f_reserved, = _S100.unpack_from(mv, pos)
+            _fold_authority___r100 = pos
+            pos += 72
+            if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r100, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+            f_value = FoldAuthority(_fold_authority__f_values)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     elif _tag == 6:
         try:
-            f_value, pos = _d_captured_base_value(mv, pos, end)
+            try:
+                try:
+                    if pos + 64 > end:
+                        raise _short(pos, end, _T69)
+                    _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum = _S68.unpack_from(mv, pos)
+                    _captured_base_value___required_ref___artifact_descriptor___r68 = pos
+                    pos += 64
+                    _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
+                    _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
+                    _captured_base_value___required_ref__f_descriptor = ArtifactDescriptor(_captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('descriptor') from None
+                if pos + 32 > end:
+                    raise _short(pos, end, _T71)
+                _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version = _S70.unpack_from(mv, pos)
+                _captured_base_value___required_ref___r70 = pos
+                pos += 32
+                _captured_base_value___required_ref__f_artifact = int.from_bytes(_captured_base_value___required_ref__f_artifact, 'little', signed=False)
+                if not _captured_base_value___required_ref__f_artifact == _captured_base_value___required_ref__f_descriptor.artifact:
+                    raise ConstraintError("physical ref artifact must equal the descriptor's", offset=_captured_base_value___required_ref___r70, path='artifact', expected='artifact == descriptor.artifact', found=_captured_base_value___required_ref__f_artifact)
+                _captured_base_value__f_ref = RequiredRef(_captured_base_value___required_ref__f_descriptor, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version)
+            except DecodeError as _exc:
+                raise _exc.prefixed('ref') from None
+            if pos + 8 > end:
+                raise _short(pos, end, _T102)
+            _captured_base_value__f_sequence, = _S6.unpack_from(mv, pos)
+            _captured_base_value___r6 = pos
+            pos += 8
+            f_value = CapturedBaseValue(_captured_base_value__f_ref, _captured_base_value__f_sequence)
         except DecodeError as _exc:
             raise _exc.prefixed('value') from None
     else:
@@ -3325,12 +6619,21 @@ def _d_protected_value(mv, pos, end):
     return ProtectedValue(f_tag, f_value), pos
 
 def _e_protected_value(out, v):
-    out += _S61.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00')
+    out += _S66.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00')
     _tag = v.tag
     if _tag == 5:
-        _e_fold_authority(out, v.value)
+        _fold_authority__v = v.value
+        if len(_fold_authority__v.values) != 4:
+            raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
+        out += struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values)
+        out += _S100.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     elif _tag == 6:
-        _e_captured_base_value(out, v.value)
+        _captured_base_value__v = v.value
+        _captured_base_value___required_ref__v = _captured_base_value__v.ref
+        _captured_base_value___required_ref___artifact_descriptor__v = _captured_base_value___required_ref__v.descriptor
+        out += _S68.pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version)
+        out += _S6.pack(_captured_base_value__v.sequence)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='value')
 
@@ -3369,7 +6672,7 @@ def _e_frame_block(out, v):
     _size_payload = len(out) - _ps
     _S6.pack_into(out, _at_block_len, _size_payload)
     _e_payload = len(out)
-    f_block_checksum = _ck_xxh3_64(memoryview(out)[_s_payload:_e_payload])
+    f_block_checksum = _ck_xxh3_64((out if _s_payload == 0 and _e_payload == len(out) else memoryview(out)[_s_payload:_e_payload]))
     out += _S6.pack(f_block_checksum)
 
 def _d_frame_file(mv, pos, end):
@@ -3396,7 +6699,29 @@ def _d_frame_file(mv, pos, end):
     end = pos + _n
     _sec_block = pos
     try:
-        f_block, pos = _d_frame_block(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T104)
+        _frame_block__f_block_len, = _S6.unpack_from(mv, pos)
+        _frame_block___r6 = pos
+        pos += 8
+        _frame_block___s_payload = pos
+        _frame_block___n = _frame_block__f_block_len
+        if _frame_block___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_block___n)
+        if pos + _frame_block___n > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_frame_block___n, found=end - pos)
+        _frame_block__f_payload = bytes(mv[pos:pos + _frame_block___n])
+        pos += _frame_block___n
+        _frame_block___e_payload = pos
+        if pos + 8 > end:
+            raise _short(pos, end, _T105)
+        _frame_block__f_block_checksum, = _S6.unpack_from(mv, pos)
+        _frame_block___r6 = pos
+        pos += 8
+        _frame_block___ck = _ck_xxh3_64(mv[_frame_block___s_payload:_frame_block___e_payload])
+        if _frame_block__f_block_checksum != _frame_block___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_frame_block___r6, path='block_checksum', expected=_frame_block___ck, found=_frame_block__f_block_checksum)
+        f_block = FrameBlock(_frame_block__f_payload)
     except DecodeError as _exc:
         raise _exc.prefixed('block') from None
     if pos != end:
@@ -3418,11 +6743,22 @@ def _e_frame_file(out, v):
     _at_file_length = len(out) + 24
     out += _S0.pack(b'ZEPEMBED', 1, 1, v.flags, 32, 0)
     _ps = len(out)
-    _e_frame_block(out, v.block)
+    _frame_block__v = v.block
+    _frame_block___at_block_len = len(out) + 0
+    out += _S6.pack(0)
+    _frame_block___s_payload = len(out)
+    _frame_block___ps = len(out)
+    _frame_block___b = _frame_block__v.payload
+    out += _frame_block___b
+    _frame_block___size_payload = len(out) - _frame_block___ps
+    _S6.pack_into(out, _frame_block___at_block_len, _frame_block___size_payload)
+    _frame_block___e_payload = len(out)
+    _frame_block__f_block_checksum = _ck_xxh3_64(out if _frame_block___s_payload == 0 and _frame_block___e_payload == len(out) else memoryview(out)[_frame_block___s_payload:_frame_block___e_payload])
+    out += _S6.pack(_frame_block__f_block_checksum)
     _size_block = len(out) - _ps
     _S6.pack_into(out, _at_file_length, _size_block + 40)
     _e_block = len(out)
-    f_file_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_block])
+    f_file_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_block == len(out) else memoryview(out)[_s_magic:_e_block]))
     out += _S6.pack(f_file_checksum)
 
 def _d_manifest_block(mv, pos, end, p_version):
@@ -3441,7 +6777,114 @@ def _d_manifest_block(mv, pos, end, p_version):
     end = pos + _n
     _sec_payload = pos
     try:
-        f_payload, pos = _d_manifest_payload(mv, pos, end, p_version)
+        if pos + 32 > end:
+            raise _short(pos, end, _T107)
+        _manifest_payload__f_generation, _manifest_payload__f_log_seq, _manifest_payload__f_segment_count, _manifest_payload__f_epoch_count, _manifest_payload__f_user_column_count, _manifest_payload__f_reserved = _S106.unpack_from(mv, pos)
+        _manifest_payload___r106 = pos
+        pos += 32
+        if _manifest_payload__f_reserved != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r106 + 28, path='reserved', expected=0, found=_manifest_payload__f_reserved)
+        try:
+            if pos + 24 > end:
+                raise _short(pos, end, _T109)
+            _manifest_payload___epoch_alias__f_present, _manifest_payload___epoch_alias__f_reserved, _manifest_payload___epoch_alias__f_embedding_epoch_id, _manifest_payload___epoch_alias__f_tokenizer_epoch_id = _S108.unpack_from(mv, pos)
+            _manifest_payload___epoch_alias___r108 = pos
+            pos += 24
+            if not (_manifest_payload___epoch_alias__f_present == 0 or _manifest_payload___epoch_alias__f_present == 1):
+                raise ConstraintError('unknown presence tag (alias)', offset=_manifest_payload___epoch_alias___r108, path='present', expected='present == 0 or present == 1', found=_manifest_payload___epoch_alias__f_present)
+            if _manifest_payload___epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___epoch_alias___r108 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_payload___epoch_alias__f_reserved)
+            if not (_manifest_payload___epoch_alias__f_present == 1 or (_manifest_payload___epoch_alias__f_embedding_epoch_id == 0 and _manifest_payload___epoch_alias__f_tokenizer_epoch_id == 0)):
+                raise ConstraintError('absent alias must carry zero ids', offset=_manifest_payload___epoch_alias___r108 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_manifest_payload___epoch_alias__f_tokenizer_epoch_id)
+            _manifest_payload__f_alias = EpochAlias(_manifest_payload___epoch_alias__f_present, _manifest_payload___epoch_alias__f_embedding_epoch_id, _manifest_payload___epoch_alias__f_tokenizer_epoch_id)
+        except DecodeError as _exc:
+            raise _exc.prefixed('alias') from None
+        _manifest_payload___c = _manifest_payload__f_segment_count
+        if _manifest_payload___c < 0 or _manifest_payload___c * 52 > end - pos:
+            raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 52) + ' bytes', offset=pos, path='segments', expected=_manifest_payload___c * 52, found=end - pos)
+        _manifest_payload__f_segments = []
+        try:
+            for _manifest_payload___i in range(_manifest_payload___c):
+                if pos + 52 > end:
+                    raise _short(pos, end, _T111)
+                _manifest_payload___manifest_segment_f_segment_id, _manifest_payload___manifest_segment_f_row_count, _manifest_payload___manifest_segment_f_scheme, _manifest_payload___manifest_segment_f_reserved, _manifest_payload___manifest_segment_f_dims, _manifest_payload___manifest_segment_f_file_size, _manifest_payload___manifest_segment_f_epoch_present, _manifest_payload___manifest_segment_f_reserved2, _manifest_payload___manifest_segment_f_embedding_epoch_id = _S110.unpack_from(mv, pos)
+                _manifest_payload___r110 = pos
+                pos += 52
+                _manifest_payload___v = _QUANTSCHEME_BY_VALUE.get(_manifest_payload___manifest_segment_f_scheme)
+                if _manifest_payload___v is None:
+                    if _manifest_payload___manifest_segment_f_scheme in (3, 5):
+                        raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_manifest_payload___r110 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_payload___manifest_segment_f_scheme)
+                    raise ConstraintError('unknown quant_scheme value', offset=_manifest_payload___r110 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_payload___manifest_segment_f_scheme)
+                _manifest_payload___manifest_segment_f_scheme = _manifest_payload___v
+                if _manifest_payload___manifest_segment_f_reserved != 0:
+                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r110 + 22, path='reserved', expected=0, found=_manifest_payload___manifest_segment_f_reserved)
+                if not (_manifest_payload___manifest_segment_f_epoch_present == 0 or _manifest_payload___manifest_segment_f_epoch_present == 1):
+                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_manifest_payload___r110 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_payload___manifest_segment_f_epoch_present)
+                if _manifest_payload___manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r110 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_payload___manifest_segment_f_reserved2)
+                if not (_manifest_payload___manifest_segment_f_epoch_present == 1 or _manifest_payload___manifest_segment_f_embedding_epoch_id == 0):
+                    raise ConstraintError('absent segment epoch must be zero', offset=_manifest_payload___r110 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_payload___manifest_segment_f_embedding_epoch_id)
+                _manifest_payload___x = ManifestSegment(_manifest_payload___manifest_segment_f_segment_id, _manifest_payload___manifest_segment_f_row_count, _manifest_payload___manifest_segment_f_scheme, _manifest_payload___manifest_segment_f_dims, _manifest_payload___manifest_segment_f_file_size, _manifest_payload___manifest_segment_f_epoch_present, _manifest_payload___manifest_segment_f_embedding_epoch_id)
+                _manifest_payload__f_segments.append(_manifest_payload___x)
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_manifest_payload___i) + ']').prefixed('segments') from None
+        _manifest_payload___c = _manifest_payload__f_epoch_count
+        if _manifest_payload___c < 0 or _manifest_payload___c * 88 > end - pos:
+            raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 88) + ' bytes', offset=pos, path='epochs', expected=_manifest_payload___c * 88, found=end - pos)
+        _manifest_payload__f_epochs = []
+        try:
+            for _manifest_payload___i in range(_manifest_payload___c):
+                try:
+                    _manifest_payload___x, pos = _d_embedding_epoch(mv, pos, end)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('') from None
+                _manifest_payload__f_epochs.append(_manifest_payload___x)
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_manifest_payload___i) + ']').prefixed('epochs') from None
+        _manifest_payload___c = _manifest_payload__f_user_column_count
+        if _manifest_payload___c < 0 or _manifest_payload___c * 12 > end - pos:
+            raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 12) + ' bytes', offset=pos, path='columns', expected=_manifest_payload___c * 12, found=end - pos)
+        _manifest_payload__f_columns = []
+        try:
+            for _manifest_payload___i in range(_manifest_payload___c):
+                if pos + 12 > end:
+                    raise _short(pos, end, _T122)
+                _manifest_payload___column_def_f_column_id, _manifest_payload___column_def_f_type, _manifest_payload___column_def_f_nullable, _manifest_payload___column_def_n_name = _S121.unpack_from(mv, pos)
+                _manifest_payload___r121 = pos
+                pos += 12
+                _manifest_payload___v = _COLUMNTYPE_BY_VALUE.get(_manifest_payload___column_def_f_type)
+                if _manifest_payload___v is None:
+                    raise ConstraintError('unknown column_type value', offset=_manifest_payload___r121 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_manifest_payload___column_def_f_type)
+                _manifest_payload___column_def_f_type = _manifest_payload___v
+                if not (_manifest_payload___column_def_f_nullable == 0 or _manifest_payload___column_def_f_nullable == 1):
+                    raise ConstraintError('nullable must be 0 or 1', offset=_manifest_payload___r121 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_manifest_payload___column_def_f_nullable)
+                if pos + _manifest_payload___column_def_n_name > end:
+                    raise TruncatedError('str truncated', offset=pos, path='name', expected=_manifest_payload___column_def_n_name, found=end - pos)
+                try:
+                    _manifest_payload___column_def_f_name = str(mv[pos:pos + _manifest_payload___column_def_n_name], 'utf-8')
+                except UnicodeDecodeError as _u:
+                    raise _text_error(_u, pos, 'utf-8', 'name') from None
+                pos += _manifest_payload___column_def_n_name
+                _manifest_payload___x = ColumnDef(_manifest_payload___column_def_f_column_id, _manifest_payload___column_def_f_type, _manifest_payload___column_def_f_nullable, _manifest_payload___column_def_f_name)
+                _manifest_payload__f_columns.append(_manifest_payload___x)
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_manifest_payload___i) + ']').prefixed('columns') from None
+        _manifest_payload__f_extensions = []
+        try:
+            _manifest_payload___i = 0
+            while pos < end:
+                _manifest_payload___ip = pos
+                try:
+                    _manifest_payload___x, pos = _d_manifest_extension(mv, pos, end, p_version, _manifest_payload__f_segment_count)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('') from None
+                if pos <= _manifest_payload___ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                _manifest_payload__f_extensions.append(_manifest_payload___x)
+                _manifest_payload___i += 1
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_manifest_payload___i) + ']').prefixed('extensions') from None
+        f_payload = ManifestPayload(_manifest_payload__f_generation, _manifest_payload__f_log_seq, _manifest_payload__f_alias, _manifest_payload__f_segments, _manifest_payload__f_epochs, _manifest_payload__f_columns, _manifest_payload__f_extensions)
     except DecodeError as _exc:
         raise _exc.prefixed('payload') from None
     if pos != end:
@@ -3467,7 +6910,7 @@ def _e_manifest_block(out, v, p_version):
     _size_payload = len(out) - _ps
     _S6.pack_into(out, _at_block_len, _size_payload)
     _e_payload = len(out)
-    f_block_checksum = _ck_xxh3_64(memoryview(out)[_s_payload:_e_payload])
+    f_block_checksum = _ck_xxh3_64((out if _s_payload == 0 and _e_payload == len(out) else memoryview(out)[_s_payload:_e_payload]))
     out += _S6.pack(f_block_checksum)
 
 def _d_manifest_file_v2(mv, pos, end):
@@ -3494,7 +6937,144 @@ def _d_manifest_file_v2(mv, pos, end):
     end = pos + _n
     _sec_block = pos
     try:
-        f_block, pos = _d_manifest_block(mv, pos, end, f_family_version)
+        if pos + 8 > end:
+            raise _short(pos, end, _T104)
+        _manifest_block__f_block_len, = _S6.unpack_from(mv, pos)
+        _manifest_block___r6 = pos
+        pos += 8
+        _manifest_block___s_payload = pos
+        _manifest_block___n = _manifest_block__f_block_len
+        if _manifest_block___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_manifest_block___n)
+        if pos + _manifest_block___n > end:
+            raise TruncatedError('section needs ' + str(_manifest_block___n) + ' bytes', offset=pos, path='payload', expected=_manifest_block___n, found=end - pos)
+        _manifest_block___outer_end_payload = end
+        end = pos + _manifest_block___n
+        _manifest_block___sec_payload = pos
+        try:
+            if pos + 32 > end:
+                raise _short(pos, end, _T107)
+            _manifest_block___manifest_payload__f_generation, _manifest_block___manifest_payload__f_log_seq, _manifest_block___manifest_payload__f_segment_count, _manifest_block___manifest_payload__f_epoch_count, _manifest_block___manifest_payload__f_user_column_count, _manifest_block___manifest_payload__f_reserved = _S106.unpack_from(mv, pos)
+            _manifest_block___manifest_payload___r106 = pos
+            pos += 32
+            if _manifest_block___manifest_payload__f_reserved != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_manifest_block___manifest_payload___r106 + 28, path='reserved', expected=0, found=_manifest_block___manifest_payload__f_reserved)
+            try:
+                if pos + 24 > end:
+                    raise _short(pos, end, _T109)
+                _manifest_block___manifest_payload___epoch_alias__f_present, _manifest_block___manifest_payload___epoch_alias__f_reserved, _manifest_block___manifest_payload___epoch_alias__f_embedding_epoch_id, _manifest_block___manifest_payload___epoch_alias__f_tokenizer_epoch_id = _S108.unpack_from(mv, pos)
+                _manifest_block___manifest_payload___epoch_alias___r108 = pos
+                pos += 24
+                if not (_manifest_block___manifest_payload___epoch_alias__f_present == 0 or _manifest_block___manifest_payload___epoch_alias__f_present == 1):
+                    raise ConstraintError('unknown presence tag (alias)', offset=_manifest_block___manifest_payload___epoch_alias___r108, path='present', expected='present == 0 or present == 1', found=_manifest_block___manifest_payload___epoch_alias__f_present)
+                if _manifest_block___manifest_payload___epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_block___manifest_payload___epoch_alias___r108 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_block___manifest_payload___epoch_alias__f_reserved)
+                if not (_manifest_block___manifest_payload___epoch_alias__f_present == 1 or (_manifest_block___manifest_payload___epoch_alias__f_embedding_epoch_id == 0 and _manifest_block___manifest_payload___epoch_alias__f_tokenizer_epoch_id == 0)):
+                    raise ConstraintError('absent alias must carry zero ids', offset=_manifest_block___manifest_payload___epoch_alias___r108 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_manifest_block___manifest_payload___epoch_alias__f_tokenizer_epoch_id)
+                _manifest_block___manifest_payload__f_alias = EpochAlias(_manifest_block___manifest_payload___epoch_alias__f_present, _manifest_block___manifest_payload___epoch_alias__f_embedding_epoch_id, _manifest_block___manifest_payload___epoch_alias__f_tokenizer_epoch_id)
+            except DecodeError as _exc:
+                raise _exc.prefixed('alias') from None
+            _manifest_block___manifest_payload___c = _manifest_block___manifest_payload__f_segment_count
+            if _manifest_block___manifest_payload___c < 0 or _manifest_block___manifest_payload___c * 52 > end - pos:
+                raise TruncatedError('count ' + str(_manifest_block___manifest_payload___c) + ' needs at least ' + str(_manifest_block___manifest_payload___c * 52) + ' bytes', offset=pos, path='segments', expected=_manifest_block___manifest_payload___c * 52, found=end - pos)
+            _manifest_block___manifest_payload__f_segments = []
+            try:
+                for _manifest_block___manifest_payload___i in range(_manifest_block___manifest_payload___c):
+                    if pos + 52 > end:
+                        raise _short(pos, end, _T111)
+                    _manifest_block___manifest_payload___manifest_segment_f_segment_id, _manifest_block___manifest_payload___manifest_segment_f_row_count, _manifest_block___manifest_payload___manifest_segment_f_scheme, _manifest_block___manifest_payload___manifest_segment_f_reserved, _manifest_block___manifest_payload___manifest_segment_f_dims, _manifest_block___manifest_payload___manifest_segment_f_file_size, _manifest_block___manifest_payload___manifest_segment_f_epoch_present, _manifest_block___manifest_payload___manifest_segment_f_reserved2, _manifest_block___manifest_payload___manifest_segment_f_embedding_epoch_id = _S110.unpack_from(mv, pos)
+                    _manifest_block___manifest_payload___r110 = pos
+                    pos += 52
+                    _manifest_block___manifest_payload___v = _QUANTSCHEME_BY_VALUE.get(_manifest_block___manifest_payload___manifest_segment_f_scheme)
+                    if _manifest_block___manifest_payload___v is None:
+                        if _manifest_block___manifest_payload___manifest_segment_f_scheme in (3, 5):
+                            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_manifest_block___manifest_payload___r110 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_block___manifest_payload___manifest_segment_f_scheme)
+                        raise ConstraintError('unknown quant_scheme value', offset=_manifest_block___manifest_payload___r110 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_block___manifest_payload___manifest_segment_f_scheme)
+                    _manifest_block___manifest_payload___manifest_segment_f_scheme = _manifest_block___manifest_payload___v
+                    if _manifest_block___manifest_payload___manifest_segment_f_reserved != 0:
+                        raise ConstraintError('reserved bytes must be zero', offset=_manifest_block___manifest_payload___r110 + 22, path='reserved', expected=0, found=_manifest_block___manifest_payload___manifest_segment_f_reserved)
+                    if not (_manifest_block___manifest_payload___manifest_segment_f_epoch_present == 0 or _manifest_block___manifest_payload___manifest_segment_f_epoch_present == 1):
+                        raise ConstraintError('unknown presence tag (segment epoch)', offset=_manifest_block___manifest_payload___r110 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_block___manifest_payload___manifest_segment_f_epoch_present)
+                    if _manifest_block___manifest_payload___manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_manifest_block___manifest_payload___r110 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_block___manifest_payload___manifest_segment_f_reserved2)
+                    if not (_manifest_block___manifest_payload___manifest_segment_f_epoch_present == 1 or _manifest_block___manifest_payload___manifest_segment_f_embedding_epoch_id == 0):
+                        raise ConstraintError('absent segment epoch must be zero', offset=_manifest_block___manifest_payload___r110 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_block___manifest_payload___manifest_segment_f_embedding_epoch_id)
+                    _manifest_block___manifest_payload___x = ManifestSegment(_manifest_block___manifest_payload___manifest_segment_f_segment_id, _manifest_block___manifest_payload___manifest_segment_f_row_count, _manifest_block___manifest_payload___manifest_segment_f_scheme, _manifest_block___manifest_payload___manifest_segment_f_dims, _manifest_block___manifest_payload___manifest_segment_f_file_size, _manifest_block___manifest_payload___manifest_segment_f_epoch_present, _manifest_block___manifest_payload___manifest_segment_f_embedding_epoch_id)
+                    _manifest_block___manifest_payload__f_segments.append(_manifest_block___manifest_payload___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_manifest_block___manifest_payload___i) + ']').prefixed('segments') from None
+            _manifest_block___manifest_payload___c = _manifest_block___manifest_payload__f_epoch_count
+            if _manifest_block___manifest_payload___c < 0 or _manifest_block___manifest_payload___c * 88 > end - pos:
+                raise TruncatedError('count ' + str(_manifest_block___manifest_payload___c) + ' needs at least ' + str(_manifest_block___manifest_payload___c * 88) + ' bytes', offset=pos, path='epochs', expected=_manifest_block___manifest_payload___c * 88, found=end - pos)
+            _manifest_block___manifest_payload__f_epochs = []
+            try:
+                for _manifest_block___manifest_payload___i in range(_manifest_block___manifest_payload___c):
+                    try:
+                        _manifest_block___manifest_payload___x, pos = _d_embedding_epoch(mv, pos, end)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('') from None
+                    _manifest_block___manifest_payload__f_epochs.append(_manifest_block___manifest_payload___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_manifest_block___manifest_payload___i) + ']').prefixed('epochs') from None
+            _manifest_block___manifest_payload___c = _manifest_block___manifest_payload__f_user_column_count
+            if _manifest_block___manifest_payload___c < 0 or _manifest_block___manifest_payload___c * 12 > end - pos:
+                raise TruncatedError('count ' + str(_manifest_block___manifest_payload___c) + ' needs at least ' + str(_manifest_block___manifest_payload___c * 12) + ' bytes', offset=pos, path='columns', expected=_manifest_block___manifest_payload___c * 12, found=end - pos)
+            _manifest_block___manifest_payload__f_columns = []
+            try:
+                for _manifest_block___manifest_payload___i in range(_manifest_block___manifest_payload___c):
+                    if pos + 12 > end:
+                        raise _short(pos, end, _T122)
+                    _manifest_block___manifest_payload___column_def_f_column_id, _manifest_block___manifest_payload___column_def_f_type, _manifest_block___manifest_payload___column_def_f_nullable, _manifest_block___manifest_payload___column_def_n_name = _S121.unpack_from(mv, pos)
+                    _manifest_block___manifest_payload___r121 = pos
+                    pos += 12
+                    _manifest_block___manifest_payload___v = _COLUMNTYPE_BY_VALUE.get(_manifest_block___manifest_payload___column_def_f_type)
+                    if _manifest_block___manifest_payload___v is None:
+                        raise ConstraintError('unknown column_type value', offset=_manifest_block___manifest_payload___r121 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_manifest_block___manifest_payload___column_def_f_type)
+                    _manifest_block___manifest_payload___column_def_f_type = _manifest_block___manifest_payload___v
+                    if not (_manifest_block___manifest_payload___column_def_f_nullable == 0 or _manifest_block___manifest_payload___column_def_f_nullable == 1):
+                        raise ConstraintError('nullable must be 0 or 1', offset=_manifest_block___manifest_payload___r121 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_manifest_block___manifest_payload___column_def_f_nullable)
+                    if pos + _manifest_block___manifest_payload___column_def_n_name > end:
+                        raise TruncatedError('str truncated', offset=pos, path='name', expected=_manifest_block___manifest_payload___column_def_n_name, found=end - pos)
+                    try:
+                        _manifest_block___manifest_payload___column_def_f_name = str(mv[pos:pos + _manifest_block___manifest_payload___column_def_n_name], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'name') from None
+                    pos += _manifest_block___manifest_payload___column_def_n_name
+                    _manifest_block___manifest_payload___x = ColumnDef(_manifest_block___manifest_payload___column_def_f_column_id, _manifest_block___manifest_payload___column_def_f_type, _manifest_block___manifest_payload___column_def_f_nullable, _manifest_block___manifest_payload___column_def_f_name)
+                    _manifest_block___manifest_payload__f_columns.append(_manifest_block___manifest_payload___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_manifest_block___manifest_payload___i) + ']').prefixed('columns') from None
+            _manifest_block___manifest_payload__f_extensions = []
+            try:
+                _manifest_block___manifest_payload___i = 0
+                while pos < end:
+                    _manifest_block___manifest_payload___ip = pos
+                    try:
+                        _manifest_block___manifest_payload___x, pos = _d_manifest_extension(mv, pos, end, f_family_version, _manifest_block___manifest_payload__f_segment_count)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('') from None
+                    if pos <= _manifest_block___manifest_payload___ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    _manifest_block___manifest_payload__f_extensions.append(_manifest_block___manifest_payload___x)
+                    _manifest_block___manifest_payload___i += 1
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_manifest_block___manifest_payload___i) + ']').prefixed('extensions') from None
+            _manifest_block__f_payload = ManifestPayload(_manifest_block___manifest_payload__f_generation, _manifest_block___manifest_payload__f_log_seq, _manifest_block___manifest_payload__f_alias, _manifest_block___manifest_payload__f_segments, _manifest_block___manifest_payload__f_epochs, _manifest_block___manifest_payload__f_columns, _manifest_block___manifest_payload__f_extensions)
+        except DecodeError as _exc:
+            raise _exc.prefixed('payload') from None
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_manifest_block___sec_payload, path='payload', expected=end - _manifest_block___sec_payload, found=pos - _manifest_block___sec_payload)
+        end = _manifest_block___outer_end_payload
+        _manifest_block___e_payload = pos
+        if pos + 8 > end:
+            raise _short(pos, end, _T105)
+        _manifest_block__f_block_checksum, = _S6.unpack_from(mv, pos)
+        _manifest_block___r6 = pos
+        pos += 8
+        _manifest_block___ck = _ck_xxh3_64(mv[_manifest_block___s_payload:_manifest_block___e_payload])
+        if _manifest_block__f_block_checksum != _manifest_block___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_manifest_block___r6, path='block_checksum', expected=_manifest_block___ck, found=_manifest_block__f_block_checksum)
+        f_block = ManifestBlock(_manifest_block__f_payload)
     except DecodeError as _exc:
         raise _exc.prefixed('block') from None
     if pos != end:
@@ -3516,11 +7096,22 @@ def _e_manifest_file_v2(out, v):
     _at_file_length = len(out) + 24
     out += _S0.pack(b'ZEPEMBED', 10, v.family_version, 0, 32, 0)
     _ps = len(out)
-    _e_manifest_block(out, v.block, v.family_version)
+    _manifest_block__v = v.block
+    _manifest_block__p_version = v.family_version
+    _manifest_block___at_block_len = len(out) + 0
+    out += _S6.pack(0)
+    _manifest_block___s_payload = len(out)
+    _manifest_block___ps = len(out)
+    _e_manifest_payload(out, _manifest_block__v.payload, _manifest_block__p_version)
+    _manifest_block___size_payload = len(out) - _manifest_block___ps
+    _S6.pack_into(out, _manifest_block___at_block_len, _manifest_block___size_payload)
+    _manifest_block___e_payload = len(out)
+    _manifest_block__f_block_checksum = _ck_xxh3_64(out if _manifest_block___s_payload == 0 and _manifest_block___e_payload == len(out) else memoryview(out)[_manifest_block___s_payload:_manifest_block___e_payload])
+    out += _S6.pack(_manifest_block__f_block_checksum)
     _size_block = len(out) - _ps
     _S6.pack_into(out, _at_file_length, _size_block + 40)
     _e_block = len(out)
-    f_file_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_block])
+    f_file_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_block == len(out) else memoryview(out)[_s_magic:_e_block]))
     out += _S6.pack(f_file_checksum)
 
 def _d_manifest_file(mv, pos, end):
@@ -3539,49 +7130,49 @@ def _e_manifest_file(out, v):
 
 def _d_epoch_alias(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T107)
-    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S106.unpack_from(mv, pos)
-    _r106 = pos
+        raise _short(pos, end, _T109)
+    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S108.unpack_from(mv, pos)
+    _r108 = pos
     pos += 24
     if not ((f_present == 0) or (f_present == 1)):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r106, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_r108, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_present == 1) or ((f_embedding_epoch_id == 0) and (f_tokenizer_epoch_id == 0))):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_r108 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
     return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id), pos
 
 def _e_epoch_alias(out, v):
-    out += _S106.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
+    out += _S108.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
 
 def _d_manifest_segment(mv, pos, end):
     if pos + 52 > end:
-        raise _short(pos, end, _T109)
-    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S108.unpack_from(mv, pos)
-    _r108 = pos
+        raise _short(pos, end, _T111)
+    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S110.unpack_from(mv, pos)
+    _r110 = pos
     pos += 52
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r110 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r110 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r110 + 22, path='reserved', expected=0, found=f_reserved)
     if not ((f_epoch_present == 0) or (f_epoch_present == 1)):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r110 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r110 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
     if not ((f_epoch_present == 1) or (f_embedding_epoch_id == 0)):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero', offset=_r110 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
     return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id), pos
 
 def _e_manifest_segment(out, v):
-    out += _S108.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+    out += _S110.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
 
 def _d_embedding_tower(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T110)
+        raise _short(pos, end, _T113)
     n_model_id, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3593,7 +7184,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T111)
+        raise _short(pos, end, _T114)
     n_model_version, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3605,7 +7196,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T112)
+        raise _short(pos, end, _T115)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3614,13 +7205,13 @@ def _d_embedding_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T114)
-    f_dims, f_normalization, n_prompt_prefix = _S113.unpack_from(mv, pos)
-    _r113 = pos
+        raise _short(pos, end, _T117)
+    f_dims, f_normalization, n_prompt_prefix = _S116.unpack_from(mv, pos)
+    _r116 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r113 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r116 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -3630,22 +7221,22 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 12 > end:
-        raise _short(pos, end, _T116)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S115.unpack_from(mv, pos)
-    _r115 = pos
+        raise _short(pos, end, _T119)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S118.unpack_from(mv, pos)
+    _r118 = pos
     pos += 12
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r115 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r118 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r115 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r118 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r115 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r118 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r115 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r118 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -3673,9 +7264,9 @@ def _e_embedding_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode('utf-8')
-    out += _S113.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S116.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S115.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
+    out += _S118.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
     if (v.os_build_present == 1):
         _b = v.os_build.encode('utf-8')
         out += _S13.pack(len(_b))
@@ -3685,20 +7276,180 @@ def _e_embedding_tower(out, v):
 
 def _d_embedding_epoch(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T117)
-    f_embedding_epoch_id, f_tokenizer_epoch_id = _S76.unpack_from(mv, pos)
-    _r76 = pos
+        raise _short(pos, end, _T112)
+    f_embedding_epoch_id, f_tokenizer_epoch_id = _S61.unpack_from(mv, pos)
+    _r61 = pos
     pos += 16
     try:
-        f_document, pos = _d_embedding_tower(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T113)
+        _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
+        _embedding_tower___r13 = pos
+        pos += 4
+        if pos + _embedding_tower__n_model_id > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_embedding_tower__n_model_id, found=end - pos)
+        try:
+            _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
+        pos += _embedding_tower__n_model_id
+        if pos + 4 > end:
+            raise _short(pos, end, _T114)
+        _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
+        _embedding_tower___r13 = pos
+        pos += 4
+        if pos + _embedding_tower__n_model_version > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_embedding_tower__n_model_version, found=end - pos)
+        try:
+            _embedding_tower__f_model_version = str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
+        pos += _embedding_tower__n_model_version
+        if pos + 4 > end:
+            raise _short(pos, end, _T115)
+        _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
+        _embedding_tower___r13 = pos
+        pos += 4
+        if pos + _embedding_tower__n_weights_digest > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_embedding_tower__n_weights_digest, found=end - pos)
+        _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
+        pos += _embedding_tower__n_weights_digest
+        if pos + 10 > end:
+            raise _short(pos, end, _T117)
+        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S116.unpack_from(mv, pos)
+        _embedding_tower___r116 = pos
+        pos += 10
+        _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
+        if _embedding_tower___v is None:
+            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r116 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        _embedding_tower__f_normalization = _embedding_tower___v
+        if pos + _embedding_tower__n_prompt_prefix > end:
+            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
+        try:
+            _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
+        pos += _embedding_tower__n_prompt_prefix
+        if pos + 12 > end:
+            raise _short(pos, end, _T119)
+        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S118.unpack_from(mv, pos)
+        _embedding_tower___r118 = pos
+        pos += 12
+        _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
+        if _embedding_tower___v is None:
+            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r118 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        _embedding_tower__f_runtime = _embedding_tower___v
+        _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
+        if _embedding_tower___v is None:
+            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r118 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        _embedding_tower__f_compute_units = _embedding_tower___v
+        if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
+            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r118 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        if _embedding_tower__f_reserved != b'\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r118 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        if _embedding_tower__f_os_build_present == 1:
+            if pos + 4 > end:
+                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
+            _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
+            pos += 4
+            if pos + _embedding_tower___n > end:
+                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_embedding_tower___n, found=end - pos)
+            try:
+                _embedding_tower__f_os_build = str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
+            pos += _embedding_tower___n
+        else:
+            _embedding_tower__f_os_build = None
+        f_document = EmbeddingTower(_embedding_tower__f_model_id, _embedding_tower__f_model_version, _embedding_tower__f_weights_digest, _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__f_prompt_prefix, _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_os_build)
     except DecodeError as _exc:
         raise _exc.prefixed('document') from None
     try:
-        f_query, pos = _d_embedding_tower(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T113)
+        _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
+        _embedding_tower___r13 = pos
+        pos += 4
+        if pos + _embedding_tower__n_model_id > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_embedding_tower__n_model_id, found=end - pos)
+        try:
+            _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
+        pos += _embedding_tower__n_model_id
+        if pos + 4 > end:
+            raise _short(pos, end, _T114)
+        _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
+        _embedding_tower___r13 = pos
+        pos += 4
+        if pos + _embedding_tower__n_model_version > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_embedding_tower__n_model_version, found=end - pos)
+        try:
+            _embedding_tower__f_model_version = str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
+        pos += _embedding_tower__n_model_version
+        if pos + 4 > end:
+            raise _short(pos, end, _T115)
+        _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
+        _embedding_tower___r13 = pos
+        pos += 4
+        if pos + _embedding_tower__n_weights_digest > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_embedding_tower__n_weights_digest, found=end - pos)
+        _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
+        pos += _embedding_tower__n_weights_digest
+        if pos + 10 > end:
+            raise _short(pos, end, _T117)
+        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S116.unpack_from(mv, pos)
+        _embedding_tower___r116 = pos
+        pos += 10
+        _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
+        if _embedding_tower___v is None:
+            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r116 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        _embedding_tower__f_normalization = _embedding_tower___v
+        if pos + _embedding_tower__n_prompt_prefix > end:
+            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
+        try:
+            _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
+        pos += _embedding_tower__n_prompt_prefix
+        if pos + 12 > end:
+            raise _short(pos, end, _T119)
+        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S118.unpack_from(mv, pos)
+        _embedding_tower___r118 = pos
+        pos += 12
+        _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
+        if _embedding_tower___v is None:
+            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r118 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        _embedding_tower__f_runtime = _embedding_tower___v
+        _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
+        if _embedding_tower___v is None:
+            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r118 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        _embedding_tower__f_compute_units = _embedding_tower___v
+        if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
+            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r118 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        if _embedding_tower__f_reserved != b'\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r118 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        if _embedding_tower__f_os_build_present == 1:
+            if pos + 4 > end:
+                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
+            _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
+            pos += 4
+            if pos + _embedding_tower___n > end:
+                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_embedding_tower___n, found=end - pos)
+            try:
+                _embedding_tower__f_os_build = str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
+            pos += _embedding_tower___n
+        else:
+            _embedding_tower__f_os_build = None
+        f_query = EmbeddingTower(_embedding_tower__f_model_id, _embedding_tower__f_model_version, _embedding_tower__f_weights_digest, _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__f_prompt_prefix, _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_os_build)
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T118)
+        raise _short(pos, end, _T120)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3709,25 +7460,63 @@ def _d_embedding_epoch(mv, pos, end):
     return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest), pos
 
 def _e_embedding_epoch(out, v):
-    out += _S76.pack(v.embedding_epoch_id, v.tokenizer_epoch_id)
-    _e_embedding_tower(out, v.document)
-    _e_embedding_tower(out, v.query)
+    out += _S61.pack(v.embedding_epoch_id, v.tokenizer_epoch_id)
+    _embedding_tower__v = v.document
+    _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode('utf-8')
+    out += _S13.pack(len(_embedding_tower___b_model_id))
+    out += _embedding_tower___b_model_id
+    _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode('utf-8')
+    out += _S13.pack(len(_embedding_tower___b_model_version))
+    out += _embedding_tower___b_model_version
+    _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
+    out += _S13.pack(len(_embedding_tower___b_weights_digest))
+    out += _embedding_tower___b_weights_digest
+    _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode('utf-8')
+    out += _S116.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+    out += _embedding_tower___b_prompt_prefix
+    out += _S118.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+    if _embedding_tower__v.os_build_present == 1:
+        _embedding_tower___b = _embedding_tower__v.os_build.encode('utf-8')
+        out += _S13.pack(len(_embedding_tower___b))
+        out += _embedding_tower___b
+    elif _embedding_tower__v.os_build is not None:
+        raise EncodeError('field is present but its condition is false', path='os_build')
+    _embedding_tower__v = v.query
+    _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode('utf-8')
+    out += _S13.pack(len(_embedding_tower___b_model_id))
+    out += _embedding_tower___b_model_id
+    _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode('utf-8')
+    out += _S13.pack(len(_embedding_tower___b_model_version))
+    out += _embedding_tower___b_model_version
+    _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
+    out += _S13.pack(len(_embedding_tower___b_weights_digest))
+    out += _embedding_tower___b_weights_digest
+    _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode('utf-8')
+    out += _S116.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+    out += _embedding_tower___b_prompt_prefix
+    out += _S118.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+    if _embedding_tower__v.os_build_present == 1:
+        _embedding_tower___b = _embedding_tower__v.os_build.encode('utf-8')
+        out += _S13.pack(len(_embedding_tower___b))
+        out += _embedding_tower___b
+    elif _embedding_tower__v.os_build is not None:
+        raise EncodeError('field is present but its condition is false', path='os_build')
     _b_alignment_digest = v.alignment_digest
     out += _S13.pack(len(_b_alignment_digest))
     out += _b_alignment_digest
 
 def _d_column_def(mv, pos, end):
     if pos + 12 > end:
-        raise _short(pos, end, _T120)
-    f_column_id, f_type, f_nullable, n_name = _S119.unpack_from(mv, pos)
-    _r119 = pos
+        raise _short(pos, end, _T122)
+    f_column_id, f_type, f_nullable, n_name = _S121.unpack_from(mv, pos)
+    _r121 = pos
     pos += 12
     _v = _COLUMNTYPE_BY_VALUE.get(f_type)
     if _v is None:
-        raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
+        raise ConstraintError('unknown column_type value', offset=_r121 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
     f_type = _v
     if not ((f_nullable == 0) or (f_nullable == 1)):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+        raise ConstraintError('nullable must be 0 or 1', offset=_r121 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
     if pos + n_name > end:
         raise TruncatedError('str truncated', offset=pos, path='name', expected=n_name, found=end - pos)
     try:
@@ -3739,29 +7528,29 @@ def _d_column_def(mv, pos, end):
 
 def _e_column_def(out, v):
     _b_name = v.name.encode('utf-8')
-    out += _S119.pack(v.column_id, v.type, v.nullable, len(_b_name))
+    out += _S121.pack(v.column_id, v.type, v.nullable, len(_b_name))
     out += _b_name
 
 def _d_clustering_range(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T122)
-    f_tag, f_reserved, f_min_ts, f_max_ts = _S121.unpack_from(mv, pos)
-    _r121 = pos
+        raise _short(pos, end, _T125)
+    f_tag, f_reserved, f_min_ts, f_max_ts = _S124.unpack_from(mv, pos)
+    _r124 = pos
     pos += 24
     _v = _RANGETAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown range_tag value', offset=_r121, path='tag', expected=[0, 1, 2], found=f_tag)
+        raise ConstraintError('unknown range_tag value', offset=_r124, path='tag', expected=[0, 1, 2], found=f_tag)
     f_tag = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r121 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r124 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_tag == 2) or ((f_min_ts == 0) and (f_max_ts == 0))):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r121 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r124 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
     if not ((f_tag != 2) or (f_min_ts <= f_max_ts)):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r121 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r124 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
     return ClusteringRange(f_tag, f_min_ts, f_max_ts), pos
 
 def _e_clustering_range(out, v):
-    out += _S121.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+    out += _S124.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
 
 def _d_tsr1_body(mv, pos, end, p_segment_count):
     if pos + 4 > end:
@@ -3778,20 +7567,20 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
     try:
         for _i in range(_c):
             if pos + 24 > end:
-                raise _short(pos, end, _T122)
-            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S121.unpack_from(mv, pos)
-            _r121 = pos
+                raise _short(pos, end, _T125)
+            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S124.unpack_from(mv, pos)
+            _r124 = pos
             pos += 24
             _v = _RANGETAG_BY_VALUE.get(_clustering_range_f_tag)
             if _v is None:
-                raise ConstraintError('unknown range_tag value', offset=_r121, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value', offset=_r124, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
             _clustering_range_f_tag = _v
             if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r121 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r124 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
             if not ((_clustering_range_f_tag == 2) or ((_clustering_range_f_min_ts == 0) and (_clustering_range_f_max_ts == 0))):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r121 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r124 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
             if not ((_clustering_range_f_tag != 2) or (_clustering_range_f_min_ts <= _clustering_range_f_max_ts)):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r121 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r124 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
             _x = ClusteringRange(_clustering_range_f_tag, _clustering_range_f_min_ts, _clustering_range_f_max_ts)
             f_ranges.append(_x)
     except DecodeError as _exc:
@@ -3803,45 +7592,45 @@ def _e_tsr1_body(out, v, p_segment_count):
     if len(v.ranges) != len(v.ranges):
         raise EncodeError('expected ' + str(len(v.ranges)) + ' items, found ' + str(len(v.ranges)), path='ranges')
     for _x in v.ranges:
-        out += _S121.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
+        out += _S124.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
 
 def _d_graph_object(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T124)
-    f_artifact_id, f_length, f_checksum = _S123.unpack_from(mv, pos)
-    _r123 = pos
+        raise _short(pos, end, _T131)
+    f_artifact_id, f_length, f_checksum = _S130.unpack_from(mv, pos)
+    _r130 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not (f_artifact_id != 0):
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r123, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces', offset=_r130, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
     return GraphObject(f_artifact_id, f_length, f_checksum), pos
 
 def _e_graph_object(out, v):
-    out += _S123.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
+    out += _S130.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
 
 def _d_zgen_row(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T125)
-    f_after_sequence, f_increment_count = _S76.unpack_from(mv, pos)
-    _r76 = pos
+        raise _short(pos, end, _T133)
+    f_after_sequence, f_increment_count = _S61.unpack_from(mv, pos)
+    _r61 = pos
     pos += 16
     if not (f_increment_count > 0):
-        raise ConstraintError('ZGEN increment counts must be positive', offset=_r76 + 8, path='increment_count', expected='increment_count > 0', found=f_increment_count)
+        raise ConstraintError('ZGEN increment counts must be positive', offset=_r61 + 8, path='increment_count', expected='increment_count > 0', found=f_increment_count)
     return ZgenRow(f_after_sequence, f_increment_count), pos
 
 def _e_zgen_row(out, v):
-    out += _S76.pack(v.after_sequence, v.increment_count)
+    out += _S61.pack(v.after_sequence, v.increment_count)
 
 def _d_zgen_extension(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T126)
-    f_magic, f_version, f_counted_through = _S68.unpack_from(mv, pos)
-    _r68 = pos
+        raise _short(pos, end, _T132)
+    f_magic, f_version, f_counted_through = _S82.unpack_from(mv, pos)
+    _r82 = pos
     pos += 16
     if not (f_magic == 1313163098):
-        raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_r68, path='magic', expected='magic == 0x4e45475a', found=f_magic)
+        raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_r82, path='magic', expected='magic == 0x4e45475a', found=f_magic)
     if not ((f_version == 1) or (f_version == 2)):
-        raise UnsupportedError('unknown graph generation boundary version', offset=_r68 + 4, path='version', expected='version == 1 or version == 2', found=f_version)
+        raise UnsupportedError('unknown graph generation boundary version', offset=_r82 + 4, path='version', expected='version == 1 or version == 2', found=f_version)
     _a_row_count = pos
     if (f_version == 2):
         if pos + 4 > end:
@@ -3872,12 +7661,12 @@ def _d_zgen_extension(mv, pos, end):
         try:
             for _i in range(_c):
                 if pos + 16 > end:
-                    raise _short(pos, end, _T125)
-                _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S76.unpack_from(mv, pos)
-                _r76 = pos
+                    raise _short(pos, end, _T133)
+                _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S61.unpack_from(mv, pos)
+                _r61 = pos
                 pos += 16
                 if not (_zgen_row_f_increment_count > 0):
-                    raise ConstraintError('ZGEN increment counts must be positive', offset=_r76 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_row_f_increment_count)
+                    raise ConstraintError('ZGEN increment counts must be positive', offset=_r61 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_row_f_increment_count)
                 _x = ZgenRow(_zgen_row_f_after_sequence, _zgen_row_f_increment_count)
                 f_rows.append(_x)
         except DecodeError as _exc:
@@ -3887,7 +7676,7 @@ def _d_zgen_extension(mv, pos, end):
     return ZgenExtension(f_version, f_counted_through, f_rows), pos
 
 def _e_zgen_extension(out, v):
-    out += _S68.pack(1313163098, v.version, v.counted_through)
+    out += _S82.pack(1313163098, v.version, v.counted_through)
     if (v.version == 2):
         out += _S13.pack(len(v.rows))
     if (v.version == 2):
@@ -3896,7 +7685,7 @@ def _e_zgen_extension(out, v):
         if len(v.rows) != len(v.rows):
             raise EncodeError('expected ' + str(len(v.rows)) + ' items, found ' + str(len(v.rows)), path='rows')
         for _x in v.rows:
-            out += _S76.pack(_x.after_sequence, _x.increment_count)
+            out += _S61.pack(_x.after_sequence, _x.increment_count)
     elif v.rows is not None:
         raise EncodeError('field is present but its condition is false', path='rows')
 
@@ -3937,13 +7726,13 @@ def _d_graph_section(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T124)
-            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S123.unpack_from(mv, pos)
-            _r123 = pos
+                raise _short(pos, end, _T131)
+            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S130.unpack_from(mv, pos)
+            _r130 = pos
             pos += 32
             _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
             if not (_graph_object_f_artifact_id != 0):
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r123, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_r130, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
             _x = GraphObject(_graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum)
             f_objects.append(_x)
     except DecodeError as _exc:
@@ -3954,7 +7743,58 @@ def _d_graph_section(mv, pos, end):
         while pos < end:
             _ip = pos
             try:
-                _x, pos = _d_zgen_extension(mv, pos, end)
+                if pos + 16 > end:
+                    raise _short(pos, end, _T132)
+                _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S82.unpack_from(mv, pos)
+                _zgen_extension___r82 = pos
+                pos += 16
+                if not _zgen_extension__f_magic == 1313163098:
+                    raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_zgen_extension___r82, path='magic', expected='magic == 0x4e45475a', found=_zgen_extension__f_magic)
+                if not (_zgen_extension__f_version == 1 or _zgen_extension__f_version == 2):
+                    raise UnsupportedError('unknown graph generation boundary version', offset=_zgen_extension___r82 + 4, path='version', expected='version == 1 or version == 2', found=_zgen_extension__f_version)
+                _zgen_extension___a_row_count = pos
+                if _zgen_extension__f_version == 2:
+                    if pos + 4 > end:
+                        raise TruncatedError('field truncated', offset=pos, path='row_count', expected=4, found=end - pos)
+                    _zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
+                    _zgen_extension___at = pos
+                    pos += 4
+                else:
+                    _zgen_extension__f_row_count = None
+                if _zgen_extension__f_row_count is not None:
+                    if not _zgen_extension__f_row_count >= 1:
+                        raise ConstraintError('ZGEN v2 needs at least one row', offset=_zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_zgen_extension__f_row_count)
+                if _zgen_extension__f_version == 2:
+                    if pos + 4 > end:
+                        raise TruncatedError('field truncated', offset=pos, path='reserved', expected=4, found=end - pos)
+                    _zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
+                    _zgen_extension___at = pos
+                    pos += 4
+                    if _zgen_extension__f_reserved != 0:
+                        raise ConstraintError('reserved bytes must be zero', offset=_zgen_extension___at, path='reserved', expected=0, found=_zgen_extension__f_reserved)
+                else:
+                    _zgen_extension__f_reserved = None
+                if _zgen_extension__f_version == 2:
+                    _zgen_extension___c = _zgen_extension__f_row_count
+                    if _zgen_extension___c < 0 or _zgen_extension___c * 16 > end - pos:
+                        raise TruncatedError('count ' + str(_zgen_extension___c) + ' needs at least ' + str(_zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgen_extension___c * 16, found=end - pos)
+                    _zgen_extension__f_rows = []
+                    try:
+                        for _zgen_extension___i in range(_zgen_extension___c):
+                            if pos + 16 > end:
+                                raise _short(pos, end, _T133)
+                            _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S61.unpack_from(mv, pos)
+                            _zgen_extension___r61 = pos
+                            pos += 16
+                            if not _zgen_extension___zgen_row_f_increment_count > 0:
+                                raise ConstraintError('ZGEN increment counts must be positive', offset=_zgen_extension___r61 + 8, path='increment_count', expected='increment_count > 0', found=_zgen_extension___zgen_row_f_increment_count)
+                            _zgen_extension___x = ZgenRow(_zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count)
+                            _zgen_extension__f_rows.append(_zgen_extension___x)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('[' + str(_zgen_extension___i) + ']').prefixed('rows') from None
+                else:
+                    _zgen_extension__f_rows = None
+                _x = ZgenExtension(_zgen_extension__f_version, _zgen_extension__f_counted_through, _zgen_extension__f_rows)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -3969,20 +7809,85 @@ def _e_graph_section(out, v):
     _at_state_len = len(out) + 16
     out += _S127.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
     _ps = len(out)
-    _e_commit_state(out, v.state)
+    _commit_state__v = v.state
+    out += _S84.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+    if len(_commit_state__v.symbol_high_water) != 4:
+        raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_commit_state__v.symbol_high_water)), path='symbol_high_water')
+    out += struct.pack('<' + str(len(_commit_state__v.symbol_high_water)) + 'Q', *_commit_state__v.symbol_high_water)
+    out += _S6.pack(_commit_state__v.creation_serial)
+    if len(_commit_state__v.roots) != 8:
+        raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_commit_state__v.roots)), path='roots')
+    for _commit_state___x in _commit_state__v.roots:
+        out += _S66.pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _commit_state___x.present == 1:
+            _commit_state___optional_ref___required_ref__v = _commit_state___x.ref
+            _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+        elif _commit_state___x.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___required_ref__v = _commit_state__v.catalog
+    _commit_state___required_ref___artifact_descriptor__v = _commit_state___required_ref__v.descriptor
+    out += _S68.pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version)
+    _commit_state___optional_ref__v = _commit_state__v.vector
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___optional_ref__v = _commit_state__v.text
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _commit_state___optional_ref__v = _commit_state__v.reclaim
+    out += _S66.pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _commit_state___optional_ref__v.present == 1:
+        _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
+        _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+    elif _commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    out += _S43.pack(len(_commit_state__v.prepared), 0)
+    if len(_commit_state__v.prepared) != len(_commit_state__v.prepared):
+        raise EncodeError('expected ' + str(len(_commit_state__v.prepared)) + ' items, found ' + str(len(_commit_state__v.prepared)), path='prepared')
+    for _commit_state___x in _commit_state__v.prepared:
+        _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
+        out += _S68.pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
     _size_state = len(out) - _ps
     _S13.pack_into(out, _at_state_len, _size_state)
     out += _S13.pack(len(v.objects))
     if len(v.objects) != len(v.objects):
         raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
     for _x in v.objects:
-        out += _S123.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
+        out += _S130.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
     for _x in v.zgen:
-        _e_zgen_extension(out, _x)
+        out += _S82.pack(1313163098, _x.version, _x.counted_through)
+        if _x.version == 2:
+            out += _S13.pack(len(_x.rows))
+        if _x.version == 2:
+            out += _S13.pack(0)
+        if _x.version == 2:
+            if len(_x.rows) != len(_x.rows):
+                raise EncodeError('expected ' + str(len(_x.rows)) + ' items, found ' + str(len(_x.rows)), path='rows')
+            for _zgen_extension___x in _x.rows:
+                out += _S61.pack(_zgen_extension___x.after_sequence, _zgen_extension___x.increment_count)
+        elif _x.rows is not None:
+            raise EncodeError('field is present but its condition is false', path='rows')
 
 def _d_zgr3_body(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T130)
+        raise _short(pos, end, _T126)
     f_section_len, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -3995,7 +7900,120 @@ def _d_zgr3_body(mv, pos, end):
     end = pos + _n
     _sec_graph = pos
     try:
-        f_graph, pos = _d_graph_section(mv, pos, end)
+        if pos + 20 > end:
+            raise _short(pos, end, _T128)
+        _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S127.unpack_from(mv, pos)
+        _graph_section___r127 = pos
+        pos += 20
+        if not _graph_section__f_graph_present == 1:
+            raise ConstraintError('graph_present must be 1', offset=_graph_section___r127, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+        if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r127 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+        _graph_section___n = _graph_section__f_state_len
+        if _graph_section___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section___n)
+        if pos + _graph_section___n > end:
+            raise TruncatedError('section needs ' + str(_graph_section___n) + ' bytes', offset=pos, path='state', expected=_graph_section___n, found=end - pos)
+        _graph_section___outer_end_state = end
+        end = pos + _graph_section___n
+        _graph_section___sec_state = pos
+        try:
+            _graph_section__f_state, pos = _d_commit_state(mv, pos, end)
+        except DecodeError as _exc:
+            raise _exc.prefixed('state') from None
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_graph_section___sec_state, path='state', expected=end - _graph_section___sec_state, found=pos - _graph_section___sec_state)
+        end = _graph_section___outer_end_state
+        if pos + 4 > end:
+            raise _short(pos, end, _T129)
+        _graph_section__f_object_count, = _S13.unpack_from(mv, pos)
+        _graph_section___r13 = pos
+        pos += 4
+        _graph_section___c = _graph_section__f_object_count
+        if _graph_section___c < 0 or _graph_section___c * 32 > end - pos:
+            raise TruncatedError('count ' + str(_graph_section___c) + ' needs at least ' + str(_graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section___c * 32, found=end - pos)
+        _graph_section__f_objects = []
+        try:
+            for _graph_section___i in range(_graph_section___c):
+                if pos + 32 > end:
+                    raise _short(pos, end, _T131)
+                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S130.unpack_from(mv, pos)
+                _graph_section___r130 = pos
+                pos += 32
+                _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
+                if not _graph_section___graph_object_f_artifact_id != 0:
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r130, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+                _graph_section___x = GraphObject(_graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum)
+                _graph_section__f_objects.append(_graph_section___x)
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_graph_section___i) + ']').prefixed('objects') from None
+        _graph_section__f_zgen = []
+        try:
+            _graph_section___i = 0
+            while pos < end:
+                _graph_section___ip = pos
+                try:
+                    if pos + 16 > end:
+                        raise _short(pos, end, _T132)
+                    _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S82.unpack_from(mv, pos)
+                    _graph_section___zgen_extension___r82 = pos
+                    pos += 16
+                    if not _graph_section___zgen_extension__f_magic == 1313163098:
+                        raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_graph_section___zgen_extension___r82, path='magic', expected='magic == 0x4e45475a', found=_graph_section___zgen_extension__f_magic)
+                    if not (_graph_section___zgen_extension__f_version == 1 or _graph_section___zgen_extension__f_version == 2):
+                        raise UnsupportedError('unknown graph generation boundary version', offset=_graph_section___zgen_extension___r82 + 4, path='version', expected='version == 1 or version == 2', found=_graph_section___zgen_extension__f_version)
+                    _graph_section___zgen_extension___a_row_count = pos
+                    if _graph_section___zgen_extension__f_version == 2:
+                        if pos + 4 > end:
+                            raise TruncatedError('field truncated', offset=pos, path='row_count', expected=4, found=end - pos)
+                        _graph_section___zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
+                        _graph_section___zgen_extension___at = pos
+                        pos += 4
+                    else:
+                        _graph_section___zgen_extension__f_row_count = None
+                    if _graph_section___zgen_extension__f_row_count is not None:
+                        if not _graph_section___zgen_extension__f_row_count >= 1:
+                            raise ConstraintError('ZGEN v2 needs at least one row', offset=_graph_section___zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_graph_section___zgen_extension__f_row_count)
+                    if _graph_section___zgen_extension__f_version == 2:
+                        if pos + 4 > end:
+                            raise TruncatedError('field truncated', offset=pos, path='reserved', expected=4, found=end - pos)
+                        _graph_section___zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
+                        _graph_section___zgen_extension___at = pos
+                        pos += 4
+                        if _graph_section___zgen_extension__f_reserved != 0:
+                            raise ConstraintError('reserved bytes must be zero', offset=_graph_section___zgen_extension___at, path='reserved', expected=0, found=_graph_section___zgen_extension__f_reserved)
+                    else:
+                        _graph_section___zgen_extension__f_reserved = None
+                    if _graph_section___zgen_extension__f_version == 2:
+                        _graph_section___zgen_extension___c = _graph_section___zgen_extension__f_row_count
+                        if _graph_section___zgen_extension___c < 0 or _graph_section___zgen_extension___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_graph_section___zgen_extension___c) + ' needs at least ' + str(_graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_graph_section___zgen_extension___c * 16, found=end - pos)
+                        _graph_section___zgen_extension__f_rows = []
+                        try:
+                            for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
+                                if pos + 16 > end:
+                                    raise _short(pos, end, _T133)
+                                _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S61.unpack_from(mv, pos)
+                                _graph_section___zgen_extension___r61 = pos
+                                pos += 16
+                                if not _graph_section___zgen_extension___zgen_row_f_increment_count > 0:
+                                    raise ConstraintError('ZGEN increment counts must be positive', offset=_graph_section___zgen_extension___r61 + 8, path='increment_count', expected='increment_count > 0', found=_graph_section___zgen_extension___zgen_row_f_increment_count)
+                                _graph_section___zgen_extension___x = ZgenRow(_graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count)
+                                _graph_section___zgen_extension__f_rows.append(_graph_section___zgen_extension___x)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('[' + str(_graph_section___zgen_extension___i) + ']').prefixed('rows') from None
+                    else:
+                        _graph_section___zgen_extension__f_rows = None
+                    _graph_section___x = ZgenExtension(_graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through, _graph_section___zgen_extension__f_rows)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('') from None
+                if pos <= _graph_section___ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                _graph_section__f_zgen.append(_graph_section___x)
+                _graph_section___i += 1
+        except DecodeError as _exc:
+            raise _exc.prefixed('[' + str(_graph_section___i) + ']').prefixed('zgen') from None
+        f_graph = GraphSection(_graph_section__f_graph_present, _graph_section__f_absorbed_through, _graph_section__f_state, _graph_section__f_objects, _graph_section__f_zgen)
     except DecodeError as _exc:
         raise _exc.prefixed('graph') from None
     if pos != end:
@@ -4007,13 +8025,91 @@ def _e_zgr3_body(out, v):
     _at_section_len = len(out) + 0
     out += _S13.pack(0)
     _ps = len(out)
-    _e_graph_section(out, v.graph)
+    _graph_section__v = v.graph
+    _graph_section___at_state_len = len(out) + 16
+    out += _S127.pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
+    _graph_section___ps = len(out)
+    _graph_section___commit_state__v = _graph_section__v.state
+    out += _S84.pack(_graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.generation, _graph_section___commit_state__v.sequence, _graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+    if len(_graph_section___commit_state__v.symbol_high_water) != 4:
+        raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_graph_section___commit_state__v.symbol_high_water)), path='symbol_high_water')
+    out += struct.pack('<' + str(len(_graph_section___commit_state__v.symbol_high_water)) + 'Q', *_graph_section___commit_state__v.symbol_high_water)
+    out += _S6.pack(_graph_section___commit_state__v.creation_serial)
+    if len(_graph_section___commit_state__v.roots) != 8:
+        raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_graph_section___commit_state__v.roots)), path='roots')
+    for _graph_section___commit_state___x in _graph_section___commit_state__v.roots:
+        out += _S66.pack(_graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _graph_section___commit_state___x.present == 1:
+            _graph_section___commit_state___optional_ref___required_ref__v = _graph_section___commit_state___x.ref
+            _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _graph_section___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
+        elif _graph_section___commit_state___x.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+    _graph_section___commit_state___required_ref__v = _graph_section___commit_state__v.catalog
+    _graph_section___commit_state___required_ref___artifact_descriptor__v = _graph_section___commit_state___required_ref__v.descriptor
+    out += _S68.pack(_graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+    out += _S70.pack(_graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref__v.offset, _graph_section___commit_state___required_ref__v.length, _graph_section___commit_state___required_ref__v.block_kind, _graph_section___commit_state___required_ref__v.block_version)
+    _graph_section___commit_state___optional_ref__v = _graph_section___commit_state__v.vector
+    out += _S66.pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _graph_section___commit_state___optional_ref__v.present == 1:
+        _graph_section___commit_state___optional_ref___required_ref__v = _graph_section___commit_state___optional_ref__v.ref
+        _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _graph_section___commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
+    elif _graph_section___commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _graph_section___commit_state___optional_ref__v = _graph_section___commit_state__v.text
+    out += _S66.pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _graph_section___commit_state___optional_ref__v.present == 1:
+        _graph_section___commit_state___optional_ref___required_ref__v = _graph_section___commit_state___optional_ref__v.ref
+        _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _graph_section___commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
+    elif _graph_section___commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    _graph_section___commit_state___optional_ref__v = _graph_section___commit_state__v.reclaim
+    out += _S66.pack(_graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+    if _graph_section___commit_state___optional_ref__v.present == 1:
+        _graph_section___commit_state___optional_ref___required_ref__v = _graph_section___commit_state___optional_ref__v.ref
+        _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _graph_section___commit_state___optional_ref___required_ref__v.descriptor
+        out += _S68.pack(_graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___optional_ref___required_ref__v.offset, _graph_section___commit_state___optional_ref___required_ref__v.length, _graph_section___commit_state___optional_ref___required_ref__v.block_kind, _graph_section___commit_state___optional_ref___required_ref__v.block_version)
+    elif _graph_section___commit_state___optional_ref__v.ref is not None:
+        raise EncodeError('field is present but its condition is false', path='ref')
+    out += _S43.pack(len(_graph_section___commit_state__v.prepared), 0)
+    if len(_graph_section___commit_state__v.prepared) != len(_graph_section___commit_state__v.prepared):
+        raise EncodeError('expected ' + str(len(_graph_section___commit_state__v.prepared)) + ' items, found ' + str(len(_graph_section___commit_state__v.prepared)), path='prepared')
+    for _graph_section___commit_state___x in _graph_section___commit_state__v.prepared:
+        _graph_section___commit_state___required_ref___artifact_descriptor__v = _graph_section___commit_state___x.descriptor
+        out += _S68.pack(_graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _graph_section___commit_state___required_ref___artifact_descriptor__v.family, _graph_section___commit_state___required_ref___artifact_descriptor__v.version, _graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _graph_section___commit_state___x.offset, _graph_section___commit_state___x.length, _graph_section___commit_state___x.block_kind, _graph_section___commit_state___x.block_version)
+    _graph_section___size_state = len(out) - _graph_section___ps
+    _S13.pack_into(out, _graph_section___at_state_len, _graph_section___size_state)
+    out += _S13.pack(len(_graph_section__v.objects))
+    if len(_graph_section__v.objects) != len(_graph_section__v.objects):
+        raise EncodeError('expected ' + str(len(_graph_section__v.objects)) + ' items, found ' + str(len(_graph_section__v.objects)), path='objects')
+    for _graph_section___x in _graph_section__v.objects:
+        out += _S130.pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
+    for _graph_section___x in _graph_section__v.zgen:
+        out += _S82.pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through)
+        if _graph_section___x.version == 2:
+            out += _S13.pack(len(_graph_section___x.rows))
+        if _graph_section___x.version == 2:
+            out += _S13.pack(0)
+        if _graph_section___x.version == 2:
+            if len(_graph_section___x.rows) != len(_graph_section___x.rows):
+                raise EncodeError('expected ' + str(len(_graph_section___x.rows)) + ' items, found ' + str(len(_graph_section___x.rows)), path='rows')
+            for _graph_section___zgen_extension___x in _graph_section___x.rows:
+                out += _S61.pack(_graph_section___zgen_extension___x.after_sequence, _graph_section___zgen_extension___x.increment_count)
+        elif _graph_section___x.rows is not None:
+            raise EncodeError('field is present but its condition is false', path='rows')
     _size_graph = len(out) - _ps
     _S13.pack_into(out, _at_section_len, _size_graph)
 
 def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     if pos + 4 > end:
-        raise _short(pos, end, _T131)
+        raise _short(pos, end, _T123)
     f_tag, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4025,12 +8121,177 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     _tag = f_tag
     if _tag == 827478868:
         try:
-            f_body, pos = _d_tsr1_body(mv, pos, end, p_segment_count)
+            if pos + 4 > end:
+                raise _short(pos, end, _T20)
+            _tsr1_body__f_count, = _S13.unpack_from(mv, pos)
+            _tsr1_body___r13 = pos
+            pos += 4
+            if not _tsr1_body__f_count == p_segment_count:
+                raise ConstraintError('TSR1 count must equal segment_count', offset=_tsr1_body___r13, path='count', expected='count == segment_count', found=_tsr1_body__f_count)
+            _tsr1_body___c = _tsr1_body__f_count
+            if _tsr1_body___c < 0 or _tsr1_body___c * 24 > end - pos:
+                raise TruncatedError('count ' + str(_tsr1_body___c) + ' needs at least ' + str(_tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body___c * 24, found=end - pos)
+            _tsr1_body__f_ranges = []
+            try:
+                for _tsr1_body___i in range(_tsr1_body___c):
+                    if pos + 24 > end:
+                        raise _short(pos, end, _T125)
+                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S124.unpack_from(mv, pos)
+                    _tsr1_body___r124 = pos
+                    pos += 24
+                    _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
+                    if _tsr1_body___v is None:
+                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r124, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                    _tsr1_body___clustering_range_f_tag = _tsr1_body___v
+                    if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r124 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                    if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r124 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                    if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
+                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r124 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                    _tsr1_body___x = ClusteringRange(_tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts)
+                    _tsr1_body__f_ranges.append(_tsr1_body___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_tsr1_body___i) + ']').prefixed('ranges') from None
+            f_body = Tsr1Body(_tsr1_body__f_ranges)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 861030234:
         try:
-            f_body, pos = _d_zgr3_body(mv, pos, end)
+            if pos + 4 > end:
+                raise _short(pos, end, _T126)
+            _zgr3_body__f_section_len, = _S13.unpack_from(mv, pos)
+            _zgr3_body___r13 = pos
+            pos += 4
+            _zgr3_body___n = _zgr3_body__f_section_len
+            if _zgr3_body___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body___n)
+            if pos + _zgr3_body___n > end:
+                raise TruncatedError('section needs ' + str(_zgr3_body___n) + ' bytes', offset=pos, path='graph', expected=_zgr3_body___n, found=end - pos)
+            _zgr3_body___outer_end_graph = end
+            end = pos + _zgr3_body___n
+            _zgr3_body___sec_graph = pos
+            try:
+                if pos + 20 > end:
+                    raise _short(pos, end, _T128)
+                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S127.unpack_from(mv, pos)
+                _zgr3_body___graph_section___r127 = pos
+                pos += 20
+                if not _zgr3_body___graph_section__f_graph_present == 1:
+                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r127, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+                if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r127 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+                _zgr3_body___graph_section___n = _zgr3_body___graph_section__f_state_len
+                if _zgr3_body___graph_section___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section___n)
+                if pos + _zgr3_body___graph_section___n > end:
+                    raise TruncatedError('section needs ' + str(_zgr3_body___graph_section___n) + ' bytes', offset=pos, path='state', expected=_zgr3_body___graph_section___n, found=end - pos)
+                _zgr3_body___graph_section___outer_end_state = end
+                end = pos + _zgr3_body___graph_section___n
+                _zgr3_body___graph_section___sec_state = pos
+                try:
+                    _zgr3_body___graph_section__f_state, pos = _d_commit_state(mv, pos, end)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('state') from None
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_zgr3_body___graph_section___sec_state, path='state', expected=end - _zgr3_body___graph_section___sec_state, found=pos - _zgr3_body___graph_section___sec_state)
+                end = _zgr3_body___graph_section___outer_end_state
+                if pos + 4 > end:
+                    raise _short(pos, end, _T129)
+                _zgr3_body___graph_section__f_object_count, = _S13.unpack_from(mv, pos)
+                _zgr3_body___graph_section___r13 = pos
+                pos += 4
+                _zgr3_body___graph_section___c = _zgr3_body___graph_section__f_object_count
+                if _zgr3_body___graph_section___c < 0 or _zgr3_body___graph_section___c * 32 > end - pos:
+                    raise TruncatedError('count ' + str(_zgr3_body___graph_section___c) + ' needs at least ' + str(_zgr3_body___graph_section___c * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section___c * 32, found=end - pos)
+                _zgr3_body___graph_section__f_objects = []
+                try:
+                    for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section___c):
+                        if pos + 32 > end:
+                            raise _short(pos, end, _T131)
+                        _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S130.unpack_from(mv, pos)
+                        _zgr3_body___graph_section___r130 = pos
+                        pos += 32
+                        _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
+                        if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
+                            raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r130, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                        _zgr3_body___graph_section___x = GraphObject(_zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum)
+                        _zgr3_body___graph_section__f_objects.append(_zgr3_body___graph_section___x)
+                except DecodeError as _exc:
+                    raise _exc.prefixed('[' + str(_zgr3_body___graph_section___i) + ']').prefixed('objects') from None
+                _zgr3_body___graph_section__f_zgen = []
+                try:
+                    _zgr3_body___graph_section___i = 0
+                    while pos < end:
+                        _zgr3_body___graph_section___ip = pos
+                        try:
+                            if pos + 16 > end:
+                                raise _short(pos, end, _T132)
+                            _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S82.unpack_from(mv, pos)
+                            _zgr3_body___graph_section___zgen_extension___r82 = pos
+                            pos += 16
+                            if not _zgr3_body___graph_section___zgen_extension__f_magic == 1313163098:
+                                raise ConstraintError('graph object count/length mismatch (trailing object bytes)', offset=_zgr3_body___graph_section___zgen_extension___r82, path='magic', expected='magic == 0x4e45475a', found=_zgr3_body___graph_section___zgen_extension__f_magic)
+                            if not (_zgr3_body___graph_section___zgen_extension__f_version == 1 or _zgr3_body___graph_section___zgen_extension__f_version == 2):
+                                raise UnsupportedError('unknown graph generation boundary version', offset=_zgr3_body___graph_section___zgen_extension___r82 + 4, path='version', expected='version == 1 or version == 2', found=_zgr3_body___graph_section___zgen_extension__f_version)
+                            _zgr3_body___graph_section___zgen_extension___a_row_count = pos
+                            if _zgr3_body___graph_section___zgen_extension__f_version == 2:
+                                if pos + 4 > end:
+                                    raise TruncatedError('field truncated', offset=pos, path='row_count', expected=4, found=end - pos)
+                                _zgr3_body___graph_section___zgen_extension__f_row_count = _S13.unpack_from(mv, pos)[0]
+                                _zgr3_body___graph_section___zgen_extension___at = pos
+                                pos += 4
+                            else:
+                                _zgr3_body___graph_section___zgen_extension__f_row_count = None
+                            if _zgr3_body___graph_section___zgen_extension__f_row_count is not None:
+                                if not _zgr3_body___graph_section___zgen_extension__f_row_count >= 1:
+                                    raise ConstraintError('ZGEN v2 needs at least one row', offset=_zgr3_body___graph_section___zgen_extension___a_row_count, path='row_count', expected='row_count >= 1', found=_zgr3_body___graph_section___zgen_extension__f_row_count)
+                            if _zgr3_body___graph_section___zgen_extension__f_version == 2:
+                                if pos + 4 > end:
+                                    raise TruncatedError('field truncated', offset=pos, path='reserved', expected=4, found=end - pos)
+                                _zgr3_body___graph_section___zgen_extension__f_reserved = _S13.unpack_from(mv, pos)[0]
+                                _zgr3_body___graph_section___zgen_extension___at = pos
+                                pos += 4
+                                if _zgr3_body___graph_section___zgen_extension__f_reserved != 0:
+                                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___zgen_extension___at, path='reserved', expected=0, found=_zgr3_body___graph_section___zgen_extension__f_reserved)
+                            else:
+                                _zgr3_body___graph_section___zgen_extension__f_reserved = None
+                            if _zgr3_body___graph_section___zgen_extension__f_version == 2:
+                                _zgr3_body___graph_section___zgen_extension___c = _zgr3_body___graph_section___zgen_extension__f_row_count
+                                if _zgr3_body___graph_section___zgen_extension___c < 0 or _zgr3_body___graph_section___zgen_extension___c * 16 > end - pos:
+                                    raise TruncatedError('count ' + str(_zgr3_body___graph_section___zgen_extension___c) + ' needs at least ' + str(_zgr3_body___graph_section___zgen_extension___c * 16) + ' bytes', offset=pos, path='rows', expected=_zgr3_body___graph_section___zgen_extension___c * 16, found=end - pos)
+                                _zgr3_body___graph_section___zgen_extension__f_rows = []
+                                try:
+                                    for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
+                                        if pos + 16 > end:
+                                            raise _short(pos, end, _T133)
+                                        _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S61.unpack_from(mv, pos)
+                                        _zgr3_body___graph_section___zgen_extension___r61 = pos
+                                        pos += 16
+                                        if not _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count > 0:
+                                            raise ConstraintError('ZGEN increment counts must be positive', offset=_zgr3_body___graph_section___zgen_extension___r61 + 8, path='increment_count', expected='increment_count > 0', found=_zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count)
+                                        _zgr3_body___graph_section___zgen_extension___x = ZgenRow(_zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count)
+                                        _zgr3_body___graph_section___zgen_extension__f_rows.append(_zgr3_body___graph_section___zgen_extension___x)
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('[' + str(_zgr3_body___graph_section___zgen_extension___i) + ']').prefixed('rows') from None
+                            else:
+                                _zgr3_body___graph_section___zgen_extension__f_rows = None
+                            _zgr3_body___graph_section___x = ZgenExtension(_zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through, _zgr3_body___graph_section___zgen_extension__f_rows)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('') from None
+                        if pos <= _zgr3_body___graph_section___ip:
+                            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                        _zgr3_body___graph_section__f_zgen.append(_zgr3_body___graph_section___x)
+                        _zgr3_body___graph_section___i += 1
+                except DecodeError as _exc:
+                    raise _exc.prefixed('[' + str(_zgr3_body___graph_section___i) + ']').prefixed('zgen') from None
+                _zgr3_body__f_graph = GraphSection(_zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state, _zgr3_body___graph_section__f_objects, _zgr3_body___graph_section__f_zgen)
+            except DecodeError as _exc:
+                raise _exc.prefixed('graph') from None
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_zgr3_body___sec_graph, path='graph', expected=end - _zgr3_body___sec_graph, found=pos - _zgr3_body___sec_graph)
+            end = _zgr3_body___outer_end_graph
+            f_body = Zgr3Body(_zgr3_body__f_graph)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -4055,26 +8316,126 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
     out += _S13.pack(v.tag)
     _tag = v.tag
     if _tag == 827478868:
-        _e_tsr1_body(out, v.body, p_segment_count)
+        _tsr1_body__v = v.body
+        out += _S13.pack(len(_tsr1_body__v.ranges))
+        if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
+            raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
+        for _tsr1_body___x in _tsr1_body__v.ranges:
+            out += _S124.pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
     elif _tag == 861030234:
-        _e_zgr3_body(out, v.body)
+        _zgr3_body__v = v.body
+        _zgr3_body___at_section_len = len(out) + 0
+        out += _S13.pack(0)
+        _zgr3_body___ps = len(out)
+        _zgr3_body___graph_section__v = _zgr3_body__v.graph
+        _zgr3_body___graph_section___at_state_len = len(out) + 16
+        out += _S127.pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
+        _zgr3_body___graph_section___ps = len(out)
+        _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
+        out += _S84.pack(_zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+        if len(_zgr3_body___graph_section___commit_state__v.symbol_high_water) != 4:
+            raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.symbol_high_water)), path='symbol_high_water')
+        out += struct.pack('<' + str(len(_zgr3_body___graph_section___commit_state__v.symbol_high_water)) + 'Q', *_zgr3_body___graph_section___commit_state__v.symbol_high_water)
+        out += _S6.pack(_zgr3_body___graph_section___commit_state__v.creation_serial)
+        if len(_zgr3_body___graph_section___commit_state__v.roots) != 8:
+            raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.roots)), path='roots')
+        for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.roots:
+            out += _S66.pack(_zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            if _zgr3_body___graph_section___commit_state___x.present == 1:
+                _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___x.ref
+                _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                out += _S68.pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+                out += _S70.pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            elif _zgr3_body___graph_section___commit_state___x.ref is not None:
+                raise EncodeError('field is present but its condition is false', path='ref')
+        _zgr3_body___graph_section___commit_state___required_ref__v = _zgr3_body___graph_section___commit_state__v.catalog
+        _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___required_ref__v.descriptor
+        out += _S68.pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+        out += _S70.pack(_zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref__v.offset, _zgr3_body___graph_section___commit_state___required_ref__v.length, _zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___required_ref__v.block_version)
+        _zgr3_body___graph_section___commit_state___optional_ref__v = _zgr3_body___graph_section___commit_state__v.vector
+        out += _S66.pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
+            _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
+            _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        _zgr3_body___graph_section___commit_state___optional_ref__v = _zgr3_body___graph_section___commit_state__v.text
+        out += _S66.pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
+            _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
+            _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        _zgr3_body___graph_section___commit_state___optional_ref__v = _zgr3_body___graph_section___commit_state__v.reclaim
+        out += _S66.pack(_zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        if _zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
+            _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _zgr3_body___graph_section___commit_state___optional_ref__v.ref
+            _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+            out += _S68.pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+        elif _zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+            raise EncodeError('field is present but its condition is false', path='ref')
+        out += _S43.pack(len(_zgr3_body___graph_section___commit_state__v.prepared), 0)
+        if len(_zgr3_body___graph_section___commit_state__v.prepared) != len(_zgr3_body___graph_section___commit_state__v.prepared):
+            raise EncodeError('expected ' + str(len(_zgr3_body___graph_section___commit_state__v.prepared)) + ' items, found ' + str(len(_zgr3_body___graph_section___commit_state__v.prepared)), path='prepared')
+        for _zgr3_body___graph_section___commit_state___x in _zgr3_body___graph_section___commit_state__v.prepared:
+            _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _zgr3_body___graph_section___commit_state___x.descriptor
+            out += _S68.pack(_zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state___x.offset, _zgr3_body___graph_section___commit_state___x.length, _zgr3_body___graph_section___commit_state___x.block_kind, _zgr3_body___graph_section___commit_state___x.block_version)
+        _zgr3_body___graph_section___size_state = len(out) - _zgr3_body___graph_section___ps
+        _S13.pack_into(out, _zgr3_body___graph_section___at_state_len, _zgr3_body___graph_section___size_state)
+        out += _S13.pack(len(_zgr3_body___graph_section__v.objects))
+        if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
+            raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
+        for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
+            out += _S130.pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
+        for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.zgen:
+            out += _S82.pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
+            if _zgr3_body___graph_section___x.version == 2:
+                out += _S13.pack(len(_zgr3_body___graph_section___x.rows))
+            if _zgr3_body___graph_section___x.version == 2:
+                out += _S13.pack(0)
+            if _zgr3_body___graph_section___x.version == 2:
+                if len(_zgr3_body___graph_section___x.rows) != len(_zgr3_body___graph_section___x.rows):
+                    raise EncodeError('expected ' + str(len(_zgr3_body___graph_section___x.rows)) + ' items, found ' + str(len(_zgr3_body___graph_section___x.rows)), path='rows')
+                for _zgr3_body___graph_section___zgen_extension___x in _zgr3_body___graph_section___x.rows:
+                    out += _S61.pack(_zgr3_body___graph_section___zgen_extension___x.after_sequence, _zgr3_body___graph_section___zgen_extension___x.increment_count)
+            elif _zgr3_body___graph_section___x.rows is not None:
+                raise EncodeError('field is present but its condition is false', path='rows')
+        _zgr3_body___size_graph = len(out) - _zgr3_body___ps
+        _S13.pack_into(out, _zgr3_body___at_section_len, _zgr3_body___size_graph)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
     _e_body = len(out)
     if (v.tag == 861030234):
-        f_checksum = _ck_xxh3_64(memoryview(out)[_s_tag:_e_body])
+        f_checksum = _ck_xxh3_64((out if _s_tag == 0 and _e_body == len(out) else memoryview(out)[_s_tag:_e_body]))
         out += _S6.pack(f_checksum)
 
 def _d_manifest_payload(mv, pos, end, p_version):
     if pos + 32 > end:
-        raise _short(pos, end, _T133)
-    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S132.unpack_from(mv, pos)
-    _r132 = pos
+        raise _short(pos, end, _T107)
+    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S106.unpack_from(mv, pos)
+    _r106 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r132 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r106 + 28, path='reserved', expected=0, found=f_reserved)
     try:
-        f_alias, pos = _d_epoch_alias(mv, pos, end)
+        if pos + 24 > end:
+            raise _short(pos, end, _T109)
+        _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S108.unpack_from(mv, pos)
+        _epoch_alias___r108 = pos
+        pos += 24
+        if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
+            raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r108, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+        if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r108 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+        if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
+            raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r108 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+        f_alias = EpochAlias(_epoch_alias__f_present, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id)
     except DecodeError as _exc:
         raise _exc.prefixed('alias') from None
     _c = f_segment_count
@@ -4084,24 +8445,24 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 52 > end:
-                raise _short(pos, end, _T109)
-            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S108.unpack_from(mv, pos)
-            _r108 = pos
+                raise _short(pos, end, _T111)
+            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S110.unpack_from(mv, pos)
+            _r110 = pos
             pos += 52
             _v = _QUANTSCHEME_BY_VALUE.get(_manifest_segment_f_scheme)
             if _v is None:
                 if _manifest_segment_f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r110 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_r110 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
             _manifest_segment_f_scheme = _v
             if _manifest_segment_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r110 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
             if not ((_manifest_segment_f_epoch_present == 0) or (_manifest_segment_f_epoch_present == 1)):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r110 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
             if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r110 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
             if not ((_manifest_segment_f_epoch_present == 1) or (_manifest_segment_f_embedding_epoch_id == 0)):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero', offset=_r110 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
             _x = ManifestSegment(_manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_embedding_epoch_id)
             f_segments.append(_x)
     except DecodeError as _exc:
@@ -4126,16 +8487,16 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T120)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119.unpack_from(mv, pos)
-            _r119 = pos
+                raise _short(pos, end, _T122)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S121.unpack_from(mv, pos)
+            _r121 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r121 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r121 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -4165,24 +8526,170 @@ def _d_manifest_payload(mv, pos, end, p_version):
     return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions), pos
 
 def _e_manifest_payload(out, v, p_version):
-    out += _S132.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
-    _e_epoch_alias(out, v.alias)
+    out += _S106.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
+    _epoch_alias__v = v.alias
+    out += _S108.pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
     if len(v.segments) != len(v.segments):
         raise EncodeError('expected ' + str(len(v.segments)) + ' items, found ' + str(len(v.segments)), path='segments')
     for _x in v.segments:
-        out += _S108.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
+        out += _S110.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
     if len(v.epochs) != len(v.epochs):
         raise EncodeError('expected ' + str(len(v.epochs)) + ' items, found ' + str(len(v.epochs)), path='epochs')
     for _x in v.epochs:
-        _e_embedding_epoch(out, _x)
+        out += _S61.pack(_x.embedding_epoch_id, _x.tokenizer_epoch_id)
+        _embedding_epoch___embedding_tower__v = _x.document
+        _embedding_epoch___embedding_tower___b_model_id = _embedding_epoch___embedding_tower__v.model_id.encode('utf-8')
+        out += _S13.pack(len(_embedding_epoch___embedding_tower___b_model_id))
+        out += _embedding_epoch___embedding_tower___b_model_id
+        _embedding_epoch___embedding_tower___b_model_version = _embedding_epoch___embedding_tower__v.model_version.encode('utf-8')
+        out += _S13.pack(len(_embedding_epoch___embedding_tower___b_model_version))
+        out += _embedding_epoch___embedding_tower___b_model_version
+        _embedding_epoch___embedding_tower___b_weights_digest = _embedding_epoch___embedding_tower__v.weights_digest
+        out += _S13.pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
+        out += _embedding_epoch___embedding_tower___b_weights_digest
+        _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode('utf-8')
+        out += _S116.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+        out += _embedding_epoch___embedding_tower___b_prompt_prefix
+        out += _S118.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        if _embedding_epoch___embedding_tower__v.os_build_present == 1:
+            _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode('utf-8')
+            out += _S13.pack(len(_embedding_epoch___embedding_tower___b))
+            out += _embedding_epoch___embedding_tower___b
+        elif _embedding_epoch___embedding_tower__v.os_build is not None:
+            raise EncodeError('field is present but its condition is false', path='os_build')
+        _embedding_epoch___embedding_tower__v = _x.query
+        _embedding_epoch___embedding_tower___b_model_id = _embedding_epoch___embedding_tower__v.model_id.encode('utf-8')
+        out += _S13.pack(len(_embedding_epoch___embedding_tower___b_model_id))
+        out += _embedding_epoch___embedding_tower___b_model_id
+        _embedding_epoch___embedding_tower___b_model_version = _embedding_epoch___embedding_tower__v.model_version.encode('utf-8')
+        out += _S13.pack(len(_embedding_epoch___embedding_tower___b_model_version))
+        out += _embedding_epoch___embedding_tower___b_model_version
+        _embedding_epoch___embedding_tower___b_weights_digest = _embedding_epoch___embedding_tower__v.weights_digest
+        out += _S13.pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
+        out += _embedding_epoch___embedding_tower___b_weights_digest
+        _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode('utf-8')
+        out += _S116.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+        out += _embedding_epoch___embedding_tower___b_prompt_prefix
+        out += _S118.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        if _embedding_epoch___embedding_tower__v.os_build_present == 1:
+            _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode('utf-8')
+            out += _S13.pack(len(_embedding_epoch___embedding_tower___b))
+            out += _embedding_epoch___embedding_tower___b
+        elif _embedding_epoch___embedding_tower__v.os_build is not None:
+            raise EncodeError('field is present but its condition is false', path='os_build')
+        _embedding_epoch___b_alignment_digest = _x.alignment_digest
+        out += _S13.pack(len(_embedding_epoch___b_alignment_digest))
+        out += _embedding_epoch___b_alignment_digest
     if len(v.columns) != len(v.columns):
         raise EncodeError('expected ' + str(len(v.columns)) + ' items, found ' + str(len(v.columns)), path='columns')
     for _x in v.columns:
         _column_def_b_name = _x.name.encode('utf-8')
-        out += _S119.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _S121.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
         out += _column_def_b_name
     for _x in v.extensions:
-        _e_manifest_extension(out, _x, p_version, len(v.segments))
+        _manifest_extension__p_segment_count = len(v.segments)
+        _manifest_extension___s_tag = len(out) + 0
+        out += _S13.pack(_x.tag)
+        _manifest_extension___tag = _x.tag
+        if _manifest_extension___tag == 827478868:
+            _manifest_extension___tsr1_body__v = _x.body
+            out += _S13.pack(len(_manifest_extension___tsr1_body__v.ranges))
+            if len(_manifest_extension___tsr1_body__v.ranges) != len(_manifest_extension___tsr1_body__v.ranges):
+                raise EncodeError('expected ' + str(len(_manifest_extension___tsr1_body__v.ranges)) + ' items, found ' + str(len(_manifest_extension___tsr1_body__v.ranges)), path='ranges')
+            for _manifest_extension___tsr1_body___x in _manifest_extension___tsr1_body__v.ranges:
+                out += _S124.pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
+        elif _manifest_extension___tag == 861030234:
+            _manifest_extension___zgr3_body__v = _x.body
+            _manifest_extension___zgr3_body___at_section_len = len(out) + 0
+            out += _S13.pack(0)
+            _manifest_extension___zgr3_body___ps = len(out)
+            _manifest_extension___zgr3_body___graph_section__v = _manifest_extension___zgr3_body__v.graph
+            _manifest_extension___zgr3_body___graph_section___at_state_len = len(out) + 16
+            out += _S127.pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
+            _manifest_extension___zgr3_body___graph_section___ps = len(out)
+            _manifest_extension___zgr3_body___graph_section___commit_state__v = _manifest_extension___zgr3_body___graph_section__v.state
+            out += _S84.pack(_manifest_extension___zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.generation, _manifest_extension___zgr3_body___graph_section___commit_state__v.sequence, _manifest_extension___zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+            if len(_manifest_extension___zgr3_body___graph_section___commit_state__v.symbol_high_water) != 4:
+                raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section___commit_state__v.symbol_high_water)), path='symbol_high_water')
+            out += struct.pack('<' + str(len(_manifest_extension___zgr3_body___graph_section___commit_state__v.symbol_high_water)) + 'Q', *_manifest_extension___zgr3_body___graph_section___commit_state__v.symbol_high_water)
+            out += _S6.pack(_manifest_extension___zgr3_body___graph_section___commit_state__v.creation_serial)
+            if len(_manifest_extension___zgr3_body___graph_section___commit_state__v.roots) != 8:
+                raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section___commit_state__v.roots)), path='roots')
+            for _manifest_extension___zgr3_body___graph_section___commit_state___x in _manifest_extension___zgr3_body___graph_section___commit_state__v.roots:
+                out += _S66.pack(_manifest_extension___zgr3_body___graph_section___commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+                if _manifest_extension___zgr3_body___graph_section___commit_state___x.present == 1:
+                    _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state___x.ref
+                    _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                    out += _S68.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+                    out += _S70.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+                elif _manifest_extension___zgr3_body___graph_section___commit_state___x.ref is not None:
+                    raise EncodeError('field is present but its condition is false', path='ref')
+            _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state__v.catalog
+            _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.descriptor
+            out += _S68.pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+            out += _S70.pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref__v.block_version)
+            _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state__v.vector
+            out += _S66.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
+                _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref
+                _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                out += _S68.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+                out += _S70.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            elif _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+                raise EncodeError('field is present but its condition is false', path='ref')
+            _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state__v.text
+            out += _S66.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
+                _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref
+                _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                out += _S68.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+                out += _S70.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            elif _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+                raise EncodeError('field is present but its condition is false', path='ref')
+            _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state__v.reclaim
+            out += _S66.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            if _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.present == 1:
+                _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref
+                _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.descriptor
+                out += _S68.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
+                out += _S70.pack(_manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.offset, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.length, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref___required_ref__v.block_version)
+            elif _manifest_extension___zgr3_body___graph_section___commit_state___optional_ref__v.ref is not None:
+                raise EncodeError('field is present but its condition is false', path='ref')
+            out += _S43.pack(len(_manifest_extension___zgr3_body___graph_section___commit_state__v.prepared), 0)
+            if len(_manifest_extension___zgr3_body___graph_section___commit_state__v.prepared) != len(_manifest_extension___zgr3_body___graph_section___commit_state__v.prepared):
+                raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section___commit_state__v.prepared)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section___commit_state__v.prepared)), path='prepared')
+            for _manifest_extension___zgr3_body___graph_section___commit_state___x in _manifest_extension___zgr3_body___graph_section___commit_state__v.prepared:
+                _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v = _manifest_extension___zgr3_body___graph_section___commit_state___x.descriptor
+                out += _S68.pack(_manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_generation, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.creation_serial, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.complete_file_length, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.family, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.version, _manifest_extension___zgr3_body___graph_section___commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
+                out += _S70.pack(_manifest_extension___zgr3_body___graph_section___commit_state___x.artifact.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state___x.offset, _manifest_extension___zgr3_body___graph_section___commit_state___x.length, _manifest_extension___zgr3_body___graph_section___commit_state___x.block_kind, _manifest_extension___zgr3_body___graph_section___commit_state___x.block_version)
+            _manifest_extension___zgr3_body___graph_section___size_state = len(out) - _manifest_extension___zgr3_body___graph_section___ps
+            _S13.pack_into(out, _manifest_extension___zgr3_body___graph_section___at_state_len, _manifest_extension___zgr3_body___graph_section___size_state)
+            out += _S13.pack(len(_manifest_extension___zgr3_body___graph_section__v.objects))
+            if len(_manifest_extension___zgr3_body___graph_section__v.objects) != len(_manifest_extension___zgr3_body___graph_section__v.objects):
+                raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)), path='objects')
+            for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.objects:
+                out += _S130.pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
+            for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.zgen:
+                out += _S82.pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through)
+                if _manifest_extension___zgr3_body___graph_section___x.version == 2:
+                    out += _S13.pack(len(_manifest_extension___zgr3_body___graph_section___x.rows))
+                if _manifest_extension___zgr3_body___graph_section___x.version == 2:
+                    out += _S13.pack(0)
+                if _manifest_extension___zgr3_body___graph_section___x.version == 2:
+                    if len(_manifest_extension___zgr3_body___graph_section___x.rows) != len(_manifest_extension___zgr3_body___graph_section___x.rows):
+                        raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section___x.rows)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section___x.rows)), path='rows')
+                    for _manifest_extension___zgr3_body___graph_section___zgen_extension___x in _manifest_extension___zgr3_body___graph_section___x.rows:
+                        out += _S61.pack(_manifest_extension___zgr3_body___graph_section___zgen_extension___x.after_sequence, _manifest_extension___zgr3_body___graph_section___zgen_extension___x.increment_count)
+                elif _manifest_extension___zgr3_body___graph_section___x.rows is not None:
+                    raise EncodeError('field is present but its condition is false', path='rows')
+            _manifest_extension___zgr3_body___size_graph = len(out) - _manifest_extension___zgr3_body___ps
+            _S13.pack_into(out, _manifest_extension___zgr3_body___at_section_len, _manifest_extension___zgr3_body___size_graph)
+        else:
+            raise EncodeError('no case for tag ' + repr(_manifest_extension___tag), path='body')
+        _manifest_extension___e_body = len(out)
+        if _x.tag == 861030234:
+            _manifest_extension__f_checksum = _ck_xxh3_64(out if _manifest_extension___s_tag == 0 and _manifest_extension___e_body == len(out) else memoryview(out)[_manifest_extension___s_tag:_manifest_extension___e_body])
+            out += _S6.pack(_manifest_extension__f_checksum)
 
 def _d_purge_token_input(mv, pos, end):
     if pos + 8 > end:
@@ -4197,7 +8704,7 @@ def _d_purge_token_input(mv, pos, end):
             _ip = pos
             if pos + 16 > end:
                 raise TruncatedError('field truncated', offset=pos, path='', expected=16, found=end - pos)
-            _x = _S28.unpack_from(mv, pos)[0]
+            _x = _S30.unpack_from(mv, pos)[0]
             _at = pos
             pos += 16
             _x = int.from_bytes(_x, 'little', signed=False)
@@ -4216,11 +8723,11 @@ def _e_purge_token_input(out, v):
 def _d_purge_payload(mv, pos, end):
     if pos + 16 > end:
         raise _short(pos, end, _T135)
-    f_token_id, f_id_count, f_reserved = _S87.unpack_from(mv, pos)
-    _r87 = pos
+    f_token_id, f_id_count, f_reserved = _S77.unpack_from(mv, pos)
+    _r77 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r87 + 12, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r77 + 12, path='reserved', expected=0, found=f_reserved)
     _c = f_id_count
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
@@ -4235,7 +8742,7 @@ def _d_purge_payload(mv, pos, end):
     return PurgePayload(f_token_id, f_doc_ids), pos
 
 def _e_purge_payload(out, v):
-    out += _S87.pack(v.token_id, len(v.doc_ids), 0)
+    out += _S77.pack(v.token_id, len(v.doc_ids), 0)
     if len(v.doc_ids) != len(v.doc_ids):
         raise EncodeError('expected ' + str(len(v.doc_ids)) + ' items, found ' + str(len(v.doc_ids)), path='doc_ids')
     out += b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids])
@@ -4256,7 +8763,25 @@ def _d_purge_block(mv, pos, end):
     end = pos + _n
     _sec_payload = pos
     try:
-        f_payload, pos = _d_purge_payload(mv, pos, end)
+        if pos + 16 > end:
+            raise _short(pos, end, _T135)
+        _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S77.unpack_from(mv, pos)
+        _purge_payload___r77 = pos
+        pos += 16
+        if _purge_payload__f_reserved != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r77 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
+        _purge_payload___c = _purge_payload__f_id_count
+        if _purge_payload___c < 0 or _purge_payload___c * 16 > end - pos:
+            raise TruncatedError('count ' + str(_purge_payload___c) + ' needs at least ' + str(_purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload___c * 16, found=end - pos)
+        _purge_payload___st = _RC136.get(_purge_payload___c)
+        if _purge_payload___st is None:
+            _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload___c)
+            if len(_RC136) < 64:
+                _RC136[_purge_payload___c] = _purge_payload___st
+        _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
+        _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
+        pos += _purge_payload___c * 16
+        f_payload = PurgePayload(_purge_payload__f_token_id, _purge_payload__f_doc_ids)
     except DecodeError as _exc:
         raise _exc.prefixed('payload') from None
     if pos != end:
@@ -4278,11 +8803,15 @@ def _e_purge_block(out, v):
     out += _S6.pack(0)
     _s_payload = len(out)
     _ps = len(out)
-    _e_purge_payload(out, v.payload)
+    _purge_payload__v = v.payload
+    out += _S77.pack(_purge_payload__v.token_id, len(_purge_payload__v.doc_ids), 0)
+    if len(_purge_payload__v.doc_ids) != len(_purge_payload__v.doc_ids):
+        raise EncodeError('expected ' + str(len(_purge_payload__v.doc_ids)) + ' items, found ' + str(len(_purge_payload__v.doc_ids)), path='doc_ids')
+    out += b''.join([_purge_payload___x.to_bytes(16, 'little', signed=False) for _purge_payload___x in _purge_payload__v.doc_ids])
     _size_payload = len(out) - _ps
     _S6.pack_into(out, _at_block_len, _size_payload)
     _e_payload = len(out)
-    f_block_checksum = _ck_xxh3_64(memoryview(out)[_s_payload:_e_payload])
+    f_block_checksum = _ck_xxh3_64((out if _s_payload == 0 and _e_payload == len(out) else memoryview(out)[_s_payload:_e_payload]))
     out += _S6.pack(f_block_checksum)
 
 def _d_purge_file(mv, pos, end):
@@ -4311,7 +8840,55 @@ def _d_purge_file(mv, pos, end):
     end = pos + _n
     _sec_block = pos
     try:
-        f_block, pos = _d_purge_block(mv, pos, end)
+        if pos + 8 > end:
+            raise _short(pos, end, _T104)
+        _purge_block__f_block_len, = _S6.unpack_from(mv, pos)
+        _purge_block___r6 = pos
+        pos += 8
+        _purge_block___s_payload = pos
+        _purge_block___n = _purge_block__f_block_len
+        if _purge_block___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_purge_block___n)
+        if pos + _purge_block___n > end:
+            raise TruncatedError('section needs ' + str(_purge_block___n) + ' bytes', offset=pos, path='payload', expected=_purge_block___n, found=end - pos)
+        _purge_block___outer_end_payload = end
+        end = pos + _purge_block___n
+        _purge_block___sec_payload = pos
+        try:
+            if pos + 16 > end:
+                raise _short(pos, end, _T135)
+            _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S77.unpack_from(mv, pos)
+            _purge_block___purge_payload___r77 = pos
+            pos += 16
+            if _purge_block___purge_payload__f_reserved != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r77 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
+            _purge_block___purge_payload___c = _purge_block___purge_payload__f_id_count
+            if _purge_block___purge_payload___c < 0 or _purge_block___purge_payload___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
+            _purge_block___purge_payload___st = _RC136.get(_purge_block___purge_payload___c)
+            if _purge_block___purge_payload___st is None:
+                _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload___c)
+                if len(_RC136) < 64:
+                    _RC136[_purge_block___purge_payload___c] = _purge_block___purge_payload___st
+            _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
+            _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
+            pos += _purge_block___purge_payload___c * 16
+            _purge_block__f_payload = PurgePayload(_purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_doc_ids)
+        except DecodeError as _exc:
+            raise _exc.prefixed('payload') from None
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_purge_block___sec_payload, path='payload', expected=end - _purge_block___sec_payload, found=pos - _purge_block___sec_payload)
+        end = _purge_block___outer_end_payload
+        _purge_block___e_payload = pos
+        if pos + 8 > end:
+            raise _short(pos, end, _T105)
+        _purge_block__f_block_checksum, = _S6.unpack_from(mv, pos)
+        _purge_block___r6 = pos
+        pos += 8
+        _purge_block___ck = _ck_xxh3_64(mv[_purge_block___s_payload:_purge_block___e_payload])
+        if _purge_block__f_block_checksum != _purge_block___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_purge_block___r6, path='block_checksum', expected=_purge_block___ck, found=_purge_block__f_block_checksum)
+        f_block = PurgeBlock(_purge_block__f_payload)
     except DecodeError as _exc:
         raise _exc.prefixed('block') from None
     if pos != end:
@@ -4333,11 +8910,25 @@ def _e_purge_file(out, v):
     _at_file_length = len(out) + 24
     out += _S0.pack(b'ZEPEMBED', 15, 1, 0, 32, 0)
     _ps = len(out)
-    _e_purge_block(out, v.block)
+    _purge_block__v = v.block
+    _purge_block___at_block_len = len(out) + 0
+    out += _S6.pack(0)
+    _purge_block___s_payload = len(out)
+    _purge_block___ps = len(out)
+    _purge_block___purge_payload__v = _purge_block__v.payload
+    out += _S77.pack(_purge_block___purge_payload__v.token_id, len(_purge_block___purge_payload__v.doc_ids), 0)
+    if len(_purge_block___purge_payload__v.doc_ids) != len(_purge_block___purge_payload__v.doc_ids):
+        raise EncodeError('expected ' + str(len(_purge_block___purge_payload__v.doc_ids)) + ' items, found ' + str(len(_purge_block___purge_payload__v.doc_ids)), path='doc_ids')
+    out += b''.join([_purge_block___purge_payload___x.to_bytes(16, 'little', signed=False) for _purge_block___purge_payload___x in _purge_block___purge_payload__v.doc_ids])
+    _purge_block___size_payload = len(out) - _purge_block___ps
+    _S6.pack_into(out, _purge_block___at_block_len, _purge_block___size_payload)
+    _purge_block___e_payload = len(out)
+    _purge_block__f_block_checksum = _ck_xxh3_64(out if _purge_block___s_payload == 0 and _purge_block___e_payload == len(out) else memoryview(out)[_purge_block___s_payload:_purge_block___e_payload])
+    out += _S6.pack(_purge_block__f_block_checksum)
     _size_block = len(out) - _ps
     _S6.pack_into(out, _at_file_length, _size_block + 40)
     _e_block = len(out)
-    f_file_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_block])
+    f_file_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_block == len(out) else memoryview(out)[_s_magic:_e_block]))
     out += _S6.pack(f_file_checksum)
 
 def _d_epoch_digest_input(mv, pos, end):
@@ -4349,15 +8940,171 @@ def _d_epoch_digest_input(mv, pos, end):
     if f_magic != b'ZEEMBEP2':
         raise ConstraintError('bad magic', offset=_r93, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     try:
-        f_document, pos = _d_digest_tower(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T113)
+        _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_model_id > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_digest_tower__n_model_id, found=end - pos)
+        try:
+            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
+        pos += _digest_tower__n_model_id
+        if pos + 4 > end:
+            raise _short(pos, end, _T114)
+        _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_model_version > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_digest_tower__n_model_version, found=end - pos)
+        try:
+            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
+        pos += _digest_tower__n_model_version
+        if pos + 4 > end:
+            raise _short(pos, end, _T115)
+        _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_weights_digest > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_digest_tower__n_weights_digest, found=end - pos)
+        _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+        pos += _digest_tower__n_weights_digest
+        if pos + 10 > end:
+            raise _short(pos, end, _T117)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S116.unpack_from(mv, pos)
+        _digest_tower___r116 = pos
+        pos += 10
+        _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r116 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        _digest_tower__f_normalization = _digest_tower___v
+        if pos + _digest_tower__n_prompt_prefix > end:
+            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
+        try:
+            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
+        pos += _digest_tower__n_prompt_prefix
+        if pos + 9 > end:
+            raise _short(pos, end, _T139)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S138.unpack_from(mv, pos)
+        _digest_tower___r138 = pos
+        pos += 9
+        _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r138 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        _digest_tower__f_runtime = _digest_tower___v
+        _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r138 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        _digest_tower__f_compute_units = _digest_tower___v
+        if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r138 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        if _digest_tower__f_os_build_present == 1:
+            if pos + 4 > end:
+                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
+            _digest_tower___n = _S13.unpack_from(mv, pos)[0]
+            pos += 4
+            if pos + _digest_tower___n > end:
+                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_digest_tower___n, found=end - pos)
+            try:
+                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
+            pos += _digest_tower___n
+        else:
+            _digest_tower__f_os_build = None
+        f_document = DigestTower(_digest_tower__f_model_id, _digest_tower__f_model_version, _digest_tower__f_weights_digest, _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__f_prompt_prefix, _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present, _digest_tower__f_os_build)
     except DecodeError as _exc:
         raise _exc.prefixed('document') from None
     try:
-        f_query, pos = _d_digest_tower(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T113)
+        _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_model_id > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_digest_tower__n_model_id, found=end - pos)
+        try:
+            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
+        pos += _digest_tower__n_model_id
+        if pos + 4 > end:
+            raise _short(pos, end, _T114)
+        _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_model_version > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_digest_tower__n_model_version, found=end - pos)
+        try:
+            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
+        pos += _digest_tower__n_model_version
+        if pos + 4 > end:
+            raise _short(pos, end, _T115)
+        _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_weights_digest > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_digest_tower__n_weights_digest, found=end - pos)
+        _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+        pos += _digest_tower__n_weights_digest
+        if pos + 10 > end:
+            raise _short(pos, end, _T117)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S116.unpack_from(mv, pos)
+        _digest_tower___r116 = pos
+        pos += 10
+        _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r116 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        _digest_tower__f_normalization = _digest_tower___v
+        if pos + _digest_tower__n_prompt_prefix > end:
+            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
+        try:
+            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
+        pos += _digest_tower__n_prompt_prefix
+        if pos + 9 > end:
+            raise _short(pos, end, _T139)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S138.unpack_from(mv, pos)
+        _digest_tower___r138 = pos
+        pos += 9
+        _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r138 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        _digest_tower__f_runtime = _digest_tower___v
+        _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r138 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        _digest_tower__f_compute_units = _digest_tower___v
+        if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r138 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        if _digest_tower__f_os_build_present == 1:
+            if pos + 4 > end:
+                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
+            _digest_tower___n = _S13.unpack_from(mv, pos)[0]
+            pos += 4
+            if pos + _digest_tower___n > end:
+                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_digest_tower___n, found=end - pos)
+            try:
+                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
+            pos += _digest_tower___n
+        else:
+            _digest_tower__f_os_build = None
+        f_query = DigestTower(_digest_tower__f_model_id, _digest_tower__f_model_version, _digest_tower__f_weights_digest, _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__f_prompt_prefix, _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present, _digest_tower__f_os_build)
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T118)
+        raise _short(pos, end, _T120)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4369,8 +9116,46 @@ def _d_epoch_digest_input(mv, pos, end):
 
 def _e_epoch_digest_input(out, v):
     out += _S93.pack(b'ZEEMBEP2')
-    _e_digest_tower(out, v.document)
-    _e_digest_tower(out, v.query)
+    _digest_tower__v = v.document
+    _digest_tower___b_model_id = _digest_tower__v.model_id.encode('utf-8')
+    out += _S13.pack(len(_digest_tower___b_model_id))
+    out += _digest_tower___b_model_id
+    _digest_tower___b_model_version = _digest_tower__v.model_version.encode('utf-8')
+    out += _S13.pack(len(_digest_tower___b_model_version))
+    out += _digest_tower___b_model_version
+    _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+    out += _S13.pack(len(_digest_tower___b_weights_digest))
+    out += _digest_tower___b_weights_digest
+    _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode('utf-8')
+    out += _S116.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _digest_tower___b_prompt_prefix
+    out += _S138.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    if _digest_tower__v.os_build_present == 1:
+        _digest_tower___b = _digest_tower__v.os_build.encode('utf-8')
+        out += _S13.pack(len(_digest_tower___b))
+        out += _digest_tower___b
+    elif _digest_tower__v.os_build is not None:
+        raise EncodeError('field is present but its condition is false', path='os_build')
+    _digest_tower__v = v.query
+    _digest_tower___b_model_id = _digest_tower__v.model_id.encode('utf-8')
+    out += _S13.pack(len(_digest_tower___b_model_id))
+    out += _digest_tower___b_model_id
+    _digest_tower___b_model_version = _digest_tower__v.model_version.encode('utf-8')
+    out += _S13.pack(len(_digest_tower___b_model_version))
+    out += _digest_tower___b_model_version
+    _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+    out += _S13.pack(len(_digest_tower___b_weights_digest))
+    out += _digest_tower___b_weights_digest
+    _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode('utf-8')
+    out += _S116.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _digest_tower___b_prompt_prefix
+    out += _S138.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    if _digest_tower__v.os_build_present == 1:
+        _digest_tower___b = _digest_tower__v.os_build.encode('utf-8')
+        out += _S13.pack(len(_digest_tower___b))
+        out += _digest_tower___b
+    elif _digest_tower__v.os_build is not None:
+        raise EncodeError('field is present but its condition is false', path='os_build')
     _b_alignment_digest = v.alignment_digest
     out += _S13.pack(len(_b_alignment_digest))
     out += _b_alignment_digest
@@ -4384,18 +9169,115 @@ def _d_epoch_digest_input_v1(mv, pos, end):
     if f_magic != b'ZEEMBEP1':
         raise ConstraintError('bad magic', offset=_r93, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     try:
-        f_tower, pos = _d_digest_tower(mv, pos, end)
+        if pos + 4 > end:
+            raise _short(pos, end, _T113)
+        _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_model_id > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_id', expected=_digest_tower__n_model_id, found=end - pos)
+        try:
+            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_id') from None
+        pos += _digest_tower__n_model_id
+        if pos + 4 > end:
+            raise _short(pos, end, _T114)
+        _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_model_version > end:
+            raise TruncatedError('str truncated', offset=pos, path='model_version', expected=_digest_tower__n_model_version, found=end - pos)
+        try:
+            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'model_version') from None
+        pos += _digest_tower__n_model_version
+        if pos + 4 > end:
+            raise _short(pos, end, _T115)
+        _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
+        _digest_tower___r13 = pos
+        pos += 4
+        if pos + _digest_tower__n_weights_digest > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='weights_digest', expected=_digest_tower__n_weights_digest, found=end - pos)
+        _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+        pos += _digest_tower__n_weights_digest
+        if pos + 10 > end:
+            raise _short(pos, end, _T117)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S116.unpack_from(mv, pos)
+        _digest_tower___r116 = pos
+        pos += 10
+        _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r116 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        _digest_tower__f_normalization = _digest_tower___v
+        if pos + _digest_tower__n_prompt_prefix > end:
+            raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
+        try:
+            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+        except UnicodeDecodeError as _u:
+            raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
+        pos += _digest_tower__n_prompt_prefix
+        if pos + 9 > end:
+            raise _short(pos, end, _T139)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S138.unpack_from(mv, pos)
+        _digest_tower___r138 = pos
+        pos += 9
+        _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r138 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        _digest_tower__f_runtime = _digest_tower___v
+        _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
+        if _digest_tower___v is None:
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r138 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        _digest_tower__f_compute_units = _digest_tower___v
+        if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r138 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        if _digest_tower__f_os_build_present == 1:
+            if pos + 4 > end:
+                raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
+            _digest_tower___n = _S13.unpack_from(mv, pos)[0]
+            pos += 4
+            if pos + _digest_tower___n > end:
+                raise TruncatedError('str truncated', offset=pos, path='os_build', expected=_digest_tower___n, found=end - pos)
+            try:
+                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+            except UnicodeDecodeError as _u:
+                raise _text_error(_u, pos, 'utf-8', 'os_build') from None
+            pos += _digest_tower___n
+        else:
+            _digest_tower__f_os_build = None
+        f_tower = DigestTower(_digest_tower__f_model_id, _digest_tower__f_model_version, _digest_tower__f_weights_digest, _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__f_prompt_prefix, _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present, _digest_tower__f_os_build)
     except DecodeError as _exc:
         raise _exc.prefixed('tower') from None
     return EpochDigestInputV1(f_tower), pos
 
 def _e_epoch_digest_input_v1(out, v):
     out += _S93.pack(b'ZEEMBEP1')
-    _e_digest_tower(out, v.tower)
+    _digest_tower__v = v.tower
+    _digest_tower___b_model_id = _digest_tower__v.model_id.encode('utf-8')
+    out += _S13.pack(len(_digest_tower___b_model_id))
+    out += _digest_tower___b_model_id
+    _digest_tower___b_model_version = _digest_tower__v.model_version.encode('utf-8')
+    out += _S13.pack(len(_digest_tower___b_model_version))
+    out += _digest_tower___b_model_version
+    _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
+    out += _S13.pack(len(_digest_tower___b_weights_digest))
+    out += _digest_tower___b_weights_digest
+    _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode('utf-8')
+    out += _S116.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _digest_tower___b_prompt_prefix
+    out += _S138.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    if _digest_tower__v.os_build_present == 1:
+        _digest_tower___b = _digest_tower__v.os_build.encode('utf-8')
+        out += _S13.pack(len(_digest_tower___b))
+        out += _digest_tower___b
+    elif _digest_tower__v.os_build is not None:
+        raise EncodeError('field is present but its condition is false', path='os_build')
 
 def _d_digest_tower(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T110)
+        raise _short(pos, end, _T113)
     n_model_id, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4407,7 +9289,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T111)
+        raise _short(pos, end, _T114)
     n_model_version, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4419,7 +9301,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T112)
+        raise _short(pos, end, _T115)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4428,13 +9310,13 @@ def _d_digest_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T114)
-    f_dims, f_normalization, n_prompt_prefix = _S113.unpack_from(mv, pos)
-    _r113 = pos
+        raise _short(pos, end, _T117)
+    f_dims, f_normalization, n_prompt_prefix = _S116.unpack_from(mv, pos)
+    _r116 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r113 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r116 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -4485,7 +9367,7 @@ def _e_digest_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode('utf-8')
-    out += _S113.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S116.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
     out += _S138.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
     if (v.os_build_present == 1):
@@ -4560,7 +9442,7 @@ def _d_segment_header(mv, pos, end):
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('regions') from None
     _e_regions = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T53)
+        raise _short(pos, end, _T51)
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -4577,7 +9459,7 @@ def _e_segment_header(out, v):
     for _x in v.regions:
         out += _S140.pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
     _e_regions = len(out)
-    f_header_checksum = _ck_xxh3_64(memoryview(out)[_s_magic:_e_regions])
+    f_header_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_regions == len(out) else memoryview(out)[_s_magic:_e_regions]))
     out += _S6.pack(f_header_checksum)
 
 def _d_vector_header(mv, pos, end):
@@ -4607,7 +9489,26 @@ def _e_vector_header(out, v):
 
 def _d_vector_codes_region(mv, pos, end):
     try:
-        f_header, pos = _d_vector_header(mv, pos, end)
+        if pos + 32 > end:
+            raise _short(pos, end, _T145)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S144.unpack_from(mv, pos)
+        _vector_header___r144 = pos
+        pos += 32
+        _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
+        if _vector_header___v is None:
+            if _vector_header__f_scheme in (3, 5):
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r144, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r144, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        _vector_header__f_scheme = _vector_header___v
+        if _vector_header__f_vector_space_id != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        if _vector_header__f_transform_kind != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        if _vector_header__f_transform_seed != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        if _vector_header__f_reserved != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        f_header = VectorHeader(_vector_header__f_scheme, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_row_count)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     _c = (_attr(f_header, 'row_stride', pos, 'row_stride') * _attr(f_header, 'row_count', pos, 'row_count'))
@@ -4618,7 +9519,8 @@ def _d_vector_codes_region(mv, pos, end):
     return VectorCodesRegion(f_header, f_codes), pos
 
 def _e_vector_codes_region(out, v):
-    _e_vector_header(out, v.header)
+    _vector_header__v = v.header
+    out += _S144.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if len(v.codes) != (v.header.row_stride * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.row_stride * v.header.row_count)) + ' items, found ' + str(len(v.codes)), path='codes')
     out += numpy.asarray(v.codes, dtype='<u1').tobytes()
@@ -4647,7 +9549,26 @@ def _e_int8_factors(out, v):
 
 def _d_vector_factors_region(mv, pos, end):
     try:
-        f_header, pos = _d_vector_header(mv, pos, end)
+        if pos + 32 > end:
+            raise _short(pos, end, _T145)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S144.unpack_from(mv, pos)
+        _vector_header___r144 = pos
+        pos += 32
+        _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
+        if _vector_header___v is None:
+            if _vector_header__f_scheme in (3, 5):
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r144, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r144, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        _vector_header__f_scheme = _vector_header___v
+        if _vector_header__f_vector_space_id != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        if _vector_header__f_transform_kind != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        if _vector_header__f_transform_seed != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        if _vector_header__f_reserved != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        f_header = VectorHeader(_vector_header__f_scheme, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_row_count)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if ((_attr(f_header, 'scheme', pos, 'scheme') == 4) and (_attr(f_header, 'factor_stride', pos, 'factor_stride') == 12)):
@@ -4679,7 +9600,8 @@ def _d_vector_factors_region(mv, pos, end):
     return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw), pos
 
 def _e_vector_factors_region(out, v):
-    _e_vector_header(out, v.header)
+    _vector_header__v = v.header
+    out += _S144.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if ((v.header.scheme == 4) and (v.header.factor_stride == 12)):
         if len(v.bit4) != v.header.row_count:
             raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
@@ -4703,7 +9625,26 @@ def _e_vector_factors_region(out, v):
 def _d_vector_rescore_region(mv, pos, end):
     _a_header = pos
     try:
-        f_header, pos = _d_vector_header(mv, pos, end)
+        if pos + 32 > end:
+            raise _short(pos, end, _T145)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S144.unpack_from(mv, pos)
+        _vector_header___r144 = pos
+        pos += 32
+        _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
+        if _vector_header___v is None:
+            if _vector_header__f_scheme in (3, 5):
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r144, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r144, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        _vector_header__f_scheme = _vector_header___v
+        if _vector_header__f_vector_space_id != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        if _vector_header__f_transform_kind != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        if _vector_header__f_transform_seed != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        if _vector_header__f_reserved != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r144 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        f_header = VectorHeader(_vector_header__f_scheme, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_row_count)
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if not ((f_header.scheme == 0) and (f_header.factor_stride == 0) and (f_header.row_stride == (f_header.dims * 4))):
@@ -4716,7 +9657,8 @@ def _d_vector_rescore_region(mv, pos, end):
     return VectorRescoreRegion(f_header, f_values), pos
 
 def _e_vector_rescore_region(out, v):
-    _e_vector_header(out, v.header)
+    _vector_header__v = v.header
+    out += _S144.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if len(v.values) != (v.header.dims * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.dims * v.header.row_count)) + ' items, found ' + str(len(v.values)), path='values')
     out += numpy.asarray(v.values, dtype='<f4').tobytes()
@@ -4734,16 +9676,16 @@ def _d_columns_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T120)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119.unpack_from(mv, pos)
-            _r119 = pos
+                raise _short(pos, end, _T122)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S121.unpack_from(mv, pos)
+            _r121 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r121 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r121 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -4767,7 +9709,7 @@ def _e_columns_region(out, v):
         raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
     for _x in v.defs:
         _column_def_b_name = _x.name.encode('utf-8')
-        out += _S119.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _S121.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
         out += _column_def_b_name
     _b = v.data
     out += _b
@@ -4926,7 +9868,67 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         f_bools = None
     if (p_type == 5):
         try:
-            f_dictionary, pos = _d_dictionary_column(mv, pos, end, p_rows)
+            if pos + 4 > end:
+                raise _short(pos, end, _T153)
+            _dictionary_column__f_dict_count, = _S13.unpack_from(mv, pos)
+            _dictionary_column___r13 = pos
+            pos += 4
+            _dictionary_column___c = _dictionary_column__f_dict_count
+            if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
+                raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='strings', expected=_dictionary_column___c * 4, found=end - pos)
+            _dictionary_column__f_strings = []
+            try:
+                for _dictionary_column___i in range(_dictionary_column___c):
+                    if pos + 4 > end:
+                        raise TruncatedError('length prefix truncated', offset=pos, path='.length', expected=4, found=end - pos)
+                    _dictionary_column___n = _S13.unpack_from(mv, pos)[0]
+                    pos += 4
+                    if pos + _dictionary_column___n > end:
+                        raise TruncatedError('str truncated', offset=pos, path='', expected=_dictionary_column___n, found=end - pos)
+                    try:
+                        _dictionary_column___x = str(mv[pos:pos + _dictionary_column___n], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', '') from None
+                    pos += _dictionary_column___n
+                    _dictionary_column__f_strings.append(_dictionary_column___x)
+            except DecodeError as _exc:
+                raise _exc.prefixed('[' + str(_dictionary_column___i) + ']').prefixed('strings') from None
+            if pos + 4 > end:
+                raise _short(pos, end, _T154)
+            _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14.unpack_from(mv, pos)
+            _dictionary_column___r14 = pos
+            pos += 4
+            if not (_dictionary_column__f_code_width == 2 or _dictionary_column__f_code_width == 4):
+                raise ConstraintError('dictionary code width must be 2 or 4', offset=_dictionary_column___r14, path='code_width', expected='code_width == 2 or code_width == 4', found=_dictionary_column__f_code_width)
+            if _dictionary_column__f_reserved != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_dictionary_column___r14 + 2, path='reserved', expected=0, found=_dictionary_column__f_reserved)
+            if _dictionary_column__f_code_width == 2:
+                _dictionary_column___c = p_rows
+                if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
+                _dictionary_column___st = _RC155.get(_dictionary_column___c)
+                if _dictionary_column___st is None:
+                    _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
+                    if len(_RC155) < 64:
+                        _RC155[_dictionary_column___c] = _dictionary_column___st
+                _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
+                pos += _dictionary_column___c * 2
+            else:
+                _dictionary_column__f_codes16 = None
+            if _dictionary_column__f_code_width == 4:
+                _dictionary_column___c = p_rows
+                if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
+                _dictionary_column___st = _RC156.get(_dictionary_column___c)
+                if _dictionary_column___st is None:
+                    _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
+                    if len(_RC156) < 64:
+                        _RC156[_dictionary_column___c] = _dictionary_column___st
+                _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
+                pos += _dictionary_column___c * 4
+            else:
+                _dictionary_column__f_codes32 = None
+            f_dictionary = DictionaryColumn(_dictionary_column__f_strings, _dictionary_column__f_code_width, _dictionary_column__f_codes16, _dictionary_column__f_codes32)
         except DecodeError as _exc:
             raise _exc.prefixed('dictionary') from None
     else:
@@ -4989,7 +9991,27 @@ def _e_column_data(out, v, p_type, p_rows):
     elif v.bools is not None:
         raise EncodeError('field is present but its condition is false', path='bools')
     if (p_type == 5):
-        _e_dictionary_column(out, v.dictionary, p_rows)
+        _dictionary_column__v = v.dictionary
+        out += _S13.pack(len(_dictionary_column__v.strings))
+        if len(_dictionary_column__v.strings) != len(_dictionary_column__v.strings):
+            raise EncodeError('expected ' + str(len(_dictionary_column__v.strings)) + ' items, found ' + str(len(_dictionary_column__v.strings)), path='strings')
+        for _dictionary_column___x in _dictionary_column__v.strings:
+            _dictionary_column___b = _dictionary_column___x.encode('utf-8')
+            out += _S13.pack(len(_dictionary_column___b))
+            out += _dictionary_column___b
+        out += _S14.pack(_dictionary_column__v.code_width, 0)
+        if _dictionary_column__v.code_width == 2:
+            if len(_dictionary_column__v.codes16) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(_dictionary_column__v.codes16)), path='codes16')
+            out += struct.pack('<' + str(len(_dictionary_column__v.codes16)) + 'H', *_dictionary_column__v.codes16)
+        elif _dictionary_column__v.codes16 is not None:
+            raise EncodeError('field is present but its condition is false', path='codes16')
+        if _dictionary_column__v.code_width == 4:
+            if len(_dictionary_column__v.codes32) != p_rows:
+                raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(_dictionary_column__v.codes32)), path='codes32')
+            out += struct.pack('<' + str(len(_dictionary_column__v.codes32)) + 'I', *_dictionary_column__v.codes32)
+        elif _dictionary_column__v.codes32 is not None:
+            raise EncodeError('field is present but its condition is false', path='codes32')
     elif v.dictionary is not None:
         raise EncodeError('field is present but its condition is false', path='dictionary')
     if (p_type == 6):
@@ -5077,15 +10099,15 @@ def _e_checksum_table_region(out, v):
 
 def _d_document_version(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T19)
-    f_doc_id, f_revision = _S18.unpack_from(mv, pos)
-    _r18 = pos
+        raise _short(pos, end, _T17)
+    f_doc_id, f_revision = _S16.unpack_from(mv, pos)
+    _r16 = pos
     pos += 24
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     return DocumentVersion(f_doc_id, f_revision), pos
 
 def _e_document_version(out, v):
-    out += _S18.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
+    out += _S16.pack((v.doc_id).to_bytes(16, 'little', signed=False), v.revision)
 
 def _d_document_versions_region(mv, pos, end):
     f_rows = []
@@ -5094,9 +10116,9 @@ def _d_document_versions_region(mv, pos, end):
         while pos < end:
             _ip = pos
             if pos + 24 > end:
-                raise _short(pos, end, _T19)
-            _document_version_f_doc_id, _document_version_f_revision = _S18.unpack_from(mv, pos)
-            _r18 = pos
+                raise _short(pos, end, _T17)
+            _document_version_f_doc_id, _document_version_f_revision = _S16.unpack_from(mv, pos)
+            _r16 = pos
             pos += 24
             _document_version_f_doc_id = int.from_bytes(_document_version_f_doc_id, 'little', signed=False)
             _x = DocumentVersion(_document_version_f_doc_id, _document_version_f_revision)
@@ -5110,19 +10132,19 @@ def _d_document_versions_region(mv, pos, end):
 
 def _e_document_versions_region(out, v):
     for _x in v.rows:
-        out += _S18.pack((_x.doc_id).to_bytes(16, 'little', signed=False), _x.revision)
+        out += _S16.pack((_x.doc_id).to_bytes(16, 'little', signed=False), _x.revision)
 
 def _d_stored_metadata_region(mv, pos, end):
     start = pos
     if pos + 16 > end:
         raise _short(pos, end, _T166)
-    f_row_count, f_reserved, f_start = _S68.unpack_from(mv, pos)
-    _r68 = pos
+    f_row_count, f_reserved, f_start = _S82.unpack_from(mv, pos)
+    _r82 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r68 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r82 + 4, path='reserved', expected=0, found=f_reserved)
     if not (f_start == 0):
-        raise ConstraintError('stored metadata start offset must be zero', offset=_r68 + 8, path='start', expected='start == 0', found=f_start)
+        raise ConstraintError('stored metadata start offset must be zero', offset=_r82 + 8, path='start', expected='start == 0', found=f_start)
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
@@ -5140,7 +10162,7 @@ def _d_stored_metadata_region(mv, pos, end):
     return StoredMetadataRegion(f_ends, f_data), pos
 
 def _e_stored_metadata_region(out, v):
-    out += _S68.pack(len(v.ends), 0, 0)
+    out += _S82.pack(len(v.ends), 0, 0)
     if len(v.ends) != len(v.ends):
         raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
     out += struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends)
@@ -5200,7 +10222,12 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     f_codes = bytes(mv[pos:pos + _n])
     pos += _n
     try:
-        f_factors, pos = _d_bit4_factors(mv, pos, end)
+        if pos + 12 > end:
+            raise _short(pos, end, _T148)
+        _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S147.unpack_from(mv, pos)
+        _bit4_factors___r147 = pos
+        pos += 12
+        f_factors = Bit4Factors(_bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction)
     except DecodeError as _exc:
         raise _exc.prefixed('factors') from None
     if pos + 4 > end:
@@ -5239,7 +10266,8 @@ def _e_graph_node_block(out, v, p_code_bytes, p_max_degree):
     if len(_b) != p_code_bytes:
         raise EncodeError('wrong length ' + str(len(_b)), path='codes')
     out += _b
-    _e_bit4_factors(out, v.factors)
+    _bit4_factors__v = v.factors
+    out += _S147.pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
     out += _S170.pack(v.degree, v.flags.to_int(), 0)
     if len(v.neighbours) != p_max_degree:
         raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
@@ -5297,7 +10325,7 @@ def _e_graph_node_blocks_region(out, v, p_region_len):
     out += _b
     _e_node_count = len(out) + 32
     out += _S173.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
-    f_checksum = _ck_xxh3_64(memoryview(out)[_s_blocks:_e_node_count])
+    f_checksum = _ck_xxh3_64((out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count]))
     out += _S6.pack(f_checksum)
     out += _S177.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 

@@ -9,6 +9,7 @@ prepended, so the happy path pays nothing for good error messages.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from dataclasses import dataclass
@@ -55,6 +56,9 @@ class FastEmitter:
         self.min_sizes: dict[str, int] = {}
         self.deferred: dict[str, list[ir.Field]] = {}
         self.lay_name = ""
+        self._inline_stack: frozenset[str] = frozenset()  # records being inlined (no recursion)
+        self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
+        self._reach: dict[str, frozenset[str]] = {}
 
     # -- shared helpers ------------------------------------------------------------
     def const(self, prefix: str, source: str) -> str:
@@ -148,6 +152,143 @@ class FastEmitter:
 
     def model_names(self, rec: ir.Record) -> list[str]:
         return [f.name for f in rec.model_fields]
+
+    # -- inlining small sub-records at their call sites ----------------------------
+    INLINE_MAX_LINES = 160  # a callee body longer than this stays a call (code size)
+
+    def _sub_emitter(self, name: str) -> FastEmitter:
+        """A fresh emitter (per-record state is not clobbered) sharing the constants."""
+        sub = FastEmitter(self.family)
+        sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
+        sub._inline_src, sub._reach = self._inline_src, self._reach
+        sub._inline_stack = self._inline_stack | {name}
+        return sub
+
+    def inline_call(self, kind: str, callee: ir.Record, args: str, target: str) -> list[str] | None:
+        """The body of ``_d_``/``_e_<callee>`` (``kind`` "d"/"e") rewritten to run in the
+        caller: its locals renamed apart, its parameters bound to the call's arguments,
+        its final ``return value, pos`` turned into ``target = value``. One Python call
+        less per sub-record; the error paths are the caller's try/prefix as for a call.
+        None when the callee is recursive, versioned, parameter-assigning or large."""
+        name = callee.name
+        if name in self._inline_stack or callee.version_from or len(callee.layouts) != 1:
+            return None
+        # the template depends on the enclosing inlines only where they are reachable
+        # from the callee (a cycle): elsewhere one template serves every site
+        key = (kind, name, self._inline_stack & self._reachable(name))
+        if key not in self._inline_src:  # prepared once per (callee, enclosing inlines)
+            self._inline_src[key] = self._inline_template(kind, callee)
+        tpl = self._inline_src[key]
+        if tpl is None:
+            return None
+        bound_params, lines = tpl
+        call = ast.parse(f"_f({'_v' if kind == 'e' else 'mv'}{args})").body[0].value
+        passed = call.args[1:]
+        if len(passed) != len(bound_params):
+            return None
+        px = f"_{name}__"
+        pre: list[str] = []
+        text = "\n".join(lines)
+        for p, expr in zip(bound_params, passed, strict=True):
+            if isinstance(expr, ast.Name) or (isinstance(expr, ast.Constant)
+                                              and not isinstance(expr.value, str | bytes)):
+                val = ast.unparse(expr)
+            else:  # evaluated once, before the body, as the call did
+                val = px + p
+                pre.append(f"{val} = {ast.unparse(expr)}")
+            text = re.sub(rf"\b__P_{p}__\b", lambda _m, val=val: val, text)
+        text = text.replace("__TARGET__", target)
+        return pre + text.splitlines()
+
+    def _reachable(self, name: str) -> frozenset[str]:
+        """Records the decoder/encoder of ``name`` may call, transitively (cached)."""
+        got = self._reach.get(name)
+        if got is not None:
+            return got
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            rec = self.family.records.get(todo.pop())
+            if rec is None:
+                continue
+            for lay in rec.layouts:
+                for f in lay.fields:
+                    t = f.type
+                    outs = []
+                    if isinstance(t, ir.RefT) and t.kind == "record":
+                        outs = [t.target]
+                    elif isinstance(t, ir.SwitchT):
+                        outs = [r for _, _, r in t.cases if r] + [t.default]
+                    for r in outs:
+                        if r in self.family.records and r not in seen:
+                            seen.add(r)
+                            todo.append(r)
+        got = self._reach[name] = frozenset(seen)
+        return got
+
+    def _inline_template(self, kind: str, callee: ir.Record) -> tuple[list[str], list[str]] | None:
+        """``(params, body lines)`` of ``callee`` ready for :meth:`inline_call`: locals
+        prefixed, each parameter a ``__P_<name>__`` placeholder, the result assigned to
+        ``__TARGET__``; None when it cannot be inlined."""
+        sub = self._sub_emitter(callee.name)
+        lay = callee.layouts[0]
+        src = sub.decoder(callee, lay) if kind == "d" else sub.encoder(callee, lay)
+        if len(src) > self.INLINE_MAX_LINES:
+            return None
+        fn = ast.parse("\n".join(src)).body[0]
+        fixed = {"mv", "pos", "end"} if kind == "d" else {"out"}
+        params = [a.arg for a in fn.args.args]
+        bound_params = params[3:] if kind == "d" else params[1:]
+        nodes = [n for s in fn.body for n in ast.walk(s)]
+        stores = {n.id for n in nodes if isinstance(n, ast.Name)
+                  and not isinstance(n.ctx, ast.Load)}
+        names = {n.id for n in nodes if isinstance(n, ast.Name)}
+        nested = (ast.Global, ast.Nonlocal, ast.Lambda, ast.FunctionDef, ast.Yield)
+        if stores & set(bound_params) or any(isinstance(n, nested) for n in nodes) \
+                or any("__P_" in n or n == "__TARGET__" for n in names):
+            return None
+        returns = [n for n in nodes if isinstance(n, ast.Return)]
+        body = list(fn.body)
+        if kind == "d":
+            last = body[-1]
+            if returns != [last] or not (isinstance(last.value, ast.Tuple)
+                                         and len(last.value.elts) == 2
+                                         and isinstance(last.value.elts[1], ast.Name)
+                                         and last.value.elts[1].id == "pos"):
+                return None
+        elif returns:
+            return None
+        px = f"_{callee.name}__"
+        rename = {n: px + n for n in stores if n not in fixed}
+        rename.update({p: f"__P_{p}__" for p in bound_params})
+        for n in nodes:
+            if isinstance(n, ast.Name) and n.id in rename:
+                n.id = rename[n.id]
+        if kind == "d":
+            last = body[-1]
+            body[-1] = ast.Assign(targets=[ast.Name("__TARGET__", ast.Store())],
+                                  value=last.value.elts[0], lineno=0)
+        mod = ast.Module(body=body, type_ignores=[])
+        ast.fix_missing_locations(mod)
+        return bound_params, ast.unparse(mod).splitlines()
+
+    def call_or_inline_decode(self, callee: ir.Record, args: str, target: str, label: str,
+                              suffix: str = "") -> list[str]:
+        """Decode sub-record ``callee`` into ``target`` (inline when small), prefixing
+        any error's path with ``label`` exactly as the call did."""
+        body = self.inline_call("d", callee, args, target)
+        if body is None:
+            body = [f"{target}, pos = _d_{callee.name}{suffix}(mv, pos, end{args})"]
+        return ["try:"] + ["    " + x for x in body] + [
+            "except DecodeError as _exc:",
+            f"    raise _exc.prefixed({label!r}) from None"]
+
+    def call_or_inline_encode(self, callee: ir.Record, args: str, val: str) -> list[str]:
+        """Encode ``val`` as sub-record ``callee`` (inline when small)."""
+        body = self.inline_call("e", callee, f", {val}{args}", "")
+        if body is None:
+            return [f"_e_{callee.name}(out, {val}{args})"]
+        return body
 
     # -- decoding ------------------------------------------------------------------
     def decoder(self, rec: ir.Record, lay: ir.Layout) -> list[str]:
@@ -620,10 +761,7 @@ class FastEmitter:
         if isinstance(t, ir.RefT) and t.kind == "record":
             callee = self.family.records[t.target]
             args = self.call_args(callee, t.args, rec, res)
-            return ["try:",
-                    f"    {target}, pos = _d_{t.target}(mv, pos, end{args})",
-                    "except DecodeError as _exc:",
-                    f"    raise _exc.prefixed({label!r}) from None"]
+            return self.call_or_inline_decode(callee, args, target, label)
         if isinstance(t, ir.SwitchT):
             out = [f"_tag = {t.on.render(res)}"]
             first = True
@@ -636,10 +774,8 @@ class FastEmitter:
                 else:
                     callee = self.family.records[target_rec]
                     args = self.call_args(callee, t.args, rec, res)
-                    out += ["    try:",
-                            f"        {target}, pos = _d_{target_rec}(mv, pos, end{args})",
-                            "    except DecodeError as _exc:",
-                            f"        raise _exc.prefixed({label!r}) from None"]
+                    out += ["    " + x for x in
+                            self.call_or_inline_decode(callee, args, target, label)]
             out.append("else:" if not first else "if True:")
             if t.default == "error":
                 out.append(f"    raise ConstraintError('no case for tag', offset=pos, "
@@ -650,10 +786,8 @@ class FastEmitter:
             else:
                 callee = self.family.records[t.default]
                 args = self.call_args(callee, t.args, rec, res)
-                out += ["    try:",
-                        f"        {target}, pos = _d_{t.default}(mv, pos, end{args})",
-                        "    except DecodeError as _exc:",
-                        f"        raise _exc.prefixed({label!r}) from None"]
+                out += ["    " + x for x in
+                        self.call_or_inline_decode(callee, args, target, label)]
             return out
         raise AssertionError(f"no decoder for {t!r}")
 
@@ -960,6 +1094,10 @@ class FastEmitter:
             prev = n
         close()
         data = pieces[0] if len(pieces) == 1 else f"b''.join(({', '.join(pieces)},))"
+        m = re.fullmatch(r"memoryview\(out\)\[(_s_\w+):(_e_\w+)\]", data)
+        if m:  # the whole buffer so far (a top-level record): no memoryview objects
+            s_, e_ = m.groups()
+            data = f"(out if {s_} == 0 and {e_} == len(out) else {data})"
         return checksum_call(f.checksum, data, res)
 
     # -- encoding ------------------------------------------------------------------
@@ -1289,7 +1427,7 @@ class FastEmitter:
         if isinstance(t, ir.RefT) and t.kind == "record":
             callee = self.family.records[t.target]
             args = self.call_args(callee, t.args, rec, res)
-            return [f"_e_{t.target}(out, {val}{args})"]
+            return self.call_or_inline_encode(callee, args, val)
         if isinstance(t, ir.SwitchT):
             out = [f"_tag = {t.on.render(res)}"]
             first = True
@@ -1303,7 +1441,7 @@ class FastEmitter:
                 else:
                     callee = self.family.records[target_rec]
                     args = self.call_args(callee, t.args, rec, res)
-                    out.append(f"    _e_{target_rec}(out, {val}{args})")
+                    out += ["    " + x for x in self.call_or_inline_encode(callee, args, val)]
             out.append("else:" if not first else "if True:")
             if t.default == "error":
                 out.append(f"    raise EncodeError('no case for tag ' + repr(_tag), "
@@ -1313,7 +1451,7 @@ class FastEmitter:
             else:
                 callee = self.family.records[t.default]
                 args = self.call_args(callee, t.args, rec, res)
-                out.append(f"    _e_{t.default}(out, {val}{args})")
+                out += ["    " + x for x in self.call_or_inline_encode(callee, args, val)]
             return out
         raise AssertionError(f"no encoder for {t!r}")
 

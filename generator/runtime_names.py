@@ -42,7 +42,10 @@ def checksum_bindings(family: ir.Family) -> list[dict]:
                 continue
             name = checksum_binding(ck)
             bits = ck.store_bits if ck.store_bits and ck.store_bits < ck.bits else None
-            seen.setdefault(name, {"name": name, "algorithm": ck.algorithm, "bits": bits})
+            entry = seen.setdefault(name, {"name": name, "algorithm": ck.algorithm,
+                                           "bits": bits, "fast": True})
+            # data-only at every call site: the registry may hand out its C callable
+            entry["fast"] = entry["fast"] and ck.seed is None and not ck.params
     return [seen[k] for k in sorted(seen)]
 
 

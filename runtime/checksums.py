@@ -96,11 +96,13 @@ def compute(name: str, data: Buffer) -> int | bytes:
 
 def register(reg) -> None:  # noqa: ANN001 - a Registry (not imported: avoids a cycle)
     """Plug-in entry point ``bytewright.runtime.checksums:register``."""
-    reg.add_checksum("crc32", bits=32, func=crc32, seeded=True, safe=True,
+    # zlib.crc32 is unsigned on Python 3 and takes any buffer: bound as is when unseeded
+    reg.add_checksum("crc32", bits=32, func=crc32, seeded=True, safe=True, fast=zlib.crc32,
                      doc="CRC-32 (ISO-HDLC; zlib, PNG); a seed continues a previous CRC")
     reg.add_checksum("crc32c", bits=32, func=crc32c, seeded=True, safe=True,
                      doc="CRC-32C (Castagnoli); a seed continues a previous CRC")
     reg.add_checksum("xxh3_64", bits=64, func=xxh3_64, seeded=True, safe=True,
+                     fast=xxhash.xxh3_64_intdigest,
                      doc="XXH3 64-bit; the seed is XXH3's seed")
     reg.add_checksum("blake3", bits=256, func=blake3_256, digest=True, safe=True,
                      doc="BLAKE3, 32-byte digest")

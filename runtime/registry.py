@@ -68,6 +68,9 @@ class ChecksumSpec:
     digest: bool = False
     doc: str = ""
     safe: bool = False  # never raises on any bytes (else failures become DecodeErrors)
+    # the same checksum as ``func(data)`` with no seed and no params, as a C callable
+    # generated modules may bind directly (no Python frame per checksum)
+    fast: Callable[[Buffer], int | bytes] | None = None
 
     def bind(self, store_bits: int | None = None) -> Callable[..., int | bytes]:
         """The callable generated code uses: the function itself, or one keeping the low
@@ -155,12 +158,14 @@ class Registry:
     # -- registration -------------------------------------------------------------
     def add_checksum(self, name: str, *, bits: int, func: Callable[..., int | bytes],
                      seeded: bool = False, params: tuple[str, ...] | list[str] = (),
-                     digest: bool = False, doc: str = "", safe: bool = False) -> ChecksumSpec:
+                     digest: bool = False, doc: str = "", safe: bool = False,
+                     fast: Callable[[Buffer], int | bytes] | None = None) -> ChecksumSpec:
         """Register a checksum (re-registering the same name replaces it). ``safe``
-        declares that ``func`` never raises; otherwise its exceptions are translated."""
+        declares that ``func`` never raises; otherwise its exceptions are translated.
+        ``fast`` is an optional equivalent of ``func(data)`` (no seed, no params)."""
         if bits <= 0 or (digest and bits % 8):
             raise ValueError(f"checksum {name!r}: bad width {bits} bits")
-        spec = ChecksumSpec(name, bits, func, seeded, tuple(params), digest, doc, safe)
+        spec = ChecksumSpec(name, bits, func, seeded, tuple(params), digest, doc, safe, fast)
         self.checksums[name] = spec
         self._binds = {k: v for k, v in self._binds.items() if k[0] != name}
         return spec
@@ -228,12 +233,19 @@ class Registry:
             raise UnsupportedError(f"unknown numeric conversion {name!r}",
                                    expected=sorted(self.numerics), found=name) from None
 
-    def checksum_func(self, name: str, store_bits: int | None = None) -> Callable[..., Any]:
-        """The bound checksum callable generated modules keep (cached per width)."""
+    def checksum_func(self, name: str, store_bits: int | None = None, *,
+                      fast: bool = False) -> Callable[..., Any]:
+        """The bound checksum callable generated modules keep (cached per width).
+        ``fast=True`` (every call site passes only the data) returns the spec's ``fast``
+        callable when it has one, is safe and is stored untruncated."""
+        spec = self.checksum(name)
+        if fast and spec.fast is not None and spec.safe \
+                and (store_bits is None or store_bits >= spec.bits):
+            return spec.fast
         key = (name, store_bits)
         fn = self._binds.get(key)
         if fn is None:
-            fn = self._binds[key] = self.checksum(name).bind(store_bits)
+            fn = self._binds[key] = spec.bind(store_bits)
         return fn
 
 
@@ -258,8 +270,9 @@ def numeric(name: str) -> NumericSpec:
     return REGISTRY.numeric(name)
 
 
-def checksum_func(name: str, store_bits: int | None = None) -> Callable[..., Any]:
-    return REGISTRY.checksum_func(name, store_bits)
+def checksum_func(name: str, store_bits: int | None = None, *,
+                  fast: bool = False) -> Callable[..., Any]:
+    return REGISTRY.checksum_func(name, store_bits, fast=fast)
 
 
 for _spec in BUILTIN_PLUGINS:

@@ -119,7 +119,8 @@ def load_snapshot(buf, prefix: Prefix, state: State, path: str = "",
         section, end = decode_snapshot_section(buf, prefix.snapshot_offset,
                                                **layout.snapshot_params())
         codec = state.codec
-        nodes = [Node(e.key, bytes(e.data), list(e.meta), codec.from_disk(e.tail))
+        # decoded meta lists are fresh and the state never edits them in place: no copy
+        nodes = [Node(e.key, bytes(e.data), e.meta, codec.from_disk(e.tail))
                  for e in section.entries]
     except DecodeError as exc:
         raise _tag(exc, path) from None

@@ -50,17 +50,56 @@ def directory_meta(index: int) -> list[MetaPair]:
     return [MetaPair(CHILD_INDEX, str(index)), MetaPair(CONTENT_TYPE, DIRECTORY_TYPE)]
 
 
+_DIM = 16  # bytes of one packed raw Q64.64 value (signed, little-endian)
+
+
+def pack_tail(raw: list[int] | None) -> bytes | list[int] | None:
+    """A placement packed as 16 bytes per dim: ~350 B per node where a list of Python
+    ints costs ~935 B. A value outside i128 (not yet validated by an encode) stays a
+    list, so the error it causes later is unchanged."""
+    if raw is None:
+        return None
+    try:
+        return b"".join([v.to_bytes(_DIM, "little", signed=True) for v in raw])
+    except (OverflowError, AttributeError, TypeError):
+        return raw if isinstance(raw, list) else list(raw)
+
+
+def unpack_tail(packed: bytes | list[int] | None) -> list[int] | None:
+    """The raw Q64.64 list of a packed placement (a fresh list on each call)."""
+    if packed is None or packed.__class__ is not bytes:
+        return None if packed is None else list(packed)
+    return [int.from_bytes(packed[i:i + _DIM], "little", signed=True)
+            for i in range(0, len(packed), _DIM)]
+
+
 class Node:
     """One live node: payload, the full metadata block (``_`` keys included, in file
-    order) and the full-width placement (raw Q64.64 list, or None = not set)."""
+    order) and the full-width placement (raw Q64.64 list, or None = not set).
 
-    __slots__ = ("key", "data", "meta", "tail")
+    The placement is held packed (``pack_tail``) and converted on access: the state
+    holds every live node, so its size per node is what replay memory is made of."""
+
+    __slots__ = ("key", "data", "meta", "_tail")
 
     def __init__(self, key: str, data: bytes, meta: list[MetaPair], tail: list[int] | None):
         self.key = key
         self.data = data
         self.meta = meta
-        self.tail = tail
+        self._tail = pack_tail(tail)
+
+    @property
+    def tail(self) -> list[int] | None:
+        return unpack_tail(self._tail)
+
+    @tail.setter
+    def tail(self, raw: list[int] | None) -> None:
+        self._tail = pack_tail(raw)
+
+    @property
+    def has_tail(self) -> bool:
+        """Whether a placement is set, without converting it."""
+        return self._tail is not None
 
     def meta_value(self, name: str) -> str | None:
         for pair in self.meta:
@@ -161,7 +200,12 @@ class State:
             parent = key[:i] if i > 0 else ROOT
             if parent is not ROOT and parent not in nodes:
                 self._synthesize_ancestors(key)
-            self._link(Node(key, bytes(body.data), list(body.meta), tail), parent)
+            # the entry's own meta list, not a copy: the state never changes a node's
+            # list in place (SET_META below replaces it), so sharing it is safe
+            meta = body.meta
+            if meta.__class__ is not list:
+                meta = list(meta)
+            self._link(Node(key, bytes(body.data), meta, tail), parent)
         elif op is WalOp.SET_SEMANTIC:
             tail = self.codec.from_disk(body.tail)
             node = self.nodes.get(key)
@@ -191,7 +235,10 @@ class State:
                 return
             for i, pair in enumerate(node.meta):
                 if pair.key == body.key:
-                    node.meta[i] = MetaPair(body.key, body.value)
+                    # a new list: node lists may be shared with the entries they came from
+                    meta = list(node.meta)
+                    meta[i] = MetaPair(body.key, body.value)
+                    node.meta = meta
                     break
             else:
                 node.meta = sort_meta(node.meta + [MetaPair(body.key, body.value)])

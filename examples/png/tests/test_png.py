@@ -100,3 +100,16 @@ def test_check_is_green():
     r = bytewright("check")
     assert r.returncode == 0, r.stdout + r.stderr
     assert " 0 failed" in r.stdout
+
+
+def test_inspect_detects_a_real_png(tmp_path):
+    path = tmp_path / "image.png"
+    path.write_bytes(make_png(3, 2))
+    r = bytewright("inspect", str(path))
+    assert r.returncode == 0, r.stderr
+    assert "png.png_file (detected" in r.stdout and "width = 3" in r.stdout
+    bad = bytearray(path.read_bytes())
+    bad[bad.index(b"IHDR") + 4] ^= 1  # the CRC no longer matches
+    path.write_bytes(bytes(bad))
+    r = bytewright("inspect", str(path))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
