@@ -46,3 +46,14 @@ def build_module(yaml_text: str, tmp_path: Path, name: str = "t"):
 @pytest.fixture
 def schema_module(tmp_path):
     return lambda text, name="t": build_module(text, tmp_path, name)
+
+
+# Whole-file helpers the store tests share (kept here, not in each test module).
+def read(path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def write(path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)

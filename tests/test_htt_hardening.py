@@ -16,15 +16,7 @@ from bytewright.runtime.htt.errors import TooLarge
 from bytewright.runtime.htt.history import HistoryReader, sidecar_paths
 from bytewright.runtime.htt.store import Store
 
-
-def read(path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read()
-
-
-def write(path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
+from .conftest import read, write
 
 
 def state_of(store: Store) -> dict:

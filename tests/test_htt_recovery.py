@@ -17,18 +17,10 @@ from bytewright.runtime.htt import recovery, salvage
 from bytewright.runtime.htt.errors import WalDamaged
 from bytewright.runtime.htt.store import Store
 
+from .conftest import read, write
+
 P0 = {"semantic_dims": 0, "tail_layout": 0}
 PREFIX = 44  # header 32 + empty v2 snapshot 12: the WAL header of a plain file
-
-
-def read(path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read()
-
-
-def write(path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
 
 
 def build(path: str, n: int = 10, **create) -> bytes:

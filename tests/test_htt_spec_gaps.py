@@ -12,18 +12,10 @@ from bytewright.runtime.htt import locking, replay
 from bytewright.runtime.htt.errors import SemanticError
 from bytewright.runtime.htt.store import Store
 
+from .conftest import read, write
+
 P0 = {"semantic_dims": 0, "tail_layout": 0}
 WAL = 44  # plain file: header 32 + empty v2 snapshot 12
-
-
-def read(path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read()
-
-
-def write(path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
 
 
 def _unknown_op_entry(seq: int, op: int, key: bytes, body: bytes, good_crc: bool) -> bytes:

@@ -29,6 +29,8 @@ from bytewright.runtime.htt.quantized import TailCodec
 from bytewright.runtime.htt.state import State
 from bytewright.runtime.htt.store import Store
 
+from .conftest import read, write
+
 P0 = {"semantic_dims": 0, "tail_layout": 0}
 
 
@@ -39,16 +41,6 @@ def state_of(store: Store) -> dict:
 def wal_entries(path: str) -> list[g.WalEntry]:
     with Store.open(path, readonly=True) as s:
         return s.committed_entries()
-
-
-def read(path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read()
-
-
-def write(path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
 
 
 # -- 1. store API ------------------------------------------------------------------------

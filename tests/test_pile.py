@@ -4,7 +4,6 @@ fixture (record forms, keys, dense encodings, transcripts, whole files), the §5
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -23,18 +22,13 @@ from bytewright.runtime.pile import (
 )
 from bytewright.runtime.pile.scan import read_record
 
+from .conftest import load_cases
+
 HERE = Path(__file__).resolve().parent
 FIX = HERE.parent / "fixtures" / "pile"
 
 
-def _cases():
-    spec = importlib.util.spec_from_file_location("pile_cases", HERE / "cases" / "pile_cases.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-C = _cases()
+C = load_cases("pile_cases")  # field values of the fixtures (tests/cases)
 
 
 def _hex(text: str) -> bytes:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -12,17 +11,12 @@ import pytest
 from bytewright.cli.main import main
 from bytewright.generated import pile as g
 
+from .conftest import load_cases
+
 HERE = Path(__file__).resolve().parent
 
 
-def _cases():
-    spec = importlib.util.spec_from_file_location("pile_cases", HERE / "cases" / "pile_cases.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-C = _cases()
+C = load_cases("pile_cases")  # field values of the fixtures (tests/cases)
 MIXED = g.encode_pile_file(C.mixed_pile())
 
 

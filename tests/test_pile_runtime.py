@@ -4,7 +4,6 @@ appending, amputate / reframe / diagnose, and crash points in append and amputat
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -32,18 +31,13 @@ from bytewright.runtime.pile import (
     sign_proof,
 )
 
+from .conftest import load_cases
+
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
 
 
-def _cases():
-    spec = importlib.util.spec_from_file_location("pile_cases", HERE / "cases" / "pile_cases.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-C = _cases()
+C = load_cases("pile_cases")  # field values of the fixtures (tests/cases)
 KEY = bytes([7]) * 32
 
 
