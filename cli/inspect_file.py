@@ -138,20 +138,33 @@ def run(args: argparse.Namespace, path: str) -> int:
             sys.stdout.write(text)
 
         streaming = not args.json and args.at is None
+        json_stream = bool(args.json) and args.at is None
         if streaming:
             sys.stdout.write(inspector.render_head(target.family.name, target.record,
                                                    target.how, size))
+        emitted = [0]
+
+        def emit(node: inspector.Node) -> None:  # --json streams too: one record at a time
+            sys.stdout.write(("{\"records\": [\n" if not emitted[0] else ",\n")
+                             + json.dumps(node.as_dict(), default=str))
+            emitted[0] += 1
         try:
             res = inspector.run_target(
                 stream, size, target, proj.load_module, _params(args.params),
                 limit=args.limit, full=args.full, offset=args.offset, progress=update,
-                on_record=show if streaming else None)
+                on_record=show if streaming else emit if json_stream else None)
         except inspector.InspectError as exc:
             raise common.UsageError(str(exc)) from exc
         finally:
             if bar is not None:
                 bar.close()
-        if args.json:
+        if json_stream:
+            # the records went out as they were decoded; the summary closes the object
+            rest = res.as_dict()
+            del rest["records"]
+            opened = "\n],\n" if emitted[0] else "{\"records\": [], "
+            sys.stdout.write(opened + json.dumps(rest, default=str)[1:] + "\n")
+        elif args.json:
             print(json.dumps(res.as_dict(), indent=2, default=str))
         elif args.at is not None:
             sys.stdout.write(inspector.render_at(res, args.at))

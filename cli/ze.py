@@ -19,6 +19,8 @@ import enum
 import json
 from pathlib import Path
 
+from ..runtime.packed import PackedArray
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ze", help="ZE (zeppelin-embed) files: info, dump, verify")
@@ -89,6 +91,8 @@ def _plain(v):
         return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
     if isinstance(v, np.ndarray):
         return v.tolist() if v.dtype.names is None else [_plain(tuple(r)) for r in v]
+    if isinstance(v, PackedArray):
+        return v.tolist()
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
     if isinstance(v, (bytes, bytearray, memoryview)):

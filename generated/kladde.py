@@ -44,6 +44,8 @@ from bytewright.runtime.codec import zigzag as _zigzag, zigzag_encode as _zigzag
 from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
+from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
 from bytewright.runtime.codec import convert_decode as _convert_decode
@@ -274,6 +276,7 @@ class JournalSeed:
     segment_epoch: int
 
 # -- fast path: constants -------------------------------------------------------------
+_new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
 _S0 = struct.Struct('<11sBHHIII16sI')
 _T1 = (('magic', 0, 11), ('log2_page_size', 11, 1), ('format_version', 12, 2), ('min_reader_version', 14, 2), ('root_allocation', 16, 4), ('schema_table', 20, 4), ('consolidator_state', 24, 4), ('root_fingerprint', 28, 16), ('journal_pointer', 44, 4))
 _S2 = struct.Struct('<B')
@@ -300,7 +303,15 @@ def _d_header_fields(mv, pos, end):
         raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=f_magic)
     if f_log2_page_size != 12:
         raise ConstraintError('bad magic', offset=_r0 + 11, path='log2_page_size', expected=12, found=f_log2_page_size)
-    return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer), pos
+    _obj = _new(HeaderFields)
+    _obj.format_version = f_format_version
+    _obj.min_reader_version = f_min_reader_version
+    _obj.root_allocation = f_root_allocation
+    _obj.schema_table = f_schema_table
+    _obj.consolidator_state = f_consolidator_state
+    _obj.root_fingerprint = f_root_fingerprint
+    _obj.journal_pointer = f_journal_pointer
+    return _obj, pos
 
 def _e_header_fields(out, v):
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, v.format_version, v.min_reader_version, v.root_allocation, v.schema_table, v.consolidator_state, v.root_fingerprint, v.journal_pointer)
@@ -310,21 +321,34 @@ def _d_ref_body(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
     _at = pos
     if pos < end and mv[pos] < 128:
         f_size = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_size = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_size, pos = _uleb128(mv, pos, end, 'size')
     _at = pos
     if pos < end and mv[pos] < 128:
         f_address = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_address = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_address, pos = _uleb128(mv, pos, end, 'address')
-    return RefBody(f_offset_delta, f_size, f_address), pos
+    _obj = _new(RefBody)
+    _obj.offset_delta = f_offset_delta
+    _obj.size = f_size
+    _obj.address = f_address
+    return _obj, pos
 
 def _e_ref_body(out, v):
     out += _uleb128_encode(v.offset_delta)
@@ -336,15 +360,24 @@ def _d_zero_body(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
     _at = pos
     if pos < end and mv[pos] < 128:
         f_size = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_size = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_size, pos = _uleb128(mv, pos, end, 'size')
-    return ZeroBody(f_offset_delta, f_size), pos
+    _obj = _new(ZeroBody)
+    _obj.offset_delta = f_offset_delta
+    _obj.size = f_size
+    return _obj, pos
 
 def _e_zero_body(out, v):
     out += _uleb128_encode(v.offset_delta)
@@ -355,9 +388,14 @@ def _d_shrink_body(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-    return ShrinkBody(f_offset_delta), pos
+    _obj = _new(ShrinkBody)
+    _obj.offset_delta = f_offset_delta
+    return _obj, pos
 
 def _e_shrink_body(out, v):
     out += _uleb128_encode(v.offset_delta)
@@ -367,9 +405,14 @@ def _d_grow_body(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-    return GrowBody(f_offset_delta), pos
+    _obj = _new(GrowBody)
+    _obj.offset_delta = f_offset_delta
+    return _obj, pos
 
 def _e_grow_body(out, v):
     out += _uleb128_encode(v.offset_delta)
@@ -379,6 +422,9 @@ def _d_inline_body(mv, pos, end, p_size_tag):
     if pos < end and mv[pos] < 128:
         f_offset_delta = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
     _n = (p_size_tag - 4)
@@ -388,7 +434,10 @@ def _d_inline_body(mv, pos, end, p_size_tag):
         raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_n, found=end - pos)
     f_payload = bytes(mv[pos:pos + _n])
     pos += _n
-    return InlineBody(f_offset_delta, f_payload), pos
+    _obj = _new(InlineBody)
+    _obj.offset_delta = f_offset_delta
+    _obj.payload = f_payload
+    return _obj, pos
 
 def _e_inline_body(out, v, p_size_tag):
     out += _uleb128_encode(v.offset_delta)
@@ -402,12 +451,14 @@ def _d_statement(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_id_delta = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_id_delta = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
     if pos + 1 > end:
         raise _short(pos, end, _T3)
-    f_tag, = _S2.unpack_from(mv, pos)
-    _r2 = pos
+    f_tag = mv[pos]
     pos += 1
     f_tag = _STATEMENTTAG_BY_VALUE.get(f_tag, f_tag)
     _tag = f_tag
@@ -417,21 +468,34 @@ def _d_statement(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _ref_body__f_offset_delta = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _ref_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
             _ref_body___at = pos
             if pos < end and mv[pos] < 128:
                 _ref_body__f_size = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _ref_body__f_size = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
             _ref_body___at = pos
             if pos < end and mv[pos] < 128:
                 _ref_body__f_address = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _ref_body__f_address = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
-            f_body = RefBody(_ref_body__f_offset_delta, _ref_body__f_size, _ref_body__f_address)
+            _ref_body___obj = _new(RefBody)
+            _ref_body___obj.offset_delta = _ref_body__f_offset_delta
+            _ref_body___obj.size = _ref_body__f_size
+            _ref_body___obj.address = _ref_body__f_address
+            f_body = _ref_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 1:
@@ -440,15 +504,24 @@ def _d_statement(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _zero_body__f_offset_delta = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _zero_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
             _zero_body___at = pos
             if pos < end and mv[pos] < 128:
                 _zero_body__f_size = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _zero_body__f_size = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-            f_body = ZeroBody(_zero_body__f_offset_delta, _zero_body__f_size)
+            _zero_body___obj = _new(ZeroBody)
+            _zero_body___obj.offset_delta = _zero_body__f_offset_delta
+            _zero_body___obj.size = _zero_body__f_size
+            f_body = _zero_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
@@ -457,9 +530,14 @@ def _d_statement(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _shrink_body__f_offset_delta = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _shrink_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            f_body = ShrinkBody(_shrink_body__f_offset_delta)
+            _shrink_body___obj = _new(ShrinkBody)
+            _shrink_body___obj.offset_delta = _shrink_body__f_offset_delta
+            f_body = _shrink_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
@@ -468,9 +546,14 @@ def _d_statement(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _grow_body__f_offset_delta = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _grow_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-            f_body = GrowBody(_grow_body__f_offset_delta)
+            _grow_body___obj = _new(GrowBody)
+            _grow_body___obj.offset_delta = _grow_body__f_offset_delta
+            f_body = _grow_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 4:
@@ -481,6 +564,9 @@ def _d_statement(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _inline_body__f_offset_delta = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _inline_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
             _inline_body___n = f_tag - 4
@@ -490,10 +576,17 @@ def _d_statement(mv, pos, end):
                 raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_inline_body___n, found=end - pos)
             _inline_body__f_payload = bytes(mv[pos:pos + _inline_body___n])
             pos += _inline_body___n
-            f_body = InlineBody(_inline_body__f_offset_delta, _inline_body__f_payload)
+            _inline_body___obj = _new(InlineBody)
+            _inline_body___obj.offset_delta = _inline_body__f_offset_delta
+            _inline_body___obj.payload = _inline_body__f_payload
+            f_body = _inline_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
-    return Statement(f_id_delta, f_tag, f_body), pos
+    _obj = _new(Statement)
+    _obj.id_delta = f_id_delta
+    _obj.tag = f_tag
+    _obj.body = f_body
+    return _obj, pos
 
 def _e_statement(out, v):
     out += _uleb128_encode(v.id_delta)
@@ -531,9 +624,14 @@ def _d_child_ref(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_page_delta = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_page_delta = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_page_delta, pos = _uleb128(mv, pos, end, 'page_delta')
-    return ChildRef(f_page_delta), pos
+    _obj = _new(ChildRef)
+    _obj.page_delta = f_page_delta
+    return _obj, pos
 
 def _e_child_ref(out, v):
     out += _uleb128_encode(v.page_delta)
@@ -547,6 +645,9 @@ def _d_table_content(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _x = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _x = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _x, pos = _uleb128(mv, pos, end, '')
             if _x == 0:
@@ -565,12 +666,14 @@ def _d_table_content(mv, pos, end):
                 if pos < end and mv[pos] < 128:
                     _statement__f_id_delta = mv[pos]
                     pos += 1
+                elif pos + 1 < end and mv[pos + 1] < 128:
+                    _statement__f_id_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                    pos += 2
                 else:
                     _statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
                 if pos + 1 > end:
                     raise _short(pos, end, _T3)
-                _statement__f_tag, = _S2.unpack_from(mv, pos)
-                _statement___r2 = pos
+                _statement__f_tag = mv[pos]
                 pos += 1
                 _statement__f_tag = _STATEMENTTAG_BY_VALUE.get(_statement__f_tag, _statement__f_tag)
                 _statement___tag = _statement__f_tag
@@ -580,21 +683,34 @@ def _d_table_content(mv, pos, end):
                         if pos < end and mv[pos] < 128:
                             _statement___ref_body__f_offset_delta = mv[pos]
                             pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _statement___ref_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
                         else:
                             _statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
                         _statement___ref_body___at = pos
                         if pos < end and mv[pos] < 128:
                             _statement___ref_body__f_size = mv[pos]
                             pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _statement___ref_body__f_size = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
                         else:
                             _statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
                         _statement___ref_body___at = pos
                         if pos < end and mv[pos] < 128:
                             _statement___ref_body__f_address = mv[pos]
                             pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _statement___ref_body__f_address = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
                         else:
                             _statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
-                        _statement__f_body = RefBody(_statement___ref_body__f_offset_delta, _statement___ref_body__f_size, _statement___ref_body__f_address)
+                        _statement___ref_body___obj = _new(RefBody)
+                        _statement___ref_body___obj.offset_delta = _statement___ref_body__f_offset_delta
+                        _statement___ref_body___obj.size = _statement___ref_body__f_size
+                        _statement___ref_body___obj.address = _statement___ref_body__f_address
+                        _statement__f_body = _statement___ref_body___obj
                     except DecodeError as _exc:
                         raise _exc.prefixed('body') from None
                 elif _statement___tag == 1:
@@ -603,15 +719,24 @@ def _d_table_content(mv, pos, end):
                         if pos < end and mv[pos] < 128:
                             _statement___zero_body__f_offset_delta = mv[pos]
                             pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _statement___zero_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
                         else:
                             _statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
                         _statement___zero_body___at = pos
                         if pos < end and mv[pos] < 128:
                             _statement___zero_body__f_size = mv[pos]
                             pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _statement___zero_body__f_size = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
                         else:
                             _statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                        _statement__f_body = ZeroBody(_statement___zero_body__f_offset_delta, _statement___zero_body__f_size)
+                        _statement___zero_body___obj = _new(ZeroBody)
+                        _statement___zero_body___obj.offset_delta = _statement___zero_body__f_offset_delta
+                        _statement___zero_body___obj.size = _statement___zero_body__f_size
+                        _statement__f_body = _statement___zero_body___obj
                     except DecodeError as _exc:
                         raise _exc.prefixed('body') from None
                 elif _statement___tag == 2:
@@ -620,9 +745,14 @@ def _d_table_content(mv, pos, end):
                         if pos < end and mv[pos] < 128:
                             _statement___shrink_body__f_offset_delta = mv[pos]
                             pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _statement___shrink_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
                         else:
                             _statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                        _statement__f_body = ShrinkBody(_statement___shrink_body__f_offset_delta)
+                        _statement___shrink_body___obj = _new(ShrinkBody)
+                        _statement___shrink_body___obj.offset_delta = _statement___shrink_body__f_offset_delta
+                        _statement__f_body = _statement___shrink_body___obj
                     except DecodeError as _exc:
                         raise _exc.prefixed('body') from None
                 elif _statement___tag == 3:
@@ -631,9 +761,14 @@ def _d_table_content(mv, pos, end):
                         if pos < end and mv[pos] < 128:
                             _statement___grow_body__f_offset_delta = mv[pos]
                             pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _statement___grow_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
                         else:
                             _statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                        _statement__f_body = GrowBody(_statement___grow_body__f_offset_delta)
+                        _statement___grow_body___obj = _new(GrowBody)
+                        _statement___grow_body___obj.offset_delta = _statement___grow_body__f_offset_delta
+                        _statement__f_body = _statement___grow_body___obj
                     except DecodeError as _exc:
                         raise _exc.prefixed('body') from None
                 elif _statement___tag == 4:
@@ -644,6 +779,9 @@ def _d_table_content(mv, pos, end):
                         if pos < end and mv[pos] < 128:
                             _statement___inline_body__f_offset_delta = mv[pos]
                             pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _statement___inline_body__f_offset_delta = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
                         else:
                             _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
                         _statement___inline_body___n = _statement__f_tag - 4
@@ -653,10 +791,17 @@ def _d_table_content(mv, pos, end):
                             raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_statement___inline_body___n, found=end - pos)
                         _statement___inline_body__f_payload = bytes(mv[pos:pos + _statement___inline_body___n])
                         pos += _statement___inline_body___n
-                        _statement__f_body = InlineBody(_statement___inline_body__f_offset_delta, _statement___inline_body__f_payload)
+                        _statement___inline_body___obj = _new(InlineBody)
+                        _statement___inline_body___obj.offset_delta = _statement___inline_body__f_offset_delta
+                        _statement___inline_body___obj.payload = _statement___inline_body__f_payload
+                        _statement__f_body = _statement___inline_body___obj
                     except DecodeError as _exc:
                         raise _exc.prefixed('body') from None
-                _x = Statement(_statement__f_id_delta, _statement__f_tag, _statement__f_body)
+                _statement___obj = _new(Statement)
+                _statement___obj.id_delta = _statement__f_id_delta
+                _statement___obj.tag = _statement__f_tag
+                _statement___obj.body = _statement__f_body
+                _x = _statement___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -665,7 +810,10 @@ def _d_table_content(mv, pos, end):
             _i += 1
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('statements') from None
-    return TableContent(f_children, f_statements), pos
+    _obj = _new(TableContent)
+    _obj.children = f_children
+    _obj.statements = f_statements
+    return _obj, pos
 
 def _e_table_content(out, v):
     for _x in v.children:
@@ -737,7 +885,11 @@ def _d_page(mv, pos, end):
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
     pos += _n
-    return Page(f_kind, f_epoch, f_content), pos
+    _obj = _new(Page)
+    _obj.kind = f_kind
+    _obj.epoch = f_epoch
+    _obj.content = f_content
+    return _obj, pos
 
 def _e_page(out, v):
     start = len(out)
@@ -769,7 +921,15 @@ def _d_header_slot(mv, pos, end):
             raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
         if _header_fields__f_log2_page_size != 12:
             raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
-        f_header = HeaderFields(_header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer)
+        _header_fields___obj = _new(HeaderFields)
+        _header_fields___obj.format_version = _header_fields__f_format_version
+        _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
+        _header_fields___obj.root_allocation = _header_fields__f_root_allocation
+        _header_fields___obj.schema_table = _header_fields__f_schema_table
+        _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
+        _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
+        _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
+        f_header = _header_fields___obj
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
@@ -802,7 +962,12 @@ def _d_header_slot(mv, pos, end):
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
     pos += _n
-    return HeaderSlot(f_header, f_kind, f_epoch, f_content), pos
+    _obj = _new(HeaderSlot)
+    _obj.header = f_header
+    _obj.kind = f_kind
+    _obj.epoch = f_epoch
+    _obj.content = f_content
+    return _obj, pos
 
 def _e_header_slot(out, v):
     start = len(out)
@@ -845,133 +1010,7 @@ def _d_table_page(mv, pos, end):
     end = pos + _n
     _sec_content = pos
     try:
-        _table_content__f_children = []
-        try:
-            _table_content___i = 0
-            while True:
-                _table_content___at = pos
-                if pos < end and mv[pos] < 128:
-                    _table_content___x = mv[pos]
-                    pos += 1
-                else:
-                    _table_content___x, pos = _uleb128(mv, pos, end, '')
-                if _table_content___x == 0:
-                    break
-                _table_content__f_children.append(_table_content___x)
-                _table_content___i += 1
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_table_content___i) + ']').prefixed('children') from None
-        _table_content__f_statements = []
-        try:
-            _table_content___i = 0
-            while pos < end:
-                _table_content___ip = pos
-                try:
-                    _table_content___statement___at = pos
-                    if pos < end and mv[pos] < 128:
-                        _table_content___statement__f_id_delta = mv[pos]
-                        pos += 1
-                    else:
-                        _table_content___statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
-                    if pos + 1 > end:
-                        raise _short(pos, end, _T3)
-                    _table_content___statement__f_tag, = _S2.unpack_from(mv, pos)
-                    _table_content___statement___r2 = pos
-                    pos += 1
-                    _table_content___statement__f_tag = _STATEMENTTAG_BY_VALUE.get(_table_content___statement__f_tag, _table_content___statement__f_tag)
-                    _table_content___statement___tag = _table_content___statement__f_tag
-                    if _table_content___statement___tag == 0:
-                        try:
-                            _table_content___statement___ref_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___ref_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement___ref_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___ref_body__f_size = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                            _table_content___statement___ref_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___ref_body__f_address = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
-                            _table_content___statement__f_body = RefBody(_table_content___statement___ref_body__f_offset_delta, _table_content___statement___ref_body__f_size, _table_content___statement___ref_body__f_address)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    elif _table_content___statement___tag == 1:
-                        try:
-                            _table_content___statement___zero_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___zero_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement___zero_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___zero_body__f_size = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                            _table_content___statement__f_body = ZeroBody(_table_content___statement___zero_body__f_offset_delta, _table_content___statement___zero_body__f_size)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    elif _table_content___statement___tag == 2:
-                        try:
-                            _table_content___statement___shrink_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___shrink_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement__f_body = ShrinkBody(_table_content___statement___shrink_body__f_offset_delta)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    elif _table_content___statement___tag == 3:
-                        try:
-                            _table_content___statement___grow_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___grow_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement__f_body = GrowBody(_table_content___statement___grow_body__f_offset_delta)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    elif _table_content___statement___tag == 4:
-                        _table_content___statement__f_body = None
-                    else:
-                        try:
-                            _table_content___statement___inline_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___inline_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement___inline_body___n = _table_content___statement__f_tag - 4
-                            if _table_content___statement___inline_body___n < 0:
-                                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_table_content___statement___inline_body___n)
-                            if pos + _table_content___statement___inline_body___n > end:
-                                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_table_content___statement___inline_body___n, found=end - pos)
-                            _table_content___statement___inline_body__f_payload = bytes(mv[pos:pos + _table_content___statement___inline_body___n])
-                            pos += _table_content___statement___inline_body___n
-                            _table_content___statement__f_body = InlineBody(_table_content___statement___inline_body__f_offset_delta, _table_content___statement___inline_body__f_payload)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    _table_content___x = Statement(_table_content___statement__f_id_delta, _table_content___statement__f_tag, _table_content___statement__f_body)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('') from None
-                if pos <= _table_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                _table_content__f_statements.append(_table_content___x)
-                _table_content___i += 1
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_table_content___i) + ']').prefixed('statements') from None
-        f_content = TableContent(_table_content__f_children, _table_content__f_statements)
+        f_content, pos = _d_table_content(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('content') from None
     if pos != end:
@@ -990,7 +1029,11 @@ def _d_table_page(mv, pos, end):
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
     pos += _n
-    return TablePage(f_kind, f_epoch, f_content), pos
+    _obj = _new(TablePage)
+    _obj.kind = f_kind
+    _obj.epoch = f_epoch
+    _obj.content = f_content
+    return _obj, pos
 
 def _e_table_page(out, v):
     start = len(out)
@@ -1056,7 +1099,15 @@ def _d_header_page(mv, pos, end):
             raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
         if _header_fields__f_log2_page_size != 12:
             raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
-        f_header = HeaderFields(_header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer)
+        _header_fields___obj = _new(HeaderFields)
+        _header_fields___obj.format_version = _header_fields__f_format_version
+        _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
+        _header_fields___obj.root_allocation = _header_fields__f_root_allocation
+        _header_fields___obj.schema_table = _header_fields__f_schema_table
+        _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
+        _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
+        _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
+        f_header = _header_fields___obj
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
@@ -1078,133 +1129,7 @@ def _d_header_page(mv, pos, end):
     end = pos + _n
     _sec_content = pos
     try:
-        _table_content__f_children = []
-        try:
-            _table_content___i = 0
-            while True:
-                _table_content___at = pos
-                if pos < end and mv[pos] < 128:
-                    _table_content___x = mv[pos]
-                    pos += 1
-                else:
-                    _table_content___x, pos = _uleb128(mv, pos, end, '')
-                if _table_content___x == 0:
-                    break
-                _table_content__f_children.append(_table_content___x)
-                _table_content___i += 1
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_table_content___i) + ']').prefixed('children') from None
-        _table_content__f_statements = []
-        try:
-            _table_content___i = 0
-            while pos < end:
-                _table_content___ip = pos
-                try:
-                    _table_content___statement___at = pos
-                    if pos < end and mv[pos] < 128:
-                        _table_content___statement__f_id_delta = mv[pos]
-                        pos += 1
-                    else:
-                        _table_content___statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
-                    if pos + 1 > end:
-                        raise _short(pos, end, _T3)
-                    _table_content___statement__f_tag, = _S2.unpack_from(mv, pos)
-                    _table_content___statement___r2 = pos
-                    pos += 1
-                    _table_content___statement__f_tag = _STATEMENTTAG_BY_VALUE.get(_table_content___statement__f_tag, _table_content___statement__f_tag)
-                    _table_content___statement___tag = _table_content___statement__f_tag
-                    if _table_content___statement___tag == 0:
-                        try:
-                            _table_content___statement___ref_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___ref_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement___ref_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___ref_body__f_size = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                            _table_content___statement___ref_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___ref_body__f_address = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
-                            _table_content___statement__f_body = RefBody(_table_content___statement___ref_body__f_offset_delta, _table_content___statement___ref_body__f_size, _table_content___statement___ref_body__f_address)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    elif _table_content___statement___tag == 1:
-                        try:
-                            _table_content___statement___zero_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___zero_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement___zero_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___zero_body__f_size = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
-                            _table_content___statement__f_body = ZeroBody(_table_content___statement___zero_body__f_offset_delta, _table_content___statement___zero_body__f_size)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    elif _table_content___statement___tag == 2:
-                        try:
-                            _table_content___statement___shrink_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___shrink_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement__f_body = ShrinkBody(_table_content___statement___shrink_body__f_offset_delta)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    elif _table_content___statement___tag == 3:
-                        try:
-                            _table_content___statement___grow_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___grow_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement__f_body = GrowBody(_table_content___statement___grow_body__f_offset_delta)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    elif _table_content___statement___tag == 4:
-                        _table_content___statement__f_body = None
-                    else:
-                        try:
-                            _table_content___statement___inline_body___at = pos
-                            if pos < end and mv[pos] < 128:
-                                _table_content___statement___inline_body__f_offset_delta = mv[pos]
-                                pos += 1
-                            else:
-                                _table_content___statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
-                            _table_content___statement___inline_body___n = _table_content___statement__f_tag - 4
-                            if _table_content___statement___inline_body___n < 0:
-                                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_table_content___statement___inline_body___n)
-                            if pos + _table_content___statement___inline_body___n > end:
-                                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_table_content___statement___inline_body___n, found=end - pos)
-                            _table_content___statement___inline_body__f_payload = bytes(mv[pos:pos + _table_content___statement___inline_body___n])
-                            pos += _table_content___statement___inline_body___n
-                            _table_content___statement__f_body = InlineBody(_table_content___statement___inline_body__f_offset_delta, _table_content___statement___inline_body__f_payload)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('body') from None
-                    _table_content___x = Statement(_table_content___statement__f_id_delta, _table_content___statement__f_tag, _table_content___statement__f_body)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('') from None
-                if pos <= _table_content___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                _table_content__f_statements.append(_table_content___x)
-                _table_content___i += 1
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_table_content___i) + ']').prefixed('statements') from None
-        f_content = TableContent(_table_content__f_children, _table_content__f_statements)
+        f_content, pos = _d_table_content(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('content') from None
     if pos != end:
@@ -1223,7 +1148,12 @@ def _d_header_page(mv, pos, end):
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
     pos += _n
-    return HeaderPage(f_header, f_kind, f_epoch, f_content), pos
+    _obj = _new(HeaderPage)
+    _obj.header = f_header
+    _obj.kind = f_kind
+    _obj.epoch = f_epoch
+    _obj.content = f_content
+    return _obj, pos
 
 def _e_header_page(out, v):
     start = len(out)
@@ -1284,11 +1214,16 @@ def _d_journal_free(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_id = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_id = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not ((f_id >= 1) and (f_id <= 4294967295)):
         raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
-    return JournalFree(f_id), pos
+    _obj = _new(JournalFree)
+    _obj.id = f_id
+    return _obj, pos
 
 def _e_journal_free(out, v):
     out += _uleb128_encode(v.id)
@@ -1299,6 +1234,9 @@ def _d_journal_resize(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_id = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_id = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not ((f_id >= 1) and (f_id <= 4294967295)):
@@ -1308,11 +1246,17 @@ def _d_journal_resize(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_size = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_size = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_size, pos = _uleb128(mv, pos, end, 'size')
     if not (f_size <= 4294967295):
         raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_size, path='size', expected='size <= 4294967295', found=f_size)
-    return JournalResize(f_id, f_size), pos
+    _obj = _new(JournalResize)
+    _obj.id = f_id
+    _obj.size = f_size
+    return _obj, pos
 
 def _e_journal_resize(out, v):
     out += _uleb128_encode(v.id)
@@ -1324,6 +1268,9 @@ def _d_journal_write(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_id = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_id = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not ((f_id >= 1) and (f_id <= 4294967295)):
@@ -1332,6 +1279,9 @@ def _d_journal_write(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_offset = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_offset = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_offset, pos = _uleb128(mv, pos, end, 'offset')
     _a_length = pos
@@ -1339,6 +1289,9 @@ def _d_journal_write(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_length = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_length = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not ((f_offset + f_length) <= 4294967295):
@@ -1350,7 +1303,11 @@ def _d_journal_write(mv, pos, end):
         raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_n, found=end - pos)
     f_data = bytes(mv[pos:pos + _n])
     pos += _n
-    return JournalWrite(f_id, f_offset, f_data), pos
+    _obj = _new(JournalWrite)
+    _obj.id = f_id
+    _obj.offset = f_offset
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_journal_write(out, v):
     out += _uleb128_encode(v.id)
@@ -1367,6 +1324,9 @@ def _d_journal_splice(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_id = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_id = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_id, pos = _uleb128(mv, pos, end, 'id')
     if not ((f_id >= 1) and (f_id <= 4294967295)):
@@ -1375,6 +1335,9 @@ def _d_journal_splice(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_offset = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_offset = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_offset, pos = _uleb128(mv, pos, end, 'offset')
     _a_old_len = pos
@@ -1382,6 +1345,9 @@ def _d_journal_splice(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_old_len = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_old_len = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
     if not ((f_offset + f_old_len) <= 4294967295):
@@ -1391,6 +1357,9 @@ def _d_journal_splice(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_length = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_length = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not ((f_offset + f_length) <= 4294967295):
@@ -1402,7 +1371,12 @@ def _d_journal_splice(mv, pos, end):
         raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_n, found=end - pos)
     f_data = bytes(mv[pos:pos + _n])
     pos += _n
-    return JournalSplice(f_id, f_offset, f_old_len, f_data), pos
+    _obj = _new(JournalSplice)
+    _obj.id = f_id
+    _obj.offset = f_offset
+    _obj.old_len = f_old_len
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_journal_splice(out, v):
     out += _uleb128_encode(v.id)
@@ -1420,6 +1394,9 @@ def _d_journal_copy(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_src = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_src = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_src, pos = _uleb128(mv, pos, end, 'src')
     if not ((f_src >= 1) and (f_src <= 4294967295)):
@@ -1428,6 +1405,9 @@ def _d_journal_copy(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_src_offset = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_src_offset = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
     _a_length = pos
@@ -1435,6 +1415,9 @@ def _d_journal_copy(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_length = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_length = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not ((f_src_offset + f_length) <= 4294967295):
@@ -1444,6 +1427,9 @@ def _d_journal_copy(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_dst = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_dst = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_dst, pos = _uleb128(mv, pos, end, 'dst')
     if not ((f_dst >= 1) and (f_dst <= 4294967295)):
@@ -1453,11 +1439,20 @@ def _d_journal_copy(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_dst_offset = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_dst_offset = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
     if not ((f_dst_offset + f_length) <= 4294967295):
         raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=f_dst_offset)
-    return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset), pos
+    _obj = _new(JournalCopy)
+    _obj.src = f_src
+    _obj.src_offset = f_src_offset
+    _obj.length = f_length
+    _obj.dst = f_dst
+    _obj.dst_offset = f_dst_offset
+    return _obj, pos
 
 def _e_journal_copy(out, v):
     out += _uleb128_encode(v.src)
@@ -1469,7 +1464,7 @@ def _e_journal_copy(out, v):
 def _d_journal_record(mv, pos, end):
     if pos + 1 > end:
         raise _short(pos, end, _T3)
-    f_tag, = _S2.unpack_from(mv, pos)
+    f_tag = mv[pos]
     _r2 = pos
     pos += 1
     _v = _JOURNALTAG_BY_VALUE.get(f_tag)
@@ -1484,11 +1479,16 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_free__f_id = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_free__f_id = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
                 raise ConstraintError('a journal record names an invalid id', offset=_journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_free__f_id)
-            f_body = JournalFree(_journal_free__f_id)
+            _journal_free___obj = _new(JournalFree)
+            _journal_free___obj.id = _journal_free__f_id
+            f_body = _journal_free___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 2:
@@ -1498,6 +1498,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_resize__f_id = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_resize__f_id = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
@@ -1507,11 +1510,17 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_resize__f_size = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_resize__f_size = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
             if not _journal_resize__f_size <= 4294967295:
                 raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_resize___a_size, path='size', expected='size <= 4294967295', found=_journal_resize__f_size)
-            f_body = JournalResize(_journal_resize__f_id, _journal_resize__f_size)
+            _journal_resize___obj = _new(JournalResize)
+            _journal_resize___obj.id = _journal_resize__f_id
+            _journal_resize___obj.size = _journal_resize__f_size
+            f_body = _journal_resize___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 3:
@@ -1521,6 +1530,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_write__f_id = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_write__f_id = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
@@ -1529,6 +1541,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_write__f_offset = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_write__f_offset = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_write__f_offset, pos = _uleb128(mv, pos, end, 'offset')
             _journal_write___a_length = pos
@@ -1536,6 +1551,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_write__f_length = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_write__f_length = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
             if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
@@ -1547,7 +1565,11 @@ def _d_journal_record(mv, pos, end):
                 raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_journal_write___n, found=end - pos)
             _journal_write__f_data = bytes(mv[pos:pos + _journal_write___n])
             pos += _journal_write___n
-            f_body = JournalWrite(_journal_write__f_id, _journal_write__f_offset, _journal_write__f_data)
+            _journal_write___obj = _new(JournalWrite)
+            _journal_write___obj.id = _journal_write__f_id
+            _journal_write___obj.offset = _journal_write__f_offset
+            _journal_write___obj.data = _journal_write__f_data
+            f_body = _journal_write___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 4:
@@ -1557,6 +1579,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_splice__f_id = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_splice__f_id = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
             if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
@@ -1565,6 +1590,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_splice__f_offset = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_splice__f_offset = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_splice__f_offset, pos = _uleb128(mv, pos, end, 'offset')
             _journal_splice___a_old_len = pos
@@ -1572,6 +1600,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_splice__f_old_len = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_splice__f_old_len = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
             if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
@@ -1581,6 +1612,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_splice__f_length = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_splice__f_length = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
             if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
@@ -1592,7 +1626,12 @@ def _d_journal_record(mv, pos, end):
                 raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_journal_splice___n, found=end - pos)
             _journal_splice__f_data = bytes(mv[pos:pos + _journal_splice___n])
             pos += _journal_splice___n
-            f_body = JournalSplice(_journal_splice__f_id, _journal_splice__f_offset, _journal_splice__f_old_len, _journal_splice__f_data)
+            _journal_splice___obj = _new(JournalSplice)
+            _journal_splice___obj.id = _journal_splice__f_id
+            _journal_splice___obj.offset = _journal_splice__f_offset
+            _journal_splice___obj.old_len = _journal_splice__f_old_len
+            _journal_splice___obj.data = _journal_splice__f_data
+            f_body = _journal_splice___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 5:
@@ -1602,6 +1641,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_src = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_src = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
             if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
@@ -1610,6 +1652,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_src_offset = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_src_offset = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
             _journal_copy___a_length = pos
@@ -1617,6 +1662,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_length = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_length = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
             if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
@@ -1626,6 +1674,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_dst = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_dst = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
             if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
@@ -1635,11 +1686,20 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_dst_offset = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_dst_offset = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
             if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
                 raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
-            f_body = JournalCopy(_journal_copy__f_src, _journal_copy__f_src_offset, _journal_copy__f_length, _journal_copy__f_dst, _journal_copy__f_dst_offset)
+            _journal_copy___obj = _new(JournalCopy)
+            _journal_copy___obj.src = _journal_copy__f_src
+            _journal_copy___obj.src_offset = _journal_copy__f_src_offset
+            _journal_copy___obj.length = _journal_copy__f_length
+            _journal_copy___obj.dst = _journal_copy__f_dst
+            _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
+            f_body = _journal_copy___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 6:
@@ -1649,6 +1709,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_src = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_src = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
             if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
@@ -1657,6 +1720,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_src_offset = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_src_offset = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
             _journal_copy___a_length = pos
@@ -1664,6 +1730,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_length = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_length = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
             if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
@@ -1673,6 +1742,9 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_dst = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_dst = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
             if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
@@ -1682,16 +1754,28 @@ def _d_journal_record(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _journal_copy__f_dst_offset = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _journal_copy__f_dst_offset = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
             if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
                 raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
-            f_body = JournalCopy(_journal_copy__f_src, _journal_copy__f_src_offset, _journal_copy__f_length, _journal_copy__f_dst, _journal_copy__f_dst_offset)
+            _journal_copy___obj = _new(JournalCopy)
+            _journal_copy___obj.src = _journal_copy__f_src
+            _journal_copy___obj.src_offset = _journal_copy__f_src_offset
+            _journal_copy___obj.length = _journal_copy__f_length
+            _journal_copy___obj.dst = _journal_copy__f_dst
+            _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
+            f_body = _journal_copy___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
         raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
-    return JournalRecord(f_tag, f_body), pos
+    _obj = _new(JournalRecord)
+    _obj.tag = f_tag
+    _obj.body = f_body
+    return _obj, pos
 
 def _e_journal_record(out, v):
     out += _S2.pack(v.tag)
@@ -1755,7 +1839,9 @@ def _d_journal_records(mv, pos, end):
             _i += 1
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('records') from None
-    return JournalRecords(f_records), pos
+    _obj = _new(JournalRecords)
+    _obj.records = f_records
+    return _obj, pos
 
 def _e_journal_records(out, v):
     for _x in v.records:
@@ -1810,6 +1896,9 @@ def _d_journal_transaction(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_length = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_length = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_length, pos = _uleb128(mv, pos, end, 'length')
     if not (f_length <= 4294967295):
@@ -1824,9 +1913,11 @@ def _d_journal_transaction(mv, pos, end):
     if pos + 4 > end:
         raise _short(pos, end, _T7)
     f_crc, = _S6.unpack_from(mv, pos)
-    _r6 = pos
     pos += 4
-    return JournalTransaction(f_records, f_crc), pos
+    _obj = _new(JournalTransaction)
+    _obj.records = f_records
+    _obj.crc = f_crc
+    return _obj, pos
 
 def _e_journal_transaction(out, v):
     out += _uleb128_encode(len(v.records))
@@ -1840,9 +1931,12 @@ def _d_journal_page(mv, pos, end):
     if pos + 4096 > end:
         raise _short(pos, end, _T10)
     f_stream, f_next, f_crc = _S9.unpack_from(mv, pos)
-    _r9 = pos
     pos += 4096
-    return JournalPage(f_stream, f_next, f_crc), pos
+    _obj = _new(JournalPage)
+    _obj.stream = f_stream
+    _obj.next = f_next
+    _obj.crc = f_crc
+    return _obj, pos
 
 def _e_journal_page(out, v):
     out += _S9.pack(v.stream, v.next, v.crc)
@@ -1851,9 +1945,10 @@ def _d_journal_seed(mv, pos, end):
     if pos + 8 > end:
         raise _short(pos, end, _T12)
     f_segment_epoch, = _S11.unpack_from(mv, pos)
-    _r11 = pos
     pos += 8
-    return JournalSeed(f_segment_epoch), pos
+    _obj = _new(JournalSeed)
+    _obj.segment_epoch = f_segment_epoch
+    return _obj, pos
 
 def _e_journal_seed(out, v):
     out += _S11.pack(v.segment_epoch)
@@ -1894,6 +1989,17 @@ def iter_header_fields(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("header_fields" + "[" + str(i) + "]") from None
+
+
+def decode_many_header_fields(buf, offset: int = 0, end: int | None = None) -> list[HeaderFields]:
+    """Decode consecutive `header_fields` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_header_fields``, in one loop: for logs read whole)."""
+    return _decode_many(_d_header_fields, "header_fields", buf, offset, end, ())
+
+
+def encode_many_header_fields(values) -> bytes:
+    """Encode consecutive `header_fields` records (a log) into one buffer."""
+    return _encode_many(_e_header_fields, "header_fields", values, ())
 
 
 def encode_header_fields(value: HeaderFields) -> bytes:
@@ -1943,6 +2049,17 @@ def iter_ref_body(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("ref_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_ref_body(buf, offset: int = 0, end: int | None = None) -> list[RefBody]:
+    """Decode consecutive `ref_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_ref_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_ref_body, "ref_body", buf, offset, end, ())
+
+
+def encode_many_ref_body(values) -> bytes:
+    """Encode consecutive `ref_body` records (a log) into one buffer."""
+    return _encode_many(_e_ref_body, "ref_body", values, ())
+
+
 def encode_ref_body(value: RefBody) -> bytes:
     """Encode one `ref_body` to bytes."""
     out = bytearray()
@@ -1988,6 +2105,17 @@ def iter_zero_body(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("zero_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_zero_body(buf, offset: int = 0, end: int | None = None) -> list[ZeroBody]:
+    """Decode consecutive `zero_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_zero_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_zero_body, "zero_body", buf, offset, end, ())
+
+
+def encode_many_zero_body(values) -> bytes:
+    """Encode consecutive `zero_body` records (a log) into one buffer."""
+    return _encode_many(_e_zero_body, "zero_body", values, ())
 
 
 def encode_zero_body(value: ZeroBody) -> bytes:
@@ -2037,6 +2165,17 @@ def iter_shrink_body(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("shrink_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_shrink_body(buf, offset: int = 0, end: int | None = None) -> list[ShrinkBody]:
+    """Decode consecutive `shrink_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_shrink_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_shrink_body, "shrink_body", buf, offset, end, ())
+
+
+def encode_many_shrink_body(values) -> bytes:
+    """Encode consecutive `shrink_body` records (a log) into one buffer."""
+    return _encode_many(_e_shrink_body, "shrink_body", values, ())
+
+
 def encode_shrink_body(value: ShrinkBody) -> bytes:
     """Encode one `shrink_body` to bytes."""
     out = bytearray()
@@ -2082,6 +2221,17 @@ def iter_grow_body(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("grow_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_grow_body(buf, offset: int = 0, end: int | None = None) -> list[GrowBody]:
+    """Decode consecutive `grow_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_grow_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_grow_body, "grow_body", buf, offset, end, ())
+
+
+def encode_many_grow_body(values) -> bytes:
+    """Encode consecutive `grow_body` records (a log) into one buffer."""
+    return _encode_many(_e_grow_body, "grow_body", values, ())
 
 
 def encode_grow_body(value: GrowBody) -> bytes:
@@ -2131,6 +2281,17 @@ def iter_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: 
         raise exc.prefixed("inline_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: int) -> list[InlineBody]:
+    """Decode consecutive `inline_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_inline_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_inline_body, "inline_body", buf, offset, end, (size_tag,))
+
+
+def encode_many_inline_body(values, *, size_tag: int) -> bytes:
+    """Encode consecutive `inline_body` records (a log) into one buffer."""
+    return _encode_many(_e_inline_body, "inline_body", values, (size_tag,))
+
+
 def encode_inline_body(value: InlineBody, *, size_tag: int) -> bytes:
     """Encode one `inline_body` to bytes."""
     out = bytearray()
@@ -2176,6 +2337,17 @@ def iter_statement(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("statement" + "[" + str(i) + "]") from None
+
+
+def decode_many_statement(buf, offset: int = 0, end: int | None = None) -> list[Statement]:
+    """Decode consecutive `statement` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_statement``, in one loop: for logs read whole)."""
+    return _decode_many(_d_statement, "statement", buf, offset, end, ())
+
+
+def encode_many_statement(values) -> bytes:
+    """Encode consecutive `statement` records (a log) into one buffer."""
+    return _encode_many(_e_statement, "statement", values, ())
 
 
 def encode_statement(value: Statement) -> bytes:
@@ -2225,6 +2397,17 @@ def iter_child_ref(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("child_ref" + "[" + str(i) + "]") from None
 
 
+def decode_many_child_ref(buf, offset: int = 0, end: int | None = None) -> list[ChildRef]:
+    """Decode consecutive `child_ref` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_child_ref``, in one loop: for logs read whole)."""
+    return _decode_many(_d_child_ref, "child_ref", buf, offset, end, ())
+
+
+def encode_many_child_ref(values) -> bytes:
+    """Encode consecutive `child_ref` records (a log) into one buffer."""
+    return _encode_many(_e_child_ref, "child_ref", values, ())
+
+
 def encode_child_ref(value: ChildRef) -> bytes:
     """Encode one `child_ref` to bytes."""
     out = bytearray()
@@ -2270,6 +2453,17 @@ def iter_table_content(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("table_content" + "[" + str(i) + "]") from None
+
+
+def decode_many_table_content(buf, offset: int = 0, end: int | None = None) -> list[TableContent]:
+    """Decode consecutive `table_content` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_table_content``, in one loop: for logs read whole)."""
+    return _decode_many(_d_table_content, "table_content", buf, offset, end, ())
+
+
+def encode_many_table_content(values) -> bytes:
+    """Encode consecutive `table_content` records (a log) into one buffer."""
+    return _encode_many(_e_table_content, "table_content", values, ())
 
 
 def encode_table_content(value: TableContent) -> bytes:
@@ -2319,6 +2513,17 @@ def iter_page(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("page" + "[" + str(i) + "]") from None
 
 
+def decode_many_page(buf, offset: int = 0, end: int | None = None) -> list[Page]:
+    """Decode consecutive `page` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_page``, in one loop: for logs read whole)."""
+    return _decode_many(_d_page, "page", buf, offset, end, ())
+
+
+def encode_many_page(values) -> bytes:
+    """Encode consecutive `page` records (a log) into one buffer."""
+    return _encode_many(_e_page, "page", values, ())
+
+
 def encode_page(value: Page) -> bytes:
     """Encode one `page` to bytes."""
     out = bytearray()
@@ -2364,6 +2569,17 @@ def iter_header_slot(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("header_slot" + "[" + str(i) + "]") from None
+
+
+def decode_many_header_slot(buf, offset: int = 0, end: int | None = None) -> list[HeaderSlot]:
+    """Decode consecutive `header_slot` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_header_slot``, in one loop: for logs read whole)."""
+    return _decode_many(_d_header_slot, "header_slot", buf, offset, end, ())
+
+
+def encode_many_header_slot(values) -> bytes:
+    """Encode consecutive `header_slot` records (a log) into one buffer."""
+    return _encode_many(_e_header_slot, "header_slot", values, ())
 
 
 def encode_header_slot(value: HeaderSlot) -> bytes:
@@ -2413,6 +2629,17 @@ def iter_table_page(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("table_page" + "[" + str(i) + "]") from None
 
 
+def decode_many_table_page(buf, offset: int = 0, end: int | None = None) -> list[TablePage]:
+    """Decode consecutive `table_page` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_table_page``, in one loop: for logs read whole)."""
+    return _decode_many(_d_table_page, "table_page", buf, offset, end, ())
+
+
+def encode_many_table_page(values) -> bytes:
+    """Encode consecutive `table_page` records (a log) into one buffer."""
+    return _encode_many(_e_table_page, "table_page", values, ())
+
+
 def encode_table_page(value: TablePage) -> bytes:
     """Encode one `table_page` to bytes."""
     out = bytearray()
@@ -2458,6 +2685,17 @@ def iter_header_page(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("header_page" + "[" + str(i) + "]") from None
+
+
+def decode_many_header_page(buf, offset: int = 0, end: int | None = None) -> list[HeaderPage]:
+    """Decode consecutive `header_page` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_header_page``, in one loop: for logs read whole)."""
+    return _decode_many(_d_header_page, "header_page", buf, offset, end, ())
+
+
+def encode_many_header_page(values) -> bytes:
+    """Encode consecutive `header_page` records (a log) into one buffer."""
+    return _encode_many(_e_header_page, "header_page", values, ())
 
 
 def encode_header_page(value: HeaderPage) -> bytes:
@@ -2507,6 +2745,17 @@ def iter_journal_free(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("journal_free" + "[" + str(i) + "]") from None
 
 
+def decode_many_journal_free(buf, offset: int = 0, end: int | None = None) -> list[JournalFree]:
+    """Decode consecutive `journal_free` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_free``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_free, "journal_free", buf, offset, end, ())
+
+
+def encode_many_journal_free(values) -> bytes:
+    """Encode consecutive `journal_free` records (a log) into one buffer."""
+    return _encode_many(_e_journal_free, "journal_free", values, ())
+
+
 def encode_journal_free(value: JournalFree) -> bytes:
     """Encode one `journal_free` to bytes."""
     out = bytearray()
@@ -2552,6 +2801,17 @@ def iter_journal_resize(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("journal_resize" + "[" + str(i) + "]") from None
+
+
+def decode_many_journal_resize(buf, offset: int = 0, end: int | None = None) -> list[JournalResize]:
+    """Decode consecutive `journal_resize` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_resize``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_resize, "journal_resize", buf, offset, end, ())
+
+
+def encode_many_journal_resize(values) -> bytes:
+    """Encode consecutive `journal_resize` records (a log) into one buffer."""
+    return _encode_many(_e_journal_resize, "journal_resize", values, ())
 
 
 def encode_journal_resize(value: JournalResize) -> bytes:
@@ -2601,6 +2861,17 @@ def iter_journal_write(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("journal_write" + "[" + str(i) + "]") from None
 
 
+def decode_many_journal_write(buf, offset: int = 0, end: int | None = None) -> list[JournalWrite]:
+    """Decode consecutive `journal_write` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_write``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_write, "journal_write", buf, offset, end, ())
+
+
+def encode_many_journal_write(values) -> bytes:
+    """Encode consecutive `journal_write` records (a log) into one buffer."""
+    return _encode_many(_e_journal_write, "journal_write", values, ())
+
+
 def encode_journal_write(value: JournalWrite) -> bytes:
     """Encode one `journal_write` to bytes."""
     out = bytearray()
@@ -2646,6 +2917,17 @@ def iter_journal_splice(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("journal_splice" + "[" + str(i) + "]") from None
+
+
+def decode_many_journal_splice(buf, offset: int = 0, end: int | None = None) -> list[JournalSplice]:
+    """Decode consecutive `journal_splice` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_splice``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_splice, "journal_splice", buf, offset, end, ())
+
+
+def encode_many_journal_splice(values) -> bytes:
+    """Encode consecutive `journal_splice` records (a log) into one buffer."""
+    return _encode_many(_e_journal_splice, "journal_splice", values, ())
 
 
 def encode_journal_splice(value: JournalSplice) -> bytes:
@@ -2695,6 +2977,17 @@ def iter_journal_copy(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("journal_copy" + "[" + str(i) + "]") from None
 
 
+def decode_many_journal_copy(buf, offset: int = 0, end: int | None = None) -> list[JournalCopy]:
+    """Decode consecutive `journal_copy` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_copy``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_copy, "journal_copy", buf, offset, end, ())
+
+
+def encode_many_journal_copy(values) -> bytes:
+    """Encode consecutive `journal_copy` records (a log) into one buffer."""
+    return _encode_many(_e_journal_copy, "journal_copy", values, ())
+
+
 def encode_journal_copy(value: JournalCopy) -> bytes:
     """Encode one `journal_copy` to bytes."""
     out = bytearray()
@@ -2740,6 +3033,17 @@ def iter_journal_record(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("journal_record" + "[" + str(i) + "]") from None
+
+
+def decode_many_journal_record(buf, offset: int = 0, end: int | None = None) -> list[JournalRecord]:
+    """Decode consecutive `journal_record` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_record``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_record, "journal_record", buf, offset, end, ())
+
+
+def encode_many_journal_record(values) -> bytes:
+    """Encode consecutive `journal_record` records (a log) into one buffer."""
+    return _encode_many(_e_journal_record, "journal_record", values, ())
 
 
 def encode_journal_record(value: JournalRecord) -> bytes:
@@ -2789,6 +3093,17 @@ def iter_journal_records(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("journal_records" + "[" + str(i) + "]") from None
 
 
+def decode_many_journal_records(buf, offset: int = 0, end: int | None = None) -> list[JournalRecords]:
+    """Decode consecutive `journal_records` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_records``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_records, "journal_records", buf, offset, end, ())
+
+
+def encode_many_journal_records(values) -> bytes:
+    """Encode consecutive `journal_records` records (a log) into one buffer."""
+    return _encode_many(_e_journal_records, "journal_records", values, ())
+
+
 def encode_journal_records(value: JournalRecords) -> bytes:
     """Encode one `journal_records` to bytes."""
     out = bytearray()
@@ -2834,6 +3149,17 @@ def iter_journal_transaction(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("journal_transaction" + "[" + str(i) + "]") from None
+
+
+def decode_many_journal_transaction(buf, offset: int = 0, end: int | None = None) -> list[JournalTransaction]:
+    """Decode consecutive `journal_transaction` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_transaction``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_transaction, "journal_transaction", buf, offset, end, ())
+
+
+def encode_many_journal_transaction(values) -> bytes:
+    """Encode consecutive `journal_transaction` records (a log) into one buffer."""
+    return _encode_many(_e_journal_transaction, "journal_transaction", values, ())
 
 
 def encode_journal_transaction(value: JournalTransaction) -> bytes:
@@ -2883,6 +3209,17 @@ def iter_journal_page(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("journal_page" + "[" + str(i) + "]") from None
 
 
+def decode_many_journal_page(buf, offset: int = 0, end: int | None = None) -> list[JournalPage]:
+    """Decode consecutive `journal_page` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_page``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_page, "journal_page", buf, offset, end, ())
+
+
+def encode_many_journal_page(values) -> bytes:
+    """Encode consecutive `journal_page` records (a log) into one buffer."""
+    return _encode_many(_e_journal_page, "journal_page", values, ())
+
+
 def encode_journal_page(value: JournalPage) -> bytes:
     """Encode one `journal_page` to bytes."""
     out = bytearray()
@@ -2928,6 +3265,17 @@ def iter_journal_seed(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("journal_seed" + "[" + str(i) + "]") from None
+
+
+def decode_many_journal_seed(buf, offset: int = 0, end: int | None = None) -> list[JournalSeed]:
+    """Decode consecutive `journal_seed` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_journal_seed``, in one loop: for logs read whole)."""
+    return _decode_many(_d_journal_seed, "journal_seed", buf, offset, end, ())
+
+
+def encode_many_journal_seed(values) -> bytes:
+    """Encode consecutive `journal_seed` records (a log) into one buffer."""
+    return _encode_many(_e_journal_seed, "journal_seed", values, ())
 
 
 def encode_journal_seed(value: JournalSeed) -> bytes:

@@ -46,6 +46,8 @@ from bytewright.runtime.codec import zigzag as _zigzag, zigzag_encode as _zigzag
 from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
+from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
 from bytewright.runtime.codec import convert_decode as _convert_decode
@@ -640,6 +642,7 @@ class PileFile:
     records: list[PileRecord]
 
 # -- fast path: constants -------------------------------------------------------------
+_new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
 _S0 = struct.Struct('<16s')
 _T1 = (('marker', 0, 16),)
 _S2 = struct.Struct('<12sI32s')
@@ -764,7 +767,6 @@ def _d_pile_record(mv, pos, end):
     if pos + 16 > end:
         raise _short(pos, end, _T1)
     f_marker, = _S0.unpack_from(mv, pos)
-    _r0 = pos
     pos += 16
     _tag = f_marker
     if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
@@ -782,7 +784,6 @@ def _d_pile_record(mv, pos, end):
             if pos + 48 > end:
                 raise _short(pos, end, _T72)
             _v1_blob__f_timestamp, _v1_blob__f_length, _v1_blob__f_hash = _S71.unpack_from(mv, pos)
-            _v1_blob___r71 = pos
             pos += 48
             try:
                 _v1_blob___v1_blob_data__start = pos
@@ -797,10 +798,17 @@ def _d_pile_record(mv, pos, end):
                 if pos + _v1_blob___v1_blob_data___n > end:
                     raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_v1_blob___v1_blob_data___n, found=end - pos)
                 pos += _v1_blob___v1_blob_data___n
-                _v1_blob__f_data = V1BlobData(_v1_blob___v1_blob_data__f_payload)
+                _v1_blob___v1_blob_data___obj = _new(V1BlobData)
+                _v1_blob___v1_blob_data___obj.payload = _v1_blob___v1_blob_data__f_payload
+                _v1_blob__f_data = _v1_blob___v1_blob_data___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('data') from None
-            f_record = V1Blob(_v1_blob__f_timestamp, _v1_blob__f_length, _v1_blob__f_hash, _v1_blob__f_data)
+            _v1_blob___obj = _new(V1Blob)
+            _v1_blob___obj.timestamp = _v1_blob__f_timestamp
+            _v1_blob___obj.length = _v1_blob__f_length
+            _v1_blob___obj.hash = _v1_blob__f_hash
+            _v1_blob___obj.data = _v1_blob__f_data
+            f_record = _v1_blob___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
@@ -812,7 +820,10 @@ def _d_pile_record(mv, pos, end):
             pos += 48
             if not max(_v1_branch__f_branch) > 0:
                 raise ConstraintError('nil branch id', offset=_v1_branch___r73, path='branch', expected='max(branch) > 0', found=_v1_branch__f_branch)
-            f_record = V1Branch(_v1_branch__f_branch, _v1_branch__f_head)
+            _v1_branch___obj = _new(V1Branch)
+            _v1_branch___obj.branch = _v1_branch__f_branch
+            _v1_branch___obj.head = _v1_branch__f_head
+            f_record = _v1_branch___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
@@ -824,7 +835,10 @@ def _d_pile_record(mv, pos, end):
             pos += 48
             if not max(_v1_tombstone__f_branch) > 0:
                 raise ConstraintError('nil branch id', offset=_v1_tombstone___r73, path='branch', expected='max(branch) > 0', found=_v1_tombstone__f_branch)
-            f_record = V1Tombstone(_v1_tombstone__f_branch, _v1_tombstone__f_unchecked)
+            _v1_tombstone___obj = _new(V1Tombstone)
+            _v1_tombstone___obj.branch = _v1_tombstone__f_branch
+            _v1_tombstone___obj.unchecked = _v1_tombstone__f_unchecked
+            f_record = _v1_tombstone___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
@@ -832,7 +846,6 @@ def _d_pile_record(mv, pos, end):
             if pos + 240 > end:
                 raise _short(pos, end, _T77)
             _v3_blob__f_timestamp, _v3_blob__f_length, _v3_blob__f_hash, _v3_blob__f_unchecked = _S76.unpack_from(mv, pos)
-            _v3_blob___r76 = pos
             pos += 240
             try:
                 _v3_blob___blob_data__start = pos
@@ -847,10 +860,18 @@ def _d_pile_record(mv, pos, end):
                 if pos + _v3_blob___blob_data___n > end:
                     raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_v3_blob___blob_data___n, found=end - pos)
                 pos += _v3_blob___blob_data___n
-                _v3_blob__f_data = BlobData(_v3_blob___blob_data__f_payload)
+                _v3_blob___blob_data___obj = _new(BlobData)
+                _v3_blob___blob_data___obj.payload = _v3_blob___blob_data__f_payload
+                _v3_blob__f_data = _v3_blob___blob_data___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('data') from None
-            f_record = V3Blob(_v3_blob__f_timestamp, _v3_blob__f_length, _v3_blob__f_hash, _v3_blob__f_unchecked, _v3_blob__f_data)
+            _v3_blob___obj = _new(V3Blob)
+            _v3_blob___obj.timestamp = _v3_blob__f_timestamp
+            _v3_blob___obj.length = _v3_blob__f_length
+            _v3_blob___obj.hash = _v3_blob__f_hash
+            _v3_blob___obj.unchecked = _v3_blob__f_unchecked
+            _v3_blob___obj.data = _v3_blob__f_data
+            f_record = _v3_blob___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
@@ -862,7 +883,11 @@ def _d_pile_record(mv, pos, end):
             pos += 240
             if not max(_v3_branch__f_branch) > 0:
                 raise ConstraintError('nil branch id', offset=_v3_branch___r78, path='branch', expected='max(branch) > 0', found=_v3_branch__f_branch)
-            f_record = V3Branch(_v3_branch__f_branch, _v3_branch__f_head, _v3_branch__f_unchecked)
+            _v3_branch___obj = _new(V3Branch)
+            _v3_branch___obj.branch = _v3_branch__f_branch
+            _v3_branch___obj.head = _v3_branch__f_head
+            _v3_branch___obj.unchecked = _v3_branch__f_unchecked
+            f_record = _v3_branch___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
@@ -874,7 +899,10 @@ def _d_pile_record(mv, pos, end):
             pos += 240
             if not max(_v3_tombstone__f_branch) > 0:
                 raise ConstraintError('nil branch id', offset=_v3_tombstone___r80, path='branch', expected='max(branch) > 0', found=_v3_tombstone__f_branch)
-            f_record = V3Tombstone(_v3_tombstone__f_branch, _v3_tombstone__f_unchecked)
+            _v3_tombstone___obj = _new(V3Tombstone)
+            _v3_tombstone___obj.branch = _v3_tombstone__f_branch
+            _v3_tombstone___obj.unchecked = _v3_tombstone__f_unchecked
+            f_record = _v3_tombstone___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
@@ -882,9 +910,11 @@ def _d_pile_record(mv, pos, end):
             if pos + 240 > end:
                 raise _short(pos, end, _T83)
             _v3_blob_want__f_blob, _v3_blob_want__f_unchecked = _S82.unpack_from(mv, pos)
-            _v3_blob_want___r82 = pos
             pos += 240
-            f_record = V3BlobWant(_v3_blob_want__f_blob, _v3_blob_want__f_unchecked)
+            _v3_blob_want___obj = _new(V3BlobWant)
+            _v3_blob_want___obj.blob = _v3_blob_want__f_blob
+            _v3_blob_want___obj.unchecked = _v3_blob_want__f_unchecked
+            f_record = _v3_blob_want___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
@@ -892,9 +922,11 @@ def _d_pile_record(mv, pos, end):
             if pos + 240 > end:
                 raise _short(pos, end, _T83)
             _v3_blob_want__f_blob, _v3_blob_want__f_unchecked = _S82.unpack_from(mv, pos)
-            _v3_blob_want___r82 = pos
             pos += 240
-            f_record = V3BlobWant(_v3_blob_want__f_blob, _v3_blob_want__f_unchecked)
+            _v3_blob_want___obj = _new(V3BlobWant)
+            _v3_blob_want___obj.blob = _v3_blob_want__f_blob
+            _v3_blob_want___obj.unchecked = _v3_blob_want__f_unchecked
+            f_record = _v3_blob_want___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
@@ -902,9 +934,11 @@ def _d_pile_record(mv, pos, end):
             if pos + 240 > end:
                 raise _short(pos, end, _T84)
             _v3_local_cell__f_cell, _v3_local_cell__f_rest = _S80.unpack_from(mv, pos)
-            _v3_local_cell___r80 = pos
             pos += 240
-            f_record = V3LocalCell(_v3_local_cell__f_cell, _v3_local_cell__f_rest)
+            _v3_local_cell___obj = _new(V3LocalCell)
+            _v3_local_cell___obj.cell = _v3_local_cell__f_cell
+            _v3_local_cell___obj.rest = _v3_local_cell__f_rest
+            f_record = _v3_local_cell___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
@@ -912,9 +946,11 @@ def _d_pile_record(mv, pos, end):
             if pos + 240 > end:
                 raise _short(pos, end, _T84)
             _v3_local_cell__f_cell, _v3_local_cell__f_rest = _S80.unpack_from(mv, pos)
-            _v3_local_cell___r80 = pos
             pos += 240
-            f_record = V3LocalCell(_v3_local_cell__f_cell, _v3_local_cell__f_rest)
+            _v3_local_cell___obj = _new(V3LocalCell)
+            _v3_local_cell___obj.cell = _v3_local_cell__f_cell
+            _v3_local_cell___obj.rest = _v3_local_cell__f_rest
+            f_record = _v3_local_cell___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
@@ -932,7 +968,11 @@ def _d_pile_record(mv, pos, end):
                 raise ConstraintError('nil id', offset=_v3_collection_definition___r85 + 32, path='recipe', expected='max(recipe) > 0', found=_v3_collection_definition__f_recipe)
             if _v3_collection_definition__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_v3_collection_definition___r85 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_collection_definition__f_reserved)
-            f_record = V3CollectionDefinition(_v3_collection_definition__f_scope, _v3_collection_definition__f_representation, _v3_collection_definition__f_recipe)
+            _v3_collection_definition___obj = _new(V3CollectionDefinition)
+            _v3_collection_definition___obj.scope = _v3_collection_definition__f_scope
+            _v3_collection_definition___obj.representation = _v3_collection_definition__f_representation
+            _v3_collection_definition___obj.recipe = _v3_collection_definition__f_recipe
+            f_record = _v3_collection_definition___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
@@ -944,7 +984,14 @@ def _d_pile_record(mv, pos, end):
             pos += 240
             if _v3_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_v3_commit___r87 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_commit__f_reserved)
-            f_record = V3Commit(_v3_commit__f_definition, _v3_commit__f_data, _v3_commit__f_metadata, _v3_commit__f_author, _v3_commit__f_sig_r, _v3_commit__f_sig_s)
+            _v3_commit___obj = _new(V3Commit)
+            _v3_commit___obj.definition = _v3_commit__f_definition
+            _v3_commit___obj.data = _v3_commit__f_data
+            _v3_commit___obj.metadata = _v3_commit__f_metadata
+            _v3_commit___obj.author = _v3_commit__f_author
+            _v3_commit___obj.sig_r = _v3_commit__f_sig_r
+            _v3_commit___obj.sig_s = _v3_commit__f_sig_s
+            f_record = _v3_commit___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
@@ -958,7 +1005,12 @@ def _d_pile_record(mv, pos, end):
                 raise ConstraintError('merge high < low', offset=_v3_merge___r89 + 48, path='high', expected='high >= low', found=_v3_merge__f_high)
             if _v3_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_v3_merge___r89 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_merge__f_reserved)
-            f_record = V3Merge(_v3_merge__f_definition, _v3_merge__f_low, _v3_merge__f_high, _v3_merge__f_result)
+            _v3_merge___obj = _new(V3Merge)
+            _v3_merge___obj.definition = _v3_merge__f_definition
+            _v3_merge___obj.low = _v3_merge__f_low
+            _v3_merge___obj.high = _v3_merge__f_high
+            _v3_merge___obj.result = _v3_merge__f_result
+            f_record = _v3_merge___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
@@ -970,7 +1022,12 @@ def _d_pile_record(mv, pos, end):
             pos += 240
             if _v3_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_v3_derive___r91 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_derive__f_reserved)
-            f_record = V3Derive(_v3_derive__f_source, _v3_derive__f_target, _v3_derive__f_input, _v3_derive__f_output)
+            _v3_derive___obj = _new(V3Derive)
+            _v3_derive___obj.source = _v3_derive__f_source
+            _v3_derive___obj.target = _v3_derive__f_target
+            _v3_derive___obj.input = _v3_derive__f_input
+            _v3_derive___obj.output = _v3_derive__f_output
+            f_record = _v3_derive___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
@@ -982,7 +1039,14 @@ def _d_pile_record(mv, pos, end):
             pos += 240
             if _v4_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_v4_commit___r93 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_commit__f_reserved)
-            f_record = V4Commit(_v4_commit__f_collection, _v4_commit__f_data, _v4_commit__f_metadata, _v4_commit__f_author, _v4_commit__f_sig_r, _v4_commit__f_sig_s)
+            _v4_commit___obj = _new(V4Commit)
+            _v4_commit___obj.collection = _v4_commit__f_collection
+            _v4_commit___obj.data = _v4_commit__f_data
+            _v4_commit___obj.metadata = _v4_commit__f_metadata
+            _v4_commit___obj.author = _v4_commit__f_author
+            _v4_commit___obj.sig_r = _v4_commit__f_sig_r
+            _v4_commit___obj.sig_s = _v4_commit__f_sig_s
+            f_record = _v4_commit___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
@@ -996,7 +1060,12 @@ def _d_pile_record(mv, pos, end):
                 raise ConstraintError('merge high < low', offset=_v4_merge___r95 + 64, path='high', expected='high >= low', found=_v4_merge__f_high)
             if _v4_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_v4_merge___r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_merge__f_reserved)
-            f_record = V4Merge(_v4_merge__f_collection, _v4_merge__f_low, _v4_merge__f_high, _v4_merge__f_result)
+            _v4_merge___obj = _new(V4Merge)
+            _v4_merge___obj.collection = _v4_merge__f_collection
+            _v4_merge___obj.low = _v4_merge__f_low
+            _v4_merge___obj.high = _v4_merge__f_high
+            _v4_merge___obj.result = _v4_merge__f_result
+            f_record = _v4_merge___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
@@ -1008,12 +1077,20 @@ def _d_pile_record(mv, pos, end):
             pos += 240
             if _v4_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_v4_derive___r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_derive__f_reserved)
-            f_record = V4Derive(_v4_derive__f_source, _v4_derive__f_target, _v4_derive__f_input, _v4_derive__f_output)
+            _v4_derive___obj = _new(V4Derive)
+            _v4_derive___obj.source = _v4_derive__f_source
+            _v4_derive___obj.target = _v4_derive__f_target
+            _v4_derive___obj.input = _v4_derive__f_input
+            _v4_derive___obj.output = _v4_derive__f_output
+            f_record = _v4_derive___obj
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     else:
         raise ConstraintError('no case for tag', offset=pos, path='record', expected=[b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05', b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13', b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96', b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04', b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40', b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z', b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7', b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO', b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^', b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r', b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t', b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q', b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1', b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw', b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9', b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80', b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f', b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'", b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9'], found=_tag)
-    return PileRecord(f_marker, f_record), pos
+    _obj = _new(PileRecord)
+    _obj.marker = f_marker
+    _obj.record = f_record
+    return _obj, pos
 
 def _e_pile_record(out, v):
     out += _S0.pack(v.marker)
@@ -1301,11 +1378,15 @@ def _d_frame_rest(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_scalar_pad)
                 if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                     raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_reserved)
-                _blob_body__f_head = BlobHead(_blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_hash)
+                _blob_body___blob_head___obj = _new(BlobHead)
+                _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
+                _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
+                _blob_body___blob_head___obj.hash = _blob_body___blob_head__f_hash
+                _blob_body__f_head = _blob_body___blob_head___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('head') from None
             try:
-                _blob_body___blob_data__p_length = _attr(_blob_body__f_head, 'length', pos, 'length')
+                _blob_body___blob_data__p_length = _blob_body__f_head.length
                 _blob_body___blob_data__start = pos
                 _blob_body___blob_data___n = _blob_body___blob_data__p_length
                 if _blob_body___blob_data___n < 0:
@@ -1318,10 +1399,15 @@ def _d_frame_rest(mv, pos, end):
                 if pos + _blob_body___blob_data___n > end:
                     raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_blob_body___blob_data___n, found=end - pos)
                 pos += _blob_body___blob_data___n
-                _blob_body__f_data = BlobData(_blob_body___blob_data__f_payload)
+                _blob_body___blob_data___obj = _new(BlobData)
+                _blob_body___blob_data___obj.payload = _blob_body___blob_data__f_payload
+                _blob_body__f_data = _blob_body___blob_data___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('data') from None
-            f_body = BlobBody(_blob_body__f_head, _blob_body__f_data)
+            _blob_body___obj = _new(BlobBody)
+            _blob_body___obj.head = _blob_body__f_head
+            _blob_body___obj.data = _blob_body__f_data
+            f_body = _blob_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
@@ -1339,7 +1425,10 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved1)
             if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved2)
-            f_body = PinHeadBody(_pin_head_body__f_pin, _pin_head_body__f_head)
+            _pin_head_body___obj = _new(PinHeadBody)
+            _pin_head_body___obj.pin = _pin_head_body__f_pin
+            _pin_head_body___obj.head = _pin_head_body__f_head
+            f_body = _pin_head_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
@@ -1355,7 +1444,9 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('nil pin id', offset=_pin_tombstone_body___r8, path='pin', expected='max(pin) > 0', found=_pin_tombstone_body__f_pin)
             if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_pin_tombstone_body___r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_tombstone_body__f_reserved)
-            f_body = PinTombstoneBody(_pin_tombstone_body__f_pin)
+            _pin_tombstone_body___obj = _new(PinTombstoneBody)
+            _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
+            f_body = _pin_tombstone_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
@@ -1385,7 +1476,9 @@ def _d_frame_rest(mv, pos, end):
                     pos += 96
                     if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                         raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_blob__f_zero)
-                    _want_v3_body__f_request = WantBlob(_want_v3_body___want_blob__f_blob)
+                    _want_v3_body___want_blob___obj = _new(WantBlob)
+                    _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
+                    _want_v3_body__f_request = _want_v3_body___want_blob___obj
                 except DecodeError as _exc:
                     raise _exc.prefixed('request') from None
             elif _want_v3_body___tag == 2:
@@ -1397,7 +1490,11 @@ def _d_frame_rest(mv, pos, end):
                     pos += 96
                     if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
                         raise ConstraintError('merge request high < low', offset=_want_v3_body___want_merge___r14 + 64, path='high', expected='high >= low', found=_want_v3_body___want_merge__f_high)
-                    _want_v3_body__f_request = WantMerge(_want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high)
+                    _want_v3_body___want_merge___obj = _new(WantMerge)
+                    _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
+                    _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
+                    _want_v3_body___want_merge___obj.high = _want_v3_body___want_merge__f_high
+                    _want_v3_body__f_request = _want_v3_body___want_merge___obj
                 except DecodeError as _exc:
                     raise _exc.prefixed('request') from None
             elif _want_v3_body___tag == 4:
@@ -1409,7 +1506,10 @@ def _d_frame_rest(mv, pos, end):
                     pos += 96
                     if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                         raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_derive__f_zero)
-                    _want_v3_body__f_request = WantDerive(_want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input)
+                    _want_v3_body___want_derive___obj = _new(WantDerive)
+                    _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
+                    _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
+                    _want_v3_body__f_request = _want_v3_body___want_derive___obj
                 except DecodeError as _exc:
                     raise _exc.prefixed('request') from None
             else:
@@ -1421,7 +1521,10 @@ def _d_frame_rest(mv, pos, end):
             pos += 64
             if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved2)
-            f_body = WantV3Body(_want_v3_body__f_tag, _want_v3_body__f_request)
+            _want_v3_body___obj = _new(WantV3Body)
+            _want_v3_body___obj.tag = _want_v3_body__f_tag
+            _want_v3_body___obj.request = _want_v3_body__f_request
+            f_body = _want_v3_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
@@ -1433,7 +1536,14 @@ def _d_frame_rest(mv, pos, end):
             pos += 192
             if not f_span == 1:
                 raise ConstraintError('kind requires span 1', offset=_commit_body___r19, path='collection', expected='span == 1', found=_commit_body__f_collection)
-            f_body = CommitBody(_commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s)
+            _commit_body___obj = _new(CommitBody)
+            _commit_body___obj.collection = _commit_body__f_collection
+            _commit_body___obj.data = _commit_body__f_data
+            _commit_body___obj.metadata = _commit_body__f_metadata
+            _commit_body___obj.author = _commit_body__f_author
+            _commit_body___obj.sig_r = _commit_body__f_sig_r
+            _commit_body___obj.sig_s = _commit_body__f_sig_s
+            f_body = _commit_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
@@ -1449,7 +1559,17 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('merge inputs out of canonical order', offset=_merge_v6_body___r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=_merge_v6_body__f_high_witness)
             if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_merge_v6_body___r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_merge_v6_body__f_reserved)
-            f_body = MergeV6Body(_merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s)
+            _merge_v6_body___obj = _new(MergeV6Body)
+            _merge_v6_body___obj.collection = _merge_v6_body__f_collection
+            _merge_v6_body___obj.low = _merge_v6_body__f_low
+            _merge_v6_body___obj.high = _merge_v6_body__f_high
+            _merge_v6_body___obj.result = _merge_v6_body__f_result
+            _merge_v6_body___obj.low_witness = _merge_v6_body__f_low_witness
+            _merge_v6_body___obj.high_witness = _merge_v6_body__f_high_witness
+            _merge_v6_body___obj.author = _merge_v6_body__f_author
+            _merge_v6_body___obj.sig_r = _merge_v6_body__f_sig_r
+            _merge_v6_body___obj.sig_s = _merge_v6_body__f_sig_s
+            f_body = _merge_v6_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
@@ -1463,7 +1583,15 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 2', offset=_derive_v7_body___r23, path='target', expected='span == 2', found=_derive_v7_body__f_target)
             if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_derive_v7_body___r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_derive_v7_body__f_reserved)
-            f_body = DeriveV7Body(_derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s)
+            _derive_v7_body___obj = _new(DeriveV7Body)
+            _derive_v7_body___obj.target = _derive_v7_body__f_target
+            _derive_v7_body___obj.input = _derive_v7_body__f_input
+            _derive_v7_body___obj.output = _derive_v7_body__f_output
+            _derive_v7_body___obj.input_witness = _derive_v7_body__f_input_witness
+            _derive_v7_body___obj.author = _derive_v7_body__f_author
+            _derive_v7_body___obj.sig_r = _derive_v7_body__f_sig_r
+            _derive_v7_body___obj.sig_s = _derive_v7_body__f_sig_s
+            f_body = _derive_v7_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
@@ -1471,7 +1599,6 @@ def _d_frame_rest(mv, pos, end):
             if pos + 64 > end:
                 raise _short(pos, end, _T26)
             _proof_v5_body__f_resource, _proof_v5_body__f_root = _S25.unpack_from(mv, pos)
-            _proof_v5_body___r25 = pos
             pos += 64
             _proof_v5_body__f_edges = []
             try:
@@ -1481,16 +1608,23 @@ def _d_frame_rest(mv, pos, end):
                     if pos + 128 > end:
                         raise _short(pos, end, _T28)
                     _proof_v5_body___proof_edge_f_capability, _proof_v5_body___proof_edge_f_delegate, _proof_v5_body___proof_edge_f_signature = _S27.unpack_from(mv, pos)
-                    _proof_v5_body___r27 = pos
                     pos += 128
-                    _proof_v5_body___x = ProofEdge(_proof_v5_body___proof_edge_f_capability, _proof_v5_body___proof_edge_f_delegate, _proof_v5_body___proof_edge_f_signature)
+                    _proof_v5_body___proof_edge__obj = _new(ProofEdge)
+                    _proof_v5_body___proof_edge__obj.capability = _proof_v5_body___proof_edge_f_capability
+                    _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
+                    _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
+                    _proof_v5_body___x = _proof_v5_body___proof_edge__obj
                     if pos <= _proof_v5_body___ip:
                         raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                     _proof_v5_body__f_edges.append(_proof_v5_body___x)
                     _proof_v5_body___i += 1
             except DecodeError as _exc:
                 raise _exc.prefixed('[' + str(_proof_v5_body___i) + ']').prefixed('edges') from None
-            f_body = ProofV5Body(_proof_v5_body__f_resource, _proof_v5_body__f_root, _proof_v5_body__f_edges)
+            _proof_v5_body___obj = _new(ProofV5Body)
+            _proof_v5_body___obj.resource = _proof_v5_body__f_resource
+            _proof_v5_body___obj.root = _proof_v5_body__f_root
+            _proof_v5_body___obj.edges = _proof_v5_body__f_edges
+            f_body = _proof_v5_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
@@ -1504,7 +1638,9 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
             if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
-            f_body = RetiredBlobWantBody(_retired_blob_want_body__f_blob)
+            _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
+            _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
+            f_body = _retired_blob_want_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
@@ -1518,7 +1654,9 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
             if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
-            f_body = RetiredBlobWantBody(_retired_blob_want_body__f_blob)
+            _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
+            _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
+            f_body = _retired_blob_want_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
@@ -1536,7 +1674,12 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
             if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
-            f_body = RetiredTypedWantBody(_retired_typed_want_body__f_tag, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c)
+            _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
+            _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
+            _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
+            _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
+            _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
+            f_body = _retired_typed_want_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
@@ -1554,7 +1697,12 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
             if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
-            f_body = RetiredTypedWantBody(_retired_typed_want_body__f_tag, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c)
+            _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
+            _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
+            _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
+            _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
+            _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
+            f_body = _retired_typed_want_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
@@ -1570,7 +1718,12 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('merge high < low', offset=_unsigned_merge_body___r33 + 64, path='high', expected='high >= low', found=_unsigned_merge_body__f_high)
             if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_unsigned_merge_body___r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_merge_body__f_reserved)
-            f_body = UnsignedMergeBody(_unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result)
+            _unsigned_merge_body___obj = _new(UnsignedMergeBody)
+            _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
+            _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
+            _unsigned_merge_body___obj.high = _unsigned_merge_body__f_high
+            _unsigned_merge_body___obj.result = _unsigned_merge_body__f_result
+            f_body = _unsigned_merge_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
@@ -1584,7 +1737,11 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_unsigned_derive_body___r35, path='target', expected='span == 1', found=_unsigned_derive_body__f_target)
             if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_unsigned_derive_body___r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_derive_body__f_reserved)
-            f_body = UnsignedDeriveBody(_unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output)
+            _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
+            _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
+            _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
+            _unsigned_derive_body___obj.output = _unsigned_derive_body__f_output
+            f_body = _unsigned_derive_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
@@ -1598,7 +1755,10 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_peer_body___r37, path='team', expected='span == 1', found=_peer_body__f_team)
             if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_peer_body___r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_peer_body__f_reserved)
-            f_body = PeerBody(_peer_body__f_team, _peer_body__f_peer)
+            _peer_body___obj = _new(PeerBody)
+            _peer_body___obj.team = _peer_body__f_team
+            _peer_body___obj.peer = _peer_body__f_peer
+            f_body = _peer_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
@@ -1612,7 +1772,9 @@ def _d_frame_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_store_scope_body___r29, path='team', expected='span == 1', found=_store_scope_body__f_team)
             if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_store_scope_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_store_scope_body__f_reserved)
-            f_body = StoreScopeBody(_store_scope_body__f_team)
+            _store_scope_body___obj = _new(StoreScopeBody)
+            _store_scope_body___obj.team = _store_scope_body__f_team
+            f_body = _store_scope_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
@@ -1624,7 +1786,9 @@ def _d_frame_rest(mv, pos, end):
             pos += 192
             if not f_span == 1:
                 raise ConstraintError('kind requires span 1', offset=_artifact_offer_body___r40, path='content', expected='span == 1', found=_artifact_offer_body__f_content)
-            f_body = ArtifactOfferBody(_artifact_offer_body__f_content)
+            _artifact_offer_body___obj = _new(ArtifactOfferBody)
+            _artifact_offer_body___obj.content = _artifact_offer_body__f_content
+            f_body = _artifact_offer_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
@@ -1653,7 +1817,6 @@ def _d_frame_rest(mv, pos, end):
                     if pos + 32 > end:
                         raise _short(pos, end, _T45)
                     _proof_v1_body___proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
-                    _proof_v1_body___proof_v1_data___proof_v1_content___r44 = pos
                     pos += 32
                     _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
                     try:
@@ -1663,16 +1826,21 @@ def _d_frame_rest(mv, pos, end):
                             if pos + 128 > end:
                                 raise _short(pos, end, _T47)
                             _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
-                            _proof_v1_body___proof_v1_data___proof_v1_content___r46 = pos
                             pos += 128
-                            _proof_v1_body___proof_v1_data___proof_v1_content___x = ProofV1Edge(_proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate)
+                            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+                            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
+                            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
+                            _proof_v1_body___proof_v1_data___proof_v1_content___x = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj
                             if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
                                 raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                             _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___x)
                             _proof_v1_body___proof_v1_data___proof_v1_content___i += 1
                     except DecodeError as _exc:
                         raise _exc.prefixed('[' + str(_proof_v1_body___proof_v1_data___proof_v1_content___i) + ']').prefixed('edges') from None
-                    _proof_v1_body___proof_v1_data__f_body = ProofV1Content(_proof_v1_body___proof_v1_data___proof_v1_content__f_root, _proof_v1_body___proof_v1_data___proof_v1_content__f_edges)
+                    _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
+                    _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
+                    _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
+                    _proof_v1_body___proof_v1_data__f_body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
                 except DecodeError as _exc:
                     raise _exc.prefixed('body') from None
                 if pos != end:
@@ -1685,10 +1853,16 @@ def _d_frame_rest(mv, pos, end):
                 pos += end - pos
                 if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
                     raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_body___proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_body___proof_v1_data__f_tail)
-                _proof_v1_body__f_data = ProofV1Data(_proof_v1_body___proof_v1_data__f_body, _proof_v1_body___proof_v1_data__f_tail)
+                _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
+                _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data__f_body
+                _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
+                _proof_v1_body__f_data = _proof_v1_body___proof_v1_data___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('data') from None
-            f_body = ProofV1Body(_proof_v1_body__f_body_len, _proof_v1_body__f_data)
+            _proof_v1_body___obj = _new(ProofV1Body)
+            _proof_v1_body___obj.body_len = _proof_v1_body__f_body_len
+            _proof_v1_body___obj.data = _proof_v1_body__f_data
+            f_body = _proof_v1_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
@@ -1739,14 +1913,25 @@ def _d_frame_rest(mv, pos, end):
                             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                             if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
                                 raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
-                            _proof_v2_body___proof_v2_data___proof_v2_content___x = ProofV2Edge(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature)
+                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
+                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
+                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
+                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
+                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
+                            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
+                            _proof_v2_body___proof_v2_data___proof_v2_content___x = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj
                             if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
                                 raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                             _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___x)
                             _proof_v2_body___proof_v2_data___proof_v2_content___i += 1
                     except DecodeError as _exc:
                         raise _exc.prefixed('[' + str(_proof_v2_body___proof_v2_data___proof_v2_content___i) + ']').prefixed('edges') from None
-                    _proof_v2_body___proof_v2_data__f_body = ProofV2Content(_proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root, _proof_v2_body___proof_v2_data___proof_v2_content__f_edges)
+                    _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
+                    _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
+                    _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
+                    _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
+                    _proof_v2_body___proof_v2_data__f_body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
                 except DecodeError as _exc:
                     raise _exc.prefixed('body') from None
                 if pos != end:
@@ -1759,10 +1944,16 @@ def _d_frame_rest(mv, pos, end):
                 pos += end - pos
                 if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
                     raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_body___proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_body___proof_v2_data__f_tail)
-                _proof_v2_body__f_data = ProofV2Data(_proof_v2_body___proof_v2_data__f_body, _proof_v2_body___proof_v2_data__f_tail)
+                _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
+                _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data__f_body
+                _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
+                _proof_v2_body__f_data = _proof_v2_body___proof_v2_data___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('data') from None
-            f_body = ProofV2Body(_proof_v2_body__f_body_len, _proof_v2_body__f_data)
+            _proof_v2_body___obj = _new(ProofV2Body)
+            _proof_v2_body___obj.body_len = _proof_v2_body__f_body_len
+            _proof_v2_body___obj.data = _proof_v2_body__f_data
+            f_body = _proof_v2_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -1771,7 +1962,11 @@ def _d_frame_rest(mv, pos, end):
     if pos != end:
         raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
     end = _outer_end_body
-    return FrameRest(f_span, f_kind, f_body), pos
+    _obj = _new(FrameRest)
+    _obj.span = f_span
+    _obj.kind = f_kind
+    _obj.body = f_body
+    return _obj, pos
 
 def _e_frame_rest(out, v):
     out += _S2.pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
@@ -1927,7 +2122,11 @@ def _d_frame_head(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
             if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
-            f_head = BlobHead(_blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_hash)
+            _blob_head___obj = _new(BlobHead)
+            _blob_head___obj.timestamp = _blob_head__f_timestamp
+            _blob_head___obj.length = _blob_head__f_length
+            _blob_head___obj.hash = _blob_head__f_hash
+            f_head = _blob_head___obj
         except DecodeError as _exc:
             raise _exc.prefixed('head') from None
     else:
@@ -1936,7 +2135,11 @@ def _d_frame_head(mv, pos, end):
     if pos != end:
         raise ConstraintError('section size mismatch', offset=_sec_head, path='head', expected=end - _sec_head, found=pos - _sec_head)
     end = _outer_end_head
-    return FrameHead(f_span, f_kind, f_head), pos
+    _obj = _new(FrameHead)
+    _obj.span = f_span
+    _obj.kind = f_kind
+    _obj.head = f_head
+    return _obj, pos
 
 def _e_frame_head(out, v):
     out += _S98.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
@@ -1960,7 +2163,11 @@ def _d_blob_head(mv, pos, end, p_span):
         raise ConstraintError('reserved bytes must be zero', offset=_r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_scalar_pad)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return BlobHead(f_timestamp, f_length, f_hash), pos
+    _obj = _new(BlobHead)
+    _obj.timestamp = f_timestamp
+    _obj.length = f_length
+    _obj.hash = f_hash
+    return _obj, pos
 
 def _e_blob_head(out, v, p_span):
     out += _S4.pack(v.timestamp, v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -1978,7 +2185,9 @@ def _d_blob_data(mv, pos, end, p_length):
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_n, found=end - pos)
     pos += _n
-    return BlobData(f_payload), pos
+    _obj = _new(BlobData)
+    _obj.payload = f_payload
+    return _obj, pos
 
 def _e_blob_data(out, v, p_length):
     start = len(out)
@@ -2001,11 +2210,15 @@ def _d_blob_body(mv, pos, end, p_span):
             raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
         if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
             raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
-        f_head = BlobHead(_blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_hash)
+        _blob_head___obj = _new(BlobHead)
+        _blob_head___obj.timestamp = _blob_head__f_timestamp
+        _blob_head___obj.length = _blob_head__f_length
+        _blob_head___obj.hash = _blob_head__f_hash
+        f_head = _blob_head___obj
     except DecodeError as _exc:
         raise _exc.prefixed('head') from None
     try:
-        _blob_data__p_length = _attr(f_head, 'length', pos, 'length')
+        _blob_data__p_length = f_head.length
         _blob_data__start = pos
         _blob_data___n = _blob_data__p_length
         if _blob_data___n < 0:
@@ -2018,10 +2231,15 @@ def _d_blob_body(mv, pos, end, p_span):
         if pos + _blob_data___n > end:
             raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_blob_data___n, found=end - pos)
         pos += _blob_data___n
-        f_data = BlobData(_blob_data__f_payload)
+        _blob_data___obj = _new(BlobData)
+        _blob_data___obj.payload = _blob_data__f_payload
+        f_data = _blob_data___obj
     except DecodeError as _exc:
         raise _exc.prefixed('data') from None
-    return BlobBody(f_head, f_data), pos
+    _obj = _new(BlobBody)
+    _obj.head = f_head
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_blob_body(out, v, p_span):
     _blob_head__v = v.head
@@ -2049,7 +2267,10 @@ def _d_pin_head_body(mv, pos, end, p_span):
         raise ConstraintError('reserved bytes must be zero', offset=_r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
-    return PinHeadBody(f_pin, f_head), pos
+    _obj = _new(PinHeadBody)
+    _obj.pin = f_pin
+    _obj.head = f_head
+    return _obj, pos
 
 def _e_pin_head_body(out, v, p_span):
     out += _S6.pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2066,7 +2287,9 @@ def _d_pin_tombstone_body(mv, pos, end, p_span):
         raise ConstraintError('nil pin id', offset=_r8, path='pin', expected='max(pin) > 0', found=f_pin)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return PinTombstoneBody(f_pin), pos
+    _obj = _new(PinTombstoneBody)
+    _obj.pin = f_pin
+    return _obj, pos
 
 def _e_pin_tombstone_body(out, v, p_span):
     out += _S8.pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2079,7 +2302,9 @@ def _d_want_blob(mv, pos, end):
     pos += 96
     if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
-    return WantBlob(f_blob), pos
+    _obj = _new(WantBlob)
+    _obj.blob = f_blob
+    return _obj, pos
 
 def _e_want_blob(out, v):
     out += _S12.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2092,7 +2317,11 @@ def _d_want_merge(mv, pos, end):
     pos += 96
     if not (f_high >= f_low):
         raise ConstraintError('merge request high < low', offset=_r14 + 64, path='high', expected='high >= low', found=f_high)
-    return WantMerge(f_collection, f_low, f_high), pos
+    _obj = _new(WantMerge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    return _obj, pos
 
 def _e_want_merge(out, v):
     out += _S14.pack(v.collection, v.low, v.high)
@@ -2105,7 +2334,10 @@ def _d_want_derive(mv, pos, end):
     pos += 96
     if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
-    return WantDerive(f_target, f_input), pos
+    _obj = _new(WantDerive)
+    _obj.target = f_target
+    _obj.input = f_input
+    return _obj, pos
 
 def _e_want_derive(out, v):
     out += _S14.pack(v.target, v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2113,7 +2345,7 @@ def _e_want_derive(out, v):
 def _d_want_request(mv, pos, end):
     if pos + 1 > end:
         raise _short(pos, end, _T101)
-    f_tag, = _S100.unpack_from(mv, pos)
+    f_tag = mv[pos]
     _r100 = pos
     pos += 1
     _v = _WANTTAG_BY_VALUE.get(f_tag)
@@ -2132,7 +2364,9 @@ def _d_want_request(mv, pos, end):
             pos += 96
             if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
-            f_request = WantBlob(_want_blob__f_blob)
+            _want_blob___obj = _new(WantBlob)
+            _want_blob___obj.blob = _want_blob__f_blob
+            f_request = _want_blob___obj
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     elif _tag == 2:
@@ -2144,7 +2378,11 @@ def _d_want_request(mv, pos, end):
             pos += 96
             if not _want_merge__f_high >= _want_merge__f_low:
                 raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
-            f_request = WantMerge(_want_merge__f_collection, _want_merge__f_low, _want_merge__f_high)
+            _want_merge___obj = _new(WantMerge)
+            _want_merge___obj.collection = _want_merge__f_collection
+            _want_merge___obj.low = _want_merge__f_low
+            _want_merge___obj.high = _want_merge__f_high
+            f_request = _want_merge___obj
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     elif _tag == 4:
@@ -2156,12 +2394,18 @@ def _d_want_request(mv, pos, end):
             pos += 96
             if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
-            f_request = WantDerive(_want_derive__f_target, _want_derive__f_input)
+            _want_derive___obj = _new(WantDerive)
+            _want_derive___obj.target = _want_derive__f_target
+            _want_derive___obj.input = _want_derive__f_input
+            f_request = _want_derive___obj
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     else:
         raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
-    return WantRequest(f_tag, f_request), pos
+    _obj = _new(WantRequest)
+    _obj.tag = f_tag
+    _obj.request = f_request
+    return _obj, pos
 
 def _e_want_request(out, v):
     out += _S100.pack(v.tag)
@@ -2204,7 +2448,9 @@ def _d_want_v3_body(mv, pos, end, p_span):
             pos += 96
             if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
-            f_request = WantBlob(_want_blob__f_blob)
+            _want_blob___obj = _new(WantBlob)
+            _want_blob___obj.blob = _want_blob__f_blob
+            f_request = _want_blob___obj
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     elif _tag == 2:
@@ -2216,7 +2462,11 @@ def _d_want_v3_body(mv, pos, end, p_span):
             pos += 96
             if not _want_merge__f_high >= _want_merge__f_low:
                 raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
-            f_request = WantMerge(_want_merge__f_collection, _want_merge__f_low, _want_merge__f_high)
+            _want_merge___obj = _new(WantMerge)
+            _want_merge___obj.collection = _want_merge__f_collection
+            _want_merge___obj.low = _want_merge__f_low
+            _want_merge___obj.high = _want_merge__f_high
+            f_request = _want_merge___obj
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     elif _tag == 4:
@@ -2228,7 +2478,10 @@ def _d_want_v3_body(mv, pos, end, p_span):
             pos += 96
             if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
-            f_request = WantDerive(_want_derive__f_target, _want_derive__f_input)
+            _want_derive___obj = _new(WantDerive)
+            _want_derive___obj.target = _want_derive__f_target
+            _want_derive___obj.input = _want_derive__f_input
+            f_request = _want_derive___obj
         except DecodeError as _exc:
             raise _exc.prefixed('request') from None
     else:
@@ -2240,7 +2493,10 @@ def _d_want_v3_body(mv, pos, end, p_span):
     pos += 64
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
-    return WantV3Body(f_tag, f_request), pos
+    _obj = _new(WantV3Body)
+    _obj.tag = f_tag
+    _obj.request = f_request
+    return _obj, pos
 
 def _e_want_v3_body(out, v, p_span):
     out += _S10.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2266,7 +2522,14 @@ def _d_commit_body(mv, pos, end, p_span):
     pos += 192
     if not (p_span == 1):
         raise ConstraintError('kind requires span 1', offset=_r19, path='collection', expected='span == 1', found=f_collection)
-    return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(CommitBody)
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_commit_body(out, v, p_span):
     out += _S19.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
@@ -2283,7 +2546,17 @@ def _d_merge_v6_body(mv, pos, end, p_span):
         raise ConstraintError('merge inputs out of canonical order', offset=_r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=f_high_witness)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(MergeV6Body)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    _obj.low_witness = f_low_witness
+    _obj.high_witness = f_high_witness
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_merge_v6_body(out, v, p_span):
     out += _S21.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2298,7 +2571,15 @@ def _d_derive_v7_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 2', offset=_r23, path='target', expected='span == 2', found=f_target)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(DeriveV7Body)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    _obj.input_witness = f_input_witness
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_derive_v7_body(out, v, p_span):
     out += _S23.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2307,9 +2588,12 @@ def _d_proof_edge(mv, pos, end):
     if pos + 128 > end:
         raise _short(pos, end, _T28)
     f_capability, f_delegate, f_signature = _S27.unpack_from(mv, pos)
-    _r27 = pos
     pos += 128
-    return ProofEdge(f_capability, f_delegate, f_signature), pos
+    _obj = _new(ProofEdge)
+    _obj.capability = f_capability
+    _obj.delegate = f_delegate
+    _obj.signature = f_signature
+    return _obj, pos
 
 def _e_proof_edge(out, v):
     out += _S27.pack(v.capability, v.delegate, v.signature)
@@ -2318,7 +2602,6 @@ def _d_proof_v5_body(mv, pos, end, p_span):
     if pos + 64 > end:
         raise _short(pos, end, _T26)
     f_resource, f_root = _S25.unpack_from(mv, pos)
-    _r25 = pos
     pos += 64
     f_edges = []
     try:
@@ -2328,16 +2611,23 @@ def _d_proof_v5_body(mv, pos, end, p_span):
             if pos + 128 > end:
                 raise _short(pos, end, _T28)
             _proof_edge_f_capability, _proof_edge_f_delegate, _proof_edge_f_signature = _S27.unpack_from(mv, pos)
-            _r27 = pos
             pos += 128
-            _x = ProofEdge(_proof_edge_f_capability, _proof_edge_f_delegate, _proof_edge_f_signature)
+            _proof_edge__obj = _new(ProofEdge)
+            _proof_edge__obj.capability = _proof_edge_f_capability
+            _proof_edge__obj.delegate = _proof_edge_f_delegate
+            _proof_edge__obj.signature = _proof_edge_f_signature
+            _x = _proof_edge__obj
             if pos <= _ip:
                 raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
             f_edges.append(_x)
             _i += 1
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('edges') from None
-    return ProofV5Body(f_resource, f_root, f_edges), pos
+    _obj = _new(ProofV5Body)
+    _obj.resource = f_resource
+    _obj.root = f_root
+    _obj.edges = f_edges
+    return _obj, pos
 
 def _e_proof_v5_body(out, v, p_span):
     out += _S25.pack(v.resource, v.root)
@@ -2354,7 +2644,9 @@ def _d_retired_blob_want_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r29, path='blob', expected='span == 1', found=f_blob)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return RetiredBlobWantBody(f_blob), pos
+    _obj = _new(RetiredBlobWantBody)
+    _obj.blob = f_blob
+    return _obj, pos
 
 def _e_retired_blob_want_body(out, v, p_span):
     out += _S29.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2373,7 +2665,12 @@ def _d_retired_typed_want_body(mv, pos, end, p_span):
         raise ConstraintError('reserved bytes must be zero', offset=_r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
-    return RetiredTypedWantBody(f_tag, f_a, f_b, f_c), pos
+    _obj = _new(RetiredTypedWantBody)
+    _obj.tag = f_tag
+    _obj.a = f_a
+    _obj.b = f_b
+    _obj.c = f_c
+    return _obj, pos
 
 def _e_retired_typed_want_body(out, v, p_span):
     out += _S31.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2390,7 +2687,12 @@ def _d_unsigned_merge_body(mv, pos, end, p_span):
         raise ConstraintError('merge high < low', offset=_r33 + 64, path='high', expected='high >= low', found=f_high)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return UnsignedMergeBody(f_collection, f_low, f_high, f_result), pos
+    _obj = _new(UnsignedMergeBody)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return _obj, pos
 
 def _e_unsigned_merge_body(out, v, p_span):
     out += _S33.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2405,7 +2707,11 @@ def _d_unsigned_derive_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r35, path='target', expected='span == 1', found=f_target)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return UnsignedDeriveBody(f_target, f_input, f_output), pos
+    _obj = _new(UnsignedDeriveBody)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return _obj, pos
 
 def _e_unsigned_derive_body(out, v, p_span):
     out += _S35.pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2420,7 +2726,10 @@ def _d_peer_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r37, path='team', expected='span == 1', found=f_team)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return PeerBody(f_team, f_peer), pos
+    _obj = _new(PeerBody)
+    _obj.team = f_team
+    _obj.peer = f_peer
+    return _obj, pos
 
 def _e_peer_body(out, v, p_span):
     out += _S37.pack(v.team, v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2435,7 +2744,9 @@ def _d_store_scope_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r29, path='team', expected='span == 1', found=f_team)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return StoreScopeBody(f_team), pos
+    _obj = _new(StoreScopeBody)
+    _obj.team = f_team
+    return _obj, pos
 
 def _e_store_scope_body(out, v, p_span):
     out += _S29.pack(v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2448,7 +2759,9 @@ def _d_artifact_offer_body(mv, pos, end, p_span):
     pos += 192
     if not (p_span == 1):
         raise ConstraintError('kind requires span 1', offset=_r40, path='content', expected='span == 1', found=f_content)
-    return ArtifactOfferBody(f_content), pos
+    _obj = _new(ArtifactOfferBody)
+    _obj.content = f_content
+    return _obj, pos
 
 def _e_artifact_offer_body(out, v, p_span):
     out += _S40.pack(v.content)
@@ -2457,9 +2770,11 @@ def _d_proof_v1_edge(mv, pos, end):
     if pos + 128 > end:
         raise _short(pos, end, _T47)
     f_head, f_delegate = _S46.unpack_from(mv, pos)
-    _r46 = pos
     pos += 128
-    return ProofV1Edge(f_head, f_delegate), pos
+    _obj = _new(ProofV1Edge)
+    _obj.head = f_head
+    _obj.delegate = f_delegate
+    return _obj, pos
 
 def _e_proof_v1_edge(out, v):
     out += _S46.pack(v.head, v.delegate)
@@ -2468,7 +2783,6 @@ def _d_proof_v1_content(mv, pos, end):
     if pos + 32 > end:
         raise _short(pos, end, _T45)
     f_root, = _S44.unpack_from(mv, pos)
-    _r44 = pos
     pos += 32
     f_edges = []
     try:
@@ -2478,16 +2792,21 @@ def _d_proof_v1_content(mv, pos, end):
             if pos + 128 > end:
                 raise _short(pos, end, _T47)
             _proof_v1_edge_f_head, _proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
-            _r46 = pos
             pos += 128
-            _x = ProofV1Edge(_proof_v1_edge_f_head, _proof_v1_edge_f_delegate)
+            _proof_v1_edge__obj = _new(ProofV1Edge)
+            _proof_v1_edge__obj.head = _proof_v1_edge_f_head
+            _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
+            _x = _proof_v1_edge__obj
             if pos <= _ip:
                 raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
             f_edges.append(_x)
             _i += 1
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('edges') from None
-    return ProofV1Content(f_root, f_edges), pos
+    _obj = _new(ProofV1Content)
+    _obj.root = f_root
+    _obj.edges = f_edges
+    return _obj, pos
 
 def _e_proof_v1_content(out, v):
     out += _S44.pack(v.root)
@@ -2508,7 +2827,14 @@ def _d_proof_v2_edge(mv, pos, end):
     f_upper = int.from_bytes(f_upper, 'big', signed=True)
     if not ((f_lower <= f_upper) if (f_flags & 4) else ((f_lower == 0) and (f_upper == 0))):
         raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=f_upper)
-    return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature), pos
+    _obj = _new(ProofV2Edge)
+    _obj.action = f_action
+    _obj.flags = f_flags
+    _obj.lower = f_lower
+    _obj.upper = f_upper
+    _obj.delegate = f_delegate
+    _obj.signature = f_signature
+    return _obj, pos
 
 def _e_proof_v2_edge(out, v):
     out += _S50.pack(v.action, v.flags, (v.lower).to_bytes(16, 'big', signed=True), (v.upper).to_bytes(16, 'big', signed=True), v.delegate, v.signature)
@@ -2539,14 +2865,25 @@ def _d_proof_v2_content(mv, pos, end):
             _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
             if not ((_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper) if (_proof_v2_edge_f_flags & 4) else ((_proof_v2_edge_f_lower == 0) and (_proof_v2_edge_f_upper == 0))):
                 raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_edge_f_upper)
-            _x = ProofV2Edge(_proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature)
+            _proof_v2_edge__obj = _new(ProofV2Edge)
+            _proof_v2_edge__obj.action = _proof_v2_edge_f_action
+            _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
+            _proof_v2_edge__obj.lower = _proof_v2_edge_f_lower
+            _proof_v2_edge__obj.upper = _proof_v2_edge_f_upper
+            _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
+            _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
+            _x = _proof_v2_edge__obj
             if pos <= _ip:
                 raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
             f_edges.append(_x)
             _i += 1
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('edges') from None
-    return ProofV2Content(f_resource, f_root, f_edges), pos
+    _obj = _new(ProofV2Content)
+    _obj.resource = f_resource
+    _obj.root = f_root
+    _obj.edges = f_edges
+    return _obj, pos
 
 def _e_proof_v2_content(out, v):
     out += _S48.pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', v.resource, v.root)
@@ -2566,7 +2903,6 @@ def _d_proof_v1_data(mv, pos, end, p_body_len):
         if pos + 32 > end:
             raise _short(pos, end, _T45)
         _proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
-        _proof_v1_content___r44 = pos
         pos += 32
         _proof_v1_content__f_edges = []
         try:
@@ -2576,16 +2912,21 @@ def _d_proof_v1_data(mv, pos, end, p_body_len):
                 if pos + 128 > end:
                     raise _short(pos, end, _T47)
                 _proof_v1_content___proof_v1_edge_f_head, _proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
-                _proof_v1_content___r46 = pos
                 pos += 128
-                _proof_v1_content___x = ProofV1Edge(_proof_v1_content___proof_v1_edge_f_head, _proof_v1_content___proof_v1_edge_f_delegate)
+                _proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+                _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
+                _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
+                _proof_v1_content___x = _proof_v1_content___proof_v1_edge__obj
                 if pos <= _proof_v1_content___ip:
                     raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                 _proof_v1_content__f_edges.append(_proof_v1_content___x)
                 _proof_v1_content___i += 1
         except DecodeError as _exc:
             raise _exc.prefixed('[' + str(_proof_v1_content___i) + ']').prefixed('edges') from None
-        f_body = ProofV1Content(_proof_v1_content__f_root, _proof_v1_content__f_edges)
+        _proof_v1_content___obj = _new(ProofV1Content)
+        _proof_v1_content___obj.root = _proof_v1_content__f_root
+        _proof_v1_content___obj.edges = _proof_v1_content__f_edges
+        f_body = _proof_v1_content___obj
     except DecodeError as _exc:
         raise _exc.prefixed('body') from None
     if pos != end:
@@ -2598,7 +2939,10 @@ def _d_proof_v1_data(mv, pos, end, p_body_len):
     pos += (end - pos)
     if not ((len(f_tail) < 256) and ((len(f_tail) == 0) or (max(f_tail) == 0))):
         raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
-    return ProofV1Data(f_body, f_tail), pos
+    _obj = _new(ProofV1Data)
+    _obj.body = f_body
+    _obj.tail = f_tail
+    return _obj, pos
 
 def _e_proof_v1_data(out, v, p_body_len):
     _proof_v1_content__v = v.body
@@ -2643,14 +2987,25 @@ def _d_proof_v2_data(mv, pos, end, p_body_len):
                 _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                 if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
                     raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_content___proof_v2_edge_f_upper)
-                _proof_v2_content___x = ProofV2Edge(_proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature)
+                _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+                _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
+                _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
+                _proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_content___proof_v2_edge_f_lower
+                _proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_content___proof_v2_edge_f_upper
+                _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
+                _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
+                _proof_v2_content___x = _proof_v2_content___proof_v2_edge__obj
                 if pos <= _proof_v2_content___ip:
                     raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                 _proof_v2_content__f_edges.append(_proof_v2_content___x)
                 _proof_v2_content___i += 1
         except DecodeError as _exc:
             raise _exc.prefixed('[' + str(_proof_v2_content___i) + ']').prefixed('edges') from None
-        f_body = ProofV2Content(_proof_v2_content__f_resource, _proof_v2_content__f_root, _proof_v2_content__f_edges)
+        _proof_v2_content___obj = _new(ProofV2Content)
+        _proof_v2_content___obj.resource = _proof_v2_content__f_resource
+        _proof_v2_content___obj.root = _proof_v2_content__f_root
+        _proof_v2_content___obj.edges = _proof_v2_content__f_edges
+        f_body = _proof_v2_content___obj
     except DecodeError as _exc:
         raise _exc.prefixed('body') from None
     if pos != end:
@@ -2663,7 +3018,10 @@ def _d_proof_v2_data(mv, pos, end, p_body_len):
     pos += (end - pos)
     if not ((len(f_tail) < 256) and ((len(f_tail) == 0) or (max(f_tail) == 0))):
         raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
-    return ProofV2Data(f_body, f_tail), pos
+    _obj = _new(ProofV2Data)
+    _obj.body = f_body
+    _obj.tail = f_tail
+    return _obj, pos
 
 def _e_proof_v2_data(out, v, p_body_len):
     _proof_v2_content__v = v.body
@@ -2698,7 +3056,6 @@ def _d_proof_v1_body(mv, pos, end, p_span):
             if pos + 32 > end:
                 raise _short(pos, end, _T45)
             _proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
-            _proof_v1_data___proof_v1_content___r44 = pos
             pos += 32
             _proof_v1_data___proof_v1_content__f_edges = []
             try:
@@ -2708,16 +3065,21 @@ def _d_proof_v1_body(mv, pos, end, p_span):
                     if pos + 128 > end:
                         raise _short(pos, end, _T47)
                     _proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
-                    _proof_v1_data___proof_v1_content___r46 = pos
                     pos += 128
-                    _proof_v1_data___proof_v1_content___x = ProofV1Edge(_proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate)
+                    _proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+                    _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
+                    _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
+                    _proof_v1_data___proof_v1_content___x = _proof_v1_data___proof_v1_content___proof_v1_edge__obj
                     if pos <= _proof_v1_data___proof_v1_content___ip:
                         raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                     _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___x)
                     _proof_v1_data___proof_v1_content___i += 1
             except DecodeError as _exc:
                 raise _exc.prefixed('[' + str(_proof_v1_data___proof_v1_content___i) + ']').prefixed('edges') from None
-            _proof_v1_data__f_body = ProofV1Content(_proof_v1_data___proof_v1_content__f_root, _proof_v1_data___proof_v1_content__f_edges)
+            _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
+            _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
+            _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
+            _proof_v1_data__f_body = _proof_v1_data___proof_v1_content___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
         if pos != end:
@@ -2730,10 +3092,16 @@ def _d_proof_v1_body(mv, pos, end, p_span):
         pos += end - pos
         if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
             raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_data__f_tail)
-        f_data = ProofV1Data(_proof_v1_data__f_body, _proof_v1_data__f_tail)
+        _proof_v1_data___obj = _new(ProofV1Data)
+        _proof_v1_data___obj.body = _proof_v1_data__f_body
+        _proof_v1_data___obj.tail = _proof_v1_data__f_tail
+        f_data = _proof_v1_data___obj
     except DecodeError as _exc:
         raise _exc.prefixed('data') from None
-    return ProofV1Body(f_body_len, f_data), pos
+    _obj = _new(ProofV1Body)
+    _obj.body_len = f_body_len
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_proof_v1_body(out, v, p_span):
     out += _S42.pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2793,14 +3161,25 @@ def _d_proof_v2_body(mv, pos, end, p_span):
                     _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
                     if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
                         raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
-                    _proof_v2_data___proof_v2_content___x = ProofV2Edge(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature)
+                    _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+                    _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
+                    _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
+                    _proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
+                    _proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
+                    _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
+                    _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
+                    _proof_v2_data___proof_v2_content___x = _proof_v2_data___proof_v2_content___proof_v2_edge__obj
                     if pos <= _proof_v2_data___proof_v2_content___ip:
                         raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                     _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___x)
                     _proof_v2_data___proof_v2_content___i += 1
             except DecodeError as _exc:
                 raise _exc.prefixed('[' + str(_proof_v2_data___proof_v2_content___i) + ']').prefixed('edges') from None
-            _proof_v2_data__f_body = ProofV2Content(_proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root, _proof_v2_data___proof_v2_content__f_edges)
+            _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
+            _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
+            _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
+            _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
+            _proof_v2_data__f_body = _proof_v2_data___proof_v2_content___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
         if pos != end:
@@ -2813,10 +3192,16 @@ def _d_proof_v2_body(mv, pos, end, p_span):
         pos += end - pos
         if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
             raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_data__f_tail)
-        f_data = ProofV2Data(_proof_v2_data__f_body, _proof_v2_data__f_tail)
+        _proof_v2_data___obj = _new(ProofV2Data)
+        _proof_v2_data___obj.body = _proof_v2_data__f_body
+        _proof_v2_data___obj.tail = _proof_v2_data__f_tail
+        f_data = _proof_v2_data___obj
     except DecodeError as _exc:
         raise _exc.prefixed('data') from None
-    return ProofV2Body(f_body_len, f_data), pos
+    _obj = _new(ProofV2Body)
+    _obj.body_len = f_body_len
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_proof_v2_body(out, v, p_span):
     out += _S42.pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2842,7 +3227,9 @@ def _d_v1_blob_data(mv, pos, end, p_length):
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_n, found=end - pos)
     pos += _n
-    return V1BlobData(f_payload), pos
+    _obj = _new(V1BlobData)
+    _obj.payload = f_payload
+    return _obj, pos
 
 def _e_v1_blob_data(out, v, p_length):
     start = len(out)
@@ -2856,7 +3243,6 @@ def _d_v1_blob(mv, pos, end):
     if pos + 48 > end:
         raise _short(pos, end, _T72)
     f_timestamp, f_length, f_hash = _S71.unpack_from(mv, pos)
-    _r71 = pos
     pos += 48
     try:
         _v1_blob_data__start = pos
@@ -2871,10 +3257,17 @@ def _d_v1_blob(mv, pos, end):
         if pos + _v1_blob_data___n > end:
             raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_v1_blob_data___n, found=end - pos)
         pos += _v1_blob_data___n
-        f_data = V1BlobData(_v1_blob_data__f_payload)
+        _v1_blob_data___obj = _new(V1BlobData)
+        _v1_blob_data___obj.payload = _v1_blob_data__f_payload
+        f_data = _v1_blob_data___obj
     except DecodeError as _exc:
         raise _exc.prefixed('data') from None
-    return V1Blob(f_timestamp, f_length, f_hash, f_data), pos
+    _obj = _new(V1Blob)
+    _obj.timestamp = f_timestamp
+    _obj.length = f_length
+    _obj.hash = f_hash
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_v1_blob(out, v):
     out += _S71.pack(v.timestamp, v.length, v.hash)
@@ -2895,7 +3288,10 @@ def _d_v1_branch(mv, pos, end):
     pos += 48
     if not (max(f_branch) > 0):
         raise ConstraintError('nil branch id', offset=_r73, path='branch', expected='max(branch) > 0', found=f_branch)
-    return V1Branch(f_branch, f_head), pos
+    _obj = _new(V1Branch)
+    _obj.branch = f_branch
+    _obj.head = f_head
+    return _obj, pos
 
 def _e_v1_branch(out, v):
     out += _S73.pack(v.branch, v.head)
@@ -2908,7 +3304,10 @@ def _d_v1_tombstone(mv, pos, end):
     pos += 48
     if not (max(f_branch) > 0):
         raise ConstraintError('nil branch id', offset=_r73, path='branch', expected='max(branch) > 0', found=f_branch)
-    return V1Tombstone(f_branch, f_unchecked), pos
+    _obj = _new(V1Tombstone)
+    _obj.branch = f_branch
+    _obj.unchecked = f_unchecked
+    return _obj, pos
 
 def _e_v1_tombstone(out, v):
     out += _S73.pack(v.branch, v.unchecked)
@@ -2917,7 +3316,6 @@ def _d_v3_blob(mv, pos, end):
     if pos + 240 > end:
         raise _short(pos, end, _T77)
     f_timestamp, f_length, f_hash, f_unchecked = _S76.unpack_from(mv, pos)
-    _r76 = pos
     pos += 240
     try:
         _blob_data__start = pos
@@ -2932,10 +3330,18 @@ def _d_v3_blob(mv, pos, end):
         if pos + _blob_data___n > end:
             raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_blob_data___n, found=end - pos)
         pos += _blob_data___n
-        f_data = BlobData(_blob_data__f_payload)
+        _blob_data___obj = _new(BlobData)
+        _blob_data___obj.payload = _blob_data__f_payload
+        f_data = _blob_data___obj
     except DecodeError as _exc:
         raise _exc.prefixed('data') from None
-    return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data), pos
+    _obj = _new(V3Blob)
+    _obj.timestamp = f_timestamp
+    _obj.length = f_length
+    _obj.hash = f_hash
+    _obj.unchecked = f_unchecked
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_v3_blob(out, v):
     out += _S76.pack(v.timestamp, v.length, v.hash, v.unchecked)
@@ -2956,7 +3362,11 @@ def _d_v3_branch(mv, pos, end):
     pos += 240
     if not (max(f_branch) > 0):
         raise ConstraintError('nil branch id', offset=_r78, path='branch', expected='max(branch) > 0', found=f_branch)
-    return V3Branch(f_branch, f_head, f_unchecked), pos
+    _obj = _new(V3Branch)
+    _obj.branch = f_branch
+    _obj.head = f_head
+    _obj.unchecked = f_unchecked
+    return _obj, pos
 
 def _e_v3_branch(out, v):
     out += _S78.pack(v.branch, v.head, v.unchecked)
@@ -2969,7 +3379,10 @@ def _d_v3_tombstone(mv, pos, end):
     pos += 240
     if not (max(f_branch) > 0):
         raise ConstraintError('nil branch id', offset=_r80, path='branch', expected='max(branch) > 0', found=f_branch)
-    return V3Tombstone(f_branch, f_unchecked), pos
+    _obj = _new(V3Tombstone)
+    _obj.branch = f_branch
+    _obj.unchecked = f_unchecked
+    return _obj, pos
 
 def _e_v3_tombstone(out, v):
     out += _S80.pack(v.branch, v.unchecked)
@@ -2978,9 +3391,11 @@ def _d_v3_blob_want(mv, pos, end):
     if pos + 240 > end:
         raise _short(pos, end, _T83)
     f_blob, f_unchecked = _S82.unpack_from(mv, pos)
-    _r82 = pos
     pos += 240
-    return V3BlobWant(f_blob, f_unchecked), pos
+    _obj = _new(V3BlobWant)
+    _obj.blob = f_blob
+    _obj.unchecked = f_unchecked
+    return _obj, pos
 
 def _e_v3_blob_want(out, v):
     out += _S82.pack(v.blob, v.unchecked)
@@ -2989,9 +3404,11 @@ def _d_v3_local_cell(mv, pos, end):
     if pos + 240 > end:
         raise _short(pos, end, _T84)
     f_cell, f_rest = _S80.unpack_from(mv, pos)
-    _r80 = pos
     pos += 240
-    return V3LocalCell(f_cell, f_rest), pos
+    _obj = _new(V3LocalCell)
+    _obj.cell = f_cell
+    _obj.rest = f_rest
+    return _obj, pos
 
 def _e_v3_local_cell(out, v):
     out += _S80.pack(v.cell, v.rest)
@@ -3010,7 +3427,11 @@ def _d_v3_collection_definition(mv, pos, end):
         raise ConstraintError('nil id', offset=_r85 + 32, path='recipe', expected='max(recipe) > 0', found=f_recipe)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r85 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return V3CollectionDefinition(f_scope, f_representation, f_recipe), pos
+    _obj = _new(V3CollectionDefinition)
+    _obj.scope = f_scope
+    _obj.representation = f_representation
+    _obj.recipe = f_recipe
+    return _obj, pos
 
 def _e_v3_collection_definition(out, v):
     out += _S85.pack(v.scope, v.representation, v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3023,7 +3444,14 @@ def _d_v3_commit(mv, pos, end):
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r87 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(V3Commit)
+    _obj.definition = f_definition
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_v3_commit(out, v):
     out += _S87.pack(v.definition, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3038,7 +3466,12 @@ def _d_v3_merge(mv, pos, end):
         raise ConstraintError('merge high < low', offset=_r89 + 48, path='high', expected='high >= low', found=f_high)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r89 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return V3Merge(f_definition, f_low, f_high, f_result), pos
+    _obj = _new(V3Merge)
+    _obj.definition = f_definition
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return _obj, pos
 
 def _e_v3_merge(out, v):
     out += _S89.pack(v.definition, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3051,7 +3484,12 @@ def _d_v3_derive(mv, pos, end):
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r91 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return V3Derive(f_source, f_target, f_input, f_output), pos
+    _obj = _new(V3Derive)
+    _obj.source = f_source
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return _obj, pos
 
 def _e_v3_derive(out, v):
     out += _S91.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3064,7 +3502,14 @@ def _d_v4_commit(mv, pos, end):
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r93 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(V4Commit)
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_v4_commit(out, v):
     out += _S93.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3079,7 +3524,12 @@ def _d_v4_merge(mv, pos, end):
         raise ConstraintError('merge high < low', offset=_r95 + 64, path='high', expected='high >= low', found=f_high)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return V4Merge(f_collection, f_low, f_high, f_result), pos
+    _obj = _new(V4Merge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return _obj, pos
 
 def _e_v4_merge(out, v):
     out += _S95.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3092,7 +3542,12 @@ def _d_v4_derive(mv, pos, end):
     pos += 240
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return V4Derive(f_source, f_target, f_input, f_output), pos
+    _obj = _new(V4Derive)
+    _obj.source = f_source
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return _obj, pos
 
 def _e_v4_derive(out, v):
     out += _S95.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3138,10 +3593,17 @@ def _d_envelope36_rest(mv, pos, end):
                 if pos + _env_blob_body___blob_data___n > end:
                     raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_env_blob_body___blob_data___n, found=end - pos)
                 pos += _env_blob_body___blob_data___n
-                _env_blob_body__f_data = BlobData(_env_blob_body___blob_data__f_payload)
+                _env_blob_body___blob_data___obj = _new(BlobData)
+                _env_blob_body___blob_data___obj.payload = _env_blob_body___blob_data__f_payload
+                _env_blob_body__f_data = _env_blob_body___blob_data___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('data') from None
-            f_body = EnvBlobBody(_env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_data)
+            _env_blob_body___obj = _new(EnvBlobBody)
+            _env_blob_body___obj.timestamp = _env_blob_body__f_timestamp
+            _env_blob_body___obj.length = _env_blob_body__f_length
+            _env_blob_body___obj.hash = _env_blob_body__f_hash
+            _env_blob_body___obj.data = _env_blob_body__f_data
+            f_body = _env_blob_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
@@ -3157,7 +3619,10 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('nil branch id', offset=_env_branch_body___r56, path='branch', expected='max(branch) > 0', found=_env_branch_body__f_branch)
             if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_branch_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_branch_body__f_reserved)
-            f_body = EnvBranchBody(_env_branch_body__f_branch, _env_branch_body__f_head)
+            _env_branch_body___obj = _new(EnvBranchBody)
+            _env_branch_body___obj.branch = _env_branch_body__f_branch
+            _env_branch_body___obj.head = _env_branch_body__f_head
+            f_body = _env_branch_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
@@ -3171,7 +3636,9 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_env_tombstone_body___r58, path='branch', expected='span == 1', found=_env_tombstone_body__f_branch)
             if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_tombstone_body___r58 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_tombstone_body__f_reserved)
-            f_body = EnvTombstoneBody(_env_tombstone_body__f_branch)
+            _env_tombstone_body___obj = _new(EnvTombstoneBody)
+            _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
+            f_body = _env_tombstone_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
@@ -3185,7 +3652,9 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r60, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
             if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
-            f_body = EnvBlobWantBody(_env_blob_want_body__f_blob)
+            _env_blob_want_body___obj = _new(EnvBlobWantBody)
+            _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
+            f_body = _env_blob_want_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
@@ -3199,7 +3668,9 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r60, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
             if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
-            f_body = EnvBlobWantBody(_env_blob_want_body__f_blob)
+            _env_blob_want_body___obj = _new(EnvBlobWantBody)
+            _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
+            f_body = _env_blob_want_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
@@ -3215,7 +3686,12 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_env_typed_want_body___r62, path='tag', expected='tag != 1', found=_env_typed_want_body__f_tag)
             if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
-            f_body = EnvTypedWantBody(_env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c)
+            _env_typed_want_body___obj = _new(EnvTypedWantBody)
+            _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
+            _env_typed_want_body___obj.a = _env_typed_want_body__f_a
+            _env_typed_want_body___obj.b = _env_typed_want_body__f_b
+            _env_typed_want_body___obj.c = _env_typed_want_body__f_c
+            f_body = _env_typed_want_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
@@ -3231,7 +3707,12 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_env_typed_want_body___r62, path='tag', expected='tag != 1', found=_env_typed_want_body__f_tag)
             if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
-            f_body = EnvTypedWantBody(_env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c)
+            _env_typed_want_body___obj = _new(EnvTypedWantBody)
+            _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
+            _env_typed_want_body___obj.a = _env_typed_want_body__f_a
+            _env_typed_want_body___obj.b = _env_typed_want_body__f_b
+            _env_typed_want_body___obj.c = _env_typed_want_body__f_c
+            f_body = _env_typed_want_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
@@ -3245,7 +3726,14 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_env_commit_body___r64, path='collection', expected='span == 1', found=_env_commit_body__f_collection)
             if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_commit_body___r64 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_commit_body__f_reserved)
-            f_body = EnvCommitBody(_env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s)
+            _env_commit_body___obj = _new(EnvCommitBody)
+            _env_commit_body___obj.collection = _env_commit_body__f_collection
+            _env_commit_body___obj.data = _env_commit_body__f_data
+            _env_commit_body___obj.metadata = _env_commit_body__f_metadata
+            _env_commit_body___obj.author = _env_commit_body__f_author
+            _env_commit_body___obj.sig_r = _env_commit_body__f_sig_r
+            _env_commit_body___obj.sig_s = _env_commit_body__f_sig_s
+            f_body = _env_commit_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
@@ -3261,7 +3749,12 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('merge high < low', offset=_env_merge_body___r66 + 64, path='high', expected='high >= low', found=_env_merge_body__f_high)
             if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_merge_body___r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_merge_body__f_reserved)
-            f_body = EnvMergeBody(_env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result)
+            _env_merge_body___obj = _new(EnvMergeBody)
+            _env_merge_body___obj.collection = _env_merge_body__f_collection
+            _env_merge_body___obj.low = _env_merge_body__f_low
+            _env_merge_body___obj.high = _env_merge_body__f_high
+            _env_merge_body___obj.result = _env_merge_body__f_result
+            f_body = _env_merge_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
@@ -3275,7 +3768,12 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_env_derive_v4_body___r66, path='source', expected='span == 1', found=_env_derive_v4_body__f_source)
             if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v4_body___r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v4_body__f_reserved)
-            f_body = EnvDeriveV4Body(_env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output)
+            _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
+            _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
+            _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
+            _env_derive_v4_body___obj.input = _env_derive_v4_body__f_input
+            _env_derive_v4_body___obj.output = _env_derive_v4_body__f_output
+            f_body = _env_derive_v4_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
@@ -3289,7 +3787,11 @@ def _d_envelope36_rest(mv, pos, end):
                 raise ConstraintError('kind requires span 1', offset=_env_derive_v5_body___r69, path='target', expected='span == 1', found=_env_derive_v5_body__f_target)
             if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v5_body___r69 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v5_body__f_reserved)
-            f_body = EnvDeriveV5Body(_env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output)
+            _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
+            _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
+            _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
+            _env_derive_v5_body___obj.output = _env_derive_v5_body__f_output
+            f_body = _env_derive_v5_body___obj
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     else:
@@ -3298,7 +3800,11 @@ def _d_envelope36_rest(mv, pos, end):
     if pos != end:
         raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
     end = _outer_end_body
-    return Envelope36Rest(f_kind, f_span, f_body), pos
+    _obj = _new(Envelope36Rest)
+    _obj.kind = f_kind
+    _obj.span = f_span
+    _obj.body = f_body
+    return _obj, pos
 
 def _e_envelope36_rest(out, v):
     out += _S52.pack(v.kind, v.span)
@@ -3381,10 +3887,17 @@ def _d_env_blob_body(mv, pos, end, p_span):
         if pos + _blob_data___n > end:
             raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_blob_data___n, found=end - pos)
         pos += _blob_data___n
-        f_data = BlobData(_blob_data__f_payload)
+        _blob_data___obj = _new(BlobData)
+        _blob_data___obj.payload = _blob_data__f_payload
+        f_data = _blob_data___obj
     except DecodeError as _exc:
         raise _exc.prefixed('data') from None
-    return EnvBlobBody(f_timestamp, f_length, f_hash, f_data), pos
+    _obj = _new(EnvBlobBody)
+    _obj.timestamp = f_timestamp
+    _obj.length = f_length
+    _obj.hash = f_hash
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_env_blob_body(out, v, p_span):
     out += _S54.pack(v.timestamp, v.length, v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3409,7 +3922,10 @@ def _d_env_branch_body(mv, pos, end, p_span):
         raise ConstraintError('nil branch id', offset=_r56, path='branch', expected='max(branch) > 0', found=f_branch)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return EnvBranchBody(f_branch, f_head), pos
+    _obj = _new(EnvBranchBody)
+    _obj.branch = f_branch
+    _obj.head = f_head
+    return _obj, pos
 
 def _e_env_branch_body(out, v, p_span):
     out += _S56.pack(v.branch, v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3424,7 +3940,9 @@ def _d_env_tombstone_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r58, path='branch', expected='span == 1', found=f_branch)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r58 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return EnvTombstoneBody(f_branch), pos
+    _obj = _new(EnvTombstoneBody)
+    _obj.branch = f_branch
+    return _obj, pos
 
 def _e_env_tombstone_body(out, v, p_span):
     out += _S58.pack(v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3439,7 +3957,9 @@ def _d_env_blob_want_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r60, path='blob', expected='span == 1', found=f_blob)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return EnvBlobWantBody(f_blob), pos
+    _obj = _new(EnvBlobWantBody)
+    _obj.blob = f_blob
+    return _obj, pos
 
 def _e_env_blob_want_body(out, v, p_span):
     out += _S60.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3456,7 +3976,12 @@ def _d_env_typed_want_body(mv, pos, end, p_span):
         raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_r62, path='tag', expected='tag != 1', found=f_tag)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return EnvTypedWantBody(f_tag, f_a, f_b, f_c), pos
+    _obj = _new(EnvTypedWantBody)
+    _obj.tag = f_tag
+    _obj.a = f_a
+    _obj.b = f_b
+    _obj.c = f_c
+    return _obj, pos
 
 def _e_env_typed_want_body(out, v, p_span):
     out += _S62.pack(v.tag, v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3471,7 +3996,14 @@ def _d_env_commit_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r64, path='collection', expected='span == 1', found=f_collection)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r64 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(EnvCommitBody)
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_env_commit_body(out, v, p_span):
     out += _S64.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3488,7 +4020,12 @@ def _d_env_merge_body(mv, pos, end, p_span):
         raise ConstraintError('merge high < low', offset=_r66 + 64, path='high', expected='high >= low', found=f_high)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return EnvMergeBody(f_collection, f_low, f_high, f_result), pos
+    _obj = _new(EnvMergeBody)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return _obj, pos
 
 def _e_env_merge_body(out, v, p_span):
     out += _S66.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3503,7 +4040,12 @@ def _d_env_derive_v4_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r66, path='source', expected='span == 1', found=f_source)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return EnvDeriveV4Body(f_source, f_target, f_input, f_output), pos
+    _obj = _new(EnvDeriveV4Body)
+    _obj.source = f_source
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return _obj, pos
 
 def _e_env_derive_v4_body(out, v, p_span):
     out += _S66.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3518,7 +4060,11 @@ def _d_env_derive_v5_body(mv, pos, end, p_span):
         raise ConstraintError('kind requires span 1', offset=_r69, path='target', expected='span == 1', found=f_target)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r69 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    return EnvDeriveV5Body(f_target, f_input, f_output), pos
+    _obj = _new(EnvDeriveV5Body)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return _obj, pos
 
 def _e_env_derive_v5_body(out, v, p_span):
     out += _S69.pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -3535,7 +4081,12 @@ def _d_commit_transcript(mv, pos, end):
         raise ConstraintError('bad magic', offset=_r102 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
     if f_version != 2:
         raise ConstraintError('bad magic', offset=_r102 + 56, path='version', expected=2, found=f_version)
-    return CommitTranscript(f_author, f_collection, f_data, f_metadata), pos
+    _obj = _new(CommitTranscript)
+    _obj.author = f_author
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    return _obj, pos
 
 def _e_commit_transcript(out, v):
     out += _S102.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
@@ -3550,7 +4101,15 @@ def _d_merge_endorsement(mv, pos, end):
         raise ConstraintError('bad magic', offset=_r104, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
     if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
         raise ConstraintError('bad magic', offset=_r104 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
-    return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness), pos
+    _obj = _new(MergeEndorsement)
+    _obj.author = f_author
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    _obj.low_witness = f_low_witness
+    _obj.high_witness = f_high_witness
+    return _obj, pos
 
 def _e_merge_endorsement(out, v):
     out += _S104.pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
@@ -3565,7 +4124,13 @@ def _d_derive_endorsement(mv, pos, end):
         raise ConstraintError('bad magic', offset=_r106, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
     if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
         raise ConstraintError('bad magic', offset=_r106 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
-    return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness), pos
+    _obj = _new(DeriveEndorsement)
+    _obj.author = f_author
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    _obj.input_witness = f_input_witness
+    return _obj, pos
 
 def _e_derive_endorsement(out, v):
     out += _S106.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
@@ -3574,9 +4139,15 @@ def _d_dense_commit(mv, pos, end):
     if pos + 192 > end:
         raise _short(pos, end, _T20)
     f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
-    _r19 = pos
     pos += 192
-    return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(DenseCommit)
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_dense_commit(out, v):
     out += _S19.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
@@ -3585,9 +4156,13 @@ def _d_dense_unsigned_merge(mv, pos, end):
     if pos + 128 > end:
         raise _short(pos, end, _T109)
     f_collection, f_low, f_high, f_result = _S108.unpack_from(mv, pos)
-    _r108 = pos
     pos += 128
-    return DenseUnsignedMerge(f_collection, f_low, f_high, f_result), pos
+    _obj = _new(DenseUnsignedMerge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return _obj, pos
 
 def _e_dense_unsigned_merge(out, v):
     out += _S108.pack(v.collection, v.low, v.high, v.result)
@@ -3596,9 +4171,12 @@ def _d_dense_unsigned_derive(mv, pos, end):
     if pos + 96 > end:
         raise _short(pos, end, _T110)
     f_target, f_input, f_output = _S14.unpack_from(mv, pos)
-    _r14 = pos
     pos += 96
-    return DenseUnsignedDerive(f_target, f_input, f_output), pos
+    _obj = _new(DenseUnsignedDerive)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return _obj, pos
 
 def _e_dense_unsigned_derive(out, v):
     out += _S14.pack(v.target, v.input, v.output)
@@ -3607,9 +4185,16 @@ def _d_dense_signed_merge(mv, pos, end):
     if pos + 224 > end:
         raise _short(pos, end, _T112)
     f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
-    _r111 = pos
     pos += 224
-    return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(DenseSignedMerge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_dense_signed_merge(out, v):
     out += _S111.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
@@ -3618,9 +4203,15 @@ def _d_dense_signed_derive(mv, pos, end):
     if pos + 192 > end:
         raise _short(pos, end, _T113)
     f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
-    _r19 = pos
     pos += 192
-    return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(DenseSignedDerive)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_dense_signed_derive(out, v):
     out += _S19.pack(v.target, v.input, v.output, v.author, v.sig_r, v.sig_s)
@@ -3629,9 +4220,18 @@ def _d_dense_witness_merge(mv, pos, end):
     if pos + 288 > end:
         raise _short(pos, end, _T115)
     f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S114.unpack_from(mv, pos)
-    _r114 = pos
     pos += 288
-    return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(DenseWitnessMerge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    _obj.low_witness = f_low_witness
+    _obj.high_witness = f_high_witness
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_dense_witness_merge(out, v):
     out += _S114.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
@@ -3640,9 +4240,16 @@ def _d_dense_witness_derive(mv, pos, end):
     if pos + 224 > end:
         raise _short(pos, end, _T116)
     f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
-    _r111 = pos
     pos += 224
-    return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s), pos
+    _obj = _new(DenseWitnessDerive)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    _obj.input_witness = f_input_witness
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return _obj, pos
 
 def _e_dense_witness_derive(out, v):
     out += _S111.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
@@ -3650,7 +4257,7 @@ def _e_dense_witness_derive(out, v):
 def _d_dense_record(mv, pos, end):
     if pos + 1 > end:
         raise _short(pos, end, _T101)
-    f_tag, = _S100.unpack_from(mv, pos)
+    f_tag = mv[pos]
     _r100 = pos
     pos += 1
     _v = _DENSETAG_BY_VALUE.get(f_tag)
@@ -3663,9 +4270,15 @@ def _d_dense_record(mv, pos, end):
             if pos + 192 > end:
                 raise _short(pos, end, _T20)
             _dense_commit__f_collection, _dense_commit__f_data, _dense_commit__f_metadata, _dense_commit__f_author, _dense_commit__f_sig_r, _dense_commit__f_sig_s = _S19.unpack_from(mv, pos)
-            _dense_commit___r19 = pos
             pos += 192
-            f_payload = DenseCommit(_dense_commit__f_collection, _dense_commit__f_data, _dense_commit__f_metadata, _dense_commit__f_author, _dense_commit__f_sig_r, _dense_commit__f_sig_s)
+            _dense_commit___obj = _new(DenseCommit)
+            _dense_commit___obj.collection = _dense_commit__f_collection
+            _dense_commit___obj.data = _dense_commit__f_data
+            _dense_commit___obj.metadata = _dense_commit__f_metadata
+            _dense_commit___obj.author = _dense_commit__f_author
+            _dense_commit___obj.sig_r = _dense_commit__f_sig_r
+            _dense_commit___obj.sig_s = _dense_commit__f_sig_s
+            f_payload = _dense_commit___obj
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 2:
@@ -3673,9 +4286,13 @@ def _d_dense_record(mv, pos, end):
             if pos + 128 > end:
                 raise _short(pos, end, _T109)
             _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S108.unpack_from(mv, pos)
-            _dense_unsigned_merge___r108 = pos
             pos += 128
-            f_payload = DenseUnsignedMerge(_dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result)
+            _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
+            _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
+            _dense_unsigned_merge___obj.low = _dense_unsigned_merge__f_low
+            _dense_unsigned_merge___obj.high = _dense_unsigned_merge__f_high
+            _dense_unsigned_merge___obj.result = _dense_unsigned_merge__f_result
+            f_payload = _dense_unsigned_merge___obj
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 3:
@@ -3683,9 +4300,12 @@ def _d_dense_record(mv, pos, end):
             if pos + 96 > end:
                 raise _short(pos, end, _T110)
             _dense_unsigned_derive__f_target, _dense_unsigned_derive__f_input, _dense_unsigned_derive__f_output = _S14.unpack_from(mv, pos)
-            _dense_unsigned_derive___r14 = pos
             pos += 96
-            f_payload = DenseUnsignedDerive(_dense_unsigned_derive__f_target, _dense_unsigned_derive__f_input, _dense_unsigned_derive__f_output)
+            _dense_unsigned_derive___obj = _new(DenseUnsignedDerive)
+            _dense_unsigned_derive___obj.target = _dense_unsigned_derive__f_target
+            _dense_unsigned_derive___obj.input = _dense_unsigned_derive__f_input
+            _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
+            f_payload = _dense_unsigned_derive___obj
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 4:
@@ -3693,9 +4313,16 @@ def _d_dense_record(mv, pos, end):
             if pos + 224 > end:
                 raise _short(pos, end, _T112)
             _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S111.unpack_from(mv, pos)
-            _dense_signed_merge___r111 = pos
             pos += 224
-            f_payload = DenseSignedMerge(_dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s)
+            _dense_signed_merge___obj = _new(DenseSignedMerge)
+            _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
+            _dense_signed_merge___obj.low = _dense_signed_merge__f_low
+            _dense_signed_merge___obj.high = _dense_signed_merge__f_high
+            _dense_signed_merge___obj.result = _dense_signed_merge__f_result
+            _dense_signed_merge___obj.author = _dense_signed_merge__f_author
+            _dense_signed_merge___obj.sig_r = _dense_signed_merge__f_sig_r
+            _dense_signed_merge___obj.sig_s = _dense_signed_merge__f_sig_s
+            f_payload = _dense_signed_merge___obj
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 5:
@@ -3703,9 +4330,15 @@ def _d_dense_record(mv, pos, end):
             if pos + 192 > end:
                 raise _short(pos, end, _T113)
             _dense_signed_derive__f_target, _dense_signed_derive__f_input, _dense_signed_derive__f_output, _dense_signed_derive__f_author, _dense_signed_derive__f_sig_r, _dense_signed_derive__f_sig_s = _S19.unpack_from(mv, pos)
-            _dense_signed_derive___r19 = pos
             pos += 192
-            f_payload = DenseSignedDerive(_dense_signed_derive__f_target, _dense_signed_derive__f_input, _dense_signed_derive__f_output, _dense_signed_derive__f_author, _dense_signed_derive__f_sig_r, _dense_signed_derive__f_sig_s)
+            _dense_signed_derive___obj = _new(DenseSignedDerive)
+            _dense_signed_derive___obj.target = _dense_signed_derive__f_target
+            _dense_signed_derive___obj.input = _dense_signed_derive__f_input
+            _dense_signed_derive___obj.output = _dense_signed_derive__f_output
+            _dense_signed_derive___obj.author = _dense_signed_derive__f_author
+            _dense_signed_derive___obj.sig_r = _dense_signed_derive__f_sig_r
+            _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
+            f_payload = _dense_signed_derive___obj
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 6:
@@ -3713,9 +4346,18 @@ def _d_dense_record(mv, pos, end):
             if pos + 288 > end:
                 raise _short(pos, end, _T115)
             _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S114.unpack_from(mv, pos)
-            _dense_witness_merge___r114 = pos
             pos += 288
-            f_payload = DenseWitnessMerge(_dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s)
+            _dense_witness_merge___obj = _new(DenseWitnessMerge)
+            _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
+            _dense_witness_merge___obj.low = _dense_witness_merge__f_low
+            _dense_witness_merge___obj.high = _dense_witness_merge__f_high
+            _dense_witness_merge___obj.result = _dense_witness_merge__f_result
+            _dense_witness_merge___obj.low_witness = _dense_witness_merge__f_low_witness
+            _dense_witness_merge___obj.high_witness = _dense_witness_merge__f_high_witness
+            _dense_witness_merge___obj.author = _dense_witness_merge__f_author
+            _dense_witness_merge___obj.sig_r = _dense_witness_merge__f_sig_r
+            _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
+            f_payload = _dense_witness_merge___obj
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     elif _tag == 7:
@@ -3723,14 +4365,24 @@ def _d_dense_record(mv, pos, end):
             if pos + 224 > end:
                 raise _short(pos, end, _T116)
             _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S111.unpack_from(mv, pos)
-            _dense_witness_derive___r111 = pos
             pos += 224
-            f_payload = DenseWitnessDerive(_dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s)
+            _dense_witness_derive___obj = _new(DenseWitnessDerive)
+            _dense_witness_derive___obj.target = _dense_witness_derive__f_target
+            _dense_witness_derive___obj.input = _dense_witness_derive__f_input
+            _dense_witness_derive___obj.output = _dense_witness_derive__f_output
+            _dense_witness_derive___obj.input_witness = _dense_witness_derive__f_input_witness
+            _dense_witness_derive___obj.author = _dense_witness_derive__f_author
+            _dense_witness_derive___obj.sig_r = _dense_witness_derive__f_sig_r
+            _dense_witness_derive___obj.sig_s = _dense_witness_derive__f_sig_s
+            f_payload = _dense_witness_derive___obj
         except DecodeError as _exc:
             raise _exc.prefixed('payload') from None
     else:
         raise ConstraintError('no case for tag', offset=pos, path='payload', expected=[1, 2, 3, 4, 5, 6, 7], found=_tag)
-    return DenseRecord(f_tag, f_payload), pos
+    _obj = _new(DenseRecord)
+    _obj.tag = f_tag
+    _obj.payload = f_payload
+    return _obj, pos
 
 def _e_dense_record(out, v):
     out += _S100.pack(v.tag)
@@ -3775,7 +4427,9 @@ def _d_pile_file(mv, pos, end):
             _i += 1
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('records') from None
-    return PileFile(f_records), pos
+    _obj = _new(PileFile)
+    _obj.records = f_records
+    return _obj, pos
 
 def _e_pile_file(out, v):
     for _x in v.records:
@@ -3817,6 +4471,17 @@ def iter_pile_record(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("pile_record" + "[" + str(i) + "]") from None
+
+
+def decode_many_pile_record(buf, offset: int = 0, end: int | None = None) -> list[PileRecord]:
+    """Decode consecutive `pile_record` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_pile_record``, in one loop: for logs read whole)."""
+    return _decode_many(_d_pile_record, "pile_record", buf, offset, end, ())
+
+
+def encode_many_pile_record(values) -> bytes:
+    """Encode consecutive `pile_record` records (a log) into one buffer."""
+    return _encode_many(_e_pile_record, "pile_record", values, ())
 
 
 def encode_pile_record(value: PileRecord) -> bytes:
@@ -3866,6 +4531,17 @@ def iter_frame_rest(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("frame_rest" + "[" + str(i) + "]") from None
 
 
+def decode_many_frame_rest(buf, offset: int = 0, end: int | None = None) -> list[FrameRest]:
+    """Decode consecutive `frame_rest` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_frame_rest``, in one loop: for logs read whole)."""
+    return _decode_many(_d_frame_rest, "frame_rest", buf, offset, end, ())
+
+
+def encode_many_frame_rest(values) -> bytes:
+    """Encode consecutive `frame_rest` records (a log) into one buffer."""
+    return _encode_many(_e_frame_rest, "frame_rest", values, ())
+
+
 def encode_frame_rest(value: FrameRest) -> bytes:
     """Encode one `frame_rest` to bytes."""
     out = bytearray()
@@ -3911,6 +4587,17 @@ def iter_frame_head(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("frame_head" + "[" + str(i) + "]") from None
+
+
+def decode_many_frame_head(buf, offset: int = 0, end: int | None = None) -> list[FrameHead]:
+    """Decode consecutive `frame_head` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_frame_head``, in one loop: for logs read whole)."""
+    return _decode_many(_d_frame_head, "frame_head", buf, offset, end, ())
+
+
+def encode_many_frame_head(values) -> bytes:
+    """Encode consecutive `frame_head` records (a log) into one buffer."""
+    return _encode_many(_e_frame_head, "frame_head", values, ())
 
 
 def encode_frame_head(value: FrameHead) -> bytes:
@@ -3960,6 +4647,17 @@ def iter_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int):
         raise exc.prefixed("blob_head" + "[" + str(i) + "]") from None
 
 
+def decode_many_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[BlobHead]:
+    """Decode consecutive `blob_head` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_blob_head``, in one loop: for logs read whole)."""
+    return _decode_many(_d_blob_head, "blob_head", buf, offset, end, (span,))
+
+
+def encode_many_blob_head(values, *, span: int) -> bytes:
+    """Encode consecutive `blob_head` records (a log) into one buffer."""
+    return _encode_many(_e_blob_head, "blob_head", values, (span,))
+
+
 def encode_blob_head(value: BlobHead, *, span: int) -> bytes:
     """Encode one `blob_head` to bytes."""
     out = bytearray()
@@ -4005,6 +4703,17 @@ def iter_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int)
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("blob_data" + "[" + str(i) + "]") from None
+
+
+def decode_many_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> list[BlobData]:
+    """Decode consecutive `blob_data` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_blob_data``, in one loop: for logs read whole)."""
+    return _decode_many(_d_blob_data, "blob_data", buf, offset, end, (length,))
+
+
+def encode_many_blob_data(values, *, length: int) -> bytes:
+    """Encode consecutive `blob_data` records (a log) into one buffer."""
+    return _encode_many(_e_blob_data, "blob_data", values, (length,))
 
 
 def encode_blob_data(value: BlobData, *, length: int) -> bytes:
@@ -4054,6 +4763,17 @@ def iter_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int):
         raise exc.prefixed("blob_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[BlobBody]:
+    """Decode consecutive `blob_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_blob_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_blob_body, "blob_body", buf, offset, end, (span,))
+
+
+def encode_many_blob_body(values, *, span: int) -> bytes:
+    """Encode consecutive `blob_body` records (a log) into one buffer."""
+    return _encode_many(_e_blob_body, "blob_body", values, (span,))
+
+
 def encode_blob_body(value: BlobBody, *, span: int) -> bytes:
     """Encode one `blob_body` to bytes."""
     out = bytearray()
@@ -4099,6 +4819,17 @@ def iter_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: in
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("pin_head_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PinHeadBody]:
+    """Decode consecutive `pin_head_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_pin_head_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_pin_head_body, "pin_head_body", buf, offset, end, (span,))
+
+
+def encode_many_pin_head_body(values, *, span: int) -> bytes:
+    """Encode consecutive `pin_head_body` records (a log) into one buffer."""
+    return _encode_many(_e_pin_head_body, "pin_head_body", values, (span,))
 
 
 def encode_pin_head_body(value: PinHeadBody, *, span: int) -> bytes:
@@ -4148,6 +4879,17 @@ def iter_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, spa
         raise exc.prefixed("pin_tombstone_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PinTombstoneBody]:
+    """Decode consecutive `pin_tombstone_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_pin_tombstone_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_pin_tombstone_body, "pin_tombstone_body", buf, offset, end, (span,))
+
+
+def encode_many_pin_tombstone_body(values, *, span: int) -> bytes:
+    """Encode consecutive `pin_tombstone_body` records (a log) into one buffer."""
+    return _encode_many(_e_pin_tombstone_body, "pin_tombstone_body", values, (span,))
+
+
 def encode_pin_tombstone_body(value: PinTombstoneBody, *, span: int) -> bytes:
     """Encode one `pin_tombstone_body` to bytes."""
     out = bytearray()
@@ -4193,6 +4935,17 @@ def iter_want_blob(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("want_blob" + "[" + str(i) + "]") from None
+
+
+def decode_many_want_blob(buf, offset: int = 0, end: int | None = None) -> list[WantBlob]:
+    """Decode consecutive `want_blob` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_want_blob``, in one loop: for logs read whole)."""
+    return _decode_many(_d_want_blob, "want_blob", buf, offset, end, ())
+
+
+def encode_many_want_blob(values) -> bytes:
+    """Encode consecutive `want_blob` records (a log) into one buffer."""
+    return _encode_many(_e_want_blob, "want_blob", values, ())
 
 
 def encode_want_blob(value: WantBlob) -> bytes:
@@ -4242,6 +4995,17 @@ def iter_want_merge(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("want_merge" + "[" + str(i) + "]") from None
 
 
+def decode_many_want_merge(buf, offset: int = 0, end: int | None = None) -> list[WantMerge]:
+    """Decode consecutive `want_merge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_want_merge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_want_merge, "want_merge", buf, offset, end, ())
+
+
+def encode_many_want_merge(values) -> bytes:
+    """Encode consecutive `want_merge` records (a log) into one buffer."""
+    return _encode_many(_e_want_merge, "want_merge", values, ())
+
+
 def encode_want_merge(value: WantMerge) -> bytes:
     """Encode one `want_merge` to bytes."""
     out = bytearray()
@@ -4287,6 +5051,17 @@ def iter_want_derive(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("want_derive" + "[" + str(i) + "]") from None
+
+
+def decode_many_want_derive(buf, offset: int = 0, end: int | None = None) -> list[WantDerive]:
+    """Decode consecutive `want_derive` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_want_derive``, in one loop: for logs read whole)."""
+    return _decode_many(_d_want_derive, "want_derive", buf, offset, end, ())
+
+
+def encode_many_want_derive(values) -> bytes:
+    """Encode consecutive `want_derive` records (a log) into one buffer."""
+    return _encode_many(_e_want_derive, "want_derive", values, ())
 
 
 def encode_want_derive(value: WantDerive) -> bytes:
@@ -4336,6 +5111,17 @@ def iter_want_request(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("want_request" + "[" + str(i) + "]") from None
 
 
+def decode_many_want_request(buf, offset: int = 0, end: int | None = None) -> list[WantRequest]:
+    """Decode consecutive `want_request` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_want_request``, in one loop: for logs read whole)."""
+    return _decode_many(_d_want_request, "want_request", buf, offset, end, ())
+
+
+def encode_many_want_request(values) -> bytes:
+    """Encode consecutive `want_request` records (a log) into one buffer."""
+    return _encode_many(_e_want_request, "want_request", values, ())
+
+
 def encode_want_request(value: WantRequest) -> bytes:
     """Encode one `want_request` to bytes."""
     out = bytearray()
@@ -4381,6 +5167,17 @@ def iter_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("want_v3_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[WantV3Body]:
+    """Decode consecutive `want_v3_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_want_v3_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_want_v3_body, "want_v3_body", buf, offset, end, (span,))
+
+
+def encode_many_want_v3_body(values, *, span: int) -> bytes:
+    """Encode consecutive `want_v3_body` records (a log) into one buffer."""
+    return _encode_many(_e_want_v3_body, "want_v3_body", values, (span,))
 
 
 def encode_want_v3_body(value: WantV3Body, *, span: int) -> bytes:
@@ -4430,6 +5227,17 @@ def iter_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int)
         raise exc.prefixed("commit_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[CommitBody]:
+    """Decode consecutive `commit_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_commit_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_commit_body, "commit_body", buf, offset, end, (span,))
+
+
+def encode_many_commit_body(values, *, span: int) -> bytes:
+    """Encode consecutive `commit_body` records (a log) into one buffer."""
+    return _encode_many(_e_commit_body, "commit_body", values, (span,))
+
+
 def encode_commit_body(value: CommitBody, *, span: int) -> bytes:
     """Encode one `commit_body` to bytes."""
     out = bytearray()
@@ -4475,6 +5283,17 @@ def iter_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: in
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("merge_v6_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[MergeV6Body]:
+    """Decode consecutive `merge_v6_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_merge_v6_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_merge_v6_body, "merge_v6_body", buf, offset, end, (span,))
+
+
+def encode_many_merge_v6_body(values, *, span: int) -> bytes:
+    """Encode consecutive `merge_v6_body` records (a log) into one buffer."""
+    return _encode_many(_e_merge_v6_body, "merge_v6_body", values, (span,))
 
 
 def encode_merge_v6_body(value: MergeV6Body, *, span: int) -> bytes:
@@ -4524,6 +5343,17 @@ def iter_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: i
         raise exc.prefixed("derive_v7_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[DeriveV7Body]:
+    """Decode consecutive `derive_v7_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_derive_v7_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_derive_v7_body, "derive_v7_body", buf, offset, end, (span,))
+
+
+def encode_many_derive_v7_body(values, *, span: int) -> bytes:
+    """Encode consecutive `derive_v7_body` records (a log) into one buffer."""
+    return _encode_many(_e_derive_v7_body, "derive_v7_body", values, (span,))
+
+
 def encode_derive_v7_body(value: DeriveV7Body, *, span: int) -> bytes:
     """Encode one `derive_v7_body` to bytes."""
     out = bytearray()
@@ -4569,6 +5399,17 @@ def iter_proof_edge(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("proof_edge" + "[" + str(i) + "]") from None
+
+
+def decode_many_proof_edge(buf, offset: int = 0, end: int | None = None) -> list[ProofEdge]:
+    """Decode consecutive `proof_edge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_edge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_edge, "proof_edge", buf, offset, end, ())
+
+
+def encode_many_proof_edge(values) -> bytes:
+    """Encode consecutive `proof_edge` records (a log) into one buffer."""
+    return _encode_many(_e_proof_edge, "proof_edge", values, ())
 
 
 def encode_proof_edge(value: ProofEdge) -> bytes:
@@ -4618,6 +5459,17 @@ def iter_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: in
         raise exc.prefixed("proof_v5_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV5Body]:
+    """Decode consecutive `proof_v5_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v5_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v5_body, "proof_v5_body", buf, offset, end, (span,))
+
+
+def encode_many_proof_v5_body(values, *, span: int) -> bytes:
+    """Encode consecutive `proof_v5_body` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v5_body, "proof_v5_body", values, (span,))
+
+
 def encode_proof_v5_body(value: ProofV5Body, *, span: int) -> bytes:
     """Encode one `proof_v5_body` to bytes."""
     out = bytearray()
@@ -4663,6 +5515,17 @@ def iter_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *,
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("retired_blob_want_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[RetiredBlobWantBody]:
+    """Decode consecutive `retired_blob_want_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_retired_blob_want_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_retired_blob_want_body, "retired_blob_want_body", buf, offset, end, (span,))
+
+
+def encode_many_retired_blob_want_body(values, *, span: int) -> bytes:
+    """Encode consecutive `retired_blob_want_body` records (a log) into one buffer."""
+    return _encode_many(_e_retired_blob_want_body, "retired_blob_want_body", values, (span,))
 
 
 def encode_retired_blob_want_body(value: RetiredBlobWantBody, *, span: int) -> bytes:
@@ -4712,6 +5575,17 @@ def iter_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *
         raise exc.prefixed("retired_typed_want_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[RetiredTypedWantBody]:
+    """Decode consecutive `retired_typed_want_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_retired_typed_want_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_retired_typed_want_body, "retired_typed_want_body", buf, offset, end, (span,))
+
+
+def encode_many_retired_typed_want_body(values, *, span: int) -> bytes:
+    """Encode consecutive `retired_typed_want_body` records (a log) into one buffer."""
+    return _encode_many(_e_retired_typed_want_body, "retired_typed_want_body", values, (span,))
+
+
 def encode_retired_typed_want_body(value: RetiredTypedWantBody, *, span: int) -> bytes:
     """Encode one `retired_typed_want_body` to bytes."""
     out = bytearray()
@@ -4757,6 +5631,17 @@ def iter_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, sp
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("unsigned_merge_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[UnsignedMergeBody]:
+    """Decode consecutive `unsigned_merge_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_unsigned_merge_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_unsigned_merge_body, "unsigned_merge_body", buf, offset, end, (span,))
+
+
+def encode_many_unsigned_merge_body(values, *, span: int) -> bytes:
+    """Encode consecutive `unsigned_merge_body` records (a log) into one buffer."""
+    return _encode_many(_e_unsigned_merge_body, "unsigned_merge_body", values, (span,))
 
 
 def encode_unsigned_merge_body(value: UnsignedMergeBody, *, span: int) -> bytes:
@@ -4806,6 +5691,17 @@ def iter_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, s
         raise exc.prefixed("unsigned_derive_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[UnsignedDeriveBody]:
+    """Decode consecutive `unsigned_derive_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_unsigned_derive_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_unsigned_derive_body, "unsigned_derive_body", buf, offset, end, (span,))
+
+
+def encode_many_unsigned_derive_body(values, *, span: int) -> bytes:
+    """Encode consecutive `unsigned_derive_body` records (a log) into one buffer."""
+    return _encode_many(_e_unsigned_derive_body, "unsigned_derive_body", values, (span,))
+
+
 def encode_unsigned_derive_body(value: UnsignedDeriveBody, *, span: int) -> bytes:
     """Encode one `unsigned_derive_body` to bytes."""
     out = bytearray()
@@ -4851,6 +5747,17 @@ def iter_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("peer_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PeerBody]:
+    """Decode consecutive `peer_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_peer_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_peer_body, "peer_body", buf, offset, end, (span,))
+
+
+def encode_many_peer_body(values, *, span: int) -> bytes:
+    """Encode consecutive `peer_body` records (a log) into one buffer."""
+    return _encode_many(_e_peer_body, "peer_body", values, (span,))
 
 
 def encode_peer_body(value: PeerBody, *, span: int) -> bytes:
@@ -4900,6 +5807,17 @@ def iter_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span:
         raise exc.prefixed("store_scope_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[StoreScopeBody]:
+    """Decode consecutive `store_scope_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_store_scope_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_store_scope_body, "store_scope_body", buf, offset, end, (span,))
+
+
+def encode_many_store_scope_body(values, *, span: int) -> bytes:
+    """Encode consecutive `store_scope_body` records (a log) into one buffer."""
+    return _encode_many(_e_store_scope_body, "store_scope_body", values, (span,))
+
+
 def encode_store_scope_body(value: StoreScopeBody, *, span: int) -> bytes:
     """Encode one `store_scope_body` to bytes."""
     out = bytearray()
@@ -4945,6 +5863,17 @@ def iter_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, sp
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("artifact_offer_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ArtifactOfferBody]:
+    """Decode consecutive `artifact_offer_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_artifact_offer_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_artifact_offer_body, "artifact_offer_body", buf, offset, end, (span,))
+
+
+def encode_many_artifact_offer_body(values, *, span: int) -> bytes:
+    """Encode consecutive `artifact_offer_body` records (a log) into one buffer."""
+    return _encode_many(_e_artifact_offer_body, "artifact_offer_body", values, (span,))
 
 
 def encode_artifact_offer_body(value: ArtifactOfferBody, *, span: int) -> bytes:
@@ -4994,6 +5923,17 @@ def iter_proof_v1_edge(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("proof_v1_edge" + "[" + str(i) + "]") from None
 
 
+def decode_many_proof_v1_edge(buf, offset: int = 0, end: int | None = None) -> list[ProofV1Edge]:
+    """Decode consecutive `proof_v1_edge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v1_edge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v1_edge, "proof_v1_edge", buf, offset, end, ())
+
+
+def encode_many_proof_v1_edge(values) -> bytes:
+    """Encode consecutive `proof_v1_edge` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v1_edge, "proof_v1_edge", values, ())
+
+
 def encode_proof_v1_edge(value: ProofV1Edge) -> bytes:
     """Encode one `proof_v1_edge` to bytes."""
     out = bytearray()
@@ -5039,6 +5979,17 @@ def iter_proof_v1_content(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("proof_v1_content" + "[" + str(i) + "]") from None
+
+
+def decode_many_proof_v1_content(buf, offset: int = 0, end: int | None = None) -> list[ProofV1Content]:
+    """Decode consecutive `proof_v1_content` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v1_content``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v1_content, "proof_v1_content", buf, offset, end, ())
+
+
+def encode_many_proof_v1_content(values) -> bytes:
+    """Encode consecutive `proof_v1_content` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v1_content, "proof_v1_content", values, ())
 
 
 def encode_proof_v1_content(value: ProofV1Content) -> bytes:
@@ -5088,6 +6039,17 @@ def iter_proof_v2_edge(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("proof_v2_edge" + "[" + str(i) + "]") from None
 
 
+def decode_many_proof_v2_edge(buf, offset: int = 0, end: int | None = None) -> list[ProofV2Edge]:
+    """Decode consecutive `proof_v2_edge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v2_edge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v2_edge, "proof_v2_edge", buf, offset, end, ())
+
+
+def encode_many_proof_v2_edge(values) -> bytes:
+    """Encode consecutive `proof_v2_edge` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v2_edge, "proof_v2_edge", values, ())
+
+
 def encode_proof_v2_edge(value: ProofV2Edge) -> bytes:
     """Encode one `proof_v2_edge` to bytes."""
     out = bytearray()
@@ -5133,6 +6095,17 @@ def iter_proof_v2_content(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("proof_v2_content" + "[" + str(i) + "]") from None
+
+
+def decode_many_proof_v2_content(buf, offset: int = 0, end: int | None = None) -> list[ProofV2Content]:
+    """Decode consecutive `proof_v2_content` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v2_content``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v2_content, "proof_v2_content", buf, offset, end, ())
+
+
+def encode_many_proof_v2_content(values) -> bytes:
+    """Encode consecutive `proof_v2_content` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v2_content, "proof_v2_content", values, ())
 
 
 def encode_proof_v2_content(value: ProofV2Content) -> bytes:
@@ -5182,6 +6155,17 @@ def iter_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len
         raise exc.prefixed("proof_v1_data" + "[" + str(i) + "]") from None
 
 
+def decode_many_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> list[ProofV1Data]:
+    """Decode consecutive `proof_v1_data` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v1_data``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v1_data, "proof_v1_data", buf, offset, end, (body_len,))
+
+
+def encode_many_proof_v1_data(values, *, body_len: int) -> bytes:
+    """Encode consecutive `proof_v1_data` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v1_data, "proof_v1_data", values, (body_len,))
+
+
 def encode_proof_v1_data(value: ProofV1Data, *, body_len: int) -> bytes:
     """Encode one `proof_v1_data` to bytes."""
     out = bytearray()
@@ -5227,6 +6211,17 @@ def iter_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("proof_v2_data" + "[" + str(i) + "]") from None
+
+
+def decode_many_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> list[ProofV2Data]:
+    """Decode consecutive `proof_v2_data` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v2_data``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v2_data, "proof_v2_data", buf, offset, end, (body_len,))
+
+
+def encode_many_proof_v2_data(values, *, body_len: int) -> bytes:
+    """Encode consecutive `proof_v2_data` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v2_data, "proof_v2_data", values, (body_len,))
 
 
 def encode_proof_v2_data(value: ProofV2Data, *, body_len: int) -> bytes:
@@ -5276,6 +6271,17 @@ def iter_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: in
         raise exc.prefixed("proof_v1_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV1Body]:
+    """Decode consecutive `proof_v1_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v1_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v1_body, "proof_v1_body", buf, offset, end, (span,))
+
+
+def encode_many_proof_v1_body(values, *, span: int) -> bytes:
+    """Encode consecutive `proof_v1_body` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v1_body, "proof_v1_body", values, (span,))
+
+
 def encode_proof_v1_body(value: ProofV1Body, *, span: int) -> bytes:
     """Encode one `proof_v1_body` to bytes."""
     out = bytearray()
@@ -5321,6 +6327,17 @@ def iter_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: in
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("proof_v2_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV2Body]:
+    """Decode consecutive `proof_v2_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_proof_v2_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_proof_v2_body, "proof_v2_body", buf, offset, end, (span,))
+
+
+def encode_many_proof_v2_body(values, *, span: int) -> bytes:
+    """Encode consecutive `proof_v2_body` records (a log) into one buffer."""
+    return _encode_many(_e_proof_v2_body, "proof_v2_body", values, (span,))
 
 
 def encode_proof_v2_body(value: ProofV2Body, *, span: int) -> bytes:
@@ -5370,6 +6387,17 @@ def iter_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: i
         raise exc.prefixed("v1_blob_data" + "[" + str(i) + "]") from None
 
 
+def decode_many_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> list[V1BlobData]:
+    """Decode consecutive `v1_blob_data` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v1_blob_data``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v1_blob_data, "v1_blob_data", buf, offset, end, (length,))
+
+
+def encode_many_v1_blob_data(values, *, length: int) -> bytes:
+    """Encode consecutive `v1_blob_data` records (a log) into one buffer."""
+    return _encode_many(_e_v1_blob_data, "v1_blob_data", values, (length,))
+
+
 def encode_v1_blob_data(value: V1BlobData, *, length: int) -> bytes:
     """Encode one `v1_blob_data` to bytes."""
     out = bytearray()
@@ -5415,6 +6443,17 @@ def iter_v1_blob(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("v1_blob" + "[" + str(i) + "]") from None
+
+
+def decode_many_v1_blob(buf, offset: int = 0, end: int | None = None) -> list[V1Blob]:
+    """Decode consecutive `v1_blob` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v1_blob``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v1_blob, "v1_blob", buf, offset, end, ())
+
+
+def encode_many_v1_blob(values) -> bytes:
+    """Encode consecutive `v1_blob` records (a log) into one buffer."""
+    return _encode_many(_e_v1_blob, "v1_blob", values, ())
 
 
 def encode_v1_blob(value: V1Blob) -> bytes:
@@ -5464,6 +6503,17 @@ def iter_v1_branch(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("v1_branch" + "[" + str(i) + "]") from None
 
 
+def decode_many_v1_branch(buf, offset: int = 0, end: int | None = None) -> list[V1Branch]:
+    """Decode consecutive `v1_branch` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v1_branch``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v1_branch, "v1_branch", buf, offset, end, ())
+
+
+def encode_many_v1_branch(values) -> bytes:
+    """Encode consecutive `v1_branch` records (a log) into one buffer."""
+    return _encode_many(_e_v1_branch, "v1_branch", values, ())
+
+
 def encode_v1_branch(value: V1Branch) -> bytes:
     """Encode one `v1_branch` to bytes."""
     out = bytearray()
@@ -5509,6 +6559,17 @@ def iter_v1_tombstone(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("v1_tombstone" + "[" + str(i) + "]") from None
+
+
+def decode_many_v1_tombstone(buf, offset: int = 0, end: int | None = None) -> list[V1Tombstone]:
+    """Decode consecutive `v1_tombstone` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v1_tombstone``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v1_tombstone, "v1_tombstone", buf, offset, end, ())
+
+
+def encode_many_v1_tombstone(values) -> bytes:
+    """Encode consecutive `v1_tombstone` records (a log) into one buffer."""
+    return _encode_many(_e_v1_tombstone, "v1_tombstone", values, ())
 
 
 def encode_v1_tombstone(value: V1Tombstone) -> bytes:
@@ -5558,6 +6619,17 @@ def iter_v3_blob(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("v3_blob" + "[" + str(i) + "]") from None
 
 
+def decode_many_v3_blob(buf, offset: int = 0, end: int | None = None) -> list[V3Blob]:
+    """Decode consecutive `v3_blob` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_blob``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_blob, "v3_blob", buf, offset, end, ())
+
+
+def encode_many_v3_blob(values) -> bytes:
+    """Encode consecutive `v3_blob` records (a log) into one buffer."""
+    return _encode_many(_e_v3_blob, "v3_blob", values, ())
+
+
 def encode_v3_blob(value: V3Blob) -> bytes:
     """Encode one `v3_blob` to bytes."""
     out = bytearray()
@@ -5603,6 +6675,17 @@ def iter_v3_branch(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("v3_branch" + "[" + str(i) + "]") from None
+
+
+def decode_many_v3_branch(buf, offset: int = 0, end: int | None = None) -> list[V3Branch]:
+    """Decode consecutive `v3_branch` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_branch``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_branch, "v3_branch", buf, offset, end, ())
+
+
+def encode_many_v3_branch(values) -> bytes:
+    """Encode consecutive `v3_branch` records (a log) into one buffer."""
+    return _encode_many(_e_v3_branch, "v3_branch", values, ())
 
 
 def encode_v3_branch(value: V3Branch) -> bytes:
@@ -5652,6 +6735,17 @@ def iter_v3_tombstone(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("v3_tombstone" + "[" + str(i) + "]") from None
 
 
+def decode_many_v3_tombstone(buf, offset: int = 0, end: int | None = None) -> list[V3Tombstone]:
+    """Decode consecutive `v3_tombstone` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_tombstone``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_tombstone, "v3_tombstone", buf, offset, end, ())
+
+
+def encode_many_v3_tombstone(values) -> bytes:
+    """Encode consecutive `v3_tombstone` records (a log) into one buffer."""
+    return _encode_many(_e_v3_tombstone, "v3_tombstone", values, ())
+
+
 def encode_v3_tombstone(value: V3Tombstone) -> bytes:
     """Encode one `v3_tombstone` to bytes."""
     out = bytearray()
@@ -5697,6 +6791,17 @@ def iter_v3_blob_want(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("v3_blob_want" + "[" + str(i) + "]") from None
+
+
+def decode_many_v3_blob_want(buf, offset: int = 0, end: int | None = None) -> list[V3BlobWant]:
+    """Decode consecutive `v3_blob_want` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_blob_want``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_blob_want, "v3_blob_want", buf, offset, end, ())
+
+
+def encode_many_v3_blob_want(values) -> bytes:
+    """Encode consecutive `v3_blob_want` records (a log) into one buffer."""
+    return _encode_many(_e_v3_blob_want, "v3_blob_want", values, ())
 
 
 def encode_v3_blob_want(value: V3BlobWant) -> bytes:
@@ -5746,6 +6851,17 @@ def iter_v3_local_cell(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("v3_local_cell" + "[" + str(i) + "]") from None
 
 
+def decode_many_v3_local_cell(buf, offset: int = 0, end: int | None = None) -> list[V3LocalCell]:
+    """Decode consecutive `v3_local_cell` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_local_cell``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_local_cell, "v3_local_cell", buf, offset, end, ())
+
+
+def encode_many_v3_local_cell(values) -> bytes:
+    """Encode consecutive `v3_local_cell` records (a log) into one buffer."""
+    return _encode_many(_e_v3_local_cell, "v3_local_cell", values, ())
+
+
 def encode_v3_local_cell(value: V3LocalCell) -> bytes:
     """Encode one `v3_local_cell` to bytes."""
     out = bytearray()
@@ -5791,6 +6907,17 @@ def iter_v3_collection_definition(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("v3_collection_definition" + "[" + str(i) + "]") from None
+
+
+def decode_many_v3_collection_definition(buf, offset: int = 0, end: int | None = None) -> list[V3CollectionDefinition]:
+    """Decode consecutive `v3_collection_definition` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_collection_definition``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_collection_definition, "v3_collection_definition", buf, offset, end, ())
+
+
+def encode_many_v3_collection_definition(values) -> bytes:
+    """Encode consecutive `v3_collection_definition` records (a log) into one buffer."""
+    return _encode_many(_e_v3_collection_definition, "v3_collection_definition", values, ())
 
 
 def encode_v3_collection_definition(value: V3CollectionDefinition) -> bytes:
@@ -5840,6 +6967,17 @@ def iter_v3_commit(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("v3_commit" + "[" + str(i) + "]") from None
 
 
+def decode_many_v3_commit(buf, offset: int = 0, end: int | None = None) -> list[V3Commit]:
+    """Decode consecutive `v3_commit` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_commit``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_commit, "v3_commit", buf, offset, end, ())
+
+
+def encode_many_v3_commit(values) -> bytes:
+    """Encode consecutive `v3_commit` records (a log) into one buffer."""
+    return _encode_many(_e_v3_commit, "v3_commit", values, ())
+
+
 def encode_v3_commit(value: V3Commit) -> bytes:
     """Encode one `v3_commit` to bytes."""
     out = bytearray()
@@ -5885,6 +7023,17 @@ def iter_v3_merge(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("v3_merge" + "[" + str(i) + "]") from None
+
+
+def decode_many_v3_merge(buf, offset: int = 0, end: int | None = None) -> list[V3Merge]:
+    """Decode consecutive `v3_merge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_merge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_merge, "v3_merge", buf, offset, end, ())
+
+
+def encode_many_v3_merge(values) -> bytes:
+    """Encode consecutive `v3_merge` records (a log) into one buffer."""
+    return _encode_many(_e_v3_merge, "v3_merge", values, ())
 
 
 def encode_v3_merge(value: V3Merge) -> bytes:
@@ -5934,6 +7083,17 @@ def iter_v3_derive(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("v3_derive" + "[" + str(i) + "]") from None
 
 
+def decode_many_v3_derive(buf, offset: int = 0, end: int | None = None) -> list[V3Derive]:
+    """Decode consecutive `v3_derive` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v3_derive``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v3_derive, "v3_derive", buf, offset, end, ())
+
+
+def encode_many_v3_derive(values) -> bytes:
+    """Encode consecutive `v3_derive` records (a log) into one buffer."""
+    return _encode_many(_e_v3_derive, "v3_derive", values, ())
+
+
 def encode_v3_derive(value: V3Derive) -> bytes:
     """Encode one `v3_derive` to bytes."""
     out = bytearray()
@@ -5979,6 +7139,17 @@ def iter_v4_commit(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("v4_commit" + "[" + str(i) + "]") from None
+
+
+def decode_many_v4_commit(buf, offset: int = 0, end: int | None = None) -> list[V4Commit]:
+    """Decode consecutive `v4_commit` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v4_commit``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v4_commit, "v4_commit", buf, offset, end, ())
+
+
+def encode_many_v4_commit(values) -> bytes:
+    """Encode consecutive `v4_commit` records (a log) into one buffer."""
+    return _encode_many(_e_v4_commit, "v4_commit", values, ())
 
 
 def encode_v4_commit(value: V4Commit) -> bytes:
@@ -6028,6 +7199,17 @@ def iter_v4_merge(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("v4_merge" + "[" + str(i) + "]") from None
 
 
+def decode_many_v4_merge(buf, offset: int = 0, end: int | None = None) -> list[V4Merge]:
+    """Decode consecutive `v4_merge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v4_merge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v4_merge, "v4_merge", buf, offset, end, ())
+
+
+def encode_many_v4_merge(values) -> bytes:
+    """Encode consecutive `v4_merge` records (a log) into one buffer."""
+    return _encode_many(_e_v4_merge, "v4_merge", values, ())
+
+
 def encode_v4_merge(value: V4Merge) -> bytes:
     """Encode one `v4_merge` to bytes."""
     out = bytearray()
@@ -6073,6 +7255,17 @@ def iter_v4_derive(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("v4_derive" + "[" + str(i) + "]") from None
+
+
+def decode_many_v4_derive(buf, offset: int = 0, end: int | None = None) -> list[V4Derive]:
+    """Decode consecutive `v4_derive` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_v4_derive``, in one loop: for logs read whole)."""
+    return _decode_many(_d_v4_derive, "v4_derive", buf, offset, end, ())
+
+
+def encode_many_v4_derive(values) -> bytes:
+    """Encode consecutive `v4_derive` records (a log) into one buffer."""
+    return _encode_many(_e_v4_derive, "v4_derive", values, ())
 
 
 def encode_v4_derive(value: V4Derive) -> bytes:
@@ -6122,6 +7315,17 @@ def iter_envelope36_rest(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("envelope36_rest" + "[" + str(i) + "]") from None
 
 
+def decode_many_envelope36_rest(buf, offset: int = 0, end: int | None = None) -> list[Envelope36Rest]:
+    """Decode consecutive `envelope36_rest` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_envelope36_rest``, in one loop: for logs read whole)."""
+    return _decode_many(_d_envelope36_rest, "envelope36_rest", buf, offset, end, ())
+
+
+def encode_many_envelope36_rest(values) -> bytes:
+    """Encode consecutive `envelope36_rest` records (a log) into one buffer."""
+    return _encode_many(_e_envelope36_rest, "envelope36_rest", values, ())
+
+
 def encode_envelope36_rest(value: Envelope36Rest) -> bytes:
     """Encode one `envelope36_rest` to bytes."""
     out = bytearray()
@@ -6167,6 +7371,17 @@ def iter_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: in
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("env_blob_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBlobBody]:
+    """Decode consecutive `env_blob_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_blob_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_blob_body, "env_blob_body", buf, offset, end, (span,))
+
+
+def encode_many_env_blob_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_blob_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_blob_body, "env_blob_body", values, (span,))
 
 
 def encode_env_blob_body(value: EnvBlobBody, *, span: int) -> bytes:
@@ -6216,6 +7431,17 @@ def iter_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: 
         raise exc.prefixed("env_branch_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBranchBody]:
+    """Decode consecutive `env_branch_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_branch_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_branch_body, "env_branch_body", buf, offset, end, (span,))
+
+
+def encode_many_env_branch_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_branch_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_branch_body, "env_branch_body", values, (span,))
+
+
 def encode_env_branch_body(value: EnvBranchBody, *, span: int) -> bytes:
     """Encode one `env_branch_body` to bytes."""
     out = bytearray()
@@ -6261,6 +7487,17 @@ def iter_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, spa
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("env_tombstone_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvTombstoneBody]:
+    """Decode consecutive `env_tombstone_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_tombstone_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_tombstone_body, "env_tombstone_body", buf, offset, end, (span,))
+
+
+def encode_many_env_tombstone_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_tombstone_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_tombstone_body, "env_tombstone_body", values, (span,))
 
 
 def encode_env_tombstone_body(value: EnvTombstoneBody, *, span: int) -> bytes:
@@ -6310,6 +7547,17 @@ def iter_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, spa
         raise exc.prefixed("env_blob_want_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBlobWantBody]:
+    """Decode consecutive `env_blob_want_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_blob_want_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_blob_want_body, "env_blob_want_body", buf, offset, end, (span,))
+
+
+def encode_many_env_blob_want_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_blob_want_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_blob_want_body, "env_blob_want_body", values, (span,))
+
+
 def encode_env_blob_want_body(value: EnvBlobWantBody, *, span: int) -> bytes:
     """Encode one `env_blob_want_body` to bytes."""
     out = bytearray()
@@ -6355,6 +7603,17 @@ def iter_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, sp
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("env_typed_want_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvTypedWantBody]:
+    """Decode consecutive `env_typed_want_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_typed_want_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_typed_want_body, "env_typed_want_body", buf, offset, end, (span,))
+
+
+def encode_many_env_typed_want_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_typed_want_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_typed_want_body, "env_typed_want_body", values, (span,))
 
 
 def encode_env_typed_want_body(value: EnvTypedWantBody, *, span: int) -> bytes:
@@ -6404,6 +7663,17 @@ def iter_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: 
         raise exc.prefixed("env_commit_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvCommitBody]:
+    """Decode consecutive `env_commit_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_commit_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_commit_body, "env_commit_body", buf, offset, end, (span,))
+
+
+def encode_many_env_commit_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_commit_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_commit_body, "env_commit_body", values, (span,))
+
+
 def encode_env_commit_body(value: EnvCommitBody, *, span: int) -> bytes:
     """Encode one `env_commit_body` to bytes."""
     out = bytearray()
@@ -6449,6 +7719,17 @@ def iter_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: i
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("env_merge_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvMergeBody]:
+    """Decode consecutive `env_merge_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_merge_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_merge_body, "env_merge_body", buf, offset, end, (span,))
+
+
+def encode_many_env_merge_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_merge_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_merge_body, "env_merge_body", values, (span,))
 
 
 def encode_env_merge_body(value: EnvMergeBody, *, span: int) -> bytes:
@@ -6498,6 +7779,17 @@ def iter_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, spa
         raise exc.prefixed("env_derive_v4_body" + "[" + str(i) + "]") from None
 
 
+def decode_many_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvDeriveV4Body]:
+    """Decode consecutive `env_derive_v4_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_derive_v4_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_derive_v4_body, "env_derive_v4_body", buf, offset, end, (span,))
+
+
+def encode_many_env_derive_v4_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_derive_v4_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_derive_v4_body, "env_derive_v4_body", values, (span,))
+
+
 def encode_env_derive_v4_body(value: EnvDeriveV4Body, *, span: int) -> bytes:
     """Encode one `env_derive_v4_body` to bytes."""
     out = bytearray()
@@ -6543,6 +7835,17 @@ def iter_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, spa
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("env_derive_v5_body" + "[" + str(i) + "]") from None
+
+
+def decode_many_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvDeriveV5Body]:
+    """Decode consecutive `env_derive_v5_body` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_env_derive_v5_body``, in one loop: for logs read whole)."""
+    return _decode_many(_d_env_derive_v5_body, "env_derive_v5_body", buf, offset, end, (span,))
+
+
+def encode_many_env_derive_v5_body(values, *, span: int) -> bytes:
+    """Encode consecutive `env_derive_v5_body` records (a log) into one buffer."""
+    return _encode_many(_e_env_derive_v5_body, "env_derive_v5_body", values, (span,))
 
 
 def encode_env_derive_v5_body(value: EnvDeriveV5Body, *, span: int) -> bytes:
@@ -6592,6 +7895,17 @@ def iter_commit_transcript(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("commit_transcript" + "[" + str(i) + "]") from None
 
 
+def decode_many_commit_transcript(buf, offset: int = 0, end: int | None = None) -> list[CommitTranscript]:
+    """Decode consecutive `commit_transcript` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_commit_transcript``, in one loop: for logs read whole)."""
+    return _decode_many(_d_commit_transcript, "commit_transcript", buf, offset, end, ())
+
+
+def encode_many_commit_transcript(values) -> bytes:
+    """Encode consecutive `commit_transcript` records (a log) into one buffer."""
+    return _encode_many(_e_commit_transcript, "commit_transcript", values, ())
+
+
 def encode_commit_transcript(value: CommitTranscript) -> bytes:
     """Encode one `commit_transcript` to bytes."""
     out = bytearray()
@@ -6637,6 +7951,17 @@ def iter_merge_endorsement(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("merge_endorsement" + "[" + str(i) + "]") from None
+
+
+def decode_many_merge_endorsement(buf, offset: int = 0, end: int | None = None) -> list[MergeEndorsement]:
+    """Decode consecutive `merge_endorsement` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_merge_endorsement``, in one loop: for logs read whole)."""
+    return _decode_many(_d_merge_endorsement, "merge_endorsement", buf, offset, end, ())
+
+
+def encode_many_merge_endorsement(values) -> bytes:
+    """Encode consecutive `merge_endorsement` records (a log) into one buffer."""
+    return _encode_many(_e_merge_endorsement, "merge_endorsement", values, ())
 
 
 def encode_merge_endorsement(value: MergeEndorsement) -> bytes:
@@ -6686,6 +8011,17 @@ def iter_derive_endorsement(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("derive_endorsement" + "[" + str(i) + "]") from None
 
 
+def decode_many_derive_endorsement(buf, offset: int = 0, end: int | None = None) -> list[DeriveEndorsement]:
+    """Decode consecutive `derive_endorsement` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_derive_endorsement``, in one loop: for logs read whole)."""
+    return _decode_many(_d_derive_endorsement, "derive_endorsement", buf, offset, end, ())
+
+
+def encode_many_derive_endorsement(values) -> bytes:
+    """Encode consecutive `derive_endorsement` records (a log) into one buffer."""
+    return _encode_many(_e_derive_endorsement, "derive_endorsement", values, ())
+
+
 def encode_derive_endorsement(value: DeriveEndorsement) -> bytes:
     """Encode one `derive_endorsement` to bytes."""
     out = bytearray()
@@ -6731,6 +8067,17 @@ def iter_dense_commit(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("dense_commit" + "[" + str(i) + "]") from None
+
+
+def decode_many_dense_commit(buf, offset: int = 0, end: int | None = None) -> list[DenseCommit]:
+    """Decode consecutive `dense_commit` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_dense_commit``, in one loop: for logs read whole)."""
+    return _decode_many(_d_dense_commit, "dense_commit", buf, offset, end, ())
+
+
+def encode_many_dense_commit(values) -> bytes:
+    """Encode consecutive `dense_commit` records (a log) into one buffer."""
+    return _encode_many(_e_dense_commit, "dense_commit", values, ())
 
 
 def encode_dense_commit(value: DenseCommit) -> bytes:
@@ -6780,6 +8127,17 @@ def iter_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("dense_unsigned_merge" + "[" + str(i) + "]") from None
 
 
+def decode_many_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseUnsignedMerge]:
+    """Decode consecutive `dense_unsigned_merge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_dense_unsigned_merge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_dense_unsigned_merge, "dense_unsigned_merge", buf, offset, end, ())
+
+
+def encode_many_dense_unsigned_merge(values) -> bytes:
+    """Encode consecutive `dense_unsigned_merge` records (a log) into one buffer."""
+    return _encode_many(_e_dense_unsigned_merge, "dense_unsigned_merge", values, ())
+
+
 def encode_dense_unsigned_merge(value: DenseUnsignedMerge) -> bytes:
     """Encode one `dense_unsigned_merge` to bytes."""
     out = bytearray()
@@ -6825,6 +8183,17 @@ def iter_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("dense_unsigned_derive" + "[" + str(i) + "]") from None
+
+
+def decode_many_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseUnsignedDerive]:
+    """Decode consecutive `dense_unsigned_derive` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_dense_unsigned_derive``, in one loop: for logs read whole)."""
+    return _decode_many(_d_dense_unsigned_derive, "dense_unsigned_derive", buf, offset, end, ())
+
+
+def encode_many_dense_unsigned_derive(values) -> bytes:
+    """Encode consecutive `dense_unsigned_derive` records (a log) into one buffer."""
+    return _encode_many(_e_dense_unsigned_derive, "dense_unsigned_derive", values, ())
 
 
 def encode_dense_unsigned_derive(value: DenseUnsignedDerive) -> bytes:
@@ -6874,6 +8243,17 @@ def iter_dense_signed_merge(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("dense_signed_merge" + "[" + str(i) + "]") from None
 
 
+def decode_many_dense_signed_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseSignedMerge]:
+    """Decode consecutive `dense_signed_merge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_dense_signed_merge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_dense_signed_merge, "dense_signed_merge", buf, offset, end, ())
+
+
+def encode_many_dense_signed_merge(values) -> bytes:
+    """Encode consecutive `dense_signed_merge` records (a log) into one buffer."""
+    return _encode_many(_e_dense_signed_merge, "dense_signed_merge", values, ())
+
+
 def encode_dense_signed_merge(value: DenseSignedMerge) -> bytes:
     """Encode one `dense_signed_merge` to bytes."""
     out = bytearray()
@@ -6919,6 +8299,17 @@ def iter_dense_signed_derive(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("dense_signed_derive" + "[" + str(i) + "]") from None
+
+
+def decode_many_dense_signed_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseSignedDerive]:
+    """Decode consecutive `dense_signed_derive` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_dense_signed_derive``, in one loop: for logs read whole)."""
+    return _decode_many(_d_dense_signed_derive, "dense_signed_derive", buf, offset, end, ())
+
+
+def encode_many_dense_signed_derive(values) -> bytes:
+    """Encode consecutive `dense_signed_derive` records (a log) into one buffer."""
+    return _encode_many(_e_dense_signed_derive, "dense_signed_derive", values, ())
 
 
 def encode_dense_signed_derive(value: DenseSignedDerive) -> bytes:
@@ -6968,6 +8359,17 @@ def iter_dense_witness_merge(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("dense_witness_merge" + "[" + str(i) + "]") from None
 
 
+def decode_many_dense_witness_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseWitnessMerge]:
+    """Decode consecutive `dense_witness_merge` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_dense_witness_merge``, in one loop: for logs read whole)."""
+    return _decode_many(_d_dense_witness_merge, "dense_witness_merge", buf, offset, end, ())
+
+
+def encode_many_dense_witness_merge(values) -> bytes:
+    """Encode consecutive `dense_witness_merge` records (a log) into one buffer."""
+    return _encode_many(_e_dense_witness_merge, "dense_witness_merge", values, ())
+
+
 def encode_dense_witness_merge(value: DenseWitnessMerge) -> bytes:
     """Encode one `dense_witness_merge` to bytes."""
     out = bytearray()
@@ -7013,6 +8415,17 @@ def iter_dense_witness_derive(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("dense_witness_derive" + "[" + str(i) + "]") from None
+
+
+def decode_many_dense_witness_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseWitnessDerive]:
+    """Decode consecutive `dense_witness_derive` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_dense_witness_derive``, in one loop: for logs read whole)."""
+    return _decode_many(_d_dense_witness_derive, "dense_witness_derive", buf, offset, end, ())
+
+
+def encode_many_dense_witness_derive(values) -> bytes:
+    """Encode consecutive `dense_witness_derive` records (a log) into one buffer."""
+    return _encode_many(_e_dense_witness_derive, "dense_witness_derive", values, ())
 
 
 def encode_dense_witness_derive(value: DenseWitnessDerive) -> bytes:
@@ -7062,6 +8475,17 @@ def iter_dense_record(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("dense_record" + "[" + str(i) + "]") from None
 
 
+def decode_many_dense_record(buf, offset: int = 0, end: int | None = None) -> list[DenseRecord]:
+    """Decode consecutive `dense_record` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_dense_record``, in one loop: for logs read whole)."""
+    return _decode_many(_d_dense_record, "dense_record", buf, offset, end, ())
+
+
+def encode_many_dense_record(values) -> bytes:
+    """Encode consecutive `dense_record` records (a log) into one buffer."""
+    return _encode_many(_e_dense_record, "dense_record", values, ())
+
+
 def encode_dense_record(value: DenseRecord) -> bytes:
     """Encode one `dense_record` to bytes."""
     out = bytearray()
@@ -7107,6 +8531,17 @@ def iter_pile_file(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("pile_file" + "[" + str(i) + "]") from None
+
+
+def decode_many_pile_file(buf, offset: int = 0, end: int | None = None) -> list[PileFile]:
+    """Decode consecutive `pile_file` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_pile_file``, in one loop: for logs read whole)."""
+    return _decode_many(_d_pile_file, "pile_file", buf, offset, end, ())
+
+
+def encode_many_pile_file(values) -> bytes:
+    """Encode consecutive `pile_file` records (a log) into one buffer."""
+    return _encode_many(_e_pile_file, "pile_file", values, ())
 
 
 def encode_pile_file(value: PileFile) -> bytes:

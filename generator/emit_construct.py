@@ -427,6 +427,11 @@ class ConstructEmitter:
                 lines.append(f"        f_{f.name} = _rows_to_array(f_{f.name}, "
                              f"{self.np_dtype(f)})")
                 continue
+            if f.view == "packed":  # the same type as the fast path gives
+                lines.append(f"    if f_{f.name} is not None:")
+                lines.append(f"        f_{f.name} = PackedArray.from_values(f_{f.name}, "
+                             f"{self.packed_kind(f)})")
+                continue
             conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
             if conv is None:
                 continue
@@ -487,7 +492,9 @@ class ConstructEmitter:
         for f in rec.model_fields:
             val = f"v.{f.name}"
             item = self.m2c_value(f.type, "_x")
-            if f.view == "numpy" and f.repeat is not None and f.repeat.count is not None:
+            if f.view == "packed":
+                expr = f"None if {val} is None else list({val})"
+            elif f.view == "numpy" and f.repeat is not None and f.repeat.count is not None:
                 expr = val  # NumpyArray builds from the array itself (bit-exact)
             elif f.view == "numpy":
                 expr = f"None if {val} is None else _array_to_rows({val})"
@@ -500,6 +507,17 @@ class ConstructEmitter:
             lines.append(f"        {f.name!r}: {expr},")
         lines.append("    }")
         return lines
+
+    def packed_kind(self, f: ir.Field) -> str:
+        """The element kind of a ``view: packed`` field (runtime/packed.py)."""
+        t = f.type
+        if isinstance(t, ir.RefT) and t.kind == "alias":
+            t = self.family.aliases[t.target].base
+        if isinstance(t, ir.IntT):
+            order, code, size, signed = t.endian, t.code or "", t.size, t.signed
+        else:
+            order, code, size, signed = t.endian, t.code, t.size, True
+        return f"_packed_kind({'<' if order == 'le' else '>'!r}, {code!r}, {size}, {signed})"
 
     def np_dtype(self, f: ir.Field) -> str:
         """The numpy dtype expression of a ``view: numpy`` field's element."""

@@ -50,7 +50,7 @@ def annotation(f: ir.Field, family: ir.Family) -> str:
 
         base = registry.REGISTRY.numeric(f.convert).annotation
     if f.repeat is not None:
-        base = "numpy.ndarray" if f.view == "numpy" else f"list[{base}]"
+        base = {"numpy": "numpy.ndarray", "packed": "PackedArray"}.get(f.view, f"list[{base}]")
     if f.cond is not None or f.since is not None or f.until is not None:
         base += " | None"
     return base

@@ -771,6 +771,20 @@ class Resolver:
             if f.since is not None or f.until is not None:
                 if rec.version_from is None:
                     self.err(src, f.path, "since/until need the record's 'versions: {from: ...}'")
+            if f.view not in (None, "numpy", "packed"):
+                self.err(src, f.path, f"unknown view {f.view!r} (numpy or packed)")
+            if f.view == "packed":
+                t = f.type
+                base = t if isinstance(t, ir.IntT | ir.FloatT) else (
+                    self.aliases[t.target].base
+                    if isinstance(t, ir.RefT) and t.kind == "alias" else None)
+                rp = f.repeat
+                if rp is None or (rp.count is None and rp.prefix is None) or base is None \
+                        or f.convert is not None or f.valid is not None \
+                        or f.chain is not None or f.const is not None or f.reserved:
+                    self.err(src, f.path, "view: packed needs a repeat with count or prefix "
+                                          "of a plain integer or float element (no convert, "
+                                          "valid, const, reserved or chain)")
             if f.view == "numpy":
                 t = f.type
                 ok = f.repeat is not None and (

@@ -66,6 +66,20 @@ def _upto(mv: Any, end: int) -> Any:
 
 
 def uleb128(mv: memoryview, pos: int, end: int, path: str) -> tuple[int, int]:
+    # the common case in one loop; anything unusual (truncated, over 10 bytes, over 64
+    # bits) goes to the strict decoder, which raises the error with offset and path
+    value = shift = 0
+    p = pos
+    stop = min(end, pos + 10)
+    while p < stop:
+        b = mv[p]
+        p += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            if value <= 0xFFFF_FFFF_FFFF_FFFF:
+                return value, p
+            break
+        shift += 7
     return varint.decode_uleb128(_upto(mv, end), pos, path=path)
 
 
@@ -937,3 +951,41 @@ def PascalString(lengthfield, encoding: str):  # noqa: N802 -- Construct's name
                 f".decode({encoding!r})")
     macro._emitparse = _emitparse
     return macro
+
+
+def decode_many(dec: Any, name: str, buf: Any, offset: int, end: int | None,
+                params: tuple) -> list:
+    """Consecutive records decoded by the generated ``dec`` into a list (``decode_many_*``):
+    the records and errors of ``iter_*``, without a generator or an end offset per record."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out: list = []
+    append = out.append
+    pos = offset
+    try:
+        while pos < end:
+            value, nxt = dec(mv, pos, end, *params)
+            if nxt <= pos:  # a zero-size record would repeat forever
+                raise ConstraintError("record consumes no bytes", offset=pos, path="",
+                                      expected="> 0 bytes", found=0)
+            pos = nxt
+            append(value)
+    except DecodeError as exc:
+        raise exc.prefixed(name + "[" + str(len(out)) + "]") from None
+    return out
+
+
+def encode_many(enc: Any, name: str, values: Any, params: tuple) -> bytes:
+    """Consecutive records encoded by the generated ``enc`` into one buffer
+    (``encode_many_*``): one bytearray for the whole log, no copy per record."""
+    out = bytearray()
+    i = 0
+    try:
+        for i, value in enumerate(values):  # noqa: B007 (the index names the failing item)
+            enc(out, value, *params)
+    except EncodeError as exc:
+        raise EncodeError(exc.message, path=name + "[" + str(i) + "]"
+                          + ("." + exc.path if exc.path else "")) from None
+    except (struct.error, OverflowError, UnicodeEncodeError, AttributeError, TypeError) as exc:
+        raise EncodeError(f"cannot encode: {exc}", path=name + "[" + str(i) + "]") from None
+    return bytes(out)

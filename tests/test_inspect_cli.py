@@ -110,3 +110,28 @@ def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
     assert "inspect:" in err and "/102k" in err  # tqdm drew a bar sized to the file
     code, out, err = run(["inspect", str(pile), "--json"], capsys)
     assert code == 0 and "inspect:" not in err  # machine output: no bar
+
+
+
+@pytest.mark.parametrize("rel", ["htt/02_structural_only.hex", "pile/blob_256.hex"])
+@pytest.mark.parametrize("cut", [None, 300, 20])
+def test_json_streams_the_same_document_the_whole_tree_gives(rel, cut, tmp_path, capsys):
+    """``--json`` writes each record as it is decoded (memory does not grow with the file)
+    and still prints one JSON document, equal to the whole-tree result."""
+    import io
+
+    from bytewright.cli import inspect_file
+    from bytewright.generator import inspector
+    from bytewright.generator import project as pm
+
+    data = data_of(rel) * 3 if rel.startswith("pile") else data_of(rel)
+    data = data if cut is None else data[:cut]
+    f = tmp_path / "x.bin"
+    f.write_bytes(data)
+    proj = pm.resolve(None)
+    target = inspector.choose(data[:512], inspect_file._families(proj), hint="")
+    want = inspector.run_target(io.BytesIO(data), len(data), target, proj.load_module)
+    code, out, _ = run(["inspect", str(f), "--json"], capsys)
+    doc = json.loads(out)
+    assert doc == json.loads(json.dumps(want.as_dict(), default=str))
+    assert len(doc["records"]) == len(want.records) and code == (0 if want.ok else 1)

@@ -42,6 +42,8 @@ from bytewright.runtime.codec import zigzag as _zigzag, zigzag_encode as _zigzag
 from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
+from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
 from bytewright.runtime.codec import convert_decode as _convert_decode
@@ -120,6 +122,7 @@ class Ihdr:
     interlace_method: int
 
 # -- fast path: constants -------------------------------------------------------------
+_new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
 _S0 = struct.Struct('<8s')
 _T1 = (('signature', 0, 8),)
 _S2 = struct.Struct('>II')
@@ -183,7 +186,15 @@ def _d_png_file(mv, pos, end):
                             raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 11, path='filter_method', expected='0..0', found=_chunk___ihdr__f_filter_method)
                         if _chunk___ihdr__f_interlace_method < 0 or _chunk___ihdr__f_interlace_method > 1:
                             raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_chunk___ihdr__f_interlace_method)
-                        _chunk__f_data = Ihdr(_chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method)
+                        _chunk___ihdr___obj = _new(Ihdr)
+                        _chunk___ihdr___obj.width = _chunk___ihdr__f_width
+                        _chunk___ihdr___obj.height = _chunk___ihdr__f_height
+                        _chunk___ihdr___obj.bit_depth = _chunk___ihdr__f_bit_depth
+                        _chunk___ihdr___obj.color_type = _chunk___ihdr__f_color_type
+                        _chunk___ihdr___obj.compression_method = _chunk___ihdr__f_compression_method
+                        _chunk___ihdr___obj.filter_method = _chunk___ihdr__f_filter_method
+                        _chunk___ihdr___obj.interlace_method = _chunk___ihdr__f_interlace_method
+                        _chunk__f_data = _chunk___ihdr___obj
                     except DecodeError as _exc:
                         raise _exc.prefixed('data') from None
                 elif _chunk___tag == 1229278788:
@@ -203,7 +214,10 @@ def _d_png_file(mv, pos, end):
                 _chunk___ck = _ck_crc32(mv[_chunk___s_chunk_type:_chunk___e_data])
                 if _chunk__f_crc != _chunk___ck:
                     raise ChecksumError('crc32 mismatch', offset=_chunk___r6, path='crc', expected=_chunk___ck, found=_chunk__f_crc)
-                _x = Chunk(_chunk__f_chunk_type, _chunk__f_data)
+                _chunk___obj = _new(Chunk)
+                _chunk___obj.chunk_type = _chunk__f_chunk_type
+                _chunk___obj.data = _chunk__f_data
+                _x = _chunk___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_chunks.append(_x)
@@ -212,7 +226,9 @@ def _d_png_file(mv, pos, end):
                 break
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('chunks') from None
-    return PngFile(f_chunks), pos
+    _obj = _new(PngFile)
+    _obj.chunks = f_chunks
+    return _obj, pos
 
 def _e_png_file(out, v):
     out += _S0.pack(b'\x89PNG\r\n\x1a\n')
@@ -279,7 +295,15 @@ def _d_chunk(mv, pos, end):
                 raise ConstraintError('value out of range', offset=_ihdr___r4 + 11, path='filter_method', expected='0..0', found=_ihdr__f_filter_method)
             if _ihdr__f_interlace_method < 0 or _ihdr__f_interlace_method > 1:
                 raise ConstraintError('value out of range', offset=_ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_ihdr__f_interlace_method)
-            f_data = Ihdr(_ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method)
+            _ihdr___obj = _new(Ihdr)
+            _ihdr___obj.width = _ihdr__f_width
+            _ihdr___obj.height = _ihdr__f_height
+            _ihdr___obj.bit_depth = _ihdr__f_bit_depth
+            _ihdr___obj.color_type = _ihdr__f_color_type
+            _ihdr___obj.compression_method = _ihdr__f_compression_method
+            _ihdr___obj.filter_method = _ihdr__f_filter_method
+            _ihdr___obj.interlace_method = _ihdr__f_interlace_method
+            f_data = _ihdr___obj
         except DecodeError as _exc:
             raise _exc.prefixed('data') from None
     elif _tag == 1229278788:
@@ -299,7 +323,10 @@ def _d_chunk(mv, pos, end):
     _ck = _ck_crc32(mv[_s_chunk_type:_e_data])
     if f_crc != _ck:
         raise ChecksumError('crc32 mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
-    return Chunk(f_chunk_type, f_data), pos
+    _obj = _new(Chunk)
+    _obj.chunk_type = f_chunk_type
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_chunk(out, v):
     _s_chunk_type = len(out) + 4
@@ -341,7 +368,15 @@ def _d_ihdr(mv, pos, end):
         raise ConstraintError('value out of range', offset=_r4 + 11, path='filter_method', expected='0..0', found=f_filter_method)
     if f_interlace_method < 0 or f_interlace_method > 1:
         raise ConstraintError('value out of range', offset=_r4 + 12, path='interlace_method', expected='0..1', found=f_interlace_method)
-    return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method), pos
+    _obj = _new(Ihdr)
+    _obj.width = f_width
+    _obj.height = f_height
+    _obj.bit_depth = f_bit_depth
+    _obj.color_type = f_color_type
+    _obj.compression_method = f_compression_method
+    _obj.filter_method = f_filter_method
+    _obj.interlace_method = f_interlace_method
+    return _obj, pos
 
 def _e_ihdr(out, v):
     out += _S4.pack(v.width, v.height, v.bit_depth, v.color_type, v.compression_method, v.filter_method, v.interlace_method)
@@ -382,6 +417,17 @@ def iter_png_file(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("png_file" + "[" + str(i) + "]") from None
+
+
+def decode_many_png_file(buf, offset: int = 0, end: int | None = None) -> list[PngFile]:
+    """Decode consecutive `png_file` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_png_file``, in one loop: for logs read whole)."""
+    return _decode_many(_d_png_file, "png_file", buf, offset, end, ())
+
+
+def encode_many_png_file(values) -> bytes:
+    """Encode consecutive `png_file` records (a log) into one buffer."""
+    return _encode_many(_e_png_file, "png_file", values, ())
 
 
 def encode_png_file(value: PngFile) -> bytes:
@@ -431,6 +477,17 @@ def iter_chunk(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("chunk" + "[" + str(i) + "]") from None
 
 
+def decode_many_chunk(buf, offset: int = 0, end: int | None = None) -> list[Chunk]:
+    """Decode consecutive `chunk` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_chunk``, in one loop: for logs read whole)."""
+    return _decode_many(_d_chunk, "chunk", buf, offset, end, ())
+
+
+def encode_many_chunk(values) -> bytes:
+    """Encode consecutive `chunk` records (a log) into one buffer."""
+    return _encode_many(_e_chunk, "chunk", values, ())
+
+
 def encode_chunk(value: Chunk) -> bytes:
     """Encode one `chunk` to bytes."""
     out = bytearray()
@@ -476,6 +533,17 @@ def iter_ihdr(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("ihdr" + "[" + str(i) + "]") from None
+
+
+def decode_many_ihdr(buf, offset: int = 0, end: int | None = None) -> list[Ihdr]:
+    """Decode consecutive `ihdr` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_ihdr``, in one loop: for logs read whole)."""
+    return _decode_many(_d_ihdr, "ihdr", buf, offset, end, ())
+
+
+def encode_many_ihdr(values) -> bytes:
+    """Encode consecutive `ihdr` records (a log) into one buffer."""
+    return _encode_many(_e_ihdr, "ihdr", values, ())
 
 
 def encode_ihdr(value: Ihdr) -> bytes:

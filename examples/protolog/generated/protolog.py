@@ -43,6 +43,8 @@ from bytewright.runtime.codec import zigzag as _zigzag, zigzag_encode as _zigzag
 from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
+from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
 from bytewright.runtime.codec import convert_decode as _convert_decode
@@ -112,6 +114,7 @@ class Event:
     payload: bytes
 
 # -- fast path: constants -------------------------------------------------------------
+_new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
 _S0 = struct.Struct('<4sB')
 _T1 = (('magic', 0, 4), ('version', 4, 1))
 _S2 = struct.Struct('<B')
@@ -142,6 +145,9 @@ def _d_log_file(mv, pos, end):
                 if pos < end and mv[pos] < 128:
                     _record__f_body_len = mv[pos]
                     pos += 1
+                elif pos + 1 < end and mv[pos + 1] < 128:
+                    _record__f_body_len = mv[pos] & 127 | mv[pos + 1] << 7
+                    pos += 2
                 else:
                     _record__f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
                 _record___n = _record__f_body_len
@@ -157,11 +163,14 @@ def _d_log_file(mv, pos, end):
                     if pos < end and mv[pos] < 128:
                         _record___event__f_seq = mv[pos]
                         pos += 1
+                    elif pos + 1 < end and mv[pos + 1] < 128:
+                        _record___event__f_seq = mv[pos] & 127 | mv[pos + 1] << 7
+                        pos += 2
                     else:
                         _record___event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
                     if pos + 1 > end:
                         raise _short(pos, end, _T3)
-                    _record___event__f_kind, = _S2.unpack_from(mv, pos)
+                    _record___event__f_kind = mv[pos]
                     _record___event___r2 = pos
                     pos += 1
                     _record___event___v = _EVENTKIND_BY_VALUE.get(_record___event__f_kind)
@@ -177,12 +186,18 @@ def _d_log_file(mv, pos, end):
                     if pos < end and mv[pos] < 128:
                         _record___event__f_offset = mv[pos]
                         pos += 1
+                    elif pos + 1 < end and mv[pos + 1] < 128:
+                        _record___event__f_offset = mv[pos] & 127 | mv[pos + 1] << 7
+                        pos += 2
                     else:
                         _record___event__f_offset, pos = _uleb128(mv, pos, end, 'offset')
                     _record___event__f_offset = _convert_decode(_cv_zigzag, _record___event__f_offset, _record___event___cva, 'offset')
                     if pos < end and mv[pos] < 128:
                         _record___event___n = mv[pos]
                         pos += 1
+                    elif pos + 1 < end and mv[pos + 1] < 128:
+                        _record___event___n = mv[pos] & 127 | mv[pos + 1] << 7
+                        pos += 2
                     else:
                         _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
                     if pos + _record___event___n > end:
@@ -195,6 +210,9 @@ def _d_log_file(mv, pos, end):
                     if pos < end and mv[pos] < 128:
                         _record___event___c = mv[pos]
                         pos += 1
+                    elif pos + 1 < end and mv[pos + 1] < 128:
+                        _record___event___c = mv[pos] & 127 | mv[pos + 1] << 7
+                        pos += 2
                     else:
                         _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
                     if _record___event___c < 0 or _record___event___c * 1 > end - pos:
@@ -205,6 +223,9 @@ def _d_log_file(mv, pos, end):
                             if pos < end and mv[pos] < 128:
                                 _record___event___n = mv[pos]
                                 pos += 1
+                            elif pos + 1 < end and mv[pos + 1] < 128:
+                                _record___event___n = mv[pos] & 127 | mv[pos + 1] << 7
+                                pos += 2
                             else:
                                 _record___event___n, pos = _uleb128(mv, pos, end, '.length')
                             if pos + _record___event___n > end:
@@ -227,7 +248,17 @@ def _d_log_file(mv, pos, end):
                         raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
                     _record___event__f_payload = bytes(mv[pos:pos + (end - pos)])
                     pos += end - pos
-                    _record__f_body = Event(_record___event__f_seq, _record___event__f_kind, _record___event__f_time_delta, _record___event__f_value, _record___event__f_offset, _record___event__f_source, _record___event__f_tags, _record___event__f_note, _record___event__f_payload)
+                    _record___event___obj = _new(Event)
+                    _record___event___obj.seq = _record___event__f_seq
+                    _record___event___obj.kind = _record___event__f_kind
+                    _record___event___obj.time_delta = _record___event__f_time_delta
+                    _record___event___obj.value = _record___event__f_value
+                    _record___event___obj.offset = _record___event__f_offset
+                    _record___event___obj.source = _record___event__f_source
+                    _record___event___obj.tags = _record___event__f_tags
+                    _record___event___obj.note = _record___event__f_note
+                    _record___event___obj.payload = _record___event__f_payload
+                    _record__f_body = _record___event___obj
                 except DecodeError as _exc:
                     raise _exc.prefixed('body') from None
                 if pos != end:
@@ -242,7 +273,9 @@ def _d_log_file(mv, pos, end):
                 _record___ck = _ck_crc32c(mv[_record___s_body_len:_record___e_body])
                 if _record__f_crc != _record___ck:
                     raise ChecksumError('crc32c mismatch', offset=_record___r4, path='crc', expected=_record___ck, found=_record__f_crc)
-                _x = Record(_record__f_body)
+                _record___obj = _new(Record)
+                _record___obj.body = _record__f_body
+                _x = _record___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -251,7 +284,10 @@ def _d_log_file(mv, pos, end):
             _i += 1
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('records') from None
-    return LogFile(f_version, f_records), pos
+    _obj = _new(LogFile)
+    _obj.version = f_version
+    _obj.records = f_records
+    return _obj, pos
 
 def _e_log_file(out, v):
     out += _S0.pack(b'PLOG', v.version)
@@ -292,6 +328,9 @@ def _d_record(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_body_len = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_body_len = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
     _n = f_body_len
@@ -307,11 +346,14 @@ def _d_record(mv, pos, end):
         if pos < end and mv[pos] < 128:
             _event__f_seq = mv[pos]
             pos += 1
+        elif pos + 1 < end and mv[pos + 1] < 128:
+            _event__f_seq = mv[pos] & 127 | mv[pos + 1] << 7
+            pos += 2
         else:
             _event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
         if pos + 1 > end:
             raise _short(pos, end, _T3)
-        _event__f_kind, = _S2.unpack_from(mv, pos)
+        _event__f_kind = mv[pos]
         _event___r2 = pos
         pos += 1
         _event___v = _EVENTKIND_BY_VALUE.get(_event__f_kind)
@@ -327,12 +369,18 @@ def _d_record(mv, pos, end):
         if pos < end and mv[pos] < 128:
             _event__f_offset = mv[pos]
             pos += 1
+        elif pos + 1 < end and mv[pos + 1] < 128:
+            _event__f_offset = mv[pos] & 127 | mv[pos + 1] << 7
+            pos += 2
         else:
             _event__f_offset, pos = _uleb128(mv, pos, end, 'offset')
         _event__f_offset = _convert_decode(_cv_zigzag, _event__f_offset, _event___cva, 'offset')
         if pos < end and mv[pos] < 128:
             _event___n = mv[pos]
             pos += 1
+        elif pos + 1 < end and mv[pos + 1] < 128:
+            _event___n = mv[pos] & 127 | mv[pos + 1] << 7
+            pos += 2
         else:
             _event___n, pos = _uleb128(mv, pos, end, 'source.length')
         if pos + _event___n > end:
@@ -345,6 +393,9 @@ def _d_record(mv, pos, end):
         if pos < end and mv[pos] < 128:
             _event___c = mv[pos]
             pos += 1
+        elif pos + 1 < end and mv[pos + 1] < 128:
+            _event___c = mv[pos] & 127 | mv[pos + 1] << 7
+            pos += 2
         else:
             _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
         if _event___c < 0 or _event___c * 1 > end - pos:
@@ -355,6 +406,9 @@ def _d_record(mv, pos, end):
                 if pos < end and mv[pos] < 128:
                     _event___n = mv[pos]
                     pos += 1
+                elif pos + 1 < end and mv[pos + 1] < 128:
+                    _event___n = mv[pos] & 127 | mv[pos + 1] << 7
+                    pos += 2
                 else:
                     _event___n, pos = _uleb128(mv, pos, end, '.length')
                 if pos + _event___n > end:
@@ -377,7 +431,17 @@ def _d_record(mv, pos, end):
             raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
         _event__f_payload = bytes(mv[pos:pos + (end - pos)])
         pos += end - pos
-        f_body = Event(_event__f_seq, _event__f_kind, _event__f_time_delta, _event__f_value, _event__f_offset, _event__f_source, _event__f_tags, _event__f_note, _event__f_payload)
+        _event___obj = _new(Event)
+        _event___obj.seq = _event__f_seq
+        _event___obj.kind = _event__f_kind
+        _event___obj.time_delta = _event__f_time_delta
+        _event___obj.value = _event__f_value
+        _event___obj.offset = _event__f_offset
+        _event___obj.source = _event__f_source
+        _event___obj.tags = _event__f_tags
+        _event___obj.note = _event__f_note
+        _event___obj.payload = _event__f_payload
+        f_body = _event___obj
     except DecodeError as _exc:
         raise _exc.prefixed('body') from None
     if pos != end:
@@ -392,7 +456,9 @@ def _d_record(mv, pos, end):
     _ck = _ck_crc32c(mv[_s_body_len:_e_body])
     if f_crc != _ck:
         raise ChecksumError('crc32c mismatch', offset=_r4, path='crc', expected=_ck, found=f_crc)
-    return Record(f_body), pos
+    _obj = _new(Record)
+    _obj.body = f_body
+    return _obj, pos
 
 def _e_record(out, v):
     _s_body_len = len(out)
@@ -430,11 +496,14 @@ def _d_event(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_seq = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_seq = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_seq, pos = _uleb128(mv, pos, end, 'seq')
     if pos + 1 > end:
         raise _short(pos, end, _T3)
-    f_kind, = _S2.unpack_from(mv, pos)
+    f_kind = mv[pos]
     _r2 = pos
     pos += 1
     _v = _EVENTKIND_BY_VALUE.get(f_kind)
@@ -450,12 +519,18 @@ def _d_event(mv, pos, end):
     if pos < end and mv[pos] < 128:
         f_offset = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        f_offset = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         f_offset, pos = _uleb128(mv, pos, end, 'offset')
     f_offset = _convert_decode(_cv_zigzag, f_offset, _cva, 'offset')
     if pos < end and mv[pos] < 128:
         _n = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        _n = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         _n, pos = _uleb128(mv, pos, end, 'source.length')
     if pos + _n > end:
@@ -468,6 +543,9 @@ def _d_event(mv, pos, end):
     if pos < end and mv[pos] < 128:
         _c = mv[pos]
         pos += 1
+    elif pos + 1 < end and mv[pos + 1] < 128:
+        _c = mv[pos] & 127 | mv[pos + 1] << 7
+        pos += 2
     else:
         _c, pos = _uleb128(mv, pos, end, 'tags.count')
     if _c < 0 or _c * 1 > end - pos:
@@ -478,6 +556,9 @@ def _d_event(mv, pos, end):
             if pos < end and mv[pos] < 128:
                 _n = mv[pos]
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 128:
+                _n = mv[pos] & 127 | mv[pos + 1] << 7
+                pos += 2
             else:
                 _n, pos = _uleb128(mv, pos, end, '.length')
             if pos + _n > end:
@@ -500,7 +581,17 @@ def _d_event(mv, pos, end):
         raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=(end - pos), found=end - pos)
     f_payload = bytes(mv[pos:pos + (end - pos)])
     pos += (end - pos)
-    return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload), pos
+    _obj = _new(Event)
+    _obj.seq = f_seq
+    _obj.kind = f_kind
+    _obj.time_delta = f_time_delta
+    _obj.value = f_value
+    _obj.offset = f_offset
+    _obj.source = f_source
+    _obj.tags = f_tags
+    _obj.note = f_note
+    _obj.payload = f_payload
+    return _obj, pos
 
 def _e_event(out, v):
     out += _uleb128_encode(v.seq)
@@ -561,6 +652,17 @@ def iter_log_file(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("log_file" + "[" + str(i) + "]") from None
 
 
+def decode_many_log_file(buf, offset: int = 0, end: int | None = None) -> list[LogFile]:
+    """Decode consecutive `log_file` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_log_file``, in one loop: for logs read whole)."""
+    return _decode_many(_d_log_file, "log_file", buf, offset, end, ())
+
+
+def encode_many_log_file(values) -> bytes:
+    """Encode consecutive `log_file` records (a log) into one buffer."""
+    return _encode_many(_e_log_file, "log_file", values, ())
+
+
 def encode_log_file(value: LogFile) -> bytes:
     """Encode one `log_file` to bytes."""
     out = bytearray()
@@ -608,6 +710,17 @@ def iter_record(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("record" + "[" + str(i) + "]") from None
 
 
+def decode_many_record(buf, offset: int = 0, end: int | None = None) -> list[Record]:
+    """Decode consecutive `record` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_record``, in one loop: for logs read whole)."""
+    return _decode_many(_d_record, "record", buf, offset, end, ())
+
+
+def encode_many_record(values) -> bytes:
+    """Encode consecutive `record` records (a log) into one buffer."""
+    return _encode_many(_e_record, "record", values, ())
+
+
 def encode_record(value: Record) -> bytes:
     """Encode one `record` to bytes."""
     out = bytearray()
@@ -653,6 +766,17 @@ def iter_event(buf, offset: int = 0, end: int | None = None):
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("event" + "[" + str(i) + "]") from None
+
+
+def decode_many_event(buf, offset: int = 0, end: int | None = None) -> list[Event]:
+    """Decode consecutive `event` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_event``, in one loop: for logs read whole)."""
+    return _decode_many(_d_event, "event", buf, offset, end, ())
+
+
+def encode_many_event(values) -> bytes:
+    """Encode consecutive `event` records (a log) into one buffer."""
+    return _encode_many(_e_event, "event", values, ())
 
 
 def encode_event(value: Event) -> bytes:

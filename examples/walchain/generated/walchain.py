@@ -42,6 +42,8 @@ from bytewright.runtime.codec import zigzag as _zigzag, zigzag_encode as _zigzag
 from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
+from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
 from bytewright.runtime.codec import convert_decode as _convert_decode
@@ -98,6 +100,7 @@ class Frame:
     data: bytes
 
 # -- fast path: constants -------------------------------------------------------------
+_new = object.__new__  # records are built slot by slot (see FastEmitter.construct)
 _S0 = struct.Struct('>IIIIII')
 _T1 = (('magic', 0, 4), ('format_version', 4, 4), ('page_size', 8, 4), ('checkpoint_seq', 12, 4), ('salt1', 16, 4), ('salt2', 20, 4))
 _S2 = struct.Struct('>Q')
@@ -167,7 +170,13 @@ def _d_wal_file(mv, pos, end):
                 _frame___ck = _ck_walsum(mv[_frame___s_page_number:_frame___e_data], f__chain, order=_frame__p_order)
                 if _frame__f_check != _frame___ck:
                     raise ChecksumError('walsum mismatch', offset=_frame___r2, path='check', expected=_frame___ck, found=_frame__f_check)
-                _x = Frame(_frame__f_page_number, _frame__f_commit_size, _frame__f_salt1, _frame__f_salt2, _frame__f_data)
+                _frame___obj = _new(Frame)
+                _frame___obj.page_number = _frame__f_page_number
+                _frame___obj.commit_size = _frame__f_commit_size
+                _frame___obj.salt1 = _frame__f_salt1
+                _frame___obj.salt2 = _frame__f_salt2
+                _frame___obj.data = _frame__f_data
+                _x = _frame___obj
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f__chain = _S2.unpack_from(mv, pos - 8)[0]
@@ -181,7 +190,14 @@ def _d_wal_file(mv, pos, end):
             break
         f_frames.append(_x)
         _i += 1
-    return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames), pos
+    _obj = _new(WalFile)
+    _obj.magic = f_magic
+    _obj.page_size = f_page_size
+    _obj.checkpoint_seq = f_checkpoint_seq
+    _obj.salt1 = f_salt1
+    _obj.salt2 = f_salt2
+    _obj.frames = f_frames
+    return _obj, pos
 
 def _e_wal_file(out, v):
     _s_magic = len(out) + 0
@@ -236,7 +252,13 @@ def _d_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _ck = _ck_walsum(mv[_s_page_number:_e_data], p_prev, order=p_order)
     if f_check != _ck:
         raise ChecksumError('walsum mismatch', offset=_r2, path='check', expected=_ck, found=f_check)
-    return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data), pos
+    _obj = _new(Frame)
+    _obj.page_number = f_page_number
+    _obj.commit_size = f_commit_size
+    _obj.salt1 = f_salt1
+    _obj.salt2 = f_salt2
+    _obj.data = f_data
+    return _obj, pos
 
 def _e_frame(out, v, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
     _s_page_number = len(out) + 0
@@ -287,6 +309,17 @@ def iter_wal_file(buf, offset: int = 0, end: int | None = None):
         raise exc.prefixed("wal_file" + "[" + str(i) + "]") from None
 
 
+def decode_many_wal_file(buf, offset: int = 0, end: int | None = None) -> list[WalFile]:
+    """Decode consecutive `wal_file` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_wal_file``, in one loop: for logs read whole)."""
+    return _decode_many(_d_wal_file, "wal_file", buf, offset, end, ())
+
+
+def encode_many_wal_file(values) -> bytes:
+    """Encode consecutive `wal_file` records (a log) into one buffer."""
+    return _encode_many(_e_wal_file, "wal_file", values, ())
+
+
 def encode_wal_file(value: WalFile) -> bytes:
     """Encode one `wal_file` to bytes."""
     out = bytearray()
@@ -332,6 +365,17 @@ def iter_frame(buf, offset: int = 0, end: int | None = None, *, prev: int = 0, o
             i += 1
     except DecodeError as exc:
         raise exc.prefixed("frame" + "[" + str(i) + "]") from None
+
+
+def decode_many_frame(buf, offset: int = 0, end: int | None = None, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> list[Frame]:
+    """Decode consecutive `frame` records from ``offset`` to ``end`` into a list (the
+    records and errors of ``iter_frame``, in one loop: for logs read whole)."""
+    return _decode_many(_d_frame, "frame", buf, offset, end, (prev, order, page_size, hdr_salt1, hdr_salt2,))
+
+
+def encode_many_frame(values, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> bytes:
+    """Encode consecutive `frame` records (a log) into one buffer."""
+    return _encode_many(_e_frame, "frame", values, (prev, order, page_size, hdr_salt1, hdr_salt2,))
 
 
 def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> bytes:
