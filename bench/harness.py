@@ -10,12 +10,14 @@ hand-written Construct description of the same layout (``construct_plain``,
 ``.ksy`` (``kaitai``, bench/kaitai.py: skipped with the reason when no compiler).
 
 Method: every contender's output is checked against the fast path's before timing
-(``agree``); each timing is the median of ``repeat`` runs after one warm-up run; the
+(``agree``; that run is also the warm-up); each timing is the median of ``repeat`` runs; the
 cyclic GC is collected before and disabled during every run of every contender alike.
 Slow contenders (Construct) run on a prefix of the corpus and are scaled per item.
 Ratios are ``time(hand) / time(contender)``: above 1 the contender is faster than hand.
 
-``python -m bytewright.bench.harness [--quick] [--json FILE]`` or ``bytewright bench --all``.
+``python -m bytewright.bench.harness [--quick] [--json FILE]`` runs these alone;
+``bytewright bench --baselines --report FILE`` runs them with bench/measure.py and
+evaluates the issue's targets (bench/targets.py).
 """
 
 from __future__ import annotations
@@ -42,10 +44,13 @@ from bytewright.generated import ze as z
 
 from . import hand
 
-SIZES = {  # items per case: default (< 5 min in all), quick (CI, < 60 s)
-    "htt_wal": (50_000, 3_000), "htt_wal_tail20": (20_000, 1_000),
-    "ze_op7_768": (3_000, 200), "ze_graph_nodes": (30_000, 2_000),
-    "kladde_statements": (100_000, 5_000), "pile_frames": (30_000, 2_000),
+# items per case: default, quick (CI). The default sizes keep each timed run of the fast
+# path and hand at 0.1-0.5 s (enough for stable medians) so that the whole
+# `bench --baselines` run (with bench/measure.py) stays under 5 minutes on 2 cores
+SIZES = {
+    "htt_wal": (30_000, 3_000), "htt_wal_tail20": (20_000, 1_000),
+    "ze_op7_768": (3_000, 200), "ze_graph_nodes": (20_000, 2_000),
+    "kladde_statements": (50_000, 5_000), "pile_frames": (20_000, 2_000),
 }
 CONSTRUCT_SHARE = 10  # Construct contenders time 1/10 of the corpus (and at most 5,000)
 
@@ -65,8 +70,9 @@ class Case:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-def _time(fn: Callable, arg: Any, repeat: int) -> float:
-    fn(arg)  # warm-up (also compiles caches: struct formats, compiled Construct)
+def _time(fn: Callable, arg: Any, repeat: int, warm: bool = True) -> float:
+    if warm:  # callers that just ran ``fn(arg)`` (the agreement check) pass warm=False
+        fn(arg)  # warm-up (also compiles caches: struct formats, compiled Construct)
     times = []
     for _ in range(repeat):
         gc.collect()
@@ -150,7 +156,7 @@ def htt_case(name: str, n: int, dims: int) -> Case:
     params = {"semantic_dims": dims, "tail_layout": layout}
     plain = plain_construct_wal(dims)
     case = Case(name, "entries", n, data, {
-        "fast": lambda b: [v for v, _ in h.iter_wal_entry(b, **params)],
+        "fast": lambda b: h.decode_many_wal_entry(b, **params),
         "hand": lambda b: hand.htt_wal(b, dims),
         "hand_raw": lambda b: hand.htt_wal(b, dims, raw=True),
         "construct_gen": _stream_loop(h.C_wal_entry, lambda c: h._c2m_wal_entry(c, dims, layout),
@@ -162,7 +168,7 @@ def htt_case(name: str, n: int, dims: int) -> Case:
         "construct_plain_compiled": _plain_wal_runner(plain.compile(), dims),
     }, raw_of=_htt_raw)
     case.encoders = {
-        "fast": lambda vs: b"".join([h.encode_wal_entry(v, **params) for v in vs]),
+        "fast": lambda vs: h.encode_many_wal_entry(vs, **params),
         "hand": lambda vs: hand.htt_wal_encode(vs, dims),
     }
     case.values = values  # type: ignore[attr-defined]
@@ -182,14 +188,14 @@ def ze_op7_case(n: int, dims: int = 768) -> Case:
                                    z.F32Vector(vec), None, None, None, None))
     data = b"".join(z.encode_op_upsert_v2(v) for v in values)
     case = Case("ze_op7_768", "records", n, data, {
-        "fast": lambda b: [v for v, _ in z.iter_op_upsert_v2(b)],
+        "fast": lambda b: z.decode_many_op_upsert_v2(b),
         "hand": hand.ze_op7,
         "hand_raw": lambda b: hand.ze_op7(b, raw=True),
         "construct_gen": _stream_loop(z.C_op_upsert_v2, z._c2m_op_upsert_v2, {}),
         "construct_gen_compiled": _stream_loop(z._compiled("op_upsert_v2"),
                                                z._c2m_op_upsert_v2, {}),
     }, raw_of=lambda v: (v.doc_id, v.revision, list(v.vector.values)))
-    case.encoders = {"fast": lambda vs: b"".join([z.encode_op_upsert_v2(v) for v in vs]),
+    case.encoders = {"fast": lambda vs: z.encode_many_op_upsert_v2(vs),
                      "hand": hand.ze_op7_encode}
     case.values = values  # type: ignore[attr-defined]
     case.prefix = lambda k: data[:k * len(data) // n]
@@ -213,7 +219,7 @@ def ze_nodes_case(n: int) -> Case:
     p = {"code_bytes": 64, "max_degree": 44}
     conv = lambda c: z._c2m_graph_node_block(c, 64, 44)  # noqa: E731
     return Case("ze_graph_nodes", "nodes", n, data, {
-        "fast": lambda b: [v for v, _ in z.iter_graph_node_block(b, **p)],
+        "fast": lambda b: z.decode_many_graph_node_block(b, **p),
         "hand": hand.ze_nodes,
         "hand_raw": lambda b: hand.ze_nodes(b, raw=True),
         "construct_gen": _stream_loop(z.C_graph_node_block, conv, p),
@@ -239,7 +245,7 @@ def pile_case(n: int) -> Case:
 
     del offsets
     return Case("pile_frames", "frames", n, data, {
-        "fast": lambda b: [v for v, _ in gp.iter_pile_record(b)],
+        "fast": lambda b: gp.decode_many_pile_record(b),
         "hand": hand.pile_blobs,
         "hand_raw": lambda b: hand.pile_blobs(b, raw=True),
         "construct_gen": _stream_loop(gp.C_pile_record, gp._c2m_pile_record, {}),
@@ -326,7 +332,8 @@ def run_case(case: Case, repeat: int) -> dict:
             want = [case.raw_of(v) for v in want] if case.raw_of else want
         res["agree"][name] = bool(got == want)
         slow = sampled and "compiled" not in name and name != "kaitai"
-        t = _time(fn, buf, 1 if slow and repeat > 1 else repeat)
+        # the agreement run above was the warm-up
+        t = _time(fn, buf, 1 if slow and repeat > 1 else repeat, warm=False)
         res["decode"][name] = {"seconds_per_item": t / k, "items_timed": k,
                                "items_per_s": k / t, "mb_per_s": len(buf) / t / 1e6}
     base = res["decode"].get("hand")
@@ -344,10 +351,14 @@ def run_case(case: Case, repeat: int) -> dict:
             for k, v in res["decode"].items()}
     values = getattr(case, "values", None)
     if case.encoders and values is not None:
-        outs = {k: fn(values) for k, fn in case.encoders.items()}
+        # each encoder gets what its own decoder gives (the fast path's packed arrays, the
+        # hand decoder's lists): encoding what one reads is the round trip users run
+        ins = {k: case.decoders[k](case.data) if k in case.decoders else values
+               for k in case.encoders}
+        outs = {k: fn(ins[k]) for k, fn in case.encoders.items()}
         res["encode_agree"] = {k: o == case.data for k, o in outs.items()}
         for k, fn in case.encoders.items():
-            t = _time(fn, values, repeat)
+            t = _time(fn, ins[k], repeat, warm=False)  # warmed by the agreement run
             res["encode"][k] = {"seconds_per_item": t / case.n, "items_per_s": case.n / t}
         res["encode_ratio_vs_hand"] = {k: res["encode"]["hand"]["seconds_per_item"] /
                                        v["seconds_per_item"] for k, v in res["encode"].items()}

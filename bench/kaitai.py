@@ -11,6 +11,7 @@ variant, the fastest Kaitai one. Kaitai verifies no checksum; that is noted, not
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import io
 import os
@@ -65,10 +66,22 @@ def _compile_into(out: Path, cli_main: Any) -> tuple[dict[str, Any] | None, str 
     py.mkdir()
     mods = {}
     for name in ("htt", "ze", "pile"):
-        proc = subprocess.run(["node", str(out / "compile.js"), str(KSC), str(out / f"{name}.ksy"),
-                               str(py)], capture_output=True, text=True, timeout=300, check=False)
-        if proc.returncode != 0:
-            return None, f"{name}.ksy does not compile: {proc.stderr.strip()[-300:]}"
+        # the compiler takes ~5 s per .ksy: keep its output, keyed by the .ksy text and
+        # the compiler's package.json (its version)
+        digest = hashlib.sha256((out / f"{name}.ksy").read_bytes()
+                                + (KSC / "package.json").read_bytes()).hexdigest()[:16]
+        cached = KSC_DIR / "compiled" / f"{name}-{digest}.py"
+        if cached.exists():
+            shutil.copyfile(cached, py / f"{name}.py")
+        else:
+            proc = subprocess.run(["node", str(out / "compile.js"), str(KSC),
+                                   str(out / f"{name}.ksy"), str(py)], capture_output=True,
+                                  text=True, timeout=300, check=False)
+            if proc.returncode != 0:
+                return None, f"{name}.ksy does not compile: {proc.stderr.strip()[-300:]}"
+            with contextlib.suppress(OSError):  # a read-only cache only costs time
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(py / f"{name}.py", cached)
         spec = importlib.util.spec_from_file_location(f"bw_bench_ksy_{name}", py / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)

@@ -1,21 +1,30 @@
 """Scaling and memory measurements of issue 16 (each case in a fresh process).
 
-``python -m bytewright.bench.measure [--quick] [--json FILE]`` prints, as JSON:
+``python -m bytewright.bench.measure [--quick] [--large] [--json FILE] [--profile]``; the
+single command that runs these with the speed ratios and evaluates the targets is
+``bytewright bench --baselines --report FILE`` (bench/targets.py). Cases:
 
 - ``htt_replay``: HTT replay (``Store.open(readonly=True)``) against decode-only
-  (``iter_wal_entry`` over the same WAL bytes) at 10k and 100k entries, entries/s, the
-  ratio, peak RSS against the file size;
-- ``htt_tail20``: replay and ``htt verify`` peak RSS on the larger size with a 20-dim
-  Q64.64 placement per entry;
-- ``ze_replay``: ZE WAL ``replay(decode=True)`` + ``commit`` at 10k and 100k op-1 records,
-  records/s and peak RSS against the file size;
-- ``large_file``: peak RSS of decode (``decode_htt_file`` of the whole file), iterate
-  (``iter_wal_entry`` over the mapped WAL, values dropped) and ``verify`` of one ~200 MB
-  HTT file (190k INSERTs with 1 KiB payloads; the issue's target is stated for 1 GB);
-- ``kladde``: bytes of memory per statement held by ``runtime.kladde.load``.
+  (``iter_wal_entry`` over the same WAL bytes) on the issue's corpus shape — INSERT
+  entries with a 20-dim Q64.64 placement, 686 bytes each (100,000 entries = 68.6 MB) — at
+  10k and 100k entries (``--large``: also 1M): entries/s, the ratio, time in the cyclic
+  collector, peak RSS against the file size;
+- ``htt_verify``: ``bytewright htt verify`` of the 100k-entry file;
+- ``ze_replay``: ZE WAL ``replay(decode=True)`` + ``commit`` at 10k and 100k op-1 records;
+- ``large_file``: peak RSS of decode (``decode_htt_file`` of the whole mapped file),
+  iterate (``iter_wal_entry`` over the mapped WAL, values dropped) and ``verify`` of one
+  HTT file of 1 KiB-payload INSERTs: ~200 MB by default, ~1 GB with ``--large``;
+- ``kladde``: bytes held per statement by ``runtime.kladde.load`` (tracemalloc on 20k
+  statements, RSS on 200k, projected to 1M; ``--large``: RSS on 1M);
+- ``verify_jobs``: ``verify --jobs N`` over N equal files against ``--jobs 1``.
 
-Peak RSS is ``VmHWM`` of the child that ran one case; a baseline child that only
-imports the same modules gives the interpreter's own share (``baseline_rss_mb``).
+Peak RSS is ``VmHWM`` of the child that ran one case. Every memory figure carries its
+baseline (``baseline_rss_mb``: the child's RSS with the interpreter and imports loaded,
+read just before the work, after which the high-water mark is restarted; where the kernel
+refuses the restart, the peak of a child that only imports) and the value net of it
+(``net_mb``). Large files are written in bulk (entry bytes packed with
+``struct`` and checked against the generated decoder), never through Store writes, in a
+temporary folder deleted afterwards.
 """
 
 from __future__ import annotations
@@ -23,237 +32,466 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
+from collections.abc import Callable
+from typing import Any
 
 PY = sys.executable
 
+# the issue's replay corpus: 100,000 INSERTs with 20 Q64.64 dims in 68.6 MB
+HTT_DIMS = 20
+HTT_ENTRY_BYTES = 686
+LARGE_PAYLOAD = 1024
 
-def _child(code: str) -> dict:
-    """Run ``code`` in a fresh interpreter; it prints one JSON object; add peak RSS."""
-    pre = ("import json, resource, time, mmap, os, gc\n")
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent, while
-    # the high-water mark belongs to the address space exec created
-    post = ("\n_out['peak_rss_mb'] = [int(l.split()[1]) for l in open('/proc/self/status')"
-            " if l.startswith('VmHWM')][0] / 1024\n"
-            # at exit: anonymous memory (heap) vs file-backed pages (an mmap'd input)
-            "_out['rss_anon_end_mb'] = [int(l.split()[1]) for l in open('/proc/self/status')"
-            " if l.startswith('RssAnon')][0] / 1024\n"
-            "print(json.dumps(_out))\n")
-    proc = subprocess.run([PY, "-c", pre + code + post], capture_output=True, text=True,
-                          check=True, timeout=600)
+# items per case: (quick, default, --large)
+SIZES: dict[str, tuple[tuple[int, ...], ...]] = {
+    "htt_replay": ((1_000, 5_000), (10_000, 100_000), (10_000, 100_000, 1_000_000)),
+    "ze_replay": ((1_000, 5_000), (10_000, 100_000), (10_000, 100_000)),
+    "large_file": ((5_000,), (190_000,), (1_000_000,)),
+    "kladde": ((20_000,), (200_000,), (1_000_000,)),
+    "verify_jobs": ((10_000,), (300_000,), (600_000,)),
+}
+
+
+def sizes(case: str, quick: bool = False, large: bool = False) -> tuple[int, ...]:
+    return SIZES[case][0 if quick else 2 if large else 1]
+
+
+# -- children ------------------------------------------------------------------------------
+
+_PRE = """import json, resource, time, mmap, os, gc
+_gc = [0.0, 0, 0.0]
+def _gc_cb(phase, info):
+    # time spent in the cyclic collector: what grows when the heap grows
+    if phase == 'start':
+        _gc[2] = time.perf_counter()
+    else:
+        _gc[0] += time.perf_counter() - _gc[2]; _gc[1] += 1
+gc.callbacks.append(_gc_cb)
+def _status(key):
+    return [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith(key)][0] / 1024
+def _mark():
+    # the baseline is this process's RSS once the interpreter and imports are in; then
+    # restart the high-water mark (clear_refs 5) so the peak is the work's own
+    _out['baseline_rss_mb'] = _status('VmRSS'); _out['import_peak_rss_mb'] = _status('VmHWM')
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        _out['hwm_reset'] = True
+    except OSError:
+        _out['hwm_reset'] = False
+"""
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent, while the
+# high-water mark belongs to the address space exec created
+_POST = """
+_st = {l.split(':')[0]: int(l.split()[1]) for l in open('/proc/self/status')
+       if l.startswith(('VmHWM', 'RssAnon', 'RssFile'))}
+_out['peak_rss_mb'] = _st['VmHWM'] / 1024
+_out['rss_anon_end_mb'] = _st['RssAnon'] / 1024  # heap at exit vs file-backed pages (mmap)
+_out['rss_file_end_mb'] = _st['RssFile'] / 1024
+_out['gc_s'] = _gc[0]; _out['gc_collections'] = _gc[1]
+print(json.dumps(_out))
+"""
+
+
+def _child(code: str, timeout: int = 1200) -> dict:
+    """Run ``code`` in a fresh interpreter; it fills ``_out``; add peak RSS and GC time."""
+    proc = subprocess.run([PY, "-c", _PRE + code + _POST], capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"measurement child failed: {proc.stderr.strip()[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _build_htt(path: str, n: int, payload: int = 32) -> int:
-    from bytewright.generated import htt as h
-    from bytewright.runtime.htt.bench import _build
-
-    if payload == 32:
-        return _build(path, n)[1]
-    # bigger payloads: the same file shape as runtime/htt/bench.py, 1 KiB per entry
-    from bytewright.runtime.htt.store import Store
-
-    Store.create(path).close()
-    with open(path, "rb") as fh:
-        head = fh.read()
-    wal_offset = len(head) - 8
-    params = {"semantic_dims": 0, "tail_layout": 0}
-    with open(path, "wb") as fh:
-        fh.write(head[:wal_offset] + h.encode_wal_header(h.WalHeader(n, 1)))
-        fh.write(h.encode_wal_entry(h.WalEntry(1, h.WalOp.INSERT, "/bench", h.InsertBody(
-            b"", [h.MetaPair("_child_index", "0"),
-                  h.MetaPair("content_type", "application/x-directory")], None)), **params))
-        blob = os.urandom(payload)
-        for i in range(1, n):
-            body = h.InsertBody(i.to_bytes(8, "little") + blob[8:],
-                                [h.MetaPair("_child_index", str(i - 1))], None)
-            fh.write(h.encode_wal_entry(h.WalEntry(i + 1, h.WalOp.INSERT, f"/bench/{i:07d}",
-                                                   body), **params))
-    return os.path.getsize(path)
+def _sub(code: str, **kw: Any) -> str:
+    kw.setdefault("DIMS", 0)
+    for k, v in kw.items():
+        code = code.replace(k, repr(v))
+    return code
 
 
-def _build_htt_tail20(path: str, n: int) -> int:
-    """``n`` INSERTs each with a 20-dim Q64.64 placement (the issue's replay corpus)."""
-    import random
-
-    from bytewright.generated import htt as h
-    from bytewright.runtime.htt.store import Store
-
-    Store.create(path, semantic_dims=20).close()
-    with open(path, "rb") as fh:
-        head = fh.read()
-    wal_offset = len(head) - 8
-    params = {"semantic_dims": 20, "tail_layout": 0}
-    rnd = random.Random(1)
-    with open(path, "wb") as fh:
-        fh.write(head[:wal_offset] + h.encode_wal_header(h.WalHeader(n, 1)))
-        fh.write(h.encode_wal_entry(h.WalEntry(1, h.WalOp.INSERT, "/bench", h.InsertBody(
-            b"", [h.MetaPair("_child_index", "0"),
-                  h.MetaPair("content_type", "application/x-directory")],
-            h.TailFull([0] * 20))), **params))
-        for i in range(1, n):
-            tail = h.TailFull([rnd.randrange(-2**80, 2**80) for _ in range(20)])
-            body = h.InsertBody(i.to_bytes(4, "little") * 8,
-                                [h.MetaPair("_child_index", str(i - 1)),
-                                 h.MetaPair("kind", "bench")], tail)
-            fh.write(h.encode_wal_entry(h.WalEntry(i + 1, h.WalOp.INSERT, f"/bench/{i:07d}",
-                                                   body), **params))
-    return os.path.getsize(path)
-
-
-BASE = "from bytewright.generated import htt as h\nfrom bytewright.runtime.htt.store import Store\n_out = {}\n"
+BASE = ("from bytewright.generated import htt as h\n"
+        "from bytewright.runtime.htt.store import Store\n_out = {}\n")
+BASELINE = BASE
 
 REPLAY = BASE + """
+_mark()
 t = time.perf_counter(); s = Store.open(PATH, readonly=True); dt = time.perf_counter() - t
-_out['replay_s'] = dt
+_out['replay_s'] = dt; _out['n'] = len(s)
 """
 DECODE_ONLY = BASE + """
 data = open(PATH, 'rb').read(); start = WAL
-t = time.perf_counter(); n = sum(1 for _ in h.iter_wal_entry(data, start, semantic_dims=0, tail_layout=0))
+t = time.perf_counter()
+n = sum(1 for _ in h.iter_wal_entry(data, start, semantic_dims=DIMS, tail_layout=0))
 _out['decode_s'] = time.perf_counter() - t; _out['n'] = n
 """
 DECODE_FILE = BASE + """
+_mark()
 f = open(PATH, 'rb'); mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 t = time.perf_counter(); v, _ = h.decode_htt_file(memoryview(mm)); _out['s'] = time.perf_counter() - t
 """
 ITERATE = BASE + """
-f = open(PATH, 'rb'); mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+_mark()
+from bytewright.runtime.mapped import iter_mapped
 t = time.perf_counter(); n = 0
-for _v, _e in h.iter_wal_entry(memoryview(mm), WAL, semantic_dims=0, tail_layout=0): n += 1
+for _v, _e in iter_mapped(PATH, h.iter_wal_entry, WAL, semantic_dims=DIMS, tail_layout=0):
+    n += 1
 _out['s'] = time.perf_counter() - t; _out['n'] = n
 """
-ZE_REPLAY = """
-from bytewright.runtime.ze import wal
-_out = {}
+ZE_BASE = "from bytewright.runtime.ze import wal\n_out = {}\n"
+ZE_REPLAY = ZE_BASE + """
+_mark()
 data = open(PATH, 'rb').read()
 t = time.perf_counter(); r = wal.replay(data, decode=True); done, _ = wal.commit(r.records)
 _out['s'] = time.perf_counter() - t; _out['n'] = len(done)
 """
-KLADDE = """
-from bytewright.runtime.kladde import load
-_out = {}
+KLADDE_BASE = "from bytewright.runtime.kladde import load\n_out = {}\n"
+KLADDE = KLADDE_BASE + """
 data = open(PATH, 'rb').read()
 import tracemalloc; tracemalloc.start()
 f = load(data); n = len(f.statements)
 cur, peak = tracemalloc.get_traced_memory()
 _out['n'] = n; _out['held_bytes'] = cur; _out['peak_traced_bytes'] = peak
 """
+# held by load() without tracemalloc (which slows load() ~30x): RSS after load and a
+# collection, less RSS before it, the file already read
+KLADDE_RSS = KLADDE_BASE + """
+data = open(PATH, 'rb').read()
+_mark()
+f = load(data); n = len(f.statements); gc.collect()
+_out['n'] = n; _out['held_mb'] = _status('VmRSS') - _out['baseline_rss_mb']
+"""
 HTT_VERIFY = BASE + """
 import contextlib, io
 from bytewright.cli.main import main
+_mark()
 with contextlib.redirect_stdout(io.StringIO()):
     t = time.perf_counter(); _out['code'] = main(['htt', 'verify', PATH])
 _out['s'] = time.perf_counter() - t
 """
-BASELINE = BASE
+VERIFY_BASE = ("from bytewright.cli import verify\nfrom bytewright.generator import project as pm\n"
+               "_out = {}\nt = verify._table_of(pm.resolve(None))\n")
+VERIFY = VERIFY_BASE + """
+_mark()
+t0 = time.perf_counter(); r = verify.verify_many([PATH], t)
+_out['s'] = time.perf_counter() - t0; _out['ok'] = r[0]['ok']
+"""
+INSPECT_BASE = ("import contextlib, os\nfrom bytewright.cli.main import main\n"
+                "from bytewright.cli import inspect_file, inspect_walk\n_out = {}\n")
+INSPECT = INSPECT_BASE + """
+_mark()
+t0 = time.perf_counter()
+with open(os.devnull, 'w') as _null, contextlib.redirect_stdout(_null):
+    _out['code'] = main(['inspect', '--json', PATH])
+_out['s'] = time.perf_counter() - t0
+"""
+INSPECT_SMALL_ENTRIES = 20_000  # ~21 MB: the default run's decode-every-field sample
+MEMORY_TOP = """
+import linecache, tracemalloc
+SETUP
+tracemalloc.start(1)
+CODE
+_snap = tracemalloc.take_snapshot()
+_cur, _peak = tracemalloc.get_traced_memory()
+_out['traced_mb'] = _cur / 2**20; _out['traced_peak_mb'] = _peak / 2**20
+_root = os.path.dirname(os.path.dirname(h.__file__))
+_out['top'] = [{'where': os.path.relpath(s.traceback[0].filename, _root)
+                          if s.traceback[0].filename.startswith(_root)
+                          else s.traceback[0].filename,
+                'line': s.traceback[0].lineno, 'mb': s.size / 2**20, 'blocks': s.count,
+                'code': linecache.getline(s.traceback[0].filename, s.traceback[0].lineno).strip()}
+               for s in _snap.statistics('lineno')[:TOP]]
+"""
 
 
-def _sub(code: str, **kw) -> str:
-    for k, v in kw.items():
-        code = code.replace(k, repr(v))
-    return code
+_IMPORT_ONLY: dict[str, float] = {}  # child code -> peak RSS of a child only importing
 
 
-def measure(quick: bool = False) -> dict:
-    out: dict = {"note": "shared 2-core machine, 6 engineers: noisy; single runs"}
-    tmp = tempfile.mkdtemp(prefix="bw-measure-")
-    out["baseline_rss_mb"] = _child(BASELINE)["peak_rss_mb"]
-    # the same imports without the work: what each kind of child costs before any data
-    ze_base = _child("from bytewright.runtime.ze import wal\n_out = {}\n")["peak_rss_mb"]
-    out["baseline_ze_rss_mb"] = ze_base
-    sizes = (2_000, 10_000) if quick else (10_000, 100_000)
-    out["htt_replay"] = {}
-    for n in sizes:
-        path = os.path.join(tmp, f"r{n}.htt")
-        size = _build_htt(path, n)
-        wal = _first_entry(path)
-        r = _child(_sub(REPLAY, PATH=path))
-        d = _child(_sub(DECODE_ONLY, PATH=path, WAL=wal))
-        out["htt_replay"][n] = {
-            "file_mb": size / 2**20, "replay_entries_per_s": n / r["replay_s"],
-            "decode_only_entries_per_s": n / d["decode_s"],
-            "replay_vs_decode_only": d["decode_s"] / r["replay_s"],
-            "replay_peak_rss_mb": r["peak_rss_mb"],
-            "replay_rss_over_file": (r["peak_rss_mb"] - out["baseline_rss_mb"]) / (size / 2**20)}
-        os.remove(path)
-    # replay and `htt verify` with 20-dim placements (what the state holds per node)
-    n = sizes[-1]
-    path = os.path.join(tmp, f"t{n}.htt")
-    size = _build_htt_tail20(path, n)
-    r = _child(_sub(REPLAY, PATH=path))
-    v = _child(_sub(HTT_VERIFY, PATH=path))
-    out["htt_tail20"] = {
-        "entries": n, "file_mb": size / 2**20, "replay_s": r["replay_s"],
-        "replay_peak_rss_mb": r["peak_rss_mb"],
-        "replay_rss_over_file": (r["peak_rss_mb"] - out["baseline_rss_mb"]) / (size / 2**20),
-        "htt_verify_ok": v["code"] == 0, "htt_verify_s": v["s"],
-        "htt_verify_peak_rss_mb": v["peak_rss_mb"]}
-    os.remove(path)
-    from bytewright.bench import ze as ze_bench
-    out["ze_replay"] = {}
-    for n in sizes:
-        path = os.path.join(tmp, f"z{n}.wal")
-        with open(path, "wb") as fh:
-            fh.write(ze_bench._wal(n))
-        size = os.path.getsize(path)
-        r = _child(_sub(ZE_REPLAY, PATH=path))
-        out["ze_replay"][n] = {"file_mb": size / 2**20, "records_per_s": n / r["s"],
-                               "peak_rss_mb": r["peak_rss_mb"],
-                               "rss_over_file": (r["peak_rss_mb"] - ze_base) / (size / 2**20)}
-        os.remove(path)
-    n_big = 19_000 if quick else 190_000
-    path = os.path.join(tmp, "big.htt")
-    size = _build_htt(path, n_big, payload=1024)
-    wal = _first_entry(path)
-    big = {"file_mb": size / 2**20, "entries": n_big}
-    big["decode_peak_rss_mb"] = _child(_sub(DECODE_FILE, PATH=path))["peak_rss_mb"]
-    it = _child(_sub(ITERATE, PATH=path, WAL=wal))
-    big["iterate_peak_rss_mb"] = it["peak_rss_mb"]
-    big["iterate_anon_rss_at_end_mb"] = it["rss_anon_end_mb"]  # the rest is the mapped file
-    verify = ("from bytewright.cli import verify\nfrom bytewright.generator import project as pm\n"
-              "_out = {}\nt = verify._table_of(pm.resolve(None))\n"
-              "r = verify.verify_many([PATH], t)\n_out['ok'] = r[0]['ok']\n")
-    v = _child(_sub(verify, PATH=path))
-    big["verify_baseline_rss_mb"] = _child(_sub(verify.replace(
-        "r = verify.verify_many([PATH], t)\n_out['ok'] = r[0]['ok']\n", ""), PATH=path))[
-        "peak_rss_mb"]
-    big["verify_peak_rss_mb"], big["verify_ok"] = v["peak_rss_mb"], v["ok"]
-    out["large_file"] = big
-    os.remove(path)
-    out["verify_jobs"] = verify_jobs(tmp, 20_000 if quick else 600_000)
-    from bytewright.bench import kladde as kladde_bench
-    n_k = 20_000 if quick else 200_000
-    path = os.path.join(tmp, "k.kladde")
-    with open(path, "wb") as fh:
-        fh.write(kladde_bench.corpus(n_k))
-    k = _child(_sub(KLADDE, PATH=path))
-    out["kladde"] = {"statements": k["n"], "file_mb": os.path.getsize(path) / 2**20,
-                     "bytes_per_statement": k["held_bytes"] / k["n"],
-                     "projected_1M_mb": k["held_bytes"] / k["n"] * 1e6 / 2**20}
-    os.remove(path)
-    os.rmdir(tmp)
+def _import_only(code: str) -> float:
+    if code not in _IMPORT_ONLY:
+        _IMPORT_ONLY[code] = _child(code)["peak_rss_mb"]
+    return _IMPORT_ONLY[code]
+
+
+def _mem(r: dict, fallback: str, file_mb: float | None = None) -> dict:
+    """One memory figure of a child: its peak RSS during the work, the baseline
+    (interpreter + imports: the child's own RSS just before the work, or where the kernel
+    cannot restart the peak, ``fallback``: the peak of a child that only imports) and the
+    value net of it."""
+    base = r["baseline_rss_mb"] if r.get("hwm_reset") else _import_only(fallback)
+    peak = r["peak_rss_mb"]
+    out = {"peak_rss_mb": peak, "baseline_rss_mb": base, "net_mb": peak - base,
+           "baseline_from": "rss before the work" if r.get("hwm_reset") else
+           "an import-only child"}
+    if "import_peak_rss_mb" in r:
+        out["import_peak_rss_mb"] = r["import_peak_rss_mb"]  # the transient of imports
+    if file_mb:
+        out["file_mb"] = file_mb
+        out["net_over_file"] = (peak - base) / file_mb
     return out
 
 
+# -- corpora, written in bulk --------------------------------------------------------------
+
+_HEAD = struct.Struct("<IBH")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+
+
+def _entry(seq: int, key: bytes, data: bytes, meta: list[tuple[bytes, bytes]],
+           tail: bytes) -> bytes:
+    """One HTT WAL INSERT entry (§4): head, key, data, meta pairs, placement, CRC32."""
+    parts = [_HEAD.pack(seq, 1, len(key)), key, _U32.pack(len(data)), data,
+             _U16.pack(len(meta))]
+    for k, v in meta:
+        parts += (_U16.pack(len(k)), k, _U16.pack(len(v)), v)
+    parts.append(tail)
+    body = b"".join(parts)
+    return body + _U32.pack(zlib.crc32(body))
+
+
+def _entry_overhead(key: bytes, meta: list[tuple[bytes, bytes]], dims: int) -> int:
+    return 7 + len(key) + 4 + 2 + sum(4 + len(k) + len(v) for k, v in meta) + 16 * dims + 4
+
+
+def build_htt(path: str, n: int, *, dims: int = 0, payload: int = 32,
+              entry_bytes: int | None = None, seed: int = 1) -> dict:
+    """An HTT file of one ``/bench`` directory INSERT and ``n - 1`` INSERTs of
+    ``/bench/NNNNNNN`` (``_child_index`` and ``kind`` metadata; with ``dims`` a Q64.64
+    placement of magnitude < 2**80 per dim). ``entry_bytes`` pads each payload so every
+    entry after the first is exactly that long; else payloads are ``payload`` bytes.
+
+    The header comes from ``Store.create``; entries are packed here in chunks and the
+    first of every chunk is decoded by the generated decoder (CRC, layout) as a check."""
+    from bytewright.generated import htt as h
+    from bytewright.runtime.htt.store import Store
+
+    Store.create(path, semantic_dims=dims, overwrite=True).close()
+    with open(path, "rb") as fh:
+        head = fh.read()
+    wal_offset = len(head) - 8  # a new store ends with an empty 8-byte WAL header
+    params = {"semantic_dims": dims, "tail_layout": 0}
+    rng = random.Random(seed)
+    tails = [b"".join(rng.randbytes(10) + bytes(6) for _ in range(dims)) for _ in range(512)]
+    blob = rng.randbytes(max(payload, entry_bytes or 0) + 64)
+    first = h.encode_wal_entry(h.WalEntry(1, h.WalOp.INSERT, "/bench", h.InsertBody(
+        b"", [h.MetaPair("_child_index", "0"),
+              h.MetaPair("content_type", "application/x-directory")],
+        h.TailFull([0] * dims) if dims else None)), **params)
+    with open(path, "wb") as fh:
+        fh.write(head[:wal_offset] + h.encode_wal_header(h.WalHeader(n, 1)) + first)
+        chunk: list[bytes] = []
+        for i in range(1, n):
+            key = b"/bench/%07d" % i
+            meta = [(b"_child_index", b"%d" % (i - 1)), (b"kind", b"bench")]
+            size = (entry_bytes - _entry_overhead(key, meta, dims) if entry_bytes
+                    else payload)
+            data = i.to_bytes(8, "little") + blob[8:size] if size >= 8 else blob[:size]
+            chunk.append(_entry(i + 1, key, data, meta, tails[i % 512]))
+            if len(chunk) == 8192 or i == n - 1:
+                v, end = h.decode_wal_entry(chunk[0], 0, **params)
+                if end != len(chunk[0]) or v.key != f"/bench/{i + 1 - len(chunk):07d}":
+                    raise AssertionError("bulk-built entry does not decode as written")
+                fh.write(b"".join(chunk))
+                chunk = []
+    return {"path": path, "wal_offset": wal_offset + 8, "file_bytes": os.path.getsize(path),
+            "entries": n, "dims": dims}
+
+
+def _build_htt(path: str, n: int, payload: int = 32) -> int:
+    """A WAL-only HTT file of ``n`` INSERTs without placements; returns its size."""
+    return build_htt(path, n, payload=payload)["file_bytes"]
+
+
+def htt_corpus_shape(quick: bool = False) -> str:
+    return (f"INSERT entries with a {HTT_DIMS}-dim Q64.64 placement, {HTT_ENTRY_BYTES} B "
+            f"each (key 14 B, 2 metadata pairs, payload ~299 B, placement 320 B, CRC); "
+            f"100,000 entries = {100_000 * HTT_ENTRY_BYTES / 1e6:.1f} MB "
+            f"({100_000 * HTT_ENTRY_BYTES / 2**20:.1f} MiB; memory figures are MiB)")
+
+
+# -- the measurements ----------------------------------------------------------------------
+
+def measure(quick: bool = False, large: bool = False,
+            log: Callable[[str], None] | None = None) -> dict:
+    say = log or (lambda s: None)
+    out: dict = {"note": "shared 2-core machine: noisy; single runs", "quick": quick,
+                 "large": large}
+    tmp = tempfile.mkdtemp(prefix="bw-measure-")
+    try:
+        _measure(out, tmp, quick, large, say)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _timed(out: dict, key: str, fn: Callable[[], Any], say: Callable[[str], None]) -> Any:
+    t = time.perf_counter()
+    res = fn()
+    out.setdefault("section_seconds", {})[key] = round(time.perf_counter() - t, 1)
+    say(f"  measured {key} ({out['section_seconds'][key]} s)")
+    return res
+
+
+def _measure(out: dict, tmp: str, quick: bool, large: bool, say: Callable[[str], None]) -> None:
+    _timed(out, "htt_replay", lambda: _htt_replay(out, tmp, quick, large), say)
+    _timed(out, "ze_replay", lambda: _ze_replay(out, tmp, quick, large), say)
+    _timed(out, "large_file", lambda: _large_file(out, tmp, quick, large), say)
+    _timed(out, "verify_jobs", lambda: out.__setitem__(
+        "verify_jobs", verify_jobs(tmp, sizes("verify_jobs", quick, large)[0])), say)
+    _timed(out, "kladde", lambda: _kladde(out, tmp, quick, large), say)
+
+
+def _htt_replay(out: dict, tmp: str, quick: bool, large: bool) -> None:
+    base = BASELINE
+    ns = sizes("htt_replay", quick, large)
+    out["htt_replay"] = {"corpus": htt_corpus_shape(), "sizes": list(ns), "by_size": {}}
+    for n in ns:
+        path = os.path.join(tmp, f"r{n}.htt")
+        t = time.perf_counter()
+        f = build_htt(path, n, dims=HTT_DIMS, entry_bytes=HTT_ENTRY_BYTES)
+        built = time.perf_counter() - t
+        file_mb = f["file_bytes"] / 2**20
+        r = _child(_sub(REPLAY, PATH=path))
+        d = _child(_sub(DECODE_ONLY, PATH=path, WAL=f["wal_offset"], DIMS=HTT_DIMS))
+        out.setdefault("baseline_rss_mb", _mem(r, base)["baseline_rss_mb"])
+        if r["n"] != n or d["n"] != n:
+            raise AssertionError(f"replay saw {r['n']}, decode {d['n']} of {n} entries")
+        row = {"entries": n, "file_bytes": f["file_bytes"], "file_mb": file_mb,
+               "build_s": built, "replay_s": r["replay_s"],
+               "replay_entries_per_s": n / r["replay_s"],
+               "decode_only_entries_per_s": n / d["decode_s"],
+               "replay_vs_decode_only": d["decode_s"] / r["replay_s"],
+               "replay_gc_s": r["gc_s"], "replay_gc_collections": r["gc_collections"],
+               "replay_memory": _mem(r, base, file_mb),
+               # compatibility with earlier reports
+               "replay_peak_rss_mb": r["peak_rss_mb"],
+               "replay_rss_over_file": _mem(r, base, file_mb)["net_over_file"]}
+        if n == ns[min(1, len(ns) - 1)]:  # `htt verify` on the issue-sized file
+            v = _child(_sub(HTT_VERIFY, PATH=path))
+            out["htt_verify"] = {"entries": n, "ok": v["code"] == 0, "s": v["s"],
+                                 "memory": _mem(v, base, file_mb)}
+        out["htt_replay"]["by_size"][str(n)] = row
+        os.remove(path)
+
+
+def _ze_replay(out: dict, tmp: str, quick: bool, large: bool) -> None:
+    from bytewright.bench import ze as ze_bench
+
+    base = ZE_BASE
+    out["ze_replay"] = {"corpus": "op-1 upserts with an 8-dim f32 vector, one WAL file",
+                        "by_size": {}}
+    for n in sizes("ze_replay", quick, large):
+        path = os.path.join(tmp, f"z{n}.wal")
+        with open(path, "wb") as fh:
+            fh.write(ze_bench._wal(n))
+        file_mb = os.path.getsize(path) / 2**20
+        r = _child(_sub(ZE_REPLAY, PATH=path))
+        out["ze_replay"]["by_size"][str(n)] = {
+            "records": n, "file_mb": file_mb, "records_per_s": n / r["s"],
+            "gc_s": r["gc_s"], "memory": _mem(r, base, file_mb),
+            "peak_rss_mb": r["peak_rss_mb"],
+            "rss_over_file": _mem(r, base, file_mb)["net_over_file"]}
+        os.remove(path)
+
+
+def _large_file(out: dict, tmp: str, quick: bool, large: bool) -> None:
+    n = sizes("large_file", quick, large)[0]
+    path = os.path.join(tmp, "big.htt")
+    t = time.perf_counter()
+    f = build_htt(path, n, payload=LARGE_PAYLOAD)
+    size_mb = f["file_bytes"] / 2**20
+    big: dict = {"entries": n, "file_bytes": f["file_bytes"], "file_mb": size_mb,
+                 "build_s": time.perf_counter() - t,
+                 "shape": f"INSERT entries with {LARGE_PAYLOAD} B payloads, no placement"}
+    base = BASELINE
+    d = _child(_sub(DECODE_FILE, PATH=path))
+    big["decode"] = {"s": d["s"], "memory": _mem(d, base)}
+    it = _child(_sub(ITERATE, PATH=path, WAL=f["wal_offset"]))
+    big["iterate"] = {"s": it["s"], "memory": _mem(it, base),
+                      # the rest of its RSS is the mapped file's clean pages
+                      "anon_rss_at_end_mb": it["rss_anon_end_mb"],
+                      "file_rss_at_end_mb": it["rss_file_end_mb"]}
+    v = _child(_sub(VERIFY, PATH=path))
+    big["verify"] = {"s": v["s"], "ok": v["ok"],
+                     "memory": _mem(v, VERIFY_BASE)}
+    # decode every field and write it out (bytewright inspect --json): ~2 MB/s, so the
+    # default run decodes a ~21 MB sample of the same shape, --large the whole large file
+    ins_path, ins_n = path, n
+    if not large:
+        ins_n = min(n, INSPECT_SMALL_ENTRIES)
+        ins_path = os.path.join(tmp, "inspect.htt")
+        build_htt(ins_path, ins_n, payload=LARGE_PAYLOAD)
+    ins_mb = os.path.getsize(ins_path) / 2**20
+    ins = _child(_sub(INSPECT, PATH=ins_path))
+    big["inspect"] = {"s": ins["s"], "ok": ins["code"] == 0, "file_mb": ins_mb,
+                      "entries": ins_n, "memory": _mem(ins, INSPECT_BASE, ins_mb)}
+    if ins_path != path:
+        os.remove(ins_path)
+    # flat keys of earlier reports
+    big.update(decode_peak_rss_mb=d["peak_rss_mb"], iterate_peak_rss_mb=it["peak_rss_mb"],
+               verify_peak_rss_mb=v["peak_rss_mb"], verify_ok=v["ok"])
+    out["large_file"] = big
+    os.remove(path)
+
+
+def _kladde(out: dict, tmp: str, quick: bool, large: bool) -> None:
+    """Bytes held per statement two ways: tracemalloc (exact, but it slows load() ~10x, so
+    on a 20k-statement sample) and RSS at the full size (fast, but RSS can absorb an
+    allocation into pages the imports already made resident, so it can only read low).
+    The projection to 1M uses the larger of the two."""
+    from bytewright.bench import kladde as kladde_bench
+
+    n_k = sizes("kladde", quick, large)[0]
+    n_t = min(n_k, 5_000 if quick else 20_000)
+    path = os.path.join(tmp, "k.kladde")
+    with open(path, "wb") as fh:
+        fh.write(kladde_bench.corpus(n_t))
+    traced = _child(_sub(KLADDE, PATH=path))
+    with open(path, "wb") as fh:
+        fh.write(kladde_bench.corpus(n_k))
+    k = _child(_sub(KLADDE_RSS, PATH=path))
+    per_traced = traced["held_bytes"] / traced["n"]
+    per_rss = k["held_mb"] * 2**20 / k["n"]
+    per = max(per_traced, per_rss)
+    out["kladde"] = {"statements": k["n"], "file_mb": os.path.getsize(path) / 2**20,
+                     "held_mb": k["held_mb"], "bytes_per_statement_rss": per_rss,
+                     "traced_statements": traced["n"],
+                     "bytes_per_statement_traced": per_traced,
+                     "bytes_per_statement": per,
+                     "projected_1M_mb": per * 1e6 / 2**20,
+                     "method": "the larger of: tracemalloc bytes held by load() on "
+                               f"{traced['n']:,} statements, and RSS after load() and a "
+                               f"collection less RSS before it on {k['n']:,}",
+                     "memory": _mem(k, KLADDE_BASE)}
+    os.remove(path)
+
+
 def verify_jobs(tmp: str, records: int) -> dict:
-    """``verify --jobs N`` over N equal ZE WAL files against ``--jobs 1``, N = 1, 2 (the
-    machine's cores); wall time of ``verify_many`` including the pool's start-up."""
+    """``verify --jobs N`` over N equal ZE WAL files against ``--jobs 1``, N = 1 .. the
+    machine's cores (at most 4); wall time of ``verify_many`` including the pool's start-up."""
     from bytewright.bench import ze as ze_bench
     from bytewright.cli import verify
     from bytewright.generator import project as pm
 
+    cores = os.cpu_count() or 1
+    ns = list(range(1, min(cores, 4) + 1))
     data = ze_bench._wal(records)
     files = []
-    for i in range(2):
+    for i in range(ns[-1]):
         files.append(os.path.join(tmp, f"j{i}.wal"))
         with open(files[-1], "wb") as fh:
             fh.write(data)
     table = verify._table_of(pm.resolve(None))
-    res: dict = {"file_mb": len(data) / 2**20, "records_per_file": records,
-                 "cores": os.cpu_count()}
+    res: dict = {"file_mb": len(data) / 2**20, "records_per_file": records, "cores": cores,
+                 "n_measured": ns}
 
     def wall(fs: list[str], jobs: int) -> float:
         t = time.perf_counter()
@@ -261,11 +499,14 @@ def verify_jobs(tmp: str, records: int) -> dict:
         assert all(r["ok"] for r in rs)
         return time.perf_counter() - t
 
-    one = min(wall(files[:1], 1) for _ in range(2))
-    res["jobs1_1file_s"] = one
-    for n in (1, 2):
-        t1 = wall(files[:n], 1)
-        tn = wall(files[:n], n)
+    for n in ns:
+        # best of two each (the machine is shared, noise only ever adds time), but N=1
+        # compares --jobs 1 with itself: once is enough to show the noise floor
+        runs = 1 if n == 1 else 2
+        t1 = min(wall(files[:n], 1) for _ in range(runs))
+        tn = min(wall(files[:n], n) for _ in range(runs))
+        if n == 1:
+            res["jobs1_1file_s"] = t1
         res[f"N{n}"] = {"jobs1_s": t1, "jobsN_s": tn, "speedup": t1 / tn,
                         "target_speedup": 0.8 * n, "met": t1 / tn >= 0.8 * n}
     for f in files:
@@ -273,72 +514,127 @@ def verify_jobs(tmp: str, records: int) -> dict:
     return res
 
 
-def _first_entry(path: str) -> int:
-    """Offset of the first WAL entry (seq 1, key ``/bench``) in a file built above."""
-    import bytewright.generated.htt as h
+# -- profiles, as data ---------------------------------------------------------------------
 
-    with open(path, "rb") as fh:
-        data = fh.read(4096)
+def _where(key: tuple) -> str:
+    file, line, func = key
+    if file == "~":
+        return func  # a builtin: "{method 'unpack_from' of '_struct.Struct' objects}"
+    if not file:
+        file = "<compiled>"  # code Construct's compile() generated
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if file.startswith(root):
+        file = os.path.relpath(file, root)
+    else:
+        file = "/".join(file.split("/")[-2:])
+    return f"{file}:{line}({func})"
 
-    for off in range(0, min(len(data), 4096)):
-        try:
-            e, _ = h.decode_wal_entry(data, off, semantic_dims=0, tail_layout=0)
-        except Exception:  # noqa: BLE001 - probing for the first entry
-            continue
-        if e.seq == 1 and e.key == "/bench":
-            return off
-    raise ValueError("no first entry")
 
-
-def profile(n_wal: int = 20_000, n_replay: int = 100_000, top: int = 10) -> str:
-    """cProfile, top functions by own time: the fast path on the tailed HTT corpus, the
-    hand decoder on the same bytes, and an HTT replay (``Store.open``)."""
+def profile_call(label: str, fn: Callable[[], Any], top: int = 10,
+                 items: int | None = None) -> dict:
+    """cProfile of one call: the top ``top`` functions by own time, as data."""
     import cProfile
-    import io
     import pstats
 
+    pr = cProfile.Profile()
+    pr.enable()
+    fn()
+    pr.disable()
+    st = pstats.Stats(pr)
+    rows = sorted(st.stats.items(), key=lambda kv: kv[1][2], reverse=True)  # type: ignore[attr-defined]
+    total = st.total_tt  # type: ignore[attr-defined]
+    calls = sum(v[1] for v in st.stats.values())  # type: ignore[attr-defined]
+    return {"label": label, "total_s": total, "calls": calls, "items": items,
+            "calls_per_item": calls / items if items else None,
+            "rows": [{"ncalls": v[1], "tottime": v[2], "cumtime": v[3],
+                      "share": v[2] / total if total else 0.0, "function": _where(k)}
+                     for k, v in rows[:top]]}
+
+
+def profile_text(p: dict, top: int | None = None) -> str:
+    """The classic pstats lines of a ``profile_call`` result."""
+    head = f"== {p['label']}: {p['total_s']:.3f} s own time in all, {p['calls']:,} calls"
+    if p.get("calls_per_item"):
+        head += f" ({p['calls_per_item']:.1f} per item)"
+    lines = [head, "   ncalls  tottime  share  cumtime  function"]
+    for r in p["rows"][:top]:
+        lines.append(f"{r['ncalls']:>9} {r['tottime']:8.3f} {r['share']:6.1%} "
+                     f"{r['cumtime']:8.3f}  {r['function']}")
+    return "\n".join(lines)
+
+
+def memory_profile(label: str, code: str, top: int = 8, setup: str = "", **subs: Any) -> dict:
+    """tracemalloc in a fresh process: what the objects still held after ``code`` cost,
+    by allocating line (the memory counterpart of a cProfile top list). ``setup`` (imports,
+    reading the input) runs before tracing starts."""
+    body = (MEMORY_TOP.replace("SETUP", setup.strip()).replace("CODE", code.strip())
+            .replace("TOP", str(top)))
+    r = _child(_sub(BASE + body, **subs))
+    return {"label": label, "kind": "tracemalloc", "traced_mb": r["traced_mb"],
+            "traced_peak_mb": r["traced_peak_mb"], "peak_rss_mb": r["peak_rss_mb"],
+            "rows": r["top"]}
+
+
+def memory_text(p: dict) -> str:
+    lines = [f"== {p['label']}: {p['traced_mb']:.1f} MB held (traced peak "
+             f"{p['traced_peak_mb']:.1f} MB), top allocating lines",
+             "       MB    blocks  where"]
+    for r in p["rows"]:
+        lines.append(f"{r['mb']:9.2f} {r['blocks']:>9}  {r['where']}:{r['line']}  "
+                     f"{r.get('code', '')[:60]}")
+    return "\n".join(lines)
+
+
+def profiles(n_wal: int = 20_000, n_replay: int = 20_000, top: int = 10) -> list[dict]:
+    """cProfile, top functions by own time: the fast path on the tailed HTT corpus, the
+    hand decoder on the same bytes, and an HTT replay (``Store.open``) of the issue's
+    corpus shape."""
     from bytewright.bench import hand, harness
     from bytewright.generated import htt as h
-    from bytewright.runtime.htt.store import Store
 
     case = harness.htt_case("htt_wal_tail20", n_wal, 20)
     params = {"semantic_dims": 20, "tail_layout": h.SemTailLayout.full}
-    texts = []
+    out = [profile_call(f"fast path, iter_wal_entry, {n_wal:,} entries with a 20-dim tail",
+                        lambda: list(h.iter_wal_entry(case.data, **params)), top, n_wal),
+           profile_call(f"hand decoder, same {n_wal:,} entries",
+                        lambda: hand.htt_wal(case.data, 20), top, n_wal)]
+    out.append(replay_profile(n_replay, top))
+    return out
 
-    def prof(label: str, fn) -> None:
-        pr = cProfile.Profile()
-        pr.enable()
-        fn()
-        pr.disable()
-        buf = io.StringIO()
-        pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(top)
-        body = buf.getvalue()
-        texts.append(f"== {label}\n" + body[body.find("   ncalls"):].rstrip())
 
-    prof(f"fast path, iter_wal_entry, {n_wal:,} entries with a 20-dim tail",
-         lambda: list(h.iter_wal_entry(case.data, **params)))
-    prof(f"hand decoder, same {n_wal:,} entries", lambda: hand.htt_wal(case.data, 20))
+def replay_profile(n: int, top: int = 10) -> dict:
+    """cProfile of ``Store.open(readonly=True)`` on ``n`` entries of the issue's corpus."""
+    from bytewright.runtime.htt.store import Store
+
     tmp = tempfile.mkdtemp(prefix="bw-prof-")
-    path = os.path.join(tmp, "p.htt")
-    _build_htt(path, n_replay)
-    prof(f"HTT replay, Store.open(readonly=True), {n_replay:,} entries",
-         lambda: Store.open(path, readonly=True))
-    os.remove(path)
-    os.rmdir(tmp)
-    return "\n\n".join(texts)
+    try:
+        path = os.path.join(tmp, "p.htt")
+        build_htt(path, n, dims=HTT_DIMS, entry_bytes=HTT_ENTRY_BYTES)
+        return profile_call(f"HTT replay, Store.open(readonly=True), {n:,} entries "
+                            f"({HTT_DIMS} dims, {HTT_ENTRY_BYTES} B each)",
+                            lambda: Store.open(path, readonly=True), top, n)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def profile(n_wal: int = 20_000, n_replay: int = 20_000, top: int = 10) -> str:
+    """The text of ``profiles()`` (``--profile``)."""
+    return "\n\n".join(profile_text(p) for p in profiles(n_wal, n_replay, top))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bytewright.bench.measure")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--large", action="store_true",
+                    help="also 1M-entry replay and a ~1 GB file (minutes, GBs of RAM)")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--profile", action="store_true", help="print cProfile top 10 instead")
     args = ap.parse_args(argv)
     if args.profile:
-        print(profile(*((2_000, 10_000) if args.quick else ())))
+        print(profile(*((2_000, 5_000) if args.quick else ())))
         return 0
     t0 = time.perf_counter()
-    r = measure(args.quick)
+    r = measure(args.quick, args.large, log=lambda s: print(s, file=sys.stderr))
     r["seconds"] = round(time.perf_counter() - t0, 1)
     text = json.dumps(r, indent=2)
     print(text)

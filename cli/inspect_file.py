@@ -19,7 +19,8 @@ from typing import Any, BinaryIO
 from ..generator import inspector, pipeline
 from ..generator import project as project_mod
 from ..generator.checks import FixtureFileError, parse_fixture
-from . import common
+from ..generator.plan import stream_plan
+from . import common, inspect_walk
 
 PROGRESS_MIN = 4 << 20  # show a progress bar for inputs of at least 4 MiB on a terminal
 
@@ -93,6 +94,10 @@ def _progress(size: int, enabled: bool):
     return update, bar
 
 
+def _nothing() -> None:
+    pass
+
+
 def run(args: argparse.Namespace, path: str) -> int:
     proj = common.project(args)
     machine = bool(args.json)
@@ -148,11 +153,28 @@ def run(args: argparse.Namespace, path: str) -> int:
             sys.stdout.write(("{\"records\": [\n" if not emitted[0] else ",\n")
                              + json.dumps(node.as_dict(), default=str))
             emitted[0] += 1
+        plan = None
+        if (streaming or json_stream) and not target.repeat and target.then is None \
+                and args.offset == 0 and args.limit is None:
+            given = {**target.params, **_params(args.params)}
+            plan = stream_plan(target.family, target.record)
+            if plan is not None and not inspect_walk.walkable(plan, set(given)):
+                plan = None
         try:
-            res = inspector.run_target(
-                stream, size, target, proj.load_module, _params(args.params),
-                limit=args.limit, full=args.full, offset=args.offset, progress=update,
-                on_record=show if streaming else emit if json_stream else None)
+            if plan is not None:  # one big record: shown part by part, memory bounded
+                mod = proj.load_module(target.family.name)
+                sink = inspect_walk.JsonSink() if json_stream else inspect_walk.TextSink(
+                    read if args.hex else None, bar.clear if bar is not None else _nothing)
+                res = inspect_walk.walk(
+                    stream, size, mod, target.family, target.record,
+                    inspector.coerce_params(mod, target.family, target.record, given), plan,
+                    sink, how=target.how, full=args.full, progress=update)
+                emitted[0] += 1
+            else:
+                res = inspector.run_target(
+                    stream, size, target, proj.load_module, _params(args.params),
+                    limit=args.limit, full=args.full, offset=args.offset, progress=update,
+                    on_record=show if streaming else emit if json_stream else None)
         except inspector.InspectError as exc:
             raise common.UsageError(str(exc)) from exc
         finally:

@@ -599,7 +599,8 @@ def inspect_bytes(data: bytes, mod: Any, fam: ir.Family, record: str,
 
 # -- rendering ----------------------------------------------------------------------------
 
-def _where(n: Node) -> str:
+def where(n: Node) -> str:
+    """The offset column of a node's line (or its place in a decompressed region)."""
     if n.region is not None:
         return f"+{n.rel:<7} in {n.region}" if n.rel is not None else "?"
     return f"{n.offset:>8}" if n.offset is not None else "       ?"
@@ -610,8 +611,10 @@ def render_head(family: str, record: str, how: str, size: int) -> str:
             f"{'offset':>8} {'size':>7}  path = value\n")
 
 
-def render_record(top: Node, read: Callable[[int, int], bytes] | None = None) -> str:
-    """One decoded record (and everything under it) as lines of text."""
+def render_record(top: Node, read: Callable[[int, int], bytes] | None = None,
+                  depth: int = 0) -> str:
+    """One decoded record (and everything under it) as lines of text; ``depth`` > 0
+    renders a part of an enclosing record, indented under it."""
     lines: list[str] = []
 
     def emit(n: Node, depth: int) -> None:
@@ -624,9 +627,9 @@ def render_record(top: Node, read: Callable[[int, int], bytes] | None = None) ->
         if n.error is not None:
             status += f"  [FAILED: {n.error}]"
         if n.children:
-            lines.append(f"{_where(n)} {size:>7}  {pad}{label}{status}")
+            lines.append(f"{where(n)} {size:>7}  {pad}{label}{status}")
         else:
-            lines.append(f"{_where(n)} {size:>7}  {pad}{label} = {n.text}{status}")
+            lines.append(f"{where(n)} {size:>7}  {pad}{label} = {n.text}{status}")
         if read is not None and not n.children and n.region is None and n.offset is not None \
                 and n.end is not None and n.end > n.offset:
             raw = read(n.offset, min(n.end - n.offset, 64))
@@ -636,7 +639,7 @@ def render_record(top: Node, read: Callable[[int, int], bytes] | None = None) ->
         for c in n.children:
             emit(c, depth + 1)
 
-    emit(top, 0)
+    emit(top, depth)
     return "\n".join(lines) + "\n"
 
 

@@ -1,5 +1,7 @@
-"""``bench --baselines --quick``: the report's shape, and that every contender decoded (and
-every encoder produced) exactly what the generated fast path did. Never a speed assertion."""
+"""``bench --baselines --quick``: the report's shape, that every contender decoded (and
+every encoder produced) exactly what the generated fast path did, and that every target
+of issue 16 is evaluated with its values, scale and (when missed) why and profile.
+Never a speed assertion: whether a target is met is not tested here, only that it says."""
 
 from __future__ import annotations
 
@@ -7,15 +9,20 @@ import json
 
 import pytest
 
-from bytewright.bench import harness
+from bytewright.bench import harness, measure, targets
 from bytewright.cli.main import main
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def full(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "report.json"
     assert main(["bench", "--baselines", "--quick", "--report", str(out)]) == 0
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def report(full):
+    return full["harness"]
 
 
 def test_every_case_present_with_contenders(report):
@@ -51,3 +58,68 @@ def test_ratios_against_hand(report):
     htt = report["cases"]["htt_wal_tail20"]
     assert {"construct_plain", "construct_plain_compiled"} <= set(htt["decode"])
     assert htt["encode_ratio_vs_hand"]["hand"] == pytest.approx(1.0)
+
+
+def test_every_target_is_evaluated(full):
+    got = {t["id"]: t for t in full["targets"]}
+    assert list(got) == [t.id for t in targets.TARGETS]
+    for tid, t in got.items():
+        assert t["statement"] and t["how"] and t["threshold"], tid
+        assert t["values"], f"{tid} measured nothing in the quick run"
+        assert t["met"] in (True, False), tid
+        for v in t["values"]:
+            assert v["value"] is not None or v["note"], (tid, v)
+            if v["met"] is not None:
+                assert v["met"] == (v["value"] >= v["threshold"] if v["higher_is_better"]
+                                    else v["value"] <= v["threshold"]), (tid, v)
+        if t["met"] is False:
+            assert t["why"] and "missed on" in t["why"], tid
+            if t["profile_keys"]:
+                assert t["profiles"] and all(p["rows"] for p in t["profiles"]), tid
+        else:
+            assert t["why"] is None and t["profiles"] == [], tid
+    assert full["summary"]["targets"] == len(targets.TARGETS)
+
+
+def test_quick_sizes_are_reduced_scale_and_say_so(full):
+    by = {t["id"]: t for t in full["targets"]}
+    assert "not 1M: run --large" in by["replay_scaling"]["note"]
+    assert "not 1 GB: run --large" in by["large_file_rss"]["note"]
+    assert "run --large" in by["kladde_1m"]["note"]
+    for tid in ("replay_scaling", "large_file_rss", "kladde_1m"):
+        assert tid in full["summary"]["reduced_scale"]
+
+
+def test_case_kinds_and_fixed_cases_not_judged(full):
+    kinds = full["case_kinds"]
+    assert kinds["ze_graph_nodes"]["kind"] == "fixed"
+    decode = {v["subject"]: v for v in full["targets"][0]["values"]}
+    assert decode["ze_graph_nodes"]["met"] is None
+    assert all(decode[c]["met"] is not None for c, k in kinds.items() if k["kind"] == "variable")
+
+
+def test_memory_figures_state_baseline_and_net(full):
+    m = full["measure"]
+    mems = [row["replay_memory"] for row in m["htt_replay"]["by_size"].values()]
+    mems += [row["memory"] for row in m["ze_replay"]["by_size"].values()]
+    mems += [m["large_file"][p]["memory"] for p in ("decode", "iterate", "verify")]
+    mems += [m["htt_verify"]["memory"], m["kladde"]["memory"]]
+    for mem in mems:
+        assert mem["baseline_rss_mb"] > 10, mem  # an interpreter with imports
+        assert mem["net_mb"] == pytest.approx(mem["peak_rss_mb"] - mem["baseline_rss_mb"])
+    assert m["large_file"]["verify"]["ok"] and m["htt_verify"]["ok"]
+
+
+def test_replay_corpus_has_the_issue_shape(full):
+    rows = {int(n): r["file_bytes"] for n, r in full["measure"]["htt_replay"]["by_size"].items()}
+    (a, size_a), (b, size_b) = sorted(rows.items())[:2]
+    # the same header and directory entry, then entries of exactly HTT_ENTRY_BYTES
+    assert size_b - size_a == (b - a) * measure.HTT_ENTRY_BYTES
+    assert "686 B" in full["htt_replay_corpus"] and "68.6 MB" in full["htt_replay_corpus"]
+
+
+def test_table_prints_every_target(full):
+    text = targets.format_table(full)
+    for t in targets.TARGETS:
+        assert t.id in text
+    assert "met," in text and "not met" in text

@@ -163,7 +163,7 @@ def salvage_wal(data: bytes) -> tuple[bytes, list[int]]:
     r = wal.replay(data)
     if r.terminator == "invalid_header":
         raise r.error
-    offsets = [rec.offset for rec in r.records] + list(r.valid_after_offsets)
+    offsets = r.records.offsets + list(r.valid_after_offsets)  # no Record per offset
     mv = memoryview(data)
     out = bytearray(wal.wal_bytes(r.first_seq))
     for at in offsets:

@@ -8,6 +8,8 @@ first bad record is classified, and which records commit.
 from __future__ import annotations
 
 import math
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,10 +73,99 @@ def mixed_group_fits(inner_payload_lens, cap: int, *, fresh: bool) -> int:
 class Record:
     seq: int
     op: int
-    payload: bytes  # a memoryview slice of the input on the ``decode=True`` path
+    payload: bytes  # a memoryview slice of the input
     offset: int
     end: int
     body: object = None  # the typed op body, when replay decoded it in the same pass
+
+
+# per-record state in a RecordList: how far replay got with the record's payload
+_FRAMED, _CHECKED, _REFUSED = 0, 1, 2
+
+
+class RecordList(Sequence):
+    """The trusted prefix of a replay, held as columns over the input buffer.
+
+    A trusted prefix is contiguous (each record starts where the one before ends) and its
+    seqs run from ``first_seq`` one by one, so a record needs only its offset, its op and
+    one state byte (11 bytes) while it waits for :func:`commit`: no object per record, so
+    memory grows with the record count, not with the decoded values, and the cyclic
+    collector has nothing to traverse. :class:`Record` objects are built on access; with
+    ``replay(decode=True)`` their ``body`` is decoded again then (replay keeps only the
+    outcome of the payload rules, not the values).
+    """
+
+    __slots__ = ("_mv", "first_seq", "_starts", "_ops", "_state", "_end", "_errors",
+                 "_batch")
+
+    def __init__(self, mv: memoryview | None = None, first_seq: int = 0) -> None:
+        self._mv = mv
+        self.first_seq = first_seq
+        self._starts = array("Q")
+        self._ops = array("H")
+        self._state = bytearray()
+        self._end = 0
+        self._errors: dict[int, DecodeError] = {}  # index -> the payload rule it broke
+        self._batch: dict[int, tuple[int, int]] = {}  # index -> (index, count), ops 8/11
+
+    def _add(self, pos: int, op: int, end: int, state: int = _FRAMED) -> None:
+        self._starts.append(pos)
+        self._ops.append(op)
+        self._state.append(state)
+        self._end = end
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def _record(self, i: int, *, body: bool = True) -> Record:
+        pos = self._starts[i]
+        end = self._starts[i + 1] if i + 1 < len(self._starts) else self._end
+        op = self._ops[i]
+        rec = Record(self.first_seq + i, op, self._mv[pos + RECORD_HEADER:end - 8], pos, end)
+        if body and self._state[i] != _FRAMED:  # replay decoded it: so does the record
+            rec.body = ze.decode_wal_payload(rec.payload, op=op)[0].body
+        return rec
+
+    def _body(self, i: int):
+        """The typed body of record ``i`` (a payload commit has checked)."""
+        pos = self._starts[i]
+        end = self._starts[i + 1] if i + 1 < len(self._starts) else self._end
+        return ze.decode_wal_payload(self._mv[pos + RECORD_HEADER:end - 8],
+                                     op=self._ops[i])[0].body
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._record(k) for k in range(*i.indices(len(self)))]
+        n = len(self._starts)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("record index out of range")
+        return self._record(i)
+
+    def __iter__(self):
+        for i in range(len(self._starts)):
+            yield self._record(i)
+
+    @property
+    def offsets(self) -> list[int]:
+        """Every record's offset, without building the records."""
+        return self._starts.tolist()
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (RecordList, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable while replay fills it
+
+    def __repr__(self) -> str:
+        return f"<RecordList of {len(self)} records from seq {self.first_seq}>"
+
+
+def _payload_body(rec: Record):
+    """The typed body of a payload already known to decode (no rule checks again)."""
+    return ze.decode_wal_payload(rec.payload, op=rec.op)[0].body
 
 
 @dataclass
@@ -82,7 +173,7 @@ class Replay:
     """The trusted prefix and its terminator (CleanEnd, InvalidHeader or CorruptAt)."""
 
     first_seq: int | None
-    records: list[Record] = field(default_factory=list)
+    records: RecordList = field(default_factory=RecordList)
     terminator: str = "clean"  # clean | invalid_header | corrupt
     offset: int | None = None  # of the first bad record
     reason: str = ""  # HeaderTruncated, BodyTruncated, ChecksumMismatch, SequenceGap...
@@ -205,18 +296,31 @@ def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) ->
     except DecodeError as exc:
         return Replay(None, terminator="invalid_header", offset=0, reason="InvalidHeader",
                       error=exc)
-    out = Replay(header.first_seq)
-    expected = header.first_seq
     n = len(mv)
-    records = out.records
+    records = RecordList(mv, header.first_seq)
+    out = Replay(header.first_seq, records)
+    expected = header.first_seq
+    add = records._add
     while pos < n:
         if decode:  # one pass per record until one is refused or out of sequence
             try:
                 for v, end in ze.iter_wal_record(mv, pos):
                     if v.seq != expected:
                         break
-                    records.append(Record(expected, v.op.value, mv[pos + RECORD_HEADER:end - 8], pos, end,
-                                          v.payload.body))
+                    op = v.op.value
+                    body = v.payload.body
+                    # the payload rules run now, while the body exists; commit reads
+                    # the outcome, so no decoded body outlives its record's turn
+                    state = _CHECKED
+                    try:
+                        check_body(op, body, mv[pos + RECORD_HEADER:end - 8]
+                                   if op in (10, 11) else None)
+                        if op in (8, 11):
+                            records._batch[len(records)] = (body.index, body.count)
+                    except DecodeError as exc:
+                        state = _REFUSED
+                        records._errors[len(records)] = exc
+                    add(pos, op, end, state)
                     expected += 1
                     pos = end
             except DecodeError:
@@ -252,7 +356,7 @@ def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) ->
                 out.valid_after_offsets = cut.found
                 out.scan_complete = False
             return out
-        out.records.append(Record(fr.seq, fr.op, fr.payload, pos, end))
+        add(pos, fr.op, end)
         expected = fr.seq + 1
         pos = end
     return out
@@ -260,20 +364,112 @@ def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) ->
 
 # -- commit ----------------------------------------------------------------------------
 
-@dataclass(slots=True)
 class Committed:
-    """A unit that replay applies: one record, or a complete batch run (ops 8 / 11)."""
+    """A unit that replay applies: one record, or a complete batch run (ops 8 / 11).
 
-    kind: str  # single | batch | mixed
-    records: list[Record]
-    payloads: list  # decoded bodies, in order
+    A unit read from :func:`commit`'s result builds its ``records`` and decodes its
+    ``payloads`` (the bodies, in order) when first asked: commit has already checked
+    them, and a caller applying units one at a time holds one unit's values at a time.
+    """
+
+    __slots__ = ("kind", "_records", "_payloads", "_src", "_first", "_count")
+
+    def __init__(self, kind: str, records: list[Record] | None = None,
+                 payloads: list | None = None) -> None:
+        self.kind = kind  # single | batch | mixed
+        self._records = records
+        self._payloads = payloads
+        self._src = None  # the RecordList a lazy unit reads from
+        self._first = self._count = 0
+
+    @classmethod
+    def _of(cls, kind: str, src: RecordList, first: int, count: int) -> Committed:
+        unit = cls(kind)
+        unit._src, unit._first, unit._count = src, first, count
+        return unit
+
+    @property
+    def records(self) -> list[Record]:
+        if self._records is None:
+            src, a = self._src, self._first
+            self._records = [src._record(i) for i in range(a, a + self._count)]
+        return self._records
+
+    @property
+    def payloads(self) -> list:
+        if self._payloads is None:
+            if self._records is None and self._src is not None:
+                # straight from the columns: no Record objects when only values are read
+                src, a = self._src, self._first
+                self._payloads = [src._body(i) for i in range(a, a + self._count)]
+            else:
+                self._payloads = [r.body if r.body is not None else _payload_body(r)
+                                  for r in self.records]
+        return self._payloads
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Committed):
+            return NotImplemented
+        return (self.kind, self.records, self.payloads) == \
+            (other.kind, other.records, other.payloads)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Committed(kind={self.kind!r}, records={self.records!r})"
 
 
-@dataclass
-class _Run:
-    count: int
-    records: list = field(default_factory=list)
-    bodies: list = field(default_factory=list)
+_KINDS = ("single", "batch", "mixed")
+
+
+class CommittedList(Sequence):
+    """The committed units of :func:`commit`, as (first record, count, kind) columns over
+    the records; a :class:`Committed` is built when a unit is read (9 bytes a unit held)."""
+
+    __slots__ = ("_records", "_first", "_count", "_kind")
+
+    def __init__(self, records) -> None:
+        self._records = records
+        self._first = array("Q")
+        self._count = array("I")
+        self._kind = bytearray()
+
+    def _add(self, first: int, count: int, kind: int) -> None:
+        self._first.append(first)
+        self._count.append(count)
+        self._kind.append(kind)
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def _unit(self, u: int) -> Committed:
+        a, c, src = self._first[u], self._count[u], self._records
+        if src.__class__ is RecordList:
+            return Committed._of(_KINDS[self._kind[u]], src, a, c)
+        return Committed(_KINDS[self._kind[u]], src[a:a + c])
+
+    def __getitem__(self, u):
+        if isinstance(u, slice):
+            return [self._unit(k) for k in range(*u.indices(len(self)))]
+        n = len(self._first)
+        if u < 0:
+            u += n
+        if not 0 <= u < n:
+            raise IndexError("unit index out of range")
+        return self._unit(u)
+
+    def __iter__(self):
+        return map(self._unit, range(len(self._first)))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (CommittedList, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<CommittedList of {len(self)} units>"
 
 
 def decode_body(rec: Record):
@@ -325,6 +521,15 @@ def _vector_of(op: int, body):
     return None
 
 
+def _all_finite(values) -> bool:
+    """No NaN/Inf among the values. A long packed vector is checked as a numpy view (one
+    pass in C); short ones are cheaper as one ``sum`` than a numpy call."""
+    view = getattr(values, "numpy", None)
+    if view is not None and len(values) >= 128:
+        return bool(np.isfinite(view()).all())
+    return math.isfinite(sum(values))
+
+
 def check_body(op: int, body, payload=None) -> None:
     """Refuse any NaN/+-Inf vector coordinate (NonFiniteVector(index)); with ``payload``,
     run the envelope framing check (indices, batch, sizes, Commit digest) on the envelope
@@ -341,13 +546,14 @@ def check_body(op: int, body, payload=None) -> None:
             except DecodeError as exc:
                 raise exc.prefixed("graph_envelope") from None
     values = _vector_of(op, body)
-    if values is not None and not math.isfinite(sum(values)):
+    if values is not None and not _all_finite(values):
         index = next(i for i, x in enumerate(values) if not math.isfinite(x))
         raise ConstraintError(f"non-finite vector value at index {index} (NonFiniteVector)",
                               path=f"vector[{index}]", expected="finite", found=values[index])
 
 
-def commit(records, *, after_seq: int = 0, graph: bool = True) -> tuple[list[Committed], list]:
+def commit(records, *, after_seq: int = 0,
+           graph: bool = True) -> tuple[CommittedList, list[Record]]:
     """Group a trusted prefix into committed units; returns (committed, withheld).
 
     Records with ``seq <= after_seq`` (already absorbed by the manifest) are skipped. Ops 8
@@ -356,43 +562,75 @@ def commit(records, *, after_seq: int = 0, graph: bool = True) -> tuple[list[Com
     Any other record clears a pending run; an orphan continuation raises
     :class:`OrphanBatchMember`; incomplete runs at the end are withheld. ``graph=False``
     refuses ops 10/11 as a graph-free build does.
+
+    Every payload is decoded and checked here (or was, by ``replay(decode=True)``), but no
+    body is kept: a run's members are consecutive records, so each unit is held as its
+    first record and count (:class:`CommittedList`) and decoded again when read.
     """
-    out: list[Committed] = []
-    runs: dict[int, _Run | None] = {8: None, 11: None}
-    for rec in records:
-        if rec.seq <= after_seq:
+    if isinstance(records, RecordList):
+        src = records
+        state, errors, batch = records._state, records._errors, records._batch
+        first_seq, ops, starts = records.first_seq, records._ops, records._starts
+    else:
+        # skipped records dropped first, so a run's members are consecutive in ``src``
+        # whatever order of seqs a caller's list holds
+        src = [rec for rec in records if rec.seq > after_seq]
+        state = None
+    out = CommittedList(src)
+    runs: dict[int, list | None] = {8: None, 11: None}  # op -> [first index, count, members]
+    for i in range(len(src)):
+        if state is not None:
+            seq, op = first_seq + i, ops[i]
+        else:
+            rec = src[i]
+            seq, op = rec.seq, rec.op
+        if seq <= after_seq:
             continue
-        if not graph and rec.op in (10, 11):
+        if not graph and op in (10, 11):
             raise ConstraintError("graph WAL mutation in a graph-free build "
-                                  "(UnsupportedWalMutation)", offset=rec.offset, found=rec.op)
-        body = rec.body
+                                  "(UnsupportedWalMutation)",
+                                  offset=starts[i] if state is not None else rec.offset,
+                                  found=op)
+        st = _FRAMED if state is None else state[i]
         try:
-            if body is None:
-                body = decode_body(rec)
+            if st == _CHECKED:
+                index_count = batch.get(i) if op in (8, 11) else None
+            elif st == _REFUSED:
+                raise errors[i]
             else:
-                check_body(rec.op, body, rec.payload)
+                if state is not None:
+                    rec = src._record(i, body=False)
+                body = rec.body
+                if body is None:
+                    body = decode_body(rec)
+                else:
+                    check_body(rec.op, body, rec.payload)
+                index_count = (body.index, body.count) if op in (8, 11) else None
         except DecodeError as exc:
             if exc.offset is None:
-                exc.offset = rec.offset
-            raise exc.prefixed(f"wal_record[seq {rec.seq}]") from None
-        if rec.op not in (8, 11):
+                exc.offset = starts[i] if state is not None else rec.offset
+            raise exc.prefixed(f"wal_record[seq {seq}]") from None
+        if op not in (8, 11):
             runs[8] = runs[11] = None
-            out.append(Committed("single", [rec], [body]))
+            out._add(i, 1, 0)
             continue
-        other = 11 if rec.op == 8 else 8
+        other = 11 if op == 8 else 8
         runs[other] = None  # ops 8 and 11 never continue each other's runs
-        run = runs[rec.op]
-        if body.index == 0:
-            run = runs[rec.op] = _Run(body.count)
-        elif run is None or body.index != len(run.records) or body.count != run.count:
-            raise OrphanBatchMember("orphan batch member (OrphanBatchMember)", offset=rec.offset,
-                                    path=f"wal_record[seq {rec.seq}].index",
-                                    expected=None if run is None else len(run.records),
-                                    found=body.index)
-        run.records.append(rec)
-        run.bodies.append(body)
-        if body.index + 1 == body.count:
-            out.append(Committed("batch" if rec.op == 8 else "mixed", run.records, run.bodies))
-            runs[rec.op] = None
-    withheld = [r for run in runs.values() if run is not None for r in run.records]
+        run = runs[op]
+        index, count = index_count
+        if index == 0:
+            run = runs[op] = [i, count, 0]
+        elif run is None or index != run[2] or count != run[1]:
+            raise OrphanBatchMember("orphan batch member (OrphanBatchMember)",
+                                    offset=starts[i] if state is not None else rec.offset,
+                                    path=f"wal_record[seq {seq}].index",
+                                    expected=None if run is None else run[2],
+                                    found=index)
+        run[2] += 1
+        if index + 1 == count:
+            out._add(run[0], count, 1 if op == 8 else 2)
+            runs[op] = None
+    # ops 8 and 11 clear each other's runs: at most one is pending at the end
+    withheld = [rec for run in runs.values() if run is not None
+                for rec in src[run[0]:run[0] + run[2]]]
     return out, withheld

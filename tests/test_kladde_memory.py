@@ -1,0 +1,142 @@
+"""kladde statement memory (issue 16, item 3): ``KladdeFile.statements`` is a column table
+(StmtTable) and ``by_id`` a sorted index over it (StmtGroups), so ``load`` holds tens of
+bytes per statement instead of a tuple with its own int objects. These tests pin the
+held bytes (tracemalloc, not wall-clock) and check that both behave exactly as the list
+of Stmt tuples and the dict of groups they replace."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import pytest
+
+from bytewright.bench.kladde import corpus
+from bytewright.generated import kladde as g
+from bytewright.runtime.kladde import load, model, resolve_statements
+from bytewright.runtime.kladde.errors import Corrupt
+from bytewright.runtime.kladde.model import PAGE_SIZE
+from bytewright.runtime.kladde.reader import apply_cursors
+from bytewright.runtime.kladde.writer import encode_table, frame_header, header_fields
+
+
+@pytest.fixture(scope="module")
+def data() -> bytes:
+    return corpus(6_000)  # 8 epochs, every statement form, several table pages
+
+
+def _expected(f, data: bytes) -> list:
+    """The statements as the former list held them: each reachable page's content run
+    through the cursor rules, in walk order."""
+    out: list = []
+    mv = memoryview(data)
+    for info in f.pages:
+        start = info.content_start
+        content, _ = g.decode_table_content(mv[:info.content_end], start)
+        apply_cursors(content.statements, info.epoch, info.page, out, {})
+    return out
+
+
+def test_load_holds_few_bytes_per_statement(data):
+    gc.collect()
+    tracemalloc.start()
+    try:
+        f = load(data)
+        held, _ = tracemalloc.get_traced_memory()
+        f.by_id  # noqa: B018 - the grouping resolution builds
+        with_groups, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    n = len(f.statements)
+    assert n == 6_000
+    # 13 bytes of columns + a data slot + Ref ints / Inline bytes ~ 43 B; the list of
+    # NamedTuples held ~190 B (181 MB projected for 1M; the target is <= 150 MB)
+    assert held / n < 80, held / n
+    assert (with_groups - held) / n < 24, (with_groups - held) / n
+
+
+def test_statement_table_equals_the_tuple_list(data):
+    f = load(data)
+    want = _expected(f, data)
+    got = list(f.statements)
+    assert got == want and f.statements == want
+    assert all(type(st) is model.Stmt for st in got)
+    assert {st.kind for st in got} == {model.REF, model.ZERO, model.SHRINK, model.GROW,
+                                       model.TOMBSTONE, model.INLINE}
+    for i in (0, 1, 699, 700, 2_999, len(want) - 1, -1, -6_000):
+        assert f.statements[i] == want[i]
+        assert f.statements[i].page == want[i].page and f.statements[i].index == \
+            want[i].index
+    assert f.statements[10:20] == want[10:20] and f.statements[::-997] == want[::-997]
+    with pytest.raises(IndexError):
+        f.statements[6_000]
+    with pytest.raises(IndexError):
+        f.statements[-6_001]
+    inline = next(st for st in got if st.kind == model.INLINE)
+    assert isinstance(inline.data, bytes) and f.locate(inline) is not None
+
+
+def test_root_statements_are_the_root_page_rows():
+    head = encode_table([], [model.zero(1, 0, 5), model.inline(2, 0, b"ab")])
+    f = load(frame_header(header_fields(journal_pointer=2), 2, head) + bytes(PAGE_SIZE))
+    assert [st.describe() for st in f.root_statements] == ["Zero(1, 0, 5)",
+                                                            "Inline(2, 0, 6162)"]
+    assert f.root_statements == list(f.statements) and type(f.root_statements) is list
+    assert (f.statements[1].page, f.statements[1].index, f.statements[1].epoch) == (0, 1, 2)
+
+
+def test_by_id_equals_the_grouping_dict(data):
+    f = load(data)
+    groups: dict[int, list] = {}
+    for st in _expected(f, data):
+        groups.setdefault(st.id, []).append(st)
+    by_id = f.by_id
+    assert len(by_id) == len(groups)
+    assert list(by_id) == list(groups)  # ids in order of first appearance
+    assert dict(by_id.items()) == groups
+    assert [k for k, _ in by_id.ascending()] == sorted(groups)
+    some = sorted(groups)[len(groups) // 2]
+    assert by_id[some] == groups[some] and some in by_id
+    assert by_id.get(10**9) is None and 10**9 not in by_id and "x" not in by_id
+    assert by_id.get(-1) is None and by_id.get(2**40) is None
+    with pytest.raises(KeyError):
+        by_id[0]
+
+
+def test_resolution_unchanged(data):
+    f = load(data)
+    groups: dict[int, list] = {}
+    for st in _expected(f, data):
+        groups.setdefault(st.id, []).append(st)
+    want = {}
+    for alloc_id in sorted(groups):
+        a = resolve_statements(alloc_id, groups[alloc_id])
+        if a is not None:
+            want[alloc_id] = a
+    got = f.allocations()
+    assert got == want and list(got) == list(want)
+    assert f.ids() == list(want)
+    some = list(want)[len(want) // 3]
+    assert f.read(some) == want[some].content(memoryview(data))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_load_restores_the_collector_state(data, enabled):
+    """load pauses the cyclic collector for the walk and restores the caller's state."""
+    (gc.enable if enabled else gc.disable)()
+    try:
+        load(data)
+        assert gc.isenabled() is enabled
+        with pytest.raises(Corrupt, match="lies outside the file"):  # raised mid-walk
+            load(data[:2 * PAGE_SIZE] + b"\x01" * PAGE_SIZE)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+
+
+def test_empty_table():
+    f = load(frame_header(header_fields(journal_pointer=2), 2, encode_table([], []))
+             + bytes(PAGE_SIZE))
+    assert len(f.statements) == 0 and f.statements == [] and list(f.statements) == []
+    assert len(f.by_id) == 0 and f.by_id.get(1) is None and 1 not in f.by_id
+    assert f.allocations() == {} and f.ids() == []
