@@ -32,6 +32,8 @@ class TailCodec:
         self.layout = layout
         self.reserved = min(semantic_dims, USER_DIM_START)
         self.user = semantic_dims - self.reserved
+        self._zero = bytes(PACKED_DIM * semantic_dims)
+        self._kind: object = None  # the decoder's packed element kind, once recognised
 
     # -- disk -> memory ------------------------------------------------------------------
 
@@ -51,6 +53,31 @@ class TailCodec:
         if layout is SemTailLayout.quantized:
             return [0] * self.reserved + user
         return list(tail.reserved) + user
+
+    def packed(self, tail: Tail) -> bytes | None:
+        """The placement in the state's packed form (``PACKED_DIM`` bytes per dim,
+        little-endian two's complement), or None for "not set".
+
+        A full-width tail the decoder returned as a packed array already is that form:
+        its bytes are taken as they are, without converting twenty ints and back."""
+        if tail is None:
+            return None
+        if self.layout is SemTailLayout.full:
+            dims = tail.dims
+            kind = getattr(dims, "kind", None)
+            if kind is not None and (kind is self._kind or self._wire_kind(kind)):
+                raw = dims.raw
+                return None if raw == self._zero else raw
+        raw_list = self.from_disk(tail)
+        return None if raw_list is None else pack_dims(raw_list)
+
+    def _wire_kind(self, kind) -> bool:
+        """Whether a packed array kind holds i128 little-endian (the packed form)."""
+        if (getattr(kind, "order", None) == "<" and getattr(kind, "size", None) == PACKED_DIM
+                and getattr(kind, "signed", None) is True):
+            self._kind = kind
+            return True
+        return False
 
     # -- memory -> disk ------------------------------------------------------------------
 
@@ -87,6 +114,14 @@ class TailCodec:
 
     def zero(self) -> Tail:
         return self.to_disk(None)
+
+
+PACKED_DIM = 16  # bytes of one packed raw Q64.64 value (signed, little-endian)
+
+
+def pack_dims(raw: Sequence[int]) -> bytes:
+    """Raw Q64.64 values as ``PACKED_DIM`` bytes each (``OverflowError`` outside i128)."""
+    return b"".join([v.to_bytes(PACKED_DIM, "little", signed=True) for v in raw])
 
 
 def raw_from_floats(values: Sequence[float]) -> list[int]:

@@ -18,6 +18,7 @@ import gc
 import itertools
 import logging
 import math
+import mmap
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -118,10 +119,15 @@ def load_snapshot(buf, prefix: Prefix, state: State, path: str = "",
             _limits.check_snapshot_size(buf, prefix.snapshot_offset, limits)
         section, end = decode_snapshot_section(buf, prefix.snapshot_offset,
                                                **layout.snapshot_params())
-        codec = state.codec
-        # decoded meta lists are fresh and the state never edits them in place: no copy
-        nodes = [Node(e.key, bytes(e.data), e.meta, codec.from_disk(e.tail))
-                 for e in section.entries]
+        packed = state.codec.packed
+        pack_meta = state.pack_meta
+        entries = section.entries
+        del section
+        nodes = []
+        for i, e in enumerate(entries):
+            nodes.append(Node(e.key, bytes(e.data), pack_meta(e.meta), packed(e.tail)))
+            entries[i] = None  # the decoded entry goes as its node arrives
+        del entries
     except DecodeError as exc:
         raise _tag(exc, path) from None
     if layout.version == 1:
@@ -134,6 +140,7 @@ def load_snapshot(buf, prefix: Prefix, state: State, path: str = "",
         nodes.sort(key=lambda n: depth_of(n.key))
     for node in nodes:
         state.add_loaded(node)
+    _release(buf, 0, end)
     prefix.wal_offset = end
     return end
 
@@ -219,22 +226,29 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
     if not layout.block_compressed:
         params = layout.entry_params()
         try:
-            for entry, end in iter_wal_entry(buf, pos, **params):
-                if entry.seq != expected:
-                    scan.problem = f"sequence break (expected {expected}, found {entry.seq})"
-                    scan.problem_offset = scan.valid_end
-                    cause = "sequence break"
-                    break
-                if on_entry is not None:
-                    on_entry(entry)
-                expected += 1
-                scan.valid_end = end
+            if buf.__class__ is bytes:
+                for entry, end in iter_wal_entry(buf, pos, **params):
+                    if entry.seq != expected:
+                        scan.problem = f"sequence break (expected {expected}, found {entry.seq})"
+                        scan.problem_offset = scan.valid_end
+                        cause = "sequence break"
+                        break
+                    if on_entry is not None:
+                        on_entry(entry)
+                    expected += 1
+                    scan.valid_end = end
+            else:
+                expected, cause, failed = _scan_windows(buf, pos, params, expected, on_entry,
+                                                        scan)
+                if failed is not None:
+                    raise failed
         except (DecodeError, ValueError) as exc:
             _refuse_unknown_op(exc, buf, scan.valid_end, path)
             scan.problem, scan.problem_offset = _describe(exc), scan.valid_end
             cause = cause_of(exc)
     else:
         params = layout.block_params() | {"block_limit": limits.max_block_bytes}
+        released = pos
         while pos < size:
             try:
                 block, end = decode_wal_block(buf, pos, **params)
@@ -277,6 +291,9 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
             expected += len(seqs)
             pos = scan.valid_end = end
             scan.blocks += 1
+            if pos - released >= WINDOW:
+                _release(buf, released, pos)
+                released = pos
     scan.count = expected - hdr.wal_base_seq
     scan.next_seq = expected
     if quiet:
@@ -287,6 +304,84 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
                                         block_plain_from=plain_from))
     _report(scan, path)
     return scan
+
+
+WINDOW = 1 << 20  # bytes of a mapped WAL copied and decoded at a time
+
+
+def _release(buf, lo: int, hi: int) -> None:
+    """Drop the pages of ``buf[lo:hi]`` from this process when ``buf`` is a mapped file
+    (``MADV_DONTNEED``: the kernel re-reads them if touched again), so that a read-only
+    replay holds the live state and a window, not the file."""
+    advise = getattr(buf, "madvise", None)
+    if advise is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    lo -= lo % mmap.PAGESIZE
+    hi -= hi % mmap.PAGESIZE
+    if hi > lo:
+        advise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def _scan_windows(buf, pos: int, params: dict, expected: int,
+                  on_entry: Callable[[WalEntry], None] | None,
+                  scan: WalScan) -> tuple[int, str, Exception | None]:
+    """The plain-WAL loop of ``scan_wal`` over a mapped file: entries are decoded from
+    ``WINDOW``-sized ``bytes`` copies (the codec's fast case, as for a file read whole),
+    and each window's pages are released behind it. An entry cut by a window's end is
+    decoded again from its start in the next window; an error in the window that ends
+    the file is raised by decoding that entry from the file itself, so offsets and paths
+    read exactly as without windows. Returns (next expected seq, cause, the error that
+    ended the WAL or None)."""
+    size = len(buf)
+    window = WINDOW
+    start = pos  # file offset where the next undecoded entry begins
+    done = 0  # entries decoded before ``start``, for the error path's index
+    while start < size:
+        stop = min(size, start + window)
+        chunk = buf[start:stop]
+        valid = 0
+        first = expected
+        try:
+            for entry, end in iter_wal_entry(chunk, 0, **params):
+                if entry.seq != expected:
+                    scan.problem = f"sequence break (expected {expected}, found {entry.seq})"
+                    scan.problem_offset = scan.valid_end = start + valid
+                    return expected, "sequence break", None
+                if on_entry is not None:
+                    try:
+                        on_entry(entry)
+                    except (DecodeError, ValueError) as exc:
+                        # the entry decoded but does not apply: the WAL ends before it
+                        scan.valid_end = start + valid
+                        return expected, "", exc
+                expected += 1
+                valid = end
+        except (DecodeError, ValueError) as exc:
+            scan.valid_end = start + valid
+            done += expected - first
+            if stop >= size:
+                # the same bytes from the file: the error with file offsets and the
+                # entry's index in the whole WAL
+                try:
+                    for _ in iter_wal_entry(buf, start + valid, **params):
+                        break
+                except DecodeError as again:
+                    if again.path.startswith("wal_entry[0]"):
+                        again.path = f"wal_entry[{done}]" + again.path[len("wal_entry[0]"):]
+                    return expected, "", again
+                except ValueError as again:
+                    return expected, "", again
+                return expected, "", exc
+            if valid == 0:
+                window *= 2  # one entry larger than the window
+        else:
+            scan.valid_end = start + valid
+            done += expected - first
+        _release(buf, start, start + valid)
+        start += valid
+        if stop >= size and valid == len(chunk):
+            break
+    return expected, "", None
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ sibling modules (``state``: what ops do, ``replay``: recovery, ``wal_writer``: a
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,6 +101,23 @@ def validate_key(key: str) -> str:
     if len(key.encode("utf-8")) > MAX_KEY_BYTES:
         raise InvalidKeyError(f"key longer than {MAX_KEY_BYTES} UTF-8 bytes")
     return key
+
+
+def _map_readonly(fd: int) -> mmap.mmap | None:
+    """A read-only mapping of the whole file, or None (empty file, or no mmap here)."""
+    try:
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (ValueError, OSError):
+        return None
+
+
+def _unmap(mapped: mmap.mmap) -> None:
+    try:
+        mapped.close()
+    except BufferError:
+        # a decode error's traceback still holds a view of it: the mapping goes when
+        # that does (nothing the state holds refers to the mapping: values are copies)
+        pass
 
 
 def _user_meta(meta: Mapping[str, str] | None) -> list[MetaPair]:
@@ -318,17 +336,28 @@ class Store:
                "auto_compact_threshold": auto_compact_threshold}
         if readonly:
             fd = os.open(path, os.O_RDONLY)
+            mapped = None
             try:
                 locked = lock_shared(fd, path, wait=lock_wait)
-                if not locked:
+                if locked:
+                    # mapped and replayed under the lock (no writer can truncate the file
+                    # under the mapping); the replay releases pages behind it, so memory
+                    # holds the live state, not the file (issue 16)
+                    mapped = _map_readonly(fd)
+                else:
                     log.info("%s: a writer is active; reading without a lock", path)
-                buf = read_all(fd)
+                buf = read_all(fd) if mapped is None else mapped
+                if mapped is None:
+                    unlock(fd)
+                return cls(path, buf, fd=None, readonly=True, durability=dur,
+                           gacl_fail_closed=gacl_fail_closed,
+                           history_retention=history_retention,
+                           semantic_bounds=semantic_bounds, **rec)
             finally:
+                if mapped is not None:
+                    _unmap(mapped)
                 unlock(fd)
                 os.close(fd)
-            return cls(path, buf, fd=None, readonly=True, durability=dur,
-                       gacl_fail_closed=gacl_fail_closed, history_retention=history_retention,
-                       semantic_bounds=semantic_bounds, **rec)
         fd = os.open(path, os.O_RDWR)
         try:
             lock_exclusive(fd, path)
@@ -386,6 +415,11 @@ class Store:
         if self.credentials is None:
             return not self.fail_closed
         return gacl.allowed(tail, self.credentials, action)
+
+    def _readable(self, node) -> bool:
+        """``_allowed(node.tail, "read")`` without unpacking the placement when no GACL
+        applies (listings touch every node)."""
+        return not self.layout.flags.gacl or self._allowed(node.tail, "read")
 
     def _check(self, key: str, action: str) -> None:
         node = self.state.nodes.get(key)
@@ -586,9 +620,9 @@ class Store:
         return key in self.state.nodes
 
     def _view(self, node) -> NodeView:
-        return NodeView(node.key, node.data,
-                        {p.key: p.value for p in node.meta if not p.key.startswith("_")},
-                        None if node.tail is None else tuple(node.tail))
+        tail = node.tail
+        return NodeView(node.key, node.data, dict(node.meta_items(reserved=False)),
+                        None if tail is None else tuple(tail))
 
     def get(self, key: str) -> NodeView | None:
         node = self.state.nodes.get(key)
@@ -600,16 +634,14 @@ class Store:
 
     def reserved_meta(self, key: str) -> list[tuple[str, str]]:
         """The format's own ``_`` pairs of a node (for tools and tests)."""
-        node = self.state.nodes[key]
-        return [(p.key, p.value) for p in node.meta if p.key.startswith("_")]
+        return self.state.nodes[key].meta_items(reserved=True)
 
     def children(self, key: str = ROOT) -> list[str]:
         nodes = self.state.nodes
-        return [k for k in self.state.children.get(key, {})
-                if self._allowed(nodes[k].tail, "read")]
+        return [k for k in self.state.children.get(key, {}) if self._readable(nodes[k])]
 
     def keys(self) -> list[str]:
-        return [k for k, n in self.state.nodes.items() if self._allowed(n.tail, "read")]
+        return [k for k, n in self.state.nodes.items() if self._readable(n)]
 
     def iterate(self, prefix: str | None = None) -> Iterator[NodeView]:
         """Readable nodes, parents first; ``prefix`` limits to a subtree."""
@@ -617,7 +649,7 @@ class Store:
             if prefix is not None and key != prefix and not key.startswith(prefix.rstrip("/")
                                                                               + "/"):
                 continue
-            if self._allowed(node.tail, "read"):
+            if self._readable(node):
                 yield self._view(node)
 
     # -- replication and history -------------------------------------------------------
