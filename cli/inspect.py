@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
+import glob
 import inspect
+import io
 import json
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..generator import project as project_mod
 from ..generator.checks import FixtureFileError, parse_fixture
 from ..runtime.errors import BytewrightError
-from . import common, inspect_file
+from . import common, inspect_file, verify
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--construct", action="store_true",
                    help="FAMILY RECORD FILE form: decode with the Construct path")
+    p.add_argument("--jobs", type=common.positive_int, default=1, metavar="N",
+                   help="FILE form over several files, folders or globs: N processes "
+                        "(outputs are printed in input order)")
     inspect_file.add_arguments(p)
     common.add_project_arg(p)
     p.set_defaults(func=run)
@@ -122,12 +129,66 @@ def _fixture(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    if len(args.target) == 1:
-        return inspect_file.run(args, args.target[0])
-    if len(args.target) != 3:
-        raise common.UsageError("give FILE, or FAMILY RECORD FILE")
-    args.family, args.record, args.file = args.target
-    return run_record(args)
+    targets = args.target
+    if len(targets) == 3 and not Path(targets[0]).exists() and not glob.has_magic(targets[0]):
+        args.family, args.record, args.file = targets
+        return run_record(args)
+    if len(targets) == 1 and (targets[0] == common.STDIN or (
+            Path(targets[0]).is_file() and args.jobs == 1)):
+        return inspect_file.run(args, targets[0])
+    files = verify.expand(targets)
+    if not files:
+        raise common.InputError(f"{' '.join(targets)}: no file to inspect (an empty folder)")
+    return run_many(args, files)
+
+
+def _inspect_one(args: argparse.Namespace, path: str) -> tuple[int, str, str]:
+    """One file of a multi-file inspect: (exit code, stdout, stderr), errors as the
+    one line the command would print for that file alone."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = inspect_file.run(args, path)
+        except Exception as exc:  # noqa: BLE001 - reported per file, as main() would
+            code = (exc.code if isinstance(exc, common.CliError) else common.EXIT_IO
+                    if isinstance(exc, OSError) else common.EXIT_FINDINGS
+                    if isinstance(exc, BytewrightError) else common.EXIT_INTERNAL)
+            print(f"bytewright inspect: {exc}", file=sys.stderr)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_many(args: argparse.Namespace, files: list[str]) -> int:
+    """Inspect every file (the FILE form), in ``--jobs`` processes; each file's output
+    under a ``== FILE`` line, in input order; the exit code is the worst of them."""
+    worst = 0
+    if args.jobs > 1 and len(files) > 1:
+        with ProcessPoolExecutor(max_workers=min(args.jobs, len(files))) as pool:
+            results = pool.map(_inspect_one, [args] * len(files), files)
+            for path, (code, out, err) in zip(files, results, strict=True):
+                worst = max(worst, _show(path, code, out, err, args.json))
+        return worst
+    for path in files:
+        worst = max(worst, _show(path, *_inspect_one(args, path), args.json))
+    return worst
+
+
+def _show(path: str, code: int, out: str, err: str, machine: bool) -> int:
+    """One file's output: text under a ``== FILE`` line; with ``--json`` one line per
+    file (JSON Lines), its document with the path and exit code added."""
+    if machine:
+        try:
+            doc = json.loads(out) if out.strip() else {}
+        except json.JSONDecodeError:
+            doc = {"output": out}
+        lines = [x for x in err.splitlines() if not x.startswith("project: ")]
+        if code and lines and "error" not in doc:
+            doc["error"] = lines[-1]
+        sys.stdout.write(json.dumps({"path": path, "exit": code, **doc}) + "\n")
+    else:
+        sys.stdout.write(f"== {path}\n" + out)
+        sys.stderr.write(err)
+    sys.stdout.flush()
+    return code
 
 
 def run_record(args: argparse.Namespace) -> int:

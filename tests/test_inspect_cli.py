@@ -188,3 +188,28 @@ def test_one_big_record_is_shown_part_by_part_with_the_same_document(rel, damage
         assert doc == ref
     code2, text, _ = run(["inspect", str(f)], capsys)
     assert code2 == code and ("every checksum verified" in text) == want.ok
+
+
+def test_many_files_folders_and_globs_with_jobs(tmp_path, capsys):
+    """``inspect`` over files, a folder and a glob, in 1 or 2 processes: the same output
+    in input order, one ``== FILE`` block (or JSON line) per file, the worst exit code."""
+    good = tmp_path / "d" / "store.htt"
+    good.parent.mkdir()
+    good.write_bytes(data_of("htt/02_structural_only.hex"))
+    bad = tmp_path / "d" / "cut.htt"
+    bad.write_bytes(data_of("htt/02_structural_only.hex")[:300])
+    other = tmp_path / "p.bin"
+    other.write_bytes(data_of("pile/blob_256.hex"))
+    argv = ["inspect", str(tmp_path / "d"), str(tmp_path / "*.bin")]
+    code1, out1, _ = run(argv, capsys)
+    code2, out2, _ = run(argv + ["--jobs", "2"], capsys)
+    assert code1 == code2 == 1 and out1 == out2
+    heads = [ln for ln in out1.splitlines() if ln.startswith("== ")]
+    assert heads == [f"== {bad}", f"== {good}", f"== {other}"]
+    code3, out3, _ = run(argv + ["--jobs", "2", "--json"], capsys)
+    rows = [json.loads(ln) for ln in out3.splitlines()]
+    assert code3 == 1 and [r["path"] for r in rows] == [str(bad), str(good), str(other)]
+    assert [r["exit"] for r in rows] == [1, 0, 0] and rows[1]["ok"] is True
+    assert rows[0]["ok"] is False and rows[0]["error"]["offset"] is not None
+    code4, _, err4 = run(["inspect", str(tmp_path / "nothing-*.bin")], capsys)
+    assert code4 == 3 and "matches no file" in err4 and "Traceback" not in err4
