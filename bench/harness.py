@@ -308,8 +308,7 @@ def kladde_case(n: int) -> Case:
         "construct_gen_compiled": lambda b: conv(kl._compiled("table_content").parse(b)).statements,
     }, raw_of=_kladde_raw, prefix=lambda m: small if m == share else
         kl.encode_table_content(kl.TableContent([], stmts[:m])))
-    case.skipped["kaitai"] = "not wired for kladde (the .ksy's LEB128 statements)"
-    return case
+    return _with_kaitai(case, _k("kladde_table"))
 
 
 # -- running -------------------------------------------------------------------------------

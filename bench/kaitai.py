@@ -65,7 +65,7 @@ def _compile_into(out: Path, cli_main: Any) -> tuple[dict[str, Any] | None, str 
     py = out / "py"
     py.mkdir()
     mods = {}
-    for name in ("htt", "ze", "pile"):
+    for name in ("htt", "ze", "pile", "kladde"):
         # the compiler takes ~5 s per .ksy: keep its output, keyed by the .ksy text and
         # the compiler's package.json (its version)
         digest = hashlib.sha256((out / f"{name}.ksy").read_bytes()
@@ -156,4 +156,29 @@ def pile_blobs(buf: bytes) -> list:
         r = cls(ks)
         b = r.record.body
         out.append((b.head.timestamp, b.head.length, b.head.hash, b.data.payload))
+    return out
+
+
+def kladde_table(buf: bytes) -> list:
+    """An address-table content's statements as ``_kladde_raw`` tuples (LEB128 fields are
+    the .ksy's ``vlq`` type: groups of 7 bits, read bit by bit)."""
+    from kaitaistruct import KaitaiStream
+
+    cls = _mods()["kladde"].Kladde.TableContent
+    r = cls(KaitaiStream(io.BytesIO(buf)))
+    out = []
+    for st in r.statements:
+        tag = st.tag if isinstance(st.tag, int) else st.tag.value
+        b = st.body
+        head = (st.id_delta.value, tag)
+        if tag == 0:
+            out.append(head + (b.offset_delta.value, b.size.value, b.address.value))
+        elif tag == 1:
+            out.append(head + (b.offset_delta.value, b.size.value))
+        elif tag in (2, 3):
+            out.append(head + (b.offset_delta.value,))
+        elif tag == 4:
+            out.append(head)
+        else:
+            out.append(head + (b.offset_delta.value, b.payload))
     return out
