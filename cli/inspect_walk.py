@@ -190,8 +190,9 @@ def _walk(stream: BinaryIO, size: int, mod: Any, fam: Any, plan: tuple, pos: int
                                                progress=progress, on_record=item)
             node.end = size if res is None or res.failure is None else None
             if res is not None:
-                for i in range(index[0] + 1):
-                    _absorb(result, res, f"{target}[{i}]", f"{path}[{i}]", only_failure=True)
+                # a failure is in the last item handed over (its partial tree is kept)
+                i = max(index[0] - 1, 0)
+                _absorb(result, res, f"{target}[{i}]", f"{path}[{i}]", only_failure=True)
                 result.bad_checksums.extend(res.bad_checksums)
             if node.end is None:
                 node.end = stream.tell()
