@@ -316,3 +316,38 @@ def test_insert_under_a_parent_deleted_since_the_last_insert_synthesizes_it():
     assert st.children[ROOT] == {"/a": None} and list(st.children["/a"]) == ["/a/y"]
     # counters are never reused: /a was index 0 under the root, the synthesized one is 1
     assert st.nodes["/a"].meta_value("_child_index") == "1"
+
+
+def test_the_two_pair_insert_shortcut_equals_the_general_path():
+    """An INSERT with two metadata pairs reads its ``_child_index`` without a scan, and
+    only when it is plain ASCII digits; every other spelling (signs, spaces, non-ASCII
+    digits, a value spelled ``_child_index``, none at all) must land exactly where the
+    general path (``_link``, taken by a state whose child index is built) puts it."""
+    metas = [
+        [("_child_index", "4"), ("kind", "a")],
+        [("kind", "b"), ("_child_index", "9")],  # the index second
+        [("_child_index", "+2"), ("kind", "c")],
+        [("_child_index", " 7"), ("kind", "c")],
+        [("_child_index", "\u0663"), ("kind", "d")],  # an Arabic-Indic 3: int() takes it
+        [("_child_index", "x"), ("kind", "e")],  # not a number: a fresh index
+        [("kind", "_child_index"), ("_child_index", "11")],  # the name as a value first
+        [("a", "b"), ("c", "d")],  # none: a fresh index is assigned
+        [("_child_index", "5")],
+        [("_child_index", "6"), ("a", "b"), ("c", "d")],
+        [("_child_index", "1"), ("_child_index", "30")],  # the first one counts
+    ]
+    entries = [_entry(1, "/p", b"", [("_child_index", "0")])]
+    entries += [_entry(i + 2, f"/p/{i:02d}", bytes([i]), m, g.TailFull([i, 0, -i, 0]))
+                for i, m in enumerate(metas)]
+    fast = State(TailCodec(4, FULL))
+    general = State(TailCodec(4, FULL))
+    assert general.children == {}  # built: every insert goes through _link
+    for e in entries:
+        fast.apply(e)
+        general.apply(e)
+    assert _dump(fast) == _dump(general)
+    assert fast.counters == general.counters
+    assert {k: list(v) for k, v in fast.children.items()} == \
+        {k: list(v) for k, v in general.children.items()}
+    # the shortcut kept the placements packed, as the decoder produced them
+    assert fast.nodes["/p/01"].tail == [1, 0, -1, 0] and fast.nodes["/p/00"].tail is None

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import struct
 
-from ...generated.htt import MetaPair, WalEntry, WalOp
+from ...generated.htt import MetaPair, TailFull, WalEntry, WalOp
+from ..packed import PackedArray
 from .quantized import PACKED_DIM, TailCodec
 
 log = logging.getLogger("bytewright.htt")
@@ -210,6 +211,10 @@ class State:
         # the parent of the last INSERT, known to exist (DELETE forgets it)
         self._last_parent = ROOT
         self._last_cut = -1
+        # the decoder's packed kind once recognised, and the all-zero placement ("not
+        # set"): apply's hot path compares against them without calling the codec
+        self._kind: object = object()
+        self._zero = codec._zero
 
     @property
     def children(self) -> dict[str, dict[str, None]]:
@@ -301,7 +306,18 @@ class State:
             nodes = self.nodes
             tail = body.tail
             if tail is not None:
-                tail = self.codec.packed(tail)  # validates before anything changes
+                # validates before anything changes; a full-width tail the decoder kept
+                # packed in the state's own form is taken as it is (the hot case)
+                dims = tail.dims if tail.__class__ is TailFull else None
+                if dims.__class__ is PackedArray and dims.kind is self._kind:
+                    tail = dims.raw
+                    if tail == self._zero:
+                        tail = None
+                else:
+                    codec = self.codec
+                    tail = codec.packed(tail)
+                    if codec._kind is not None:
+                        self._kind = codec._kind
             if key in nodes:
                 log.debug("replay: INSERT of existing key %r skipped", key)
                 return
@@ -319,7 +335,7 @@ class State:
             data = body.data
             if data.__class__ is not bytes:
                 data = bytes(data)
-            # pack_meta inlined (the hot loop of a replay): flat, equal strings shared
+            # pack_meta inlined (the hot loop of a replay): flat, equal strings shared;
             # the table learns from the first inserts, then only answers (get is a fast
             # call; setdefault is not)
             if self._learn:
@@ -327,32 +343,43 @@ class State:
                 share = self.strings.setdefault
             else:
                 share = self.strings.get
-            flat = []
-            for p in body.meta:
-                k = p.key
-                v = p.value
-                flat.append(share(k, k))
-                flat.append(share(v, v))
-            meta = tuple(flat)
+            pairs = body.meta
+            index = -1
+            if len(pairs) == 2:  # the usual shape (_child_index and one more): no loop
+                a, b = pairs
+                ak = a.key
+                av = a.value
+                bk = b.key
+                bv = b.value
+                meta = (share(ak, ak), share(av, av), share(bk, bk), share(bv, bv))
+                digits = av if ak == CHILD_INDEX else bv if bk == CHILD_INDEX else None
+                if digits is not None and digits.isdigit() and digits.isascii():
+                    index = int(digits)
+            else:
+                flat = []
+                for p in pairs:
+                    k = p.key
+                    v = p.value
+                    flat.append(share(k, k))
+                    flat.append(share(v, v))
+                meta = tuple(flat)
+                try:
+                    i = meta.index(CHILD_INDEX)
+                    index = -1 if i & 1 else int(meta[i + 1])
+                except ValueError:  # no _child_index, or one int() refuses
+                    pass
             # a Node without the constructor's checks: every field is in its held form
             node = _new(Node)
             node.key = key
             node.data = data
             node._meta = meta
             node._tail = tail
-            if self._children is not None:
+            if index < 0 or self._children is not None:
+                # the general case (_link decides what a missing or odd index means)
                 self._link(node, parent)
                 return
             # _link inlined for the common case (a decimal _child_index; no child index
             # built yet): the hot path of a replay
-            try:
-                i = meta.index(CHILD_INDEX)
-                index = -1 if i & 1 else int(meta[i + 1])
-            except ValueError:  # no _child_index, or one int() refuses
-                index = -1
-            if index < 0:
-                self._link(node, parent)
-                return
             nodes[key] = node
             counters = self.counters
             if index >= counters.get(parent, 0):
