@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         paths = proj.schema_files()
     except project_mod.ProjectError as exc:
         raise common.project_error(exc) from exc
-    result = pipeline.run(paths, proj=proj)
+    result = pipeline.run(paths, proj=proj, render_modules=False)
     errors = [p for p in result.problems if p.severity == "error"]
     if errors:
         for p in errors:

@@ -61,7 +61,7 @@ def _families(proj: project_mod.Project) -> dict:
         paths = proj.schema_files()
     except project_mod.ProjectError as exc:
         raise common.project_error(exc) from exc
-    result = pipeline.run(paths, proj=proj)
+    result = pipeline.run(paths, proj=proj, render_modules=False)
     errors = [p for p in result.problems if p.severity == "error"]
     if errors:
         raise common.UsageError(f"the project's schemas have problems: {errors[0]}")

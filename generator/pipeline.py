@@ -139,10 +139,12 @@ def digest_of(sources: list[Source]) -> str:
 
 
 def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
-        base: Path | None = None, proj: project.Project | None = None) -> Result:
+        base: Path | None = None, proj: project.Project | None = None,
+        render_modules: bool = True) -> Result:
     """Run every pass over ``paths`` (default: the schemas of ``proj``, else of the
     package's own project); file names are shown relative to ``base`` (default the
-    project's folder)."""
+    project's folder). ``render_modules=False`` stops after the layout pass: callers
+    that only read the families (inspect, export) skip the emitters, the slowest pass."""
     result = Result()
     problems = result.problems
     if paths is None:
@@ -164,7 +166,8 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
         if problems:
             continue
         result.families[name] = family
-        result.modules[f"{name}.py"] = render(family)
+        if render_modules:
+            result.modules[f"{name}.py"] = render(family)
     return result
 
 

@@ -67,7 +67,7 @@ def compiler() -> Path:
 
 @pytest.fixture(scope="module")
 def families():
-    return pipeline.run().families
+    return pipeline.run(render_modules=False).families
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ EOS_TAIL = {"columns_one_v1.hex", "columns_zero_v1.hex", "stored_metadata_one_v1
 
 @pytest.fixture(scope="module")
 def families():
-    return pipeline.run().families
+    return pipeline.run(render_modules=False).families
 
 
 def modules(name: str):
