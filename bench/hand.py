@@ -17,6 +17,7 @@ from bytewright.generated import kladde as k
 from bytewright.generated import pile as p
 from bytewright.generated import ze as z
 from bytewright.runtime.errors import ChecksumError, ConstraintError, TruncatedError
+from bytewright.runtime.pile.kinds import KIND_BLOB as _BLOB_KIND
 
 _HEAD = struct.Struct("<IBH")
 _U16 = struct.Struct("<H")
@@ -179,14 +180,17 @@ def ze_nodes(buf, raw: bool = False) -> list:
     return out
 
 
-_FRAME = struct.Struct("<16s12sI32sQQ16s32s")
+_FRAME = struct.Struct("<16s12sI32sQQ16s32s128s")  # the whole 256-byte first block
 _MAGIC_TAIL = bytes.fromhex("9D9656A5EA5A497320351F3B")
+_Z16, _Z128 = bytes(16), bytes(128)
 
 
 def pile_blobs(buf, raw: bool = False) -> list:
     """Current-format blob frames: 128 bytes of head (marker, magic tail, span, kind,
-    timestamp, length, reserved, hash), the rest of the block, then the payload padded
-    to 256-byte blocks."""
+    timestamp, length, scalar pad, hash), 128 reserved bytes, then the payload padded
+    to 256-byte blocks. The checks facts.md requires of a reader: magic, blob kind,
+    span, the scalar pad and the reserved bytes zero (the post-payload padding is not
+    checked, as in the reference reader)."""
     mv = memoryview(buf)
     end, pos, out = len(mv), 0, []
     head = _FRAME.unpack_from
@@ -194,9 +198,13 @@ def pile_blobs(buf, raw: bool = False) -> list:
     while pos < end:
         if pos + 256 > end:
             raise TruncatedError("frame truncated", offset=pos)
-        marker, tail, span, kind, ts, length, _res, handle = head(mv, pos)
+        marker, tail, span, kind, ts, length, pad, handle, reserved = head(mv, pos)
         if tail != _MAGIC_TAIL:
             raise ConstraintError("bad frame magic", offset=pos + 16)
+        if kind != _BLOB_KIND:
+            raise ConstraintError("not a blob frame", offset=pos + 32)
+        if pad != _Z16 or reserved != _Z128:
+            raise ConstraintError("reserved bytes must be zero", offset=pos + 80)
         if span != 1 + (length + 255) // 256:
             raise ConstraintError("blob span mismatch", offset=pos + 28, found=span)
         if pos + span * 256 > end:
