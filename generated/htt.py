@@ -373,12 +373,94 @@ def _d_file_header(mv, pos, end):
     _obj.node_count = f_node_count
     return _obj, pos
 
+def _u_file_header(mv, pos, end):
+    f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count = _S0.unpack_from(mv, pos)
+    _r0 = pos
+    pos += 28
+    if f_magic != b'HTT\x00':
+        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'HTT\x00', found=f_magic)
+    if f_version < 1 or f_version > 4:
+        raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..4', found=f_version)
+    if f_flags & 0:
+        raise ConstraintError('undefined header_flags bits set', offset=_r0 + 5, path='flags', expected='mask 0xff', found=f_flags)
+    f_flags = HeaderFlags.from_int(f_flags)
+    f_tau = int.from_bytes(f_tau, 'little', signed=True)
+    _e_node_count = _r0 + 28
+    f_header_crc, = _S2.unpack_from(mv, pos)
+    _r2 = pos
+    pos += 4
+    _ck = _ck_crc32(mv[_r0:_e_node_count])
+    if f_header_crc != _ck:
+        raise ChecksumError('crc32 mismatch', offset=_r2, path='header_crc', expected=_ck, found=f_header_crc)
+    _obj = _new(FileHeader)
+    _obj.version = f_version
+    _obj.flags = f_flags
+    _obj.dimension = f_dimension
+    _obj.semantic_dims = f_semantic_dims
+    _obj.tau = f_tau
+    _obj.node_count = f_node_count
+    return (_obj, pos)
+
+def _m_file_header(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S0_unpack_from = _S0.unpack_from
+    _S2_unpack_from = _S2.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count = _S0_unpack_from(mv, pos)
+            _r0 = pos
+            pos += 28
+            if f_magic != b'HTT\x00':
+                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'HTT\x00', found=f_magic)
+            if f_version < 1 or f_version > 4:
+                raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..4', found=f_version)
+            if f_flags & 0:
+                raise ConstraintError('undefined header_flags bits set', offset=_r0 + 5, path='flags', expected='mask 0xff', found=f_flags)
+            f_flags = HeaderFlags.from_int(f_flags)
+            f_tau = int.from_bytes(f_tau, 'little', signed=True)
+            _e_node_count = _r0 + 28
+            f_header_crc, = _S2_unpack_from(mv, pos)
+            _r2 = pos
+            pos += 4
+            _ck = _ck_crc32(mv[_r0:_e_node_count])
+            if f_header_crc != _ck:
+                raise ChecksumError('crc32 mismatch', offset=_r2, path='header_crc', expected=_ck, found=f_header_crc)
+            _obj = _new(FileHeader)
+            _obj.version = f_version
+            _obj.flags = f_flags
+            _obj.dimension = f_dimension
+            _obj.semantic_dims = f_semantic_dims
+            _obj.tau = f_tau
+            _obj.node_count = f_node_count
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_file_header, 'file_header', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_file_header, 'file_header', mv, _rs, end, (), _out)
+    return _out
+
 def _e_file_header(out, v):
-    _s_magic = len(out) + 0
+    _s_magic = len(out)
     _e_node_count = len(out) + 28
     out += _S0.pack(b'HTT\x00', v.version, v.flags.to_int(), v.dimension, v.semantic_dims, (v.tau).to_bytes(16, 'little', signed=True), v.node_count)
     f_header_crc = _ck_crc32((out if _s_magic == 0 and _e_node_count == len(out) else memoryview(out)[_s_magic:_e_node_count]))
     out += _S2.pack(f_header_crc)
+
+def _em_file_header(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    _S2_pack = _S2.pack
+    for v in values:
+        _s_magic = len(out)
+        _e_node_count = len(out) + 28
+        out += _S0_pack(b'HTT\x00', v.version, v.flags.to_int(), v.dimension, v.semantic_dims, v.tau.to_bytes(16, 'little', signed=True), v.node_count)
+        out += _S2_pack(_ck_crc32(out if _s_magic == 0 and _e_node_count == len(out) else memoryview(out)[_s_magic:_e_node_count]))
+    return bytes(out)
 
 def _d_bound_pair(mv, pos, end):
     if pos + 16 > end:
@@ -390,8 +472,45 @@ def _d_bound_pair(mv, pos, end):
     _obj.max = f_max
     return _obj, pos
 
+def _u_bound_pair(mv, pos, end):
+    f_min, f_max = _S4.unpack_from(mv, pos)
+    pos += 16
+    _obj = _new(BoundPair)
+    _obj.min = f_min
+    _obj.max = f_max
+    return (_obj, pos)
+
+def _m_bound_pair(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S4_unpack_from = _S4.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_min, f_max = _S4_unpack_from(mv, pos)
+            pos += 16
+            _obj = _new(BoundPair)
+            _obj.min = f_min
+            _obj.max = f_max
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_bound_pair, 'bound_pair', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_bound_pair, 'bound_pair', mv, _rs, end, (), _out)
+    return _out
+
 def _e_bound_pair(out, v):
     out += _S4.pack(v.min, v.max)
+
+def _em_bound_pair(values):
+    out = bytearray()
+    _S4_pack = _S4.pack
+    for v in values:
+        out += _S4_pack(v.min, v.max)
+    return bytes(out)
 
 def _d_bounds_section(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
@@ -415,11 +534,69 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
     _obj.bounds = f_bounds
     return _obj, pos
 
+def _u_bounds_section(mv, pos, end, p_semantic_dims):
+    _c = p_semantic_dims - 16
+    if _c < 0 or _c * 16 > end - pos:
+        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+    f_bounds = []
+    for _i in range(_c):
+        _bound_pair_f_min, _bound_pair_f_max = _S4.unpack_from(mv, pos)
+        pos += 16
+        _bound_pair__obj = _new(BoundPair)
+        _bound_pair__obj.min = _bound_pair_f_min
+        _bound_pair__obj.max = _bound_pair_f_max
+        f_bounds.append(_bound_pair__obj)
+    _obj = _new(BoundsSection)
+    _obj.bounds = f_bounds
+    return (_obj, pos)
+
+def _m_bounds_section(mv, pos, end, p_semantic_dims):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S4_unpack_from = _S4.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            _c = p_semantic_dims - 16
+            if _c < 0 or _c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
+            f_bounds = []
+            for _i in range(_c):
+                _bound_pair_f_min, _bound_pair_f_max = _S4_unpack_from(mv, pos)
+                pos += 16
+                _bound_pair__obj = _new(BoundPair)
+                _bound_pair__obj.min = _bound_pair_f_min
+                _bound_pair__obj.max = _bound_pair_f_max
+                f_bounds.append(_bound_pair__obj)
+            _obj = _new(BoundsSection)
+            _obj.bounds = f_bounds
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_bounds_section, 'bounds_section', mv, _rs, end, (p_semantic_dims, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_bounds_section, 'bounds_section', mv, _rs, end, (p_semantic_dims, ), _out)
+    return _out
+
 def _e_bounds_section(out, v, p_semantic_dims):
     if len(v.bounds) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.bounds)), path='bounds')
     for _x in v.bounds:
         out += _S4.pack(_x.min, _x.max)
+
+def _em_bounds_section(values, p_semantic_dims):
+    out = bytearray()
+    _S4_pack = _S4.pack
+    for v in values:
+        if len(v.bounds) != p_semantic_dims - 16:
+            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.bounds)), path='bounds')
+        for _x in v.bounds:
+            out += _S4_pack(_x.min, _x.max)
+    return bytes(out)
 
 def _d_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
@@ -431,6 +608,41 @@ def _d_tail_full(mv, pos, end, p_semantic_dims):
     _obj.dims = f_dims
     return _obj, pos
 
+def _u_tail_full(mv, pos, end, p_semantic_dims):
+    _c = p_semantic_dims
+    if _c < 0 or _c * 16 > end - pos:
+        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+    f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+    pos += _c * 16
+    _obj = _new(TailFull)
+    _obj.dims = f_dims
+    return (_obj, pos)
+
+def _m_tail_full(mv, pos, end, p_semantic_dims):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            _c = p_semantic_dims
+            if _c < 0 or _c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
+            f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+            pos += _c * 16
+            _obj = _new(TailFull)
+            _obj.dims = f_dims
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_tail_full, 'tail_full', mv, _rs, end, (p_semantic_dims, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_tail_full, 'tail_full', mv, _rs, end, (p_semantic_dims, ), _out)
+    return _out
+
 def _e_tail_full(out, v, p_semantic_dims):
     if len(v.dims) != p_semantic_dims:
         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(v.dims)), path='dims')
@@ -438,6 +650,17 @@ def _e_tail_full(out, v, p_semantic_dims):
         out += v.dims.raw
     else:
         out += _PK6.encode_all(v.dims)
+
+def _em_tail_full(values, p_semantic_dims):
+    out = bytearray()
+    for v in values:
+        if len(v.dims) != p_semantic_dims:
+            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(v.dims)), path='dims')
+        if v.dims.__class__ is PackedArray and v.dims.kind is _PK6:
+            out += v.dims.raw
+        else:
+            out += _PK6.encode_all(v.dims)
+    return bytes(out)
 
 def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
@@ -454,10 +677,63 @@ def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _obj.user = f_user
     return _obj, pos
 
+def _u_tail_quantized(mv, pos, end, p_semantic_dims):
+    _c = p_semantic_dims - 16
+    if _c < 0 or _c * 2 > end - pos:
+        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+    _st = _RC7.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + str(_c) + 'h')
+        if len(_RC7) < 64:
+            _RC7[_c] = _st
+    f_user = list(_st.unpack_from(mv, pos))
+    pos += _c * 2
+    _obj = _new(TailQuantized)
+    _obj.user = f_user
+    return (_obj, pos)
+
+def _m_tail_quantized(mv, pos, end, p_semantic_dims):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            _c = p_semantic_dims - 16
+            if _c < 0 or _c * 2 > end - pos:
+                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+            _st = _RC7.get(_c)
+            if _st is None:
+                _st = struct.Struct('<' + str(_c) + 'h')
+                if len(_RC7) < 64:
+                    _RC7[_c] = _st
+            f_user = list(_st.unpack_from(mv, pos))
+            pos += _c * 2
+            _obj = _new(TailQuantized)
+            _obj.user = f_user
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_tail_quantized, 'tail_quantized', mv, _rs, end, (p_semantic_dims, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_tail_quantized, 'tail_quantized', mv, _rs, end, (p_semantic_dims, ), _out)
+    return _out
+
 def _e_tail_quantized(out, v, p_semantic_dims):
     if len(v.user) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.user)), path='user')
     out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
+
+def _em_tail_quantized(values, p_semantic_dims):
+    out = bytearray()
+    for v in values:
+        if len(v.user) != p_semantic_dims - 16:
+            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
+        out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
+    return bytes(out)
 
 def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
@@ -480,6 +756,63 @@ def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _obj.user = f_user
     return _obj, pos
 
+def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
+    _c = min(p_semantic_dims, 16)
+    if _c < 0 or _c * 16 > end - pos:
+        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+    f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+    pos += _c * 16
+    _c = p_semantic_dims - 16
+    if _c < 0 or _c * 2 > end - pos:
+        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+    _st = _RC8.get(_c)
+    if _st is None:
+        _st = struct.Struct('<' + str(_c) + 'h')
+        if len(_RC8) < 64:
+            _RC8[_c] = _st
+    f_user = list(_st.unpack_from(mv, pos))
+    pos += _c * 2
+    _obj = _new(TailQuantizedGacl)
+    _obj.reserved = f_reserved
+    _obj.user = f_user
+    return (_obj, pos)
+
+def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            _c = min(p_semantic_dims, 16)
+            if _c < 0 or _c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
+            f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+            pos += _c * 16
+            _c = p_semantic_dims - 16
+            if _c < 0 or _c * 2 > end - pos:
+                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
+            _st = _RC8.get(_c)
+            if _st is None:
+                _st = struct.Struct('<' + str(_c) + 'h')
+                if len(_RC8) < 64:
+                    _RC8[_c] = _st
+            f_user = list(_st.unpack_from(mv, pos))
+            pos += _c * 2
+            _obj = _new(TailQuantizedGacl)
+            _obj.reserved = f_reserved
+            _obj.user = f_user
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, end, (p_semantic_dims, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, end, (p_semantic_dims, ), _out)
+    return _out
+
 def _e_tail_quantized_gacl(out, v, p_semantic_dims):
     if len(v.reserved) != min(p_semantic_dims, 16):
         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
@@ -490,6 +823,20 @@ def _e_tail_quantized_gacl(out, v, p_semantic_dims):
     if len(v.user) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.user)), path='user')
     out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
+
+def _em_tail_quantized_gacl(values, p_semantic_dims):
+    out = bytearray()
+    for v in values:
+        if len(v.reserved) != min(p_semantic_dims, 16):
+            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
+        if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK6:
+            out += v.reserved.raw
+        else:
+            out += _PK6.encode_all(v.reserved)
+        if len(v.user) != p_semantic_dims - 16:
+            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
+        out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
+    return bytes(out)
 
 def _d_meta_pair(mv, pos, end):
     if pos + 2 > end:
@@ -519,13 +866,67 @@ def _d_meta_pair(mv, pos, end):
     _obj.value = f_value
     return _obj, pos
 
+def _u_meta_pair(mv, pos, end):
+    n_key, = _S9.unpack_from(mv, pos)
+    pos += 2
+    f_key = str(mv[pos:pos + n_key], 'utf-8')
+    pos += n_key
+    n_value, = _S9.unpack_from(mv, pos)
+    pos += 2
+    f_value = str(mv[pos:pos + n_value], 'utf-8')
+    pos += n_value
+    _obj = _new(MetaPair)
+    _obj.key = f_key
+    _obj.value = f_value
+    return (_obj, pos)
+
+def _m_meta_pair(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S9_unpack_from = _S9.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            n_key, = _S9_unpack_from(mv, pos)
+            pos += 2
+            f_key = str(mv[pos:pos + n_key], 'utf-8')
+            pos += n_key
+            n_value, = _S9_unpack_from(mv, pos)
+            pos += 2
+            f_value = str(mv[pos:pos + n_value], 'utf-8')
+            pos += n_value
+            _obj = _new(MetaPair)
+            _obj.key = f_key
+            _obj.value = f_value
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_meta_pair, 'meta_pair', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_meta_pair, 'meta_pair', mv, _rs, end, (), _out)
+    return _out
+
 def _e_meta_pair(out, v):
-    _b_key = v.key.encode('utf-8')
+    _b_key = v.key.encode()
     out += _S9.pack(len(_b_key))
     out += _b_key
-    _b_value = v.value.encode('utf-8')
+    _b_value = v.value.encode()
     out += _S9.pack(len(_b_value))
     out += _b_value
+
+def _em_meta_pair(values):
+    out = bytearray()
+    _S9_pack = _S9.pack
+    for v in values:
+        _b_key = v.key.encode()
+        out += _S9_pack(len(_b_key))
+        out += _b_key
+        _b_value = v.value.encode()
+        out += _S9_pack(len(_b_value))
+        out += _b_value
+    return bytes(out)
 
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 2 > end:
@@ -650,8 +1051,189 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.tail = f_tail
     return _obj, pos
 
+def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
+    n_key, = _S9.unpack_from(mv, pos)
+    pos += 2
+    f_key = str(mv[pos:pos + n_key], 'utf-8')
+    pos += n_key
+    n_data, = _S2.unpack_from(mv, pos)
+    pos += 4
+    f_data = bytes(mv[pos:pos + n_data])
+    pos += n_data
+    n_meta, = _S9.unpack_from(mv, pos)
+    pos += 2
+    if n_meta * 4 > end - pos:
+        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+    f_meta = []
+    for _i in range(n_meta):
+        _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+        pos += 2
+        _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+        pos += _meta_pair_n_key
+        _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+        pos += 2
+        _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+        pos += _meta_pair_n_value
+        _meta_pair__obj = _new(MetaPair)
+        _meta_pair__obj.key = _meta_pair_f_key
+        _meta_pair__obj.value = _meta_pair_f_value
+        f_meta.append(_meta_pair__obj)
+    if p_semantic_dims > 0:
+        _tag = p_tail_layout
+        if _tag == 0:
+            _tail_full___c = p_semantic_dims
+            if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+            pos += _tail_full___c * 16
+            _tail_full___obj = _new(TailFull)
+            _tail_full___obj.dims = _tail_full__f_dims
+            f_tail = _tail_full___obj
+        elif _tag == 1:
+            _tail_quantized___c = p_semantic_dims - 16
+            if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+            _tail_quantized___st = _RC7.get(_tail_quantized___c)
+            if _tail_quantized___st is None:
+                _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                if len(_RC7) < 64:
+                    _RC7[_tail_quantized___c] = _tail_quantized___st
+            _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+            pos += _tail_quantized___c * 2
+            _tail_quantized___obj = _new(TailQuantized)
+            _tail_quantized___obj.user = _tail_quantized__f_user
+            f_tail = _tail_quantized___obj
+        elif _tag == 2:
+            _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+            pos += _tail_quantized_gacl___c * 16
+            _tail_quantized_gacl___c = p_semantic_dims - 16
+            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+            _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+            if _tail_quantized_gacl___st is None:
+                _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                if len(_RC8) < 64:
+                    _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+            _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+            pos += _tail_quantized_gacl___c * 2
+            _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+            _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
+            _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
+            f_tail = _tail_quantized_gacl___obj
+        else:
+            raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+    else:
+        f_tail = None
+    _obj = _new(SnapshotEntry)
+    _obj.key = f_key
+    _obj.data = f_data
+    _obj.meta = f_meta
+    _obj.tail = f_tail
+    return (_obj, pos)
+
+def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S2_unpack_from = _S2.unpack_from
+    _S9_unpack_from = _S9.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            n_key, = _S9_unpack_from(mv, pos)
+            pos += 2
+            f_key = str(mv[pos:pos + n_key], 'utf-8')
+            pos += n_key
+            n_data, = _S2_unpack_from(mv, pos)
+            pos += 4
+            f_data = bytes(mv[pos:pos + n_data])
+            pos += n_data
+            n_meta, = _S9_unpack_from(mv, pos)
+            pos += 2
+            if n_meta * 4 > end - pos:
+                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+            f_meta = []
+            for _i in range(n_meta):
+                _meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                pos += 2
+                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+                pos += _meta_pair_n_key
+                _meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                pos += 2
+                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+                pos += _meta_pair_n_value
+                _meta_pair__obj = _new(MetaPair)
+                _meta_pair__obj.key = _meta_pair_f_key
+                _meta_pair__obj.value = _meta_pair_f_value
+                f_meta.append(_meta_pair__obj)
+            if p_semantic_dims > 0:
+                _tag = p_tail_layout
+                if _tag == 0:
+                    _tail_full___c = p_semantic_dims
+                    if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                    pos += _tail_full___c * 16
+                    _tail_full___obj = _new(TailFull)
+                    _tail_full___obj.dims = _tail_full__f_dims
+                    f_tail = _tail_full___obj
+                elif _tag == 1:
+                    _tail_quantized___c = p_semantic_dims - 16
+                    if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                    if _tail_quantized___st is None:
+                        _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                        if len(_RC7) < 64:
+                            _RC7[_tail_quantized___c] = _tail_quantized___st
+                    _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+                    pos += _tail_quantized___c * 2
+                    _tail_quantized___obj = _new(TailQuantized)
+                    _tail_quantized___obj.user = _tail_quantized__f_user
+                    f_tail = _tail_quantized___obj
+                elif _tag == 2:
+                    _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                    pos += _tail_quantized_gacl___c * 16
+                    _tail_quantized_gacl___c = p_semantic_dims - 16
+                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                    if _tail_quantized_gacl___st is None:
+                        _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                        if len(_RC8) < 64:
+                            _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                    pos += _tail_quantized_gacl___c * 2
+                    _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                    _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
+                    _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
+                    f_tail = _tail_quantized_gacl___obj
+                else:
+                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+            else:
+                f_tail = None
+            _obj = _new(SnapshotEntry)
+            _obj.key = f_key
+            _obj.data = f_data
+            _obj.meta = f_meta
+            _obj.tail = f_tail
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_snapshot_entry, 'snapshot_entry', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_snapshot_entry, 'snapshot_entry', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+    return _out
+
 def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
-    _b_key = v.key.encode('utf-8')
+    _b_key = v.key.encode()
     out += _S9.pack(len(_b_key))
     out += _b_key
     _b_data = v.data
@@ -659,10 +1241,10 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
     out += _b_data
     out += _S9.pack(len(v.meta))
     for _x in v.meta:
-        _meta_pair_b_key = _x.key.encode('utf-8')
+        _meta_pair_b_key = _x.key.encode()
         out += _S9.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
-        _meta_pair_b_value = _x.value.encode('utf-8')
+        _meta_pair_b_value = _x.value.encode()
         out += _S9.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
     if (p_semantic_dims > 0):
@@ -695,6 +1277,57 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
             raise EncodeError('no case for tag ' + repr(_tag), path='tail')
     elif v.tail is not None:
         raise EncodeError('field is present but its condition is false', path='tail')
+
+def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    _S9_pack = _S9.pack
+    for v in values:
+        _b_key = v.key.encode()
+        out += _S9_pack(len(_b_key))
+        out += _b_key
+        _b_data = v.data
+        out += _S2_pack(len(_b_data))
+        out += _b_data
+        out += _S9_pack(len(v.meta))
+        for _x in v.meta:
+            _meta_pair_b_key = _x.key.encode()
+            out += _S9_pack(len(_meta_pair_b_key))
+            out += _meta_pair_b_key
+            _meta_pair_b_value = _x.value.encode()
+            out += _S9_pack(len(_meta_pair_b_value))
+            out += _meta_pair_b_value
+        if p_semantic_dims > 0:
+            _tag = p_tail_layout
+            if _tag == 0:
+                _tail_full__v = v.tail
+                if len(_tail_full__v.dims) != p_semantic_dims:
+                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
+                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+                    out += _tail_full__v.dims.raw
+                else:
+                    out += _PK6.encode_all(_tail_full__v.dims)
+            elif _tag == 1:
+                _tail_quantized__v = v.tail
+                if len(_tail_quantized__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
+                out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
+            elif _tag == 2:
+                _tail_quantized_gacl__v = v.tail
+                if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
+                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+                    out += _tail_quantized_gacl__v.reserved.raw
+                else:
+                    out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
+                out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
+            else:
+                raise EncodeError('no case for tag ' + repr(_tag), path='tail')
+        elif v.tail is not None:
+            raise EncodeError('field is present but its condition is false', path='tail')
+    return bytes(out)
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
@@ -1013,7 +1646,7 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            _snapshot_entry___b_key = _x.key.encode('utf-8')
+            _snapshot_entry___b_key = _x.key.encode()
             out += _S9.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
@@ -1021,10 +1654,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             out += _snapshot_entry___b_data
             out += _S9.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
-                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode('utf-8')
+                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
                 out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
-                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode('utf-8')
+                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
                 out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
@@ -1068,7 +1701,7 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            _snapshot_entry___b_key = _x.key.encode('utf-8')
+            _snapshot_entry___b_key = _x.key.encode()
             out += _S9.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
@@ -1076,10 +1709,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             out += _snapshot_entry___b_data
             out += _S9.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
-                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode('utf-8')
+                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
                 out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
-                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode('utf-8')
+                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
                 out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
@@ -1443,7 +2076,7 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            _snapshot_entry___b_key = _x.key.encode('utf-8')
+            _snapshot_entry___b_key = _x.key.encode()
             out += _S9.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
@@ -1451,10 +2084,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             out += _snapshot_entry___b_data
             out += _S9.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
-                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode('utf-8')
+                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
                 out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
-                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode('utf-8')
+                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
                 out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
@@ -1499,7 +2132,7 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            _snapshot_entry___b_key = _x.key.encode('utf-8')
+            _snapshot_entry___b_key = _x.key.encode()
             out += _S9.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
@@ -1507,10 +2140,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             out += _snapshot_entry___b_data
             out += _S9.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
-                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode('utf-8')
+                _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
                 out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
-                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode('utf-8')
+                _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
                 out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
@@ -1676,16 +2309,187 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.tail = f_tail
     return _obj, pos
 
+def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
+    n_data, = _S2.unpack_from(mv, pos)
+    pos += 4
+    f_data = bytes(mv[pos:pos + n_data])
+    pos += n_data
+    n_meta, = _S9.unpack_from(mv, pos)
+    pos += 2
+    if n_meta * 4 > end - pos:
+        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+    f_meta = []
+    for _i in range(n_meta):
+        _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+        pos += 2
+        _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+        pos += _meta_pair_n_key
+        _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+        pos += 2
+        _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+        pos += _meta_pair_n_value
+        _meta_pair__obj = _new(MetaPair)
+        _meta_pair__obj.key = _meta_pair_f_key
+        _meta_pair__obj.value = _meta_pair_f_value
+        f_meta.append(_meta_pair__obj)
+    if p_semantic_dims > 0:
+        _tag = p_tail_layout
+        if _tag == 0:
+            _tail_full___c = p_semantic_dims
+            if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+            pos += _tail_full___c * 16
+            _tail_full___obj = _new(TailFull)
+            _tail_full___obj.dims = _tail_full__f_dims
+            f_tail = _tail_full___obj
+        elif _tag == 1:
+            _tail_quantized___c = p_semantic_dims - 16
+            if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+            _tail_quantized___st = _RC7.get(_tail_quantized___c)
+            if _tail_quantized___st is None:
+                _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                if len(_RC7) < 64:
+                    _RC7[_tail_quantized___c] = _tail_quantized___st
+            _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+            pos += _tail_quantized___c * 2
+            _tail_quantized___obj = _new(TailQuantized)
+            _tail_quantized___obj.user = _tail_quantized__f_user
+            f_tail = _tail_quantized___obj
+        elif _tag == 2:
+            _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+            pos += _tail_quantized_gacl___c * 16
+            _tail_quantized_gacl___c = p_semantic_dims - 16
+            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+            _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+            if _tail_quantized_gacl___st is None:
+                _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                if len(_RC8) < 64:
+                    _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+            _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+            pos += _tail_quantized_gacl___c * 2
+            _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+            _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
+            _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
+            f_tail = _tail_quantized_gacl___obj
+        else:
+            raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+    else:
+        f_tail = None
+    _obj = _new(InsertBody)
+    _obj.data = f_data
+    _obj.meta = f_meta
+    _obj.tail = f_tail
+    return (_obj, pos)
+
+def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S2_unpack_from = _S2.unpack_from
+    _S9_unpack_from = _S9.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            n_data, = _S2_unpack_from(mv, pos)
+            pos += 4
+            f_data = bytes(mv[pos:pos + n_data])
+            pos += n_data
+            n_meta, = _S9_unpack_from(mv, pos)
+            pos += 2
+            if n_meta * 4 > end - pos:
+                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+            f_meta = []
+            for _i in range(n_meta):
+                _meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                pos += 2
+                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+                pos += _meta_pair_n_key
+                _meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                pos += 2
+                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+                pos += _meta_pair_n_value
+                _meta_pair__obj = _new(MetaPair)
+                _meta_pair__obj.key = _meta_pair_f_key
+                _meta_pair__obj.value = _meta_pair_f_value
+                f_meta.append(_meta_pair__obj)
+            if p_semantic_dims > 0:
+                _tag = p_tail_layout
+                if _tag == 0:
+                    _tail_full___c = p_semantic_dims
+                    if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                    pos += _tail_full___c * 16
+                    _tail_full___obj = _new(TailFull)
+                    _tail_full___obj.dims = _tail_full__f_dims
+                    f_tail = _tail_full___obj
+                elif _tag == 1:
+                    _tail_quantized___c = p_semantic_dims - 16
+                    if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                    if _tail_quantized___st is None:
+                        _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                        if len(_RC7) < 64:
+                            _RC7[_tail_quantized___c] = _tail_quantized___st
+                    _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+                    pos += _tail_quantized___c * 2
+                    _tail_quantized___obj = _new(TailQuantized)
+                    _tail_quantized___obj.user = _tail_quantized__f_user
+                    f_tail = _tail_quantized___obj
+                elif _tag == 2:
+                    _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                    pos += _tail_quantized_gacl___c * 16
+                    _tail_quantized_gacl___c = p_semantic_dims - 16
+                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                    if _tail_quantized_gacl___st is None:
+                        _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                        if len(_RC8) < 64:
+                            _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                    pos += _tail_quantized_gacl___c * 2
+                    _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                    _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
+                    _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
+                    f_tail = _tail_quantized_gacl___obj
+                else:
+                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+            else:
+                f_tail = None
+            _obj = _new(InsertBody)
+            _obj.data = f_data
+            _obj.meta = f_meta
+            _obj.tail = f_tail
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_insert_body, 'insert_body', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_insert_body, 'insert_body', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+    return _out
+
 def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
     out += _S9.pack(len(v.meta))
     for _x in v.meta:
-        _meta_pair_b_key = _x.key.encode('utf-8')
+        _meta_pair_b_key = _x.key.encode()
         out += _S9.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
-        _meta_pair_b_value = _x.value.encode('utf-8')
+        _meta_pair_b_value = _x.value.encode()
         out += _S9.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
     if (p_semantic_dims > 0):
@@ -1718,6 +2522,54 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
             raise EncodeError('no case for tag ' + repr(_tag), path='tail')
     elif v.tail is not None:
         raise EncodeError('field is present but its condition is false', path='tail')
+
+def _em_insert_body(values, p_semantic_dims, p_tail_layout):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    _S9_pack = _S9.pack
+    for v in values:
+        _b_data = v.data
+        out += _S2_pack(len(_b_data))
+        out += _b_data
+        out += _S9_pack(len(v.meta))
+        for _x in v.meta:
+            _meta_pair_b_key = _x.key.encode()
+            out += _S9_pack(len(_meta_pair_b_key))
+            out += _meta_pair_b_key
+            _meta_pair_b_value = _x.value.encode()
+            out += _S9_pack(len(_meta_pair_b_value))
+            out += _meta_pair_b_value
+        if p_semantic_dims > 0:
+            _tag = p_tail_layout
+            if _tag == 0:
+                _tail_full__v = v.tail
+                if len(_tail_full__v.dims) != p_semantic_dims:
+                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
+                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+                    out += _tail_full__v.dims.raw
+                else:
+                    out += _PK6.encode_all(_tail_full__v.dims)
+            elif _tag == 1:
+                _tail_quantized__v = v.tail
+                if len(_tail_quantized__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
+                out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
+            elif _tag == 2:
+                _tail_quantized_gacl__v = v.tail
+                if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
+                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+                    out += _tail_quantized_gacl__v.reserved.raw
+                else:
+                    out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
+                out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
+            else:
+                raise EncodeError('no case for tag ' + repr(_tag), path='tail')
+        elif v.tail is not None:
+            raise EncodeError('field is present but its condition is false', path='tail')
+    return bytes(out)
 
 def _d_update_body(mv, pos, end):
     if pos + 4 > end:
@@ -1771,18 +2623,107 @@ def _d_update_body(mv, pos, end):
     _obj.meta = f_meta
     return _obj, pos
 
+def _u_update_body(mv, pos, end):
+    n_data, = _S2.unpack_from(mv, pos)
+    pos += 4
+    f_data = bytes(mv[pos:pos + n_data])
+    pos += n_data
+    n_meta, = _S9.unpack_from(mv, pos)
+    pos += 2
+    if n_meta * 4 > end - pos:
+        raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+    f_meta = []
+    for _i in range(n_meta):
+        _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+        pos += 2
+        _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+        pos += _meta_pair_n_key
+        _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+        pos += 2
+        _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+        pos += _meta_pair_n_value
+        _meta_pair__obj = _new(MetaPair)
+        _meta_pair__obj.key = _meta_pair_f_key
+        _meta_pair__obj.value = _meta_pair_f_value
+        f_meta.append(_meta_pair__obj)
+    _obj = _new(UpdateBody)
+    _obj.data = f_data
+    _obj.meta = f_meta
+    return (_obj, pos)
+
+def _m_update_body(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S2_unpack_from = _S2.unpack_from
+    _S9_unpack_from = _S9.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            n_data, = _S2_unpack_from(mv, pos)
+            pos += 4
+            f_data = bytes(mv[pos:pos + n_data])
+            pos += n_data
+            n_meta, = _S9_unpack_from(mv, pos)
+            pos += 2
+            if n_meta * 4 > end - pos:
+                raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
+            f_meta = []
+            for _i in range(n_meta):
+                _meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                pos += 2
+                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+                pos += _meta_pair_n_key
+                _meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                pos += 2
+                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+                pos += _meta_pair_n_value
+                _meta_pair__obj = _new(MetaPair)
+                _meta_pair__obj.key = _meta_pair_f_key
+                _meta_pair__obj.value = _meta_pair_f_value
+                f_meta.append(_meta_pair__obj)
+            _obj = _new(UpdateBody)
+            _obj.data = f_data
+            _obj.meta = f_meta
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_update_body, 'update_body', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_update_body, 'update_body', mv, _rs, end, (), _out)
+    return _out
+
 def _e_update_body(out, v):
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
     out += _S9.pack(len(v.meta))
     for _x in v.meta:
-        _meta_pair_b_key = _x.key.encode('utf-8')
+        _meta_pair_b_key = _x.key.encode()
         out += _S9.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
-        _meta_pair_b_value = _x.value.encode('utf-8')
+        _meta_pair_b_value = _x.value.encode()
         out += _S9.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
+
+def _em_update_body(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    _S9_pack = _S9.pack
+    for v in values:
+        _b_data = v.data
+        out += _S2_pack(len(_b_data))
+        out += _b_data
+        out += _S9_pack(len(v.meta))
+        for _x in v.meta:
+            _meta_pair_b_key = _x.key.encode()
+            out += _S9_pack(len(_meta_pair_b_key))
+            out += _meta_pair_b_key
+            _meta_pair_b_value = _x.value.encode()
+            out += _S9_pack(len(_meta_pair_b_value))
+            out += _meta_pair_b_value
+    return bytes(out)
 
 def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
@@ -1847,6 +2788,129 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.tail = f_tail
     return _obj, pos
 
+def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
+    if p_semantic_dims > 0:
+        _tag = p_tail_layout
+        if _tag == 0:
+            _tail_full___c = p_semantic_dims
+            if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+            pos += _tail_full___c * 16
+            _tail_full___obj = _new(TailFull)
+            _tail_full___obj.dims = _tail_full__f_dims
+            f_tail = _tail_full___obj
+        elif _tag == 1:
+            _tail_quantized___c = p_semantic_dims - 16
+            if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+            _tail_quantized___st = _RC7.get(_tail_quantized___c)
+            if _tail_quantized___st is None:
+                _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                if len(_RC7) < 64:
+                    _RC7[_tail_quantized___c] = _tail_quantized___st
+            _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+            pos += _tail_quantized___c * 2
+            _tail_quantized___obj = _new(TailQuantized)
+            _tail_quantized___obj.user = _tail_quantized__f_user
+            f_tail = _tail_quantized___obj
+        elif _tag == 2:
+            _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+            pos += _tail_quantized_gacl___c * 16
+            _tail_quantized_gacl___c = p_semantic_dims - 16
+            if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+            _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+            if _tail_quantized_gacl___st is None:
+                _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                if len(_RC8) < 64:
+                    _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+            _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+            pos += _tail_quantized_gacl___c * 2
+            _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+            _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
+            _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
+            f_tail = _tail_quantized_gacl___obj
+        else:
+            raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+    else:
+        f_tail = None
+    _obj = _new(SetSemanticBody)
+    _obj.tail = f_tail
+    return (_obj, pos)
+
+def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            if p_semantic_dims > 0:
+                _tag = p_tail_layout
+                if _tag == 0:
+                    _tail_full___c = p_semantic_dims
+                    if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
+                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                    pos += _tail_full___c * 16
+                    _tail_full___obj = _new(TailFull)
+                    _tail_full___obj.dims = _tail_full__f_dims
+                    f_tail = _tail_full___obj
+                elif _tag == 1:
+                    _tail_quantized___c = p_semantic_dims - 16
+                    if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
+                    _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                    if _tail_quantized___st is None:
+                        _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
+                        if len(_RC7) < 64:
+                            _RC7[_tail_quantized___c] = _tail_quantized___st
+                    _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
+                    pos += _tail_quantized___c * 2
+                    _tail_quantized___obj = _new(TailQuantized)
+                    _tail_quantized___obj.user = _tail_quantized__f_user
+                    f_tail = _tail_quantized___obj
+                elif _tag == 2:
+                    _tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
+                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                    pos += _tail_quantized_gacl___c * 16
+                    _tail_quantized_gacl___c = p_semantic_dims - 16
+                    if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
+                        raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
+                    _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                    if _tail_quantized_gacl___st is None:
+                        _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
+                        if len(_RC8) < 64:
+                            _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
+                    pos += _tail_quantized_gacl___c * 2
+                    _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                    _tail_quantized_gacl___obj.reserved = _tail_quantized_gacl__f_reserved
+                    _tail_quantized_gacl___obj.user = _tail_quantized_gacl__f_user
+                    f_tail = _tail_quantized_gacl___obj
+                else:
+                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_tag)
+            else:
+                f_tail = None
+            _obj = _new(SetSemanticBody)
+            _obj.tail = f_tail
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_set_semantic_body, 'set_semantic_body', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_set_semantic_body, 'set_semantic_body', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+    return _out
+
 def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
@@ -1879,6 +2943,41 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
     elif v.tail is not None:
         raise EncodeError('field is present but its condition is false', path='tail')
 
+def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
+    out = bytearray()
+    for v in values:
+        if p_semantic_dims > 0:
+            _tag = p_tail_layout
+            if _tag == 0:
+                _tail_full__v = v.tail
+                if len(_tail_full__v.dims) != p_semantic_dims:
+                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
+                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+                    out += _tail_full__v.dims.raw
+                else:
+                    out += _PK6.encode_all(_tail_full__v.dims)
+            elif _tag == 1:
+                _tail_quantized__v = v.tail
+                if len(_tail_quantized__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
+                out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
+            elif _tag == 2:
+                _tail_quantized_gacl__v = v.tail
+                if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
+                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+                    out += _tail_quantized_gacl__v.reserved.raw
+                else:
+                    out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
+                out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
+            else:
+                raise EncodeError('no case for tag ' + repr(_tag), path='tail')
+        elif v.tail is not None:
+            raise EncodeError('field is present but its condition is false', path='tail')
+    return bytes(out)
+
 def _d_epoch_body(mv, pos, end):
     if pos + 9 > end:
         raise _short(pos, end, _T19)
@@ -1893,8 +2992,53 @@ def _d_epoch_body(mv, pos, end):
     _obj.flags = f_flags
     return _obj, pos
 
+def _u_epoch_body(mv, pos, end):
+    f_epoch_id, f_flags = _S18.unpack_from(mv, pos)
+    _r18 = pos
+    pos += 9
+    if f_flags & 252:
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r18 + 8, path='flags', expected='mask 0x3', found=f_flags)
+    f_flags = EpochFlags.from_int(f_flags)
+    _obj = _new(EpochBody)
+    _obj.epoch_id = f_epoch_id
+    _obj.flags = f_flags
+    return (_obj, pos)
+
+def _m_epoch_body(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S18_unpack_from = _S18.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_epoch_id, f_flags = _S18_unpack_from(mv, pos)
+            _r18 = pos
+            pos += 9
+            if f_flags & 252:
+                raise ConstraintError('undefined epoch_flags bits set', offset=_r18 + 8, path='flags', expected='mask 0x3', found=f_flags)
+            f_flags = EpochFlags.from_int(f_flags)
+            _obj = _new(EpochBody)
+            _obj.epoch_id = f_epoch_id
+            _obj.flags = f_flags
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_epoch_body, 'epoch_body', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_epoch_body, 'epoch_body', mv, _rs, end, (), _out)
+    return _out
+
 def _e_epoch_body(out, v):
     out += _S18.pack(v.epoch_id, v.flags.to_int())
+
+def _em_epoch_body(values):
+    out = bytearray()
+    _S18_pack = _S18.pack
+    for v in values:
+        out += _S18_pack(v.epoch_id, v.flags.to_int())
+    return bytes(out)
 
 def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 7 > end:
@@ -2213,9 +3357,440 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.body = f_body
     return _obj, pos
 
+def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
+    f_seq, f_op, n_key = _S20.unpack_from(mv, pos)
+    _r20 = pos
+    pos += 7
+    _tag = f_op
+    f_op = _WALOP_BY_VALUE[f_op]
+    f_key = str(mv[pos:pos + n_key], 'utf-8')
+    pos += n_key
+    if _tag == 1:
+        _insert_body__n_data, = _S2.unpack_from(mv, pos)
+        pos += 4
+        _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
+        pos += _insert_body__n_data
+        _insert_body__n_meta, = _S9.unpack_from(mv, pos)
+        pos += 2
+        if _insert_body__n_meta * 4 > end - pos:
+            raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+        _insert_body__f_meta = []
+        for _insert_body___i in range(_insert_body__n_meta):
+            _insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+            pos += 2
+            _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+            pos += _insert_body___meta_pair_n_key
+            _insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+            pos += 2
+            _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+            pos += _insert_body___meta_pair_n_value
+            _insert_body___meta_pair__obj = _new(MetaPair)
+            _insert_body___meta_pair__obj.key = _insert_body___meta_pair_f_key
+            _insert_body___meta_pair__obj.value = _insert_body___meta_pair_f_value
+            _insert_body__f_meta.append(_insert_body___meta_pair__obj)
+        if p_semantic_dims > 0:
+            _insert_body___tag = p_tail_layout
+            if _insert_body___tag == 0:
+                _insert_body___tail_full___c = p_semantic_dims
+                if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK6)
+                pos += _insert_body___tail_full___c * 16
+                _insert_body___tail_full___obj = _new(TailFull)
+                _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
+                _insert_body__f_tail = _insert_body___tail_full___obj
+            elif _insert_body___tag == 1:
+                _insert_body___tail_quantized___c = p_semantic_dims - 16
+                if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                _insert_body___tail_quantized___st = _RC7.get(_insert_body___tail_quantized___c)
+                if _insert_body___tail_quantized___st is None:
+                    _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
+                    if len(_RC7) < 64:
+                        _RC7[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
+                pos += _insert_body___tail_quantized___c * 2
+                _insert_body___tail_quantized___obj = _new(TailQuantized)
+                _insert_body___tail_quantized___obj.user = _insert_body___tail_quantized__f_user
+                _insert_body__f_tail = _insert_body___tail_quantized___obj
+            elif _insert_body___tag == 2:
+                _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK6)
+                pos += _insert_body___tail_quantized_gacl___c * 16
+                _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                _insert_body___tail_quantized_gacl___st = _RC8.get(_insert_body___tail_quantized_gacl___c)
+                if _insert_body___tail_quantized_gacl___st is None:
+                    _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
+                    if len(_RC8) < 64:
+                        _RC8[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                pos += _insert_body___tail_quantized_gacl___c * 2
+                _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                _insert_body___tail_quantized_gacl___obj.reserved = _insert_body___tail_quantized_gacl__f_reserved
+                _insert_body___tail_quantized_gacl___obj.user = _insert_body___tail_quantized_gacl__f_user
+                _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_insert_body___tag)
+        else:
+            _insert_body__f_tail = None
+        _insert_body___obj = _new(InsertBody)
+        _insert_body___obj.data = _insert_body__f_data
+        _insert_body___obj.meta = _insert_body__f_meta
+        _insert_body___obj.tail = _insert_body__f_tail
+        f_body = _insert_body___obj
+    elif _tag == 2:
+        _update_body__n_data, = _S2.unpack_from(mv, pos)
+        pos += 4
+        _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
+        pos += _update_body__n_data
+        _update_body__n_meta, = _S9.unpack_from(mv, pos)
+        pos += 2
+        if _update_body__n_meta * 4 > end - pos:
+            raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+        _update_body__f_meta = []
+        for _update_body___i in range(_update_body__n_meta):
+            _update_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+            pos += 2
+            _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+            pos += _update_body___meta_pair_n_key
+            _update_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+            pos += 2
+            _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+            pos += _update_body___meta_pair_n_value
+            _update_body___meta_pair__obj = _new(MetaPair)
+            _update_body___meta_pair__obj.key = _update_body___meta_pair_f_key
+            _update_body___meta_pair__obj.value = _update_body___meta_pair_f_value
+            _update_body__f_meta.append(_update_body___meta_pair__obj)
+        _update_body___obj = _new(UpdateBody)
+        _update_body___obj.data = _update_body__f_data
+        _update_body___obj.meta = _update_body__f_meta
+        f_body = _update_body___obj
+    elif _tag == 3:
+        f_body = None
+    elif _tag == 4:
+        _meta_pair__n_key, = _S9.unpack_from(mv, pos)
+        pos += 2
+        _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+        pos += _meta_pair__n_key
+        _meta_pair__n_value, = _S9.unpack_from(mv, pos)
+        pos += 2
+        _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+        pos += _meta_pair__n_value
+        _meta_pair___obj = _new(MetaPair)
+        _meta_pair___obj.key = _meta_pair__f_key
+        _meta_pair___obj.value = _meta_pair__f_value
+        f_body = _meta_pair___obj
+    elif _tag == 5:
+        if p_semantic_dims > 0:
+            _set_semantic_body___tag = p_tail_layout
+            if _set_semantic_body___tag == 0:
+                _set_semantic_body___tail_full___c = p_semantic_dims
+                if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK6)
+                pos += _set_semantic_body___tail_full___c * 16
+                _set_semantic_body___tail_full___obj = _new(TailFull)
+                _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
+                _set_semantic_body__f_tail = _set_semantic_body___tail_full___obj
+            elif _set_semantic_body___tag == 1:
+                _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
+                if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                _set_semantic_body___tail_quantized___st = _RC7.get(_set_semantic_body___tail_quantized___c)
+                if _set_semantic_body___tail_quantized___st is None:
+                    _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
+                    if len(_RC7) < 64:
+                        _RC7[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
+                pos += _set_semantic_body___tail_quantized___c * 2
+                _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
+                _set_semantic_body___tail_quantized___obj.user = _set_semantic_body___tail_quantized__f_user
+                _set_semantic_body__f_tail = _set_semantic_body___tail_quantized___obj
+            elif _set_semantic_body___tag == 2:
+                _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK6)
+                pos += _set_semantic_body___tail_quantized_gacl___c * 16
+                _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
+                    raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                _set_semantic_body___tail_quantized_gacl___st = _RC8.get(_set_semantic_body___tail_quantized_gacl___c)
+                if _set_semantic_body___tail_quantized_gacl___st is None:
+                    _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
+                    if len(_RC8) < 64:
+                        _RC8[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                pos += _set_semantic_body___tail_quantized_gacl___c * 2
+                _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                _set_semantic_body___tail_quantized_gacl___obj.reserved = _set_semantic_body___tail_quantized_gacl__f_reserved
+                _set_semantic_body___tail_quantized_gacl___obj.user = _set_semantic_body___tail_quantized_gacl__f_user
+                _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_set_semantic_body___tag)
+        else:
+            _set_semantic_body__f_tail = None
+        _set_semantic_body___obj = _new(SetSemanticBody)
+        _set_semantic_body___obj.tail = _set_semantic_body__f_tail
+        f_body = _set_semantic_body___obj
+    elif _tag == 6:
+        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S18.unpack_from(mv, pos)
+        _epoch_body___r18 = pos
+        pos += 9
+        if _epoch_body__f_flags & 252:
+            raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r18 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+        _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
+        _epoch_body___obj = _new(EpochBody)
+        _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
+        _epoch_body___obj.flags = _epoch_body__f_flags
+        f_body = _epoch_body___obj
+    else:
+        raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+    _e_body = pos
+    f_entry_crc, = _S2.unpack_from(mv, pos)
+    _r2 = pos
+    pos += 4
+    _ck = _ck_crc32(mv[_r20:_e_body])
+    if f_entry_crc != _ck:
+        raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
+    _obj = _new(WalEntry)
+    _obj.seq = f_seq
+    _obj.op = f_op
+    _obj.key = f_key
+    _obj.body = f_body
+    return (_obj, pos)
+
+def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S18_unpack_from = _S18.unpack_from
+    _S2_unpack_from = _S2.unpack_from
+    _S20_unpack_from = _S20.unpack_from
+    _S9_unpack_from = _S9.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_seq, f_op, n_key = _S20_unpack_from(mv, pos)
+            _r20 = pos
+            pos += 7
+            _tag = f_op
+            f_op = _WALOP_BY_VALUE[f_op]
+            f_key = str(mv[pos:pos + n_key], 'utf-8')
+            pos += n_key
+            if _tag == 1:
+                _insert_body__n_data, = _S2_unpack_from(mv, pos)
+                pos += 4
+                _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
+                pos += _insert_body__n_data
+                _insert_body__n_meta, = _S9_unpack_from(mv, pos)
+                pos += 2
+                if _insert_body__n_meta * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
+                _insert_body__f_meta = []
+                for _insert_body___i in range(_insert_body__n_meta):
+                    _insert_body___meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                    pos += 2
+                    _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+                    pos += _insert_body___meta_pair_n_key
+                    _insert_body___meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                    pos += 2
+                    _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+                    pos += _insert_body___meta_pair_n_value
+                    _insert_body___meta_pair__obj = _new(MetaPair)
+                    _insert_body___meta_pair__obj.key = _insert_body___meta_pair_f_key
+                    _insert_body___meta_pair__obj.value = _insert_body___meta_pair_f_value
+                    _insert_body__f_meta.append(_insert_body___meta_pair__obj)
+                if p_semantic_dims > 0:
+                    _insert_body___tag = p_tail_layout
+                    if _insert_body___tag == 0:
+                        _insert_body___tail_full___c = p_semantic_dims
+                        if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
+                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK6)
+                        pos += _insert_body___tail_full___c * 16
+                        _insert_body___tail_full___obj = _new(TailFull)
+                        _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
+                        _insert_body__f_tail = _insert_body___tail_full___obj
+                    elif _insert_body___tag == 1:
+                        _insert_body___tail_quantized___c = p_semantic_dims - 16
+                        if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
+                        _insert_body___tail_quantized___st = _RC7.get(_insert_body___tail_quantized___c)
+                        if _insert_body___tail_quantized___st is None:
+                            _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
+                            if len(_RC7) < 64:
+                                _RC7[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                        _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
+                        pos += _insert_body___tail_quantized___c * 2
+                        _insert_body___tail_quantized___obj = _new(TailQuantized)
+                        _insert_body___tail_quantized___obj.user = _insert_body___tail_quantized__f_user
+                        _insert_body__f_tail = _insert_body___tail_quantized___obj
+                    elif _insert_body___tag == 2:
+                        _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                        if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK6)
+                        pos += _insert_body___tail_quantized_gacl___c * 16
+                        _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                        if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                        _insert_body___tail_quantized_gacl___st = _RC8.get(_insert_body___tail_quantized_gacl___c)
+                        if _insert_body___tail_quantized_gacl___st is None:
+                            _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
+                            if len(_RC8) < 64:
+                                _RC8[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                        _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                        pos += _insert_body___tail_quantized_gacl___c * 2
+                        _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                        _insert_body___tail_quantized_gacl___obj.reserved = _insert_body___tail_quantized_gacl__f_reserved
+                        _insert_body___tail_quantized_gacl___obj.user = _insert_body___tail_quantized_gacl__f_user
+                        _insert_body__f_tail = _insert_body___tail_quantized_gacl___obj
+                    else:
+                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_insert_body___tag)
+                else:
+                    _insert_body__f_tail = None
+                _insert_body___obj = _new(InsertBody)
+                _insert_body___obj.data = _insert_body__f_data
+                _insert_body___obj.meta = _insert_body__f_meta
+                _insert_body___obj.tail = _insert_body__f_tail
+                f_body = _insert_body___obj
+            elif _tag == 2:
+                _update_body__n_data, = _S2_unpack_from(mv, pos)
+                pos += 4
+                _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
+                pos += _update_body__n_data
+                _update_body__n_meta, = _S9_unpack_from(mv, pos)
+                pos += 2
+                if _update_body__n_meta * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
+                _update_body__f_meta = []
+                for _update_body___i in range(_update_body__n_meta):
+                    _update_body___meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                    pos += 2
+                    _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+                    pos += _update_body___meta_pair_n_key
+                    _update_body___meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                    pos += 2
+                    _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+                    pos += _update_body___meta_pair_n_value
+                    _update_body___meta_pair__obj = _new(MetaPair)
+                    _update_body___meta_pair__obj.key = _update_body___meta_pair_f_key
+                    _update_body___meta_pair__obj.value = _update_body___meta_pair_f_value
+                    _update_body__f_meta.append(_update_body___meta_pair__obj)
+                _update_body___obj = _new(UpdateBody)
+                _update_body___obj.data = _update_body__f_data
+                _update_body___obj.meta = _update_body__f_meta
+                f_body = _update_body___obj
+            elif _tag == 3:
+                f_body = None
+            elif _tag == 4:
+                _meta_pair__n_key, = _S9_unpack_from(mv, pos)
+                pos += 2
+                _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+                pos += _meta_pair__n_key
+                _meta_pair__n_value, = _S9_unpack_from(mv, pos)
+                pos += 2
+                _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+                pos += _meta_pair__n_value
+                _meta_pair___obj = _new(MetaPair)
+                _meta_pair___obj.key = _meta_pair__f_key
+                _meta_pair___obj.value = _meta_pair__f_value
+                f_body = _meta_pair___obj
+            elif _tag == 5:
+                if p_semantic_dims > 0:
+                    _set_semantic_body___tag = p_tail_layout
+                    if _set_semantic_body___tag == 0:
+                        _set_semantic_body___tail_full___c = p_semantic_dims
+                        if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
+                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK6)
+                        pos += _set_semantic_body___tail_full___c * 16
+                        _set_semantic_body___tail_full___obj = _new(TailFull)
+                        _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
+                        _set_semantic_body__f_tail = _set_semantic_body___tail_full___obj
+                    elif _set_semantic_body___tag == 1:
+                        _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
+                        if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
+                        _set_semantic_body___tail_quantized___st = _RC7.get(_set_semantic_body___tail_quantized___c)
+                        if _set_semantic_body___tail_quantized___st is None:
+                            _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
+                            if len(_RC7) < 64:
+                                _RC7[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                        _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
+                        pos += _set_semantic_body___tail_quantized___c * 2
+                        _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
+                        _set_semantic_body___tail_quantized___obj.user = _set_semantic_body___tail_quantized__f_user
+                        _set_semantic_body__f_tail = _set_semantic_body___tail_quantized___obj
+                    elif _set_semantic_body___tag == 2:
+                        _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                        if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
+                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK6)
+                        pos += _set_semantic_body___tail_quantized_gacl___c * 16
+                        _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                        if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
+                        _set_semantic_body___tail_quantized_gacl___st = _RC8.get(_set_semantic_body___tail_quantized_gacl___c)
+                        if _set_semantic_body___tail_quantized_gacl___st is None:
+                            _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
+                            if len(_RC8) < 64:
+                                _RC8[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                        _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                        pos += _set_semantic_body___tail_quantized_gacl___c * 2
+                        _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                        _set_semantic_body___tail_quantized_gacl___obj.reserved = _set_semantic_body___tail_quantized_gacl__f_reserved
+                        _set_semantic_body___tail_quantized_gacl___obj.user = _set_semantic_body___tail_quantized_gacl__f_user
+                        _set_semantic_body__f_tail = _set_semantic_body___tail_quantized_gacl___obj
+                    else:
+                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_set_semantic_body___tag)
+                else:
+                    _set_semantic_body__f_tail = None
+                _set_semantic_body___obj = _new(SetSemanticBody)
+                _set_semantic_body___obj.tail = _set_semantic_body__f_tail
+                f_body = _set_semantic_body___obj
+            elif _tag == 6:
+                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S18_unpack_from(mv, pos)
+                _epoch_body___r18 = pos
+                pos += 9
+                if _epoch_body__f_flags & 252:
+                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r18 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
+                _epoch_body___obj = _new(EpochBody)
+                _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
+                _epoch_body___obj.flags = _epoch_body__f_flags
+                f_body = _epoch_body___obj
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+            _e_body = pos
+            f_entry_crc, = _S2_unpack_from(mv, pos)
+            _r2 = pos
+            pos += 4
+            _ck = _ck_crc32(mv[_r20:_e_body])
+            if f_entry_crc != _ck:
+                raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
+            _obj = _new(WalEntry)
+            _obj.seq = f_seq
+            _obj.op = f_op
+            _obj.key = f_key
+            _obj.body = f_body
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_wal_entry, 'wal_entry', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_wal_entry, 'wal_entry', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+    return _out
+
 def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
-    _b_key = v.key.encode('utf-8')
-    _s_seq = len(out) + 0
+    _b_key = v.key.encode()
+    _s_seq = len(out)
     out += _S20.pack(v.seq, v.op, len(_b_key))
     out += _b_key
     _tag = v.op
@@ -2226,10 +3801,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         out += _insert_body___b_data
         out += _S9.pack(len(_insert_body__v.meta))
         for _insert_body___x in _insert_body__v.meta:
-            _insert_body___meta_pair_b_key = _insert_body___x.key.encode('utf-8')
+            _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
             out += _S9.pack(len(_insert_body___meta_pair_b_key))
             out += _insert_body___meta_pair_b_key
-            _insert_body___meta_pair_b_value = _insert_body___x.value.encode('utf-8')
+            _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
             out += _S9.pack(len(_insert_body___meta_pair_b_value))
             out += _insert_body___meta_pair_b_value
         if p_semantic_dims > 0:
@@ -2269,10 +3844,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         out += _update_body___b_data
         out += _S9.pack(len(_update_body__v.meta))
         for _update_body___x in _update_body__v.meta:
-            _update_body___meta_pair_b_key = _update_body___x.key.encode('utf-8')
+            _update_body___meta_pair_b_key = _update_body___x.key.encode()
             out += _S9.pack(len(_update_body___meta_pair_b_key))
             out += _update_body___meta_pair_b_key
-            _update_body___meta_pair_b_value = _update_body___x.value.encode('utf-8')
+            _update_body___meta_pair_b_value = _update_body___x.value.encode()
             out += _S9.pack(len(_update_body___meta_pair_b_value))
             out += _update_body___meta_pair_b_value
     elif _tag == 3:
@@ -2280,10 +3855,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
             raise EncodeError('case DELETE carries no body', path='body')
     elif _tag == 4:
         _meta_pair__v = v.body
-        _meta_pair___b_key = _meta_pair__v.key.encode('utf-8')
+        _meta_pair___b_key = _meta_pair__v.key.encode()
         out += _S9.pack(len(_meta_pair___b_key))
         out += _meta_pair___b_key
-        _meta_pair___b_value = _meta_pair__v.value.encode('utf-8')
+        _meta_pair___b_value = _meta_pair__v.value.encode()
         out += _S9.pack(len(_meta_pair___b_value))
         out += _meta_pair___b_value
     elif _tag == 5:
@@ -2323,9 +3898,127 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         out += _S18.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
-    _e_body = len(out)
-    f_entry_crc = _ck_crc32((out if _s_seq == 0 and _e_body == len(out) else memoryview(out)[_s_seq:_e_body]))
+    f_entry_crc = _ck_crc32((out if _s_seq == 0 else memoryview(out)[_s_seq:]))
     out += _S2.pack(f_entry_crc)
+
+def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
+    out = bytearray()
+    _S18_pack = _S18.pack
+    _S2_pack = _S2.pack
+    _S20_pack = _S20.pack
+    _S9_pack = _S9.pack
+    for v in values:
+        _b_key = v.key.encode()
+        _s_seq = len(out)
+        out += _S20_pack(v.seq, v.op, len(_b_key))
+        out += _b_key
+        _tag = v.op
+        if _tag == 1:
+            _insert_body__v = v.body
+            _insert_body___b_data = _insert_body__v.data
+            out += _S2_pack(len(_insert_body___b_data))
+            out += _insert_body___b_data
+            out += _S9_pack(len(_insert_body__v.meta))
+            for _insert_body___x in _insert_body__v.meta:
+                _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
+                out += _S9_pack(len(_insert_body___meta_pair_b_key))
+                out += _insert_body___meta_pair_b_key
+                _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
+                out += _S9_pack(len(_insert_body___meta_pair_b_value))
+                out += _insert_body___meta_pair_b_value
+            if p_semantic_dims > 0:
+                _insert_body___tag = p_tail_layout
+                if _insert_body___tag == 0:
+                    _insert_body___tail_full__v = _insert_body__v.tail
+                    if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
+                    if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK6:
+                        out += _insert_body___tail_full__v.dims.raw
+                    else:
+                        out += _PK6.encode_all(_insert_body___tail_full__v.dims)
+                elif _insert_body___tag == 1:
+                    _insert_body___tail_quantized__v = _insert_body__v.tail
+                    if len(_insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_insert_body___tail_quantized__v.user)) + 'h', *_insert_body___tail_quantized__v.user)
+                elif _insert_body___tag == 2:
+                    _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
+                    if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                    if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                        out += _insert_body___tail_quantized_gacl__v.reserved.raw
+                    else:
+                        out += _PK6.encode_all(_insert_body___tail_quantized_gacl__v.reserved)
+                    if len(_insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_insert_body___tag), path='tail')
+            elif _insert_body__v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        elif _tag == 2:
+            _update_body__v = v.body
+            _update_body___b_data = _update_body__v.data
+            out += _S2_pack(len(_update_body___b_data))
+            out += _update_body___b_data
+            out += _S9_pack(len(_update_body__v.meta))
+            for _update_body___x in _update_body__v.meta:
+                _update_body___meta_pair_b_key = _update_body___x.key.encode()
+                out += _S9_pack(len(_update_body___meta_pair_b_key))
+                out += _update_body___meta_pair_b_key
+                _update_body___meta_pair_b_value = _update_body___x.value.encode()
+                out += _S9_pack(len(_update_body___meta_pair_b_value))
+                out += _update_body___meta_pair_b_value
+        elif _tag == 3:
+            if v.body is not None:
+                raise EncodeError('case DELETE carries no body', path='body')
+        elif _tag == 4:
+            _meta_pair__v = v.body
+            _meta_pair___b_key = _meta_pair__v.key.encode()
+            out += _S9_pack(len(_meta_pair___b_key))
+            out += _meta_pair___b_key
+            _meta_pair___b_value = _meta_pair__v.value.encode()
+            out += _S9_pack(len(_meta_pair___b_value))
+            out += _meta_pair___b_value
+        elif _tag == 5:
+            _set_semantic_body__v = v.body
+            if p_semantic_dims > 0:
+                _set_semantic_body___tag = p_tail_layout
+                if _set_semantic_body___tag == 0:
+                    _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
+                    if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                        raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
+                    if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK6:
+                        out += _set_semantic_body___tail_full__v.dims.raw
+                    else:
+                        out += _PK6.encode_all(_set_semantic_body___tail_full__v.dims)
+                elif _set_semantic_body___tag == 1:
+                    _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
+                    if len(_set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized__v.user)) + 'h', *_set_semantic_body___tail_quantized__v.user)
+                elif _set_semantic_body___tag == 2:
+                    _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
+                    if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                        raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                    if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                        out += _set_semantic_body___tail_quantized_gacl__v.reserved.raw
+                    else:
+                        out += _PK6.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved)
+                    if len(_set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                        raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                    out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user)
+                else:
+                    raise EncodeError('no case for tag ' + repr(_set_semantic_body___tag), path='tail')
+            elif _set_semantic_body__v.tail is not None:
+                raise EncodeError('field is present but its condition is false', path='tail')
+        elif _tag == 6:
+            _epoch_body__v = v.body
+            out += _S18_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
+        else:
+            raise EncodeError('no case for tag ' + repr(_tag), path='body')
+        out += _S2_pack(_ck_crc32(memoryview(out)[_s_seq:]))
+    return bytes(out)
 
 def _d_wal_header(mv, pos, end):
     if pos + 8 > end:
@@ -2337,8 +4030,45 @@ def _d_wal_header(mv, pos, end):
     _obj.wal_base_seq = f_wal_base_seq
     return _obj, pos
 
+def _u_wal_header(mv, pos, end):
+    f_wal_entry_count, f_wal_base_seq = _S14.unpack_from(mv, pos)
+    pos += 8
+    _obj = _new(WalHeader)
+    _obj.wal_entry_count = f_wal_entry_count
+    _obj.wal_base_seq = f_wal_base_seq
+    return (_obj, pos)
+
+def _m_wal_header(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S14_unpack_from = _S14.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_wal_entry_count, f_wal_base_seq = _S14_unpack_from(mv, pos)
+            pos += 8
+            _obj = _new(WalHeader)
+            _obj.wal_entry_count = f_wal_entry_count
+            _obj.wal_base_seq = f_wal_base_seq
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_wal_header, 'wal_header', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_wal_header, 'wal_header', mv, _rs, end, (), _out)
+    return _out
+
 def _e_wal_header(out, v):
     out += _S14.pack(v.wal_entry_count, v.wal_base_seq)
+
+def _em_wal_header(values):
+    out = bytearray()
+    _S14_pack = _S14.pack
+    for v in values:
+        out += _S14_pack(v.wal_entry_count, v.wal_base_seq)
+    return bytes(out)
 
 def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     if pos + 2 > end:
@@ -2392,8 +4122,8 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
     if len(v.entries) != len(v.entries):
         raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
     for _x in v.entries:
-        _wal_entry___b_key = _x.key.encode('utf-8')
-        _wal_entry___s_seq = len(out) + 0
+        _wal_entry___b_key = _x.key.encode()
+        _wal_entry___s_seq = len(out)
         out += _S20.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
@@ -2404,10 +4134,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             out += _wal_entry___insert_body___b_data
             out += _S9.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
-                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode('utf-8')
+                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
                 out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
-                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode('utf-8')
+                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
                 out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if p_semantic_dims > 0:
@@ -2447,10 +4177,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             out += _wal_entry___update_body___b_data
             out += _S9.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
-                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode('utf-8')
+                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
                 out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
-                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode('utf-8')
+                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
                 out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
@@ -2458,10 +4188,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                 raise EncodeError('case DELETE carries no body', path='body')
         elif _wal_entry___tag == 4:
             _wal_entry___meta_pair__v = _x.body
-            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode('utf-8')
+            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
             out += _S9.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
-            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode('utf-8')
+            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
             out += _S9.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
@@ -2501,14 +4231,144 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             out += _S18.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
-        _wal_entry___e_body = len(out)
-        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 and _wal_entry___e_body == len(out) else memoryview(out)[_wal_entry___s_seq:_wal_entry___e_body])
+        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
         out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
     _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
     out += _S2.pack(len(_frame))
     out += _frame
+
+def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
+    out = bytearray()
+    _S18_pack = _S18.pack
+    _S2_pack = _S2.pack
+    _S20_pack = _S20.pack
+    _S9_pack = _S9.pack
+    for v in values:
+        out += _S9_pack(len(v.entries))
+        _outer = out
+        out = bytearray()
+        if len(v.entries) != len(v.entries):
+            raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
+        for _x in v.entries:
+            _wal_entry___b_key = _x.key.encode()
+            _wal_entry___s_seq = len(out)
+            out += _S20_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _wal_entry___b_key
+            _wal_entry___tag = _x.op
+            if _wal_entry___tag == 1:
+                _wal_entry___insert_body__v = _x.body
+                _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
+                out += _S2_pack(len(_wal_entry___insert_body___b_data))
+                out += _wal_entry___insert_body___b_data
+                out += _S9_pack(len(_wal_entry___insert_body__v.meta))
+                for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
+                    _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
+                    out += _S9_pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                    out += _wal_entry___insert_body___meta_pair_b_key
+                    _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
+                    out += _S9_pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                    out += _wal_entry___insert_body___meta_pair_b_value
+                if p_semantic_dims > 0:
+                    _wal_entry___insert_body___tag = p_tail_layout
+                    if _wal_entry___insert_body___tag == 0:
+                        _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
+                        if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
+                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                            out += _wal_entry___insert_body___tail_full__v.dims.raw
+                        else:
+                            out += _PK6.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                    elif _wal_entry___insert_body___tag == 1:
+                        _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
+                        if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
+                        out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
+                    elif _wal_entry___insert_body___tag == 2:
+                        _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
+                        if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                            out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
+                        else:
+                            out += _PK6.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                        if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
+                        out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
+                    else:
+                        raise EncodeError('no case for tag ' + repr(_wal_entry___insert_body___tag), path='tail')
+                elif _wal_entry___insert_body__v.tail is not None:
+                    raise EncodeError('field is present but its condition is false', path='tail')
+            elif _wal_entry___tag == 2:
+                _wal_entry___update_body__v = _x.body
+                _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
+                out += _S2_pack(len(_wal_entry___update_body___b_data))
+                out += _wal_entry___update_body___b_data
+                out += _S9_pack(len(_wal_entry___update_body__v.meta))
+                for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
+                    _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
+                    out += _S9_pack(len(_wal_entry___update_body___meta_pair_b_key))
+                    out += _wal_entry___update_body___meta_pair_b_key
+                    _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
+                    out += _S9_pack(len(_wal_entry___update_body___meta_pair_b_value))
+                    out += _wal_entry___update_body___meta_pair_b_value
+            elif _wal_entry___tag == 3:
+                if _x.body is not None:
+                    raise EncodeError('case DELETE carries no body', path='body')
+            elif _wal_entry___tag == 4:
+                _wal_entry___meta_pair__v = _x.body
+                _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
+                out += _S9_pack(len(_wal_entry___meta_pair___b_key))
+                out += _wal_entry___meta_pair___b_key
+                _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
+                out += _S9_pack(len(_wal_entry___meta_pair___b_value))
+                out += _wal_entry___meta_pair___b_value
+            elif _wal_entry___tag == 5:
+                _wal_entry___set_semantic_body__v = _x.body
+                if p_semantic_dims > 0:
+                    _wal_entry___set_semantic_body___tag = p_tail_layout
+                    if _wal_entry___set_semantic_body___tag == 0:
+                        _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
+                        if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                            raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
+                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                            out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
+                        else:
+                            out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                    elif _wal_entry___set_semantic_body___tag == 1:
+                        _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
+                        if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
+                        out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
+                    elif _wal_entry___set_semantic_body___tag == 2:
+                        _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
+                        if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                            raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                            out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
+                        else:
+                            out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                        if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                            raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                        out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                    else:
+                        raise EncodeError('no case for tag ' + repr(_wal_entry___set_semantic_body___tag), path='tail')
+                elif _wal_entry___set_semantic_body__v.tail is not None:
+                    raise EncodeError('field is present but its condition is false', path='tail')
+            elif _wal_entry___tag == 6:
+                _wal_entry___epoch_body__v = _x.body
+                out += _S18_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            else:
+                raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
+            _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
+            out += _S2_pack(_wal_entry__f_entry_crc)
+        _plain = bytes(out)
+        out = _outer
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
+        out += _S2_pack(len(_frame))
+        out += _frame
+    return bytes(out)
 
 def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     if pos + 2 > end:
@@ -2555,6 +4415,23 @@ def _e_wal_block_plain(out, v, p_algorithm, p_block_limit):
     _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS16)
     out += _S2.pack(len(_frame))
     out += _frame
+
+def _em_wal_block_plain(values, p_algorithm, p_block_limit):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    _S9_pack = _S9.pack
+    for v in values:
+        out += _S9_pack(v.block_entry_count)
+        _outer = out
+        out = bytearray()
+        _b = v.plain
+        out += _b
+        _plain = bytes(out)
+        out = _outer
+        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS16)
+        out += _S2_pack(len(_frame))
+        out += _frame
+    return bytes(out)
 
 def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     try:
@@ -2657,8 +4534,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
     out += _S14.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
     if (not p_block_compressed):
         for _x in v.entries:
-            _wal_entry___b_key = _x.key.encode('utf-8')
-            _wal_entry___s_seq = len(out) + 0
+            _wal_entry___b_key = _x.key.encode()
+            _wal_entry___s_seq = len(out)
             out += _S20.pack(_x.seq, _x.op, len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
@@ -2669,10 +4546,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 out += _wal_entry___insert_body___b_data
                 out += _S9.pack(len(_wal_entry___insert_body__v.meta))
                 for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
-                    _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode('utf-8')
+                    _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
                     out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                     out += _wal_entry___insert_body___meta_pair_b_key
-                    _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode('utf-8')
+                    _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
                     out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                     out += _wal_entry___insert_body___meta_pair_b_value
                 if p_semantic_dims > 0:
@@ -2712,10 +4589,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 out += _wal_entry___update_body___b_data
                 out += _S9.pack(len(_wal_entry___update_body__v.meta))
                 for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
-                    _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode('utf-8')
+                    _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
                     out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
                     out += _wal_entry___update_body___meta_pair_b_key
-                    _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode('utf-8')
+                    _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
                     out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
                     out += _wal_entry___update_body___meta_pair_b_value
             elif _wal_entry___tag == 3:
@@ -2723,10 +4600,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     raise EncodeError('case DELETE carries no body', path='body')
             elif _wal_entry___tag == 4:
                 _wal_entry___meta_pair__v = _x.body
-                _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode('utf-8')
+                _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
                 out += _S9.pack(len(_wal_entry___meta_pair___b_key))
                 out += _wal_entry___meta_pair___b_key
-                _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode('utf-8')
+                _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
                 out += _S9.pack(len(_wal_entry___meta_pair___b_value))
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
@@ -2766,8 +4643,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 out += _S18.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
-            _wal_entry___e_body = len(out)
-            _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 and _wal_entry___e_body == len(out) else memoryview(out)[_wal_entry___s_seq:_wal_entry___e_body])
+            _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
             out += _S2.pack(_wal_entry__f_entry_crc)
     elif v.entries is not None:
         raise EncodeError('field is present but its condition is false', path='entries')
@@ -2779,8 +4655,8 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
             if len(_x.entries) != len(_x.entries):
                 raise EncodeError('expected ' + str(len(_x.entries)) + ' items, found ' + str(len(_x.entries)), path='entries')
             for _wal_block___x in _x.entries:
-                _wal_block___wal_entry___b_key = _wal_block___x.key.encode('utf-8')
-                _wal_block___wal_entry___s_seq = len(out) + 0
+                _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
+                _wal_block___wal_entry___s_seq = len(out)
                 out += _S20.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
                 out += _wal_block___wal_entry___b_key
                 _wal_block___wal_entry___tag = _wal_block___x.op
@@ -2791,10 +4667,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     out += _wal_block___wal_entry___insert_body___b_data
                     out += _S9.pack(len(_wal_block___wal_entry___insert_body__v.meta))
                     for _wal_block___wal_entry___insert_body___x in _wal_block___wal_entry___insert_body__v.meta:
-                        _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode('utf-8')
+                        _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode()
                         out += _S9.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
                         out += _wal_block___wal_entry___insert_body___meta_pair_b_key
-                        _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode('utf-8')
+                        _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode()
                         out += _S9.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
                         out += _wal_block___wal_entry___insert_body___meta_pair_b_value
                     if p_semantic_dims > 0:
@@ -2834,10 +4710,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     out += _wal_block___wal_entry___update_body___b_data
                     out += _S9.pack(len(_wal_block___wal_entry___update_body__v.meta))
                     for _wal_block___wal_entry___update_body___x in _wal_block___wal_entry___update_body__v.meta:
-                        _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode('utf-8')
+                        _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode()
                         out += _S9.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
                         out += _wal_block___wal_entry___update_body___meta_pair_b_key
-                        _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode('utf-8')
+                        _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode()
                         out += _S9.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
                         out += _wal_block___wal_entry___update_body___meta_pair_b_value
                 elif _wal_block___wal_entry___tag == 3:
@@ -2845,10 +4721,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         raise EncodeError('case DELETE carries no body', path='body')
                 elif _wal_block___wal_entry___tag == 4:
                     _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
-                    _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode('utf-8')
+                    _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
                     out += _S9.pack(len(_wal_block___wal_entry___meta_pair___b_key))
                     out += _wal_block___wal_entry___meta_pair___b_key
-                    _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode('utf-8')
+                    _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode()
                     out += _S9.pack(len(_wal_block___wal_entry___meta_pair___b_value))
                     out += _wal_block___wal_entry___meta_pair___b_value
                 elif _wal_block___wal_entry___tag == 5:
@@ -2888,8 +4764,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     out += _S18.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                 else:
                     raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
-                _wal_block___wal_entry___e_body = len(out)
-                _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 and _wal_block___wal_entry___e_body == len(out) else memoryview(out)[_wal_block___wal_entry___s_seq:_wal_block___wal_entry___e_body])
+                _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
                 out += _S2.pack(_wal_block___wal_entry__f_entry_crc)
             _wal_block___plain = bytes(out)
             out = _wal_block___outer
@@ -2898,6 +4773,259 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
             out += _wal_block___frame
     elif v.blocks is not None:
         raise EncodeError('field is present but its condition is false', path='blocks')
+
+def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+    out = bytearray()
+    _S14_pack = _S14.pack
+    _S18_pack = _S18.pack
+    _S2_pack = _S2.pack
+    _S20_pack = _S20.pack
+    _S9_pack = _S9.pack
+    for v in values:
+        _wal_header__v = v.header
+        out += _S14_pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
+        if not p_block_compressed:
+            for _x in v.entries:
+                _wal_entry___b_key = _x.key.encode()
+                _wal_entry___s_seq = len(out)
+                out += _S20_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+                out += _wal_entry___b_key
+                _wal_entry___tag = _x.op
+                if _wal_entry___tag == 1:
+                    _wal_entry___insert_body__v = _x.body
+                    _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
+                    out += _S2_pack(len(_wal_entry___insert_body___b_data))
+                    out += _wal_entry___insert_body___b_data
+                    out += _S9_pack(len(_wal_entry___insert_body__v.meta))
+                    for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
+                        _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
+                        out += _S9_pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                        out += _wal_entry___insert_body___meta_pair_b_key
+                        _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
+                        out += _S9_pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                        out += _wal_entry___insert_body___meta_pair_b_value
+                    if p_semantic_dims > 0:
+                        _wal_entry___insert_body___tag = p_tail_layout
+                        if _wal_entry___insert_body___tag == 0:
+                            _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
+                            if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
+                                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
+                            if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                                out += _wal_entry___insert_body___tail_full__v.dims.raw
+                            else:
+                                out += _PK6.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                        elif _wal_entry___insert_body___tag == 1:
+                            _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
+                            if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized__v.user)), path='user')
+                            out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized__v.user)
+                        elif _wal_entry___insert_body___tag == 2:
+                            _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
+                            if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                            if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                                out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
+                            else:
+                                out += _PK6.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                            if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
+                            out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
+                        else:
+                            raise EncodeError('no case for tag ' + repr(_wal_entry___insert_body___tag), path='tail')
+                    elif _wal_entry___insert_body__v.tail is not None:
+                        raise EncodeError('field is present but its condition is false', path='tail')
+                elif _wal_entry___tag == 2:
+                    _wal_entry___update_body__v = _x.body
+                    _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
+                    out += _S2_pack(len(_wal_entry___update_body___b_data))
+                    out += _wal_entry___update_body___b_data
+                    out += _S9_pack(len(_wal_entry___update_body__v.meta))
+                    for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
+                        _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
+                        out += _S9_pack(len(_wal_entry___update_body___meta_pair_b_key))
+                        out += _wal_entry___update_body___meta_pair_b_key
+                        _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
+                        out += _S9_pack(len(_wal_entry___update_body___meta_pair_b_value))
+                        out += _wal_entry___update_body___meta_pair_b_value
+                elif _wal_entry___tag == 3:
+                    if _x.body is not None:
+                        raise EncodeError('case DELETE carries no body', path='body')
+                elif _wal_entry___tag == 4:
+                    _wal_entry___meta_pair__v = _x.body
+                    _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
+                    out += _S9_pack(len(_wal_entry___meta_pair___b_key))
+                    out += _wal_entry___meta_pair___b_key
+                    _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
+                    out += _S9_pack(len(_wal_entry___meta_pair___b_value))
+                    out += _wal_entry___meta_pair___b_value
+                elif _wal_entry___tag == 5:
+                    _wal_entry___set_semantic_body__v = _x.body
+                    if p_semantic_dims > 0:
+                        _wal_entry___set_semantic_body___tag = p_tail_layout
+                        if _wal_entry___set_semantic_body___tag == 0:
+                            _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
+                            if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                                raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
+                            if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                                out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
+                            else:
+                                out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                        elif _wal_entry___set_semantic_body___tag == 1:
+                            _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
+                            if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
+                            out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized__v.user)
+                        elif _wal_entry___set_semantic_body___tag == 2:
+                            _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
+                            if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                                raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                            if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                                out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
+                            else:
+                                out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                            if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                                raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                            out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                        else:
+                            raise EncodeError('no case for tag ' + repr(_wal_entry___set_semantic_body___tag), path='tail')
+                    elif _wal_entry___set_semantic_body__v.tail is not None:
+                        raise EncodeError('field is present but its condition is false', path='tail')
+                elif _wal_entry___tag == 6:
+                    _wal_entry___epoch_body__v = _x.body
+                    out += _S18_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                else:
+                    raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
+                _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
+                out += _S2_pack(_wal_entry__f_entry_crc)
+        elif v.entries is not None:
+            raise EncodeError('field is present but its condition is false', path='entries')
+        if p_block_compressed:
+            for _x in v.blocks:
+                out += _S9_pack(len(_x.entries))
+                _wal_block___outer = out
+                out = bytearray()
+                if len(_x.entries) != len(_x.entries):
+                    raise EncodeError('expected ' + str(len(_x.entries)) + ' items, found ' + str(len(_x.entries)), path='entries')
+                for _wal_block___x in _x.entries:
+                    _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
+                    _wal_block___wal_entry___s_seq = len(out)
+                    out += _S20_pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                    out += _wal_block___wal_entry___b_key
+                    _wal_block___wal_entry___tag = _wal_block___x.op
+                    if _wal_block___wal_entry___tag == 1:
+                        _wal_block___wal_entry___insert_body__v = _wal_block___x.body
+                        _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
+                        out += _S2_pack(len(_wal_block___wal_entry___insert_body___b_data))
+                        out += _wal_block___wal_entry___insert_body___b_data
+                        out += _S9_pack(len(_wal_block___wal_entry___insert_body__v.meta))
+                        for _wal_block___wal_entry___insert_body___x in _wal_block___wal_entry___insert_body__v.meta:
+                            _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode()
+                            out += _S9_pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
+                            out += _wal_block___wal_entry___insert_body___meta_pair_b_key
+                            _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode()
+                            out += _S9_pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
+                            out += _wal_block___wal_entry___insert_body___meta_pair_b_value
+                        if p_semantic_dims > 0:
+                            _wal_block___wal_entry___insert_body___tag = p_tail_layout
+                            if _wal_block___wal_entry___insert_body___tag == 0:
+                                _wal_block___wal_entry___insert_body___tail_full__v = _wal_block___wal_entry___insert_body__v.tail
+                                if len(_wal_block___wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
+                                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_full__v.dims)), path='dims')
+                                if _wal_block___wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                                    out += _wal_block___wal_entry___insert_body___tail_full__v.dims.raw
+                                else:
+                                    out += _PK6.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
+                            elif _wal_block___wal_entry___insert_body___tag == 1:
+                                _wal_block___wal_entry___insert_body___tail_quantized__v = _wal_block___wal_entry___insert_body__v.tail
+                                if len(_wal_block___wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)), path='user')
+                                out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized__v.user)
+                            elif _wal_block___wal_entry___insert_body___tag == 2:
+                                _wal_block___wal_entry___insert_body___tail_quantized_gacl__v = _wal_block___wal_entry___insert_body__v.tail
+                                if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                                if _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                                    out += _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
+                                else:
+                                    out += _PK6.encode_all(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                                if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
+                                out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)
+                            else:
+                                raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___insert_body___tag), path='tail')
+                        elif _wal_block___wal_entry___insert_body__v.tail is not None:
+                            raise EncodeError('field is present but its condition is false', path='tail')
+                    elif _wal_block___wal_entry___tag == 2:
+                        _wal_block___wal_entry___update_body__v = _wal_block___x.body
+                        _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
+                        out += _S2_pack(len(_wal_block___wal_entry___update_body___b_data))
+                        out += _wal_block___wal_entry___update_body___b_data
+                        out += _S9_pack(len(_wal_block___wal_entry___update_body__v.meta))
+                        for _wal_block___wal_entry___update_body___x in _wal_block___wal_entry___update_body__v.meta:
+                            _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode()
+                            out += _S9_pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
+                            out += _wal_block___wal_entry___update_body___meta_pair_b_key
+                            _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode()
+                            out += _S9_pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
+                            out += _wal_block___wal_entry___update_body___meta_pair_b_value
+                    elif _wal_block___wal_entry___tag == 3:
+                        if _wal_block___x.body is not None:
+                            raise EncodeError('case DELETE carries no body', path='body')
+                    elif _wal_block___wal_entry___tag == 4:
+                        _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
+                        _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
+                        out += _S9_pack(len(_wal_block___wal_entry___meta_pair___b_key))
+                        out += _wal_block___wal_entry___meta_pair___b_key
+                        _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode()
+                        out += _S9_pack(len(_wal_block___wal_entry___meta_pair___b_value))
+                        out += _wal_block___wal_entry___meta_pair___b_value
+                    elif _wal_block___wal_entry___tag == 5:
+                        _wal_block___wal_entry___set_semantic_body__v = _wal_block___x.body
+                        if p_semantic_dims > 0:
+                            _wal_block___wal_entry___set_semantic_body___tag = p_tail_layout
+                            if _wal_block___wal_entry___set_semantic_body___tag == 0:
+                                _wal_block___wal_entry___set_semantic_body___tail_full__v = _wal_block___wal_entry___set_semantic_body__v.tail
+                                if len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
+                                    raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
+                                if _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                                    out += _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.raw
+                                else:
+                                    out += _PK6.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
+                            elif _wal_block___wal_entry___set_semantic_body___tag == 1:
+                                _wal_block___wal_entry___set_semantic_body___tail_quantized__v = _wal_block___wal_entry___set_semantic_body__v.tail
+                                if len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
+                                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)), path='user')
+                                out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user)
+                            elif _wal_block___wal_entry___set_semantic_body___tag == 2:
+                                _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_block___wal_entry___set_semantic_body__v.tail
+                                if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
+                                    raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
+                                if _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                                    out += _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
+                                else:
+                                    out += _PK6.encode_all(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                                if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
+                                    raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
+                                out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
+                            else:
+                                raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___set_semantic_body___tag), path='tail')
+                        elif _wal_block___wal_entry___set_semantic_body__v.tail is not None:
+                            raise EncodeError('field is present but its condition is false', path='tail')
+                    elif _wal_block___wal_entry___tag == 6:
+                        _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
+                        out += _S18_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                    else:
+                        raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
+                    _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
+                    out += _S2_pack(_wal_block___wal_entry__f_entry_crc)
+                _wal_block___plain = bytes(out)
+                out = _wal_block___outer
+                _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS16)
+                out += _S2_pack(len(_wal_block___frame))
+                out += _wal_block___frame
+        elif v.blocks is not None:
+            raise EncodeError('field is present but its condition is false', path='blocks')
+    return bytes(out)
 
 def _d_htt_file(mv, pos, end):
     try:
@@ -3075,7 +5203,7 @@ def _d_htt_file(mv, pos, end):
 
 def _e_htt_file(out, v):
     _file_header__v = v.header
-    _file_header___s_magic = len(out) + 0
+    _file_header___s_magic = len(out)
     _file_header___e_node_count = len(out) + 28
     out += _S0.pack(b'HTT\x00', _file_header__v.version, _file_header__v.flags.to_int(), _file_header__v.dimension, _file_header__v.semantic_dims, _file_header__v.tau.to_bytes(16, 'little', signed=True), _file_header__v.node_count)
     _file_header__f_header_crc = _ck_crc32(out if _file_header___s_magic == 0 and _file_header___e_node_count == len(out) else memoryview(out)[_file_header___s_magic:_file_header___e_node_count])
@@ -3091,6 +5219,31 @@ def _e_htt_file(out, v):
         raise EncodeError('field is present but its condition is false', path='bounds')
     _e_snapshot_section(out, v.snapshot, v.header.version, v.header.flags.compressed, v.header.flags.algorithm, v.header.semantic_dims, (2 if (v.header.flags.quantized and v.header.flags.gacl) else (1 if v.header.flags.quantized else 0)))
     _e_wal_section(out, v.wal, v.header.flags.wal_block_compressed, v.header.flags.algorithm, v.header.semantic_dims, (2 if (v.header.flags.quantized and v.header.flags.gacl) else (1 if v.header.flags.quantized else 0)))
+
+def _em_htt_file(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    _S2_pack = _S2.pack
+    _S4_pack = _S4.pack
+    for v in values:
+        _file_header__v = v.header
+        _file_header___s_magic = len(out)
+        _file_header___e_node_count = len(out) + 28
+        out += _S0_pack(b'HTT\x00', _file_header__v.version, _file_header__v.flags.to_int(), _file_header__v.dimension, _file_header__v.semantic_dims, _file_header__v.tau.to_bytes(16, 'little', signed=True), _file_header__v.node_count)
+        _file_header__f_header_crc = _ck_crc32(out if _file_header___s_magic == 0 and _file_header___e_node_count == len(out) else memoryview(out)[_file_header___s_magic:_file_header___e_node_count])
+        out += _S2_pack(_file_header__f_header_crc)
+        if v.header.flags.meaning_addressed:
+            _bounds_section__v = v.bounds
+            _bounds_section__p_semantic_dims = v.header.semantic_dims
+            if len(_bounds_section__v.bounds) != _bounds_section__p_semantic_dims - 16:
+                raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(len(_bounds_section__v.bounds)), path='bounds')
+            for _bounds_section___x in _bounds_section__v.bounds:
+                out += _S4_pack(_bounds_section___x.min, _bounds_section___x.max)
+        elif v.bounds is not None:
+            raise EncodeError('field is present but its condition is false', path='bounds')
+        _e_snapshot_section(out, v.snapshot, v.header.version, v.header.flags.compressed, v.header.flags.algorithm, v.header.semantic_dims, 2 if v.header.flags.quantized and v.header.flags.gacl else 1 if v.header.flags.quantized else 0)
+        _e_wal_section(out, v.wal, v.header.flags.wal_block_compressed, v.header.flags.algorithm, v.header.semantic_dims, 2 if v.header.flags.quantized and v.header.flags.gacl else 1 if v.header.flags.quantized else 0)
+    return bytes(out)
 
 def _d_sidecar_segment_v1(mv, pos, end):
     if pos + 20 > end:
@@ -3165,8 +5318,8 @@ def _e_sidecar_segment_v1(out, v):
     for _x in v.entries:
         _wal_entry__p_semantic_dims = v.semantic_dims
         _wal_entry__p_tail_layout = (2 if None.gacl else 1) if v.version >= 2 and None.quantized else 0
-        _wal_entry___b_key = _x.key.encode('utf-8')
-        _wal_entry___s_seq = len(out) + 0
+        _wal_entry___b_key = _x.key.encode()
+        _wal_entry___s_seq = len(out)
         out += _S20.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
@@ -3177,10 +5330,10 @@ def _e_sidecar_segment_v1(out, v):
             out += _wal_entry___insert_body___b_data
             out += _S9.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
-                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode('utf-8')
+                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
                 out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
-                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode('utf-8')
+                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
                 out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if _wal_entry__p_semantic_dims > 0:
@@ -3220,10 +5373,10 @@ def _e_sidecar_segment_v1(out, v):
             out += _wal_entry___update_body___b_data
             out += _S9.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
-                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode('utf-8')
+                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
                 out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
-                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode('utf-8')
+                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
                 out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
@@ -3231,10 +5384,10 @@ def _e_sidecar_segment_v1(out, v):
                 raise EncodeError('case DELETE carries no body', path='body')
         elif _wal_entry___tag == 4:
             _wal_entry___meta_pair__v = _x.body
-            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode('utf-8')
+            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
             out += _S9.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
-            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode('utf-8')
+            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
             out += _S9.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
@@ -3274,8 +5427,7 @@ def _e_sidecar_segment_v1(out, v):
             out += _S18.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
-        _wal_entry___e_body = len(out)
-        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 and _wal_entry___e_body == len(out) else memoryview(out)[_wal_entry___s_seq:_wal_entry___e_body])
+        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
         out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
@@ -3362,8 +5514,8 @@ def _e_sidecar_segment_v2(out, v):
     for _x in v.entries:
         _wal_entry__p_semantic_dims = v.semantic_dims
         _wal_entry__p_tail_layout = (2 if v.layout.gacl else 1) if v.version >= 2 and v.layout.quantized else 0
-        _wal_entry___b_key = _x.key.encode('utf-8')
-        _wal_entry___s_seq = len(out) + 0
+        _wal_entry___b_key = _x.key.encode()
+        _wal_entry___s_seq = len(out)
         out += _S20.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
@@ -3374,10 +5526,10 @@ def _e_sidecar_segment_v2(out, v):
             out += _wal_entry___insert_body___b_data
             out += _S9.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
-                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode('utf-8')
+                _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
                 out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
-                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode('utf-8')
+                _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
                 out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if _wal_entry__p_semantic_dims > 0:
@@ -3417,10 +5569,10 @@ def _e_sidecar_segment_v2(out, v):
             out += _wal_entry___update_body___b_data
             out += _S9.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
-                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode('utf-8')
+                _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
                 out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
-                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode('utf-8')
+                _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
                 out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
@@ -3428,10 +5580,10 @@ def _e_sidecar_segment_v2(out, v):
                 raise EncodeError('case DELETE carries no body', path='body')
         elif _wal_entry___tag == 4:
             _wal_entry___meta_pair__v = _x.body
-            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode('utf-8')
+            _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
             out += _S9.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
-            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode('utf-8')
+            _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
             out += _S9.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
@@ -3471,8 +5623,7 @@ def _e_sidecar_segment_v2(out, v):
             out += _S18.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
-        _wal_entry___e_body = len(out)
-        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 and _wal_entry___e_body == len(out) else memoryview(out)[_wal_entry___s_seq:_wal_entry___e_body])
+        _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
         out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
@@ -3511,6 +5662,14 @@ def decode_file_header(buf, offset: int = 0) -> tuple[FileHeader, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_file_header(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
+    try:
         return _d_file_header(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("file_header") from None
@@ -3544,11 +5703,17 @@ def iter_file_header(buf, offset: int = 0, end: int | None = None):
 def decode_many_file_header(buf, offset: int = 0, end: int | None = None) -> list[FileHeader]:
     """Decode consecutive `file_header` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_file_header``, in one loop: for logs read whole)."""
-    return _decode_many(_d_file_header, "file_header", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_file_header(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_file_header(values) -> bytes:
     """Encode consecutive `file_header` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_file_header(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_file_header, "file_header", values, ())
 
 
@@ -3568,6 +5733,14 @@ def decode_bound_pair(buf, offset: int = 0) -> tuple[BoundPair, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_bound_pair(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_bound_pair(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3602,11 +5775,17 @@ def iter_bound_pair(buf, offset: int = 0, end: int | None = None):
 def decode_many_bound_pair(buf, offset: int = 0, end: int | None = None) -> list[BoundPair]:
     """Decode consecutive `bound_pair` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_bound_pair``, in one loop: for logs read whole)."""
-    return _decode_many(_d_bound_pair, "bound_pair", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_bound_pair(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_bound_pair(values) -> bytes:
     """Encode consecutive `bound_pair` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_bound_pair(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_bound_pair, "bound_pair", values, ())
 
 
@@ -3626,6 +5805,14 @@ def decode_bounds_section(buf, offset: int = 0, *, semantic_dims: int) -> tuple[
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_bounds_section(mv, offset, len(mv), semantic_dims)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_bounds_section(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -3660,11 +5847,17 @@ def iter_bounds_section(buf, offset: int = 0, end: int | None = None, *, semanti
 def decode_many_bounds_section(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> list[BoundsSection]:
     """Decode consecutive `bounds_section` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_bounds_section``, in one loop: for logs read whole)."""
-    return _decode_many(_d_bounds_section, "bounds_section", buf, offset, end, (semantic_dims,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_bounds_section(mv, offset, len(mv) if end is None else end, semantic_dims)
 
 
 def encode_many_bounds_section(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `bounds_section` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_bounds_section(values, semantic_dims)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_bounds_section, "bounds_section", values, (semantic_dims,))
 
 
@@ -3684,6 +5877,14 @@ def decode_tail_full(buf, offset: int = 0, *, semantic_dims: int) -> tuple[TailF
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_tail_full(mv, offset, len(mv), semantic_dims)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_tail_full(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -3718,11 +5919,17 @@ def iter_tail_full(buf, offset: int = 0, end: int | None = None, *, semantic_dim
 def decode_many_tail_full(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> list[TailFull]:
     """Decode consecutive `tail_full` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_tail_full``, in one loop: for logs read whole)."""
-    return _decode_many(_d_tail_full, "tail_full", buf, offset, end, (semantic_dims,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_tail_full(mv, offset, len(mv) if end is None else end, semantic_dims)
 
 
 def encode_many_tail_full(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `tail_full` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_tail_full(values, semantic_dims)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_tail_full, "tail_full", values, (semantic_dims,))
 
 
@@ -3742,6 +5949,14 @@ def decode_tail_quantized(buf, offset: int = 0, *, semantic_dims: int) -> tuple[
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_tail_quantized(mv, offset, len(mv), semantic_dims)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_tail_quantized(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -3776,11 +5991,17 @@ def iter_tail_quantized(buf, offset: int = 0, end: int | None = None, *, semanti
 def decode_many_tail_quantized(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> list[TailQuantized]:
     """Decode consecutive `tail_quantized` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_tail_quantized``, in one loop: for logs read whole)."""
-    return _decode_many(_d_tail_quantized, "tail_quantized", buf, offset, end, (semantic_dims,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_tail_quantized(mv, offset, len(mv) if end is None else end, semantic_dims)
 
 
 def encode_many_tail_quantized(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `tail_quantized` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_tail_quantized(values, semantic_dims)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_tail_quantized, "tail_quantized", values, (semantic_dims,))
 
 
@@ -3800,6 +6021,14 @@ def decode_tail_quantized_gacl(buf, offset: int = 0, *, semantic_dims: int) -> t
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_tail_quantized_gacl(mv, offset, len(mv), semantic_dims)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_tail_quantized_gacl(mv, offset, len(mv), semantic_dims)
     except DecodeError as exc:
@@ -3834,11 +6063,17 @@ def iter_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None, *, se
 def decode_many_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> list[TailQuantizedGacl]:
     """Decode consecutive `tail_quantized_gacl` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_tail_quantized_gacl``, in one loop: for logs read whole)."""
-    return _decode_many(_d_tail_quantized_gacl, "tail_quantized_gacl", buf, offset, end, (semantic_dims,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_tail_quantized_gacl(mv, offset, len(mv) if end is None else end, semantic_dims)
 
 
 def encode_many_tail_quantized_gacl(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `tail_quantized_gacl` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_tail_quantized_gacl(values, semantic_dims)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_tail_quantized_gacl, "tail_quantized_gacl", values, (semantic_dims,))
 
 
@@ -3858,6 +6093,14 @@ def decode_meta_pair(buf, offset: int = 0) -> tuple[MetaPair, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_meta_pair(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_meta_pair(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3892,11 +6135,17 @@ def iter_meta_pair(buf, offset: int = 0, end: int | None = None):
 def decode_many_meta_pair(buf, offset: int = 0, end: int | None = None) -> list[MetaPair]:
     """Decode consecutive `meta_pair` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_meta_pair``, in one loop: for logs read whole)."""
-    return _decode_many(_d_meta_pair, "meta_pair", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_meta_pair(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_meta_pair(values) -> bytes:
     """Encode consecutive `meta_pair` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_meta_pair(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_meta_pair, "meta_pair", values, ())
 
 
@@ -3918,6 +6167,14 @@ def decode_snapshot_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layo
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_snapshot_entry(mv, offset, len(mv), semantic_dims, tail_layout)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_snapshot_entry(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -3956,13 +6213,19 @@ def decode_many_snapshot_entry(buf, offset: int = 0, end: int | None = None, *, 
     records and errors of ``iter_snapshot_entry``, in one loop: for logs read whole)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    return _decode_many(_d_snapshot_entry, "snapshot_entry", buf, offset, end, (semantic_dims, tail_layout,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_snapshot_entry(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
 
 
 def encode_many_snapshot_entry(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `snapshot_entry` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_snapshot_entry(values, semantic_dims, tail_layout)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_snapshot_entry, "snapshot_entry", values, (semantic_dims, tail_layout,))
 
 
@@ -4065,6 +6328,14 @@ def decode_insert_body(buf, offset: int = 0, *, semantic_dims: int, tail_layout:
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_insert_body(mv, offset, len(mv), semantic_dims, tail_layout)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
+    try:
         return _d_insert_body(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
         raise exc.prefixed("insert_body") from None
@@ -4102,13 +6373,19 @@ def decode_many_insert_body(buf, offset: int = 0, end: int | None = None, *, sem
     records and errors of ``iter_insert_body``, in one loop: for logs read whole)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    return _decode_many(_d_insert_body, "insert_body", buf, offset, end, (semantic_dims, tail_layout,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_insert_body(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
 
 
 def encode_many_insert_body(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `insert_body` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_insert_body(values, semantic_dims, tail_layout)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_insert_body, "insert_body", values, (semantic_dims, tail_layout,))
 
 
@@ -4130,6 +6407,14 @@ def decode_update_body(buf, offset: int = 0) -> tuple[UpdateBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_update_body(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_update_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4164,11 +6449,17 @@ def iter_update_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_update_body(buf, offset: int = 0, end: int | None = None) -> list[UpdateBody]:
     """Decode consecutive `update_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_update_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_update_body, "update_body", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_update_body(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_update_body(values) -> bytes:
     """Encode consecutive `update_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_update_body(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_update_body, "update_body", values, ())
 
 
@@ -4190,6 +6481,14 @@ def decode_set_semantic_body(buf, offset: int = 0, *, semantic_dims: int, tail_l
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_set_semantic_body(mv, offset, len(mv), semantic_dims, tail_layout)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_set_semantic_body(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -4228,13 +6527,19 @@ def decode_many_set_semantic_body(buf, offset: int = 0, end: int | None = None, 
     records and errors of ``iter_set_semantic_body``, in one loop: for logs read whole)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    return _decode_many(_d_set_semantic_body, "set_semantic_body", buf, offset, end, (semantic_dims, tail_layout,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_set_semantic_body(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
 
 
 def encode_many_set_semantic_body(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `set_semantic_body` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_set_semantic_body(values, semantic_dims, tail_layout)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_set_semantic_body, "set_semantic_body", values, (semantic_dims, tail_layout,))
 
 
@@ -4256,6 +6561,14 @@ def decode_epoch_body(buf, offset: int = 0) -> tuple[EpochBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_epoch_body(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_epoch_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4290,11 +6603,17 @@ def iter_epoch_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_epoch_body(buf, offset: int = 0, end: int | None = None) -> list[EpochBody]:
     """Decode consecutive `epoch_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_epoch_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_epoch_body, "epoch_body", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_epoch_body(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_epoch_body(values) -> bytes:
     """Encode consecutive `epoch_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_epoch_body(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_epoch_body, "epoch_body", values, ())
 
 
@@ -4316,6 +6635,14 @@ def decode_wal_entry(buf, offset: int = 0, *, semantic_dims: int, tail_layout: S
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_wal_entry(mv, offset, len(mv), semantic_dims, tail_layout)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_wal_entry(mv, offset, len(mv), semantic_dims, tail_layout)
     except DecodeError as exc:
@@ -4354,13 +6681,19 @@ def decode_many_wal_entry(buf, offset: int = 0, end: int | None = None, *, seman
     records and errors of ``iter_wal_entry``, in one loop: for logs read whole)."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    return _decode_many(_d_wal_entry, "wal_entry", buf, offset, end, (semantic_dims, tail_layout,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_wal_entry(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
 
 
 def encode_many_wal_entry(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `wal_entry` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_wal_entry(values, semantic_dims, tail_layout)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_wal_entry, "wal_entry", values, (semantic_dims, tail_layout,))
 
 
@@ -4382,6 +6715,14 @@ def decode_wal_header(buf, offset: int = 0) -> tuple[WalHeader, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_wal_header(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_wal_header(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4416,11 +6757,17 @@ def iter_wal_header(buf, offset: int = 0, end: int | None = None):
 def decode_many_wal_header(buf, offset: int = 0, end: int | None = None) -> list[WalHeader]:
     """Decode consecutive `wal_header` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_wal_header``, in one loop: for logs read whole)."""
-    return _decode_many(_d_wal_header, "wal_header", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_wal_header(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_wal_header(values) -> bytes:
     """Encode consecutive `wal_header` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_wal_header(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_wal_header, "wal_header", values, ())
 
 
@@ -4495,6 +6842,11 @@ def encode_many_wal_block(values, *, algorithm: CompressionAlgorithm, semantic_d
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_wal_block(values, algorithm, semantic_dims, tail_layout, block_limit)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_wal_block, "wal_block", values, (algorithm, semantic_dims, tail_layout, block_limit,))
 
 
@@ -4565,6 +6917,11 @@ def encode_many_wal_block_plain(values, *, algorithm: CompressionAlgorithm, bloc
     """Encode consecutive `wal_block_plain` records (a log) into one buffer."""
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_wal_block_plain(values, algorithm, block_limit)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_wal_block_plain, "wal_block_plain", values, (algorithm, block_limit,))
 
 
@@ -4641,6 +6998,11 @@ def encode_many_wal_section(values, *, block_compressed: bool, algorithm: Compre
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_wal_section(values, block_compressed, algorithm, semantic_dims, tail_layout)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_wal_section, "wal_section", values, (block_compressed, algorithm, semantic_dims, tail_layout,))
 
 
@@ -4703,6 +7065,11 @@ def decode_many_htt_file(buf, offset: int = 0, end: int | None = None) -> list[H
 
 def encode_many_htt_file(values) -> bytes:
     """Encode consecutive `htt_file` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_htt_file(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_htt_file, "htt_file", values, ())
 
 
@@ -4777,6 +7144,11 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
 
 # -- Construct path -------------------------------------------------------------------
 
+# compiled tighter than Construct's own classes (bytewright.runtime.codec)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
 C_file_header = Struct(
     '_o_start' / Tell,
     '_s_magic' / Tell,
@@ -4785,9 +7157,9 @@ C_file_header = Struct(
     '_s_version' / Tell,
     'version' / Int8ul,
     '_e_version' / Tell,
-    Check(Code("not this._parsing or (1 <= this['version'] and this['version'] <= 4)", lambda this: not this._parsing or (1 <= this['version'] and this['version'] <= 4))),
+    Check(Code("not this['_parsing'] or (1 <= this['version'] and this['version'] <= 4)", lambda this: not this['_parsing'] or (1 <= this['version'] and this['version'] <= 4))),
     '_s_flags' / Tell,
-    'flags' / BitStruct('quantized' / Flag, 'meaning_addressed' / Flag, 'gacl' / Flag, 'wal_block_compressed' / Flag, 'has_semantic' / Flag, 'algorithm' / BitsInteger(2), 'compressed' / Flag),
+    'flags' / BitFlags(Int8ul, (('quantized', 7, 1, True), ('meaning_addressed', 6, 1, True), ('gacl', 5, 1, True), ('wal_block_compressed', 4, 1, True), ('has_semantic', 3, 1, True), ('algorithm', 1, 2, False), ('compressed', 0, 1, True))),
     '_e_flags' / Tell,
     '_s_dimension' / Tell,
     'dimension' / Int8ul,
@@ -4801,7 +7173,7 @@ C_file_header = Struct(
     '_s_node_count' / Tell,
     'node_count' / Int32ul,
     '_e_node_count' / Tell,
-    'header_crc' / Checksum(Int32ul, _ck_crc32, lambda this: _span(this, [('span', 'magic'), ('span', 'version'), ('span', 'flags'), ('span', 'dimension'), ('span', 'semantic_dims'), ('span', 'tau'), ('span', 'node_count')])),
+    'header_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_magic', '_e_node_count')", lambda this: _span_range(this, '_s_magic', '_e_node_count'))),
 )
 
 C_bound_pair = Struct(
@@ -4812,23 +7184,23 @@ C_bound_pair = Struct(
 
 C_bounds_section = Struct(
     '_o_start' / Tell,
-    'bounds' / Array(Code("(this._params['semantic_dims'] - 16)", lambda this: (this._params['semantic_dims'] - 16)), C_bound_pair),
+    'bounds' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), C_bound_pair),
 )
 
 C_tail_full = Struct(
     '_o_start' / Tell,
-    'dims' / Array(Code("this._params['semantic_dims']", lambda this: this._params['semantic_dims']), BytesInteger(16, signed=True, swapped=True)),
+    'dims' / Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True)),
 )
 
 C_tail_quantized = Struct(
     '_o_start' / Tell,
-    'user' / Array(Code("(this._params['semantic_dims'] - 16)", lambda this: (this._params['semantic_dims'] - 16)), Int16sl),
+    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl),
 )
 
 C_tail_quantized_gacl = Struct(
     '_o_start' / Tell,
-    'reserved' / Array(Code("min(this._params['semantic_dims'], 16)", lambda this: min(this._params['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True)),
-    'user' / Array(Code("(this._params['semantic_dims'] - 16)", lambda this: (this._params['semantic_dims'] - 16)), Int16sl),
+    'reserved' / Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True)),
+    'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl),
 )
 
 C_meta_pair = Struct(
@@ -4842,27 +7214,27 @@ C_snapshot_entry = Struct(
     'key' / PascalString(Int16ul, 'utf8'),
     'data' / Prefixed(Int32ul, GreedyBytes),
     'meta' / PrefixedArray(Int16ul, C_meta_pair),
-    'tail' / If(Code("((this._params['semantic_dims'] > 0))", lambda this: ((this._params['semantic_dims'] > 0))), Switch(Code("this._params['tail_layout']", lambda this: this._params['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
 )
 
 C_snapshot_section = Struct(
     '_o_start' / Tell,
-    Check(Code("not this._parsing or 1 <= this._params['version'] <= 4", lambda this: not this._parsing or 1 <= this._params['version'] <= 4)),
+    Check(Code("not this['_parsing'] or 1 <= this['_params']['version'] <= 4", lambda this: not this['_parsing'] or 1 <= this['_params']['version'] <= 4)),
     '_o_snap_byte_len' / Tell,
     'snap_byte_len' / Rebuild(Int32ul, 0),
     'snap_node_count' / Rebuild(Int32ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
     '_s_entries' / Tell,
-    'entries' / IfThenElse(Code("(this._params['compressed'] and (this['snap_node_count'] > 0))", lambda this: (this._params['compressed'] and (this['snap_node_count'] > 0))), Compressed(Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry), Code("this._params['algorithm']", lambda this: this._params['algorithm']), Int32ul, expected_size=Code("((this['snap_byte_len'] if this._parsing else len(this['_plain_entries']))) if this._parsing else None", lambda this: ((this['snap_byte_len'] if this._parsing else len(this['_plain_entries']))) if this._parsing else None), limit=Code("(this['snap_byte_len'] if this._parsing else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this._parsing else len(this['_plain_entries']))), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}), Plain(IfThenElse(Code('this._parsing', lambda this: this._parsing), FixedSized(Code("(this['snap_byte_len'] if this._parsing else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this._parsing else len(this['_plain_entries']))), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry)), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry)), name='entries')),
+    'entries' / IfThenElse(Code("(this['_params']['compressed'] and (this['snap_node_count'] > 0))", lambda this: (this['_params']['compressed'] and (this['snap_node_count'] > 0))), Compressed(Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=Code("((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}), Plain(IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['snap_byte_len'] if this['_parsing'] else len(this['_plain_entries']))), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry)), Array(Code("this['snap_node_count']", lambda this: this['snap_node_count']), C_snapshot_entry)), name='entries')),
     '_e_entries' / Tell,
     '_patch_snap_byte_len' / Pointer(Code("this['_o_snap_byte_len']", lambda this: this['_o_snap_byte_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
-    'snapshot_crc' / If(Code("(this._params['version'] >= 2)", lambda this: (this._params['version'] >= 2)), Checksum(Int32ul, _ck_crc32, lambda this: _span(this, [('plain', 'entries')]))),
+    'snapshot_crc' / If(Code("(this['_params']['version'] >= 2)", lambda this: (this['_params']['version'] >= 2)), Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')])))),
 )
 
 C_insert_body = Struct(
     '_o_start' / Tell,
     'data' / Prefixed(Int32ul, GreedyBytes),
     'meta' / PrefixedArray(Int16ul, C_meta_pair),
-    'tail' / If(Code("((this._params['semantic_dims'] > 0))", lambda this: ((this._params['semantic_dims'] > 0))), Switch(Code("this._params['tail_layout']", lambda this: this._params['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
 )
 
 C_update_body = Struct(
@@ -4873,13 +7245,13 @@ C_update_body = Struct(
 
 C_set_semantic_body = Struct(
     '_o_start' / Tell,
-    'tail' / If(Code("((this._params['semantic_dims'] > 0))", lambda this: ((this._params['semantic_dims'] > 0))), Switch(Code("this._params['tail_layout']", lambda this: this._params['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
+    'tail' / If(Code("((this['_params']['semantic_dims'] > 0))", lambda this: ((this['_params']['semantic_dims'] > 0))), Switch(Code("this['_params']['tail_layout']", lambda this: this['_params']['tail_layout']), {0: C_tail_full, 1: C_tail_quantized, 2: C_tail_quantized_gacl}, default=Error)),
 )
 
 C_epoch_body = Struct(
     '_o_start' / Tell,
     'epoch_id' / Int64ul,
-    'flags' / BitStruct(Const(0, BitsInteger(6)), 'restamp' / Flag, 'speculative' / Flag),
+    'flags' / BitFlags(Int8ul, (('restamp', 1, 1, True), ('speculative', 0, 1, True))),
 )
 
 C_wal_entry = Struct(
@@ -4896,7 +7268,7 @@ C_wal_entry = Struct(
     '_s_body' / Tell,
     'body' / Switch(Code("this['op']", lambda this: this['op']), {1: C_insert_body, 2: C_update_body, 3: Pass, 4: C_meta_pair, 5: C_set_semantic_body, 6: C_epoch_body}, default=Error),
     '_e_body' / Tell,
-    'entry_crc' / Checksum(Int32ul, _ck_crc32, lambda this: _span(this, [('span', 'seq'), ('span', 'op'), ('span', 'key'), ('span', 'body')])),
+    'entry_crc' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_seq', '_e_body')", lambda this: _span_range(this, '_s_seq', '_e_body'))),
 )
 
 C_wal_header = Struct(
@@ -4908,21 +7280,21 @@ C_wal_header = Struct(
 C_wal_block = Struct(
     '_o_start' / Tell,
     'block_entry_count' / Rebuild(Int16ul, Code("len(this['entries'])", lambda this: len(this['entries']))),
-    Check(Code("not this._parsing or (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64)", lambda this: not this._parsing or (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64))),
-    'entries' / Compressed(Array(Code("this['block_entry_count']", lambda this: this['block_entry_count']), C_wal_entry), Code("this._params['algorithm']", lambda this: this._params['algorithm']), Int32ul, expected_size=None, limit=Code("this._params['block_limit']", lambda this: this._params['block_limit']), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
+    Check(Code("not this['_parsing'] or (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64)", lambda this: not this['_parsing'] or (1 <= this['block_entry_count'] and this['block_entry_count'] <= 64))),
+    'entries' / Compressed(Array(Code("this['block_entry_count']", lambda this: this['block_entry_count']), C_wal_entry), Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='entries', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
 )
 
 C_wal_block_plain = Struct(
     '_o_start' / Tell,
     'block_entry_count' / Int16ul,
-    'plain' / Compressed(GreedyBytes, Code("this._params['algorithm']", lambda this: this._params['algorithm']), Int32ul, expected_size=None, limit=Code("this._params['block_limit']", lambda this: this._params['block_limit']), name='plain', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
+    'plain' / Compressed(GreedyBytes, Code("this['_params']['algorithm']", lambda this: this['_params']['algorithm']), Int32ul, expected_size=None, limit=Code("this['_params']['block_limit']", lambda this: this['_params']['block_limit']), name='plain', codecs={'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}),
 )
 
 C_wal_section = Struct(
     '_o_start' / Tell,
     'header' / C_wal_header,
-    'entries' / If(Code("((not this._params['block_compressed']))", lambda this: ((not this._params['block_compressed']))), RepeatToEnd(C_wal_entry)),
-    'blocks' / If(Code("(this._params['block_compressed'])", lambda this: (this._params['block_compressed'])), RepeatToEnd(WithParams(C_wal_block, {'block_limit': Code('67108864', lambda this: 67108864)}))),
+    'entries' / If(Code("((not this['_params']['block_compressed']))", lambda this: ((not this['_params']['block_compressed']))), RepeatToEnd(C_wal_entry)),
+    'blocks' / If(Code("(this['_params']['block_compressed'])", lambda this: (this['_params']['block_compressed'])), RepeatToEnd(WithParams(C_wal_block, {'block_limit': Code('67108864', lambda this: 67108864)}))),
 )
 
 C_htt_file = Struct(
@@ -4937,9 +7309,9 @@ C_sidecar_segment = Struct(
     '_o_start' / Tell,
     'magic' / Const(b'HTTH'),
     'version' / Int8ul,
-    Check(Code("not this._parsing or 1 <= this['version'] <= 2", lambda this: not this._parsing or 1 <= this['version'] <= 2)),
+    Check(Code("not this['_parsing'] or 1 <= this['version'] <= 2", lambda this: not this['_parsing'] or 1 <= this['version'] <= 2)),
     'semantic_dims' / Int8ul,
-    'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitStruct(Const(0, BitsInteger(6)), 'gacl' / Flag, 'quantized' / Flag)),
+    'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitFlags(Int8ul, (('gacl', 1, 1, True), ('quantized', 0, 1, True)))),
     'reserved6' / If(Code("(this['version'] <= 1)", lambda this: (this['version'] <= 1)), Const(0, Int8ul)),
     'reserved7' / Const(0, Int8ul),
     'first_seq' / Int32ul,
@@ -4947,10 +7319,10 @@ C_sidecar_segment = Struct(
     '_o_raw_len' / Tell,
     'raw_len' / Rebuild(Int32ul, 0),
     '_s_entries' / Tell,
-    'entries' / Compressed(RepeatToEnd(WithParams(C_wal_entry, {'semantic_dims': Code("this['semantic_dims']", lambda this: this['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, ((2 if this['layout'].gacl else 1) if ((this['version'] >= 2) and this['layout'].quantized) else 0), True)", lambda this: _enum_value(SemTailLayout, ((2 if this['layout'].gacl else 1) if ((this['version'] >= 2) and this['layout'].quantized) else 0), True))})), Code("'zstd'", lambda this: 'zstd'), Int32ul, expected_size=Code("((this['raw_len'] if this._parsing else len(this['_plain_entries']))) if this._parsing else None", lambda this: ((this['raw_len'] if this._parsing else len(this['_plain_entries']))) if this._parsing else None), limit=Code("(this['raw_len'] if this._parsing else len(this['_plain_entries']))", lambda this: (this['raw_len'] if this._parsing else len(this['_plain_entries']))), name='entries'),
+    'entries' / Compressed(RepeatToEnd(WithParams(C_wal_entry, {'semantic_dims': Code("this['semantic_dims']", lambda this: this['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, ((2 if this['layout'].gacl else 1) if ((this['version'] >= 2) and this['layout'].quantized) else 0), True)", lambda this: _enum_value(SemTailLayout, ((2 if this['layout'].gacl else 1) if ((this['version'] >= 2) and this['layout'].quantized) else 0), True))})), Code("'zstd'", lambda this: 'zstd'), Int32ul, expected_size=Code("((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries'),
     '_e_entries' / Tell,
     '_patch_raw_len' / Pointer(Code("this['_o_raw_len']", lambda this: this['_o_raw_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
-    'crc32' / Checksum(Int32ul, _ck_crc32, lambda this: _span(this, [('plain', 'entries')])),
+    'crc32' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')]))),
 )
 
 def _c2m_flags_header_flags(c):
@@ -4963,9 +7335,6 @@ def _c2m_flags_sidecar_layout(c):
     return SidecarLayout(quantized=bool(c['quantized']), gacl=bool(c['gacl']))
 
 def _c2m_file_header(c):
-    f_magic = c.get('magic')
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
     f_version = c.get('version')
     f_flags = c.get('flags')
     if f_flags is not None:
@@ -4974,7 +7343,6 @@ def _c2m_file_header(c):
     f_semantic_dims = c.get('semantic_dims')
     f_tau = c.get('tau')
     f_node_count = c.get('node_count')
-    f_header_crc = c.get('header_crc')
     return FileHeader(f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count)
 
 def _m2c_file_header(v):
@@ -5012,7 +7380,7 @@ def _m2c_bounds_section(v):
 def _c2m_tail_full(c, p_semantic_dims):
     f_dims = c.get('dims')
     if f_dims is not None:
-        f_dims = PackedArray.from_values(f_dims, _packed_kind('<', '', 16, True))
+        f_dims = _packed_from(f_dims, _packed_kind('<', '', 16, True))
     return TailFull(f_dims)
 
 def _m2c_tail_full(v):
@@ -5032,7 +7400,7 @@ def _m2c_tail_quantized(v):
 def _c2m_tail_quantized_gacl(c, p_semantic_dims):
     f_reserved = c.get('reserved')
     if f_reserved is not None:
-        f_reserved = PackedArray.from_values(f_reserved, _packed_kind('<', '', 16, True))
+        f_reserved = _packed_from(f_reserved, _packed_kind('<', '', 16, True))
     f_user = c.get('user')
     return TailQuantizedGacl(f_reserved, f_user)
 
@@ -5075,12 +7443,9 @@ def _m2c_snapshot_entry(v):
     }
 
 def _c2m_snapshot_section(c, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    f_snap_byte_len = c.get('snap_byte_len')
-    f_snap_node_count = c.get('snap_node_count')
     f_entries = c.get('entries')
     if f_entries is not None:
         f_entries = [_c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
-    f_snapshot_crc = c.get('snapshot_crc')
     return SnapshotSection(f_entries)
 
 def _m2c_snapshot_section(v):
@@ -5150,12 +7515,12 @@ def _c2m_wal_entry(c, p_semantic_dims, p_tail_layout):
     f_seq = c.get('seq')
     f_op = c.get('op')
     if f_op is not None:
-        f_op = _enum_value(WalOp, f_op, False)
+        _t = _WALOP_BY_VALUE.get(f_op)
+        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
     f_key = c.get('key')
     f_body = c.get('body')
     if f_body is not None:
         f_body = (_c2m_insert_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 1 else (_c2m_update_body(f_body) if f_op == 2 else (None if f_op == 3 else (_c2m_meta_pair(f_body) if f_op == 4 else (_c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 5 else (_c2m_epoch_body(f_body) if f_op == 6 else None))))))
-    f_entry_crc = c.get('entry_crc')
     return WalEntry(f_seq, f_op, f_key, f_body)
 
 def _m2c_wal_entry(v):
@@ -5178,7 +7543,6 @@ def _m2c_wal_header(v):
     }
 
 def _c2m_wal_block(c, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
-    f_block_entry_count = c.get('block_entry_count')
     f_entries = c.get('entries')
     if f_entries is not None:
         f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
@@ -5245,23 +7609,16 @@ def _m2c_htt_file(v):
     }
 
 def _c2m_sidecar_segment(c):
-    f_magic = c.get('magic')
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
     f_version = c.get('version')
     f_semantic_dims = c.get('semantic_dims')
     f_layout = c.get('layout')
     if f_layout is not None:
         f_layout = _c2m_flags_sidecar_layout(f_layout)
-    f_reserved6 = c.get('reserved6')
-    f_reserved7 = c.get('reserved7')
     f_first_seq = c.get('first_seq')
     f_end_seq = c.get('end_seq')
-    f_raw_len = c.get('raw_len')
     f_entries = c.get('entries')
     if f_entries is not None:
         f_entries = [_c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0)) for _x in f_entries]
-    f_crc32 = c.get('crc32')
     return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
 
 def _m2c_sidecar_segment(v):

@@ -281,15 +281,17 @@ _S0 = struct.Struct('<11sBHHIII16sI')
 _T1 = (('magic', 0, 11), ('log2_page_size', 11, 1), ('format_version', 12, 2), ('min_reader_version', 14, 2), ('root_allocation', 16, 4), ('schema_table', 20, 4), ('consolidator_state', 24, 4), ('root_fingerprint', 28, 16), ('journal_pointer', 44, 4))
 _S2 = struct.Struct('<B')
 _T3 = (('tag', 0, 1),)
-_S4 = struct.Struct('<BQH')
-_T5 = (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))
-_S6 = struct.Struct('<I')
-_T7 = (('crc', 0, 4),)
-_S8 = struct.Struct('<H')
-_S9 = struct.Struct('<4088sII')
-_T10 = (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4))
-_S11 = struct.Struct('<Q')
-_T12 = (('segment_epoch', 0, 8),)
+_EB4 = [_STATEMENTTAG_BY_VALUE.get(_i, _i) for _i in range(256)]
+_S5 = struct.Struct('<BQH')
+_T6 = (('kind', 0, 1), ('epoch', 1, 8), ('content_size', 9, 2))
+_EB7 = [_PAGEKIND_BY_VALUE.get(_i, _i) for _i in range(256)]
+_S8 = struct.Struct('<I')
+_T9 = (('crc', 0, 4),)
+_S10 = struct.Struct('<H')
+_S11 = struct.Struct('<4088sII')
+_T12 = (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4))
+_S13 = struct.Struct('<Q')
+_T14 = (('segment_epoch', 0, 8),)
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -313,8 +315,65 @@ def _d_header_fields(mv, pos, end):
     _obj.journal_pointer = f_journal_pointer
     return _obj, pos
 
+def _u_header_fields(mv, pos, end):
+    f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0.unpack_from(mv, pos)
+    _r0 = pos
+    pos += 48
+    if f_magic != b'\x8bKLADDE\r\n\x1a\n':
+        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=f_magic)
+    if f_log2_page_size != 12:
+        raise ConstraintError('bad magic', offset=_r0 + 11, path='log2_page_size', expected=12, found=f_log2_page_size)
+    _obj = _new(HeaderFields)
+    _obj.format_version = f_format_version
+    _obj.min_reader_version = f_min_reader_version
+    _obj.root_allocation = f_root_allocation
+    _obj.schema_table = f_schema_table
+    _obj.consolidator_state = f_consolidator_state
+    _obj.root_fingerprint = f_root_fingerprint
+    _obj.journal_pointer = f_journal_pointer
+    return (_obj, pos)
+
+def _m_header_fields(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S0_unpack_from = _S0.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0_unpack_from(mv, pos)
+            _r0 = pos
+            pos += 48
+            if f_magic != b'\x8bKLADDE\r\n\x1a\n':
+                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=f_magic)
+            if f_log2_page_size != 12:
+                raise ConstraintError('bad magic', offset=_r0 + 11, path='log2_page_size', expected=12, found=f_log2_page_size)
+            _obj = _new(HeaderFields)
+            _obj.format_version = f_format_version
+            _obj.min_reader_version = f_min_reader_version
+            _obj.root_allocation = f_root_allocation
+            _obj.schema_table = f_schema_table
+            _obj.consolidator_state = f_consolidator_state
+            _obj.root_fingerprint = f_root_fingerprint
+            _obj.journal_pointer = f_journal_pointer
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_header_fields, 'header_fields', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_header_fields, 'header_fields', mv, _rs, end, (), _out)
+    return _out
+
 def _e_header_fields(out, v):
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, v.format_version, v.min_reader_version, v.root_allocation, v.schema_table, v.consolidator_state, v.root_fingerprint, v.journal_pointer)
+
+def _em_header_fields(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    for v in values:
+        out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, v.format_version, v.min_reader_version, v.root_allocation, v.schema_table, v.consolidator_state, v.root_fingerprint, v.journal_pointer)
+    return bytes(out)
 
 def _d_ref_body(mv, pos, end):
     _at = pos
@@ -350,10 +409,105 @@ def _d_ref_body(mv, pos, end):
     _obj.address = f_address
     return _obj, pos
 
+def _u_ref_body(mv, pos, end):
+    f_offset_delta = mv[pos]
+    if f_offset_delta < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+    f_size = mv[pos]
+    if f_size < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_size = f_size & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_size, pos = _uleb128(mv, pos, end, 'size')
+    f_address = mv[pos]
+    if f_address < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_address = f_address & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_address, pos = _uleb128(mv, pos, end, 'address')
+    _obj = _new(RefBody)
+    _obj.offset_delta = f_offset_delta
+    _obj.size = f_size
+    _obj.address = f_address
+    return (_obj, pos)
+
+def _m_ref_body(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_offset_delta = mv[pos]
+            if f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            f_size = mv[pos]
+            if f_size < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_size = f_size & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_size, pos = _uleb128(mv, pos, end, 'size')
+            f_address = mv[pos]
+            if f_address < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_address = f_address & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_address, pos = _uleb128(mv, pos, end, 'address')
+            _obj = _new(RefBody)
+            _obj.offset_delta = f_offset_delta
+            _obj.size = f_size
+            _obj.address = f_address
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_ref_body, 'ref_body', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_ref_body, 'ref_body', mv, _rs, end, (), _out)
+    return _out
+
 def _e_ref_body(out, v):
     out += _uleb128_encode(v.offset_delta)
     out += _uleb128_encode(v.size)
     out += _uleb128_encode(v.address)
+
+def _em_ref_body(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.offset_delta)
+        out += _uleb128_encode(v.size)
+        out += _uleb128_encode(v.address)
+    return bytes(out)
 
 def _d_zero_body(mv, pos, end):
     _at = pos
@@ -379,9 +533,81 @@ def _d_zero_body(mv, pos, end):
     _obj.size = f_size
     return _obj, pos
 
+def _u_zero_body(mv, pos, end):
+    f_offset_delta = mv[pos]
+    if f_offset_delta < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+    f_size = mv[pos]
+    if f_size < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_size = f_size & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_size, pos = _uleb128(mv, pos, end, 'size')
+    _obj = _new(ZeroBody)
+    _obj.offset_delta = f_offset_delta
+    _obj.size = f_size
+    return (_obj, pos)
+
+def _m_zero_body(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_offset_delta = mv[pos]
+            if f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            f_size = mv[pos]
+            if f_size < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_size = f_size & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_size, pos = _uleb128(mv, pos, end, 'size')
+            _obj = _new(ZeroBody)
+            _obj.offset_delta = f_offset_delta
+            _obj.size = f_size
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_zero_body, 'zero_body', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_zero_body, 'zero_body', mv, _rs, end, (), _out)
+    return _out
+
 def _e_zero_body(out, v):
     out += _uleb128_encode(v.offset_delta)
     out += _uleb128_encode(v.size)
+
+def _em_zero_body(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.offset_delta)
+        out += _uleb128_encode(v.size)
+    return bytes(out)
 
 def _d_shrink_body(mv, pos, end):
     _at = pos
@@ -397,8 +623,57 @@ def _d_shrink_body(mv, pos, end):
     _obj.offset_delta = f_offset_delta
     return _obj, pos
 
+def _u_shrink_body(mv, pos, end):
+    f_offset_delta = mv[pos]
+    if f_offset_delta < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+    _obj = _new(ShrinkBody)
+    _obj.offset_delta = f_offset_delta
+    return (_obj, pos)
+
+def _m_shrink_body(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_offset_delta = mv[pos]
+            if f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _obj = _new(ShrinkBody)
+            _obj.offset_delta = f_offset_delta
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_shrink_body, 'shrink_body', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_shrink_body, 'shrink_body', mv, _rs, end, (), _out)
+    return _out
+
 def _e_shrink_body(out, v):
     out += _uleb128_encode(v.offset_delta)
+
+def _em_shrink_body(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.offset_delta)
+    return bytes(out)
 
 def _d_grow_body(mv, pos, end):
     _at = pos
@@ -414,8 +689,57 @@ def _d_grow_body(mv, pos, end):
     _obj.offset_delta = f_offset_delta
     return _obj, pos
 
+def _u_grow_body(mv, pos, end):
+    f_offset_delta = mv[pos]
+    if f_offset_delta < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+    _obj = _new(GrowBody)
+    _obj.offset_delta = f_offset_delta
+    return (_obj, pos)
+
+def _m_grow_body(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_offset_delta = mv[pos]
+            if f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _obj = _new(GrowBody)
+            _obj.offset_delta = f_offset_delta
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_grow_body, 'grow_body', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_grow_body, 'grow_body', mv, _rs, end, (), _out)
+    return _out
+
 def _e_grow_body(out, v):
     out += _uleb128_encode(v.offset_delta)
+
+def _em_grow_body(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.offset_delta)
+    return bytes(out)
 
 def _d_inline_body(mv, pos, end, p_size_tag):
     _at = pos
@@ -439,12 +763,77 @@ def _d_inline_body(mv, pos, end, p_size_tag):
     _obj.payload = f_payload
     return _obj, pos
 
+def _u_inline_body(mv, pos, end, p_size_tag):
+    f_offset_delta = mv[pos]
+    if f_offset_delta < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+    _n = p_size_tag - 4
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+    f_payload = bytes(mv[pos:pos + _n])
+    pos += _n
+    _obj = _new(InlineBody)
+    _obj.offset_delta = f_offset_delta
+    _obj.payload = f_payload
+    return (_obj, pos)
+
+def _m_inline_body(mv, pos, end, p_size_tag):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_offset_delta = mv[pos]
+            if f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_offset_delta = f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _n = p_size_tag - 4
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+            f_payload = bytes(mv[pos:pos + _n])
+            pos += _n
+            _obj = _new(InlineBody)
+            _obj.offset_delta = f_offset_delta
+            _obj.payload = f_payload
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_inline_body, 'inline_body', mv, _rs, end, (p_size_tag, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_inline_body, 'inline_body', mv, _rs, end, (p_size_tag, ), _out)
+    return _out
+
 def _e_inline_body(out, v, p_size_tag):
     out += _uleb128_encode(v.offset_delta)
     _b = v.payload
     if len(_b) != (p_size_tag - 4):
         raise EncodeError('wrong length ' + str(len(_b)), path='payload')
     out += _b
+
+def _em_inline_body(values, p_size_tag):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.offset_delta)
+        _b = v.payload
+        if len(_b) != p_size_tag - 4:
+            raise EncodeError('wrong length ' + str(len(_b)), path='payload')
+        out += _b
+    return bytes(out)
 
 def _d_statement(mv, pos, end):
     _at = pos
@@ -460,7 +849,7 @@ def _d_statement(mv, pos, end):
         raise _short(pos, end, _T3)
     f_tag = mv[pos]
     pos += 1
-    f_tag = _STATEMENTTAG_BY_VALUE.get(f_tag, f_tag)
+    f_tag = _EB4[f_tag]
     _tag = f_tag
     if _tag == 0:
         try:
@@ -588,6 +977,283 @@ def _d_statement(mv, pos, end):
     _obj.body = f_body
     return _obj, pos
 
+def _u_statement(mv, pos, end):
+    f_id_delta = mv[pos]
+    if f_id_delta < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_id_delta = f_id_delta & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
+    f_tag = mv[pos]
+    pos += 1
+    _tag = f_tag
+    f_tag = _EB4[f_tag]
+    if _tag == 0:
+        _ref_body__f_offset_delta = mv[pos]
+        if _ref_body__f_offset_delta < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _ref_body__f_offset_delta = _ref_body__f_offset_delta & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+        _ref_body__f_size = mv[pos]
+        if _ref_body__f_size < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _ref_body__f_size = _ref_body__f_size & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+        _ref_body__f_address = mv[pos]
+        if _ref_body__f_address < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _ref_body__f_address = _ref_body__f_address & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
+        _ref_body___obj = _new(RefBody)
+        _ref_body___obj.offset_delta = _ref_body__f_offset_delta
+        _ref_body___obj.size = _ref_body__f_size
+        _ref_body___obj.address = _ref_body__f_address
+        f_body = _ref_body___obj
+    elif _tag == 1:
+        _zero_body__f_offset_delta = mv[pos]
+        if _zero_body__f_offset_delta < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _zero_body__f_offset_delta = _zero_body__f_offset_delta & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+        _zero_body__f_size = mv[pos]
+        if _zero_body__f_size < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _zero_body__f_size = _zero_body__f_size & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+        _zero_body___obj = _new(ZeroBody)
+        _zero_body___obj.offset_delta = _zero_body__f_offset_delta
+        _zero_body___obj.size = _zero_body__f_size
+        f_body = _zero_body___obj
+    elif _tag == 2:
+        _shrink_body__f_offset_delta = mv[pos]
+        if _shrink_body__f_offset_delta < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _shrink_body__f_offset_delta = _shrink_body__f_offset_delta & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+        _shrink_body___obj = _new(ShrinkBody)
+        _shrink_body___obj.offset_delta = _shrink_body__f_offset_delta
+        f_body = _shrink_body___obj
+    elif _tag == 3:
+        _grow_body__f_offset_delta = mv[pos]
+        if _grow_body__f_offset_delta < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _grow_body__f_offset_delta = _grow_body__f_offset_delta & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+        _grow_body___obj = _new(GrowBody)
+        _grow_body___obj.offset_delta = _grow_body__f_offset_delta
+        f_body = _grow_body___obj
+    elif _tag == 4:
+        f_body = None
+    else:
+        _inline_body__f_offset_delta = mv[pos]
+        if _inline_body__f_offset_delta < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _inline_body__f_offset_delta = _inline_body__f_offset_delta & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+        _inline_body___n = f_tag - 4
+        if _inline_body___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_inline_body___n)
+        _inline_body__f_payload = bytes(mv[pos:pos + _inline_body___n])
+        pos += _inline_body___n
+        _inline_body___obj = _new(InlineBody)
+        _inline_body___obj.offset_delta = _inline_body__f_offset_delta
+        _inline_body___obj.payload = _inline_body__f_payload
+        f_body = _inline_body___obj
+    _obj = _new(Statement)
+    _obj.id_delta = f_id_delta
+    _obj.tag = f_tag
+    _obj.body = f_body
+    return (_obj, pos)
+
+def _m_statement(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_id_delta = mv[pos]
+            if f_id_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_id_delta = f_id_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
+            f_tag = mv[pos]
+            pos += 1
+            _tag = f_tag
+            f_tag = _EB4[f_tag]
+            if _tag == 0:
+                _ref_body__f_offset_delta = mv[pos]
+                if _ref_body__f_offset_delta < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _ref_body__f_offset_delta = _ref_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                _ref_body__f_size = mv[pos]
+                if _ref_body__f_size < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _ref_body__f_size = _ref_body__f_size & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                _ref_body__f_address = mv[pos]
+                if _ref_body__f_address < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _ref_body__f_address = _ref_body__f_address & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
+                _ref_body___obj = _new(RefBody)
+                _ref_body___obj.offset_delta = _ref_body__f_offset_delta
+                _ref_body___obj.size = _ref_body__f_size
+                _ref_body___obj.address = _ref_body__f_address
+                f_body = _ref_body___obj
+            elif _tag == 1:
+                _zero_body__f_offset_delta = mv[pos]
+                if _zero_body__f_offset_delta < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _zero_body__f_offset_delta = _zero_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                _zero_body__f_size = mv[pos]
+                if _zero_body__f_size < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _zero_body__f_size = _zero_body__f_size & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                _zero_body___obj = _new(ZeroBody)
+                _zero_body___obj.offset_delta = _zero_body__f_offset_delta
+                _zero_body___obj.size = _zero_body__f_size
+                f_body = _zero_body___obj
+            elif _tag == 2:
+                _shrink_body__f_offset_delta = mv[pos]
+                if _shrink_body__f_offset_delta < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _shrink_body__f_offset_delta = _shrink_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                _shrink_body___obj = _new(ShrinkBody)
+                _shrink_body___obj.offset_delta = _shrink_body__f_offset_delta
+                f_body = _shrink_body___obj
+            elif _tag == 3:
+                _grow_body__f_offset_delta = mv[pos]
+                if _grow_body__f_offset_delta < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _grow_body__f_offset_delta = _grow_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                _grow_body___obj = _new(GrowBody)
+                _grow_body___obj.offset_delta = _grow_body__f_offset_delta
+                f_body = _grow_body___obj
+            elif _tag == 4:
+                f_body = None
+            else:
+                _inline_body__f_offset_delta = mv[pos]
+                if _inline_body__f_offset_delta < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _inline_body__f_offset_delta = _inline_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                _inline_body___n = f_tag - 4
+                if _inline_body___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_inline_body___n)
+                _inline_body__f_payload = bytes(mv[pos:pos + _inline_body___n])
+                pos += _inline_body___n
+                _inline_body___obj = _new(InlineBody)
+                _inline_body___obj.offset_delta = _inline_body__f_offset_delta
+                _inline_body___obj.payload = _inline_body__f_payload
+                f_body = _inline_body___obj
+            _obj = _new(Statement)
+            _obj.id_delta = f_id_delta
+            _obj.tag = f_tag
+            _obj.body = f_body
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_statement, 'statement', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_statement, 'statement', mv, _rs, end, (), _out)
+    return _out
+
 def _e_statement(out, v):
     out += _uleb128_encode(v.id_delta)
     out += _S2.pack(v.tag)
@@ -619,6 +1285,41 @@ def _e_statement(out, v):
             raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
         out += _inline_body___b
 
+def _em_statement(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    for v in values:
+        out += _uleb128_encode(v.id_delta)
+        out += _S2_pack(v.tag)
+        _tag = v.tag
+        if _tag == 0:
+            _ref_body__v = v.body
+            out += _uleb128_encode(_ref_body__v.offset_delta)
+            out += _uleb128_encode(_ref_body__v.size)
+            out += _uleb128_encode(_ref_body__v.address)
+        elif _tag == 1:
+            _zero_body__v = v.body
+            out += _uleb128_encode(_zero_body__v.offset_delta)
+            out += _uleb128_encode(_zero_body__v.size)
+        elif _tag == 2:
+            _shrink_body__v = v.body
+            out += _uleb128_encode(_shrink_body__v.offset_delta)
+        elif _tag == 3:
+            _grow_body__v = v.body
+            out += _uleb128_encode(_grow_body__v.offset_delta)
+        elif _tag == 4:
+            if v.body is not None:
+                raise EncodeError('case Tombstone carries no body', path='body')
+        else:
+            _inline_body__v = v.body
+            _inline_body__p_size_tag = v.tag
+            out += _uleb128_encode(_inline_body__v.offset_delta)
+            _inline_body___b = _inline_body__v.payload
+            if len(_inline_body___b) != _inline_body__p_size_tag - 4:
+                raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
+            out += _inline_body___b
+    return bytes(out)
+
 def _d_child_ref(mv, pos, end):
     _at = pos
     if pos < end and mv[pos] < 128:
@@ -633,8 +1334,57 @@ def _d_child_ref(mv, pos, end):
     _obj.page_delta = f_page_delta
     return _obj, pos
 
+def _u_child_ref(mv, pos, end):
+    f_page_delta = mv[pos]
+    if f_page_delta < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_page_delta = f_page_delta & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_page_delta, pos = _uleb128(mv, pos, end, 'page_delta')
+    _obj = _new(ChildRef)
+    _obj.page_delta = f_page_delta
+    return (_obj, pos)
+
+def _m_child_ref(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_page_delta = mv[pos]
+            if f_page_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_page_delta = f_page_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_page_delta, pos = _uleb128(mv, pos, end, 'page_delta')
+            _obj = _new(ChildRef)
+            _obj.page_delta = f_page_delta
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_child_ref, 'child_ref', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_child_ref, 'child_ref', mv, _rs, end, (), _out)
+    return _out
+
 def _e_child_ref(out, v):
     out += _uleb128_encode(v.page_delta)
+
+def _em_child_ref(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.page_delta)
+    return bytes(out)
 
 def _d_table_content(mv, pos, end):
     f_children = []
@@ -675,7 +1425,7 @@ def _d_table_content(mv, pos, end):
                     raise _short(pos, end, _T3)
                 _statement__f_tag = mv[pos]
                 pos += 1
-                _statement__f_tag = _STATEMENTTAG_BY_VALUE.get(_statement__f_tag, _statement__f_tag)
+                _statement__f_tag = _EB4[_statement__f_tag]
                 _statement___tag = _statement__f_tag
                 if _statement___tag == 0:
                     try:
@@ -815,6 +1565,335 @@ def _d_table_content(mv, pos, end):
     _obj.statements = f_statements
     return _obj, pos
 
+def _u_table_content(mv, pos, end):
+    f_children = []
+    while True:
+        _x = mv[pos]
+        if _x < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _x = _x & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _x, pos = _uleb128(mv, pos, end, '')
+        if _x == 0:
+            break
+        f_children.append(_x)
+    f_statements = []
+    while pos < end:
+        _ip = pos
+        _statement__f_id_delta = mv[pos]
+        if _statement__f_id_delta < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _statement__f_id_delta = _statement__f_id_delta & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
+        _statement__f_tag = mv[pos]
+        pos += 1
+        _statement___tag = _statement__f_tag
+        _statement__f_tag = _EB4[_statement__f_tag]
+        if _statement___tag == 0:
+            _statement___ref_body__f_offset_delta = mv[pos]
+            if _statement___ref_body__f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _statement___ref_body__f_offset_delta = _statement___ref_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _statement___ref_body__f_size = mv[pos]
+            if _statement___ref_body__f_size < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _statement___ref_body__f_size = _statement___ref_body__f_size & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+            _statement___ref_body__f_address = mv[pos]
+            if _statement___ref_body__f_address < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _statement___ref_body__f_address = _statement___ref_body__f_address & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
+            _statement___ref_body___obj = _new(RefBody)
+            _statement___ref_body___obj.offset_delta = _statement___ref_body__f_offset_delta
+            _statement___ref_body___obj.size = _statement___ref_body__f_size
+            _statement___ref_body___obj.address = _statement___ref_body__f_address
+            _statement__f_body = _statement___ref_body___obj
+        elif _statement___tag == 1:
+            _statement___zero_body__f_offset_delta = mv[pos]
+            if _statement___zero_body__f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _statement___zero_body__f_offset_delta = _statement___zero_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _statement___zero_body__f_size = mv[pos]
+            if _statement___zero_body__f_size < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _statement___zero_body__f_size = _statement___zero_body__f_size & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+            _statement___zero_body___obj = _new(ZeroBody)
+            _statement___zero_body___obj.offset_delta = _statement___zero_body__f_offset_delta
+            _statement___zero_body___obj.size = _statement___zero_body__f_size
+            _statement__f_body = _statement___zero_body___obj
+        elif _statement___tag == 2:
+            _statement___shrink_body__f_offset_delta = mv[pos]
+            if _statement___shrink_body__f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _statement___shrink_body__f_offset_delta = _statement___shrink_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _statement___shrink_body___obj = _new(ShrinkBody)
+            _statement___shrink_body___obj.offset_delta = _statement___shrink_body__f_offset_delta
+            _statement__f_body = _statement___shrink_body___obj
+        elif _statement___tag == 3:
+            _statement___grow_body__f_offset_delta = mv[pos]
+            if _statement___grow_body__f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _statement___grow_body__f_offset_delta = _statement___grow_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _statement___grow_body___obj = _new(GrowBody)
+            _statement___grow_body___obj.offset_delta = _statement___grow_body__f_offset_delta
+            _statement__f_body = _statement___grow_body___obj
+        elif _statement___tag == 4:
+            _statement__f_body = None
+        else:
+            _statement___inline_body__f_offset_delta = mv[pos]
+            if _statement___inline_body__f_offset_delta < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _statement___inline_body__f_offset_delta = _statement___inline_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+            _statement___inline_body___n = _statement__f_tag - 4
+            if _statement___inline_body___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_statement___inline_body___n)
+            _statement___inline_body__f_payload = bytes(mv[pos:pos + _statement___inline_body___n])
+            pos += _statement___inline_body___n
+            _statement___inline_body___obj = _new(InlineBody)
+            _statement___inline_body___obj.offset_delta = _statement___inline_body__f_offset_delta
+            _statement___inline_body___obj.payload = _statement___inline_body__f_payload
+            _statement__f_body = _statement___inline_body___obj
+        _statement___obj = _new(Statement)
+        _statement___obj.id_delta = _statement__f_id_delta
+        _statement___obj.tag = _statement__f_tag
+        _statement___obj.body = _statement__f_body
+        _x = _statement___obj
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_statements.append(_x)
+    _obj = _new(TableContent)
+    _obj.children = f_children
+    _obj.statements = f_statements
+    return (_obj, pos)
+
+def _m_table_content(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_children = []
+            while True:
+                _x = mv[pos]
+                if _x < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _x = _x & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _x, pos = _uleb128(mv, pos, end, '')
+                if _x == 0:
+                    break
+                f_children.append(_x)
+            f_statements = []
+            while pos < end:
+                _ip = pos
+                _statement__f_id_delta = mv[pos]
+                if _statement__f_id_delta < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _statement__f_id_delta = _statement__f_id_delta & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _statement__f_id_delta, pos = _uleb128(mv, pos, end, 'id_delta')
+                _statement__f_tag = mv[pos]
+                pos += 1
+                _statement___tag = _statement__f_tag
+                _statement__f_tag = _EB4[_statement__f_tag]
+                if _statement___tag == 0:
+                    _statement___ref_body__f_offset_delta = mv[pos]
+                    if _statement___ref_body__f_offset_delta < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _statement___ref_body__f_offset_delta = _statement___ref_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _statement___ref_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                    _statement___ref_body__f_size = mv[pos]
+                    if _statement___ref_body__f_size < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _statement___ref_body__f_size = _statement___ref_body__f_size & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _statement___ref_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                    _statement___ref_body__f_address = mv[pos]
+                    if _statement___ref_body__f_address < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _statement___ref_body__f_address = _statement___ref_body__f_address & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _statement___ref_body__f_address, pos = _uleb128(mv, pos, end, 'address')
+                    _statement___ref_body___obj = _new(RefBody)
+                    _statement___ref_body___obj.offset_delta = _statement___ref_body__f_offset_delta
+                    _statement___ref_body___obj.size = _statement___ref_body__f_size
+                    _statement___ref_body___obj.address = _statement___ref_body__f_address
+                    _statement__f_body = _statement___ref_body___obj
+                elif _statement___tag == 1:
+                    _statement___zero_body__f_offset_delta = mv[pos]
+                    if _statement___zero_body__f_offset_delta < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _statement___zero_body__f_offset_delta = _statement___zero_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _statement___zero_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                    _statement___zero_body__f_size = mv[pos]
+                    if _statement___zero_body__f_size < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _statement___zero_body__f_size = _statement___zero_body__f_size & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _statement___zero_body__f_size, pos = _uleb128(mv, pos, end, 'size')
+                    _statement___zero_body___obj = _new(ZeroBody)
+                    _statement___zero_body___obj.offset_delta = _statement___zero_body__f_offset_delta
+                    _statement___zero_body___obj.size = _statement___zero_body__f_size
+                    _statement__f_body = _statement___zero_body___obj
+                elif _statement___tag == 2:
+                    _statement___shrink_body__f_offset_delta = mv[pos]
+                    if _statement___shrink_body__f_offset_delta < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _statement___shrink_body__f_offset_delta = _statement___shrink_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _statement___shrink_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                    _statement___shrink_body___obj = _new(ShrinkBody)
+                    _statement___shrink_body___obj.offset_delta = _statement___shrink_body__f_offset_delta
+                    _statement__f_body = _statement___shrink_body___obj
+                elif _statement___tag == 3:
+                    _statement___grow_body__f_offset_delta = mv[pos]
+                    if _statement___grow_body__f_offset_delta < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _statement___grow_body__f_offset_delta = _statement___grow_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _statement___grow_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                    _statement___grow_body___obj = _new(GrowBody)
+                    _statement___grow_body___obj.offset_delta = _statement___grow_body__f_offset_delta
+                    _statement__f_body = _statement___grow_body___obj
+                elif _statement___tag == 4:
+                    _statement__f_body = None
+                else:
+                    _statement___inline_body__f_offset_delta = mv[pos]
+                    if _statement___inline_body__f_offset_delta < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _statement___inline_body__f_offset_delta = _statement___inline_body__f_offset_delta & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _statement___inline_body__f_offset_delta, pos = _uleb128(mv, pos, end, 'offset_delta')
+                    _statement___inline_body___n = _statement__f_tag - 4
+                    if _statement___inline_body___n < 0:
+                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_statement___inline_body___n)
+                    _statement___inline_body__f_payload = bytes(mv[pos:pos + _statement___inline_body___n])
+                    pos += _statement___inline_body___n
+                    _statement___inline_body___obj = _new(InlineBody)
+                    _statement___inline_body___obj.offset_delta = _statement___inline_body__f_offset_delta
+                    _statement___inline_body___obj.payload = _statement___inline_body__f_payload
+                    _statement__f_body = _statement___inline_body___obj
+                _statement___obj = _new(Statement)
+                _statement___obj.id_delta = _statement__f_id_delta
+                _statement___obj.tag = _statement__f_tag
+                _statement___obj.body = _statement__f_body
+                _x = _statement___obj
+                if pos <= _ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                f_statements.append(_x)
+            _obj = _new(TableContent)
+            _obj.children = f_children
+            _obj.statements = f_statements
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_table_content, 'table_content', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_table_content, 'table_content', mv, _rs, end, (), _out)
+    return _out
+
 def _e_table_content(out, v):
     for _x in v.children:
         if _x == 0:
@@ -852,18 +1931,59 @@ def _e_table_content(out, v):
                 raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
             out += _statement___inline_body___b
 
+def _em_table_content(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    for v in values:
+        for _x in v.children:
+            if _x == 0:
+                raise EncodeError('an item equals the terminator 0', path='children')
+            out += _uleb128_encode(_x)
+        out += _uleb128_encode(0)
+        for _x in v.statements:
+            out += _uleb128_encode(_x.id_delta)
+            out += _S2_pack(_x.tag)
+            _statement___tag = _x.tag
+            if _statement___tag == 0:
+                _statement___ref_body__v = _x.body
+                out += _uleb128_encode(_statement___ref_body__v.offset_delta)
+                out += _uleb128_encode(_statement___ref_body__v.size)
+                out += _uleb128_encode(_statement___ref_body__v.address)
+            elif _statement___tag == 1:
+                _statement___zero_body__v = _x.body
+                out += _uleb128_encode(_statement___zero_body__v.offset_delta)
+                out += _uleb128_encode(_statement___zero_body__v.size)
+            elif _statement___tag == 2:
+                _statement___shrink_body__v = _x.body
+                out += _uleb128_encode(_statement___shrink_body__v.offset_delta)
+            elif _statement___tag == 3:
+                _statement___grow_body__v = _x.body
+                out += _uleb128_encode(_statement___grow_body__v.offset_delta)
+            elif _statement___tag == 4:
+                if _x.body is not None:
+                    raise EncodeError('case Tombstone carries no body', path='body')
+            else:
+                _statement___inline_body__v = _x.body
+                _statement___inline_body__p_size_tag = _x.tag
+                out += _uleb128_encode(_statement___inline_body__v.offset_delta)
+                _statement___inline_body___b = _statement___inline_body__v.payload
+                if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
+                    raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
+                out += _statement___inline_body___b
+    return bytes(out)
+
 def _d_page(mv, pos, end):
     start = pos
     if pos + 11 > end:
-        raise _short(pos, end, _T5)
-    f_kind, f_epoch, f_content_size = _S4.unpack_from(mv, pos)
-    _r4 = pos
+        raise _short(pos, end, _T6)
+    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
+    _r5 = pos
     pos += 11
-    _s_kind = _r4
-    f_kind = _PAGEKIND_BY_VALUE.get(f_kind, f_kind)
-    _e_epoch = _r4 + 9
+    _s_kind = _r5
+    f_kind = _EB7[f_kind]
+    _e_epoch = _r5 + 9
     if f_content_size > 4081:
-        raise ConstraintError('value out of range', offset=_r4 + 9, path='content_size', expected='None..4081', found=f_content_size)
+        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
     _s_content = pos
     _n = f_content_size
     if _n < 0:
@@ -874,13 +1994,13 @@ def _d_page(mv, pos, end):
     pos += _n
     _e_content = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T7)
-    f_crc, = _S6.unpack_from(mv, pos)
-    _r6 = pos
+        raise _short(pos, end, _T9)
+    f_crc, = _S8.unpack_from(mv, pos)
+    _r8 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_kind:_e_epoch], mv[_s_content:_e_content],)))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
     _n = (-(pos - start)) % 4096
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
@@ -891,22 +2011,118 @@ def _d_page(mv, pos, end):
     _obj.content = f_content
     return _obj, pos
 
+def _u_page(mv, pos, end):
+    start = pos
+    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
+    _r5 = pos
+    pos += 11
+    f_kind = _EB7[f_kind]
+    _e_epoch = _r5 + 9
+    if f_content_size > 4081:
+        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+    _s_content = pos
+    _n = f_content_size
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
+    f_content = bytes(mv[pos:pos + _n])
+    pos += _n
+    _e_content = pos
+    f_crc, = _S8.unpack_from(mv, pos)
+    _r8 = pos
+    pos += 4
+    _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
+    if f_crc != _ck:
+        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+    _n = -(pos - start) % 4096
+    pos += _n
+    _obj = _new(Page)
+    _obj.kind = f_kind
+    _obj.epoch = f_epoch
+    _obj.content = f_content
+    return (_obj, pos)
+
+def _m_page(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S5_unpack_from = _S5.unpack_from
+    _S8_unpack_from = _S8.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            start = pos
+            f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
+            _r5 = pos
+            pos += 11
+            f_kind = _EB7[f_kind]
+            _e_epoch = _r5 + 9
+            if f_content_size > 4081:
+                raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+            _s_content = pos
+            _n = f_content_size
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
+            f_content = bytes(mv[pos:pos + _n])
+            pos += _n
+            _e_content = pos
+            f_crc, = _S8_unpack_from(mv, pos)
+            _r8 = pos
+            pos += 4
+            _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
+            if f_crc != _ck:
+                raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+            _n = -(pos - start) % 4096
+            pos += _n
+            _obj = _new(Page)
+            _obj.kind = f_kind
+            _obj.epoch = f_epoch
+            _obj.content = f_content
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_page, 'page', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_page, 'page', mv, _rs, end, (), _out)
+    return _out
+
 def _e_page(out, v):
     start = len(out)
-    _s_kind = len(out) + 0
+    _s_kind = len(out)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
-    out += _S4.pack(v.kind, v.epoch, 0)
+    out += _S5.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
     _b = v.content
     out += _b
     _size_content = len(out) - _ps
-    _S8.pack_into(out, _at_content_size, _size_content)
+    _S10.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content],)))
-    out += _S6.pack(f_crc)
+    out += _S8.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
+
+def _em_page(values):
+    out = bytearray()
+    _S5_pack = _S5.pack
+    _S8_pack = _S8.pack
+    for v in values:
+        start = len(out)
+        _s_kind = len(out)
+        _e_epoch = len(out) + 9
+        _at_content_size = len(out) + 9
+        out += _S5_pack(v.kind, v.epoch, 0)
+        _s_content = len(out)
+        _ps = len(out)
+        _b = v.content
+        out += _b
+        _size_content = len(out) - _ps
+        _S10.pack_into(out, _at_content_size, _size_content)
+        _e_content = len(out)
+        out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content]))))
+        out += bytes(-(len(out) - start) % 4096)
+    return bytes(out)
 
 def _d_header_slot(mv, pos, end):
     start = pos
@@ -933,14 +2149,14 @@ def _d_header_slot(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
-        raise _short(pos, end, _T5)
-    f_kind, f_epoch, f_content_size = _S4.unpack_from(mv, pos)
-    _r4 = pos
+        raise _short(pos, end, _T6)
+    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
+    _r5 = pos
     pos += 11
-    f_kind = _PAGEKIND_BY_VALUE.get(f_kind, f_kind)
-    _e_epoch = _r4 + 9
+    f_kind = _EB7[f_kind]
+    _e_epoch = _r5 + 9
     if f_content_size > 4033:
-        raise ConstraintError('value out of range', offset=_r4 + 9, path='content_size', expected='None..4033', found=f_content_size)
+        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
     _s_content = pos
     _n = f_content_size
     if _n < 0:
@@ -951,13 +2167,13 @@ def _d_header_slot(mv, pos, end):
     pos += _n
     _e_content = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T7)
-    f_crc, = _S6.unpack_from(mv, pos)
-    _r6 = pos
+        raise _short(pos, end, _T9)
+    f_crc, = _S8.unpack_from(mv, pos)
+    _r8 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content],)))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
     _n = (-(pos - start)) % 4096
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
@@ -969,6 +2185,116 @@ def _d_header_slot(mv, pos, end):
     _obj.content = f_content
     return _obj, pos
 
+def _u_header_slot(mv, pos, end):
+    start = pos
+    _s_header = pos
+    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0.unpack_from(mv, pos)
+    _header_fields___r0 = pos
+    pos += 48
+    if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
+        raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+    if _header_fields__f_log2_page_size != 12:
+        raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+    _header_fields___obj = _new(HeaderFields)
+    _header_fields___obj.format_version = _header_fields__f_format_version
+    _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
+    _header_fields___obj.root_allocation = _header_fields__f_root_allocation
+    _header_fields___obj.schema_table = _header_fields__f_schema_table
+    _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
+    _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
+    _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
+    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
+    _r5 = pos
+    pos += 11
+    f_kind = _EB7[f_kind]
+    _e_epoch = _r5 + 9
+    if f_content_size > 4033:
+        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+    _s_content = pos
+    _n = f_content_size
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
+    f_content = bytes(mv[pos:pos + _n])
+    pos += _n
+    _e_content = pos
+    f_crc, = _S8.unpack_from(mv, pos)
+    _r8 = pos
+    pos += 4
+    _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
+    if f_crc != _ck:
+        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+    _n = -(pos - start) % 4096
+    pos += _n
+    _obj = _new(HeaderSlot)
+    _obj.header = _header_fields___obj
+    _obj.kind = f_kind
+    _obj.epoch = f_epoch
+    _obj.content = f_content
+    return (_obj, pos)
+
+def _m_header_slot(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S0_unpack_from = _S0.unpack_from
+    _S5_unpack_from = _S5.unpack_from
+    _S8_unpack_from = _S8.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            start = pos
+            _s_header = pos
+            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0_unpack_from(mv, pos)
+            _header_fields___r0 = pos
+            pos += 48
+            if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
+                raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+            if _header_fields__f_log2_page_size != 12:
+                raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+            _header_fields___obj = _new(HeaderFields)
+            _header_fields___obj.format_version = _header_fields__f_format_version
+            _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
+            _header_fields___obj.root_allocation = _header_fields__f_root_allocation
+            _header_fields___obj.schema_table = _header_fields__f_schema_table
+            _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
+            _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
+            _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
+            f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
+            _r5 = pos
+            pos += 11
+            f_kind = _EB7[f_kind]
+            _e_epoch = _r5 + 9
+            if f_content_size > 4033:
+                raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+            _s_content = pos
+            _n = f_content_size
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
+            f_content = bytes(mv[pos:pos + _n])
+            pos += _n
+            _e_content = pos
+            f_crc, = _S8_unpack_from(mv, pos)
+            _r8 = pos
+            pos += 4
+            _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
+            if f_crc != _ck:
+                raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+            _n = -(pos - start) % 4096
+            pos += _n
+            _obj = _new(HeaderSlot)
+            _obj.header = _header_fields___obj
+            _obj.kind = f_kind
+            _obj.epoch = f_epoch
+            _obj.content = f_content
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_header_slot, 'header_slot', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_header_slot, 'header_slot', mv, _rs, end, (), _out)
+    return _out
+
 def _e_header_slot(out, v):
     start = len(out)
     _s_header = len(out)
@@ -976,30 +2302,54 @@ def _e_header_slot(out, v):
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
-    out += _S4.pack(v.kind, v.epoch, 0)
+    out += _S5.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
     _b = v.content
     out += _b
     _size_content = len(out) - _ps
-    _S8.pack_into(out, _at_content_size, _size_content)
+    _S10.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content],)))
-    out += _S6.pack(f_crc)
+    out += _S8.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
+
+def _em_header_slot(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    _S5_pack = _S5.pack
+    _S8_pack = _S8.pack
+    for v in values:
+        start = len(out)
+        _s_header = len(out)
+        _header_fields__v = v.header
+        out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
+        _e_epoch = len(out) + 9
+        _at_content_size = len(out) + 9
+        out += _S5_pack(v.kind, v.epoch, 0)
+        _s_content = len(out)
+        _ps = len(out)
+        _b = v.content
+        out += _b
+        _size_content = len(out) - _ps
+        _S10.pack_into(out, _at_content_size, _size_content)
+        _e_content = len(out)
+        out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content]))))
+        out += bytes(-(len(out) - start) % 4096)
+    return bytes(out)
 
 def _d_table_page(mv, pos, end):
     start = pos
     if pos + 11 > end:
-        raise _short(pos, end, _T5)
-    f_kind, f_epoch, f_content_size = _S4.unpack_from(mv, pos)
-    _r4 = pos
+        raise _short(pos, end, _T6)
+    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
+    _r5 = pos
     pos += 11
-    _s_kind = _r4
-    f_kind = _PAGEKIND_BY_VALUE.get(f_kind, f_kind)
-    _e_epoch = _r4 + 9
+    _s_kind = _r5
+    f_kind = _EB7[f_kind]
+    _e_epoch = _r5 + 9
     if f_content_size > 4081:
-        raise ConstraintError('value out of range', offset=_r4 + 9, path='content_size', expected='None..4081', found=f_content_size)
+        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
     _s_content = pos
     _n = f_content_size
     if _n < 0:
@@ -1018,13 +2368,13 @@ def _d_table_page(mv, pos, end):
     end = _outer_end_content
     _e_content = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T7)
-    f_crc, = _S6.unpack_from(mv, pos)
-    _r6 = pos
+        raise _short(pos, end, _T9)
+    f_crc, = _S8.unpack_from(mv, pos)
+    _r8 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_kind:_e_epoch], mv[_s_content:_e_content],)))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
     _n = (-(pos - start)) % 4096
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
@@ -1035,12 +2385,105 @@ def _d_table_page(mv, pos, end):
     _obj.content = f_content
     return _obj, pos
 
+def _u_table_page(mv, pos, end):
+    start = pos
+    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
+    _r5 = pos
+    pos += 11
+    f_kind = _EB7[f_kind]
+    _e_epoch = _r5 + 9
+    if f_content_size > 4081:
+        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+    _s_content = pos
+    _n = f_content_size
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='content', expected=_n, found=end - pos)
+    _outer_end_content = end
+    end = pos + _n
+    _sec_content = pos
+    if pos > end:
+        raise IndexError
+    f_content, pos = _u_table_content(mv, pos, end)
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_content, path='content', expected=end - _sec_content, found=pos - _sec_content)
+    end = _outer_end_content
+    _e_content = pos
+    f_crc, = _S8.unpack_from(mv, pos)
+    _r8 = pos
+    pos += 4
+    _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
+    if f_crc != _ck:
+        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+    _n = -(pos - start) % 4096
+    pos += _n
+    _obj = _new(TablePage)
+    _obj.kind = f_kind
+    _obj.epoch = f_epoch
+    _obj.content = f_content
+    return (_obj, pos)
+
+def _m_table_page(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S5_unpack_from = _S5.unpack_from
+    _S8_unpack_from = _S8.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            start = pos
+            f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
+            _r5 = pos
+            pos += 11
+            f_kind = _EB7[f_kind]
+            _e_epoch = _r5 + 9
+            if f_content_size > 4081:
+                raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4081', found=f_content_size)
+            _s_content = pos
+            _n = f_content_size
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
+            if pos + _n > end:
+                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='content', expected=_n, found=end - pos)
+            _outer_end_content = end
+            end = pos + _n
+            _sec_content = pos
+            if pos > end:
+                raise IndexError
+            f_content, pos = _u_table_content(mv, pos, end)
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_content, path='content', expected=end - _sec_content, found=pos - _sec_content)
+            end = _outer_end_content
+            _e_content = pos
+            f_crc, = _S8_unpack_from(mv, pos)
+            _r8 = pos
+            pos += 4
+            _ck = _ck_crc32c(b''.join((mv[_r5:_e_epoch], mv[_s_content:_e_content])))
+            if f_crc != _ck:
+                raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+            _n = -(pos - start) % 4096
+            pos += _n
+            _obj = _new(TablePage)
+            _obj.kind = f_kind
+            _obj.epoch = f_epoch
+            _obj.content = f_content
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_table_page, 'table_page', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_table_page, 'table_page', mv, _rs, end, (), _out)
+    return _out
+
 def _e_table_page(out, v):
     start = len(out)
-    _s_kind = len(out) + 0
+    _s_kind = len(out)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
-    out += _S4.pack(v.kind, v.epoch, 0)
+    out += _S5.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
     _table_content__v = v.content
@@ -1080,11 +2523,67 @@ def _e_table_page(out, v):
                 raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
             out += _table_content___statement___inline_body___b
     _size_content = len(out) - _ps
-    _S8.pack_into(out, _at_content_size, _size_content)
+    _S10.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content],)))
-    out += _S6.pack(f_crc)
+    out += _S8.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
+
+def _em_table_page(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    _S5_pack = _S5.pack
+    _S8_pack = _S8.pack
+    for v in values:
+        start = len(out)
+        _s_kind = len(out)
+        _e_epoch = len(out) + 9
+        _at_content_size = len(out) + 9
+        out += _S5_pack(v.kind, v.epoch, 0)
+        _s_content = len(out)
+        _ps = len(out)
+        _table_content__v = v.content
+        for _table_content___x in _table_content__v.children:
+            if _table_content___x == 0:
+                raise EncodeError('an item equals the terminator 0', path='children')
+            out += _uleb128_encode(_table_content___x)
+        out += _uleb128_encode(0)
+        for _table_content___x in _table_content__v.statements:
+            out += _uleb128_encode(_table_content___x.id_delta)
+            out += _S2_pack(_table_content___x.tag)
+            _table_content___statement___tag = _table_content___x.tag
+            if _table_content___statement___tag == 0:
+                _table_content___statement___ref_body__v = _table_content___x.body
+                out += _uleb128_encode(_table_content___statement___ref_body__v.offset_delta)
+                out += _uleb128_encode(_table_content___statement___ref_body__v.size)
+                out += _uleb128_encode(_table_content___statement___ref_body__v.address)
+            elif _table_content___statement___tag == 1:
+                _table_content___statement___zero_body__v = _table_content___x.body
+                out += _uleb128_encode(_table_content___statement___zero_body__v.offset_delta)
+                out += _uleb128_encode(_table_content___statement___zero_body__v.size)
+            elif _table_content___statement___tag == 2:
+                _table_content___statement___shrink_body__v = _table_content___x.body
+                out += _uleb128_encode(_table_content___statement___shrink_body__v.offset_delta)
+            elif _table_content___statement___tag == 3:
+                _table_content___statement___grow_body__v = _table_content___x.body
+                out += _uleb128_encode(_table_content___statement___grow_body__v.offset_delta)
+            elif _table_content___statement___tag == 4:
+                if _table_content___x.body is not None:
+                    raise EncodeError('case Tombstone carries no body', path='body')
+            else:
+                _table_content___statement___inline_body__v = _table_content___x.body
+                _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
+                out += _uleb128_encode(_table_content___statement___inline_body__v.offset_delta)
+                _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
+                if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
+                    raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
+                out += _table_content___statement___inline_body___b
+        _size_content = len(out) - _ps
+        _S10.pack_into(out, _at_content_size, _size_content)
+        _e_content = len(out)
+        out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_kind:_e_epoch], memoryview(out)[_s_content:_e_content]))))
+        out += bytes(-(len(out) - start) % 4096)
+    return bytes(out)
 
 def _d_header_page(mv, pos, end):
     start = pos
@@ -1111,14 +2610,14 @@ def _d_header_page(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('header') from None
     if pos + 11 > end:
-        raise _short(pos, end, _T5)
-    f_kind, f_epoch, f_content_size = _S4.unpack_from(mv, pos)
-    _r4 = pos
+        raise _short(pos, end, _T6)
+    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
+    _r5 = pos
     pos += 11
-    f_kind = _PAGEKIND_BY_VALUE.get(f_kind, f_kind)
-    _e_epoch = _r4 + 9
+    f_kind = _EB7[f_kind]
+    _e_epoch = _r5 + 9
     if f_content_size > 4033:
-        raise ConstraintError('value out of range', offset=_r4 + 9, path='content_size', expected='None..4033', found=f_content_size)
+        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
     _s_content = pos
     _n = f_content_size
     if _n < 0:
@@ -1137,13 +2636,13 @@ def _d_header_page(mv, pos, end):
     end = _outer_end_content
     _e_content = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T7)
-    f_crc, = _S6.unpack_from(mv, pos)
-    _r6 = pos
+        raise _short(pos, end, _T9)
+    f_crc, = _S8.unpack_from(mv, pos)
+    _r8 = pos
     pos += 4
     _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content],)))
     if f_crc != _ck:
-        raise ChecksumError('crc32c mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
+        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
     _n = (-(pos - start)) % 4096
     if pos + _n > end:
         raise TruncatedError('padding truncated', offset=pos, path='padding', expected=_n, found=end - pos)
@@ -1155,6 +2654,134 @@ def _d_header_page(mv, pos, end):
     _obj.content = f_content
     return _obj, pos
 
+def _u_header_page(mv, pos, end):
+    start = pos
+    _s_header = pos
+    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0.unpack_from(mv, pos)
+    _header_fields___r0 = pos
+    pos += 48
+    if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
+        raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+    if _header_fields__f_log2_page_size != 12:
+        raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+    _header_fields___obj = _new(HeaderFields)
+    _header_fields___obj.format_version = _header_fields__f_format_version
+    _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
+    _header_fields___obj.root_allocation = _header_fields__f_root_allocation
+    _header_fields___obj.schema_table = _header_fields__f_schema_table
+    _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
+    _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
+    _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
+    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
+    _r5 = pos
+    pos += 11
+    f_kind = _EB7[f_kind]
+    _e_epoch = _r5 + 9
+    if f_content_size > 4033:
+        raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+    _s_content = pos
+    _n = f_content_size
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='content', expected=_n, found=end - pos)
+    _outer_end_content = end
+    end = pos + _n
+    _sec_content = pos
+    if pos > end:
+        raise IndexError
+    f_content, pos = _u_table_content(mv, pos, end)
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_content, path='content', expected=end - _sec_content, found=pos - _sec_content)
+    end = _outer_end_content
+    _e_content = pos
+    f_crc, = _S8.unpack_from(mv, pos)
+    _r8 = pos
+    pos += 4
+    _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
+    if f_crc != _ck:
+        raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+    _n = -(pos - start) % 4096
+    pos += _n
+    _obj = _new(HeaderPage)
+    _obj.header = _header_fields___obj
+    _obj.kind = f_kind
+    _obj.epoch = f_epoch
+    _obj.content = f_content
+    return (_obj, pos)
+
+def _m_header_page(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S0_unpack_from = _S0.unpack_from
+    _S5_unpack_from = _S5.unpack_from
+    _S8_unpack_from = _S8.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            start = pos
+            _s_header = pos
+            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0_unpack_from(mv, pos)
+            _header_fields___r0 = pos
+            pos += 48
+            if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
+                raise ConstraintError('bad magic', offset=_header_fields___r0, path='magic', expected=b'\x8bKLADDE\r\n\x1a\n', found=_header_fields__f_magic)
+            if _header_fields__f_log2_page_size != 12:
+                raise ConstraintError('bad magic', offset=_header_fields___r0 + 11, path='log2_page_size', expected=12, found=_header_fields__f_log2_page_size)
+            _header_fields___obj = _new(HeaderFields)
+            _header_fields___obj.format_version = _header_fields__f_format_version
+            _header_fields___obj.min_reader_version = _header_fields__f_min_reader_version
+            _header_fields___obj.root_allocation = _header_fields__f_root_allocation
+            _header_fields___obj.schema_table = _header_fields__f_schema_table
+            _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
+            _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
+            _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
+            f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
+            _r5 = pos
+            pos += 11
+            f_kind = _EB7[f_kind]
+            _e_epoch = _r5 + 9
+            if f_content_size > 4033:
+                raise ConstraintError('value out of range', offset=_r5 + 9, path='content_size', expected='None..4033', found=f_content_size)
+            _s_content = pos
+            _n = f_content_size
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
+            if pos + _n > end:
+                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='content', expected=_n, found=end - pos)
+            _outer_end_content = end
+            end = pos + _n
+            _sec_content = pos
+            if pos > end:
+                raise IndexError
+            f_content, pos = _u_table_content(mv, pos, end)
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_content, path='content', expected=end - _sec_content, found=pos - _sec_content)
+            end = _outer_end_content
+            _e_content = pos
+            f_crc, = _S8_unpack_from(mv, pos)
+            _r8 = pos
+            pos += 4
+            _ck = _ck_crc32c(b''.join((mv[_s_header:_e_epoch], mv[_s_content:_e_content])))
+            if f_crc != _ck:
+                raise ChecksumError('crc32c mismatch', offset=_r8, path='crc', expected=_ck, found=f_crc)
+            _n = -(pos - start) % 4096
+            pos += _n
+            _obj = _new(HeaderPage)
+            _obj.header = _header_fields___obj
+            _obj.kind = f_kind
+            _obj.epoch = f_epoch
+            _obj.content = f_content
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_header_page, 'header_page', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_header_page, 'header_page', mv, _rs, end, (), _out)
+    return _out
+
 def _e_header_page(out, v):
     start = len(out)
     _s_header = len(out)
@@ -1162,7 +2789,7 @@ def _e_header_page(out, v):
     out += _S0.pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
     _e_epoch = len(out) + 9
     _at_content_size = len(out) + 9
-    out += _S4.pack(v.kind, v.epoch, 0)
+    out += _S5.pack(v.kind, v.epoch, 0)
     _s_content = len(out)
     _ps = len(out)
     _table_content__v = v.content
@@ -1202,11 +2829,70 @@ def _e_header_page(out, v):
                 raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
             out += _table_content___statement___inline_body___b
     _size_content = len(out) - _ps
-    _S8.pack_into(out, _at_content_size, _size_content)
+    _S10.pack_into(out, _at_content_size, _size_content)
     _e_content = len(out)
     f_crc = _ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content],)))
-    out += _S6.pack(f_crc)
+    out += _S8.pack(f_crc)
     out += bytes((-(len(out) - start)) % 4096)
+
+def _em_header_page(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    _S2_pack = _S2.pack
+    _S5_pack = _S5.pack
+    _S8_pack = _S8.pack
+    for v in values:
+        start = len(out)
+        _s_header = len(out)
+        _header_fields__v = v.header
+        out += _S0_pack(b'\x8bKLADDE\r\n\x1a\n', 12, _header_fields__v.format_version, _header_fields__v.min_reader_version, _header_fields__v.root_allocation, _header_fields__v.schema_table, _header_fields__v.consolidator_state, _header_fields__v.root_fingerprint, _header_fields__v.journal_pointer)
+        _e_epoch = len(out) + 9
+        _at_content_size = len(out) + 9
+        out += _S5_pack(v.kind, v.epoch, 0)
+        _s_content = len(out)
+        _ps = len(out)
+        _table_content__v = v.content
+        for _table_content___x in _table_content__v.children:
+            if _table_content___x == 0:
+                raise EncodeError('an item equals the terminator 0', path='children')
+            out += _uleb128_encode(_table_content___x)
+        out += _uleb128_encode(0)
+        for _table_content___x in _table_content__v.statements:
+            out += _uleb128_encode(_table_content___x.id_delta)
+            out += _S2_pack(_table_content___x.tag)
+            _table_content___statement___tag = _table_content___x.tag
+            if _table_content___statement___tag == 0:
+                _table_content___statement___ref_body__v = _table_content___x.body
+                out += _uleb128_encode(_table_content___statement___ref_body__v.offset_delta)
+                out += _uleb128_encode(_table_content___statement___ref_body__v.size)
+                out += _uleb128_encode(_table_content___statement___ref_body__v.address)
+            elif _table_content___statement___tag == 1:
+                _table_content___statement___zero_body__v = _table_content___x.body
+                out += _uleb128_encode(_table_content___statement___zero_body__v.offset_delta)
+                out += _uleb128_encode(_table_content___statement___zero_body__v.size)
+            elif _table_content___statement___tag == 2:
+                _table_content___statement___shrink_body__v = _table_content___x.body
+                out += _uleb128_encode(_table_content___statement___shrink_body__v.offset_delta)
+            elif _table_content___statement___tag == 3:
+                _table_content___statement___grow_body__v = _table_content___x.body
+                out += _uleb128_encode(_table_content___statement___grow_body__v.offset_delta)
+            elif _table_content___statement___tag == 4:
+                if _table_content___x.body is not None:
+                    raise EncodeError('case Tombstone carries no body', path='body')
+            else:
+                _table_content___statement___inline_body__v = _table_content___x.body
+                _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
+                out += _uleb128_encode(_table_content___statement___inline_body__v.offset_delta)
+                _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
+                if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
+                    raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
+                out += _table_content___statement___inline_body___b
+        _size_content = len(out) - _ps
+        _S10.pack_into(out, _at_content_size, _size_content)
+        _e_content = len(out)
+        out += _S8_pack(_ck_crc32c(b''.join((memoryview(out)[_s_header:_e_epoch], memoryview(out)[_s_content:_e_content]))))
+        out += bytes(-(len(out) - start) % 4096)
+    return bytes(out)
 
 def _d_journal_free(mv, pos, end):
     _a_id = pos
@@ -1225,8 +2911,63 @@ def _d_journal_free(mv, pos, end):
     _obj.id = f_id
     return _obj, pos
 
+def _u_journal_free(mv, pos, end):
+    _a_id = pos
+    f_id = mv[pos]
+    if f_id < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_id = f_id & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_id, pos = _uleb128(mv, pos, end, 'id')
+    if not (f_id >= 1 and f_id <= 4294967295):
+        raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+    _obj = _new(JournalFree)
+    _obj.id = f_id
+    return (_obj, pos)
+
+def _m_journal_free(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            _a_id = pos
+            f_id = mv[pos]
+            if f_id < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_id = f_id & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (f_id >= 1 and f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+            _obj = _new(JournalFree)
+            _obj.id = f_id
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_free, 'journal_free', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_free, 'journal_free', mv, _rs, end, (), _out)
+    return _out
+
 def _e_journal_free(out, v):
     out += _uleb128_encode(v.id)
+
+def _em_journal_free(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.id)
+    return bytes(out)
 
 def _d_journal_resize(mv, pos, end):
     _a_id = pos
@@ -1258,9 +2999,93 @@ def _d_journal_resize(mv, pos, end):
     _obj.size = f_size
     return _obj, pos
 
+def _u_journal_resize(mv, pos, end):
+    _a_id = pos
+    f_id = mv[pos]
+    if f_id < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_id = f_id & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_id, pos = _uleb128(mv, pos, end, 'id')
+    if not (f_id >= 1 and f_id <= 4294967295):
+        raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+    _a_size = pos
+    f_size = mv[pos]
+    if f_size < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_size = f_size & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_size, pos = _uleb128(mv, pos, end, 'size')
+    if not f_size <= 4294967295:
+        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_size, path='size', expected='size <= 4294967295', found=f_size)
+    _obj = _new(JournalResize)
+    _obj.id = f_id
+    _obj.size = f_size
+    return (_obj, pos)
+
+def _m_journal_resize(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            _a_id = pos
+            f_id = mv[pos]
+            if f_id < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_id = f_id & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (f_id >= 1 and f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+            _a_size = pos
+            f_size = mv[pos]
+            if f_size < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_size = f_size & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_size, pos = _uleb128(mv, pos, end, 'size')
+            if not f_size <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_size, path='size', expected='size <= 4294967295', found=f_size)
+            _obj = _new(JournalResize)
+            _obj.id = f_id
+            _obj.size = f_size
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_resize, 'journal_resize', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_resize, 'journal_resize', mv, _rs, end, (), _out)
+    return _out
+
 def _e_journal_resize(out, v):
     out += _uleb128_encode(v.id)
     out += _uleb128_encode(v.size)
+
+def _em_journal_resize(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.id)
+        out += _uleb128_encode(v.size)
+    return bytes(out)
 
 def _d_journal_write(mv, pos, end):
     _a_id = pos
@@ -1309,6 +3134,115 @@ def _d_journal_write(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
+def _u_journal_write(mv, pos, end):
+    _a_id = pos
+    f_id = mv[pos]
+    if f_id < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_id = f_id & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_id, pos = _uleb128(mv, pos, end, 'id')
+    if not (f_id >= 1 and f_id <= 4294967295):
+        raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+    f_offset = mv[pos]
+    if f_offset < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_offset = f_offset & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_offset, pos = _uleb128(mv, pos, end, 'offset')
+    _a_length = pos
+    f_length = mv[pos]
+    if f_length < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_length = f_length & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_length, pos = _uleb128(mv, pos, end, 'length')
+    if not f_offset + f_length <= 4294967295:
+        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='offset + length <= 4294967295', found=f_length)
+    _n = f_length
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+    f_data = bytes(mv[pos:pos + _n])
+    pos += _n
+    _obj = _new(JournalWrite)
+    _obj.id = f_id
+    _obj.offset = f_offset
+    _obj.data = f_data
+    return (_obj, pos)
+
+def _m_journal_write(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            _a_id = pos
+            f_id = mv[pos]
+            if f_id < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_id = f_id & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (f_id >= 1 and f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+            f_offset = mv[pos]
+            if f_offset < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_offset = f_offset & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_offset, pos = _uleb128(mv, pos, end, 'offset')
+            _a_length = pos
+            f_length = mv[pos]
+            if f_length < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_length = f_length & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_length, pos = _uleb128(mv, pos, end, 'length')
+            if not f_offset + f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='offset + length <= 4294967295', found=f_length)
+            _n = f_length
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+            f_data = bytes(mv[pos:pos + _n])
+            pos += _n
+            _obj = _new(JournalWrite)
+            _obj.id = f_id
+            _obj.offset = f_offset
+            _obj.data = f_data
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_write, 'journal_write', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_write, 'journal_write', mv, _rs, end, (), _out)
+    return _out
+
 def _e_journal_write(out, v):
     out += _uleb128_encode(v.id)
     out += _uleb128_encode(v.offset)
@@ -1317,6 +3251,18 @@ def _e_journal_write(out, v):
     if len(_b) != len(v.data):
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
     out += _b
+
+def _em_journal_write(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.id)
+        out += _uleb128_encode(v.offset)
+        out += _uleb128_encode(len(v.data))
+        _b = v.data
+        if len(_b) != len(v.data):
+            raise EncodeError('wrong length ' + str(len(_b)), path='data')
+        out += _b
+    return bytes(out)
 
 def _d_journal_splice(mv, pos, end):
     _a_id = pos
@@ -1378,6 +3324,143 @@ def _d_journal_splice(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
+def _u_journal_splice(mv, pos, end):
+    _a_id = pos
+    f_id = mv[pos]
+    if f_id < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_id = f_id & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_id, pos = _uleb128(mv, pos, end, 'id')
+    if not (f_id >= 1 and f_id <= 4294967295):
+        raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+    f_offset = mv[pos]
+    if f_offset < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_offset = f_offset & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_offset, pos = _uleb128(mv, pos, end, 'offset')
+    _a_old_len = pos
+    f_old_len = mv[pos]
+    if f_old_len < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_old_len = f_old_len & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
+    if not f_offset + f_old_len <= 4294967295:
+        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=f_old_len)
+    _a_length = pos
+    f_length = mv[pos]
+    if f_length < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_length = f_length & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_length, pos = _uleb128(mv, pos, end, 'length')
+    if not f_offset + f_length <= 4294967295:
+        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='offset + length <= 4294967295', found=f_length)
+    _n = f_length
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+    f_data = bytes(mv[pos:pos + _n])
+    pos += _n
+    _obj = _new(JournalSplice)
+    _obj.id = f_id
+    _obj.offset = f_offset
+    _obj.old_len = f_old_len
+    _obj.data = f_data
+    return (_obj, pos)
+
+def _m_journal_splice(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            _a_id = pos
+            f_id = mv[pos]
+            if f_id < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_id = f_id & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (f_id >= 1 and f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_a_id, path='id', expected='id >= 1 and id <= 4294967295', found=f_id)
+            f_offset = mv[pos]
+            if f_offset < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_offset = f_offset & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_offset, pos = _uleb128(mv, pos, end, 'offset')
+            _a_old_len = pos
+            f_old_len = mv[pos]
+            if f_old_len < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_old_len = f_old_len & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
+            if not f_offset + f_old_len <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=f_old_len)
+            _a_length = pos
+            f_length = mv[pos]
+            if f_length < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_length = f_length & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_length, pos = _uleb128(mv, pos, end, 'length')
+            if not f_offset + f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='offset + length <= 4294967295', found=f_length)
+            _n = f_length
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+            f_data = bytes(mv[pos:pos + _n])
+            pos += _n
+            _obj = _new(JournalSplice)
+            _obj.id = f_id
+            _obj.offset = f_offset
+            _obj.old_len = f_old_len
+            _obj.data = f_data
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_splice, 'journal_splice', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_splice, 'journal_splice', mv, _rs, end, (), _out)
+    return _out
+
 def _e_journal_splice(out, v):
     out += _uleb128_encode(v.id)
     out += _uleb128_encode(v.offset)
@@ -1387,6 +3470,19 @@ def _e_journal_splice(out, v):
     if len(_b) != len(v.data):
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
     out += _b
+
+def _em_journal_splice(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.id)
+        out += _uleb128_encode(v.offset)
+        out += _uleb128_encode(v.old_len)
+        out += _uleb128_encode(len(v.data))
+        _b = v.data
+        if len(_b) != len(v.data):
+            raise EncodeError('wrong length ' + str(len(_b)), path='data')
+        out += _b
+    return bytes(out)
 
 def _d_journal_copy(mv, pos, end):
     _a_src = pos
@@ -1454,12 +3550,177 @@ def _d_journal_copy(mv, pos, end):
     _obj.dst_offset = f_dst_offset
     return _obj, pos
 
+def _u_journal_copy(mv, pos, end):
+    _a_src = pos
+    f_src = mv[pos]
+    if f_src < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_src = f_src & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_src, pos = _uleb128(mv, pos, end, 'src')
+    if not (f_src >= 1 and f_src <= 4294967295):
+        raise ConstraintError('a journal record names an invalid id', offset=_a_src, path='src', expected='src >= 1 and src <= 4294967295', found=f_src)
+    f_src_offset = mv[pos]
+    if f_src_offset < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_src_offset = f_src_offset & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
+    _a_length = pos
+    f_length = mv[pos]
+    if f_length < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_length = f_length & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_length, pos = _uleb128(mv, pos, end, 'length')
+    if not f_src_offset + f_length <= 4294967295:
+        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='src_offset + length <= 4294967295', found=f_length)
+    _a_dst = pos
+    f_dst = mv[pos]
+    if f_dst < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_dst = f_dst & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_dst, pos = _uleb128(mv, pos, end, 'dst')
+    if not (f_dst >= 1 and f_dst <= 4294967295):
+        raise ConstraintError('a journal record names an invalid id', offset=_a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=f_dst)
+    _a_dst_offset = pos
+    f_dst_offset = mv[pos]
+    if f_dst_offset < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_dst_offset = f_dst_offset & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
+    if not f_dst_offset + f_length <= 4294967295:
+        raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=f_dst_offset)
+    _obj = _new(JournalCopy)
+    _obj.src = f_src
+    _obj.src_offset = f_src_offset
+    _obj.length = f_length
+    _obj.dst = f_dst
+    _obj.dst_offset = f_dst_offset
+    return (_obj, pos)
+
+def _m_journal_copy(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            _a_src = pos
+            f_src = mv[pos]
+            if f_src < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_src = f_src & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_src, pos = _uleb128(mv, pos, end, 'src')
+            if not (f_src >= 1 and f_src <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_a_src, path='src', expected='src >= 1 and src <= 4294967295', found=f_src)
+            f_src_offset = mv[pos]
+            if f_src_offset < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_src_offset = f_src_offset & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
+            _a_length = pos
+            f_length = mv[pos]
+            if f_length < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_length = f_length & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_length, pos = _uleb128(mv, pos, end, 'length')
+            if not f_src_offset + f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_length, path='length', expected='src_offset + length <= 4294967295', found=f_length)
+            _a_dst = pos
+            f_dst = mv[pos]
+            if f_dst < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_dst = f_dst & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_dst, pos = _uleb128(mv, pos, end, 'dst')
+            if not (f_dst >= 1 and f_dst <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=f_dst)
+            _a_dst_offset = pos
+            f_dst_offset = mv[pos]
+            if f_dst_offset < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_dst_offset = f_dst_offset & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
+            if not f_dst_offset + f_length <= 4294967295:
+                raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=f_dst_offset)
+            _obj = _new(JournalCopy)
+            _obj.src = f_src
+            _obj.src_offset = f_src_offset
+            _obj.length = f_length
+            _obj.dst = f_dst
+            _obj.dst_offset = f_dst_offset
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_copy, 'journal_copy', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_copy, 'journal_copy', mv, _rs, end, (), _out)
+    return _out
+
 def _e_journal_copy(out, v):
     out += _uleb128_encode(v.src)
     out += _uleb128_encode(v.src_offset)
     out += _uleb128_encode(v.length)
     out += _uleb128_encode(v.dst)
     out += _uleb128_encode(v.dst_offset)
+
+def _em_journal_copy(values):
+    out = bytearray()
+    for v in values:
+        out += _uleb128_encode(v.src)
+        out += _uleb128_encode(v.src_offset)
+        out += _uleb128_encode(v.length)
+        out += _uleb128_encode(v.dst)
+        out += _uleb128_encode(v.dst_offset)
+    return bytes(out)
 
 def _d_journal_record(mv, pos, end):
     if pos + 1 > end:
@@ -1777,6 +4038,635 @@ def _d_journal_record(mv, pos, end):
     _obj.body = f_body
     return _obj, pos
 
+def _u_journal_record(mv, pos, end):
+    f_tag = mv[pos]
+    pos += 1
+    _tag = f_tag
+    f_tag = _JOURNALTAG_BY_VALUE[f_tag]
+    if _tag == 1:
+        _journal_free___a_id = pos
+        _journal_free__f_id = mv[pos]
+        if _journal_free__f_id < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_free__f_id = _journal_free__f_id & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
+        if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
+            raise ConstraintError('a journal record names an invalid id', offset=_journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_free__f_id)
+        _journal_free___obj = _new(JournalFree)
+        _journal_free___obj.id = _journal_free__f_id
+        f_body = _journal_free___obj
+    elif _tag == 2:
+        _journal_resize___a_id = pos
+        _journal_resize__f_id = mv[pos]
+        if _journal_resize__f_id < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_resize__f_id = _journal_resize__f_id & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
+        if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
+            raise ConstraintError('a journal record names an invalid id', offset=_journal_resize___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_resize__f_id)
+        _journal_resize___a_size = pos
+        _journal_resize__f_size = mv[pos]
+        if _journal_resize__f_size < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_resize__f_size = _journal_resize__f_size & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
+        if not _journal_resize__f_size <= 4294967295:
+            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_resize___a_size, path='size', expected='size <= 4294967295', found=_journal_resize__f_size)
+        _journal_resize___obj = _new(JournalResize)
+        _journal_resize___obj.id = _journal_resize__f_id
+        _journal_resize___obj.size = _journal_resize__f_size
+        f_body = _journal_resize___obj
+    elif _tag == 3:
+        _journal_write___a_id = pos
+        _journal_write__f_id = mv[pos]
+        if _journal_write__f_id < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_write__f_id = _journal_write__f_id & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
+        if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
+            raise ConstraintError('a journal record names an invalid id', offset=_journal_write___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_write__f_id)
+        _journal_write__f_offset = mv[pos]
+        if _journal_write__f_offset < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_write__f_offset = _journal_write__f_offset & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_write__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+        _journal_write___a_length = pos
+        _journal_write__f_length = mv[pos]
+        if _journal_write__f_length < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_write__f_length = _journal_write__f_length & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
+        if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
+            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_write___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_write__f_length)
+        _journal_write___n = _journal_write__f_length
+        if _journal_write___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_write___n)
+        _journal_write__f_data = bytes(mv[pos:pos + _journal_write___n])
+        pos += _journal_write___n
+        _journal_write___obj = _new(JournalWrite)
+        _journal_write___obj.id = _journal_write__f_id
+        _journal_write___obj.offset = _journal_write__f_offset
+        _journal_write___obj.data = _journal_write__f_data
+        f_body = _journal_write___obj
+    elif _tag == 4:
+        _journal_splice___a_id = pos
+        _journal_splice__f_id = mv[pos]
+        if _journal_splice__f_id < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_splice__f_id = _journal_splice__f_id & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
+        if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
+            raise ConstraintError('a journal record names an invalid id', offset=_journal_splice___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_splice__f_id)
+        _journal_splice__f_offset = mv[pos]
+        if _journal_splice__f_offset < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_splice__f_offset = _journal_splice__f_offset & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_splice__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+        _journal_splice___a_old_len = pos
+        _journal_splice__f_old_len = mv[pos]
+        if _journal_splice__f_old_len < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_splice__f_old_len = _journal_splice__f_old_len & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
+        if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
+            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=_journal_splice__f_old_len)
+        _journal_splice___a_length = pos
+        _journal_splice__f_length = mv[pos]
+        if _journal_splice__f_length < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_splice__f_length = _journal_splice__f_length & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
+        if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
+            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_splice__f_length)
+        _journal_splice___n = _journal_splice__f_length
+        if _journal_splice___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_splice___n)
+        _journal_splice__f_data = bytes(mv[pos:pos + _journal_splice___n])
+        pos += _journal_splice___n
+        _journal_splice___obj = _new(JournalSplice)
+        _journal_splice___obj.id = _journal_splice__f_id
+        _journal_splice___obj.offset = _journal_splice__f_offset
+        _journal_splice___obj.old_len = _journal_splice__f_old_len
+        _journal_splice___obj.data = _journal_splice__f_data
+        f_body = _journal_splice___obj
+    elif _tag == 5:
+        _journal_copy___a_src = pos
+        _journal_copy__f_src = mv[pos]
+        if _journal_copy__f_src < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_src = _journal_copy__f_src & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
+        if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
+            raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+        _journal_copy__f_src_offset = mv[pos]
+        if _journal_copy__f_src_offset < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_src_offset = _journal_copy__f_src_offset & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
+        _journal_copy___a_length = pos
+        _journal_copy__f_length = mv[pos]
+        if _journal_copy__f_length < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_length = _journal_copy__f_length & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
+        if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
+            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
+        _journal_copy___a_dst = pos
+        _journal_copy__f_dst = mv[pos]
+        if _journal_copy__f_dst < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_dst = _journal_copy__f_dst & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
+        if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
+            raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
+        _journal_copy___a_dst_offset = pos
+        _journal_copy__f_dst_offset = mv[pos]
+        if _journal_copy__f_dst_offset < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_dst_offset = _journal_copy__f_dst_offset & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
+        if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
+            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+        _journal_copy___obj = _new(JournalCopy)
+        _journal_copy___obj.src = _journal_copy__f_src
+        _journal_copy___obj.src_offset = _journal_copy__f_src_offset
+        _journal_copy___obj.length = _journal_copy__f_length
+        _journal_copy___obj.dst = _journal_copy__f_dst
+        _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
+        f_body = _journal_copy___obj
+    elif _tag == 6:
+        _journal_copy___a_src = pos
+        _journal_copy__f_src = mv[pos]
+        if _journal_copy__f_src < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_src = _journal_copy__f_src & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
+        if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
+            raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+        _journal_copy__f_src_offset = mv[pos]
+        if _journal_copy__f_src_offset < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_src_offset = _journal_copy__f_src_offset & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
+        _journal_copy___a_length = pos
+        _journal_copy__f_length = mv[pos]
+        if _journal_copy__f_length < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_length = _journal_copy__f_length & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
+        if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
+            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
+        _journal_copy___a_dst = pos
+        _journal_copy__f_dst = mv[pos]
+        if _journal_copy__f_dst < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_dst = _journal_copy__f_dst & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
+        if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
+            raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
+        _journal_copy___a_dst_offset = pos
+        _journal_copy__f_dst_offset = mv[pos]
+        if _journal_copy__f_dst_offset < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _journal_copy__f_dst_offset = _journal_copy__f_dst_offset & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
+        if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
+            raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+        _journal_copy___obj = _new(JournalCopy)
+        _journal_copy___obj.src = _journal_copy__f_src
+        _journal_copy___obj.src_offset = _journal_copy__f_src_offset
+        _journal_copy___obj.length = _journal_copy__f_length
+        _journal_copy___obj.dst = _journal_copy__f_dst
+        _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
+        f_body = _journal_copy___obj
+    else:
+        raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+    _obj = _new(JournalRecord)
+    _obj.tag = f_tag
+    _obj.body = f_body
+    return (_obj, pos)
+
+def _m_journal_record(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_tag = mv[pos]
+            pos += 1
+            _tag = f_tag
+            f_tag = _JOURNALTAG_BY_VALUE[f_tag]
+            if _tag == 1:
+                _journal_free___a_id = pos
+                _journal_free__f_id = mv[pos]
+                if _journal_free__f_id < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_free__f_id = _journal_free__f_id & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
+                if not (_journal_free__f_id >= 1 and _journal_free__f_id <= 4294967295):
+                    raise ConstraintError('a journal record names an invalid id', offset=_journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_free__f_id)
+                _journal_free___obj = _new(JournalFree)
+                _journal_free___obj.id = _journal_free__f_id
+                f_body = _journal_free___obj
+            elif _tag == 2:
+                _journal_resize___a_id = pos
+                _journal_resize__f_id = mv[pos]
+                if _journal_resize__f_id < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_resize__f_id = _journal_resize__f_id & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_resize__f_id, pos = _uleb128(mv, pos, end, 'id')
+                if not (_journal_resize__f_id >= 1 and _journal_resize__f_id <= 4294967295):
+                    raise ConstraintError('a journal record names an invalid id', offset=_journal_resize___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_resize__f_id)
+                _journal_resize___a_size = pos
+                _journal_resize__f_size = mv[pos]
+                if _journal_resize__f_size < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_resize__f_size = _journal_resize__f_size & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_resize__f_size, pos = _uleb128(mv, pos, end, 'size')
+                if not _journal_resize__f_size <= 4294967295:
+                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_resize___a_size, path='size', expected='size <= 4294967295', found=_journal_resize__f_size)
+                _journal_resize___obj = _new(JournalResize)
+                _journal_resize___obj.id = _journal_resize__f_id
+                _journal_resize___obj.size = _journal_resize__f_size
+                f_body = _journal_resize___obj
+            elif _tag == 3:
+                _journal_write___a_id = pos
+                _journal_write__f_id = mv[pos]
+                if _journal_write__f_id < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_write__f_id = _journal_write__f_id & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_write__f_id, pos = _uleb128(mv, pos, end, 'id')
+                if not (_journal_write__f_id >= 1 and _journal_write__f_id <= 4294967295):
+                    raise ConstraintError('a journal record names an invalid id', offset=_journal_write___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_write__f_id)
+                _journal_write__f_offset = mv[pos]
+                if _journal_write__f_offset < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_write__f_offset = _journal_write__f_offset & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_write__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+                _journal_write___a_length = pos
+                _journal_write__f_length = mv[pos]
+                if _journal_write__f_length < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_write__f_length = _journal_write__f_length & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_write__f_length, pos = _uleb128(mv, pos, end, 'length')
+                if not _journal_write__f_offset + _journal_write__f_length <= 4294967295:
+                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_write___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_write__f_length)
+                _journal_write___n = _journal_write__f_length
+                if _journal_write___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_write___n)
+                _journal_write__f_data = bytes(mv[pos:pos + _journal_write___n])
+                pos += _journal_write___n
+                _journal_write___obj = _new(JournalWrite)
+                _journal_write___obj.id = _journal_write__f_id
+                _journal_write___obj.offset = _journal_write__f_offset
+                _journal_write___obj.data = _journal_write__f_data
+                f_body = _journal_write___obj
+            elif _tag == 4:
+                _journal_splice___a_id = pos
+                _journal_splice__f_id = mv[pos]
+                if _journal_splice__f_id < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_splice__f_id = _journal_splice__f_id & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_splice__f_id, pos = _uleb128(mv, pos, end, 'id')
+                if not (_journal_splice__f_id >= 1 and _journal_splice__f_id <= 4294967295):
+                    raise ConstraintError('a journal record names an invalid id', offset=_journal_splice___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_splice__f_id)
+                _journal_splice__f_offset = mv[pos]
+                if _journal_splice__f_offset < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_splice__f_offset = _journal_splice__f_offset & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_splice__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+                _journal_splice___a_old_len = pos
+                _journal_splice__f_old_len = mv[pos]
+                if _journal_splice__f_old_len < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_splice__f_old_len = _journal_splice__f_old_len & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_splice__f_old_len, pos = _uleb128(mv, pos, end, 'old_len')
+                if not _journal_splice__f_offset + _journal_splice__f_old_len <= 4294967295:
+                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_old_len, path='old_len', expected='offset + old_len <= 4294967295', found=_journal_splice__f_old_len)
+                _journal_splice___a_length = pos
+                _journal_splice__f_length = mv[pos]
+                if _journal_splice__f_length < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_splice__f_length = _journal_splice__f_length & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_splice__f_length, pos = _uleb128(mv, pos, end, 'length')
+                if not _journal_splice__f_offset + _journal_splice__f_length <= 4294967295:
+                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_splice___a_length, path='length', expected='offset + length <= 4294967295', found=_journal_splice__f_length)
+                _journal_splice___n = _journal_splice__f_length
+                if _journal_splice___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_splice___n)
+                _journal_splice__f_data = bytes(mv[pos:pos + _journal_splice___n])
+                pos += _journal_splice___n
+                _journal_splice___obj = _new(JournalSplice)
+                _journal_splice___obj.id = _journal_splice__f_id
+                _journal_splice___obj.offset = _journal_splice__f_offset
+                _journal_splice___obj.old_len = _journal_splice__f_old_len
+                _journal_splice___obj.data = _journal_splice__f_data
+                f_body = _journal_splice___obj
+            elif _tag == 5:
+                _journal_copy___a_src = pos
+                _journal_copy__f_src = mv[pos]
+                if _journal_copy__f_src < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_src = _journal_copy__f_src & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
+                if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
+                    raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+                _journal_copy__f_src_offset = mv[pos]
+                if _journal_copy__f_src_offset < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_src_offset = _journal_copy__f_src_offset & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
+                _journal_copy___a_length = pos
+                _journal_copy__f_length = mv[pos]
+                if _journal_copy__f_length < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_length = _journal_copy__f_length & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
+                if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
+                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
+                _journal_copy___a_dst = pos
+                _journal_copy__f_dst = mv[pos]
+                if _journal_copy__f_dst < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_dst = _journal_copy__f_dst & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
+                if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
+                    raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
+                _journal_copy___a_dst_offset = pos
+                _journal_copy__f_dst_offset = mv[pos]
+                if _journal_copy__f_dst_offset < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_dst_offset = _journal_copy__f_dst_offset & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
+                if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
+                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+                _journal_copy___obj = _new(JournalCopy)
+                _journal_copy___obj.src = _journal_copy__f_src
+                _journal_copy___obj.src_offset = _journal_copy__f_src_offset
+                _journal_copy___obj.length = _journal_copy__f_length
+                _journal_copy___obj.dst = _journal_copy__f_dst
+                _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
+                f_body = _journal_copy___obj
+            elif _tag == 6:
+                _journal_copy___a_src = pos
+                _journal_copy__f_src = mv[pos]
+                if _journal_copy__f_src < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_src = _journal_copy__f_src & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_src, pos = _uleb128(mv, pos, end, 'src')
+                if not (_journal_copy__f_src >= 1 and _journal_copy__f_src <= 4294967295):
+                    raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_src, path='src', expected='src >= 1 and src <= 4294967295', found=_journal_copy__f_src)
+                _journal_copy__f_src_offset = mv[pos]
+                if _journal_copy__f_src_offset < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_src_offset = _journal_copy__f_src_offset & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_src_offset, pos = _uleb128(mv, pos, end, 'src_offset')
+                _journal_copy___a_length = pos
+                _journal_copy__f_length = mv[pos]
+                if _journal_copy__f_length < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_length = _journal_copy__f_length & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_length, pos = _uleb128(mv, pos, end, 'length')
+                if not _journal_copy__f_src_offset + _journal_copy__f_length <= 4294967295:
+                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_length, path='length', expected='src_offset + length <= 4294967295', found=_journal_copy__f_length)
+                _journal_copy___a_dst = pos
+                _journal_copy__f_dst = mv[pos]
+                if _journal_copy__f_dst < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_dst = _journal_copy__f_dst & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_dst, pos = _uleb128(mv, pos, end, 'dst')
+                if not (_journal_copy__f_dst >= 1 and _journal_copy__f_dst <= 4294967295):
+                    raise ConstraintError('a journal record names an invalid id', offset=_journal_copy___a_dst, path='dst', expected='dst >= 1 and dst <= 4294967295', found=_journal_copy__f_dst)
+                _journal_copy___a_dst_offset = pos
+                _journal_copy__f_dst_offset = mv[pos]
+                if _journal_copy__f_dst_offset < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _journal_copy__f_dst_offset = _journal_copy__f_dst_offset & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _journal_copy__f_dst_offset, pos = _uleb128(mv, pos, end, 'dst_offset')
+                if not _journal_copy__f_dst_offset + _journal_copy__f_length <= 4294967295:
+                    raise ConstraintError('a journal record reaches past 2**32 - 1', offset=_journal_copy___a_dst_offset, path='dst_offset', expected='dst_offset + length <= 4294967295', found=_journal_copy__f_dst_offset)
+                _journal_copy___obj = _new(JournalCopy)
+                _journal_copy___obj.src = _journal_copy__f_src
+                _journal_copy___obj.src_offset = _journal_copy__f_src_offset
+                _journal_copy___obj.length = _journal_copy__f_length
+                _journal_copy___obj.dst = _journal_copy__f_dst
+                _journal_copy___obj.dst_offset = _journal_copy__f_dst_offset
+                f_body = _journal_copy___obj
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
+            _obj = _new(JournalRecord)
+            _obj.tag = f_tag
+            _obj.body = f_body
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_record, 'journal_record', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_record, 'journal_record', mv, _rs, end, (), _out)
+    return _out
+
 def _e_journal_record(out, v):
     out += _S2.pack(v.tag)
     _tag = v.tag
@@ -1823,6 +4713,56 @@ def _e_journal_record(out, v):
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
 
+def _em_journal_record(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    for v in values:
+        out += _S2_pack(v.tag)
+        _tag = v.tag
+        if _tag == 1:
+            _journal_free__v = v.body
+            out += _uleb128_encode(_journal_free__v.id)
+        elif _tag == 2:
+            _journal_resize__v = v.body
+            out += _uleb128_encode(_journal_resize__v.id)
+            out += _uleb128_encode(_journal_resize__v.size)
+        elif _tag == 3:
+            _journal_write__v = v.body
+            out += _uleb128_encode(_journal_write__v.id)
+            out += _uleb128_encode(_journal_write__v.offset)
+            out += _uleb128_encode(len(_journal_write__v.data))
+            _journal_write___b = _journal_write__v.data
+            if len(_journal_write___b) != len(_journal_write__v.data):
+                raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
+            out += _journal_write___b
+        elif _tag == 4:
+            _journal_splice__v = v.body
+            out += _uleb128_encode(_journal_splice__v.id)
+            out += _uleb128_encode(_journal_splice__v.offset)
+            out += _uleb128_encode(_journal_splice__v.old_len)
+            out += _uleb128_encode(len(_journal_splice__v.data))
+            _journal_splice___b = _journal_splice__v.data
+            if len(_journal_splice___b) != len(_journal_splice__v.data):
+                raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
+            out += _journal_splice___b
+        elif _tag == 5:
+            _journal_copy__v = v.body
+            out += _uleb128_encode(_journal_copy__v.src)
+            out += _uleb128_encode(_journal_copy__v.src_offset)
+            out += _uleb128_encode(_journal_copy__v.length)
+            out += _uleb128_encode(_journal_copy__v.dst)
+            out += _uleb128_encode(_journal_copy__v.dst_offset)
+        elif _tag == 6:
+            _journal_copy__v = v.body
+            out += _uleb128_encode(_journal_copy__v.src)
+            out += _uleb128_encode(_journal_copy__v.src_offset)
+            out += _uleb128_encode(_journal_copy__v.length)
+            out += _uleb128_encode(_journal_copy__v.dst)
+            out += _uleb128_encode(_journal_copy__v.dst_offset)
+        else:
+            raise EncodeError('no case for tag ' + repr(_tag), path='body')
+    return bytes(out)
+
 def _d_journal_records(mv, pos, end):
     f_records = []
     try:
@@ -1842,6 +4782,49 @@ def _d_journal_records(mv, pos, end):
     _obj = _new(JournalRecords)
     _obj.records = f_records
     return _obj, pos
+
+def _u_journal_records(mv, pos, end):
+    f_records = []
+    while pos < end:
+        _ip = pos
+        if pos > end:
+            raise IndexError
+        _x, pos = _u_journal_record(mv, pos, end)
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_records.append(_x)
+    _obj = _new(JournalRecords)
+    _obj.records = f_records
+    return (_obj, pos)
+
+def _m_journal_records(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_records = []
+            while pos < end:
+                _ip = pos
+                if pos > end:
+                    raise IndexError
+                _x, pos = _u_journal_record(mv, pos, end)
+                if pos <= _ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                f_records.append(_x)
+            _obj = _new(JournalRecords)
+            _obj.records = f_records
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_records, 'journal_records', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_records, 'journal_records', mv, _rs, end, (), _out)
+    return _out
 
 def _e_journal_records(out, v):
     for _x in v.records:
@@ -1890,6 +4873,57 @@ def _e_journal_records(out, v):
         else:
             raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
 
+def _em_journal_records(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    for v in values:
+        for _x in v.records:
+            out += _S2_pack(_x.tag)
+            _journal_record___tag = _x.tag
+            if _journal_record___tag == 1:
+                _journal_record___journal_free__v = _x.body
+                out += _uleb128_encode(_journal_record___journal_free__v.id)
+            elif _journal_record___tag == 2:
+                _journal_record___journal_resize__v = _x.body
+                out += _uleb128_encode(_journal_record___journal_resize__v.id)
+                out += _uleb128_encode(_journal_record___journal_resize__v.size)
+            elif _journal_record___tag == 3:
+                _journal_record___journal_write__v = _x.body
+                out += _uleb128_encode(_journal_record___journal_write__v.id)
+                out += _uleb128_encode(_journal_record___journal_write__v.offset)
+                out += _uleb128_encode(len(_journal_record___journal_write__v.data))
+                _journal_record___journal_write___b = _journal_record___journal_write__v.data
+                if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
+                    raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
+                out += _journal_record___journal_write___b
+            elif _journal_record___tag == 4:
+                _journal_record___journal_splice__v = _x.body
+                out += _uleb128_encode(_journal_record___journal_splice__v.id)
+                out += _uleb128_encode(_journal_record___journal_splice__v.offset)
+                out += _uleb128_encode(_journal_record___journal_splice__v.old_len)
+                out += _uleb128_encode(len(_journal_record___journal_splice__v.data))
+                _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
+                if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
+                    raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
+                out += _journal_record___journal_splice___b
+            elif _journal_record___tag == 5:
+                _journal_record___journal_copy__v = _x.body
+                out += _uleb128_encode(_journal_record___journal_copy__v.src)
+                out += _uleb128_encode(_journal_record___journal_copy__v.src_offset)
+                out += _uleb128_encode(_journal_record___journal_copy__v.length)
+                out += _uleb128_encode(_journal_record___journal_copy__v.dst)
+                out += _uleb128_encode(_journal_record___journal_copy__v.dst_offset)
+            elif _journal_record___tag == 6:
+                _journal_record___journal_copy__v = _x.body
+                out += _uleb128_encode(_journal_record___journal_copy__v.src)
+                out += _uleb128_encode(_journal_record___journal_copy__v.src_offset)
+                out += _uleb128_encode(_journal_record___journal_copy__v.length)
+                out += _uleb128_encode(_journal_record___journal_copy__v.dst)
+                out += _uleb128_encode(_journal_record___journal_copy__v.dst_offset)
+            else:
+                raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
+    return bytes(out)
+
 def _d_journal_transaction(mv, pos, end):
     _a_length = pos
     _at = pos
@@ -1911,13 +4945,79 @@ def _d_journal_transaction(mv, pos, end):
     f_records = bytes(mv[pos:pos + _n])
     pos += _n
     if pos + 4 > end:
-        raise _short(pos, end, _T7)
-    f_crc, = _S6.unpack_from(mv, pos)
+        raise _short(pos, end, _T9)
+    f_crc, = _S8.unpack_from(mv, pos)
     pos += 4
     _obj = _new(JournalTransaction)
     _obj.records = f_records
     _obj.crc = f_crc
     return _obj, pos
+
+def _u_journal_transaction(mv, pos, end):
+    _a_length = pos
+    f_length = mv[pos]
+    if f_length < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_length = f_length & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_length, pos = _uleb128(mv, pos, end, 'length')
+    if not f_length <= 4294967295:
+        raise ConstraintError('a transaction longer than 2**32 - 1 bytes', offset=_a_length, path='length', expected='length <= 4294967295', found=f_length)
+    _n = f_length
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='records', expected='>= 0', found=_n)
+    f_records = bytes(mv[pos:pos + _n])
+    pos += _n
+    f_crc, = _S8.unpack_from(mv, pos)
+    pos += 4
+    _obj = _new(JournalTransaction)
+    _obj.records = f_records
+    _obj.crc = f_crc
+    return (_obj, pos)
+
+def _m_journal_transaction(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S8_unpack_from = _S8.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            _a_length = pos
+            f_length = mv[pos]
+            if f_length < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_length = f_length & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_length, pos = _uleb128(mv, pos, end, 'length')
+            if not f_length <= 4294967295:
+                raise ConstraintError('a transaction longer than 2**32 - 1 bytes', offset=_a_length, path='length', expected='length <= 4294967295', found=f_length)
+            _n = f_length
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='records', expected='>= 0', found=_n)
+            f_records = bytes(mv[pos:pos + _n])
+            pos += _n
+            f_crc, = _S8_unpack_from(mv, pos)
+            pos += 4
+            _obj = _new(JournalTransaction)
+            _obj.records = f_records
+            _obj.crc = f_crc
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_transaction, 'journal_transaction', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_transaction, 'journal_transaction', mv, _rs, end, (), _out)
+    return _out
 
 def _e_journal_transaction(out, v):
     out += _uleb128_encode(len(v.records))
@@ -1925,12 +5025,24 @@ def _e_journal_transaction(out, v):
     if len(_b) != len(v.records):
         raise EncodeError('wrong length ' + str(len(_b)), path='records')
     out += _b
-    out += _S6.pack(v.crc)
+    out += _S8.pack(v.crc)
+
+def _em_journal_transaction(values):
+    out = bytearray()
+    _S8_pack = _S8.pack
+    for v in values:
+        out += _uleb128_encode(len(v.records))
+        _b = v.records
+        if len(_b) != len(v.records):
+            raise EncodeError('wrong length ' + str(len(_b)), path='records')
+        out += _b
+        out += _S8_pack(v.crc)
+    return bytes(out)
 
 def _d_journal_page(mv, pos, end):
     if pos + 4096 > end:
-        raise _short(pos, end, _T10)
-    f_stream, f_next, f_crc = _S9.unpack_from(mv, pos)
+        raise _short(pos, end, _T12)
+    f_stream, f_next, f_crc = _S11.unpack_from(mv, pos)
     pos += 4096
     _obj = _new(JournalPage)
     _obj.stream = f_stream
@@ -1938,20 +5050,94 @@ def _d_journal_page(mv, pos, end):
     _obj.crc = f_crc
     return _obj, pos
 
+def _u_journal_page(mv, pos, end):
+    f_stream, f_next, f_crc = _S11.unpack_from(mv, pos)
+    pos += 4096
+    _obj = _new(JournalPage)
+    _obj.stream = f_stream
+    _obj.next = f_next
+    _obj.crc = f_crc
+    return (_obj, pos)
+
+def _m_journal_page(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S11_unpack_from = _S11.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_stream, f_next, f_crc = _S11_unpack_from(mv, pos)
+            pos += 4096
+            _obj = _new(JournalPage)
+            _obj.stream = f_stream
+            _obj.next = f_next
+            _obj.crc = f_crc
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_page, 'journal_page', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_page, 'journal_page', mv, _rs, end, (), _out)
+    return _out
+
 def _e_journal_page(out, v):
-    out += _S9.pack(v.stream, v.next, v.crc)
+    out += _S11.pack(v.stream, v.next, v.crc)
+
+def _em_journal_page(values):
+    out = bytearray()
+    _S11_pack = _S11.pack
+    for v in values:
+        out += _S11_pack(v.stream, v.next, v.crc)
+    return bytes(out)
 
 def _d_journal_seed(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T12)
-    f_segment_epoch, = _S11.unpack_from(mv, pos)
+        raise _short(pos, end, _T14)
+    f_segment_epoch, = _S13.unpack_from(mv, pos)
     pos += 8
     _obj = _new(JournalSeed)
     _obj.segment_epoch = f_segment_epoch
     return _obj, pos
 
+def _u_journal_seed(mv, pos, end):
+    f_segment_epoch, = _S13.unpack_from(mv, pos)
+    pos += 8
+    _obj = _new(JournalSeed)
+    _obj.segment_epoch = f_segment_epoch
+    return (_obj, pos)
+
+def _m_journal_seed(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S13_unpack_from = _S13.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_segment_epoch, = _S13_unpack_from(mv, pos)
+            pos += 8
+            _obj = _new(JournalSeed)
+            _obj.segment_epoch = f_segment_epoch
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_journal_seed, 'journal_seed', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_journal_seed, 'journal_seed', mv, _rs, end, (), _out)
+    return _out
+
 def _e_journal_seed(out, v):
-    out += _S11.pack(v.segment_epoch)
+    out += _S13.pack(v.segment_epoch)
+
+def _em_journal_seed(values):
+    out = bytearray()
+    _S13_pack = _S13.pack
+    for v in values:
+        out += _S13_pack(v.segment_epoch)
+    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -1960,6 +5146,14 @@ def decode_header_fields(buf, offset: int = 0) -> tuple[HeaderFields, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_header_fields(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_header_fields(mv, offset, len(mv))
     except DecodeError as exc:
@@ -1994,11 +5188,17 @@ def iter_header_fields(buf, offset: int = 0, end: int | None = None):
 def decode_many_header_fields(buf, offset: int = 0, end: int | None = None) -> list[HeaderFields]:
     """Decode consecutive `header_fields` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_header_fields``, in one loop: for logs read whole)."""
-    return _decode_many(_d_header_fields, "header_fields", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_header_fields(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_header_fields(values) -> bytes:
     """Encode consecutive `header_fields` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_header_fields(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_header_fields, "header_fields", values, ())
 
 
@@ -2018,6 +5218,14 @@ def decode_ref_body(buf, offset: int = 0) -> tuple[RefBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_ref_body(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_ref_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2052,11 +5260,17 @@ def iter_ref_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_ref_body(buf, offset: int = 0, end: int | None = None) -> list[RefBody]:
     """Decode consecutive `ref_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_ref_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_ref_body, "ref_body", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_ref_body(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_ref_body(values) -> bytes:
     """Encode consecutive `ref_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_ref_body(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_ref_body, "ref_body", values, ())
 
 
@@ -2076,6 +5290,14 @@ def decode_zero_body(buf, offset: int = 0) -> tuple[ZeroBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_zero_body(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_zero_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2110,11 +5332,17 @@ def iter_zero_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_zero_body(buf, offset: int = 0, end: int | None = None) -> list[ZeroBody]:
     """Decode consecutive `zero_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_zero_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_zero_body, "zero_body", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_zero_body(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_zero_body(values) -> bytes:
     """Encode consecutive `zero_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_zero_body(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_zero_body, "zero_body", values, ())
 
 
@@ -2134,6 +5362,14 @@ def decode_shrink_body(buf, offset: int = 0) -> tuple[ShrinkBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_shrink_body(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_shrink_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2168,11 +5404,17 @@ def iter_shrink_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_shrink_body(buf, offset: int = 0, end: int | None = None) -> list[ShrinkBody]:
     """Decode consecutive `shrink_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_shrink_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_shrink_body, "shrink_body", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_shrink_body(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_shrink_body(values) -> bytes:
     """Encode consecutive `shrink_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_shrink_body(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_shrink_body, "shrink_body", values, ())
 
 
@@ -2192,6 +5434,14 @@ def decode_grow_body(buf, offset: int = 0) -> tuple[GrowBody, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_grow_body(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_grow_body(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2226,11 +5476,17 @@ def iter_grow_body(buf, offset: int = 0, end: int | None = None):
 def decode_many_grow_body(buf, offset: int = 0, end: int | None = None) -> list[GrowBody]:
     """Decode consecutive `grow_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_grow_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_grow_body, "grow_body", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_grow_body(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_grow_body(values) -> bytes:
     """Encode consecutive `grow_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_grow_body(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_grow_body, "grow_body", values, ())
 
 
@@ -2250,6 +5506,14 @@ def decode_inline_body(buf, offset: int = 0, *, size_tag: int) -> tuple[InlineBo
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_inline_body(mv, offset, len(mv), size_tag)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_inline_body(mv, offset, len(mv), size_tag)
     except DecodeError as exc:
@@ -2284,11 +5548,17 @@ def iter_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: 
 def decode_many_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: int) -> list[InlineBody]:
     """Decode consecutive `inline_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_inline_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_inline_body, "inline_body", buf, offset, end, (size_tag,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_inline_body(mv, offset, len(mv) if end is None else end, size_tag)
 
 
 def encode_many_inline_body(values, *, size_tag: int) -> bytes:
     """Encode consecutive `inline_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_inline_body(values, size_tag)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_inline_body, "inline_body", values, (size_tag,))
 
 
@@ -2308,6 +5578,14 @@ def decode_statement(buf, offset: int = 0) -> tuple[Statement, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_statement(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_statement(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2342,11 +5620,17 @@ def iter_statement(buf, offset: int = 0, end: int | None = None):
 def decode_many_statement(buf, offset: int = 0, end: int | None = None) -> list[Statement]:
     """Decode consecutive `statement` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_statement``, in one loop: for logs read whole)."""
-    return _decode_many(_d_statement, "statement", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_statement(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_statement(values) -> bytes:
     """Encode consecutive `statement` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_statement(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_statement, "statement", values, ())
 
 
@@ -2366,6 +5650,14 @@ def decode_child_ref(buf, offset: int = 0) -> tuple[ChildRef, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_child_ref(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_child_ref(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2400,11 +5692,17 @@ def iter_child_ref(buf, offset: int = 0, end: int | None = None):
 def decode_many_child_ref(buf, offset: int = 0, end: int | None = None) -> list[ChildRef]:
     """Decode consecutive `child_ref` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_child_ref``, in one loop: for logs read whole)."""
-    return _decode_many(_d_child_ref, "child_ref", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_child_ref(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_child_ref(values) -> bytes:
     """Encode consecutive `child_ref` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_child_ref(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_child_ref, "child_ref", values, ())
 
 
@@ -2424,6 +5722,14 @@ def decode_table_content(buf, offset: int = 0) -> tuple[TableContent, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_table_content(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_table_content(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2458,11 +5764,17 @@ def iter_table_content(buf, offset: int = 0, end: int | None = None):
 def decode_many_table_content(buf, offset: int = 0, end: int | None = None) -> list[TableContent]:
     """Decode consecutive `table_content` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_table_content``, in one loop: for logs read whole)."""
-    return _decode_many(_d_table_content, "table_content", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_table_content(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_table_content(values) -> bytes:
     """Encode consecutive `table_content` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_table_content(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_table_content, "table_content", values, ())
 
 
@@ -2482,6 +5794,14 @@ def decode_page(buf, offset: int = 0) -> tuple[Page, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_page(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_page(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2516,11 +5836,17 @@ def iter_page(buf, offset: int = 0, end: int | None = None):
 def decode_many_page(buf, offset: int = 0, end: int | None = None) -> list[Page]:
     """Decode consecutive `page` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_page``, in one loop: for logs read whole)."""
-    return _decode_many(_d_page, "page", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_page(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_page(values) -> bytes:
     """Encode consecutive `page` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_page(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_page, "page", values, ())
 
 
@@ -2540,6 +5866,14 @@ def decode_header_slot(buf, offset: int = 0) -> tuple[HeaderSlot, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_header_slot(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_header_slot(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2574,11 +5908,17 @@ def iter_header_slot(buf, offset: int = 0, end: int | None = None):
 def decode_many_header_slot(buf, offset: int = 0, end: int | None = None) -> list[HeaderSlot]:
     """Decode consecutive `header_slot` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_header_slot``, in one loop: for logs read whole)."""
-    return _decode_many(_d_header_slot, "header_slot", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_header_slot(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_header_slot(values) -> bytes:
     """Encode consecutive `header_slot` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_header_slot(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_header_slot, "header_slot", values, ())
 
 
@@ -2598,6 +5938,14 @@ def decode_table_page(buf, offset: int = 0) -> tuple[TablePage, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_table_page(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_table_page(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2632,11 +5980,17 @@ def iter_table_page(buf, offset: int = 0, end: int | None = None):
 def decode_many_table_page(buf, offset: int = 0, end: int | None = None) -> list[TablePage]:
     """Decode consecutive `table_page` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_table_page``, in one loop: for logs read whole)."""
-    return _decode_many(_d_table_page, "table_page", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_table_page(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_table_page(values) -> bytes:
     """Encode consecutive `table_page` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_table_page(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_table_page, "table_page", values, ())
 
 
@@ -2656,6 +6010,14 @@ def decode_header_page(buf, offset: int = 0) -> tuple[HeaderPage, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_header_page(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_header_page(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2690,11 +6052,17 @@ def iter_header_page(buf, offset: int = 0, end: int | None = None):
 def decode_many_header_page(buf, offset: int = 0, end: int | None = None) -> list[HeaderPage]:
     """Decode consecutive `header_page` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_header_page``, in one loop: for logs read whole)."""
-    return _decode_many(_d_header_page, "header_page", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_header_page(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_header_page(values) -> bytes:
     """Encode consecutive `header_page` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_header_page(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_header_page, "header_page", values, ())
 
 
@@ -2714,6 +6082,14 @@ def decode_journal_free(buf, offset: int = 0) -> tuple[JournalFree, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_free(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_free(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2748,11 +6124,17 @@ def iter_journal_free(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_free(buf, offset: int = 0, end: int | None = None) -> list[JournalFree]:
     """Decode consecutive `journal_free` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_free``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_free, "journal_free", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_free(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_free(values) -> bytes:
     """Encode consecutive `journal_free` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_free(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_free, "journal_free", values, ())
 
 
@@ -2772,6 +6154,14 @@ def decode_journal_resize(buf, offset: int = 0) -> tuple[JournalResize, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_resize(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_resize(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2806,11 +6196,17 @@ def iter_journal_resize(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_resize(buf, offset: int = 0, end: int | None = None) -> list[JournalResize]:
     """Decode consecutive `journal_resize` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_resize``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_resize, "journal_resize", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_resize(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_resize(values) -> bytes:
     """Encode consecutive `journal_resize` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_resize(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_resize, "journal_resize", values, ())
 
 
@@ -2830,6 +6226,14 @@ def decode_journal_write(buf, offset: int = 0) -> tuple[JournalWrite, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_write(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_write(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2864,11 +6268,17 @@ def iter_journal_write(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_write(buf, offset: int = 0, end: int | None = None) -> list[JournalWrite]:
     """Decode consecutive `journal_write` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_write``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_write, "journal_write", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_write(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_write(values) -> bytes:
     """Encode consecutive `journal_write` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_write(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_write, "journal_write", values, ())
 
 
@@ -2888,6 +6298,14 @@ def decode_journal_splice(buf, offset: int = 0) -> tuple[JournalSplice, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_splice(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_splice(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2922,11 +6340,17 @@ def iter_journal_splice(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_splice(buf, offset: int = 0, end: int | None = None) -> list[JournalSplice]:
     """Decode consecutive `journal_splice` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_splice``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_splice, "journal_splice", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_splice(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_splice(values) -> bytes:
     """Encode consecutive `journal_splice` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_splice(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_splice, "journal_splice", values, ())
 
 
@@ -2946,6 +6370,14 @@ def decode_journal_copy(buf, offset: int = 0) -> tuple[JournalCopy, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_copy(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_copy(mv, offset, len(mv))
     except DecodeError as exc:
@@ -2980,11 +6412,17 @@ def iter_journal_copy(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_copy(buf, offset: int = 0, end: int | None = None) -> list[JournalCopy]:
     """Decode consecutive `journal_copy` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_copy``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_copy, "journal_copy", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_copy(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_copy(values) -> bytes:
     """Encode consecutive `journal_copy` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_copy(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_copy, "journal_copy", values, ())
 
 
@@ -3004,6 +6442,14 @@ def decode_journal_record(buf, offset: int = 0) -> tuple[JournalRecord, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_record(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3038,11 +6484,17 @@ def iter_journal_record(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_record(buf, offset: int = 0, end: int | None = None) -> list[JournalRecord]:
     """Decode consecutive `journal_record` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_record``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_record, "journal_record", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_record(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_record(values) -> bytes:
     """Encode consecutive `journal_record` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_record(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_record, "journal_record", values, ())
 
 
@@ -3062,6 +6514,14 @@ def decode_journal_records(buf, offset: int = 0) -> tuple[JournalRecords, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_records(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_records(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3096,11 +6556,17 @@ def iter_journal_records(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_records(buf, offset: int = 0, end: int | None = None) -> list[JournalRecords]:
     """Decode consecutive `journal_records` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_records``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_records, "journal_records", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_records(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_records(values) -> bytes:
     """Encode consecutive `journal_records` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_records(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_records, "journal_records", values, ())
 
 
@@ -3120,6 +6586,14 @@ def decode_journal_transaction(buf, offset: int = 0) -> tuple[JournalTransaction
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_transaction(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_transaction(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3154,11 +6628,17 @@ def iter_journal_transaction(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_transaction(buf, offset: int = 0, end: int | None = None) -> list[JournalTransaction]:
     """Decode consecutive `journal_transaction` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_transaction``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_transaction, "journal_transaction", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_transaction(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_transaction(values) -> bytes:
     """Encode consecutive `journal_transaction` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_transaction(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_transaction, "journal_transaction", values, ())
 
 
@@ -3178,6 +6658,14 @@ def decode_journal_page(buf, offset: int = 0) -> tuple[JournalPage, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_page(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_page(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3212,11 +6700,17 @@ def iter_journal_page(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_page(buf, offset: int = 0, end: int | None = None) -> list[JournalPage]:
     """Decode consecutive `journal_page` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_page``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_page, "journal_page", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_page(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_page(values) -> bytes:
     """Encode consecutive `journal_page` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_page(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_page, "journal_page", values, ())
 
 
@@ -3236,6 +6730,14 @@ def decode_journal_seed(buf, offset: int = 0) -> tuple[JournalSeed, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_journal_seed(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_journal_seed(mv, offset, len(mv))
     except DecodeError as exc:
@@ -3270,11 +6772,17 @@ def iter_journal_seed(buf, offset: int = 0, end: int | None = None):
 def decode_many_journal_seed(buf, offset: int = 0, end: int | None = None) -> list[JournalSeed]:
     """Decode consecutive `journal_seed` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_journal_seed``, in one loop: for logs read whole)."""
-    return _decode_many(_d_journal_seed, "journal_seed", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_journal_seed(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_journal_seed(values) -> bytes:
     """Encode consecutive `journal_seed` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_journal_seed(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_journal_seed, "journal_seed", values, ())
 
 
@@ -3290,6 +6798,11 @@ def encode_journal_seed(value: JournalSeed) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+
+# compiled tighter than Construct's own classes (bytewright.runtime.codec)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_header_fields = Struct(
     '_o_start' / Tell,
@@ -3330,7 +6843,7 @@ C_grow_body = Struct(
 C_inline_body = Struct(
     '_o_start' / Tell,
     'offset_delta' / Leb128('uleb128'),
-    'payload' / Bytes(Code("(this._params['size_tag'] - 4)", lambda this: (this._params['size_tag'] - 4))),
+    'payload' / Bytes(Code("(this['_params']['size_tag'] - 4)", lambda this: (this['_params']['size_tag'] - 4))),
 )
 
 C_statement = Struct(
@@ -3361,14 +6874,14 @@ C_page = Struct(
     '_e_epoch' / Tell,
     '_o_content_size' / Tell,
     'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this._parsing or (this['content_size'] <= 4081)", lambda this: not this._parsing or (this['content_size'] <= 4081))),
+    Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
     '_s_content' / Tell,
-    'content' / IfThenElse(Code('this._parsing', lambda this: this._parsing), Bytes(Code("(this['content_size'] if this._parsing else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this._parsing else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
+    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
     '_e_content' / Tell,
     '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this._parsing or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this._parsing or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, _ck_crc32c, lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])),
-    'padding' / ZeroPadding(Code("(-(this._io.tell() - this['_o_start'])) % 4096", lambda this: (-(this._io.tell() - this['_o_start'])) % 4096), True),
+    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
 )
 
 C_header_slot = Struct(
@@ -3384,14 +6897,14 @@ C_header_slot = Struct(
     '_e_epoch' / Tell,
     '_o_content_size' / Tell,
     'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this._parsing or (this['content_size'] <= 4033)", lambda this: not this._parsing or (this['content_size'] <= 4033))),
+    Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
     '_s_content' / Tell,
-    'content' / IfThenElse(Code('this._parsing', lambda this: this._parsing), Bytes(Code("(this['content_size'] if this._parsing else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this._parsing else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
+    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), Bytes(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content'])))), GreedyBytes),
     '_e_content' / Tell,
     '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this._parsing or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this._parsing or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, _ck_crc32c, lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])),
-    'padding' / ZeroPadding(Code("(-(this._io.tell() - this['_o_start'])) % 4096", lambda this: (-(this._io.tell() - this['_o_start'])) % 4096), True),
+    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
 )
 
 C_table_page = Struct(
@@ -3404,14 +6917,14 @@ C_table_page = Struct(
     '_e_epoch' / Tell,
     '_o_content_size' / Tell,
     'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this._parsing or (this['content_size'] <= 4081)", lambda this: not this._parsing or (this['content_size'] <= 4081))),
+    Check(Code("not this['_parsing'] or (this['content_size'] <= 4081)", lambda this: not this['_parsing'] or (this['content_size'] <= 4081))),
     '_s_content' / Tell,
-    'content' / IfThenElse(Code('this._parsing', lambda this: this._parsing), FixedSized(Code("(this['content_size'] if this._parsing else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this._parsing else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
+    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
     '_e_content' / Tell,
     '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this._parsing or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this._parsing or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, _ck_crc32c, lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])),
-    'padding' / ZeroPadding(Code("(-(this._io.tell() - this['_o_start'])) % 4096", lambda this: (-(this._io.tell() - this['_o_start'])) % 4096), True),
+    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
 )
 
 C_header_page = Struct(
@@ -3427,63 +6940,63 @@ C_header_page = Struct(
     '_e_epoch' / Tell,
     '_o_content_size' / Tell,
     'content_size' / Rebuild(Int16ul, 0),
-    Check(Code("not this._parsing or (this['content_size'] <= 4033)", lambda this: not this._parsing or (this['content_size'] <= 4033))),
+    Check(Code("not this['_parsing'] or (this['content_size'] <= 4033)", lambda this: not this['_parsing'] or (this['content_size'] <= 4033))),
     '_s_content' / Tell,
-    'content' / IfThenElse(Code('this._parsing', lambda this: this._parsing), FixedSized(Code("(this['content_size'] if this._parsing else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this._parsing else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
+    'content' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))", lambda this: (this['content_size'] if this['_parsing'] else (this['_e_content'] - this['_s_content']))), C_table_content), C_table_content),
     '_e_content' / Tell,
     '_patch_content_size' / Pointer(Code("this['_o_content_size']", lambda this: this['_o_content_size']), Rebuild(Int16ul, Code("this['_e_content'] - this['_s_content']", lambda this: this['_e_content'] - this['_s_content']))),
-    Check(Code("not this._parsing or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this._parsing or this['_e_content'] - this['_s_content'] == this['content_size'])),
-    'crc' / Checksum(Int32ul, _ck_crc32c, lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])),
-    'padding' / ZeroPadding(Code("(-(this._io.tell() - this['_o_start'])) % 4096", lambda this: (-(this._io.tell() - this['_o_start'])) % 4096), True),
+    Check(Code("not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size']", lambda this: not this['_parsing'] or this['_e_content'] - this['_s_content'] == this['content_size'])),
+    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')])", lambda this: _span(this, [('span', 'header'), ('span', 'kind'), ('span', 'epoch'), ('span', 'content')]))),
+    'padding' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 4096", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 4096), True),
 )
 
 C_journal_free = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this._parsing or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    Check(Code("not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
 )
 
 C_journal_resize = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this._parsing or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    Check(Code("not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
     'size' / Leb128('uleb128'),
-    Check(Code("not this._parsing or ((this['size'] <= 4294967295))", lambda this: not this._parsing or ((this['size'] <= 4294967295)))),
+    Check(Code("not this['_parsing'] or ((this['size'] <= 4294967295))", lambda this: not this['_parsing'] or ((this['size'] <= 4294967295)))),
 )
 
 C_journal_write = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this._parsing or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    Check(Code("not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
     'offset' / Leb128('uleb128'),
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    Check(Code("not this._parsing or (((this['offset'] + this['length']) <= 4294967295))", lambda this: not this._parsing or (((this['offset'] + this['length']) <= 4294967295)))),
+    Check(Code("not this['_parsing'] or (((this['offset'] + this['length']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['offset'] + this['length']) <= 4294967295)))),
     'data' / Bytes(Code("this['length']", lambda this: this['length'])),
 )
 
 C_journal_splice = Struct(
     '_o_start' / Tell,
     'id' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this._parsing or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
+    Check(Code("not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['id'] >= 1) and (this['id'] <= 4294967295))))),
     'offset' / Leb128('uleb128'),
     'old_len' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['offset'] + this['old_len']) <= 4294967295))", lambda this: not this._parsing or (((this['offset'] + this['old_len']) <= 4294967295)))),
+    Check(Code("not this['_parsing'] or (((this['offset'] + this['old_len']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['offset'] + this['old_len']) <= 4294967295)))),
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['data'])", lambda this: len(this['data']))),
-    Check(Code("not this._parsing or (((this['offset'] + this['length']) <= 4294967295))", lambda this: not this._parsing or (((this['offset'] + this['length']) <= 4294967295)))),
+    Check(Code("not this['_parsing'] or (((this['offset'] + this['length']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['offset'] + this['length']) <= 4294967295)))),
     'data' / Bytes(Code("this['length']", lambda this: this['length'])),
 )
 
 C_journal_copy = Struct(
     '_o_start' / Tell,
     'src' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: not this._parsing or (((this['src'] >= 1) and (this['src'] <= 4294967295))))),
+    Check(Code("not this['_parsing'] or (((this['src'] >= 1) and (this['src'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['src'] >= 1) and (this['src'] <= 4294967295))))),
     'src_offset' / Leb128('uleb128'),
     'length' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['src_offset'] + this['length']) <= 4294967295))", lambda this: not this._parsing or (((this['src_offset'] + this['length']) <= 4294967295)))),
+    Check(Code("not this['_parsing'] or (((this['src_offset'] + this['length']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['src_offset'] + this['length']) <= 4294967295)))),
     'dst' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: not this._parsing or (((this['dst'] >= 1) and (this['dst'] <= 4294967295))))),
+    Check(Code("not this['_parsing'] or (((this['dst'] >= 1) and (this['dst'] <= 4294967295)))", lambda this: not this['_parsing'] or (((this['dst'] >= 1) and (this['dst'] <= 4294967295))))),
     'dst_offset' / Leb128('uleb128'),
-    Check(Code("not this._parsing or (((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: not this._parsing or (((this['dst_offset'] + this['length']) <= 4294967295)))),
+    Check(Code("not this['_parsing'] or (((this['dst_offset'] + this['length']) <= 4294967295))", lambda this: not this['_parsing'] or (((this['dst_offset'] + this['length']) <= 4294967295)))),
 )
 
 C_journal_record = Struct(
@@ -3500,7 +7013,7 @@ C_journal_records = Struct(
 C_journal_transaction = Struct(
     '_o_start' / Tell,
     'length' / Rebuild(Leb128('uleb128'), Code("len(this['records'])", lambda this: len(this['records']))),
-    Check(Code("not this._parsing or ((this['length'] <= 4294967295))", lambda this: not this._parsing or ((this['length'] <= 4294967295)))),
+    Check(Code("not this['_parsing'] or ((this['length'] <= 4294967295))", lambda this: not this['_parsing'] or ((this['length'] <= 4294967295)))),
     'records' / Bytes(Code("this['length']", lambda this: this['length'])),
     'crc' / Int32ul,
 )
@@ -3518,10 +7031,6 @@ C_journal_seed = Struct(
 )
 
 def _c2m_header_fields(c):
-    f_magic = c.get('magic')
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
-    f_log2_page_size = c.get('log2_page_size')
     f_format_version = c.get('format_version')
     f_min_reader_version = c.get('min_reader_version')
     f_root_allocation = c.get('root_allocation')
@@ -3603,7 +7112,8 @@ def _c2m_statement(c):
     f_id_delta = c.get('id_delta')
     f_tag = c.get('tag')
     if f_tag is not None:
-        f_tag = _enum_value(StatementTag, f_tag, True)
+        _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
+        f_tag = f_tag if _t is None else _t
     f_body = c.get('body')
     if f_body is not None:
         f_body = (_c2m_ref_body(f_body) if f_tag == 0 else (_c2m_zero_body(f_body) if f_tag == 1 else (_c2m_shrink_body(f_body) if f_tag == 2 else (_c2m_grow_body(f_body) if f_tag == 3 else (None if f_tag == 4 else _c2m_inline_body(f_body, f_tag))))))
@@ -3641,14 +7151,12 @@ def _m2c_table_content(v):
 def _c2m_page(c):
     f_kind = c.get('kind')
     if f_kind is not None:
-        f_kind = _enum_value(PageKind, f_kind, True)
+        _t = _PAGEKIND_BY_VALUE.get(f_kind)
+        f_kind = f_kind if _t is None else _t
     f_epoch = c.get('epoch')
-    f_content_size = c.get('content_size')
     f_content = c.get('content')
     if f_content is not None:
         f_content = bytes(f_content)
-    f_crc = c.get('crc')
-    f_padding = c.get('padding')
     return Page(f_kind, f_epoch, f_content)
 
 def _m2c_page(v):
@@ -3664,14 +7172,12 @@ def _c2m_header_slot(c):
         f_header = _c2m_header_fields(f_header)
     f_kind = c.get('kind')
     if f_kind is not None:
-        f_kind = _enum_value(PageKind, f_kind, True)
+        _t = _PAGEKIND_BY_VALUE.get(f_kind)
+        f_kind = f_kind if _t is None else _t
     f_epoch = c.get('epoch')
-    f_content_size = c.get('content_size')
     f_content = c.get('content')
     if f_content is not None:
         f_content = bytes(f_content)
-    f_crc = c.get('crc')
-    f_padding = c.get('padding')
     return HeaderSlot(f_header, f_kind, f_epoch, f_content)
 
 def _m2c_header_slot(v):
@@ -3685,14 +7191,12 @@ def _m2c_header_slot(v):
 def _c2m_table_page(c):
     f_kind = c.get('kind')
     if f_kind is not None:
-        f_kind = _enum_value(PageKind, f_kind, True)
+        _t = _PAGEKIND_BY_VALUE.get(f_kind)
+        f_kind = f_kind if _t is None else _t
     f_epoch = c.get('epoch')
-    f_content_size = c.get('content_size')
     f_content = c.get('content')
     if f_content is not None:
         f_content = _c2m_table_content(f_content)
-    f_crc = c.get('crc')
-    f_padding = c.get('padding')
     return TablePage(f_kind, f_epoch, f_content)
 
 def _m2c_table_page(v):
@@ -3708,14 +7212,12 @@ def _c2m_header_page(c):
         f_header = _c2m_header_fields(f_header)
     f_kind = c.get('kind')
     if f_kind is not None:
-        f_kind = _enum_value(PageKind, f_kind, True)
+        _t = _PAGEKIND_BY_VALUE.get(f_kind)
+        f_kind = f_kind if _t is None else _t
     f_epoch = c.get('epoch')
-    f_content_size = c.get('content_size')
     f_content = c.get('content')
     if f_content is not None:
         f_content = _c2m_table_content(f_content)
-    f_crc = c.get('crc')
-    f_padding = c.get('padding')
     return HeaderPage(f_header, f_kind, f_epoch, f_content)
 
 def _m2c_header_page(v):
@@ -3749,7 +7251,6 @@ def _m2c_journal_resize(v):
 def _c2m_journal_write(c):
     f_id = c.get('id')
     f_offset = c.get('offset')
-    f_length = c.get('length')
     f_data = c.get('data')
     if f_data is not None:
         f_data = bytes(f_data)
@@ -3766,7 +7267,6 @@ def _c2m_journal_splice(c):
     f_id = c.get('id')
     f_offset = c.get('offset')
     f_old_len = c.get('old_len')
-    f_length = c.get('length')
     f_data = c.get('data')
     if f_data is not None:
         f_data = bytes(f_data)
@@ -3800,7 +7300,8 @@ def _m2c_journal_copy(v):
 def _c2m_journal_record(c):
     f_tag = c.get('tag')
     if f_tag is not None:
-        f_tag = _enum_value(JournalTag, f_tag, False)
+        _t = _JOURNALTAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
     f_body = c.get('body')
     if f_body is not None:
         f_body = (_c2m_journal_free(f_body) if f_tag == 1 else (_c2m_journal_resize(f_body) if f_tag == 2 else (_c2m_journal_write(f_body) if f_tag == 3 else (_c2m_journal_splice(f_body) if f_tag == 4 else (_c2m_journal_copy(f_body) if f_tag == 5 else (_c2m_journal_copy(f_body) if f_tag == 6 else None))))))
@@ -3824,7 +7325,6 @@ def _m2c_journal_records(v):
     }
 
 def _c2m_journal_transaction(c):
-    f_length = c.get('length')
     f_records = c.get('records')
     if f_records is not None:
         f_records = bytes(f_records)

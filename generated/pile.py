@@ -1092,6 +1092,478 @@ def _d_pile_record(mv, pos, end):
     _obj.record = f_record
     return _obj, pos
 
+def _u_pile_record(mv, pos, end):
+    f_marker, = _S0.unpack_from(mv, pos)
+    pos += 16
+    if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
+        if pos > end:
+            raise IndexError
+        f_record, pos = _u_frame_rest(mv, pos, end)
+    elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
+        if pos > end:
+            raise IndexError
+        f_record, pos = _u_envelope36_rest(mv, pos, end)
+    elif f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
+        _v1_blob__f_timestamp, _v1_blob__f_length, _v1_blob__f_hash = _S71.unpack_from(mv, pos)
+        pos += 48
+        _v1_blob___v1_blob_data__start = pos
+        _v1_blob___v1_blob_data___n = _v1_blob__f_length
+        if _v1_blob___v1_blob_data___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob___v1_blob_data___n)
+        _v1_blob___v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
+        pos += _v1_blob___v1_blob_data___n
+        _v1_blob___v1_blob_data___n = -(pos - _v1_blob___v1_blob_data__start) % 64
+        pos += _v1_blob___v1_blob_data___n
+        _v1_blob___v1_blob_data___obj = _new(V1BlobData)
+        _v1_blob___v1_blob_data___obj.payload = _v1_blob___v1_blob_data__f_payload
+        _v1_blob___obj = _new(V1Blob)
+        _v1_blob___obj.timestamp = _v1_blob__f_timestamp
+        _v1_blob___obj.length = _v1_blob__f_length
+        _v1_blob___obj.hash = _v1_blob__f_hash
+        _v1_blob___obj.data = _v1_blob___v1_blob_data___obj
+        f_record = _v1_blob___obj
+    elif f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
+        _v1_branch__f_branch, _v1_branch__f_head = _S73.unpack_from(mv, pos)
+        _v1_branch___r73 = pos
+        pos += 48
+        if not max(_v1_branch__f_branch) > 0:
+            raise ConstraintError('nil branch id', offset=_v1_branch___r73, path='branch', expected='max(branch) > 0', found=_v1_branch__f_branch)
+        _v1_branch___obj = _new(V1Branch)
+        _v1_branch___obj.branch = _v1_branch__f_branch
+        _v1_branch___obj.head = _v1_branch__f_head
+        f_record = _v1_branch___obj
+    elif f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
+        _v1_tombstone__f_branch, _v1_tombstone__f_unchecked = _S73.unpack_from(mv, pos)
+        _v1_tombstone___r73 = pos
+        pos += 48
+        if not max(_v1_tombstone__f_branch) > 0:
+            raise ConstraintError('nil branch id', offset=_v1_tombstone___r73, path='branch', expected='max(branch) > 0', found=_v1_tombstone__f_branch)
+        _v1_tombstone___obj = _new(V1Tombstone)
+        _v1_tombstone___obj.branch = _v1_tombstone__f_branch
+        _v1_tombstone___obj.unchecked = _v1_tombstone__f_unchecked
+        f_record = _v1_tombstone___obj
+    elif f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+        _v3_blob__f_timestamp, _v3_blob__f_length, _v3_blob__f_hash, _v3_blob__f_unchecked = _S76.unpack_from(mv, pos)
+        pos += 240
+        _v3_blob___blob_data__start = pos
+        _v3_blob___blob_data___n = _v3_blob__f_length
+        if _v3_blob___blob_data___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v3_blob___blob_data___n)
+        _v3_blob___blob_data__f_payload = bytes(mv[pos:pos + _v3_blob___blob_data___n])
+        pos += _v3_blob___blob_data___n
+        _v3_blob___blob_data___n = -(pos - _v3_blob___blob_data__start) % 256
+        pos += _v3_blob___blob_data___n
+        _v3_blob___blob_data___obj = _new(BlobData)
+        _v3_blob___blob_data___obj.payload = _v3_blob___blob_data__f_payload
+        _v3_blob___obj = _new(V3Blob)
+        _v3_blob___obj.timestamp = _v3_blob__f_timestamp
+        _v3_blob___obj.length = _v3_blob__f_length
+        _v3_blob___obj.hash = _v3_blob__f_hash
+        _v3_blob___obj.unchecked = _v3_blob__f_unchecked
+        _v3_blob___obj.data = _v3_blob___blob_data___obj
+        f_record = _v3_blob___obj
+    elif f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
+        _v3_branch__f_branch, _v3_branch__f_head, _v3_branch__f_unchecked = _S78.unpack_from(mv, pos)
+        _v3_branch___r78 = pos
+        pos += 240
+        if not max(_v3_branch__f_branch) > 0:
+            raise ConstraintError('nil branch id', offset=_v3_branch___r78, path='branch', expected='max(branch) > 0', found=_v3_branch__f_branch)
+        _v3_branch___obj = _new(V3Branch)
+        _v3_branch___obj.branch = _v3_branch__f_branch
+        _v3_branch___obj.head = _v3_branch__f_head
+        _v3_branch___obj.unchecked = _v3_branch__f_unchecked
+        f_record = _v3_branch___obj
+    elif f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
+        _v3_tombstone__f_branch, _v3_tombstone__f_unchecked = _S80.unpack_from(mv, pos)
+        _v3_tombstone___r80 = pos
+        pos += 240
+        if not max(_v3_tombstone__f_branch) > 0:
+            raise ConstraintError('nil branch id', offset=_v3_tombstone___r80, path='branch', expected='max(branch) > 0', found=_v3_tombstone__f_branch)
+        _v3_tombstone___obj = _new(V3Tombstone)
+        _v3_tombstone___obj.branch = _v3_tombstone__f_branch
+        _v3_tombstone___obj.unchecked = _v3_tombstone__f_unchecked
+        f_record = _v3_tombstone___obj
+    elif f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
+        _v3_blob_want__f_blob, _v3_blob_want__f_unchecked = _S82.unpack_from(mv, pos)
+        pos += 240
+        _v3_blob_want___obj = _new(V3BlobWant)
+        _v3_blob_want___obj.blob = _v3_blob_want__f_blob
+        _v3_blob_want___obj.unchecked = _v3_blob_want__f_unchecked
+        f_record = _v3_blob_want___obj
+    elif f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
+        _v3_blob_want__f_blob, _v3_blob_want__f_unchecked = _S82.unpack_from(mv, pos)
+        pos += 240
+        _v3_blob_want___obj = _new(V3BlobWant)
+        _v3_blob_want___obj.blob = _v3_blob_want__f_blob
+        _v3_blob_want___obj.unchecked = _v3_blob_want__f_unchecked
+        f_record = _v3_blob_want___obj
+    elif f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
+        _v3_local_cell__f_cell, _v3_local_cell__f_rest = _S80.unpack_from(mv, pos)
+        pos += 240
+        _v3_local_cell___obj = _new(V3LocalCell)
+        _v3_local_cell___obj.cell = _v3_local_cell__f_cell
+        _v3_local_cell___obj.rest = _v3_local_cell__f_rest
+        f_record = _v3_local_cell___obj
+    elif f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
+        _v3_local_cell__f_cell, _v3_local_cell__f_rest = _S80.unpack_from(mv, pos)
+        pos += 240
+        _v3_local_cell___obj = _new(V3LocalCell)
+        _v3_local_cell___obj.cell = _v3_local_cell__f_cell
+        _v3_local_cell___obj.rest = _v3_local_cell__f_rest
+        f_record = _v3_local_cell___obj
+    elif f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
+        _v3_collection_definition__f_scope, _v3_collection_definition__f_representation, _v3_collection_definition__f_recipe, _v3_collection_definition__f_reserved = _S85.unpack_from(mv, pos)
+        _v3_collection_definition___r85 = pos
+        pos += 240
+        if not max(_v3_collection_definition__f_scope) > 0:
+            raise ConstraintError('nil id', offset=_v3_collection_definition___r85, path='scope', expected='max(scope) > 0', found=_v3_collection_definition__f_scope)
+        if not max(_v3_collection_definition__f_representation) > 0:
+            raise ConstraintError('nil id', offset=_v3_collection_definition___r85 + 16, path='representation', expected='max(representation) > 0', found=_v3_collection_definition__f_representation)
+        if not max(_v3_collection_definition__f_recipe) > 0:
+            raise ConstraintError('nil id', offset=_v3_collection_definition___r85 + 32, path='recipe', expected='max(recipe) > 0', found=_v3_collection_definition__f_recipe)
+        if _v3_collection_definition__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_v3_collection_definition___r85 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_collection_definition__f_reserved)
+        _v3_collection_definition___obj = _new(V3CollectionDefinition)
+        _v3_collection_definition___obj.scope = _v3_collection_definition__f_scope
+        _v3_collection_definition___obj.representation = _v3_collection_definition__f_representation
+        _v3_collection_definition___obj.recipe = _v3_collection_definition__f_recipe
+        f_record = _v3_collection_definition___obj
+    elif f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
+        _v3_commit__f_definition, _v3_commit__f_data, _v3_commit__f_metadata, _v3_commit__f_author, _v3_commit__f_sig_r, _v3_commit__f_sig_s, _v3_commit__f_reserved = _S87.unpack_from(mv, pos)
+        _v3_commit___r87 = pos
+        pos += 240
+        if _v3_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_v3_commit___r87 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_commit__f_reserved)
+        _v3_commit___obj = _new(V3Commit)
+        _v3_commit___obj.definition = _v3_commit__f_definition
+        _v3_commit___obj.data = _v3_commit__f_data
+        _v3_commit___obj.metadata = _v3_commit__f_metadata
+        _v3_commit___obj.author = _v3_commit__f_author
+        _v3_commit___obj.sig_r = _v3_commit__f_sig_r
+        _v3_commit___obj.sig_s = _v3_commit__f_sig_s
+        f_record = _v3_commit___obj
+    elif f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
+        _v3_merge__f_definition, _v3_merge__f_low, _v3_merge__f_high, _v3_merge__f_result, _v3_merge__f_reserved = _S89.unpack_from(mv, pos)
+        _v3_merge___r89 = pos
+        pos += 240
+        if not _v3_merge__f_high >= _v3_merge__f_low:
+            raise ConstraintError('merge high < low', offset=_v3_merge___r89 + 48, path='high', expected='high >= low', found=_v3_merge__f_high)
+        if _v3_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_v3_merge___r89 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_merge__f_reserved)
+        _v3_merge___obj = _new(V3Merge)
+        _v3_merge___obj.definition = _v3_merge__f_definition
+        _v3_merge___obj.low = _v3_merge__f_low
+        _v3_merge___obj.high = _v3_merge__f_high
+        _v3_merge___obj.result = _v3_merge__f_result
+        f_record = _v3_merge___obj
+    elif f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
+        _v3_derive__f_source, _v3_derive__f_target, _v3_derive__f_input, _v3_derive__f_output, _v3_derive__f_reserved = _S91.unpack_from(mv, pos)
+        _v3_derive___r91 = pos
+        pos += 240
+        if _v3_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_v3_derive___r91 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_derive__f_reserved)
+        _v3_derive___obj = _new(V3Derive)
+        _v3_derive___obj.source = _v3_derive__f_source
+        _v3_derive___obj.target = _v3_derive__f_target
+        _v3_derive___obj.input = _v3_derive__f_input
+        _v3_derive___obj.output = _v3_derive__f_output
+        f_record = _v3_derive___obj
+    elif f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
+        _v4_commit__f_collection, _v4_commit__f_data, _v4_commit__f_metadata, _v4_commit__f_author, _v4_commit__f_sig_r, _v4_commit__f_sig_s, _v4_commit__f_reserved = _S93.unpack_from(mv, pos)
+        _v4_commit___r93 = pos
+        pos += 240
+        if _v4_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_v4_commit___r93 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_commit__f_reserved)
+        _v4_commit___obj = _new(V4Commit)
+        _v4_commit___obj.collection = _v4_commit__f_collection
+        _v4_commit___obj.data = _v4_commit__f_data
+        _v4_commit___obj.metadata = _v4_commit__f_metadata
+        _v4_commit___obj.author = _v4_commit__f_author
+        _v4_commit___obj.sig_r = _v4_commit__f_sig_r
+        _v4_commit___obj.sig_s = _v4_commit__f_sig_s
+        f_record = _v4_commit___obj
+    elif f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
+        _v4_merge__f_collection, _v4_merge__f_low, _v4_merge__f_high, _v4_merge__f_result, _v4_merge__f_reserved = _S95.unpack_from(mv, pos)
+        _v4_merge___r95 = pos
+        pos += 240
+        if not _v4_merge__f_high >= _v4_merge__f_low:
+            raise ConstraintError('merge high < low', offset=_v4_merge___r95 + 64, path='high', expected='high >= low', found=_v4_merge__f_high)
+        if _v4_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_v4_merge___r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_merge__f_reserved)
+        _v4_merge___obj = _new(V4Merge)
+        _v4_merge___obj.collection = _v4_merge__f_collection
+        _v4_merge___obj.low = _v4_merge__f_low
+        _v4_merge___obj.high = _v4_merge__f_high
+        _v4_merge___obj.result = _v4_merge__f_result
+        f_record = _v4_merge___obj
+    elif f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
+        _v4_derive__f_source, _v4_derive__f_target, _v4_derive__f_input, _v4_derive__f_output, _v4_derive__f_reserved = _S95.unpack_from(mv, pos)
+        _v4_derive___r95 = pos
+        pos += 240
+        if _v4_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_v4_derive___r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_derive__f_reserved)
+        _v4_derive___obj = _new(V4Derive)
+        _v4_derive___obj.source = _v4_derive__f_source
+        _v4_derive___obj.target = _v4_derive__f_target
+        _v4_derive___obj.input = _v4_derive__f_input
+        _v4_derive___obj.output = _v4_derive__f_output
+        f_record = _v4_derive___obj
+    else:
+        raise ConstraintError('no case for tag', offset=pos, path='record', expected=[b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05', b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13', b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96', b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04', b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40', b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z', b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7', b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO', b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^', b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r', b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t', b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q', b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1', b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw', b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9', b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80', b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f', b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'", b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9'], found=f_marker)
+    _obj = _new(PileRecord)
+    _obj.marker = f_marker
+    _obj.record = f_record
+    return (_obj, pos)
+
+def _m_pile_record(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S0_unpack_from = _S0.unpack_from
+    _S71_unpack_from = _S71.unpack_from
+    _S73_unpack_from = _S73.unpack_from
+    _S76_unpack_from = _S76.unpack_from
+    _S78_unpack_from = _S78.unpack_from
+    _S80_unpack_from = _S80.unpack_from
+    _S82_unpack_from = _S82.unpack_from
+    _S85_unpack_from = _S85.unpack_from
+    _S87_unpack_from = _S87.unpack_from
+    _S89_unpack_from = _S89.unpack_from
+    _S91_unpack_from = _S91.unpack_from
+    _S93_unpack_from = _S93.unpack_from
+    _S95_unpack_from = _S95.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_marker, = _S0_unpack_from(mv, pos)
+            pos += 16
+            if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
+                if pos > end:
+                    raise IndexError
+                f_record, pos = _u_frame_rest(mv, pos, end)
+            elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
+                if pos > end:
+                    raise IndexError
+                f_record, pos = _u_envelope36_rest(mv, pos, end)
+            elif f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
+                _v1_blob__f_timestamp, _v1_blob__f_length, _v1_blob__f_hash = _S71_unpack_from(mv, pos)
+                pos += 48
+                _v1_blob___v1_blob_data__start = pos
+                _v1_blob___v1_blob_data___n = _v1_blob__f_length
+                if _v1_blob___v1_blob_data___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob___v1_blob_data___n)
+                _v1_blob___v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
+                pos += _v1_blob___v1_blob_data___n
+                _v1_blob___v1_blob_data___n = -(pos - _v1_blob___v1_blob_data__start) % 64
+                pos += _v1_blob___v1_blob_data___n
+                _v1_blob___v1_blob_data___obj = _new(V1BlobData)
+                _v1_blob___v1_blob_data___obj.payload = _v1_blob___v1_blob_data__f_payload
+                _v1_blob___obj = _new(V1Blob)
+                _v1_blob___obj.timestamp = _v1_blob__f_timestamp
+                _v1_blob___obj.length = _v1_blob__f_length
+                _v1_blob___obj.hash = _v1_blob__f_hash
+                _v1_blob___obj.data = _v1_blob___v1_blob_data___obj
+                f_record = _v1_blob___obj
+            elif f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
+                _v1_branch__f_branch, _v1_branch__f_head = _S73_unpack_from(mv, pos)
+                _v1_branch___r73 = pos
+                pos += 48
+                if not max(_v1_branch__f_branch) > 0:
+                    raise ConstraintError('nil branch id', offset=_v1_branch___r73, path='branch', expected='max(branch) > 0', found=_v1_branch__f_branch)
+                _v1_branch___obj = _new(V1Branch)
+                _v1_branch___obj.branch = _v1_branch__f_branch
+                _v1_branch___obj.head = _v1_branch__f_head
+                f_record = _v1_branch___obj
+            elif f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
+                _v1_tombstone__f_branch, _v1_tombstone__f_unchecked = _S73_unpack_from(mv, pos)
+                _v1_tombstone___r73 = pos
+                pos += 48
+                if not max(_v1_tombstone__f_branch) > 0:
+                    raise ConstraintError('nil branch id', offset=_v1_tombstone___r73, path='branch', expected='max(branch) > 0', found=_v1_tombstone__f_branch)
+                _v1_tombstone___obj = _new(V1Tombstone)
+                _v1_tombstone___obj.branch = _v1_tombstone__f_branch
+                _v1_tombstone___obj.unchecked = _v1_tombstone__f_unchecked
+                f_record = _v1_tombstone___obj
+            elif f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+                _v3_blob__f_timestamp, _v3_blob__f_length, _v3_blob__f_hash, _v3_blob__f_unchecked = _S76_unpack_from(mv, pos)
+                pos += 240
+                _v3_blob___blob_data__start = pos
+                _v3_blob___blob_data___n = _v3_blob__f_length
+                if _v3_blob___blob_data___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v3_blob___blob_data___n)
+                _v3_blob___blob_data__f_payload = bytes(mv[pos:pos + _v3_blob___blob_data___n])
+                pos += _v3_blob___blob_data___n
+                _v3_blob___blob_data___n = -(pos - _v3_blob___blob_data__start) % 256
+                pos += _v3_blob___blob_data___n
+                _v3_blob___blob_data___obj = _new(BlobData)
+                _v3_blob___blob_data___obj.payload = _v3_blob___blob_data__f_payload
+                _v3_blob___obj = _new(V3Blob)
+                _v3_blob___obj.timestamp = _v3_blob__f_timestamp
+                _v3_blob___obj.length = _v3_blob__f_length
+                _v3_blob___obj.hash = _v3_blob__f_hash
+                _v3_blob___obj.unchecked = _v3_blob__f_unchecked
+                _v3_blob___obj.data = _v3_blob___blob_data___obj
+                f_record = _v3_blob___obj
+            elif f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
+                _v3_branch__f_branch, _v3_branch__f_head, _v3_branch__f_unchecked = _S78_unpack_from(mv, pos)
+                _v3_branch___r78 = pos
+                pos += 240
+                if not max(_v3_branch__f_branch) > 0:
+                    raise ConstraintError('nil branch id', offset=_v3_branch___r78, path='branch', expected='max(branch) > 0', found=_v3_branch__f_branch)
+                _v3_branch___obj = _new(V3Branch)
+                _v3_branch___obj.branch = _v3_branch__f_branch
+                _v3_branch___obj.head = _v3_branch__f_head
+                _v3_branch___obj.unchecked = _v3_branch__f_unchecked
+                f_record = _v3_branch___obj
+            elif f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
+                _v3_tombstone__f_branch, _v3_tombstone__f_unchecked = _S80_unpack_from(mv, pos)
+                _v3_tombstone___r80 = pos
+                pos += 240
+                if not max(_v3_tombstone__f_branch) > 0:
+                    raise ConstraintError('nil branch id', offset=_v3_tombstone___r80, path='branch', expected='max(branch) > 0', found=_v3_tombstone__f_branch)
+                _v3_tombstone___obj = _new(V3Tombstone)
+                _v3_tombstone___obj.branch = _v3_tombstone__f_branch
+                _v3_tombstone___obj.unchecked = _v3_tombstone__f_unchecked
+                f_record = _v3_tombstone___obj
+            elif f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
+                _v3_blob_want__f_blob, _v3_blob_want__f_unchecked = _S82_unpack_from(mv, pos)
+                pos += 240
+                _v3_blob_want___obj = _new(V3BlobWant)
+                _v3_blob_want___obj.blob = _v3_blob_want__f_blob
+                _v3_blob_want___obj.unchecked = _v3_blob_want__f_unchecked
+                f_record = _v3_blob_want___obj
+            elif f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
+                _v3_blob_want__f_blob, _v3_blob_want__f_unchecked = _S82_unpack_from(mv, pos)
+                pos += 240
+                _v3_blob_want___obj = _new(V3BlobWant)
+                _v3_blob_want___obj.blob = _v3_blob_want__f_blob
+                _v3_blob_want___obj.unchecked = _v3_blob_want__f_unchecked
+                f_record = _v3_blob_want___obj
+            elif f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
+                _v3_local_cell__f_cell, _v3_local_cell__f_rest = _S80_unpack_from(mv, pos)
+                pos += 240
+                _v3_local_cell___obj = _new(V3LocalCell)
+                _v3_local_cell___obj.cell = _v3_local_cell__f_cell
+                _v3_local_cell___obj.rest = _v3_local_cell__f_rest
+                f_record = _v3_local_cell___obj
+            elif f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
+                _v3_local_cell__f_cell, _v3_local_cell__f_rest = _S80_unpack_from(mv, pos)
+                pos += 240
+                _v3_local_cell___obj = _new(V3LocalCell)
+                _v3_local_cell___obj.cell = _v3_local_cell__f_cell
+                _v3_local_cell___obj.rest = _v3_local_cell__f_rest
+                f_record = _v3_local_cell___obj
+            elif f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
+                _v3_collection_definition__f_scope, _v3_collection_definition__f_representation, _v3_collection_definition__f_recipe, _v3_collection_definition__f_reserved = _S85_unpack_from(mv, pos)
+                _v3_collection_definition___r85 = pos
+                pos += 240
+                if not max(_v3_collection_definition__f_scope) > 0:
+                    raise ConstraintError('nil id', offset=_v3_collection_definition___r85, path='scope', expected='max(scope) > 0', found=_v3_collection_definition__f_scope)
+                if not max(_v3_collection_definition__f_representation) > 0:
+                    raise ConstraintError('nil id', offset=_v3_collection_definition___r85 + 16, path='representation', expected='max(representation) > 0', found=_v3_collection_definition__f_representation)
+                if not max(_v3_collection_definition__f_recipe) > 0:
+                    raise ConstraintError('nil id', offset=_v3_collection_definition___r85 + 32, path='recipe', expected='max(recipe) > 0', found=_v3_collection_definition__f_recipe)
+                if _v3_collection_definition__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_v3_collection_definition___r85 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_collection_definition__f_reserved)
+                _v3_collection_definition___obj = _new(V3CollectionDefinition)
+                _v3_collection_definition___obj.scope = _v3_collection_definition__f_scope
+                _v3_collection_definition___obj.representation = _v3_collection_definition__f_representation
+                _v3_collection_definition___obj.recipe = _v3_collection_definition__f_recipe
+                f_record = _v3_collection_definition___obj
+            elif f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
+                _v3_commit__f_definition, _v3_commit__f_data, _v3_commit__f_metadata, _v3_commit__f_author, _v3_commit__f_sig_r, _v3_commit__f_sig_s, _v3_commit__f_reserved = _S87_unpack_from(mv, pos)
+                _v3_commit___r87 = pos
+                pos += 240
+                if _v3_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_v3_commit___r87 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_commit__f_reserved)
+                _v3_commit___obj = _new(V3Commit)
+                _v3_commit___obj.definition = _v3_commit__f_definition
+                _v3_commit___obj.data = _v3_commit__f_data
+                _v3_commit___obj.metadata = _v3_commit__f_metadata
+                _v3_commit___obj.author = _v3_commit__f_author
+                _v3_commit___obj.sig_r = _v3_commit__f_sig_r
+                _v3_commit___obj.sig_s = _v3_commit__f_sig_s
+                f_record = _v3_commit___obj
+            elif f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
+                _v3_merge__f_definition, _v3_merge__f_low, _v3_merge__f_high, _v3_merge__f_result, _v3_merge__f_reserved = _S89_unpack_from(mv, pos)
+                _v3_merge___r89 = pos
+                pos += 240
+                if not _v3_merge__f_high >= _v3_merge__f_low:
+                    raise ConstraintError('merge high < low', offset=_v3_merge___r89 + 48, path='high', expected='high >= low', found=_v3_merge__f_high)
+                if _v3_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_v3_merge___r89 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_merge__f_reserved)
+                _v3_merge___obj = _new(V3Merge)
+                _v3_merge___obj.definition = _v3_merge__f_definition
+                _v3_merge___obj.low = _v3_merge__f_low
+                _v3_merge___obj.high = _v3_merge__f_high
+                _v3_merge___obj.result = _v3_merge__f_result
+                f_record = _v3_merge___obj
+            elif f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
+                _v3_derive__f_source, _v3_derive__f_target, _v3_derive__f_input, _v3_derive__f_output, _v3_derive__f_reserved = _S91_unpack_from(mv, pos)
+                _v3_derive___r91 = pos
+                pos += 240
+                if _v3_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_v3_derive___r91 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v3_derive__f_reserved)
+                _v3_derive___obj = _new(V3Derive)
+                _v3_derive___obj.source = _v3_derive__f_source
+                _v3_derive___obj.target = _v3_derive__f_target
+                _v3_derive___obj.input = _v3_derive__f_input
+                _v3_derive___obj.output = _v3_derive__f_output
+                f_record = _v3_derive___obj
+            elif f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
+                _v4_commit__f_collection, _v4_commit__f_data, _v4_commit__f_metadata, _v4_commit__f_author, _v4_commit__f_sig_r, _v4_commit__f_sig_s, _v4_commit__f_reserved = _S93_unpack_from(mv, pos)
+                _v4_commit___r93 = pos
+                pos += 240
+                if _v4_commit__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_v4_commit___r93 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_commit__f_reserved)
+                _v4_commit___obj = _new(V4Commit)
+                _v4_commit___obj.collection = _v4_commit__f_collection
+                _v4_commit___obj.data = _v4_commit__f_data
+                _v4_commit___obj.metadata = _v4_commit__f_metadata
+                _v4_commit___obj.author = _v4_commit__f_author
+                _v4_commit___obj.sig_r = _v4_commit__f_sig_r
+                _v4_commit___obj.sig_s = _v4_commit__f_sig_s
+                f_record = _v4_commit___obj
+            elif f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
+                _v4_merge__f_collection, _v4_merge__f_low, _v4_merge__f_high, _v4_merge__f_result, _v4_merge__f_reserved = _S95_unpack_from(mv, pos)
+                _v4_merge___r95 = pos
+                pos += 240
+                if not _v4_merge__f_high >= _v4_merge__f_low:
+                    raise ConstraintError('merge high < low', offset=_v4_merge___r95 + 64, path='high', expected='high >= low', found=_v4_merge__f_high)
+                if _v4_merge__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_v4_merge___r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_merge__f_reserved)
+                _v4_merge___obj = _new(V4Merge)
+                _v4_merge___obj.collection = _v4_merge__f_collection
+                _v4_merge___obj.low = _v4_merge__f_low
+                _v4_merge___obj.high = _v4_merge__f_high
+                _v4_merge___obj.result = _v4_merge__f_result
+                f_record = _v4_merge___obj
+            elif f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
+                _v4_derive__f_source, _v4_derive__f_target, _v4_derive__f_input, _v4_derive__f_output, _v4_derive__f_reserved = _S95_unpack_from(mv, pos)
+                _v4_derive___r95 = pos
+                pos += 240
+                if _v4_derive__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_v4_derive___r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_v4_derive__f_reserved)
+                _v4_derive___obj = _new(V4Derive)
+                _v4_derive___obj.source = _v4_derive__f_source
+                _v4_derive___obj.target = _v4_derive__f_target
+                _v4_derive___obj.input = _v4_derive__f_input
+                _v4_derive___obj.output = _v4_derive__f_output
+                f_record = _v4_derive___obj
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='record', expected=[b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05', b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13', b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96', b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04', b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40', b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z', b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7', b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO', b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^', b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r', b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t', b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q', b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1', b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw', b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9', b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80', b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f', b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'", b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9'], found=f_marker)
+            _obj = _new(PileRecord)
+            _obj.marker = f_marker
+            _obj.record = f_record
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_pile_record, 'pile_record', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_pile_record, 'pile_record', mv, _rs, end, (), _out)
+    return _out
+
 def _e_pile_record(out, v):
     out += _S0.pack(v.marker)
     _tag = v.marker
@@ -1344,6 +1816,308 @@ def _e_pile_record(out, v):
         out += _S95.pack(_v4_derive__v.source, _v4_derive__v.target, _v4_derive__v.input, _v4_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='record')
+
+def _em_pile_record(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    _S10_pack = _S10.pack
+    _S12_pack = _S12.pack
+    _S14_pack = _S14.pack
+    _S17_pack = _S17.pack
+    _S19_pack = _S19.pack
+    _S2_pack = _S2.pack
+    _S21_pack = _S21.pack
+    _S23_pack = _S23.pack
+    _S25_pack = _S25.pack
+    _S27_pack = _S27.pack
+    _S29_pack = _S29.pack
+    _S31_pack = _S31.pack
+    _S33_pack = _S33.pack
+    _S35_pack = _S35.pack
+    _S37_pack = _S37.pack
+    _S4_pack = _S4.pack
+    _S40_pack = _S40.pack
+    _S42_pack = _S42.pack
+    _S44_pack = _S44.pack
+    _S46_pack = _S46.pack
+    _S48_pack = _S48.pack
+    _S50_pack = _S50.pack
+    _S52_pack = _S52.pack
+    _S54_pack = _S54.pack
+    _S56_pack = _S56.pack
+    _S58_pack = _S58.pack
+    _S6_pack = _S6.pack
+    _S60_pack = _S60.pack
+    _S62_pack = _S62.pack
+    _S64_pack = _S64.pack
+    _S66_pack = _S66.pack
+    _S69_pack = _S69.pack
+    _S71_pack = _S71.pack
+    _S73_pack = _S73.pack
+    _S76_pack = _S76.pack
+    _S78_pack = _S78.pack
+    _S8_pack = _S8.pack
+    _S80_pack = _S80.pack
+    _S82_pack = _S82.pack
+    _S85_pack = _S85.pack
+    _S87_pack = _S87.pack
+    _S89_pack = _S89.pack
+    _S91_pack = _S91.pack
+    _S93_pack = _S93.pack
+    _S95_pack = _S95.pack
+    for v in values:
+        out += _S0_pack(v.marker)
+        _tag = v.marker
+        if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
+            _frame_rest__v = v.record
+            out += _S2_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind)
+            _frame_rest___tag = _frame_rest__v.kind
+            if _frame_rest___tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                _frame_rest___blob_body__v = _frame_rest__v.body
+                _frame_rest___blob_body__p_span = _frame_rest__v.span
+                _frame_rest___blob_body___blob_head__v = _frame_rest___blob_body__v.head
+                out += _S4_pack(_frame_rest___blob_body___blob_head__v.timestamp, _frame_rest___blob_body___blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___blob_body___blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _frame_rest___blob_body___blob_data__v = _frame_rest___blob_body__v.data
+                _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body__v.head.length
+                _frame_rest___blob_body___blob_data__start = len(out)
+                _frame_rest___blob_body___blob_data___b = _frame_rest___blob_body___blob_data__v.payload
+                if len(_frame_rest___blob_body___blob_data___b) != _frame_rest___blob_body___blob_data__p_length:
+                    raise EncodeError('wrong length ' + str(len(_frame_rest___blob_body___blob_data___b)), path='payload')
+                out += _frame_rest___blob_body___blob_data___b
+                out += bytes(-(len(out) - _frame_rest___blob_body___blob_data__start) % 256)
+            elif _frame_rest___tag == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
+                _frame_rest___pin_head_body__v = _frame_rest__v.body
+                _frame_rest___pin_head_body__p_span = _frame_rest__v.span
+                out += _S6_pack(_frame_rest___pin_head_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___pin_head_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
+                _frame_rest___pin_tombstone_body__v = _frame_rest__v.body
+                _frame_rest___pin_tombstone_body__p_span = _frame_rest__v.span
+                out += _S8_pack(_frame_rest___pin_tombstone_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
+                _frame_rest___want_v3_body__v = _frame_rest__v.body
+                _frame_rest___want_v3_body__p_span = _frame_rest__v.span
+                out += _S10_pack(_frame_rest___want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _frame_rest___want_v3_body___tag = _frame_rest___want_v3_body__v.tag
+                if _frame_rest___want_v3_body___tag == 1:
+                    _frame_rest___want_v3_body___want_blob__v = _frame_rest___want_v3_body__v.request
+                    out += _S12_pack(_frame_rest___want_v3_body___want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                elif _frame_rest___want_v3_body___tag == 2:
+                    _frame_rest___want_v3_body___want_merge__v = _frame_rest___want_v3_body__v.request
+                    out += _S14_pack(_frame_rest___want_v3_body___want_merge__v.collection, _frame_rest___want_v3_body___want_merge__v.low, _frame_rest___want_v3_body___want_merge__v.high)
+                elif _frame_rest___want_v3_body___tag == 4:
+                    _frame_rest___want_v3_body___want_derive__v = _frame_rest___want_v3_body__v.request
+                    out += _S14_pack(_frame_rest___want_v3_body___want_derive__v.target, _frame_rest___want_v3_body___want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                else:
+                    raise EncodeError('no case for tag ' + repr(_frame_rest___want_v3_body___tag), path='request')
+                out += _S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
+                _frame_rest___commit_body__v = _frame_rest__v.body
+                _frame_rest___commit_body__p_span = _frame_rest__v.span
+                out += _S19_pack(_frame_rest___commit_body__v.collection, _frame_rest___commit_body__v.data, _frame_rest___commit_body__v.metadata, _frame_rest___commit_body__v.author, _frame_rest___commit_body__v.sig_r, _frame_rest___commit_body__v.sig_s)
+            elif _frame_rest___tag == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
+                _frame_rest___merge_v6_body__v = _frame_rest__v.body
+                _frame_rest___merge_v6_body__p_span = _frame_rest__v.span
+                out += _S21_pack(_frame_rest___merge_v6_body__v.collection, _frame_rest___merge_v6_body__v.low, _frame_rest___merge_v6_body__v.high, _frame_rest___merge_v6_body__v.result, _frame_rest___merge_v6_body__v.low_witness, _frame_rest___merge_v6_body__v.high_witness, _frame_rest___merge_v6_body__v.author, _frame_rest___merge_v6_body__v.sig_r, _frame_rest___merge_v6_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
+                _frame_rest___derive_v7_body__v = _frame_rest__v.body
+                _frame_rest___derive_v7_body__p_span = _frame_rest__v.span
+                out += _S23_pack(_frame_rest___derive_v7_body__v.target, _frame_rest___derive_v7_body__v.input, _frame_rest___derive_v7_body__v.output, _frame_rest___derive_v7_body__v.input_witness, _frame_rest___derive_v7_body__v.author, _frame_rest___derive_v7_body__v.sig_r, _frame_rest___derive_v7_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
+                _frame_rest___proof_v5_body__v = _frame_rest__v.body
+                _frame_rest___proof_v5_body__p_span = _frame_rest__v.span
+                out += _S25_pack(_frame_rest___proof_v5_body__v.resource, _frame_rest___proof_v5_body__v.root)
+                for _frame_rest___proof_v5_body___x in _frame_rest___proof_v5_body__v.edges:
+                    out += _S27_pack(_frame_rest___proof_v5_body___x.capability, _frame_rest___proof_v5_body___x.delegate, _frame_rest___proof_v5_body___x.signature)
+            elif _frame_rest___tag == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
+                _frame_rest___retired_blob_want_body__v = _frame_rest__v.body
+                _frame_rest___retired_blob_want_body__p_span = _frame_rest__v.span
+                out += _S29_pack(_frame_rest___retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
+                _frame_rest___retired_blob_want_body__v = _frame_rest__v.body
+                _frame_rest___retired_blob_want_body__p_span = _frame_rest__v.span
+                out += _S29_pack(_frame_rest___retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
+                _frame_rest___retired_typed_want_body__v = _frame_rest__v.body
+                _frame_rest___retired_typed_want_body__p_span = _frame_rest__v.span
+                out += _S31_pack(_frame_rest___retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___retired_typed_want_body__v.a, _frame_rest___retired_typed_want_body__v.b, _frame_rest___retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
+                _frame_rest___retired_typed_want_body__v = _frame_rest__v.body
+                _frame_rest___retired_typed_want_body__p_span = _frame_rest__v.span
+                out += _S31_pack(_frame_rest___retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___retired_typed_want_body__v.a, _frame_rest___retired_typed_want_body__v.b, _frame_rest___retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
+                _frame_rest___unsigned_merge_body__v = _frame_rest__v.body
+                _frame_rest___unsigned_merge_body__p_span = _frame_rest__v.span
+                out += _S33_pack(_frame_rest___unsigned_merge_body__v.collection, _frame_rest___unsigned_merge_body__v.low, _frame_rest___unsigned_merge_body__v.high, _frame_rest___unsigned_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
+                _frame_rest___unsigned_derive_body__v = _frame_rest__v.body
+                _frame_rest___unsigned_derive_body__p_span = _frame_rest__v.span
+                out += _S35_pack(_frame_rest___unsigned_derive_body__v.target, _frame_rest___unsigned_derive_body__v.input, _frame_rest___unsigned_derive_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
+                _frame_rest___peer_body__v = _frame_rest__v.body
+                _frame_rest___peer_body__p_span = _frame_rest__v.span
+                out += _S37_pack(_frame_rest___peer_body__v.team, _frame_rest___peer_body__v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
+                _frame_rest___store_scope_body__v = _frame_rest__v.body
+                _frame_rest___store_scope_body__p_span = _frame_rest__v.span
+                out += _S29_pack(_frame_rest___store_scope_body__v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _frame_rest___tag == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
+                _frame_rest___artifact_offer_body__v = _frame_rest__v.body
+                _frame_rest___artifact_offer_body__p_span = _frame_rest__v.span
+                out += _S40_pack(_frame_rest___artifact_offer_body__v.content)
+            elif _frame_rest___tag == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
+                _frame_rest___proof_v1_body__v = _frame_rest__v.body
+                _frame_rest___proof_v1_body__p_span = _frame_rest__v.span
+                out += _S42_pack(_frame_rest___proof_v1_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _frame_rest___proof_v1_body___proof_v1_data__v = _frame_rest___proof_v1_body__v.data
+                _frame_rest___proof_v1_body___proof_v1_data__p_body_len = _frame_rest___proof_v1_body__v.body_len
+                _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content__v = _frame_rest___proof_v1_body___proof_v1_data__v.body
+                out += _S44_pack(_frame_rest___proof_v1_body___proof_v1_data___proof_v1_content__v.root)
+                for _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content___x in _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content__v.edges:
+                    out += _S46_pack(_frame_rest___proof_v1_body___proof_v1_data___proof_v1_content___x.head, _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content___x.delegate)
+                _frame_rest___proof_v1_body___proof_v1_data___b = _frame_rest___proof_v1_body___proof_v1_data__v.tail
+                out += _frame_rest___proof_v1_body___proof_v1_data___b
+            elif _frame_rest___tag == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
+                _frame_rest___proof_v2_body__v = _frame_rest__v.body
+                _frame_rest___proof_v2_body__p_span = _frame_rest__v.span
+                out += _S42_pack(_frame_rest___proof_v2_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _frame_rest___proof_v2_body___proof_v2_data__v = _frame_rest___proof_v2_body__v.data
+                _frame_rest___proof_v2_body___proof_v2_data__p_body_len = _frame_rest___proof_v2_body__v.body_len
+                _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v = _frame_rest___proof_v2_body___proof_v2_data__v.body
+                out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v.resource, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v.root)
+                for _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x in _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v.edges:
+                    out += _S50_pack(_frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.action, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.flags, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.delegate, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.signature)
+                _frame_rest___proof_v2_body___proof_v2_data___b = _frame_rest___proof_v2_body___proof_v2_data__v.tail
+                out += _frame_rest___proof_v2_body___proof_v2_data___b
+            else:
+                out += _frame_rest__v.body
+        elif _tag == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
+            _envelope36_rest__v = v.record
+            out += _S52_pack(_envelope36_rest__v.kind, _envelope36_rest__v.span)
+            _envelope36_rest___tag = _envelope36_rest__v.kind
+            if _envelope36_rest___tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+                _envelope36_rest___env_blob_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_blob_body__p_span = _envelope36_rest__v.span
+                out += _S54_pack(_envelope36_rest___env_blob_body__v.timestamp, _envelope36_rest___env_blob_body__v.length, _envelope36_rest___env_blob_body__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _envelope36_rest___env_blob_body___blob_data__v = _envelope36_rest___env_blob_body__v.data
+                _envelope36_rest___env_blob_body___blob_data__p_length = _envelope36_rest___env_blob_body__v.length
+                _envelope36_rest___env_blob_body___blob_data__start = len(out)
+                _envelope36_rest___env_blob_body___blob_data___b = _envelope36_rest___env_blob_body___blob_data__v.payload
+                if len(_envelope36_rest___env_blob_body___blob_data___b) != _envelope36_rest___env_blob_body___blob_data__p_length:
+                    raise EncodeError('wrong length ' + str(len(_envelope36_rest___env_blob_body___blob_data___b)), path='payload')
+                out += _envelope36_rest___env_blob_body___blob_data___b
+                out += bytes(-(len(out) - _envelope36_rest___env_blob_body___blob_data__start) % 256)
+            elif _envelope36_rest___tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
+                _envelope36_rest___env_branch_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_branch_body__p_span = _envelope36_rest__v.span
+                out += _S56_pack(_envelope36_rest___env_branch_body__v.branch, _envelope36_rest___env_branch_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
+                _envelope36_rest___env_tombstone_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_tombstone_body__p_span = _envelope36_rest__v.span
+                out += _S58_pack(_envelope36_rest___env_tombstone_body__v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
+                _envelope36_rest___env_blob_want_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_blob_want_body__p_span = _envelope36_rest__v.span
+                out += _S60_pack(_envelope36_rest___env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
+                _envelope36_rest___env_blob_want_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_blob_want_body__p_span = _envelope36_rest__v.span
+                out += _S60_pack(_envelope36_rest___env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
+                _envelope36_rest___env_typed_want_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_typed_want_body__p_span = _envelope36_rest__v.span
+                out += _S62_pack(_envelope36_rest___env_typed_want_body__v.tag, _envelope36_rest___env_typed_want_body__v.a, _envelope36_rest___env_typed_want_body__v.b, _envelope36_rest___env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
+                _envelope36_rest___env_typed_want_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_typed_want_body__p_span = _envelope36_rest__v.span
+                out += _S62_pack(_envelope36_rest___env_typed_want_body__v.tag, _envelope36_rest___env_typed_want_body__v.a, _envelope36_rest___env_typed_want_body__v.b, _envelope36_rest___env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
+                _envelope36_rest___env_commit_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_commit_body__p_span = _envelope36_rest__v.span
+                out += _S64_pack(_envelope36_rest___env_commit_body__v.collection, _envelope36_rest___env_commit_body__v.data, _envelope36_rest___env_commit_body__v.metadata, _envelope36_rest___env_commit_body__v.author, _envelope36_rest___env_commit_body__v.sig_r, _envelope36_rest___env_commit_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
+                _envelope36_rest___env_merge_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_merge_body__p_span = _envelope36_rest__v.span
+                out += _S66_pack(_envelope36_rest___env_merge_body__v.collection, _envelope36_rest___env_merge_body__v.low, _envelope36_rest___env_merge_body__v.high, _envelope36_rest___env_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
+                _envelope36_rest___env_derive_v4_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_derive_v4_body__p_span = _envelope36_rest__v.span
+                out += _S66_pack(_envelope36_rest___env_derive_v4_body__v.source, _envelope36_rest___env_derive_v4_body__v.target, _envelope36_rest___env_derive_v4_body__v.input, _envelope36_rest___env_derive_v4_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _envelope36_rest___tag == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
+                _envelope36_rest___env_derive_v5_body__v = _envelope36_rest__v.body
+                _envelope36_rest___env_derive_v5_body__p_span = _envelope36_rest__v.span
+                out += _S69_pack(_envelope36_rest___env_derive_v5_body__v.target, _envelope36_rest___env_derive_v5_body__v.input, _envelope36_rest___env_derive_v5_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            else:
+                out += _envelope36_rest__v.body
+        elif _tag == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
+            _v1_blob__v = v.record
+            out += _S71_pack(_v1_blob__v.timestamp, _v1_blob__v.length, _v1_blob__v.hash)
+            _v1_blob___v1_blob_data__v = _v1_blob__v.data
+            _v1_blob___v1_blob_data__p_length = _v1_blob__v.length
+            _v1_blob___v1_blob_data__start = len(out)
+            _v1_blob___v1_blob_data___b = _v1_blob___v1_blob_data__v.payload
+            if len(_v1_blob___v1_blob_data___b) != _v1_blob___v1_blob_data__p_length:
+                raise EncodeError('wrong length ' + str(len(_v1_blob___v1_blob_data___b)), path='payload')
+            out += _v1_blob___v1_blob_data___b
+            out += bytes(-(len(out) - _v1_blob___v1_blob_data__start) % 64)
+        elif _tag == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
+            _v1_branch__v = v.record
+            out += _S73_pack(_v1_branch__v.branch, _v1_branch__v.head)
+        elif _tag == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
+            _v1_tombstone__v = v.record
+            out += _S73_pack(_v1_tombstone__v.branch, _v1_tombstone__v.unchecked)
+        elif _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+            _v3_blob__v = v.record
+            out += _S76_pack(_v3_blob__v.timestamp, _v3_blob__v.length, _v3_blob__v.hash, _v3_blob__v.unchecked)
+            _v3_blob___blob_data__v = _v3_blob__v.data
+            _v3_blob___blob_data__p_length = _v3_blob__v.length
+            _v3_blob___blob_data__start = len(out)
+            _v3_blob___blob_data___b = _v3_blob___blob_data__v.payload
+            if len(_v3_blob___blob_data___b) != _v3_blob___blob_data__p_length:
+                raise EncodeError('wrong length ' + str(len(_v3_blob___blob_data___b)), path='payload')
+            out += _v3_blob___blob_data___b
+            out += bytes(-(len(out) - _v3_blob___blob_data__start) % 256)
+        elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
+            _v3_branch__v = v.record
+            out += _S78_pack(_v3_branch__v.branch, _v3_branch__v.head, _v3_branch__v.unchecked)
+        elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
+            _v3_tombstone__v = v.record
+            out += _S80_pack(_v3_tombstone__v.branch, _v3_tombstone__v.unchecked)
+        elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
+            _v3_blob_want__v = v.record
+            out += _S82_pack(_v3_blob_want__v.blob, _v3_blob_want__v.unchecked)
+        elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
+            _v3_blob_want__v = v.record
+            out += _S82_pack(_v3_blob_want__v.blob, _v3_blob_want__v.unchecked)
+        elif _tag == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
+            _v3_local_cell__v = v.record
+            out += _S80_pack(_v3_local_cell__v.cell, _v3_local_cell__v.rest)
+        elif _tag == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
+            _v3_local_cell__v = v.record
+            out += _S80_pack(_v3_local_cell__v.cell, _v3_local_cell__v.rest)
+        elif _tag == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
+            _v3_collection_definition__v = v.record
+            out += _S85_pack(_v3_collection_definition__v.scope, _v3_collection_definition__v.representation, _v3_collection_definition__v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
+            _v3_commit__v = v.record
+            out += _S87_pack(_v3_commit__v.definition, _v3_commit__v.data, _v3_commit__v.metadata, _v3_commit__v.author, _v3_commit__v.sig_r, _v3_commit__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
+            _v3_merge__v = v.record
+            out += _S89_pack(_v3_merge__v.definition, _v3_merge__v.low, _v3_merge__v.high, _v3_merge__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
+            _v3_derive__v = v.record
+            out += _S91_pack(_v3_derive__v.source, _v3_derive__v.target, _v3_derive__v.input, _v3_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
+            _v4_commit__v = v.record
+            out += _S93_pack(_v4_commit__v.collection, _v4_commit__v.data, _v4_commit__v.metadata, _v4_commit__v.author, _v4_commit__v.sig_r, _v4_commit__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
+            _v4_merge__v = v.record
+            out += _S95_pack(_v4_merge__v.collection, _v4_merge__v.low, _v4_merge__v.high, _v4_merge__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
+            _v4_derive__v = v.record
+            out += _S95_pack(_v4_derive__v.source, _v4_derive__v.target, _v4_derive__v.input, _v4_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        else:
+            raise EncodeError('no case for tag ' + repr(_tag), path='record')
+    return bytes(out)
 
 def _d_frame_rest(mv, pos, end):
     if pos + 48 > end:
@@ -1968,6 +2742,947 @@ def _d_frame_rest(mv, pos, end):
     _obj.body = f_body
     return _obj, pos
 
+def _u_frame_rest(mv, pos, end):
+    f_magic_tail, f_span, f_kind = _S2.unpack_from(mv, pos)
+    _r2 = pos
+    pos += 48
+    if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
+        raise ConstraintError('bad magic', offset=_r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic_tail)
+    if not f_span >= 1:
+        raise ConstraintError('span 0 (CorruptPile)', offset=_r2 + 12, path='span', expected='span >= 1', found=f_span)
+    _n = f_span * 256 - 64
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+    _outer_end_body = end
+    end = pos + _n
+    _sec_body = pos
+    if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+        _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S4.unpack_from(mv, pos)
+        _blob_body___blob_head___r4 = pos
+        pos += 192
+        if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_body___blob_head__f_length)
+        if _blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_scalar_pad)
+        if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_reserved)
+        _blob_body___blob_head___obj = _new(BlobHead)
+        _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
+        _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
+        _blob_body___blob_head___obj.hash = _blob_body___blob_head__f_hash
+        _blob_body___blob_data__p_length = _blob_body___blob_head___obj.length
+        _blob_body___blob_data__start = pos
+        _blob_body___blob_data___n = _blob_body___blob_data__p_length
+        if _blob_body___blob_data___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_body___blob_data___n)
+        _blob_body___blob_data__f_payload = bytes(mv[pos:pos + _blob_body___blob_data___n])
+        pos += _blob_body___blob_data___n
+        _blob_body___blob_data___n = -(pos - _blob_body___blob_data__start) % 256
+        pos += _blob_body___blob_data___n
+        _blob_body___blob_data___obj = _new(BlobData)
+        _blob_body___blob_data___obj.payload = _blob_body___blob_data__f_payload
+        _blob_body___obj = _new(BlobBody)
+        _blob_body___obj.head = _blob_body___blob_head___obj
+        _blob_body___obj.data = _blob_body___blob_data___obj
+        f_body = _blob_body___obj
+    elif f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
+        _pin_head_body__f_pin, _pin_head_body__f_reserved1, _pin_head_body__f_head, _pin_head_body__f_reserved2 = _S6.unpack_from(mv, pos)
+        _pin_head_body___r6 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_pin_head_body___r6, path='pin', expected='span == 1', found=_pin_head_body__f_pin)
+        if not max(_pin_head_body__f_pin) > 0:
+            raise ConstraintError('nil pin id', offset=_pin_head_body___r6, path='pin', expected='max(pin) > 0', found=_pin_head_body__f_pin)
+        if _pin_head_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved1)
+        if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved2)
+        _pin_head_body___obj = _new(PinHeadBody)
+        _pin_head_body___obj.pin = _pin_head_body__f_pin
+        _pin_head_body___obj.head = _pin_head_body__f_head
+        f_body = _pin_head_body___obj
+    elif f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
+        _pin_tombstone_body__f_pin, _pin_tombstone_body__f_reserved = _S8.unpack_from(mv, pos)
+        _pin_tombstone_body___r8 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_pin_tombstone_body___r8, path='pin', expected='span == 1', found=_pin_tombstone_body__f_pin)
+        if not max(_pin_tombstone_body__f_pin) > 0:
+            raise ConstraintError('nil pin id', offset=_pin_tombstone_body___r8, path='pin', expected='max(pin) > 0', found=_pin_tombstone_body__f_pin)
+        if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_pin_tombstone_body___r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_tombstone_body__f_reserved)
+        _pin_tombstone_body___obj = _new(PinTombstoneBody)
+        _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
+        f_body = _pin_tombstone_body___obj
+    elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
+        _want_v3_body__f_tag, _want_v3_body__f_reserved1 = _S10.unpack_from(mv, pos)
+        _want_v3_body___r10 = pos
+        pos += 32
+        _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
+        if _want_v3_body___v is None:
+            if _want_v3_body__f_tag in (3,):
+                raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
+            raise ConstraintError('unknown want_tag value', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
+        _want_v3_body__f_tag = _want_v3_body___v
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_want_v3_body___r10, path='tag', expected='span == 1', found=_want_v3_body__f_tag)
+        if _want_v3_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved1)
+        _want_v3_body___tag = _want_v3_body__f_tag
+        if _want_v3_body___tag == 1:
+            _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S12.unpack_from(mv, pos)
+            _want_v3_body___want_blob___r12 = pos
+            pos += 96
+            if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_blob__f_zero)
+            _want_v3_body___want_blob___obj = _new(WantBlob)
+            _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
+            _want_v3_body__f_request = _want_v3_body___want_blob___obj
+        elif _want_v3_body___tag == 2:
+            _want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high = _S14.unpack_from(mv, pos)
+            _want_v3_body___want_merge___r14 = pos
+            pos += 96
+            if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
+                raise ConstraintError('merge request high < low', offset=_want_v3_body___want_merge___r14 + 64, path='high', expected='high >= low', found=_want_v3_body___want_merge__f_high)
+            _want_v3_body___want_merge___obj = _new(WantMerge)
+            _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
+            _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
+            _want_v3_body___want_merge___obj.high = _want_v3_body___want_merge__f_high
+            _want_v3_body__f_request = _want_v3_body___want_merge___obj
+        elif _want_v3_body___tag == 4:
+            _want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input, _want_v3_body___want_derive__f_zero = _S14.unpack_from(mv, pos)
+            _want_v3_body___want_derive___r14 = pos
+            pos += 96
+            if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_derive__f_zero)
+            _want_v3_body___want_derive___obj = _new(WantDerive)
+            _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
+            _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
+            _want_v3_body__f_request = _want_v3_body___want_derive___obj
+        else:
+            raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_want_v3_body___tag)
+        _want_v3_body__f_reserved2, = _S17.unpack_from(mv, pos)
+        _want_v3_body___r17 = pos
+        pos += 64
+        if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved2)
+        _want_v3_body___obj = _new(WantV3Body)
+        _want_v3_body___obj.tag = _want_v3_body__f_tag
+        _want_v3_body___obj.request = _want_v3_body__f_request
+        f_body = _want_v3_body___obj
+    elif f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
+        _commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s = _S19.unpack_from(mv, pos)
+        _commit_body___r19 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_commit_body___r19, path='collection', expected='span == 1', found=_commit_body__f_collection)
+        _commit_body___obj = _new(CommitBody)
+        _commit_body___obj.collection = _commit_body__f_collection
+        _commit_body___obj.data = _commit_body__f_data
+        _commit_body___obj.metadata = _commit_body__f_metadata
+        _commit_body___obj.author = _commit_body__f_author
+        _commit_body___obj.sig_r = _commit_body__f_sig_r
+        _commit_body___obj.sig_s = _commit_body__f_sig_s
+        f_body = _commit_body___obj
+    elif f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
+        _merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s, _merge_v6_body__f_reserved = _S21.unpack_from(mv, pos)
+        _merge_v6_body___r21 = pos
+        pos += 448
+        if not f_span == 2:
+            raise ConstraintError('kind requires span 2', offset=_merge_v6_body___r21, path='collection', expected='span == 2', found=_merge_v6_body__f_collection)
+        if not _merge_v6_body__f_high + _merge_v6_body__f_high_witness >= _merge_v6_body__f_low + _merge_v6_body__f_low_witness:
+            raise ConstraintError('merge inputs out of canonical order', offset=_merge_v6_body___r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=_merge_v6_body__f_high_witness)
+        if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_merge_v6_body___r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_merge_v6_body__f_reserved)
+        _merge_v6_body___obj = _new(MergeV6Body)
+        _merge_v6_body___obj.collection = _merge_v6_body__f_collection
+        _merge_v6_body___obj.low = _merge_v6_body__f_low
+        _merge_v6_body___obj.high = _merge_v6_body__f_high
+        _merge_v6_body___obj.result = _merge_v6_body__f_result
+        _merge_v6_body___obj.low_witness = _merge_v6_body__f_low_witness
+        _merge_v6_body___obj.high_witness = _merge_v6_body__f_high_witness
+        _merge_v6_body___obj.author = _merge_v6_body__f_author
+        _merge_v6_body___obj.sig_r = _merge_v6_body__f_sig_r
+        _merge_v6_body___obj.sig_s = _merge_v6_body__f_sig_s
+        f_body = _merge_v6_body___obj
+    elif f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
+        _derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s, _derive_v7_body__f_reserved = _S23.unpack_from(mv, pos)
+        _derive_v7_body___r23 = pos
+        pos += 448
+        if not f_span == 2:
+            raise ConstraintError('kind requires span 2', offset=_derive_v7_body___r23, path='target', expected='span == 2', found=_derive_v7_body__f_target)
+        if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_derive_v7_body___r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_derive_v7_body__f_reserved)
+        _derive_v7_body___obj = _new(DeriveV7Body)
+        _derive_v7_body___obj.target = _derive_v7_body__f_target
+        _derive_v7_body___obj.input = _derive_v7_body__f_input
+        _derive_v7_body___obj.output = _derive_v7_body__f_output
+        _derive_v7_body___obj.input_witness = _derive_v7_body__f_input_witness
+        _derive_v7_body___obj.author = _derive_v7_body__f_author
+        _derive_v7_body___obj.sig_r = _derive_v7_body__f_sig_r
+        _derive_v7_body___obj.sig_s = _derive_v7_body__f_sig_s
+        f_body = _derive_v7_body___obj
+    elif f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
+        _proof_v5_body__f_resource, _proof_v5_body__f_root = _S25.unpack_from(mv, pos)
+        pos += 64
+        _proof_v5_body__f_edges = []
+        while pos < end:
+            _proof_v5_body___ip = pos
+            _proof_v5_body___proof_edge_f_capability, _proof_v5_body___proof_edge_f_delegate, _proof_v5_body___proof_edge_f_signature = _S27.unpack_from(mv, pos)
+            pos += 128
+            _proof_v5_body___proof_edge__obj = _new(ProofEdge)
+            _proof_v5_body___proof_edge__obj.capability = _proof_v5_body___proof_edge_f_capability
+            _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
+            _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
+            if pos <= _proof_v5_body___ip:
+                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            _proof_v5_body__f_edges.append(_proof_v5_body___proof_edge__obj)
+        _proof_v5_body___obj = _new(ProofV5Body)
+        _proof_v5_body___obj.resource = _proof_v5_body__f_resource
+        _proof_v5_body___obj.root = _proof_v5_body__f_root
+        _proof_v5_body___obj.edges = _proof_v5_body__f_edges
+        f_body = _proof_v5_body___obj
+    elif f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
+        _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29.unpack_from(mv, pos)
+        _retired_blob_want_body___r29 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
+        if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
+        _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
+        _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
+        f_body = _retired_blob_want_body___obj
+    elif f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
+        _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29.unpack_from(mv, pos)
+        _retired_blob_want_body___r29 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
+        if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
+        _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
+        _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
+        f_body = _retired_blob_want_body___obj
+    elif f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
+        _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31.unpack_from(mv, pos)
+        _retired_typed_want_body___r31 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
+        if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
+            raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
+        if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
+        if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
+        _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
+        _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
+        _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
+        _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
+        _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
+        f_body = _retired_typed_want_body___obj
+    elif f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
+        _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31.unpack_from(mv, pos)
+        _retired_typed_want_body___r31 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
+        if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
+            raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
+        if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
+        if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
+        _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
+        _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
+        _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
+        _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
+        _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
+        f_body = _retired_typed_want_body___obj
+    elif f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
+        _unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result, _unsigned_merge_body__f_reserved = _S33.unpack_from(mv, pos)
+        _unsigned_merge_body___r33 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_unsigned_merge_body___r33, path='collection', expected='span == 1', found=_unsigned_merge_body__f_collection)
+        if not _unsigned_merge_body__f_high >= _unsigned_merge_body__f_low:
+            raise ConstraintError('merge high < low', offset=_unsigned_merge_body___r33 + 64, path='high', expected='high >= low', found=_unsigned_merge_body__f_high)
+        if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_unsigned_merge_body___r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_merge_body__f_reserved)
+        _unsigned_merge_body___obj = _new(UnsignedMergeBody)
+        _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
+        _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
+        _unsigned_merge_body___obj.high = _unsigned_merge_body__f_high
+        _unsigned_merge_body___obj.result = _unsigned_merge_body__f_result
+        f_body = _unsigned_merge_body___obj
+    elif f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
+        _unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output, _unsigned_derive_body__f_reserved = _S35.unpack_from(mv, pos)
+        _unsigned_derive_body___r35 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_unsigned_derive_body___r35, path='target', expected='span == 1', found=_unsigned_derive_body__f_target)
+        if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_unsigned_derive_body___r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_derive_body__f_reserved)
+        _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
+        _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
+        _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
+        _unsigned_derive_body___obj.output = _unsigned_derive_body__f_output
+        f_body = _unsigned_derive_body___obj
+    elif f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
+        _peer_body__f_team, _peer_body__f_peer, _peer_body__f_reserved = _S37.unpack_from(mv, pos)
+        _peer_body___r37 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_peer_body___r37, path='team', expected='span == 1', found=_peer_body__f_team)
+        if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_peer_body___r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_peer_body__f_reserved)
+        _peer_body___obj = _new(PeerBody)
+        _peer_body___obj.team = _peer_body__f_team
+        _peer_body___obj.peer = _peer_body__f_peer
+        f_body = _peer_body___obj
+    elif f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
+        _store_scope_body__f_team, _store_scope_body__f_reserved = _S29.unpack_from(mv, pos)
+        _store_scope_body___r29 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_store_scope_body___r29, path='team', expected='span == 1', found=_store_scope_body__f_team)
+        if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_store_scope_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_store_scope_body__f_reserved)
+        _store_scope_body___obj = _new(StoreScopeBody)
+        _store_scope_body___obj.team = _store_scope_body__f_team
+        f_body = _store_scope_body___obj
+    elif f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
+        _artifact_offer_body__f_content, = _S40.unpack_from(mv, pos)
+        _artifact_offer_body___r40 = pos
+        pos += 192
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_artifact_offer_body___r40, path='content', expected='span == 1', found=_artifact_offer_body__f_content)
+        _artifact_offer_body___obj = _new(ArtifactOfferBody)
+        _artifact_offer_body___obj.content = _artifact_offer_body__f_content
+        f_body = _artifact_offer_body___obj
+    elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
+        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved = _S42.unpack_from(mv, pos)
+        _proof_v1_body___r42 = pos
+        pos += 32
+        if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
+            raise ConstraintError('bad proof v1 body length', offset=_proof_v1_body___r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=_proof_v1_body__f_body_len)
+        if not f_span == (96 + _proof_v1_body__f_body_len + 255) // 256:
+            raise ConstraintError('proof span is not minimal', offset=_proof_v1_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v1_body__f_body_len)
+        if _proof_v1_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_proof_v1_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v1_body__f_reserved)
+        if _proof_v1_body__f_body_len < 0:
+            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v1_body__f_body_len)
+        _proof_v1_body___proof_v1_data___outer_end_body = end
+        end = pos + _proof_v1_body__f_body_len
+        _proof_v1_body___proof_v1_data___sec_body = pos
+        _proof_v1_body___proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
+        pos += 32
+        _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
+        while pos < end:
+            _proof_v1_body___proof_v1_data___proof_v1_content___ip = pos
+            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
+            pos += 128
+            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
+            _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
+            if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
+                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj)
+        _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
+        _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
+        _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_proof_v1_body___proof_v1_data___sec_body, path='body', expected=end - _proof_v1_body___proof_v1_data___sec_body, found=pos - _proof_v1_body___proof_v1_data___sec_body)
+        end = _proof_v1_body___proof_v1_data___outer_end_body
+        _proof_v1_body___proof_v1_data___a_tail = pos
+        if pos + (end - pos) > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+        _proof_v1_body___proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+        if pos > end:
+            raise IndexError
+        pos += end - pos
+        if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
+            raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_body___proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_body___proof_v1_data__f_tail)
+        _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
+        _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
+        _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
+        _proof_v1_body___obj = _new(ProofV1Body)
+        _proof_v1_body___obj.body_len = _proof_v1_body__f_body_len
+        _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
+        f_body = _proof_v1_body___obj
+    elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
+        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved = _S42.unpack_from(mv, pos)
+        _proof_v2_body___r42 = pos
+        pos += 32
+        if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
+            raise ConstraintError('bad proof v2 body length', offset=_proof_v2_body___r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=_proof_v2_body__f_body_len)
+        if not f_span == (96 + _proof_v2_body__f_body_len + 255) // 256:
+            raise ConstraintError('proof span is not minimal', offset=_proof_v2_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v2_body__f_body_len)
+        if _proof_v2_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_proof_v2_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v2_body__f_reserved)
+        if _proof_v2_body__f_body_len < 0:
+            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v2_body__f_body_len)
+        _proof_v2_body___proof_v2_data___outer_end_body = end
+        end = pos + _proof_v2_body__f_body_len
+        _proof_v2_body___proof_v2_data___sec_body = pos
+        _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S48.unpack_from(mv, pos)
+        _proof_v2_body___proof_v2_data___proof_v2_content___r48 = pos
+        pos += 80
+        if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
+            raise ConstraintError('bad magic', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_body___proof_v2_data___proof_v2_content__f_magic)
+        _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
+        while pos < end:
+            _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
+            _proof_v2_body___proof_v2_data___proof_v2_content___r50 = pos
+            pos += 145
+            if not max(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
+                raise ConstraintError('nil action id', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
+            if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
+                raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
+            if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
+                raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
+            _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
+            if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
+                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj)
+        _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
+        _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
+        _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
+        _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_proof_v2_body___proof_v2_data___sec_body, path='body', expected=end - _proof_v2_body___proof_v2_data___sec_body, found=pos - _proof_v2_body___proof_v2_data___sec_body)
+        end = _proof_v2_body___proof_v2_data___outer_end_body
+        _proof_v2_body___proof_v2_data___a_tail = pos
+        if pos + (end - pos) > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+        _proof_v2_body___proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+        if pos > end:
+            raise IndexError
+        pos += end - pos
+        if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
+            raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_body___proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_body___proof_v2_data__f_tail)
+        _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
+        _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
+        _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
+        _proof_v2_body___obj = _new(ProofV2Body)
+        _proof_v2_body___obj.body_len = _proof_v2_body__f_body_len
+        _proof_v2_body___obj.data = _proof_v2_body___proof_v2_data___obj
+        f_body = _proof_v2_body___obj
+    else:
+        f_body = bytes(mv[pos:end])
+        if pos > end:
+            raise IndexError
+        pos = end
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+    end = _outer_end_body
+    _obj = _new(FrameRest)
+    _obj.span = f_span
+    _obj.kind = f_kind
+    _obj.body = f_body
+    return (_obj, pos)
+
+def _m_frame_rest(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S10_unpack_from = _S10.unpack_from
+    _S12_unpack_from = _S12.unpack_from
+    _S14_unpack_from = _S14.unpack_from
+    _S17_unpack_from = _S17.unpack_from
+    _S19_unpack_from = _S19.unpack_from
+    _S2_unpack_from = _S2.unpack_from
+    _S21_unpack_from = _S21.unpack_from
+    _S23_unpack_from = _S23.unpack_from
+    _S25_unpack_from = _S25.unpack_from
+    _S27_unpack_from = _S27.unpack_from
+    _S29_unpack_from = _S29.unpack_from
+    _S31_unpack_from = _S31.unpack_from
+    _S33_unpack_from = _S33.unpack_from
+    _S35_unpack_from = _S35.unpack_from
+    _S37_unpack_from = _S37.unpack_from
+    _S4_unpack_from = _S4.unpack_from
+    _S40_unpack_from = _S40.unpack_from
+    _S42_unpack_from = _S42.unpack_from
+    _S44_unpack_from = _S44.unpack_from
+    _S46_unpack_from = _S46.unpack_from
+    _S48_unpack_from = _S48.unpack_from
+    _S50_unpack_from = _S50.unpack_from
+    _S6_unpack_from = _S6.unpack_from
+    _S8_unpack_from = _S8.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_magic_tail, f_span, f_kind = _S2_unpack_from(mv, pos)
+            _r2 = pos
+            pos += 48
+            if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
+                raise ConstraintError('bad magic', offset=_r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic_tail)
+            if not f_span >= 1:
+                raise ConstraintError('span 0 (CorruptPile)', offset=_r2 + 12, path='span', expected='span >= 1', found=f_span)
+            _n = f_span * 256 - 64
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+            if pos + _n > end:
+                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+            _outer_end_body = end
+            end = pos + _n
+            _sec_body = pos
+            if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S4_unpack_from(mv, pos)
+                _blob_body___blob_head___r4 = pos
+                pos += 192
+                if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_body___blob_head__f_length)
+                if _blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_scalar_pad)
+                if _blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_body___blob_head__f_reserved)
+                _blob_body___blob_head___obj = _new(BlobHead)
+                _blob_body___blob_head___obj.timestamp = _blob_body___blob_head__f_timestamp
+                _blob_body___blob_head___obj.length = _blob_body___blob_head__f_length
+                _blob_body___blob_head___obj.hash = _blob_body___blob_head__f_hash
+                _blob_body___blob_data__p_length = _blob_body___blob_head___obj.length
+                _blob_body___blob_data__start = pos
+                _blob_body___blob_data___n = _blob_body___blob_data__p_length
+                if _blob_body___blob_data___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_body___blob_data___n)
+                _blob_body___blob_data__f_payload = bytes(mv[pos:pos + _blob_body___blob_data___n])
+                pos += _blob_body___blob_data___n
+                _blob_body___blob_data___n = -(pos - _blob_body___blob_data__start) % 256
+                pos += _blob_body___blob_data___n
+                _blob_body___blob_data___obj = _new(BlobData)
+                _blob_body___blob_data___obj.payload = _blob_body___blob_data__f_payload
+                _blob_body___obj = _new(BlobBody)
+                _blob_body___obj.head = _blob_body___blob_head___obj
+                _blob_body___obj.data = _blob_body___blob_data___obj
+                f_body = _blob_body___obj
+            elif f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
+                _pin_head_body__f_pin, _pin_head_body__f_reserved1, _pin_head_body__f_head, _pin_head_body__f_reserved2 = _S6_unpack_from(mv, pos)
+                _pin_head_body___r6 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_pin_head_body___r6, path='pin', expected='span == 1', found=_pin_head_body__f_pin)
+                if not max(_pin_head_body__f_pin) > 0:
+                    raise ConstraintError('nil pin id', offset=_pin_head_body___r6, path='pin', expected='max(pin) > 0', found=_pin_head_body__f_pin)
+                if _pin_head_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved1)
+                if _pin_head_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_pin_head_body___r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_head_body__f_reserved2)
+                _pin_head_body___obj = _new(PinHeadBody)
+                _pin_head_body___obj.pin = _pin_head_body__f_pin
+                _pin_head_body___obj.head = _pin_head_body__f_head
+                f_body = _pin_head_body___obj
+            elif f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
+                _pin_tombstone_body__f_pin, _pin_tombstone_body__f_reserved = _S8_unpack_from(mv, pos)
+                _pin_tombstone_body___r8 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_pin_tombstone_body___r8, path='pin', expected='span == 1', found=_pin_tombstone_body__f_pin)
+                if not max(_pin_tombstone_body__f_pin) > 0:
+                    raise ConstraintError('nil pin id', offset=_pin_tombstone_body___r8, path='pin', expected='max(pin) > 0', found=_pin_tombstone_body__f_pin)
+                if _pin_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_pin_tombstone_body___r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pin_tombstone_body__f_reserved)
+                _pin_tombstone_body___obj = _new(PinTombstoneBody)
+                _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
+                f_body = _pin_tombstone_body___obj
+            elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
+                _want_v3_body__f_tag, _want_v3_body__f_reserved1 = _S10_unpack_from(mv, pos)
+                _want_v3_body___r10 = pos
+                pos += 32
+                _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
+                if _want_v3_body___v is None:
+                    if _want_v3_body__f_tag in (3,):
+                        raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
+                    raise ConstraintError('unknown want_tag value', offset=_want_v3_body___r10, path='tag', expected=[1, 2, 4], found=_want_v3_body__f_tag)
+                _want_v3_body__f_tag = _want_v3_body___v
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_want_v3_body___r10, path='tag', expected='span == 1', found=_want_v3_body__f_tag)
+                if _want_v3_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved1)
+                _want_v3_body___tag = _want_v3_body__f_tag
+                if _want_v3_body___tag == 1:
+                    _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S12_unpack_from(mv, pos)
+                    _want_v3_body___want_blob___r12 = pos
+                    pos += 96
+                    if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_blob__f_zero)
+                    _want_v3_body___want_blob___obj = _new(WantBlob)
+                    _want_v3_body___want_blob___obj.blob = _want_v3_body___want_blob__f_blob
+                    _want_v3_body__f_request = _want_v3_body___want_blob___obj
+                elif _want_v3_body___tag == 2:
+                    _want_v3_body___want_merge__f_collection, _want_v3_body___want_merge__f_low, _want_v3_body___want_merge__f_high = _S14_unpack_from(mv, pos)
+                    _want_v3_body___want_merge___r14 = pos
+                    pos += 96
+                    if not _want_v3_body___want_merge__f_high >= _want_v3_body___want_merge__f_low:
+                        raise ConstraintError('merge request high < low', offset=_want_v3_body___want_merge___r14 + 64, path='high', expected='high >= low', found=_want_v3_body___want_merge__f_high)
+                    _want_v3_body___want_merge___obj = _new(WantMerge)
+                    _want_v3_body___want_merge___obj.collection = _want_v3_body___want_merge__f_collection
+                    _want_v3_body___want_merge___obj.low = _want_v3_body___want_merge__f_low
+                    _want_v3_body___want_merge___obj.high = _want_v3_body___want_merge__f_high
+                    _want_v3_body__f_request = _want_v3_body___want_merge___obj
+                elif _want_v3_body___tag == 4:
+                    _want_v3_body___want_derive__f_target, _want_v3_body___want_derive__f_input, _want_v3_body___want_derive__f_zero = _S14_unpack_from(mv, pos)
+                    _want_v3_body___want_derive___r14 = pos
+                    pos += 96
+                    if _want_v3_body___want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body___want_derive__f_zero)
+                    _want_v3_body___want_derive___obj = _new(WantDerive)
+                    _want_v3_body___want_derive___obj.target = _want_v3_body___want_derive__f_target
+                    _want_v3_body___want_derive___obj.input = _want_v3_body___want_derive__f_input
+                    _want_v3_body__f_request = _want_v3_body___want_derive___obj
+                else:
+                    raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_want_v3_body___tag)
+                _want_v3_body__f_reserved2, = _S17_unpack_from(mv, pos)
+                _want_v3_body___r17 = pos
+                pos += 64
+                if _want_v3_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved2)
+                _want_v3_body___obj = _new(WantV3Body)
+                _want_v3_body___obj.tag = _want_v3_body__f_tag
+                _want_v3_body___obj.request = _want_v3_body__f_request
+                f_body = _want_v3_body___obj
+            elif f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
+                _commit_body__f_collection, _commit_body__f_data, _commit_body__f_metadata, _commit_body__f_author, _commit_body__f_sig_r, _commit_body__f_sig_s = _S19_unpack_from(mv, pos)
+                _commit_body___r19 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_commit_body___r19, path='collection', expected='span == 1', found=_commit_body__f_collection)
+                _commit_body___obj = _new(CommitBody)
+                _commit_body___obj.collection = _commit_body__f_collection
+                _commit_body___obj.data = _commit_body__f_data
+                _commit_body___obj.metadata = _commit_body__f_metadata
+                _commit_body___obj.author = _commit_body__f_author
+                _commit_body___obj.sig_r = _commit_body__f_sig_r
+                _commit_body___obj.sig_s = _commit_body__f_sig_s
+                f_body = _commit_body___obj
+            elif f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
+                _merge_v6_body__f_collection, _merge_v6_body__f_low, _merge_v6_body__f_high, _merge_v6_body__f_result, _merge_v6_body__f_low_witness, _merge_v6_body__f_high_witness, _merge_v6_body__f_author, _merge_v6_body__f_sig_r, _merge_v6_body__f_sig_s, _merge_v6_body__f_reserved = _S21_unpack_from(mv, pos)
+                _merge_v6_body___r21 = pos
+                pos += 448
+                if not f_span == 2:
+                    raise ConstraintError('kind requires span 2', offset=_merge_v6_body___r21, path='collection', expected='span == 2', found=_merge_v6_body__f_collection)
+                if not _merge_v6_body__f_high + _merge_v6_body__f_high_witness >= _merge_v6_body__f_low + _merge_v6_body__f_low_witness:
+                    raise ConstraintError('merge inputs out of canonical order', offset=_merge_v6_body___r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=_merge_v6_body__f_high_witness)
+                if _merge_v6_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_merge_v6_body___r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_merge_v6_body__f_reserved)
+                _merge_v6_body___obj = _new(MergeV6Body)
+                _merge_v6_body___obj.collection = _merge_v6_body__f_collection
+                _merge_v6_body___obj.low = _merge_v6_body__f_low
+                _merge_v6_body___obj.high = _merge_v6_body__f_high
+                _merge_v6_body___obj.result = _merge_v6_body__f_result
+                _merge_v6_body___obj.low_witness = _merge_v6_body__f_low_witness
+                _merge_v6_body___obj.high_witness = _merge_v6_body__f_high_witness
+                _merge_v6_body___obj.author = _merge_v6_body__f_author
+                _merge_v6_body___obj.sig_r = _merge_v6_body__f_sig_r
+                _merge_v6_body___obj.sig_s = _merge_v6_body__f_sig_s
+                f_body = _merge_v6_body___obj
+            elif f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
+                _derive_v7_body__f_target, _derive_v7_body__f_input, _derive_v7_body__f_output, _derive_v7_body__f_input_witness, _derive_v7_body__f_author, _derive_v7_body__f_sig_r, _derive_v7_body__f_sig_s, _derive_v7_body__f_reserved = _S23_unpack_from(mv, pos)
+                _derive_v7_body___r23 = pos
+                pos += 448
+                if not f_span == 2:
+                    raise ConstraintError('kind requires span 2', offset=_derive_v7_body___r23, path='target', expected='span == 2', found=_derive_v7_body__f_target)
+                if _derive_v7_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_derive_v7_body___r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_derive_v7_body__f_reserved)
+                _derive_v7_body___obj = _new(DeriveV7Body)
+                _derive_v7_body___obj.target = _derive_v7_body__f_target
+                _derive_v7_body___obj.input = _derive_v7_body__f_input
+                _derive_v7_body___obj.output = _derive_v7_body__f_output
+                _derive_v7_body___obj.input_witness = _derive_v7_body__f_input_witness
+                _derive_v7_body___obj.author = _derive_v7_body__f_author
+                _derive_v7_body___obj.sig_r = _derive_v7_body__f_sig_r
+                _derive_v7_body___obj.sig_s = _derive_v7_body__f_sig_s
+                f_body = _derive_v7_body___obj
+            elif f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
+                _proof_v5_body__f_resource, _proof_v5_body__f_root = _S25_unpack_from(mv, pos)
+                pos += 64
+                _proof_v5_body__f_edges = []
+                while pos < end:
+                    _proof_v5_body___ip = pos
+                    _proof_v5_body___proof_edge_f_capability, _proof_v5_body___proof_edge_f_delegate, _proof_v5_body___proof_edge_f_signature = _S27_unpack_from(mv, pos)
+                    pos += 128
+                    _proof_v5_body___proof_edge__obj = _new(ProofEdge)
+                    _proof_v5_body___proof_edge__obj.capability = _proof_v5_body___proof_edge_f_capability
+                    _proof_v5_body___proof_edge__obj.delegate = _proof_v5_body___proof_edge_f_delegate
+                    _proof_v5_body___proof_edge__obj.signature = _proof_v5_body___proof_edge_f_signature
+                    if pos <= _proof_v5_body___ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    _proof_v5_body__f_edges.append(_proof_v5_body___proof_edge__obj)
+                _proof_v5_body___obj = _new(ProofV5Body)
+                _proof_v5_body___obj.resource = _proof_v5_body__f_resource
+                _proof_v5_body___obj.root = _proof_v5_body__f_root
+                _proof_v5_body___obj.edges = _proof_v5_body__f_edges
+                f_body = _proof_v5_body___obj
+            elif f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
+                _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29_unpack_from(mv, pos)
+                _retired_blob_want_body___r29 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
+                if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
+                _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
+                _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
+                f_body = _retired_blob_want_body___obj
+            elif f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
+                _retired_blob_want_body__f_blob, _retired_blob_want_body__f_reserved = _S29_unpack_from(mv, pos)
+                _retired_blob_want_body___r29 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_retired_blob_want_body___r29, path='blob', expected='span == 1', found=_retired_blob_want_body__f_blob)
+                if _retired_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_retired_blob_want_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_blob_want_body__f_reserved)
+                _retired_blob_want_body___obj = _new(RetiredBlobWantBody)
+                _retired_blob_want_body___obj.blob = _retired_blob_want_body__f_blob
+                f_body = _retired_blob_want_body___obj
+            elif f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
+                _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31_unpack_from(mv, pos)
+                _retired_typed_want_body___r31 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
+                if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
+                    raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
+                if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
+                if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
+                _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
+                _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
+                _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
+                _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
+                _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
+                f_body = _retired_typed_want_body___obj
+            elif f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
+                _retired_typed_want_body__f_tag, _retired_typed_want_body__f_reserved1, _retired_typed_want_body__f_a, _retired_typed_want_body__f_b, _retired_typed_want_body__f_c, _retired_typed_want_body__f_reserved2 = _S31_unpack_from(mv, pos)
+                _retired_typed_want_body___r31 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_retired_typed_want_body___r31, path='tag', expected='span == 1', found=_retired_typed_want_body__f_tag)
+                if not (_retired_typed_want_body__f_tag == 2 or _retired_typed_want_body__f_tag == 3 or _retired_typed_want_body__f_tag == 4):
+                    raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_retired_typed_want_body___r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=_retired_typed_want_body__f_tag)
+                if _retired_typed_want_body__f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved1)
+                if _retired_typed_want_body__f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_retired_typed_want_body___r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_retired_typed_want_body__f_reserved2)
+                _retired_typed_want_body___obj = _new(RetiredTypedWantBody)
+                _retired_typed_want_body___obj.tag = _retired_typed_want_body__f_tag
+                _retired_typed_want_body___obj.a = _retired_typed_want_body__f_a
+                _retired_typed_want_body___obj.b = _retired_typed_want_body__f_b
+                _retired_typed_want_body___obj.c = _retired_typed_want_body__f_c
+                f_body = _retired_typed_want_body___obj
+            elif f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
+                _unsigned_merge_body__f_collection, _unsigned_merge_body__f_low, _unsigned_merge_body__f_high, _unsigned_merge_body__f_result, _unsigned_merge_body__f_reserved = _S33_unpack_from(mv, pos)
+                _unsigned_merge_body___r33 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_unsigned_merge_body___r33, path='collection', expected='span == 1', found=_unsigned_merge_body__f_collection)
+                if not _unsigned_merge_body__f_high >= _unsigned_merge_body__f_low:
+                    raise ConstraintError('merge high < low', offset=_unsigned_merge_body___r33 + 64, path='high', expected='high >= low', found=_unsigned_merge_body__f_high)
+                if _unsigned_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_unsigned_merge_body___r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_merge_body__f_reserved)
+                _unsigned_merge_body___obj = _new(UnsignedMergeBody)
+                _unsigned_merge_body___obj.collection = _unsigned_merge_body__f_collection
+                _unsigned_merge_body___obj.low = _unsigned_merge_body__f_low
+                _unsigned_merge_body___obj.high = _unsigned_merge_body__f_high
+                _unsigned_merge_body___obj.result = _unsigned_merge_body__f_result
+                f_body = _unsigned_merge_body___obj
+            elif f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
+                _unsigned_derive_body__f_target, _unsigned_derive_body__f_input, _unsigned_derive_body__f_output, _unsigned_derive_body__f_reserved = _S35_unpack_from(mv, pos)
+                _unsigned_derive_body___r35 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_unsigned_derive_body___r35, path='target', expected='span == 1', found=_unsigned_derive_body__f_target)
+                if _unsigned_derive_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_unsigned_derive_body___r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_unsigned_derive_body__f_reserved)
+                _unsigned_derive_body___obj = _new(UnsignedDeriveBody)
+                _unsigned_derive_body___obj.target = _unsigned_derive_body__f_target
+                _unsigned_derive_body___obj.input = _unsigned_derive_body__f_input
+                _unsigned_derive_body___obj.output = _unsigned_derive_body__f_output
+                f_body = _unsigned_derive_body___obj
+            elif f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
+                _peer_body__f_team, _peer_body__f_peer, _peer_body__f_reserved = _S37_unpack_from(mv, pos)
+                _peer_body___r37 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_peer_body___r37, path='team', expected='span == 1', found=_peer_body__f_team)
+                if _peer_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_peer_body___r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_peer_body__f_reserved)
+                _peer_body___obj = _new(PeerBody)
+                _peer_body___obj.team = _peer_body__f_team
+                _peer_body___obj.peer = _peer_body__f_peer
+                f_body = _peer_body___obj
+            elif f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
+                _store_scope_body__f_team, _store_scope_body__f_reserved = _S29_unpack_from(mv, pos)
+                _store_scope_body___r29 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_store_scope_body___r29, path='team', expected='span == 1', found=_store_scope_body__f_team)
+                if _store_scope_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_store_scope_body___r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_store_scope_body__f_reserved)
+                _store_scope_body___obj = _new(StoreScopeBody)
+                _store_scope_body___obj.team = _store_scope_body__f_team
+                f_body = _store_scope_body___obj
+            elif f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
+                _artifact_offer_body__f_content, = _S40_unpack_from(mv, pos)
+                _artifact_offer_body___r40 = pos
+                pos += 192
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_artifact_offer_body___r40, path='content', expected='span == 1', found=_artifact_offer_body__f_content)
+                _artifact_offer_body___obj = _new(ArtifactOfferBody)
+                _artifact_offer_body___obj.content = _artifact_offer_body__f_content
+                f_body = _artifact_offer_body___obj
+            elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
+                _proof_v1_body__f_body_len, _proof_v1_body__f_reserved = _S42_unpack_from(mv, pos)
+                _proof_v1_body___r42 = pos
+                pos += 32
+                if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
+                    raise ConstraintError('bad proof v1 body length', offset=_proof_v1_body___r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=_proof_v1_body__f_body_len)
+                if not f_span == (96 + _proof_v1_body__f_body_len + 255) // 256:
+                    raise ConstraintError('proof span is not minimal', offset=_proof_v1_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v1_body__f_body_len)
+                if _proof_v1_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_proof_v1_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v1_body__f_reserved)
+                if _proof_v1_body__f_body_len < 0:
+                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v1_body__f_body_len)
+                _proof_v1_body___proof_v1_data___outer_end_body = end
+                end = pos + _proof_v1_body__f_body_len
+                _proof_v1_body___proof_v1_data___sec_body = pos
+                _proof_v1_body___proof_v1_data___proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
+                pos += 32
+                _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
+                while pos < end:
+                    _proof_v1_body___proof_v1_data___proof_v1_content___ip = pos
+                    _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
+                    pos += 128
+                    _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+                    _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head
+                    _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
+                    if pos <= _proof_v1_body___proof_v1_data___proof_v1_content___ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    _proof_v1_body___proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge__obj)
+                _proof_v1_body___proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
+                _proof_v1_body___proof_v1_data___proof_v1_content___obj.root = _proof_v1_body___proof_v1_data___proof_v1_content__f_root
+                _proof_v1_body___proof_v1_data___proof_v1_content___obj.edges = _proof_v1_body___proof_v1_data___proof_v1_content__f_edges
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_proof_v1_body___proof_v1_data___sec_body, path='body', expected=end - _proof_v1_body___proof_v1_data___sec_body, found=pos - _proof_v1_body___proof_v1_data___sec_body)
+                end = _proof_v1_body___proof_v1_data___outer_end_body
+                _proof_v1_body___proof_v1_data___a_tail = pos
+                if pos + (end - pos) > end:
+                    raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                _proof_v1_body___proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+                if pos > end:
+                    raise IndexError
+                pos += end - pos
+                if not (len(_proof_v1_body___proof_v1_data__f_tail) < 256 and (len(_proof_v1_body___proof_v1_data__f_tail) == 0 or max(_proof_v1_body___proof_v1_data__f_tail) == 0)):
+                    raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_body___proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_body___proof_v1_data__f_tail)
+                _proof_v1_body___proof_v1_data___obj = _new(ProofV1Data)
+                _proof_v1_body___proof_v1_data___obj.body = _proof_v1_body___proof_v1_data___proof_v1_content___obj
+                _proof_v1_body___proof_v1_data___obj.tail = _proof_v1_body___proof_v1_data__f_tail
+                _proof_v1_body___obj = _new(ProofV1Body)
+                _proof_v1_body___obj.body_len = _proof_v1_body__f_body_len
+                _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
+                f_body = _proof_v1_body___obj
+            elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
+                _proof_v2_body__f_body_len, _proof_v2_body__f_reserved = _S42_unpack_from(mv, pos)
+                _proof_v2_body___r42 = pos
+                pos += 32
+                if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
+                    raise ConstraintError('bad proof v2 body length', offset=_proof_v2_body___r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=_proof_v2_body__f_body_len)
+                if not f_span == (96 + _proof_v2_body__f_body_len + 255) // 256:
+                    raise ConstraintError('proof span is not minimal', offset=_proof_v2_body___r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=_proof_v2_body__f_body_len)
+                if _proof_v2_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_proof_v2_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v2_body__f_reserved)
+                if _proof_v2_body__f_body_len < 0:
+                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v2_body__f_body_len)
+                _proof_v2_body___proof_v2_data___outer_end_body = end
+                end = pos + _proof_v2_body__f_body_len
+                _proof_v2_body___proof_v2_data___sec_body = pos
+                _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S48_unpack_from(mv, pos)
+                _proof_v2_body___proof_v2_data___proof_v2_content___r48 = pos
+                pos += 80
+                if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
+                    raise ConstraintError('bad magic', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_body___proof_v2_data___proof_v2_content__f_magic)
+                _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
+                while pos < end:
+                    _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
+                    _proof_v2_body___proof_v2_data___proof_v2_content___r50 = pos
+                    pos += 145
+                    if not max(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
+                        raise ConstraintError('nil action id', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
+                    if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
+                        raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
+                    if not (_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
+                        raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
+                    _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
+                    if pos <= _proof_v2_body___proof_v2_data___proof_v2_content___ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    _proof_v2_body___proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge__obj)
+                _proof_v2_body___proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
+                _proof_v2_body___proof_v2_data___proof_v2_content___obj.resource = _proof_v2_body___proof_v2_data___proof_v2_content__f_resource
+                _proof_v2_body___proof_v2_data___proof_v2_content___obj.root = _proof_v2_body___proof_v2_data___proof_v2_content__f_root
+                _proof_v2_body___proof_v2_data___proof_v2_content___obj.edges = _proof_v2_body___proof_v2_data___proof_v2_content__f_edges
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_proof_v2_body___proof_v2_data___sec_body, path='body', expected=end - _proof_v2_body___proof_v2_data___sec_body, found=pos - _proof_v2_body___proof_v2_data___sec_body)
+                end = _proof_v2_body___proof_v2_data___outer_end_body
+                _proof_v2_body___proof_v2_data___a_tail = pos
+                if pos + (end - pos) > end:
+                    raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+                _proof_v2_body___proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+                if pos > end:
+                    raise IndexError
+                pos += end - pos
+                if not (len(_proof_v2_body___proof_v2_data__f_tail) < 256 and (len(_proof_v2_body___proof_v2_data__f_tail) == 0 or max(_proof_v2_body___proof_v2_data__f_tail) == 0)):
+                    raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_body___proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_body___proof_v2_data__f_tail)
+                _proof_v2_body___proof_v2_data___obj = _new(ProofV2Data)
+                _proof_v2_body___proof_v2_data___obj.body = _proof_v2_body___proof_v2_data___proof_v2_content___obj
+                _proof_v2_body___proof_v2_data___obj.tail = _proof_v2_body___proof_v2_data__f_tail
+                _proof_v2_body___obj = _new(ProofV2Body)
+                _proof_v2_body___obj.body_len = _proof_v2_body__f_body_len
+                _proof_v2_body___obj.data = _proof_v2_body___proof_v2_data___obj
+                f_body = _proof_v2_body___obj
+            else:
+                f_body = bytes(mv[pos:end])
+                if pos > end:
+                    raise IndexError
+                pos = end
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+            end = _outer_end_body
+            _obj = _new(FrameRest)
+            _obj.span = f_span
+            _obj.kind = f_kind
+            _obj.body = f_body
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_frame_rest, 'frame_rest', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_frame_rest, 'frame_rest', mv, _rs, end, (), _out)
+    return _out
+
 def _e_frame_rest(out, v):
     out += _S2.pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
     _tag = v.kind
@@ -2090,6 +3805,155 @@ def _e_frame_rest(out, v):
     else:
         out += v.body
 
+def _em_frame_rest(values):
+    out = bytearray()
+    _S10_pack = _S10.pack
+    _S12_pack = _S12.pack
+    _S14_pack = _S14.pack
+    _S17_pack = _S17.pack
+    _S19_pack = _S19.pack
+    _S2_pack = _S2.pack
+    _S21_pack = _S21.pack
+    _S23_pack = _S23.pack
+    _S25_pack = _S25.pack
+    _S27_pack = _S27.pack
+    _S29_pack = _S29.pack
+    _S31_pack = _S31.pack
+    _S33_pack = _S33.pack
+    _S35_pack = _S35.pack
+    _S37_pack = _S37.pack
+    _S4_pack = _S4.pack
+    _S40_pack = _S40.pack
+    _S42_pack = _S42.pack
+    _S44_pack = _S44.pack
+    _S46_pack = _S46.pack
+    _S48_pack = _S48.pack
+    _S50_pack = _S50.pack
+    _S6_pack = _S6.pack
+    _S8_pack = _S8.pack
+    for v in values:
+        out += _S2_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+        _tag = v.kind
+        if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+            _blob_body__v = v.body
+            _blob_body__p_span = v.span
+            _blob_body___blob_head__v = _blob_body__v.head
+            out += _S4_pack(_blob_body___blob_head__v.timestamp, _blob_body___blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_body___blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _blob_body___blob_data__v = _blob_body__v.data
+            _blob_body___blob_data__p_length = _blob_body__v.head.length
+            _blob_body___blob_data__start = len(out)
+            _blob_body___blob_data___b = _blob_body___blob_data__v.payload
+            if len(_blob_body___blob_data___b) != _blob_body___blob_data__p_length:
+                raise EncodeError('wrong length ' + str(len(_blob_body___blob_data___b)), path='payload')
+            out += _blob_body___blob_data___b
+            out += bytes(-(len(out) - _blob_body___blob_data__start) % 256)
+        elif _tag == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
+            _pin_head_body__v = v.body
+            _pin_head_body__p_span = v.span
+            out += _S6_pack(_pin_head_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _pin_head_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
+            _pin_tombstone_body__v = v.body
+            _pin_tombstone_body__p_span = v.span
+            out += _S8_pack(_pin_tombstone_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
+            _want_v3_body__v = v.body
+            _want_v3_body__p_span = v.span
+            out += _S10_pack(_want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _want_v3_body___tag = _want_v3_body__v.tag
+            if _want_v3_body___tag == 1:
+                _want_v3_body___want_blob__v = _want_v3_body__v.request
+                out += _S12_pack(_want_v3_body___want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            elif _want_v3_body___tag == 2:
+                _want_v3_body___want_merge__v = _want_v3_body__v.request
+                out += _S14_pack(_want_v3_body___want_merge__v.collection, _want_v3_body___want_merge__v.low, _want_v3_body___want_merge__v.high)
+            elif _want_v3_body___tag == 4:
+                _want_v3_body___want_derive__v = _want_v3_body__v.request
+                out += _S14_pack(_want_v3_body___want_derive__v.target, _want_v3_body___want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            else:
+                raise EncodeError('no case for tag ' + repr(_want_v3_body___tag), path='request')
+            out += _S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
+            _commit_body__v = v.body
+            _commit_body__p_span = v.span
+            out += _S19_pack(_commit_body__v.collection, _commit_body__v.data, _commit_body__v.metadata, _commit_body__v.author, _commit_body__v.sig_r, _commit_body__v.sig_s)
+        elif _tag == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
+            _merge_v6_body__v = v.body
+            _merge_v6_body__p_span = v.span
+            out += _S21_pack(_merge_v6_body__v.collection, _merge_v6_body__v.low, _merge_v6_body__v.high, _merge_v6_body__v.result, _merge_v6_body__v.low_witness, _merge_v6_body__v.high_witness, _merge_v6_body__v.author, _merge_v6_body__v.sig_r, _merge_v6_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
+            _derive_v7_body__v = v.body
+            _derive_v7_body__p_span = v.span
+            out += _S23_pack(_derive_v7_body__v.target, _derive_v7_body__v.input, _derive_v7_body__v.output, _derive_v7_body__v.input_witness, _derive_v7_body__v.author, _derive_v7_body__v.sig_r, _derive_v7_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
+            _proof_v5_body__v = v.body
+            _proof_v5_body__p_span = v.span
+            out += _S25_pack(_proof_v5_body__v.resource, _proof_v5_body__v.root)
+            for _proof_v5_body___x in _proof_v5_body__v.edges:
+                out += _S27_pack(_proof_v5_body___x.capability, _proof_v5_body___x.delegate, _proof_v5_body___x.signature)
+        elif _tag == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
+            _retired_blob_want_body__v = v.body
+            _retired_blob_want_body__p_span = v.span
+            out += _S29_pack(_retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
+            _retired_blob_want_body__v = v.body
+            _retired_blob_want_body__p_span = v.span
+            out += _S29_pack(_retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
+            _retired_typed_want_body__v = v.body
+            _retired_typed_want_body__p_span = v.span
+            out += _S31_pack(_retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _retired_typed_want_body__v.a, _retired_typed_want_body__v.b, _retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
+            _retired_typed_want_body__v = v.body
+            _retired_typed_want_body__p_span = v.span
+            out += _S31_pack(_retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _retired_typed_want_body__v.a, _retired_typed_want_body__v.b, _retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
+            _unsigned_merge_body__v = v.body
+            _unsigned_merge_body__p_span = v.span
+            out += _S33_pack(_unsigned_merge_body__v.collection, _unsigned_merge_body__v.low, _unsigned_merge_body__v.high, _unsigned_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
+            _unsigned_derive_body__v = v.body
+            _unsigned_derive_body__p_span = v.span
+            out += _S35_pack(_unsigned_derive_body__v.target, _unsigned_derive_body__v.input, _unsigned_derive_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
+            _peer_body__v = v.body
+            _peer_body__p_span = v.span
+            out += _S37_pack(_peer_body__v.team, _peer_body__v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
+            _store_scope_body__v = v.body
+            _store_scope_body__p_span = v.span
+            out += _S29_pack(_store_scope_body__v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
+            _artifact_offer_body__v = v.body
+            _artifact_offer_body__p_span = v.span
+            out += _S40_pack(_artifact_offer_body__v.content)
+        elif _tag == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
+            _proof_v1_body__v = v.body
+            _proof_v1_body__p_span = v.span
+            out += _S42_pack(_proof_v1_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _proof_v1_body___proof_v1_data__v = _proof_v1_body__v.data
+            _proof_v1_body___proof_v1_data__p_body_len = _proof_v1_body__v.body_len
+            _proof_v1_body___proof_v1_data___proof_v1_content__v = _proof_v1_body___proof_v1_data__v.body
+            out += _S44_pack(_proof_v1_body___proof_v1_data___proof_v1_content__v.root)
+            for _proof_v1_body___proof_v1_data___proof_v1_content___x in _proof_v1_body___proof_v1_data___proof_v1_content__v.edges:
+                out += _S46_pack(_proof_v1_body___proof_v1_data___proof_v1_content___x.head, _proof_v1_body___proof_v1_data___proof_v1_content___x.delegate)
+            _proof_v1_body___proof_v1_data___b = _proof_v1_body___proof_v1_data__v.tail
+            out += _proof_v1_body___proof_v1_data___b
+        elif _tag == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
+            _proof_v2_body__v = v.body
+            _proof_v2_body__p_span = v.span
+            out += _S42_pack(_proof_v2_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _proof_v2_body___proof_v2_data__v = _proof_v2_body__v.data
+            _proof_v2_body___proof_v2_data__p_body_len = _proof_v2_body__v.body_len
+            _proof_v2_body___proof_v2_data___proof_v2_content__v = _proof_v2_body___proof_v2_data__v.body
+            out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_body___proof_v2_data___proof_v2_content__v.resource, _proof_v2_body___proof_v2_data___proof_v2_content__v.root)
+            for _proof_v2_body___proof_v2_data___proof_v2_content___x in _proof_v2_body___proof_v2_data___proof_v2_content__v.edges:
+                out += _S50_pack(_proof_v2_body___proof_v2_data___proof_v2_content___x.action, _proof_v2_body___proof_v2_data___proof_v2_content___x.flags, _proof_v2_body___proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_body___proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_body___proof_v2_data___proof_v2_content___x.delegate, _proof_v2_body___proof_v2_data___proof_v2_content___x.signature)
+            _proof_v2_body___proof_v2_data___b = _proof_v2_body___proof_v2_data__v.tail
+            out += _proof_v2_body___proof_v2_data___b
+        else:
+            out += v.body
+    return bytes(out)
+
 def _d_frame_head(mv, pos, end):
     if pos + 64 > end:
         raise _short(pos, end, _T99)
@@ -2141,6 +4005,111 @@ def _d_frame_head(mv, pos, end):
     _obj.head = f_head
     return _obj, pos
 
+def _u_frame_head(mv, pos, end):
+    f_magic, f_span, f_kind = _S98.unpack_from(mv, pos)
+    _r98 = pos
+    pos += 64
+    if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
+        raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+    if not f_span >= 1:
+        raise ConstraintError('span 0 (CorruptPile)', offset=_r98 + 28, path='span', expected='span >= 1', found=f_span)
+    _n = 192
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='head', expected=_n, found=end - pos)
+    _outer_end_head = end
+    end = pos + _n
+    _sec_head = pos
+    if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+        _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4.unpack_from(mv, pos)
+        _blob_head___r4 = pos
+        pos += 192
+        if not f_span == 1 + (_blob_head__f_length + 255) // 256:
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
+        if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
+        if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
+        _blob_head___obj = _new(BlobHead)
+        _blob_head___obj.timestamp = _blob_head__f_timestamp
+        _blob_head___obj.length = _blob_head__f_length
+        _blob_head___obj.hash = _blob_head__f_hash
+        f_head = _blob_head___obj
+    else:
+        f_head = bytes(mv[pos:end])
+        if pos > end:
+            raise IndexError
+        pos = end
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_head, path='head', expected=end - _sec_head, found=pos - _sec_head)
+    end = _outer_end_head
+    _obj = _new(FrameHead)
+    _obj.span = f_span
+    _obj.kind = f_kind
+    _obj.head = f_head
+    return (_obj, pos)
+
+def _m_frame_head(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S4_unpack_from = _S4.unpack_from
+    _S98_unpack_from = _S98.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_magic, f_span, f_kind = _S98_unpack_from(mv, pos)
+            _r98 = pos
+            pos += 64
+            if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
+                raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+            if not f_span >= 1:
+                raise ConstraintError('span 0 (CorruptPile)', offset=_r98 + 28, path='span', expected='span >= 1', found=f_span)
+            _n = 192
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
+            if pos + _n > end:
+                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='head', expected=_n, found=end - pos)
+            _outer_end_head = end
+            end = pos + _n
+            _sec_head = pos
+            if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4_unpack_from(mv, pos)
+                _blob_head___r4 = pos
+                pos += 192
+                if not f_span == 1 + (_blob_head__f_length + 255) // 256:
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
+                if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
+                if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
+                _blob_head___obj = _new(BlobHead)
+                _blob_head___obj.timestamp = _blob_head__f_timestamp
+                _blob_head___obj.length = _blob_head__f_length
+                _blob_head___obj.hash = _blob_head__f_hash
+                f_head = _blob_head___obj
+            else:
+                f_head = bytes(mv[pos:end])
+                if pos > end:
+                    raise IndexError
+                pos = end
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_head, path='head', expected=end - _sec_head, found=pos - _sec_head)
+            end = _outer_end_head
+            _obj = _new(FrameHead)
+            _obj.span = f_span
+            _obj.kind = f_kind
+            _obj.head = f_head
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_frame_head, 'frame_head', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_frame_head, 'frame_head', mv, _rs, end, (), _out)
+    return _out
+
 def _e_frame_head(out, v):
     out += _S98.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
     _tag = v.kind
@@ -2150,6 +4119,21 @@ def _e_frame_head(out, v):
         out += _S4.pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     else:
         out += v.head
+
+def _em_frame_head(values):
+    out = bytearray()
+    _S4_pack = _S4.pack
+    _S98_pack = _S98.pack
+    for v in values:
+        out += _S98_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+        _tag = v.kind
+        if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+            _blob_head__v = v.head
+            _blob_head__p_span = v.span
+            out += _S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        else:
+            out += v.head
+    return bytes(out)
 
 def _d_blob_head(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2169,8 +4153,61 @@ def _d_blob_head(mv, pos, end, p_span):
     _obj.hash = f_hash
     return _obj, pos
 
+def _u_blob_head(mv, pos, end, p_span):
+    f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4.unpack_from(mv, pos)
+    _r4 = pos
+    pos += 192
+    if not p_span == 1 + (f_length + 255) // 256:
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=f_length)
+    if f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_scalar_pad)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(BlobHead)
+    _obj.timestamp = f_timestamp
+    _obj.length = f_length
+    _obj.hash = f_hash
+    return (_obj, pos)
+
+def _m_blob_head(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S4_unpack_from = _S4.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4_unpack_from(mv, pos)
+            _r4 = pos
+            pos += 192
+            if not p_span == 1 + (f_length + 255) // 256:
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=f_length)
+            if f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_scalar_pad)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(BlobHead)
+            _obj.timestamp = f_timestamp
+            _obj.length = f_length
+            _obj.hash = f_hash
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_blob_head, 'blob_head', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_blob_head, 'blob_head', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_blob_head(out, v, p_span):
     out += _S4.pack(v.timestamp, v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_blob_head(values, p_span):
+    out = bytearray()
+    _S4_pack = _S4.pack
+    for v in values:
+        out += _S4_pack(v.timestamp, v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_blob_data(mv, pos, end, p_length):
     start = pos
@@ -2189,6 +4226,47 @@ def _d_blob_data(mv, pos, end, p_length):
     _obj.payload = f_payload
     return _obj, pos
 
+def _u_blob_data(mv, pos, end, p_length):
+    start = pos
+    _n = p_length
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+    f_payload = bytes(mv[pos:pos + _n])
+    pos += _n
+    _n = -(pos - start) % 256
+    pos += _n
+    _obj = _new(BlobData)
+    _obj.payload = f_payload
+    return (_obj, pos)
+
+def _m_blob_data(mv, pos, end, p_length):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            start = pos
+            _n = p_length
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+            f_payload = bytes(mv[pos:pos + _n])
+            pos += _n
+            _n = -(pos - start) % 256
+            pos += _n
+            _obj = _new(BlobData)
+            _obj.payload = f_payload
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_blob_data, 'blob_data', mv, _rs, end, (p_length, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_blob_data, 'blob_data', mv, _rs, end, (p_length, ), _out)
+    return _out
+
 def _e_blob_data(out, v, p_length):
     start = len(out)
     _b = v.payload
@@ -2196,6 +4274,17 @@ def _e_blob_data(out, v, p_length):
         raise EncodeError('wrong length ' + str(len(_b)), path='payload')
     out += _b
     out += bytes((-(len(out) - start)) % 256)
+
+def _em_blob_data(values, p_length):
+    out = bytearray()
+    for v in values:
+        start = len(out)
+        _b = v.payload
+        if len(_b) != p_length:
+            raise EncodeError('wrong length ' + str(len(_b)), path='payload')
+        out += _b
+        out += bytes(-(len(out) - start) % 256)
+    return bytes(out)
 
 def _d_blob_body(mv, pos, end, p_span):
     try:
@@ -2241,6 +4330,80 @@ def _d_blob_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
+def _u_blob_body(mv, pos, end, p_span):
+    _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4.unpack_from(mv, pos)
+    _blob_head___r4 = pos
+    pos += 192
+    if not p_span == 1 + (_blob_head__f_length + 255) // 256:
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
+    if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
+    if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
+    _blob_head___obj = _new(BlobHead)
+    _blob_head___obj.timestamp = _blob_head__f_timestamp
+    _blob_head___obj.length = _blob_head__f_length
+    _blob_head___obj.hash = _blob_head__f_hash
+    _blob_data__p_length = _blob_head___obj.length
+    _blob_data__start = pos
+    _blob_data___n = _blob_data__p_length
+    if _blob_data___n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
+    _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+    pos += _blob_data___n
+    _blob_data___n = -(pos - _blob_data__start) % 256
+    pos += _blob_data___n
+    _blob_data___obj = _new(BlobData)
+    _blob_data___obj.payload = _blob_data__f_payload
+    _obj = _new(BlobBody)
+    _obj.head = _blob_head___obj
+    _obj.data = _blob_data___obj
+    return (_obj, pos)
+
+def _m_blob_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S4_unpack_from = _S4.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4_unpack_from(mv, pos)
+            _blob_head___r4 = pos
+            pos += 192
+            if not p_span == 1 + (_blob_head__f_length + 255) // 256:
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_blob_head__f_length)
+            if _blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_scalar_pad)
+            if _blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_blob_head__f_reserved)
+            _blob_head___obj = _new(BlobHead)
+            _blob_head___obj.timestamp = _blob_head__f_timestamp
+            _blob_head___obj.length = _blob_head__f_length
+            _blob_head___obj.hash = _blob_head__f_hash
+            _blob_data__p_length = _blob_head___obj.length
+            _blob_data__start = pos
+            _blob_data___n = _blob_data__p_length
+            if _blob_data___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
+            _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+            pos += _blob_data___n
+            _blob_data___n = -(pos - _blob_data__start) % 256
+            pos += _blob_data___n
+            _blob_data___obj = _new(BlobData)
+            _blob_data___obj.payload = _blob_data__f_payload
+            _obj = _new(BlobBody)
+            _obj.head = _blob_head___obj
+            _obj.data = _blob_data___obj
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_blob_body, 'blob_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_blob_body, 'blob_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_blob_body(out, v, p_span):
     _blob_head__v = v.head
     out += _S4.pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
@@ -2252,6 +4415,22 @@ def _e_blob_body(out, v, p_span):
         raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
     out += _blob_data___b
     out += bytes(-(len(out) - _blob_data__start) % 256)
+
+def _em_blob_body(values, p_span):
+    out = bytearray()
+    _S4_pack = _S4.pack
+    for v in values:
+        _blob_head__v = v.head
+        out += _S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _blob_data__v = v.data
+        _blob_data__p_length = v.head.length
+        _blob_data__start = len(out)
+        _blob_data___b = _blob_data__v.payload
+        if len(_blob_data___b) != _blob_data__p_length:
+            raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
+        out += _blob_data___b
+        out += bytes(-(len(out) - _blob_data__start) % 256)
+    return bytes(out)
 
 def _d_pin_head_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2272,8 +4451,63 @@ def _d_pin_head_body(mv, pos, end, p_span):
     _obj.head = f_head
     return _obj, pos
 
+def _u_pin_head_body(mv, pos, end, p_span):
+    f_pin, f_reserved1, f_head, f_reserved2 = _S6.unpack_from(mv, pos)
+    _r6 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r6, path='pin', expected='span == 1', found=f_pin)
+    if not max(f_pin) > 0:
+        raise ConstraintError('nil pin id', offset=_r6, path='pin', expected='max(pin) > 0', found=f_pin)
+    if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+    if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+    _obj = _new(PinHeadBody)
+    _obj.pin = f_pin
+    _obj.head = f_head
+    return (_obj, pos)
+
+def _m_pin_head_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S6_unpack_from = _S6.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_pin, f_reserved1, f_head, f_reserved2 = _S6_unpack_from(mv, pos)
+            _r6 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r6, path='pin', expected='span == 1', found=f_pin)
+            if not max(f_pin) > 0:
+                raise ConstraintError('nil pin id', offset=_r6, path='pin', expected='max(pin) > 0', found=f_pin)
+            if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r6 + 16, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+            if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r6 + 64, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+            _obj = _new(PinHeadBody)
+            _obj.pin = f_pin
+            _obj.head = f_head
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_pin_head_body, 'pin_head_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_pin_head_body, 'pin_head_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_pin_head_body(out, v, p_span):
     out += _S6.pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_pin_head_body(values, p_span):
+    out = bytearray()
+    _S6_pack = _S6.pack
+    for v in values:
+        out += _S6_pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_pin_tombstone_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2291,8 +4525,57 @@ def _d_pin_tombstone_body(mv, pos, end, p_span):
     _obj.pin = f_pin
     return _obj, pos
 
+def _u_pin_tombstone_body(mv, pos, end, p_span):
+    f_pin, f_reserved = _S8.unpack_from(mv, pos)
+    _r8 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r8, path='pin', expected='span == 1', found=f_pin)
+    if not max(f_pin) > 0:
+        raise ConstraintError('nil pin id', offset=_r8, path='pin', expected='max(pin) > 0', found=f_pin)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(PinTombstoneBody)
+    _obj.pin = f_pin
+    return (_obj, pos)
+
+def _m_pin_tombstone_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S8_unpack_from = _S8.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_pin, f_reserved = _S8_unpack_from(mv, pos)
+            _r8 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r8, path='pin', expected='span == 1', found=f_pin)
+            if not max(f_pin) > 0:
+                raise ConstraintError('nil pin id', offset=_r8, path='pin', expected='max(pin) > 0', found=f_pin)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r8 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(PinTombstoneBody)
+            _obj.pin = f_pin
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_pin_tombstone_body(out, v, p_span):
     out += _S8.pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_pin_tombstone_body(values, p_span):
+    out = bytearray()
+    _S8_pack = _S8.pack
+    for v in values:
+        out += _S8_pack(v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_want_blob(mv, pos, end):
     if pos + 96 > end:
@@ -2306,8 +4589,49 @@ def _d_want_blob(mv, pos, end):
     _obj.blob = f_blob
     return _obj, pos
 
+def _u_want_blob(mv, pos, end):
+    f_blob, f_zero = _S12.unpack_from(mv, pos)
+    _r12 = pos
+    pos += 96
+    if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
+    _obj = _new(WantBlob)
+    _obj.blob = f_blob
+    return (_obj, pos)
+
+def _m_want_blob(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S12_unpack_from = _S12.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_blob, f_zero = _S12_unpack_from(mv, pos)
+            _r12 = pos
+            pos += 96
+            if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
+            _obj = _new(WantBlob)
+            _obj.blob = f_blob
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_want_blob, 'want_blob', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_want_blob, 'want_blob', mv, _rs, end, (), _out)
+    return _out
+
 def _e_want_blob(out, v):
     out += _S12.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_want_blob(values):
+    out = bytearray()
+    _S12_pack = _S12.pack
+    for v in values:
+        out += _S12_pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_want_merge(mv, pos, end):
     if pos + 96 > end:
@@ -2323,8 +4647,53 @@ def _d_want_merge(mv, pos, end):
     _obj.high = f_high
     return _obj, pos
 
+def _u_want_merge(mv, pos, end):
+    f_collection, f_low, f_high = _S14.unpack_from(mv, pos)
+    _r14 = pos
+    pos += 96
+    if not f_high >= f_low:
+        raise ConstraintError('merge request high < low', offset=_r14 + 64, path='high', expected='high >= low', found=f_high)
+    _obj = _new(WantMerge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    return (_obj, pos)
+
+def _m_want_merge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S14_unpack_from = _S14.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_low, f_high = _S14_unpack_from(mv, pos)
+            _r14 = pos
+            pos += 96
+            if not f_high >= f_low:
+                raise ConstraintError('merge request high < low', offset=_r14 + 64, path='high', expected='high >= low', found=f_high)
+            _obj = _new(WantMerge)
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_want_merge, 'want_merge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_want_merge, 'want_merge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_want_merge(out, v):
     out += _S14.pack(v.collection, v.low, v.high)
+
+def _em_want_merge(values):
+    out = bytearray()
+    _S14_pack = _S14.pack
+    for v in values:
+        out += _S14_pack(v.collection, v.low, v.high)
+    return bytes(out)
 
 def _d_want_derive(mv, pos, end):
     if pos + 96 > end:
@@ -2339,8 +4708,51 @@ def _d_want_derive(mv, pos, end):
     _obj.input = f_input
     return _obj, pos
 
+def _u_want_derive(mv, pos, end):
+    f_target, f_input, f_zero = _S14.unpack_from(mv, pos)
+    _r14 = pos
+    pos += 96
+    if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
+    _obj = _new(WantDerive)
+    _obj.target = f_target
+    _obj.input = f_input
+    return (_obj, pos)
+
+def _m_want_derive(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S14_unpack_from = _S14.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_target, f_input, f_zero = _S14_unpack_from(mv, pos)
+            _r14 = pos
+            pos += 96
+            if f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_zero)
+            _obj = _new(WantDerive)
+            _obj.target = f_target
+            _obj.input = f_input
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_want_derive, 'want_derive', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_want_derive, 'want_derive', mv, _rs, end, (), _out)
+    return _out
+
 def _e_want_derive(out, v):
     out += _S14.pack(v.target, v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_want_derive(values):
+    out = bytearray()
+    _S14_pack = _S14.pack
+    for v in values:
+        out += _S14_pack(v.target, v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_want_request(mv, pos, end):
     if pos + 1 > end:
@@ -2407,6 +4819,105 @@ def _d_want_request(mv, pos, end):
     _obj.request = f_request
     return _obj, pos
 
+def _u_want_request(mv, pos, end):
+    f_tag = mv[pos]
+    pos += 1
+    _tag = f_tag
+    f_tag = _WANTTAG_BY_VALUE[f_tag]
+    if _tag == 1:
+        _want_blob__f_blob, _want_blob__f_zero = _S12.unpack_from(mv, pos)
+        _want_blob___r12 = pos
+        pos += 96
+        if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
+        _want_blob___obj = _new(WantBlob)
+        _want_blob___obj.blob = _want_blob__f_blob
+        f_request = _want_blob___obj
+    elif _tag == 2:
+        _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14.unpack_from(mv, pos)
+        _want_merge___r14 = pos
+        pos += 96
+        if not _want_merge__f_high >= _want_merge__f_low:
+            raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
+        _want_merge___obj = _new(WantMerge)
+        _want_merge___obj.collection = _want_merge__f_collection
+        _want_merge___obj.low = _want_merge__f_low
+        _want_merge___obj.high = _want_merge__f_high
+        f_request = _want_merge___obj
+    elif _tag == 4:
+        _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14.unpack_from(mv, pos)
+        _want_derive___r14 = pos
+        pos += 96
+        if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
+        _want_derive___obj = _new(WantDerive)
+        _want_derive___obj.target = _want_derive__f_target
+        _want_derive___obj.input = _want_derive__f_input
+        f_request = _want_derive___obj
+    else:
+        raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
+    _obj = _new(WantRequest)
+    _obj.tag = f_tag
+    _obj.request = f_request
+    return (_obj, pos)
+
+def _m_want_request(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S12_unpack_from = _S12.unpack_from
+    _S14_unpack_from = _S14.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_tag = mv[pos]
+            pos += 1
+            _tag = f_tag
+            f_tag = _WANTTAG_BY_VALUE[f_tag]
+            if _tag == 1:
+                _want_blob__f_blob, _want_blob__f_zero = _S12_unpack_from(mv, pos)
+                _want_blob___r12 = pos
+                pos += 96
+                if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
+                _want_blob___obj = _new(WantBlob)
+                _want_blob___obj.blob = _want_blob__f_blob
+                f_request = _want_blob___obj
+            elif _tag == 2:
+                _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14_unpack_from(mv, pos)
+                _want_merge___r14 = pos
+                pos += 96
+                if not _want_merge__f_high >= _want_merge__f_low:
+                    raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
+                _want_merge___obj = _new(WantMerge)
+                _want_merge___obj.collection = _want_merge__f_collection
+                _want_merge___obj.low = _want_merge__f_low
+                _want_merge___obj.high = _want_merge__f_high
+                f_request = _want_merge___obj
+            elif _tag == 4:
+                _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14_unpack_from(mv, pos)
+                _want_derive___r14 = pos
+                pos += 96
+                if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
+                _want_derive___obj = _new(WantDerive)
+                _want_derive___obj.target = _want_derive__f_target
+                _want_derive___obj.input = _want_derive__f_input
+                f_request = _want_derive___obj
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
+            _obj = _new(WantRequest)
+            _obj.tag = f_tag
+            _obj.request = f_request
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_want_request, 'want_request', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_want_request, 'want_request', mv, _rs, end, (), _out)
+    return _out
+
 def _e_want_request(out, v):
     out += _S100.pack(v.tag)
     _tag = v.tag
@@ -2421,6 +4932,27 @@ def _e_want_request(out, v):
         out += _S14.pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='request')
+
+def _em_want_request(values):
+    out = bytearray()
+    _S100_pack = _S100.pack
+    _S12_pack = _S12.pack
+    _S14_pack = _S14.pack
+    for v in values:
+        out += _S100_pack(v.tag)
+        _tag = v.tag
+        if _tag == 1:
+            _want_blob__v = v.request
+            out += _S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == 2:
+            _want_merge__v = v.request
+            out += _S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high)
+        elif _tag == 4:
+            _want_derive__v = v.request
+            out += _S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        else:
+            raise EncodeError('no case for tag ' + repr(_tag), path='request')
+    return bytes(out)
 
 def _d_want_v3_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -2498,6 +5030,127 @@ def _d_want_v3_body(mv, pos, end, p_span):
     _obj.request = f_request
     return _obj, pos
 
+def _u_want_v3_body(mv, pos, end, p_span):
+    f_tag, f_reserved1 = _S10.unpack_from(mv, pos)
+    _r10 = pos
+    pos += 32
+    f_tag = _WANTTAG_BY_VALUE[f_tag]
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r10, path='tag', expected='span == 1', found=f_tag)
+    if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+    _tag = f_tag
+    if _tag == 1:
+        _want_blob__f_blob, _want_blob__f_zero = _S12.unpack_from(mv, pos)
+        _want_blob___r12 = pos
+        pos += 96
+        if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
+        _want_blob___obj = _new(WantBlob)
+        _want_blob___obj.blob = _want_blob__f_blob
+        f_request = _want_blob___obj
+    elif _tag == 2:
+        _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14.unpack_from(mv, pos)
+        _want_merge___r14 = pos
+        pos += 96
+        if not _want_merge__f_high >= _want_merge__f_low:
+            raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
+        _want_merge___obj = _new(WantMerge)
+        _want_merge___obj.collection = _want_merge__f_collection
+        _want_merge___obj.low = _want_merge__f_low
+        _want_merge___obj.high = _want_merge__f_high
+        f_request = _want_merge___obj
+    elif _tag == 4:
+        _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14.unpack_from(mv, pos)
+        _want_derive___r14 = pos
+        pos += 96
+        if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
+        _want_derive___obj = _new(WantDerive)
+        _want_derive___obj.target = _want_derive__f_target
+        _want_derive___obj.input = _want_derive__f_input
+        f_request = _want_derive___obj
+    else:
+        raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
+    f_reserved2, = _S17.unpack_from(mv, pos)
+    _r17 = pos
+    pos += 64
+    if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+    _obj = _new(WantV3Body)
+    _obj.tag = f_tag
+    _obj.request = f_request
+    return (_obj, pos)
+
+def _m_want_v3_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S10_unpack_from = _S10.unpack_from
+    _S12_unpack_from = _S12.unpack_from
+    _S14_unpack_from = _S14.unpack_from
+    _S17_unpack_from = _S17.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_tag, f_reserved1 = _S10_unpack_from(mv, pos)
+            _r10 = pos
+            pos += 32
+            f_tag = _WANTTAG_BY_VALUE[f_tag]
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r10, path='tag', expected='span == 1', found=f_tag)
+            if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+            _tag = f_tag
+            if _tag == 1:
+                _want_blob__f_blob, _want_blob__f_zero = _S12_unpack_from(mv, pos)
+                _want_blob___r12 = pos
+                pos += 96
+                if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_want_blob___r12 + 32, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_blob__f_zero)
+                _want_blob___obj = _new(WantBlob)
+                _want_blob___obj.blob = _want_blob__f_blob
+                f_request = _want_blob___obj
+            elif _tag == 2:
+                _want_merge__f_collection, _want_merge__f_low, _want_merge__f_high = _S14_unpack_from(mv, pos)
+                _want_merge___r14 = pos
+                pos += 96
+                if not _want_merge__f_high >= _want_merge__f_low:
+                    raise ConstraintError('merge request high < low', offset=_want_merge___r14 + 64, path='high', expected='high >= low', found=_want_merge__f_high)
+                _want_merge___obj = _new(WantMerge)
+                _want_merge___obj.collection = _want_merge__f_collection
+                _want_merge___obj.low = _want_merge__f_low
+                _want_merge___obj.high = _want_merge__f_high
+                f_request = _want_merge___obj
+            elif _tag == 4:
+                _want_derive__f_target, _want_derive__f_input, _want_derive__f_zero = _S14_unpack_from(mv, pos)
+                _want_derive___r14 = pos
+                pos += 96
+                if _want_derive__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_want_derive___r14 + 64, path='zero', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_derive__f_zero)
+                _want_derive___obj = _new(WantDerive)
+                _want_derive___obj.target = _want_derive__f_target
+                _want_derive___obj.input = _want_derive__f_input
+                f_request = _want_derive___obj
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='request', expected=[1, 2, 4], found=_tag)
+            f_reserved2, = _S17_unpack_from(mv, pos)
+            _r17 = pos
+            pos += 64
+            if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r17, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+            _obj = _new(WantV3Body)
+            _obj.tag = f_tag
+            _obj.request = f_request
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_want_v3_body, 'want_v3_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_want_v3_body, 'want_v3_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_want_v3_body(out, v, p_span):
     out += _S10.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _tag = v.tag
@@ -2513,6 +5166,29 @@ def _e_want_v3_body(out, v, p_span):
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='request')
     out += _S17.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_want_v3_body(values, p_span):
+    out = bytearray()
+    _S10_pack = _S10.pack
+    _S12_pack = _S12.pack
+    _S14_pack = _S14.pack
+    _S17_pack = _S17.pack
+    for v in values:
+        out += _S10_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _tag = v.tag
+        if _tag == 1:
+            _want_blob__v = v.request
+            out += _S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == 2:
+            _want_merge__v = v.request
+            out += _S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high)
+        elif _tag == 4:
+            _want_derive__v = v.request
+            out += _S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        else:
+            raise EncodeError('no case for tag ' + repr(_tag), path='request')
+        out += _S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_commit_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2531,8 +5207,59 @@ def _d_commit_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_commit_body(mv, pos, end, p_span):
+    f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
+    _r19 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r19, path='collection', expected='span == 1', found=f_collection)
+    _obj = _new(CommitBody)
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_commit_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S19_unpack_from = _S19.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
+            _r19 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r19, path='collection', expected='span == 1', found=f_collection)
+            _obj = _new(CommitBody)
+            _obj.collection = f_collection
+            _obj.data = f_data
+            _obj.metadata = f_metadata
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_commit_body, 'commit_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_commit_body, 'commit_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_commit_body(out, v, p_span):
     out += _S19.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
+
+def _em_commit_body(values, p_span):
+    out = bytearray()
+    _S19_pack = _S19.pack
+    for v in values:
+        out += _S19_pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
+    return bytes(out)
 
 def _d_merge_v6_body(mv, pos, end, p_span):
     if pos + 448 > end:
@@ -2558,8 +5285,73 @@ def _d_merge_v6_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_merge_v6_body(mv, pos, end, p_span):
+    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21.unpack_from(mv, pos)
+    _r21 = pos
+    pos += 448
+    if not p_span == 2:
+        raise ConstraintError('kind requires span 2', offset=_r21, path='collection', expected='span == 2', found=f_collection)
+    if not f_high + f_high_witness >= f_low + f_low_witness:
+        raise ConstraintError('merge inputs out of canonical order', offset=_r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=f_high_witness)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(MergeV6Body)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    _obj.low_witness = f_low_witness
+    _obj.high_witness = f_high_witness
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_merge_v6_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S21_unpack_from = _S21.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21_unpack_from(mv, pos)
+            _r21 = pos
+            pos += 448
+            if not p_span == 2:
+                raise ConstraintError('kind requires span 2', offset=_r21, path='collection', expected='span == 2', found=f_collection)
+            if not f_high + f_high_witness >= f_low + f_low_witness:
+                raise ConstraintError('merge inputs out of canonical order', offset=_r21 + 160, path='high_witness', expected='high + high_witness >= low + low_witness', found=f_high_witness)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r21 + 288, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(MergeV6Body)
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _obj.low_witness = f_low_witness
+            _obj.high_witness = f_high_witness
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_merge_v6_body, 'merge_v6_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_merge_v6_body, 'merge_v6_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_merge_v6_body(out, v, p_span):
     out += _S21.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_merge_v6_body(values, p_span):
+    out = bytearray()
+    _S21_pack = _S21.pack
+    for v in values:
+        out += _S21_pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_derive_v7_body(mv, pos, end, p_span):
     if pos + 448 > end:
@@ -2581,8 +5373,65 @@ def _d_derive_v7_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_derive_v7_body(mv, pos, end, p_span):
+    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23.unpack_from(mv, pos)
+    _r23 = pos
+    pos += 448
+    if not p_span == 2:
+        raise ConstraintError('kind requires span 2', offset=_r23, path='target', expected='span == 2', found=f_target)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(DeriveV7Body)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    _obj.input_witness = f_input_witness
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_derive_v7_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S23_unpack_from = _S23.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23_unpack_from(mv, pos)
+            _r23 = pos
+            pos += 448
+            if not p_span == 2:
+                raise ConstraintError('kind requires span 2', offset=_r23, path='target', expected='span == 2', found=f_target)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r23 + 224, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(DeriveV7Body)
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _obj.input_witness = f_input_witness
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_derive_v7_body, 'derive_v7_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_derive_v7_body, 'derive_v7_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_derive_v7_body(out, v, p_span):
     out += _S23.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_derive_v7_body(values, p_span):
+    out = bytearray()
+    _S23_pack = _S23.pack
+    for v in values:
+        out += _S23_pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_proof_edge(mv, pos, end):
     if pos + 128 > end:
@@ -2595,8 +5444,47 @@ def _d_proof_edge(mv, pos, end):
     _obj.signature = f_signature
     return _obj, pos
 
+def _u_proof_edge(mv, pos, end):
+    f_capability, f_delegate, f_signature = _S27.unpack_from(mv, pos)
+    pos += 128
+    _obj = _new(ProofEdge)
+    _obj.capability = f_capability
+    _obj.delegate = f_delegate
+    _obj.signature = f_signature
+    return (_obj, pos)
+
+def _m_proof_edge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S27_unpack_from = _S27.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_capability, f_delegate, f_signature = _S27_unpack_from(mv, pos)
+            pos += 128
+            _obj = _new(ProofEdge)
+            _obj.capability = f_capability
+            _obj.delegate = f_delegate
+            _obj.signature = f_signature
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_edge, 'proof_edge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_edge, 'proof_edge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_proof_edge(out, v):
     out += _S27.pack(v.capability, v.delegate, v.signature)
+
+def _em_proof_edge(values):
+    out = bytearray()
+    _S27_pack = _S27.pack
+    for v in values:
+        out += _S27_pack(v.capability, v.delegate, v.signature)
+    return bytes(out)
 
 def _d_proof_v5_body(mv, pos, end, p_span):
     if pos + 64 > end:
@@ -2629,10 +5517,77 @@ def _d_proof_v5_body(mv, pos, end, p_span):
     _obj.edges = f_edges
     return _obj, pos
 
+def _u_proof_v5_body(mv, pos, end, p_span):
+    f_resource, f_root = _S25.unpack_from(mv, pos)
+    pos += 64
+    f_edges = []
+    while pos < end:
+        _ip = pos
+        _proof_edge_f_capability, _proof_edge_f_delegate, _proof_edge_f_signature = _S27.unpack_from(mv, pos)
+        pos += 128
+        _proof_edge__obj = _new(ProofEdge)
+        _proof_edge__obj.capability = _proof_edge_f_capability
+        _proof_edge__obj.delegate = _proof_edge_f_delegate
+        _proof_edge__obj.signature = _proof_edge_f_signature
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_edges.append(_proof_edge__obj)
+    _obj = _new(ProofV5Body)
+    _obj.resource = f_resource
+    _obj.root = f_root
+    _obj.edges = f_edges
+    return (_obj, pos)
+
+def _m_proof_v5_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S25_unpack_from = _S25.unpack_from
+    _S27_unpack_from = _S27.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_resource, f_root = _S25_unpack_from(mv, pos)
+            pos += 64
+            f_edges = []
+            while pos < end:
+                _ip = pos
+                _proof_edge_f_capability, _proof_edge_f_delegate, _proof_edge_f_signature = _S27_unpack_from(mv, pos)
+                pos += 128
+                _proof_edge__obj = _new(ProofEdge)
+                _proof_edge__obj.capability = _proof_edge_f_capability
+                _proof_edge__obj.delegate = _proof_edge_f_delegate
+                _proof_edge__obj.signature = _proof_edge_f_signature
+                if pos <= _ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                f_edges.append(_proof_edge__obj)
+            _obj = _new(ProofV5Body)
+            _obj.resource = f_resource
+            _obj.root = f_root
+            _obj.edges = f_edges
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v5_body, 'proof_v5_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v5_body, 'proof_v5_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_proof_v5_body(out, v, p_span):
     out += _S25.pack(v.resource, v.root)
     for _x in v.edges:
         out += _S27.pack(_x.capability, _x.delegate, _x.signature)
+
+def _em_proof_v5_body(values, p_span):
+    out = bytearray()
+    _S25_pack = _S25.pack
+    _S27_pack = _S27.pack
+    for v in values:
+        out += _S25_pack(v.resource, v.root)
+        for _x in v.edges:
+            out += _S27_pack(_x.capability, _x.delegate, _x.signature)
+    return bytes(out)
 
 def _d_retired_blob_want_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2648,8 +5603,53 @@ def _d_retired_blob_want_body(mv, pos, end, p_span):
     _obj.blob = f_blob
     return _obj, pos
 
+def _u_retired_blob_want_body(mv, pos, end, p_span):
+    f_blob, f_reserved = _S29.unpack_from(mv, pos)
+    _r29 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r29, path='blob', expected='span == 1', found=f_blob)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(RetiredBlobWantBody)
+    _obj.blob = f_blob
+    return (_obj, pos)
+
+def _m_retired_blob_want_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S29_unpack_from = _S29.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_blob, f_reserved = _S29_unpack_from(mv, pos)
+            _r29 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r29, path='blob', expected='span == 1', found=f_blob)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(RetiredBlobWantBody)
+            _obj.blob = f_blob
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_retired_blob_want_body(out, v, p_span):
     out += _S29.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_retired_blob_want_body(values, p_span):
+    out = bytearray()
+    _S29_pack = _S29.pack
+    for v in values:
+        out += _S29_pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_retired_typed_want_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2672,8 +5672,67 @@ def _d_retired_typed_want_body(mv, pos, end, p_span):
     _obj.c = f_c
     return _obj, pos
 
+def _u_retired_typed_want_body(mv, pos, end, p_span):
+    f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31.unpack_from(mv, pos)
+    _r31 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r31, path='tag', expected='span == 1', found=f_tag)
+    if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
+        raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=f_tag)
+    if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+    if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+    _obj = _new(RetiredTypedWantBody)
+    _obj.tag = f_tag
+    _obj.a = f_a
+    _obj.b = f_b
+    _obj.c = f_c
+    return (_obj, pos)
+
+def _m_retired_typed_want_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S31_unpack_from = _S31.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31_unpack_from(mv, pos)
+            _r31 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r31, path='tag', expected='span == 1', found=f_tag)
+            if not (f_tag == 2 or f_tag == 3 or f_tag == 4):
+                raise ConstraintError('typed want tag must be 2, 3 or 4', offset=_r31, path='tag', expected='tag == 2 or tag == 3 or tag == 4', found=f_tag)
+            if f_reserved1 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r31 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
+            if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r31 + 128, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+            _obj = _new(RetiredTypedWantBody)
+            _obj.tag = f_tag
+            _obj.a = f_a
+            _obj.b = f_b
+            _obj.c = f_c
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_retired_typed_want_body(out, v, p_span):
     out += _S31.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_retired_typed_want_body(values, p_span):
+    out = bytearray()
+    _S31_pack = _S31.pack
+    for v in values:
+        out += _S31_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_unsigned_merge_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2694,8 +5753,63 @@ def _d_unsigned_merge_body(mv, pos, end, p_span):
     _obj.result = f_result
     return _obj, pos
 
+def _u_unsigned_merge_body(mv, pos, end, p_span):
+    f_collection, f_low, f_high, f_result, f_reserved = _S33.unpack_from(mv, pos)
+    _r33 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r33, path='collection', expected='span == 1', found=f_collection)
+    if not f_high >= f_low:
+        raise ConstraintError('merge high < low', offset=_r33 + 64, path='high', expected='high >= low', found=f_high)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(UnsignedMergeBody)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return (_obj, pos)
+
+def _m_unsigned_merge_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S33_unpack_from = _S33.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_low, f_high, f_result, f_reserved = _S33_unpack_from(mv, pos)
+            _r33 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r33, path='collection', expected='span == 1', found=f_collection)
+            if not f_high >= f_low:
+                raise ConstraintError('merge high < low', offset=_r33 + 64, path='high', expected='high >= low', found=f_high)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r33 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(UnsignedMergeBody)
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_unsigned_merge_body(out, v, p_span):
     out += _S33.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_unsigned_merge_body(values, p_span):
+    out = bytearray()
+    _S33_pack = _S33.pack
+    for v in values:
+        out += _S33_pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_unsigned_derive_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2713,8 +5827,57 @@ def _d_unsigned_derive_body(mv, pos, end, p_span):
     _obj.output = f_output
     return _obj, pos
 
+def _u_unsigned_derive_body(mv, pos, end, p_span):
+    f_target, f_input, f_output, f_reserved = _S35.unpack_from(mv, pos)
+    _r35 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r35, path='target', expected='span == 1', found=f_target)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(UnsignedDeriveBody)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return (_obj, pos)
+
+def _m_unsigned_derive_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S35_unpack_from = _S35.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_target, f_input, f_output, f_reserved = _S35_unpack_from(mv, pos)
+            _r35 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r35, path='target', expected='span == 1', found=f_target)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r35 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(UnsignedDeriveBody)
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_unsigned_derive_body(out, v, p_span):
     out += _S35.pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_unsigned_derive_body(values, p_span):
+    out = bytearray()
+    _S35_pack = _S35.pack
+    for v in values:
+        out += _S35_pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_peer_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2731,8 +5894,55 @@ def _d_peer_body(mv, pos, end, p_span):
     _obj.peer = f_peer
     return _obj, pos
 
+def _u_peer_body(mv, pos, end, p_span):
+    f_team, f_peer, f_reserved = _S37.unpack_from(mv, pos)
+    _r37 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r37, path='team', expected='span == 1', found=f_team)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(PeerBody)
+    _obj.team = f_team
+    _obj.peer = f_peer
+    return (_obj, pos)
+
+def _m_peer_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S37_unpack_from = _S37.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_team, f_peer, f_reserved = _S37_unpack_from(mv, pos)
+            _r37 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r37, path='team', expected='span == 1', found=f_team)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r37 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(PeerBody)
+            _obj.team = f_team
+            _obj.peer = f_peer
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_peer_body, 'peer_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_peer_body, 'peer_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_peer_body(out, v, p_span):
     out += _S37.pack(v.team, v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_peer_body(values, p_span):
+    out = bytearray()
+    _S37_pack = _S37.pack
+    for v in values:
+        out += _S37_pack(v.team, v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_store_scope_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2748,8 +5958,53 @@ def _d_store_scope_body(mv, pos, end, p_span):
     _obj.team = f_team
     return _obj, pos
 
+def _u_store_scope_body(mv, pos, end, p_span):
+    f_team, f_reserved = _S29.unpack_from(mv, pos)
+    _r29 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r29, path='team', expected='span == 1', found=f_team)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(StoreScopeBody)
+    _obj.team = f_team
+    return (_obj, pos)
+
+def _m_store_scope_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S29_unpack_from = _S29.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_team, f_reserved = _S29_unpack_from(mv, pos)
+            _r29 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r29, path='team', expected='span == 1', found=f_team)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r29 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(StoreScopeBody)
+            _obj.team = f_team
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_store_scope_body, 'store_scope_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_store_scope_body, 'store_scope_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_store_scope_body(out, v, p_span):
     out += _S29.pack(v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_store_scope_body(values, p_span):
+    out = bytearray()
+    _S29_pack = _S29.pack
+    for v in values:
+        out += _S29_pack(v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_artifact_offer_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -2763,8 +6018,49 @@ def _d_artifact_offer_body(mv, pos, end, p_span):
     _obj.content = f_content
     return _obj, pos
 
+def _u_artifact_offer_body(mv, pos, end, p_span):
+    f_content, = _S40.unpack_from(mv, pos)
+    _r40 = pos
+    pos += 192
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r40, path='content', expected='span == 1', found=f_content)
+    _obj = _new(ArtifactOfferBody)
+    _obj.content = f_content
+    return (_obj, pos)
+
+def _m_artifact_offer_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S40_unpack_from = _S40.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_content, = _S40_unpack_from(mv, pos)
+            _r40 = pos
+            pos += 192
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r40, path='content', expected='span == 1', found=f_content)
+            _obj = _new(ArtifactOfferBody)
+            _obj.content = f_content
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_artifact_offer_body(out, v, p_span):
     out += _S40.pack(v.content)
+
+def _em_artifact_offer_body(values, p_span):
+    out = bytearray()
+    _S40_pack = _S40.pack
+    for v in values:
+        out += _S40_pack(v.content)
+    return bytes(out)
 
 def _d_proof_v1_edge(mv, pos, end):
     if pos + 128 > end:
@@ -2776,8 +6072,45 @@ def _d_proof_v1_edge(mv, pos, end):
     _obj.delegate = f_delegate
     return _obj, pos
 
+def _u_proof_v1_edge(mv, pos, end):
+    f_head, f_delegate = _S46.unpack_from(mv, pos)
+    pos += 128
+    _obj = _new(ProofV1Edge)
+    _obj.head = f_head
+    _obj.delegate = f_delegate
+    return (_obj, pos)
+
+def _m_proof_v1_edge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S46_unpack_from = _S46.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_head, f_delegate = _S46_unpack_from(mv, pos)
+            pos += 128
+            _obj = _new(ProofV1Edge)
+            _obj.head = f_head
+            _obj.delegate = f_delegate
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_proof_v1_edge(out, v):
     out += _S46.pack(v.head, v.delegate)
+
+def _em_proof_v1_edge(values):
+    out = bytearray()
+    _S46_pack = _S46.pack
+    for v in values:
+        out += _S46_pack(v.head, v.delegate)
+    return bytes(out)
 
 def _d_proof_v1_content(mv, pos, end):
     if pos + 32 > end:
@@ -2808,10 +6141,73 @@ def _d_proof_v1_content(mv, pos, end):
     _obj.edges = f_edges
     return _obj, pos
 
+def _u_proof_v1_content(mv, pos, end):
+    f_root, = _S44.unpack_from(mv, pos)
+    pos += 32
+    f_edges = []
+    while pos < end:
+        _ip = pos
+        _proof_v1_edge_f_head, _proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
+        pos += 128
+        _proof_v1_edge__obj = _new(ProofV1Edge)
+        _proof_v1_edge__obj.head = _proof_v1_edge_f_head
+        _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_edges.append(_proof_v1_edge__obj)
+    _obj = _new(ProofV1Content)
+    _obj.root = f_root
+    _obj.edges = f_edges
+    return (_obj, pos)
+
+def _m_proof_v1_content(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S44_unpack_from = _S44.unpack_from
+    _S46_unpack_from = _S46.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_root, = _S44_unpack_from(mv, pos)
+            pos += 32
+            f_edges = []
+            while pos < end:
+                _ip = pos
+                _proof_v1_edge_f_head, _proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
+                pos += 128
+                _proof_v1_edge__obj = _new(ProofV1Edge)
+                _proof_v1_edge__obj.head = _proof_v1_edge_f_head
+                _proof_v1_edge__obj.delegate = _proof_v1_edge_f_delegate
+                if pos <= _ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                f_edges.append(_proof_v1_edge__obj)
+            _obj = _new(ProofV1Content)
+            _obj.root = f_root
+            _obj.edges = f_edges
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v1_content, 'proof_v1_content', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v1_content, 'proof_v1_content', mv, _rs, end, (), _out)
+    return _out
+
 def _e_proof_v1_content(out, v):
     out += _S44.pack(v.root)
     for _x in v.edges:
         out += _S46.pack(_x.head, _x.delegate)
+
+def _em_proof_v1_content(values):
+    out = bytearray()
+    _S44_pack = _S44.pack
+    _S46_pack = _S46.pack
+    for v in values:
+        out += _S44_pack(v.root)
+        for _x in v.edges:
+            out += _S46_pack(_x.head, _x.delegate)
+    return bytes(out)
 
 def _d_proof_v2_edge(mv, pos, end):
     if pos + 145 > end:
@@ -2836,8 +6232,71 @@ def _d_proof_v2_edge(mv, pos, end):
     _obj.signature = f_signature
     return _obj, pos
 
+def _u_proof_v2_edge(mv, pos, end):
+    f_action, f_flags, f_lower, f_upper, f_delegate, f_signature = _S50.unpack_from(mv, pos)
+    _r50 = pos
+    pos += 145
+    if not max(f_action) > 0:
+        raise ConstraintError('nil action id', offset=_r50, path='action', expected='max(action) > 0', found=f_action)
+    if not (f_flags & 248 == 0 and f_flags & 3 != 0):
+        raise ConstraintError('bad proof v2 edge flags', offset=_r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=f_flags)
+    f_lower = int.from_bytes(f_lower, 'big', signed=True)
+    f_upper = int.from_bytes(f_upper, 'big', signed=True)
+    if not (f_lower <= f_upper if f_flags & 4 else f_lower == 0 and f_upper == 0):
+        raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=f_upper)
+    _obj = _new(ProofV2Edge)
+    _obj.action = f_action
+    _obj.flags = f_flags
+    _obj.lower = f_lower
+    _obj.upper = f_upper
+    _obj.delegate = f_delegate
+    _obj.signature = f_signature
+    return (_obj, pos)
+
+def _m_proof_v2_edge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S50_unpack_from = _S50.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_action, f_flags, f_lower, f_upper, f_delegate, f_signature = _S50_unpack_from(mv, pos)
+            _r50 = pos
+            pos += 145
+            if not max(f_action) > 0:
+                raise ConstraintError('nil action id', offset=_r50, path='action', expected='max(action) > 0', found=f_action)
+            if not (f_flags & 248 == 0 and f_flags & 3 != 0):
+                raise ConstraintError('bad proof v2 edge flags', offset=_r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=f_flags)
+            f_lower = int.from_bytes(f_lower, 'big', signed=True)
+            f_upper = int.from_bytes(f_upper, 'big', signed=True)
+            if not (f_lower <= f_upper if f_flags & 4 else f_lower == 0 and f_upper == 0):
+                raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=f_upper)
+            _obj = _new(ProofV2Edge)
+            _obj.action = f_action
+            _obj.flags = f_flags
+            _obj.lower = f_lower
+            _obj.upper = f_upper
+            _obj.delegate = f_delegate
+            _obj.signature = f_signature
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_proof_v2_edge(out, v):
     out += _S50.pack(v.action, v.flags, (v.lower).to_bytes(16, 'big', signed=True), (v.upper).to_bytes(16, 'big', signed=True), v.delegate, v.signature)
+
+def _em_proof_v2_edge(values):
+    out = bytearray()
+    _S50_pack = _S50.pack
+    for v in values:
+        out += _S50_pack(v.action, v.flags, v.lower.to_bytes(16, 'big', signed=True), v.upper.to_bytes(16, 'big', signed=True), v.delegate, v.signature)
+    return bytes(out)
 
 def _d_proof_v2_content(mv, pos, end):
     if pos + 80 > end:
@@ -2885,10 +6344,107 @@ def _d_proof_v2_content(mv, pos, end):
     _obj.edges = f_edges
     return _obj, pos
 
+def _u_proof_v2_content(mv, pos, end):
+    f_magic, f_resource, f_root = _S48.unpack_from(mv, pos)
+    _r48 = pos
+    pos += 80
+    if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
+        raise ConstraintError('bad magic', offset=_r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=f_magic)
+    f_edges = []
+    while pos < end:
+        _ip = pos
+        _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
+        _r50 = pos
+        pos += 145
+        if not max(_proof_v2_edge_f_action) > 0:
+            raise ConstraintError('nil action id', offset=_r50, path='action', expected='max(action) > 0', found=_proof_v2_edge_f_action)
+        if not (_proof_v2_edge_f_flags & 248 == 0 and _proof_v2_edge_f_flags & 3 != 0):
+            raise ConstraintError('bad proof v2 edge flags', offset=_r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_edge_f_flags)
+        _proof_v2_edge_f_lower = int.from_bytes(_proof_v2_edge_f_lower, 'big', signed=True)
+        _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
+        if not (_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper if _proof_v2_edge_f_flags & 4 else _proof_v2_edge_f_lower == 0 and _proof_v2_edge_f_upper == 0):
+            raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_edge_f_upper)
+        _proof_v2_edge__obj = _new(ProofV2Edge)
+        _proof_v2_edge__obj.action = _proof_v2_edge_f_action
+        _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
+        _proof_v2_edge__obj.lower = _proof_v2_edge_f_lower
+        _proof_v2_edge__obj.upper = _proof_v2_edge_f_upper
+        _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
+        _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_edges.append(_proof_v2_edge__obj)
+    _obj = _new(ProofV2Content)
+    _obj.resource = f_resource
+    _obj.root = f_root
+    _obj.edges = f_edges
+    return (_obj, pos)
+
+def _m_proof_v2_content(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S48_unpack_from = _S48.unpack_from
+    _S50_unpack_from = _S50.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_magic, f_resource, f_root = _S48_unpack_from(mv, pos)
+            _r48 = pos
+            pos += 80
+            if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
+                raise ConstraintError('bad magic', offset=_r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=f_magic)
+            f_edges = []
+            while pos < end:
+                _ip = pos
+                _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
+                _r50 = pos
+                pos += 145
+                if not max(_proof_v2_edge_f_action) > 0:
+                    raise ConstraintError('nil action id', offset=_r50, path='action', expected='max(action) > 0', found=_proof_v2_edge_f_action)
+                if not (_proof_v2_edge_f_flags & 248 == 0 and _proof_v2_edge_f_flags & 3 != 0):
+                    raise ConstraintError('bad proof v2 edge flags', offset=_r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_edge_f_flags)
+                _proof_v2_edge_f_lower = int.from_bytes(_proof_v2_edge_f_lower, 'big', signed=True)
+                _proof_v2_edge_f_upper = int.from_bytes(_proof_v2_edge_f_upper, 'big', signed=True)
+                if not (_proof_v2_edge_f_lower <= _proof_v2_edge_f_upper if _proof_v2_edge_f_flags & 4 else _proof_v2_edge_f_lower == 0 and _proof_v2_edge_f_upper == 0):
+                    raise ConstraintError('bad proof v2 validity bounds', offset=_r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_edge_f_upper)
+                _proof_v2_edge__obj = _new(ProofV2Edge)
+                _proof_v2_edge__obj.action = _proof_v2_edge_f_action
+                _proof_v2_edge__obj.flags = _proof_v2_edge_f_flags
+                _proof_v2_edge__obj.lower = _proof_v2_edge_f_lower
+                _proof_v2_edge__obj.upper = _proof_v2_edge_f_upper
+                _proof_v2_edge__obj.delegate = _proof_v2_edge_f_delegate
+                _proof_v2_edge__obj.signature = _proof_v2_edge_f_signature
+                if pos <= _ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                f_edges.append(_proof_v2_edge__obj)
+            _obj = _new(ProofV2Content)
+            _obj.resource = f_resource
+            _obj.root = f_root
+            _obj.edges = f_edges
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v2_content, 'proof_v2_content', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v2_content, 'proof_v2_content', mv, _rs, end, (), _out)
+    return _out
+
 def _e_proof_v2_content(out, v):
     out += _S48.pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', v.resource, v.root)
     for _x in v.edges:
         out += _S50.pack(_x.action, _x.flags, (_x.lower).to_bytes(16, 'big', signed=True), (_x.upper).to_bytes(16, 'big', signed=True), _x.delegate, _x.signature)
+
+def _em_proof_v2_content(values):
+    out = bytearray()
+    _S48_pack = _S48.pack
+    _S50_pack = _S50.pack
+    for v in values:
+        out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', v.resource, v.root)
+        for _x in v.edges:
+            out += _S50_pack(_x.action, _x.flags, _x.lower.to_bytes(16, 'big', signed=True), _x.upper.to_bytes(16, 'big', signed=True), _x.delegate, _x.signature)
+    return bytes(out)
 
 def _d_proof_v1_data(mv, pos, end, p_body_len):
     _n = p_body_len
@@ -2944,6 +6500,105 @@ def _d_proof_v1_data(mv, pos, end, p_body_len):
     _obj.tail = f_tail
     return _obj, pos
 
+def _u_proof_v1_data(mv, pos, end, p_body_len):
+    _n = p_body_len
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+    _outer_end_body = end
+    end = pos + _n
+    _sec_body = pos
+    _proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
+    pos += 32
+    _proof_v1_content__f_edges = []
+    while pos < end:
+        _proof_v1_content___ip = pos
+        _proof_v1_content___proof_v1_edge_f_head, _proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
+        pos += 128
+        _proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+        _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
+        _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
+        if pos <= _proof_v1_content___ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        _proof_v1_content__f_edges.append(_proof_v1_content___proof_v1_edge__obj)
+    _proof_v1_content___obj = _new(ProofV1Content)
+    _proof_v1_content___obj.root = _proof_v1_content__f_root
+    _proof_v1_content___obj.edges = _proof_v1_content__f_edges
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+    end = _outer_end_body
+    _a_tail = pos
+    if pos + (end - pos) > end:
+        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+    f_tail = bytes(mv[pos:pos + (end - pos)])
+    if pos > end:
+        raise IndexError
+    pos += end - pos
+    if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
+        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+    _obj = _new(ProofV1Data)
+    _obj.body = _proof_v1_content___obj
+    _obj.tail = f_tail
+    return (_obj, pos)
+
+def _m_proof_v1_data(mv, pos, end, p_body_len):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S44_unpack_from = _S44.unpack_from
+    _S46_unpack_from = _S46.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            _n = p_body_len
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+            if pos + _n > end:
+                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+            _outer_end_body = end
+            end = pos + _n
+            _sec_body = pos
+            _proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
+            pos += 32
+            _proof_v1_content__f_edges = []
+            while pos < end:
+                _proof_v1_content___ip = pos
+                _proof_v1_content___proof_v1_edge_f_head, _proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
+                pos += 128
+                _proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+                _proof_v1_content___proof_v1_edge__obj.head = _proof_v1_content___proof_v1_edge_f_head
+                _proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_content___proof_v1_edge_f_delegate
+                if pos <= _proof_v1_content___ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                _proof_v1_content__f_edges.append(_proof_v1_content___proof_v1_edge__obj)
+            _proof_v1_content___obj = _new(ProofV1Content)
+            _proof_v1_content___obj.root = _proof_v1_content__f_root
+            _proof_v1_content___obj.edges = _proof_v1_content__f_edges
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+            end = _outer_end_body
+            _a_tail = pos
+            if pos + (end - pos) > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+            f_tail = bytes(mv[pos:pos + (end - pos)])
+            if pos > end:
+                raise IndexError
+            pos += end - pos
+            if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
+                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+            _obj = _new(ProofV1Data)
+            _obj.body = _proof_v1_content___obj
+            _obj.tail = f_tail
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v1_data, 'proof_v1_data', mv, _rs, end, (p_body_len, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v1_data, 'proof_v1_data', mv, _rs, end, (p_body_len, ), _out)
+    return _out
+
 def _e_proof_v1_data(out, v, p_body_len):
     _proof_v1_content__v = v.body
     out += _S44.pack(_proof_v1_content__v.root)
@@ -2951,6 +6606,19 @@ def _e_proof_v1_data(out, v, p_body_len):
         out += _S46.pack(_proof_v1_content___x.head, _proof_v1_content___x.delegate)
     _b = v.tail
     out += _b
+
+def _em_proof_v1_data(values, p_body_len):
+    out = bytearray()
+    _S44_pack = _S44.pack
+    _S46_pack = _S46.pack
+    for v in values:
+        _proof_v1_content__v = v.body
+        out += _S44_pack(_proof_v1_content__v.root)
+        for _proof_v1_content___x in _proof_v1_content__v.edges:
+            out += _S46_pack(_proof_v1_content___x.head, _proof_v1_content___x.delegate)
+        _b = v.tail
+        out += _b
+    return bytes(out)
 
 def _d_proof_v2_data(mv, pos, end, p_body_len):
     _n = p_body_len
@@ -3023,6 +6691,139 @@ def _d_proof_v2_data(mv, pos, end, p_body_len):
     _obj.tail = f_tail
     return _obj, pos
 
+def _u_proof_v2_data(mv, pos, end, p_body_len):
+    _n = p_body_len
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+    _outer_end_body = end
+    end = pos + _n
+    _sec_body = pos
+    _proof_v2_content__f_magic, _proof_v2_content__f_resource, _proof_v2_content__f_root = _S48.unpack_from(mv, pos)
+    _proof_v2_content___r48 = pos
+    pos += 80
+    if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
+        raise ConstraintError('bad magic', offset=_proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_content__f_magic)
+    _proof_v2_content__f_edges = []
+    while pos < end:
+        _proof_v2_content___ip = pos
+        _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
+        _proof_v2_content___r50 = pos
+        pos += 145
+        if not max(_proof_v2_content___proof_v2_edge_f_action) > 0:
+            raise ConstraintError('nil action id', offset=_proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_content___proof_v2_edge_f_action)
+        if not (_proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
+            raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_content___proof_v2_edge_f_flags)
+        _proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
+        _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
+        if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
+            raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_content___proof_v2_edge_f_upper)
+        _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+        _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
+        _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
+        _proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_content___proof_v2_edge_f_lower
+        _proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_content___proof_v2_edge_f_upper
+        _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
+        _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
+        if pos <= _proof_v2_content___ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        _proof_v2_content__f_edges.append(_proof_v2_content___proof_v2_edge__obj)
+    _proof_v2_content___obj = _new(ProofV2Content)
+    _proof_v2_content___obj.resource = _proof_v2_content__f_resource
+    _proof_v2_content___obj.root = _proof_v2_content__f_root
+    _proof_v2_content___obj.edges = _proof_v2_content__f_edges
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+    end = _outer_end_body
+    _a_tail = pos
+    if pos + (end - pos) > end:
+        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+    f_tail = bytes(mv[pos:pos + (end - pos)])
+    if pos > end:
+        raise IndexError
+    pos += end - pos
+    if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
+        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+    _obj = _new(ProofV2Data)
+    _obj.body = _proof_v2_content___obj
+    _obj.tail = f_tail
+    return (_obj, pos)
+
+def _m_proof_v2_data(mv, pos, end, p_body_len):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S48_unpack_from = _S48.unpack_from
+    _S50_unpack_from = _S50.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            _n = p_body_len
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+            if pos + _n > end:
+                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+            _outer_end_body = end
+            end = pos + _n
+            _sec_body = pos
+            _proof_v2_content__f_magic, _proof_v2_content__f_resource, _proof_v2_content__f_root = _S48_unpack_from(mv, pos)
+            _proof_v2_content___r48 = pos
+            pos += 80
+            if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
+                raise ConstraintError('bad magic', offset=_proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_content__f_magic)
+            _proof_v2_content__f_edges = []
+            while pos < end:
+                _proof_v2_content___ip = pos
+                _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
+                _proof_v2_content___r50 = pos
+                pos += 145
+                if not max(_proof_v2_content___proof_v2_edge_f_action) > 0:
+                    raise ConstraintError('nil action id', offset=_proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_content___proof_v2_edge_f_action)
+                if not (_proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
+                    raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_content___proof_v2_edge_f_flags)
+                _proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
+                _proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
+                if not (_proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_content___proof_v2_edge_f_upper if _proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_content___proof_v2_edge_f_upper == 0):
+                    raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_content___proof_v2_edge_f_upper)
+                _proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+                _proof_v2_content___proof_v2_edge__obj.action = _proof_v2_content___proof_v2_edge_f_action
+                _proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_content___proof_v2_edge_f_flags
+                _proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_content___proof_v2_edge_f_lower
+                _proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_content___proof_v2_edge_f_upper
+                _proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_content___proof_v2_edge_f_delegate
+                _proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_content___proof_v2_edge_f_signature
+                if pos <= _proof_v2_content___ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                _proof_v2_content__f_edges.append(_proof_v2_content___proof_v2_edge__obj)
+            _proof_v2_content___obj = _new(ProofV2Content)
+            _proof_v2_content___obj.resource = _proof_v2_content__f_resource
+            _proof_v2_content___obj.root = _proof_v2_content__f_root
+            _proof_v2_content___obj.edges = _proof_v2_content__f_edges
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+            end = _outer_end_body
+            _a_tail = pos
+            if pos + (end - pos) > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+            f_tail = bytes(mv[pos:pos + (end - pos)])
+            if pos > end:
+                raise IndexError
+            pos += end - pos
+            if not (len(f_tail) < 256 and (len(f_tail) == 0 or max(f_tail) == 0)):
+                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=f_tail)
+            _obj = _new(ProofV2Data)
+            _obj.body = _proof_v2_content___obj
+            _obj.tail = f_tail
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v2_data, 'proof_v2_data', mv, _rs, end, (p_body_len, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v2_data, 'proof_v2_data', mv, _rs, end, (p_body_len, ), _out)
+    return _out
+
 def _e_proof_v2_data(out, v, p_body_len):
     _proof_v2_content__v = v.body
     out += _S48.pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_content__v.resource, _proof_v2_content__v.root)
@@ -3030,6 +6831,19 @@ def _e_proof_v2_data(out, v, p_body_len):
         out += _S50.pack(_proof_v2_content___x.action, _proof_v2_content___x.flags, _proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_content___x.delegate, _proof_v2_content___x.signature)
     _b = v.tail
     out += _b
+
+def _em_proof_v2_data(values, p_body_len):
+    out = bytearray()
+    _S48_pack = _S48.pack
+    _S50_pack = _S50.pack
+    for v in values:
+        _proof_v2_content__v = v.body
+        out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_content__v.resource, _proof_v2_content__v.root)
+        for _proof_v2_content___x in _proof_v2_content__v.edges:
+            out += _S50_pack(_proof_v2_content___x.action, _proof_v2_content___x.flags, _proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_content___x.delegate, _proof_v2_content___x.signature)
+        _b = v.tail
+        out += _b
+    return bytes(out)
 
 def _d_proof_v1_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -3103,6 +6917,124 @@ def _d_proof_v1_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
+def _u_proof_v1_body(mv, pos, end, p_span):
+    f_body_len, f_reserved = _S42.unpack_from(mv, pos)
+    _r42 = pos
+    pos += 32
+    if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
+        raise ConstraintError('bad proof v1 body length', offset=_r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=f_body_len)
+    if not p_span == (96 + f_body_len + 255) // 256:
+        raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    if f_body_len < 0:
+        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+    _proof_v1_data___outer_end_body = end
+    end = pos + f_body_len
+    _proof_v1_data___sec_body = pos
+    _proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
+    pos += 32
+    _proof_v1_data___proof_v1_content__f_edges = []
+    while pos < end:
+        _proof_v1_data___proof_v1_content___ip = pos
+        _proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
+        pos += 128
+        _proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+        _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
+        _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
+        if pos <= _proof_v1_data___proof_v1_content___ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___proof_v1_edge__obj)
+    _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
+    _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
+    _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_proof_v1_data___sec_body, path='body', expected=end - _proof_v1_data___sec_body, found=pos - _proof_v1_data___sec_body)
+    end = _proof_v1_data___outer_end_body
+    _proof_v1_data___a_tail = pos
+    if pos + (end - pos) > end:
+        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+    _proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+    if pos > end:
+        raise IndexError
+    pos += end - pos
+    if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
+        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_data__f_tail)
+    _proof_v1_data___obj = _new(ProofV1Data)
+    _proof_v1_data___obj.body = _proof_v1_data___proof_v1_content___obj
+    _proof_v1_data___obj.tail = _proof_v1_data__f_tail
+    _obj = _new(ProofV1Body)
+    _obj.body_len = f_body_len
+    _obj.data = _proof_v1_data___obj
+    return (_obj, pos)
+
+def _m_proof_v1_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S42_unpack_from = _S42.unpack_from
+    _S44_unpack_from = _S44.unpack_from
+    _S46_unpack_from = _S46.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_body_len, f_reserved = _S42_unpack_from(mv, pos)
+            _r42 = pos
+            pos += 32
+            if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
+                raise ConstraintError('bad proof v1 body length', offset=_r42, path='body_len', expected='body_len >= 160 and (body_len - 32) % 128 == 0 and (body_len - 32) // 128 <= 255', found=f_body_len)
+            if not p_span == (96 + f_body_len + 255) // 256:
+                raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            if f_body_len < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+            _proof_v1_data___outer_end_body = end
+            end = pos + f_body_len
+            _proof_v1_data___sec_body = pos
+            _proof_v1_data___proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
+            pos += 32
+            _proof_v1_data___proof_v1_content__f_edges = []
+            while pos < end:
+                _proof_v1_data___proof_v1_content___ip = pos
+                _proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
+                pos += 128
+                _proof_v1_data___proof_v1_content___proof_v1_edge__obj = _new(ProofV1Edge)
+                _proof_v1_data___proof_v1_content___proof_v1_edge__obj.head = _proof_v1_data___proof_v1_content___proof_v1_edge_f_head
+                _proof_v1_data___proof_v1_content___proof_v1_edge__obj.delegate = _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate
+                if pos <= _proof_v1_data___proof_v1_content___ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                _proof_v1_data___proof_v1_content__f_edges.append(_proof_v1_data___proof_v1_content___proof_v1_edge__obj)
+            _proof_v1_data___proof_v1_content___obj = _new(ProofV1Content)
+            _proof_v1_data___proof_v1_content___obj.root = _proof_v1_data___proof_v1_content__f_root
+            _proof_v1_data___proof_v1_content___obj.edges = _proof_v1_data___proof_v1_content__f_edges
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_proof_v1_data___sec_body, path='body', expected=end - _proof_v1_data___sec_body, found=pos - _proof_v1_data___sec_body)
+            end = _proof_v1_data___outer_end_body
+            _proof_v1_data___a_tail = pos
+            if pos + (end - pos) > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+            _proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+            if pos > end:
+                raise IndexError
+            pos += end - pos
+            if not (len(_proof_v1_data__f_tail) < 256 and (len(_proof_v1_data__f_tail) == 0 or max(_proof_v1_data__f_tail) == 0)):
+                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v1_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v1_data__f_tail)
+            _proof_v1_data___obj = _new(ProofV1Data)
+            _proof_v1_data___obj.body = _proof_v1_data___proof_v1_content___obj
+            _proof_v1_data___obj.tail = _proof_v1_data__f_tail
+            _obj = _new(ProofV1Body)
+            _obj.body_len = f_body_len
+            _obj.data = _proof_v1_data___obj
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v1_body, 'proof_v1_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v1_body, 'proof_v1_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_proof_v1_body(out, v, p_span):
     out += _S42.pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _proof_v1_data__v = v.data
@@ -3113,6 +7045,23 @@ def _e_proof_v1_body(out, v, p_span):
         out += _S46.pack(_proof_v1_data___proof_v1_content___x.head, _proof_v1_data___proof_v1_content___x.delegate)
     _proof_v1_data___b = _proof_v1_data__v.tail
     out += _proof_v1_data___b
+
+def _em_proof_v1_body(values, p_span):
+    out = bytearray()
+    _S42_pack = _S42.pack
+    _S44_pack = _S44.pack
+    _S46_pack = _S46.pack
+    for v in values:
+        out += _S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _proof_v1_data__v = v.data
+        _proof_v1_data__p_body_len = v.body_len
+        _proof_v1_data___proof_v1_content__v = _proof_v1_data__v.body
+        out += _S44_pack(_proof_v1_data___proof_v1_content__v.root)
+        for _proof_v1_data___proof_v1_content___x in _proof_v1_data___proof_v1_content__v.edges:
+            out += _S46_pack(_proof_v1_data___proof_v1_content___x.head, _proof_v1_data___proof_v1_content___x.delegate)
+        _proof_v1_data___b = _proof_v1_data__v.tail
+        out += _proof_v1_data___b
+    return bytes(out)
 
 def _d_proof_v2_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -3203,6 +7152,158 @@ def _d_proof_v2_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
+def _u_proof_v2_body(mv, pos, end, p_span):
+    f_body_len, f_reserved = _S42.unpack_from(mv, pos)
+    _r42 = pos
+    pos += 32
+    if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
+        raise ConstraintError('bad proof v2 body length', offset=_r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=f_body_len)
+    if not p_span == (96 + f_body_len + 255) // 256:
+        raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    if f_body_len < 0:
+        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+    _proof_v2_data___outer_end_body = end
+    end = pos + f_body_len
+    _proof_v2_data___sec_body = pos
+    _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S48.unpack_from(mv, pos)
+    _proof_v2_data___proof_v2_content___r48 = pos
+    pos += 80
+    if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
+        raise ConstraintError('bad magic', offset=_proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_data___proof_v2_content__f_magic)
+    _proof_v2_data___proof_v2_content__f_edges = []
+    while pos < end:
+        _proof_v2_data___proof_v2_content___ip = pos
+        _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
+        _proof_v2_data___proof_v2_content___r50 = pos
+        pos += 145
+        if not max(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
+            raise ConstraintError('nil action id', offset=_proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
+        if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
+            raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
+        _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
+        _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
+        if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
+            raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
+        _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
+        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
+        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
+        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
+        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
+        _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
+        if pos <= _proof_v2_data___proof_v2_content___ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___proof_v2_edge__obj)
+    _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
+    _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
+    _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
+    _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_proof_v2_data___sec_body, path='body', expected=end - _proof_v2_data___sec_body, found=pos - _proof_v2_data___sec_body)
+    end = _proof_v2_data___outer_end_body
+    _proof_v2_data___a_tail = pos
+    if pos + (end - pos) > end:
+        raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+    _proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+    if pos > end:
+        raise IndexError
+    pos += end - pos
+    if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
+        raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_data__f_tail)
+    _proof_v2_data___obj = _new(ProofV2Data)
+    _proof_v2_data___obj.body = _proof_v2_data___proof_v2_content___obj
+    _proof_v2_data___obj.tail = _proof_v2_data__f_tail
+    _obj = _new(ProofV2Body)
+    _obj.body_len = f_body_len
+    _obj.data = _proof_v2_data___obj
+    return (_obj, pos)
+
+def _m_proof_v2_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S42_unpack_from = _S42.unpack_from
+    _S48_unpack_from = _S48.unpack_from
+    _S50_unpack_from = _S50.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_body_len, f_reserved = _S42_unpack_from(mv, pos)
+            _r42 = pos
+            pos += 32
+            if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
+                raise ConstraintError('bad proof v2 body length', offset=_r42, path='body_len', expected='body_len >= 225 and (body_len - 80) % 145 == 0 and (body_len - 80) // 145 <= 255', found=f_body_len)
+            if not p_span == (96 + f_body_len + 255) // 256:
+                raise ConstraintError('proof span is not minimal', offset=_r42, path='body_len', expected='span == (96 + body_len + 255) // 256', found=f_body_len)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            if f_body_len < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+            _proof_v2_data___outer_end_body = end
+            end = pos + f_body_len
+            _proof_v2_data___sec_body = pos
+            _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S48_unpack_from(mv, pos)
+            _proof_v2_data___proof_v2_content___r48 = pos
+            pos += 80
+            if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
+                raise ConstraintError('bad magic', offset=_proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_data___proof_v2_content__f_magic)
+            _proof_v2_data___proof_v2_content__f_edges = []
+            while pos < end:
+                _proof_v2_data___proof_v2_content___ip = pos
+                _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
+                _proof_v2_data___proof_v2_content___r50 = pos
+                pos += 145
+                if not max(_proof_v2_data___proof_v2_content___proof_v2_edge_f_action) > 0:
+                    raise ConstraintError('nil action id', offset=_proof_v2_data___proof_v2_content___r50, path='action', expected='max(action) > 0', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_action)
+                if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 248 == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 3 != 0):
+                    raise ConstraintError('bad proof v2 edge flags', offset=_proof_v2_data___proof_v2_content___r50 + 16, path='flags', expected='flags & 248 == 0 and flags & 3 != 0', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_flags)
+                _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, 'big', signed=True)
+                _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper = int.from_bytes(_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, 'big', signed=True)
+                if not (_proof_v2_data___proof_v2_content___proof_v2_edge_f_lower <= _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper if _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags & 4 else _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower == 0 and _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper == 0):
+                    raise ConstraintError('bad proof v2 validity bounds', offset=_proof_v2_data___proof_v2_content___r50 + 33, path='upper', expected='(lower <= upper) if flags & 4 else (lower == 0 and upper == 0)', found=_proof_v2_data___proof_v2_content___proof_v2_edge_f_upper)
+                _proof_v2_data___proof_v2_content___proof_v2_edge__obj = _new(ProofV2Edge)
+                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.action = _proof_v2_data___proof_v2_content___proof_v2_edge_f_action
+                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.flags = _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags
+                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.lower = _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower
+                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.upper = _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper
+                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.delegate = _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate
+                _proof_v2_data___proof_v2_content___proof_v2_edge__obj.signature = _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature
+                if pos <= _proof_v2_data___proof_v2_content___ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                _proof_v2_data___proof_v2_content__f_edges.append(_proof_v2_data___proof_v2_content___proof_v2_edge__obj)
+            _proof_v2_data___proof_v2_content___obj = _new(ProofV2Content)
+            _proof_v2_data___proof_v2_content___obj.resource = _proof_v2_data___proof_v2_content__f_resource
+            _proof_v2_data___proof_v2_content___obj.root = _proof_v2_data___proof_v2_content__f_root
+            _proof_v2_data___proof_v2_content___obj.edges = _proof_v2_data___proof_v2_content__f_edges
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_proof_v2_data___sec_body, path='body', expected=end - _proof_v2_data___sec_body, found=pos - _proof_v2_data___sec_body)
+            end = _proof_v2_data___outer_end_body
+            _proof_v2_data___a_tail = pos
+            if pos + (end - pos) > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
+            _proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+            if pos > end:
+                raise IndexError
+            pos += end - pos
+            if not (len(_proof_v2_data__f_tail) < 256 and (len(_proof_v2_data__f_tail) == 0 or max(_proof_v2_data__f_tail) == 0)):
+                raise ConstraintError('retired proof tail not zero or span not minimal', offset=_proof_v2_data___a_tail, path='tail', expected='len(tail) < 256 and (len(tail) == 0 or max(tail) == 0)', found=_proof_v2_data__f_tail)
+            _proof_v2_data___obj = _new(ProofV2Data)
+            _proof_v2_data___obj.body = _proof_v2_data___proof_v2_content___obj
+            _proof_v2_data___obj.tail = _proof_v2_data__f_tail
+            _obj = _new(ProofV2Body)
+            _obj.body_len = f_body_len
+            _obj.data = _proof_v2_data___obj
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_proof_v2_body, 'proof_v2_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_proof_v2_body, 'proof_v2_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_proof_v2_body(out, v, p_span):
     out += _S42.pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _proof_v2_data__v = v.data
@@ -3213,6 +7314,23 @@ def _e_proof_v2_body(out, v, p_span):
         out += _S50.pack(_proof_v2_data___proof_v2_content___x.action, _proof_v2_data___proof_v2_content___x.flags, _proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.delegate, _proof_v2_data___proof_v2_content___x.signature)
     _proof_v2_data___b = _proof_v2_data__v.tail
     out += _proof_v2_data___b
+
+def _em_proof_v2_body(values, p_span):
+    out = bytearray()
+    _S42_pack = _S42.pack
+    _S48_pack = _S48.pack
+    _S50_pack = _S50.pack
+    for v in values:
+        out += _S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _proof_v2_data__v = v.data
+        _proof_v2_data__p_body_len = v.body_len
+        _proof_v2_data___proof_v2_content__v = _proof_v2_data__v.body
+        out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_data___proof_v2_content__v.resource, _proof_v2_data___proof_v2_content__v.root)
+        for _proof_v2_data___proof_v2_content___x in _proof_v2_data___proof_v2_content__v.edges:
+            out += _S50_pack(_proof_v2_data___proof_v2_content___x.action, _proof_v2_data___proof_v2_content___x.flags, _proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.delegate, _proof_v2_data___proof_v2_content___x.signature)
+        _proof_v2_data___b = _proof_v2_data__v.tail
+        out += _proof_v2_data___b
+    return bytes(out)
 
 def _d_v1_blob_data(mv, pos, end, p_length):
     start = pos
@@ -3231,6 +7349,47 @@ def _d_v1_blob_data(mv, pos, end, p_length):
     _obj.payload = f_payload
     return _obj, pos
 
+def _u_v1_blob_data(mv, pos, end, p_length):
+    start = pos
+    _n = p_length
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+    f_payload = bytes(mv[pos:pos + _n])
+    pos += _n
+    _n = -(pos - start) % 64
+    pos += _n
+    _obj = _new(V1BlobData)
+    _obj.payload = f_payload
+    return (_obj, pos)
+
+def _m_v1_blob_data(mv, pos, end, p_length):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            start = pos
+            _n = p_length
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
+            f_payload = bytes(mv[pos:pos + _n])
+            pos += _n
+            _n = -(pos - start) % 64
+            pos += _n
+            _obj = _new(V1BlobData)
+            _obj.payload = f_payload
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v1_blob_data, 'v1_blob_data', mv, _rs, end, (p_length, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v1_blob_data, 'v1_blob_data', mv, _rs, end, (p_length, ), _out)
+    return _out
+
 def _e_v1_blob_data(out, v, p_length):
     start = len(out)
     _b = v.payload
@@ -3238,6 +7397,17 @@ def _e_v1_blob_data(out, v, p_length):
         raise EncodeError('wrong length ' + str(len(_b)), path='payload')
     out += _b
     out += bytes((-(len(out) - start)) % 64)
+
+def _em_v1_blob_data(values, p_length):
+    out = bytearray()
+    for v in values:
+        start = len(out)
+        _b = v.payload
+        if len(_b) != p_length:
+            raise EncodeError('wrong length ' + str(len(_b)), path='payload')
+        out += _b
+        out += bytes(-(len(out) - start) % 64)
+    return bytes(out)
 
 def _d_v1_blob(mv, pos, end):
     if pos + 48 > end:
@@ -3269,6 +7439,60 @@ def _d_v1_blob(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
+def _u_v1_blob(mv, pos, end):
+    f_timestamp, f_length, f_hash = _S71.unpack_from(mv, pos)
+    pos += 48
+    _v1_blob_data__start = pos
+    _v1_blob_data___n = f_length
+    if _v1_blob_data___n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob_data___n)
+    _v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob_data___n])
+    pos += _v1_blob_data___n
+    _v1_blob_data___n = -(pos - _v1_blob_data__start) % 64
+    pos += _v1_blob_data___n
+    _v1_blob_data___obj = _new(V1BlobData)
+    _v1_blob_data___obj.payload = _v1_blob_data__f_payload
+    _obj = _new(V1Blob)
+    _obj.timestamp = f_timestamp
+    _obj.length = f_length
+    _obj.hash = f_hash
+    _obj.data = _v1_blob_data___obj
+    return (_obj, pos)
+
+def _m_v1_blob(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S71_unpack_from = _S71.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_timestamp, f_length, f_hash = _S71_unpack_from(mv, pos)
+            pos += 48
+            _v1_blob_data__start = pos
+            _v1_blob_data___n = f_length
+            if _v1_blob_data___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob_data___n)
+            _v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob_data___n])
+            pos += _v1_blob_data___n
+            _v1_blob_data___n = -(pos - _v1_blob_data__start) % 64
+            pos += _v1_blob_data___n
+            _v1_blob_data___obj = _new(V1BlobData)
+            _v1_blob_data___obj.payload = _v1_blob_data__f_payload
+            _obj = _new(V1Blob)
+            _obj.timestamp = f_timestamp
+            _obj.length = f_length
+            _obj.hash = f_hash
+            _obj.data = _v1_blob_data___obj
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v1_blob, 'v1_blob', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v1_blob, 'v1_blob', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v1_blob(out, v):
     out += _S71.pack(v.timestamp, v.length, v.hash)
     _v1_blob_data__v = v.data
@@ -3279,6 +7503,21 @@ def _e_v1_blob(out, v):
         raise EncodeError('wrong length ' + str(len(_v1_blob_data___b)), path='payload')
     out += _v1_blob_data___b
     out += bytes(-(len(out) - _v1_blob_data__start) % 64)
+
+def _em_v1_blob(values):
+    out = bytearray()
+    _S71_pack = _S71.pack
+    for v in values:
+        out += _S71_pack(v.timestamp, v.length, v.hash)
+        _v1_blob_data__v = v.data
+        _v1_blob_data__p_length = v.length
+        _v1_blob_data__start = len(out)
+        _v1_blob_data___b = _v1_blob_data__v.payload
+        if len(_v1_blob_data___b) != _v1_blob_data__p_length:
+            raise EncodeError('wrong length ' + str(len(_v1_blob_data___b)), path='payload')
+        out += _v1_blob_data___b
+        out += bytes(-(len(out) - _v1_blob_data__start) % 64)
+    return bytes(out)
 
 def _d_v1_branch(mv, pos, end):
     if pos + 48 > end:
@@ -3293,8 +7532,51 @@ def _d_v1_branch(mv, pos, end):
     _obj.head = f_head
     return _obj, pos
 
+def _u_v1_branch(mv, pos, end):
+    f_branch, f_head = _S73.unpack_from(mv, pos)
+    _r73 = pos
+    pos += 48
+    if not max(f_branch) > 0:
+        raise ConstraintError('nil branch id', offset=_r73, path='branch', expected='max(branch) > 0', found=f_branch)
+    _obj = _new(V1Branch)
+    _obj.branch = f_branch
+    _obj.head = f_head
+    return (_obj, pos)
+
+def _m_v1_branch(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S73_unpack_from = _S73.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_branch, f_head = _S73_unpack_from(mv, pos)
+            _r73 = pos
+            pos += 48
+            if not max(f_branch) > 0:
+                raise ConstraintError('nil branch id', offset=_r73, path='branch', expected='max(branch) > 0', found=f_branch)
+            _obj = _new(V1Branch)
+            _obj.branch = f_branch
+            _obj.head = f_head
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v1_branch, 'v1_branch', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v1_branch, 'v1_branch', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v1_branch(out, v):
     out += _S73.pack(v.branch, v.head)
+
+def _em_v1_branch(values):
+    out = bytearray()
+    _S73_pack = _S73.pack
+    for v in values:
+        out += _S73_pack(v.branch, v.head)
+    return bytes(out)
 
 def _d_v1_tombstone(mv, pos, end):
     if pos + 48 > end:
@@ -3309,8 +7591,51 @@ def _d_v1_tombstone(mv, pos, end):
     _obj.unchecked = f_unchecked
     return _obj, pos
 
+def _u_v1_tombstone(mv, pos, end):
+    f_branch, f_unchecked = _S73.unpack_from(mv, pos)
+    _r73 = pos
+    pos += 48
+    if not max(f_branch) > 0:
+        raise ConstraintError('nil branch id', offset=_r73, path='branch', expected='max(branch) > 0', found=f_branch)
+    _obj = _new(V1Tombstone)
+    _obj.branch = f_branch
+    _obj.unchecked = f_unchecked
+    return (_obj, pos)
+
+def _m_v1_tombstone(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S73_unpack_from = _S73.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_branch, f_unchecked = _S73_unpack_from(mv, pos)
+            _r73 = pos
+            pos += 48
+            if not max(f_branch) > 0:
+                raise ConstraintError('nil branch id', offset=_r73, path='branch', expected='max(branch) > 0', found=f_branch)
+            _obj = _new(V1Tombstone)
+            _obj.branch = f_branch
+            _obj.unchecked = f_unchecked
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v1_tombstone, 'v1_tombstone', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v1_tombstone, 'v1_tombstone', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v1_tombstone(out, v):
     out += _S73.pack(v.branch, v.unchecked)
+
+def _em_v1_tombstone(values):
+    out = bytearray()
+    _S73_pack = _S73.pack
+    for v in values:
+        out += _S73_pack(v.branch, v.unchecked)
+    return bytes(out)
 
 def _d_v3_blob(mv, pos, end):
     if pos + 240 > end:
@@ -3343,6 +7668,62 @@ def _d_v3_blob(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
+def _u_v3_blob(mv, pos, end):
+    f_timestamp, f_length, f_hash, f_unchecked = _S76.unpack_from(mv, pos)
+    pos += 240
+    _blob_data__start = pos
+    _blob_data___n = f_length
+    if _blob_data___n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
+    _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+    pos += _blob_data___n
+    _blob_data___n = -(pos - _blob_data__start) % 256
+    pos += _blob_data___n
+    _blob_data___obj = _new(BlobData)
+    _blob_data___obj.payload = _blob_data__f_payload
+    _obj = _new(V3Blob)
+    _obj.timestamp = f_timestamp
+    _obj.length = f_length
+    _obj.hash = f_hash
+    _obj.unchecked = f_unchecked
+    _obj.data = _blob_data___obj
+    return (_obj, pos)
+
+def _m_v3_blob(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S76_unpack_from = _S76.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_timestamp, f_length, f_hash, f_unchecked = _S76_unpack_from(mv, pos)
+            pos += 240
+            _blob_data__start = pos
+            _blob_data___n = f_length
+            if _blob_data___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
+            _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+            pos += _blob_data___n
+            _blob_data___n = -(pos - _blob_data__start) % 256
+            pos += _blob_data___n
+            _blob_data___obj = _new(BlobData)
+            _blob_data___obj.payload = _blob_data__f_payload
+            _obj = _new(V3Blob)
+            _obj.timestamp = f_timestamp
+            _obj.length = f_length
+            _obj.hash = f_hash
+            _obj.unchecked = f_unchecked
+            _obj.data = _blob_data___obj
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_blob, 'v3_blob', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_blob, 'v3_blob', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_blob(out, v):
     out += _S76.pack(v.timestamp, v.length, v.hash, v.unchecked)
     _blob_data__v = v.data
@@ -3353,6 +7734,21 @@ def _e_v3_blob(out, v):
         raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
     out += _blob_data___b
     out += bytes(-(len(out) - _blob_data__start) % 256)
+
+def _em_v3_blob(values):
+    out = bytearray()
+    _S76_pack = _S76.pack
+    for v in values:
+        out += _S76_pack(v.timestamp, v.length, v.hash, v.unchecked)
+        _blob_data__v = v.data
+        _blob_data__p_length = v.length
+        _blob_data__start = len(out)
+        _blob_data___b = _blob_data__v.payload
+        if len(_blob_data___b) != _blob_data__p_length:
+            raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
+        out += _blob_data___b
+        out += bytes(-(len(out) - _blob_data__start) % 256)
+    return bytes(out)
 
 def _d_v3_branch(mv, pos, end):
     if pos + 240 > end:
@@ -3368,8 +7764,53 @@ def _d_v3_branch(mv, pos, end):
     _obj.unchecked = f_unchecked
     return _obj, pos
 
+def _u_v3_branch(mv, pos, end):
+    f_branch, f_head, f_unchecked = _S78.unpack_from(mv, pos)
+    _r78 = pos
+    pos += 240
+    if not max(f_branch) > 0:
+        raise ConstraintError('nil branch id', offset=_r78, path='branch', expected='max(branch) > 0', found=f_branch)
+    _obj = _new(V3Branch)
+    _obj.branch = f_branch
+    _obj.head = f_head
+    _obj.unchecked = f_unchecked
+    return (_obj, pos)
+
+def _m_v3_branch(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S78_unpack_from = _S78.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_branch, f_head, f_unchecked = _S78_unpack_from(mv, pos)
+            _r78 = pos
+            pos += 240
+            if not max(f_branch) > 0:
+                raise ConstraintError('nil branch id', offset=_r78, path='branch', expected='max(branch) > 0', found=f_branch)
+            _obj = _new(V3Branch)
+            _obj.branch = f_branch
+            _obj.head = f_head
+            _obj.unchecked = f_unchecked
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_branch, 'v3_branch', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_branch, 'v3_branch', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_branch(out, v):
     out += _S78.pack(v.branch, v.head, v.unchecked)
+
+def _em_v3_branch(values):
+    out = bytearray()
+    _S78_pack = _S78.pack
+    for v in values:
+        out += _S78_pack(v.branch, v.head, v.unchecked)
+    return bytes(out)
 
 def _d_v3_tombstone(mv, pos, end):
     if pos + 240 > end:
@@ -3384,8 +7825,51 @@ def _d_v3_tombstone(mv, pos, end):
     _obj.unchecked = f_unchecked
     return _obj, pos
 
+def _u_v3_tombstone(mv, pos, end):
+    f_branch, f_unchecked = _S80.unpack_from(mv, pos)
+    _r80 = pos
+    pos += 240
+    if not max(f_branch) > 0:
+        raise ConstraintError('nil branch id', offset=_r80, path='branch', expected='max(branch) > 0', found=f_branch)
+    _obj = _new(V3Tombstone)
+    _obj.branch = f_branch
+    _obj.unchecked = f_unchecked
+    return (_obj, pos)
+
+def _m_v3_tombstone(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S80_unpack_from = _S80.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_branch, f_unchecked = _S80_unpack_from(mv, pos)
+            _r80 = pos
+            pos += 240
+            if not max(f_branch) > 0:
+                raise ConstraintError('nil branch id', offset=_r80, path='branch', expected='max(branch) > 0', found=f_branch)
+            _obj = _new(V3Tombstone)
+            _obj.branch = f_branch
+            _obj.unchecked = f_unchecked
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_tombstone, 'v3_tombstone', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_tombstone, 'v3_tombstone', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_tombstone(out, v):
     out += _S80.pack(v.branch, v.unchecked)
+
+def _em_v3_tombstone(values):
+    out = bytearray()
+    _S80_pack = _S80.pack
+    for v in values:
+        out += _S80_pack(v.branch, v.unchecked)
+    return bytes(out)
 
 def _d_v3_blob_want(mv, pos, end):
     if pos + 240 > end:
@@ -3397,8 +7881,45 @@ def _d_v3_blob_want(mv, pos, end):
     _obj.unchecked = f_unchecked
     return _obj, pos
 
+def _u_v3_blob_want(mv, pos, end):
+    f_blob, f_unchecked = _S82.unpack_from(mv, pos)
+    pos += 240
+    _obj = _new(V3BlobWant)
+    _obj.blob = f_blob
+    _obj.unchecked = f_unchecked
+    return (_obj, pos)
+
+def _m_v3_blob_want(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S82_unpack_from = _S82.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_blob, f_unchecked = _S82_unpack_from(mv, pos)
+            pos += 240
+            _obj = _new(V3BlobWant)
+            _obj.blob = f_blob
+            _obj.unchecked = f_unchecked
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_blob_want, 'v3_blob_want', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_blob_want, 'v3_blob_want', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_blob_want(out, v):
     out += _S82.pack(v.blob, v.unchecked)
+
+def _em_v3_blob_want(values):
+    out = bytearray()
+    _S82_pack = _S82.pack
+    for v in values:
+        out += _S82_pack(v.blob, v.unchecked)
+    return bytes(out)
 
 def _d_v3_local_cell(mv, pos, end):
     if pos + 240 > end:
@@ -3410,8 +7931,45 @@ def _d_v3_local_cell(mv, pos, end):
     _obj.rest = f_rest
     return _obj, pos
 
+def _u_v3_local_cell(mv, pos, end):
+    f_cell, f_rest = _S80.unpack_from(mv, pos)
+    pos += 240
+    _obj = _new(V3LocalCell)
+    _obj.cell = f_cell
+    _obj.rest = f_rest
+    return (_obj, pos)
+
+def _m_v3_local_cell(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S80_unpack_from = _S80.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_cell, f_rest = _S80_unpack_from(mv, pos)
+            pos += 240
+            _obj = _new(V3LocalCell)
+            _obj.cell = f_cell
+            _obj.rest = f_rest
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_local_cell, 'v3_local_cell', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_local_cell, 'v3_local_cell', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_local_cell(out, v):
     out += _S80.pack(v.cell, v.rest)
+
+def _em_v3_local_cell(values):
+    out = bytearray()
+    _S80_pack = _S80.pack
+    for v in values:
+        out += _S80_pack(v.cell, v.rest)
+    return bytes(out)
 
 def _d_v3_collection_definition(mv, pos, end):
     if pos + 240 > end:
@@ -3433,8 +7991,65 @@ def _d_v3_collection_definition(mv, pos, end):
     _obj.recipe = f_recipe
     return _obj, pos
 
+def _u_v3_collection_definition(mv, pos, end):
+    f_scope, f_representation, f_recipe, f_reserved = _S85.unpack_from(mv, pos)
+    _r85 = pos
+    pos += 240
+    if not max(f_scope) > 0:
+        raise ConstraintError('nil id', offset=_r85, path='scope', expected='max(scope) > 0', found=f_scope)
+    if not max(f_representation) > 0:
+        raise ConstraintError('nil id', offset=_r85 + 16, path='representation', expected='max(representation) > 0', found=f_representation)
+    if not max(f_recipe) > 0:
+        raise ConstraintError('nil id', offset=_r85 + 32, path='recipe', expected='max(recipe) > 0', found=f_recipe)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r85 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(V3CollectionDefinition)
+    _obj.scope = f_scope
+    _obj.representation = f_representation
+    _obj.recipe = f_recipe
+    return (_obj, pos)
+
+def _m_v3_collection_definition(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S85_unpack_from = _S85.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_scope, f_representation, f_recipe, f_reserved = _S85_unpack_from(mv, pos)
+            _r85 = pos
+            pos += 240
+            if not max(f_scope) > 0:
+                raise ConstraintError('nil id', offset=_r85, path='scope', expected='max(scope) > 0', found=f_scope)
+            if not max(f_representation) > 0:
+                raise ConstraintError('nil id', offset=_r85 + 16, path='representation', expected='max(representation) > 0', found=f_representation)
+            if not max(f_recipe) > 0:
+                raise ConstraintError('nil id', offset=_r85 + 32, path='recipe', expected='max(recipe) > 0', found=f_recipe)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r85 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(V3CollectionDefinition)
+            _obj.scope = f_scope
+            _obj.representation = f_representation
+            _obj.recipe = f_recipe
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_collection_definition(out, v):
     out += _S85.pack(v.scope, v.representation, v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_v3_collection_definition(values):
+    out = bytearray()
+    _S85_pack = _S85.pack
+    for v in values:
+        out += _S85_pack(v.scope, v.representation, v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_v3_commit(mv, pos, end):
     if pos + 240 > end:
@@ -3453,8 +8068,59 @@ def _d_v3_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_v3_commit(mv, pos, end):
+    f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S87.unpack_from(mv, pos)
+    _r87 = pos
+    pos += 240
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r87 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(V3Commit)
+    _obj.definition = f_definition
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_v3_commit(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S87_unpack_from = _S87.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S87_unpack_from(mv, pos)
+            _r87 = pos
+            pos += 240
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r87 + 176, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(V3Commit)
+            _obj.definition = f_definition
+            _obj.data = f_data
+            _obj.metadata = f_metadata
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_commit, 'v3_commit', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_commit, 'v3_commit', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_commit(out, v):
     out += _S87.pack(v.definition, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_v3_commit(values):
+    out = bytearray()
+    _S87_pack = _S87.pack
+    for v in values:
+        out += _S87_pack(v.definition, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_v3_merge(mv, pos, end):
     if pos + 240 > end:
@@ -3473,8 +8139,59 @@ def _d_v3_merge(mv, pos, end):
     _obj.result = f_result
     return _obj, pos
 
+def _u_v3_merge(mv, pos, end):
+    f_definition, f_low, f_high, f_result, f_reserved = _S89.unpack_from(mv, pos)
+    _r89 = pos
+    pos += 240
+    if not f_high >= f_low:
+        raise ConstraintError('merge high < low', offset=_r89 + 48, path='high', expected='high >= low', found=f_high)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r89 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(V3Merge)
+    _obj.definition = f_definition
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return (_obj, pos)
+
+def _m_v3_merge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S89_unpack_from = _S89.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_definition, f_low, f_high, f_result, f_reserved = _S89_unpack_from(mv, pos)
+            _r89 = pos
+            pos += 240
+            if not f_high >= f_low:
+                raise ConstraintError('merge high < low', offset=_r89 + 48, path='high', expected='high >= low', found=f_high)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r89 + 112, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(V3Merge)
+            _obj.definition = f_definition
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_merge, 'v3_merge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_merge, 'v3_merge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_merge(out, v):
     out += _S89.pack(v.definition, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_v3_merge(values):
+    out = bytearray()
+    _S89_pack = _S89.pack
+    for v in values:
+        out += _S89_pack(v.definition, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_v3_derive(mv, pos, end):
     if pos + 240 > end:
@@ -3491,8 +8208,55 @@ def _d_v3_derive(mv, pos, end):
     _obj.output = f_output
     return _obj, pos
 
+def _u_v3_derive(mv, pos, end):
+    f_source, f_target, f_input, f_output, f_reserved = _S91.unpack_from(mv, pos)
+    _r91 = pos
+    pos += 240
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r91 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(V3Derive)
+    _obj.source = f_source
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return (_obj, pos)
+
+def _m_v3_derive(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S91_unpack_from = _S91.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_source, f_target, f_input, f_output, f_reserved = _S91_unpack_from(mv, pos)
+            _r91 = pos
+            pos += 240
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r91 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(V3Derive)
+            _obj.source = f_source
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v3_derive, 'v3_derive', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v3_derive, 'v3_derive', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v3_derive(out, v):
     out += _S91.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_v3_derive(values):
+    out = bytearray()
+    _S91_pack = _S91.pack
+    for v in values:
+        out += _S91_pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_v4_commit(mv, pos, end):
     if pos + 240 > end:
@@ -3511,8 +8275,59 @@ def _d_v4_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_v4_commit(mv, pos, end):
+    f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S93.unpack_from(mv, pos)
+    _r93 = pos
+    pos += 240
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r93 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(V4Commit)
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_v4_commit(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S93_unpack_from = _S93.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S93_unpack_from(mv, pos)
+            _r93 = pos
+            pos += 240
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r93 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(V4Commit)
+            _obj.collection = f_collection
+            _obj.data = f_data
+            _obj.metadata = f_metadata
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v4_commit, 'v4_commit', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v4_commit, 'v4_commit', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v4_commit(out, v):
     out += _S93.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_v4_commit(values):
+    out = bytearray()
+    _S93_pack = _S93.pack
+    for v in values:
+        out += _S93_pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_v4_merge(mv, pos, end):
     if pos + 240 > end:
@@ -3531,8 +8346,59 @@ def _d_v4_merge(mv, pos, end):
     _obj.result = f_result
     return _obj, pos
 
+def _u_v4_merge(mv, pos, end):
+    f_collection, f_low, f_high, f_result, f_reserved = _S95.unpack_from(mv, pos)
+    _r95 = pos
+    pos += 240
+    if not f_high >= f_low:
+        raise ConstraintError('merge high < low', offset=_r95 + 64, path='high', expected='high >= low', found=f_high)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(V4Merge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return (_obj, pos)
+
+def _m_v4_merge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S95_unpack_from = _S95.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_low, f_high, f_result, f_reserved = _S95_unpack_from(mv, pos)
+            _r95 = pos
+            pos += 240
+            if not f_high >= f_low:
+                raise ConstraintError('merge high < low', offset=_r95 + 64, path='high', expected='high >= low', found=f_high)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(V4Merge)
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v4_merge, 'v4_merge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v4_merge, 'v4_merge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v4_merge(out, v):
     out += _S95.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_v4_merge(values):
+    out = bytearray()
+    _S95_pack = _S95.pack
+    for v in values:
+        out += _S95_pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_v4_derive(mv, pos, end):
     if pos + 240 > end:
@@ -3549,8 +8415,55 @@ def _d_v4_derive(mv, pos, end):
     _obj.output = f_output
     return _obj, pos
 
+def _u_v4_derive(mv, pos, end):
+    f_source, f_target, f_input, f_output, f_reserved = _S95.unpack_from(mv, pos)
+    _r95 = pos
+    pos += 240
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(V4Derive)
+    _obj.source = f_source
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return (_obj, pos)
+
+def _m_v4_derive(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S95_unpack_from = _S95.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_source, f_target, f_input, f_output, f_reserved = _S95_unpack_from(mv, pos)
+            _r95 = pos
+            pos += 240
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r95 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(V4Derive)
+            _obj.source = f_source
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_v4_derive, 'v4_derive', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_v4_derive, 'v4_derive', mv, _rs, end, (), _out)
+    return _out
+
 def _e_v4_derive(out, v):
     out += _S95.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_v4_derive(values):
+    out = bytearray()
+    _S95_pack = _S95.pack
+    for v in values:
+        out += _S95_pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_envelope36_rest(mv, pos, end):
     if pos + 20 > end:
@@ -3806,6 +8719,408 @@ def _d_envelope36_rest(mv, pos, end):
     _obj.body = f_body
     return _obj, pos
 
+def _u_envelope36_rest(mv, pos, end):
+    f_kind, f_span = _S52.unpack_from(mv, pos)
+    _r52 = pos
+    pos += 20
+    if not f_span >= 1:
+        raise ConstraintError('span 0 (CorruptPile)', offset=_r52 + 16, path='span', expected='span >= 1', found=f_span)
+    _n = f_span * 256 - 36
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+    _outer_end_body = end
+    end = pos + _n
+    _sec_body = pos
+    if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+        _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S54.unpack_from(mv, pos)
+        _env_blob_body___r54 = pos
+        pos += 220
+        if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
+            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_env_blob_body___r54 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_env_blob_body__f_length)
+        if _env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_blob_body___r54 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_body__f_reserved)
+        _env_blob_body___blob_data__start = pos
+        _env_blob_body___blob_data___n = _env_blob_body__f_length
+        if _env_blob_body___blob_data___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_env_blob_body___blob_data___n)
+        _env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _env_blob_body___blob_data___n])
+        pos += _env_blob_body___blob_data___n
+        _env_blob_body___blob_data___n = -(pos - _env_blob_body___blob_data__start) % 256
+        pos += _env_blob_body___blob_data___n
+        _env_blob_body___blob_data___obj = _new(BlobData)
+        _env_blob_body___blob_data___obj.payload = _env_blob_body___blob_data__f_payload
+        _env_blob_body___obj = _new(EnvBlobBody)
+        _env_blob_body___obj.timestamp = _env_blob_body__f_timestamp
+        _env_blob_body___obj.length = _env_blob_body__f_length
+        _env_blob_body___obj.hash = _env_blob_body__f_hash
+        _env_blob_body___obj.data = _env_blob_body___blob_data___obj
+        f_body = _env_blob_body___obj
+    elif f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
+        _env_branch_body__f_branch, _env_branch_body__f_head, _env_branch_body__f_reserved = _S56.unpack_from(mv, pos)
+        _env_branch_body___r56 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_branch_body___r56, path='branch', expected='span == 1', found=_env_branch_body__f_branch)
+        if not max(_env_branch_body__f_branch) > 0:
+            raise ConstraintError('nil branch id', offset=_env_branch_body___r56, path='branch', expected='max(branch) > 0', found=_env_branch_body__f_branch)
+        if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_branch_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_branch_body__f_reserved)
+        _env_branch_body___obj = _new(EnvBranchBody)
+        _env_branch_body___obj.branch = _env_branch_body__f_branch
+        _env_branch_body___obj.head = _env_branch_body__f_head
+        f_body = _env_branch_body___obj
+    elif f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
+        _env_tombstone_body__f_branch, _env_tombstone_body__f_reserved = _S58.unpack_from(mv, pos)
+        _env_tombstone_body___r58 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_tombstone_body___r58, path='branch', expected='span == 1', found=_env_tombstone_body__f_branch)
+        if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_tombstone_body___r58 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_tombstone_body__f_reserved)
+        _env_tombstone_body___obj = _new(EnvTombstoneBody)
+        _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
+        f_body = _env_tombstone_body___obj
+    elif f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
+        _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S60.unpack_from(mv, pos)
+        _env_blob_want_body___r60 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r60, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
+        if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
+        _env_blob_want_body___obj = _new(EnvBlobWantBody)
+        _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
+        f_body = _env_blob_want_body___obj
+    elif f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
+        _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S60.unpack_from(mv, pos)
+        _env_blob_want_body___r60 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r60, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
+        if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
+        _env_blob_want_body___obj = _new(EnvBlobWantBody)
+        _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
+        f_body = _env_blob_want_body___obj
+    elif f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
+        _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S62.unpack_from(mv, pos)
+        _env_typed_want_body___r62 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r62, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
+        if not _env_typed_want_body__f_tag != 1:
+            raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_env_typed_want_body___r62, path='tag', expected='tag != 1', found=_env_typed_want_body__f_tag)
+        if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
+        _env_typed_want_body___obj = _new(EnvTypedWantBody)
+        _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
+        _env_typed_want_body___obj.a = _env_typed_want_body__f_a
+        _env_typed_want_body___obj.b = _env_typed_want_body__f_b
+        _env_typed_want_body___obj.c = _env_typed_want_body__f_c
+        f_body = _env_typed_want_body___obj
+    elif f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
+        _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S62.unpack_from(mv, pos)
+        _env_typed_want_body___r62 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r62, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
+        if not _env_typed_want_body__f_tag != 1:
+            raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_env_typed_want_body___r62, path='tag', expected='tag != 1', found=_env_typed_want_body__f_tag)
+        if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
+        _env_typed_want_body___obj = _new(EnvTypedWantBody)
+        _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
+        _env_typed_want_body___obj.a = _env_typed_want_body__f_a
+        _env_typed_want_body___obj.b = _env_typed_want_body__f_b
+        _env_typed_want_body___obj.c = _env_typed_want_body__f_c
+        f_body = _env_typed_want_body___obj
+    elif f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
+        _env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s, _env_commit_body__f_reserved = _S64.unpack_from(mv, pos)
+        _env_commit_body___r64 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_commit_body___r64, path='collection', expected='span == 1', found=_env_commit_body__f_collection)
+        if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_commit_body___r64 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_commit_body__f_reserved)
+        _env_commit_body___obj = _new(EnvCommitBody)
+        _env_commit_body___obj.collection = _env_commit_body__f_collection
+        _env_commit_body___obj.data = _env_commit_body__f_data
+        _env_commit_body___obj.metadata = _env_commit_body__f_metadata
+        _env_commit_body___obj.author = _env_commit_body__f_author
+        _env_commit_body___obj.sig_r = _env_commit_body__f_sig_r
+        _env_commit_body___obj.sig_s = _env_commit_body__f_sig_s
+        f_body = _env_commit_body___obj
+    elif f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
+        _env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result, _env_merge_body__f_reserved = _S66.unpack_from(mv, pos)
+        _env_merge_body___r66 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_merge_body___r66, path='collection', expected='span == 1', found=_env_merge_body__f_collection)
+        if not _env_merge_body__f_high >= _env_merge_body__f_low:
+            raise ConstraintError('merge high < low', offset=_env_merge_body___r66 + 64, path='high', expected='high >= low', found=_env_merge_body__f_high)
+        if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_merge_body___r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_merge_body__f_reserved)
+        _env_merge_body___obj = _new(EnvMergeBody)
+        _env_merge_body___obj.collection = _env_merge_body__f_collection
+        _env_merge_body___obj.low = _env_merge_body__f_low
+        _env_merge_body___obj.high = _env_merge_body__f_high
+        _env_merge_body___obj.result = _env_merge_body__f_result
+        f_body = _env_merge_body___obj
+    elif f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
+        _env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output, _env_derive_v4_body__f_reserved = _S66.unpack_from(mv, pos)
+        _env_derive_v4_body___r66 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_derive_v4_body___r66, path='source', expected='span == 1', found=_env_derive_v4_body__f_source)
+        if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v4_body___r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v4_body__f_reserved)
+        _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
+        _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
+        _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
+        _env_derive_v4_body___obj.input = _env_derive_v4_body__f_input
+        _env_derive_v4_body___obj.output = _env_derive_v4_body__f_output
+        f_body = _env_derive_v4_body___obj
+    elif f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
+        _env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output, _env_derive_v5_body__f_reserved = _S69.unpack_from(mv, pos)
+        _env_derive_v5_body___r69 = pos
+        pos += 220
+        if not f_span == 1:
+            raise ConstraintError('kind requires span 1', offset=_env_derive_v5_body___r69, path='target', expected='span == 1', found=_env_derive_v5_body__f_target)
+        if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v5_body___r69 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v5_body__f_reserved)
+        _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
+        _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
+        _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
+        _env_derive_v5_body___obj.output = _env_derive_v5_body__f_output
+        f_body = _env_derive_v5_body___obj
+    else:
+        f_body = bytes(mv[pos:end])
+        if pos > end:
+            raise IndexError
+        pos = end
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+    end = _outer_end_body
+    _obj = _new(Envelope36Rest)
+    _obj.kind = f_kind
+    _obj.span = f_span
+    _obj.body = f_body
+    return (_obj, pos)
+
+def _m_envelope36_rest(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S52_unpack_from = _S52.unpack_from
+    _S54_unpack_from = _S54.unpack_from
+    _S56_unpack_from = _S56.unpack_from
+    _S58_unpack_from = _S58.unpack_from
+    _S60_unpack_from = _S60.unpack_from
+    _S62_unpack_from = _S62.unpack_from
+    _S64_unpack_from = _S64.unpack_from
+    _S66_unpack_from = _S66.unpack_from
+    _S69_unpack_from = _S69.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_kind, f_span = _S52_unpack_from(mv, pos)
+            _r52 = pos
+            pos += 20
+            if not f_span >= 1:
+                raise ConstraintError('span 0 (CorruptPile)', offset=_r52 + 16, path='span', expected='span >= 1', found=f_span)
+            _n = f_span * 256 - 36
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+            if pos + _n > end:
+                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+            _outer_end_body = end
+            end = pos + _n
+            _sec_body = pos
+            if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+                _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S54_unpack_from(mv, pos)
+                _env_blob_body___r54 = pos
+                pos += 220
+                if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_env_blob_body___r54 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_env_blob_body__f_length)
+                if _env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_blob_body___r54 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_body__f_reserved)
+                _env_blob_body___blob_data__start = pos
+                _env_blob_body___blob_data___n = _env_blob_body__f_length
+                if _env_blob_body___blob_data___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_env_blob_body___blob_data___n)
+                _env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _env_blob_body___blob_data___n])
+                pos += _env_blob_body___blob_data___n
+                _env_blob_body___blob_data___n = -(pos - _env_blob_body___blob_data__start) % 256
+                pos += _env_blob_body___blob_data___n
+                _env_blob_body___blob_data___obj = _new(BlobData)
+                _env_blob_body___blob_data___obj.payload = _env_blob_body___blob_data__f_payload
+                _env_blob_body___obj = _new(EnvBlobBody)
+                _env_blob_body___obj.timestamp = _env_blob_body__f_timestamp
+                _env_blob_body___obj.length = _env_blob_body__f_length
+                _env_blob_body___obj.hash = _env_blob_body__f_hash
+                _env_blob_body___obj.data = _env_blob_body___blob_data___obj
+                f_body = _env_blob_body___obj
+            elif f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
+                _env_branch_body__f_branch, _env_branch_body__f_head, _env_branch_body__f_reserved = _S56_unpack_from(mv, pos)
+                _env_branch_body___r56 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_branch_body___r56, path='branch', expected='span == 1', found=_env_branch_body__f_branch)
+                if not max(_env_branch_body__f_branch) > 0:
+                    raise ConstraintError('nil branch id', offset=_env_branch_body___r56, path='branch', expected='max(branch) > 0', found=_env_branch_body__f_branch)
+                if _env_branch_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_branch_body___r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_branch_body__f_reserved)
+                _env_branch_body___obj = _new(EnvBranchBody)
+                _env_branch_body___obj.branch = _env_branch_body__f_branch
+                _env_branch_body___obj.head = _env_branch_body__f_head
+                f_body = _env_branch_body___obj
+            elif f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
+                _env_tombstone_body__f_branch, _env_tombstone_body__f_reserved = _S58_unpack_from(mv, pos)
+                _env_tombstone_body___r58 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_tombstone_body___r58, path='branch', expected='span == 1', found=_env_tombstone_body__f_branch)
+                if _env_tombstone_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_tombstone_body___r58 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_tombstone_body__f_reserved)
+                _env_tombstone_body___obj = _new(EnvTombstoneBody)
+                _env_tombstone_body___obj.branch = _env_tombstone_body__f_branch
+                f_body = _env_tombstone_body___obj
+            elif f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
+                _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S60_unpack_from(mv, pos)
+                _env_blob_want_body___r60 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r60, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
+                if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
+                _env_blob_want_body___obj = _new(EnvBlobWantBody)
+                _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
+                f_body = _env_blob_want_body___obj
+            elif f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
+                _env_blob_want_body__f_blob, _env_blob_want_body__f_reserved = _S60_unpack_from(mv, pos)
+                _env_blob_want_body___r60 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_blob_want_body___r60, path='blob', expected='span == 1', found=_env_blob_want_body__f_blob)
+                if _env_blob_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_blob_want_body___r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_blob_want_body__f_reserved)
+                _env_blob_want_body___obj = _new(EnvBlobWantBody)
+                _env_blob_want_body___obj.blob = _env_blob_want_body__f_blob
+                f_body = _env_blob_want_body___obj
+            elif f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
+                _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S62_unpack_from(mv, pos)
+                _env_typed_want_body___r62 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r62, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
+                if not _env_typed_want_body__f_tag != 1:
+                    raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_env_typed_want_body___r62, path='tag', expected='tag != 1', found=_env_typed_want_body__f_tag)
+                if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
+                _env_typed_want_body___obj = _new(EnvTypedWantBody)
+                _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
+                _env_typed_want_body___obj.a = _env_typed_want_body__f_a
+                _env_typed_want_body___obj.b = _env_typed_want_body__f_b
+                _env_typed_want_body___obj.c = _env_typed_want_body__f_c
+                f_body = _env_typed_want_body___obj
+            elif f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
+                _env_typed_want_body__f_tag, _env_typed_want_body__f_a, _env_typed_want_body__f_b, _env_typed_want_body__f_c, _env_typed_want_body__f_reserved = _S62_unpack_from(mv, pos)
+                _env_typed_want_body___r62 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_typed_want_body___r62, path='tag', expected='span == 1', found=_env_typed_want_body__f_tag)
+                if not _env_typed_want_body__f_tag != 1:
+                    raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_env_typed_want_body___r62, path='tag', expected='tag != 1', found=_env_typed_want_body__f_tag)
+                if _env_typed_want_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_typed_want_body___r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_typed_want_body__f_reserved)
+                _env_typed_want_body___obj = _new(EnvTypedWantBody)
+                _env_typed_want_body___obj.tag = _env_typed_want_body__f_tag
+                _env_typed_want_body___obj.a = _env_typed_want_body__f_a
+                _env_typed_want_body___obj.b = _env_typed_want_body__f_b
+                _env_typed_want_body___obj.c = _env_typed_want_body__f_c
+                f_body = _env_typed_want_body___obj
+            elif f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
+                _env_commit_body__f_collection, _env_commit_body__f_data, _env_commit_body__f_metadata, _env_commit_body__f_author, _env_commit_body__f_sig_r, _env_commit_body__f_sig_s, _env_commit_body__f_reserved = _S64_unpack_from(mv, pos)
+                _env_commit_body___r64 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_commit_body___r64, path='collection', expected='span == 1', found=_env_commit_body__f_collection)
+                if _env_commit_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_commit_body___r64 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_commit_body__f_reserved)
+                _env_commit_body___obj = _new(EnvCommitBody)
+                _env_commit_body___obj.collection = _env_commit_body__f_collection
+                _env_commit_body___obj.data = _env_commit_body__f_data
+                _env_commit_body___obj.metadata = _env_commit_body__f_metadata
+                _env_commit_body___obj.author = _env_commit_body__f_author
+                _env_commit_body___obj.sig_r = _env_commit_body__f_sig_r
+                _env_commit_body___obj.sig_s = _env_commit_body__f_sig_s
+                f_body = _env_commit_body___obj
+            elif f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
+                _env_merge_body__f_collection, _env_merge_body__f_low, _env_merge_body__f_high, _env_merge_body__f_result, _env_merge_body__f_reserved = _S66_unpack_from(mv, pos)
+                _env_merge_body___r66 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_merge_body___r66, path='collection', expected='span == 1', found=_env_merge_body__f_collection)
+                if not _env_merge_body__f_high >= _env_merge_body__f_low:
+                    raise ConstraintError('merge high < low', offset=_env_merge_body___r66 + 64, path='high', expected='high >= low', found=_env_merge_body__f_high)
+                if _env_merge_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_merge_body___r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_merge_body__f_reserved)
+                _env_merge_body___obj = _new(EnvMergeBody)
+                _env_merge_body___obj.collection = _env_merge_body__f_collection
+                _env_merge_body___obj.low = _env_merge_body__f_low
+                _env_merge_body___obj.high = _env_merge_body__f_high
+                _env_merge_body___obj.result = _env_merge_body__f_result
+                f_body = _env_merge_body___obj
+            elif f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
+                _env_derive_v4_body__f_source, _env_derive_v4_body__f_target, _env_derive_v4_body__f_input, _env_derive_v4_body__f_output, _env_derive_v4_body__f_reserved = _S66_unpack_from(mv, pos)
+                _env_derive_v4_body___r66 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_derive_v4_body___r66, path='source', expected='span == 1', found=_env_derive_v4_body__f_source)
+                if _env_derive_v4_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v4_body___r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v4_body__f_reserved)
+                _env_derive_v4_body___obj = _new(EnvDeriveV4Body)
+                _env_derive_v4_body___obj.source = _env_derive_v4_body__f_source
+                _env_derive_v4_body___obj.target = _env_derive_v4_body__f_target
+                _env_derive_v4_body___obj.input = _env_derive_v4_body__f_input
+                _env_derive_v4_body___obj.output = _env_derive_v4_body__f_output
+                f_body = _env_derive_v4_body___obj
+            elif f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
+                _env_derive_v5_body__f_target, _env_derive_v5_body__f_input, _env_derive_v5_body__f_output, _env_derive_v5_body__f_reserved = _S69_unpack_from(mv, pos)
+                _env_derive_v5_body___r69 = pos
+                pos += 220
+                if not f_span == 1:
+                    raise ConstraintError('kind requires span 1', offset=_env_derive_v5_body___r69, path='target', expected='span == 1', found=_env_derive_v5_body__f_target)
+                if _env_derive_v5_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_env_derive_v5_body___r69 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_env_derive_v5_body__f_reserved)
+                _env_derive_v5_body___obj = _new(EnvDeriveV5Body)
+                _env_derive_v5_body___obj.target = _env_derive_v5_body__f_target
+                _env_derive_v5_body___obj.input = _env_derive_v5_body__f_input
+                _env_derive_v5_body___obj.output = _env_derive_v5_body__f_output
+                f_body = _env_derive_v5_body___obj
+            else:
+                f_body = bytes(mv[pos:end])
+                if pos > end:
+                    raise IndexError
+                pos = end
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+            end = _outer_end_body
+            _obj = _new(Envelope36Rest)
+            _obj.kind = f_kind
+            _obj.span = f_span
+            _obj.body = f_body
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_envelope36_rest, 'envelope36_rest', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_envelope36_rest, 'envelope36_rest', mv, _rs, end, (), _out)
+    return _out
+
 def _e_envelope36_rest(out, v):
     out += _S52.pack(v.kind, v.span)
     _tag = v.kind
@@ -3864,6 +9179,76 @@ def _e_envelope36_rest(out, v):
     else:
         out += v.body
 
+def _em_envelope36_rest(values):
+    out = bytearray()
+    _S52_pack = _S52.pack
+    _S54_pack = _S54.pack
+    _S56_pack = _S56.pack
+    _S58_pack = _S58.pack
+    _S60_pack = _S60.pack
+    _S62_pack = _S62.pack
+    _S64_pack = _S64.pack
+    _S66_pack = _S66.pack
+    _S69_pack = _S69.pack
+    for v in values:
+        out += _S52_pack(v.kind, v.span)
+        _tag = v.kind
+        if _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+            _env_blob_body__v = v.body
+            _env_blob_body__p_span = v.span
+            out += _S54_pack(_env_blob_body__v.timestamp, _env_blob_body__v.length, _env_blob_body__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _env_blob_body___blob_data__v = _env_blob_body__v.data
+            _env_blob_body___blob_data__p_length = _env_blob_body__v.length
+            _env_blob_body___blob_data__start = len(out)
+            _env_blob_body___blob_data___b = _env_blob_body___blob_data__v.payload
+            if len(_env_blob_body___blob_data___b) != _env_blob_body___blob_data__p_length:
+                raise EncodeError('wrong length ' + str(len(_env_blob_body___blob_data___b)), path='payload')
+            out += _env_blob_body___blob_data___b
+            out += bytes(-(len(out) - _env_blob_body___blob_data__start) % 256)
+        elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
+            _env_branch_body__v = v.body
+            _env_branch_body__p_span = v.span
+            out += _S56_pack(_env_branch_body__v.branch, _env_branch_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
+            _env_tombstone_body__v = v.body
+            _env_tombstone_body__p_span = v.span
+            out += _S58_pack(_env_tombstone_body__v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
+            _env_blob_want_body__v = v.body
+            _env_blob_want_body__p_span = v.span
+            out += _S60_pack(_env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
+            _env_blob_want_body__v = v.body
+            _env_blob_want_body__p_span = v.span
+            out += _S60_pack(_env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
+            _env_typed_want_body__v = v.body
+            _env_typed_want_body__p_span = v.span
+            out += _S62_pack(_env_typed_want_body__v.tag, _env_typed_want_body__v.a, _env_typed_want_body__v.b, _env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
+            _env_typed_want_body__v = v.body
+            _env_typed_want_body__p_span = v.span
+            out += _S62_pack(_env_typed_want_body__v.tag, _env_typed_want_body__v.a, _env_typed_want_body__v.b, _env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
+            _env_commit_body__v = v.body
+            _env_commit_body__p_span = v.span
+            out += _S64_pack(_env_commit_body__v.collection, _env_commit_body__v.data, _env_commit_body__v.metadata, _env_commit_body__v.author, _env_commit_body__v.sig_r, _env_commit_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
+            _env_merge_body__v = v.body
+            _env_merge_body__p_span = v.span
+            out += _S66_pack(_env_merge_body__v.collection, _env_merge_body__v.low, _env_merge_body__v.high, _env_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
+            _env_derive_v4_body__v = v.body
+            _env_derive_v4_body__p_span = v.span
+            out += _S66_pack(_env_derive_v4_body__v.source, _env_derive_v4_body__v.target, _env_derive_v4_body__v.input, _env_derive_v4_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        elif _tag == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
+            _env_derive_v5_body__v = v.body
+            _env_derive_v5_body__p_span = v.span
+            out += _S69_pack(_env_derive_v5_body__v.target, _env_derive_v5_body__v.input, _env_derive_v5_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        else:
+            out += v.body
+    return bytes(out)
+
 def _d_env_blob_body(mv, pos, end, p_span):
     if pos + 220 > end:
         raise _short(pos, end, _T55)
@@ -3899,6 +9284,70 @@ def _d_env_blob_body(mv, pos, end, p_span):
     _obj.data = f_data
     return _obj, pos
 
+def _u_env_blob_body(mv, pos, end, p_span):
+    f_timestamp, f_length, f_hash, f_reserved = _S54.unpack_from(mv, pos)
+    _r54 = pos
+    pos += 220
+    if not p_span == 1 + (f_length + 255) // 256:
+        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_r54 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=f_length)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r54 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _blob_data__start = pos
+    _blob_data___n = f_length
+    if _blob_data___n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
+    _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+    pos += _blob_data___n
+    _blob_data___n = -(pos - _blob_data__start) % 256
+    pos += _blob_data___n
+    _blob_data___obj = _new(BlobData)
+    _blob_data___obj.payload = _blob_data__f_payload
+    _obj = _new(EnvBlobBody)
+    _obj.timestamp = f_timestamp
+    _obj.length = f_length
+    _obj.hash = f_hash
+    _obj.data = _blob_data___obj
+    return (_obj, pos)
+
+def _m_env_blob_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S54_unpack_from = _S54.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_timestamp, f_length, f_hash, f_reserved = _S54_unpack_from(mv, pos)
+            _r54 = pos
+            pos += 220
+            if not p_span == 1 + (f_length + 255) // 256:
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_r54 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=f_length)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r54 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _blob_data__start = pos
+            _blob_data___n = f_length
+            if _blob_data___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
+            _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+            pos += _blob_data___n
+            _blob_data___n = -(pos - _blob_data__start) % 256
+            pos += _blob_data___n
+            _blob_data___obj = _new(BlobData)
+            _blob_data___obj.payload = _blob_data__f_payload
+            _obj = _new(EnvBlobBody)
+            _obj.timestamp = f_timestamp
+            _obj.length = f_length
+            _obj.hash = f_hash
+            _obj.data = _blob_data___obj
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_blob_body, 'env_blob_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_blob_body, 'env_blob_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_blob_body(out, v, p_span):
     out += _S54.pack(v.timestamp, v.length, v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     _blob_data__v = v.data
@@ -3909,6 +9358,21 @@ def _e_env_blob_body(out, v, p_span):
         raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
     out += _blob_data___b
     out += bytes(-(len(out) - _blob_data__start) % 256)
+
+def _em_env_blob_body(values, p_span):
+    out = bytearray()
+    _S54_pack = _S54.pack
+    for v in values:
+        out += _S54_pack(v.timestamp, v.length, v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _blob_data__v = v.data
+        _blob_data__p_length = v.length
+        _blob_data__start = len(out)
+        _blob_data___b = _blob_data__v.payload
+        if len(_blob_data___b) != _blob_data__p_length:
+            raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
+        out += _blob_data___b
+        out += bytes(-(len(out) - _blob_data__start) % 256)
+    return bytes(out)
 
 def _d_env_branch_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -3927,8 +9391,59 @@ def _d_env_branch_body(mv, pos, end, p_span):
     _obj.head = f_head
     return _obj, pos
 
+def _u_env_branch_body(mv, pos, end, p_span):
+    f_branch, f_head, f_reserved = _S56.unpack_from(mv, pos)
+    _r56 = pos
+    pos += 220
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r56, path='branch', expected='span == 1', found=f_branch)
+    if not max(f_branch) > 0:
+        raise ConstraintError('nil branch id', offset=_r56, path='branch', expected='max(branch) > 0', found=f_branch)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(EnvBranchBody)
+    _obj.branch = f_branch
+    _obj.head = f_head
+    return (_obj, pos)
+
+def _m_env_branch_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S56_unpack_from = _S56.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_branch, f_head, f_reserved = _S56_unpack_from(mv, pos)
+            _r56 = pos
+            pos += 220
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r56, path='branch', expected='span == 1', found=f_branch)
+            if not max(f_branch) > 0:
+                raise ConstraintError('nil branch id', offset=_r56, path='branch', expected='max(branch) > 0', found=f_branch)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r56 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(EnvBranchBody)
+            _obj.branch = f_branch
+            _obj.head = f_head
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_branch_body, 'env_branch_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_branch_body, 'env_branch_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_branch_body(out, v, p_span):
     out += _S56.pack(v.branch, v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_env_branch_body(values, p_span):
+    out = bytearray()
+    _S56_pack = _S56.pack
+    for v in values:
+        out += _S56_pack(v.branch, v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_env_tombstone_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -3944,8 +9459,53 @@ def _d_env_tombstone_body(mv, pos, end, p_span):
     _obj.branch = f_branch
     return _obj, pos
 
+def _u_env_tombstone_body(mv, pos, end, p_span):
+    f_branch, f_reserved = _S58.unpack_from(mv, pos)
+    _r58 = pos
+    pos += 220
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r58, path='branch', expected='span == 1', found=f_branch)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r58 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(EnvTombstoneBody)
+    _obj.branch = f_branch
+    return (_obj, pos)
+
+def _m_env_tombstone_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S58_unpack_from = _S58.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_branch, f_reserved = _S58_unpack_from(mv, pos)
+            _r58 = pos
+            pos += 220
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r58, path='branch', expected='span == 1', found=f_branch)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r58 + 16, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(EnvTombstoneBody)
+            _obj.branch = f_branch
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_tombstone_body(out, v, p_span):
     out += _S58.pack(v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_env_tombstone_body(values, p_span):
+    out = bytearray()
+    _S58_pack = _S58.pack
+    for v in values:
+        out += _S58_pack(v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_env_blob_want_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -3961,8 +9521,53 @@ def _d_env_blob_want_body(mv, pos, end, p_span):
     _obj.blob = f_blob
     return _obj, pos
 
+def _u_env_blob_want_body(mv, pos, end, p_span):
+    f_blob, f_reserved = _S60.unpack_from(mv, pos)
+    _r60 = pos
+    pos += 220
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r60, path='blob', expected='span == 1', found=f_blob)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(EnvBlobWantBody)
+    _obj.blob = f_blob
+    return (_obj, pos)
+
+def _m_env_blob_want_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S60_unpack_from = _S60.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_blob, f_reserved = _S60_unpack_from(mv, pos)
+            _r60 = pos
+            pos += 220
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r60, path='blob', expected='span == 1', found=f_blob)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r60 + 32, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(EnvBlobWantBody)
+            _obj.blob = f_blob
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_blob_want_body(out, v, p_span):
     out += _S60.pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_env_blob_want_body(values, p_span):
+    out = bytearray()
+    _S60_pack = _S60.pack
+    for v in values:
+        out += _S60_pack(v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_env_typed_want_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -3983,8 +9588,63 @@ def _d_env_typed_want_body(mv, pos, end, p_span):
     _obj.c = f_c
     return _obj, pos
 
+def _u_env_typed_want_body(mv, pos, end, p_span):
+    f_tag, f_a, f_b, f_c, f_reserved = _S62.unpack_from(mv, pos)
+    _r62 = pos
+    pos += 220
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r62, path='tag', expected='span == 1', found=f_tag)
+    if not f_tag != 1:
+        raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_r62, path='tag', expected='tag != 1', found=f_tag)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(EnvTypedWantBody)
+    _obj.tag = f_tag
+    _obj.a = f_a
+    _obj.b = f_b
+    _obj.c = f_c
+    return (_obj, pos)
+
+def _m_env_typed_want_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S62_unpack_from = _S62.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_tag, f_a, f_b, f_c, f_reserved = _S62_unpack_from(mv, pos)
+            _r62 = pos
+            pos += 220
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r62, path='tag', expected='span == 1', found=f_tag)
+            if not f_tag != 1:
+                raise ConstraintError('typed want tag 1 (Blob) is refused', offset=_r62, path='tag', expected='tag != 1', found=f_tag)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r62 + 97, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(EnvTypedWantBody)
+            _obj.tag = f_tag
+            _obj.a = f_a
+            _obj.b = f_b
+            _obj.c = f_c
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_typed_want_body(out, v, p_span):
     out += _S62.pack(v.tag, v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_env_typed_want_body(values, p_span):
+    out = bytearray()
+    _S62_pack = _S62.pack
+    for v in values:
+        out += _S62_pack(v.tag, v.a, v.b, v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_env_commit_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -4005,8 +9665,63 @@ def _d_env_commit_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_env_commit_body(mv, pos, end, p_span):
+    f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S64.unpack_from(mv, pos)
+    _r64 = pos
+    pos += 220
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r64, path='collection', expected='span == 1', found=f_collection)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r64 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(EnvCommitBody)
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_env_commit_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S64_unpack_from = _S64.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S64_unpack_from(mv, pos)
+            _r64 = pos
+            pos += 220
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r64, path='collection', expected='span == 1', found=f_collection)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r64 + 192, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(EnvCommitBody)
+            _obj.collection = f_collection
+            _obj.data = f_data
+            _obj.metadata = f_metadata
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_commit_body, 'env_commit_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_commit_body, 'env_commit_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_commit_body(out, v, p_span):
     out += _S64.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_env_commit_body(values, p_span):
+    out = bytearray()
+    _S64_pack = _S64.pack
+    for v in values:
+        out += _S64_pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_env_merge_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -4027,8 +9742,63 @@ def _d_env_merge_body(mv, pos, end, p_span):
     _obj.result = f_result
     return _obj, pos
 
+def _u_env_merge_body(mv, pos, end, p_span):
+    f_collection, f_low, f_high, f_result, f_reserved = _S66.unpack_from(mv, pos)
+    _r66 = pos
+    pos += 220
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r66, path='collection', expected='span == 1', found=f_collection)
+    if not f_high >= f_low:
+        raise ConstraintError('merge high < low', offset=_r66 + 64, path='high', expected='high >= low', found=f_high)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(EnvMergeBody)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return (_obj, pos)
+
+def _m_env_merge_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S66_unpack_from = _S66.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_low, f_high, f_result, f_reserved = _S66_unpack_from(mv, pos)
+            _r66 = pos
+            pos += 220
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r66, path='collection', expected='span == 1', found=f_collection)
+            if not f_high >= f_low:
+                raise ConstraintError('merge high < low', offset=_r66 + 64, path='high', expected='high >= low', found=f_high)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(EnvMergeBody)
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_merge_body, 'env_merge_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_merge_body, 'env_merge_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_merge_body(out, v, p_span):
     out += _S66.pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_env_merge_body(values, p_span):
+    out = bytearray()
+    _S66_pack = _S66.pack
+    for v in values:
+        out += _S66_pack(v.collection, v.low, v.high, v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_env_derive_v4_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -4047,8 +9817,59 @@ def _d_env_derive_v4_body(mv, pos, end, p_span):
     _obj.output = f_output
     return _obj, pos
 
+def _u_env_derive_v4_body(mv, pos, end, p_span):
+    f_source, f_target, f_input, f_output, f_reserved = _S66.unpack_from(mv, pos)
+    _r66 = pos
+    pos += 220
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r66, path='source', expected='span == 1', found=f_source)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(EnvDeriveV4Body)
+    _obj.source = f_source
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return (_obj, pos)
+
+def _m_env_derive_v4_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S66_unpack_from = _S66.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_source, f_target, f_input, f_output, f_reserved = _S66_unpack_from(mv, pos)
+            _r66 = pos
+            pos += 220
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r66, path='source', expected='span == 1', found=f_source)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r66 + 128, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(EnvDeriveV4Body)
+            _obj.source = f_source
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_derive_v4_body(out, v, p_span):
     out += _S66.pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_env_derive_v4_body(values, p_span):
+    out = bytearray()
+    _S66_pack = _S66.pack
+    for v in values:
+        out += _S66_pack(v.source, v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_env_derive_v5_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -4066,8 +9887,57 @@ def _d_env_derive_v5_body(mv, pos, end, p_span):
     _obj.output = f_output
     return _obj, pos
 
+def _u_env_derive_v5_body(mv, pos, end, p_span):
+    f_target, f_input, f_output, f_reserved = _S69.unpack_from(mv, pos)
+    _r69 = pos
+    pos += 220
+    if not p_span == 1:
+        raise ConstraintError('kind requires span 1', offset=_r69, path='target', expected='span == 1', found=f_target)
+    if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_r69 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+    _obj = _new(EnvDeriveV5Body)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return (_obj, pos)
+
+def _m_env_derive_v5_body(mv, pos, end, p_span):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S69_unpack_from = _S69.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_target, f_input, f_output, f_reserved = _S69_unpack_from(mv, pos)
+            _r69 = pos
+            pos += 220
+            if not p_span == 1:
+                raise ConstraintError('kind requires span 1', offset=_r69, path='target', expected='span == 1', found=f_target)
+            if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_r69 + 96, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+            _obj = _new(EnvDeriveV5Body)
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, end, (p_span, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, end, (p_span, ), _out)
+    return _out
+
 def _e_env_derive_v5_body(out, v, p_span):
     out += _S69.pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+
+def _em_env_derive_v5_body(values, p_span):
+    out = bytearray()
+    _S69_pack = _S69.pack
+    for v in values:
+        out += _S69_pack(v.target, v.input, v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    return bytes(out)
 
 def _d_commit_transcript(mv, pos, end):
     if pos + 188 > end:
@@ -4088,8 +9958,63 @@ def _d_commit_transcript(mv, pos, end):
     _obj.metadata = f_metadata
     return _obj, pos
 
+def _u_commit_transcript(mv, pos, end):
+    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S102.unpack_from(mv, pos)
+    _r102 = pos
+    pos += 188
+    if f_domain != b'triblespace.collection.commit.transcript':
+        raise ConstraintError('bad magic', offset=_r102, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+    if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
+        raise ConstraintError('bad magic', offset=_r102 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+    if f_version != 2:
+        raise ConstraintError('bad magic', offset=_r102 + 56, path='version', expected=2, found=f_version)
+    _obj = _new(CommitTranscript)
+    _obj.author = f_author
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    return (_obj, pos)
+
+def _m_commit_transcript(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S102_unpack_from = _S102.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S102_unpack_from(mv, pos)
+            _r102 = pos
+            pos += 188
+            if f_domain != b'triblespace.collection.commit.transcript':
+                raise ConstraintError('bad magic', offset=_r102, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+            if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
+                raise ConstraintError('bad magic', offset=_r102 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+            if f_version != 2:
+                raise ConstraintError('bad magic', offset=_r102 + 56, path='version', expected=2, found=f_version)
+            _obj = _new(CommitTranscript)
+            _obj.author = f_author
+            _obj.collection = f_collection
+            _obj.data = f_data
+            _obj.metadata = f_metadata
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_commit_transcript, 'commit_transcript', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_commit_transcript, 'commit_transcript', mv, _rs, end, (), _out)
+    return _out
+
 def _e_commit_transcript(out, v):
     out += _S102.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
+
+def _em_commit_transcript(values):
+    out = bytearray()
+    _S102_pack = _S102.pack
+    for v in values:
+        out += _S102_pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
+    return bytes(out)
 
 def _d_merge_endorsement(mv, pos, end):
     if pos + 280 > end:
@@ -4111,8 +10036,65 @@ def _d_merge_endorsement(mv, pos, end):
     _obj.high_witness = f_high_witness
     return _obj, pos
 
+def _u_merge_endorsement(mv, pos, end):
+    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S104.unpack_from(mv, pos)
+    _r104 = pos
+    pos += 280
+    if f_domain != b'triblespace.collection.merge.endorsement':
+        raise ConstraintError('bad magic', offset=_r104, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+    if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
+        raise ConstraintError('bad magic', offset=_r104 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+    _obj = _new(MergeEndorsement)
+    _obj.author = f_author
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    _obj.low_witness = f_low_witness
+    _obj.high_witness = f_high_witness
+    return (_obj, pos)
+
+def _m_merge_endorsement(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S104_unpack_from = _S104.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S104_unpack_from(mv, pos)
+            _r104 = pos
+            pos += 280
+            if f_domain != b'triblespace.collection.merge.endorsement':
+                raise ConstraintError('bad magic', offset=_r104, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+            if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
+                raise ConstraintError('bad magic', offset=_r104 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+            _obj = _new(MergeEndorsement)
+            _obj.author = f_author
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _obj.low_witness = f_low_witness
+            _obj.high_witness = f_high_witness
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_merge_endorsement, 'merge_endorsement', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_merge_endorsement, 'merge_endorsement', mv, _rs, end, (), _out)
+    return _out
+
 def _e_merge_endorsement(out, v):
     out += _S104.pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
+
+def _em_merge_endorsement(values):
+    out = bytearray()
+    _S104_pack = _S104.pack
+    for v in values:
+        out += _S104_pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
+    return bytes(out)
 
 def _d_derive_endorsement(mv, pos, end):
     if pos + 217 > end:
@@ -4132,8 +10114,61 @@ def _d_derive_endorsement(mv, pos, end):
     _obj.input_witness = f_input_witness
     return _obj, pos
 
+def _u_derive_endorsement(mv, pos, end):
+    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S106.unpack_from(mv, pos)
+    _r106 = pos
+    pos += 217
+    if f_domain != b'triblespace.collection.derive.endorsement':
+        raise ConstraintError('bad magic', offset=_r106, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+    if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
+        raise ConstraintError('bad magic', offset=_r106 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+    _obj = _new(DeriveEndorsement)
+    _obj.author = f_author
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    _obj.input_witness = f_input_witness
+    return (_obj, pos)
+
+def _m_derive_endorsement(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S106_unpack_from = _S106.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S106_unpack_from(mv, pos)
+            _r106 = pos
+            pos += 217
+            if f_domain != b'triblespace.collection.derive.endorsement':
+                raise ConstraintError('bad magic', offset=_r106, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+            if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
+                raise ConstraintError('bad magic', offset=_r106 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+            _obj = _new(DeriveEndorsement)
+            _obj.author = f_author
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _obj.input_witness = f_input_witness
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_derive_endorsement, 'derive_endorsement', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_derive_endorsement, 'derive_endorsement', mv, _rs, end, (), _out)
+    return _out
+
 def _e_derive_endorsement(out, v):
     out += _S106.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
+
+def _em_derive_endorsement(values):
+    out = bytearray()
+    _S106_pack = _S106.pack
+    for v in values:
+        out += _S106_pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
+    return bytes(out)
 
 def _d_dense_commit(mv, pos, end):
     if pos + 192 > end:
@@ -4149,8 +10184,53 @@ def _d_dense_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_dense_commit(mv, pos, end):
+    f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
+    pos += 192
+    _obj = _new(DenseCommit)
+    _obj.collection = f_collection
+    _obj.data = f_data
+    _obj.metadata = f_metadata
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_dense_commit(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S19_unpack_from = _S19.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
+            pos += 192
+            _obj = _new(DenseCommit)
+            _obj.collection = f_collection
+            _obj.data = f_data
+            _obj.metadata = f_metadata
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_dense_commit, 'dense_commit', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_dense_commit, 'dense_commit', mv, _rs, end, (), _out)
+    return _out
+
 def _e_dense_commit(out, v):
     out += _S19.pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
+
+def _em_dense_commit(values):
+    out = bytearray()
+    _S19_pack = _S19.pack
+    for v in values:
+        out += _S19_pack(v.collection, v.data, v.metadata, v.author, v.sig_r, v.sig_s)
+    return bytes(out)
 
 def _d_dense_unsigned_merge(mv, pos, end):
     if pos + 128 > end:
@@ -4164,8 +10244,49 @@ def _d_dense_unsigned_merge(mv, pos, end):
     _obj.result = f_result
     return _obj, pos
 
+def _u_dense_unsigned_merge(mv, pos, end):
+    f_collection, f_low, f_high, f_result = _S108.unpack_from(mv, pos)
+    pos += 128
+    _obj = _new(DenseUnsignedMerge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    return (_obj, pos)
+
+def _m_dense_unsigned_merge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S108_unpack_from = _S108.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_low, f_high, f_result = _S108_unpack_from(mv, pos)
+            pos += 128
+            _obj = _new(DenseUnsignedMerge)
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_dense_unsigned_merge(out, v):
     out += _S108.pack(v.collection, v.low, v.high, v.result)
+
+def _em_dense_unsigned_merge(values):
+    out = bytearray()
+    _S108_pack = _S108.pack
+    for v in values:
+        out += _S108_pack(v.collection, v.low, v.high, v.result)
+    return bytes(out)
 
 def _d_dense_unsigned_derive(mv, pos, end):
     if pos + 96 > end:
@@ -4178,8 +10299,47 @@ def _d_dense_unsigned_derive(mv, pos, end):
     _obj.output = f_output
     return _obj, pos
 
+def _u_dense_unsigned_derive(mv, pos, end):
+    f_target, f_input, f_output = _S14.unpack_from(mv, pos)
+    pos += 96
+    _obj = _new(DenseUnsignedDerive)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    return (_obj, pos)
+
+def _m_dense_unsigned_derive(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S14_unpack_from = _S14.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_target, f_input, f_output = _S14_unpack_from(mv, pos)
+            pos += 96
+            _obj = _new(DenseUnsignedDerive)
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, end, (), _out)
+    return _out
+
 def _e_dense_unsigned_derive(out, v):
     out += _S14.pack(v.target, v.input, v.output)
+
+def _em_dense_unsigned_derive(values):
+    out = bytearray()
+    _S14_pack = _S14.pack
+    for v in values:
+        out += _S14_pack(v.target, v.input, v.output)
+    return bytes(out)
 
 def _d_dense_signed_merge(mv, pos, end):
     if pos + 224 > end:
@@ -4196,8 +10356,55 @@ def _d_dense_signed_merge(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_dense_signed_merge(mv, pos, end):
+    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
+    pos += 224
+    _obj = _new(DenseSignedMerge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_dense_signed_merge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S111_unpack_from = _S111.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S111_unpack_from(mv, pos)
+            pos += 224
+            _obj = _new(DenseSignedMerge)
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_dense_signed_merge(out, v):
     out += _S111.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
+
+def _em_dense_signed_merge(values):
+    out = bytearray()
+    _S111_pack = _S111.pack
+    for v in values:
+        out += _S111_pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
+    return bytes(out)
 
 def _d_dense_signed_derive(mv, pos, end):
     if pos + 192 > end:
@@ -4213,8 +10420,53 @@ def _d_dense_signed_derive(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_dense_signed_derive(mv, pos, end):
+    f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
+    pos += 192
+    _obj = _new(DenseSignedDerive)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_dense_signed_derive(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S19_unpack_from = _S19.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
+            pos += 192
+            _obj = _new(DenseSignedDerive)
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, end, (), _out)
+    return _out
+
 def _e_dense_signed_derive(out, v):
     out += _S19.pack(v.target, v.input, v.output, v.author, v.sig_r, v.sig_s)
+
+def _em_dense_signed_derive(values):
+    out = bytearray()
+    _S19_pack = _S19.pack
+    for v in values:
+        out += _S19_pack(v.target, v.input, v.output, v.author, v.sig_r, v.sig_s)
+    return bytes(out)
 
 def _d_dense_witness_merge(mv, pos, end):
     if pos + 288 > end:
@@ -4233,8 +10485,59 @@ def _d_dense_witness_merge(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_dense_witness_merge(mv, pos, end):
+    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S114.unpack_from(mv, pos)
+    pos += 288
+    _obj = _new(DenseWitnessMerge)
+    _obj.collection = f_collection
+    _obj.low = f_low
+    _obj.high = f_high
+    _obj.result = f_result
+    _obj.low_witness = f_low_witness
+    _obj.high_witness = f_high_witness
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_dense_witness_merge(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S114_unpack_from = _S114.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S114_unpack_from(mv, pos)
+            pos += 288
+            _obj = _new(DenseWitnessMerge)
+            _obj.collection = f_collection
+            _obj.low = f_low
+            _obj.high = f_high
+            _obj.result = f_result
+            _obj.low_witness = f_low_witness
+            _obj.high_witness = f_high_witness
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, end, (), _out)
+    return _out
+
 def _e_dense_witness_merge(out, v):
     out += _S114.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
+
+def _em_dense_witness_merge(values):
+    out = bytearray()
+    _S114_pack = _S114.pack
+    for v in values:
+        out += _S114_pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
+    return bytes(out)
 
 def _d_dense_witness_derive(mv, pos, end):
     if pos + 224 > end:
@@ -4251,8 +10554,55 @@ def _d_dense_witness_derive(mv, pos, end):
     _obj.sig_s = f_sig_s
     return _obj, pos
 
+def _u_dense_witness_derive(mv, pos, end):
+    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
+    pos += 224
+    _obj = _new(DenseWitnessDerive)
+    _obj.target = f_target
+    _obj.input = f_input
+    _obj.output = f_output
+    _obj.input_witness = f_input_witness
+    _obj.author = f_author
+    _obj.sig_r = f_sig_r
+    _obj.sig_s = f_sig_s
+    return (_obj, pos)
+
+def _m_dense_witness_derive(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S111_unpack_from = _S111.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S111_unpack_from(mv, pos)
+            pos += 224
+            _obj = _new(DenseWitnessDerive)
+            _obj.target = f_target
+            _obj.input = f_input
+            _obj.output = f_output
+            _obj.input_witness = f_input_witness
+            _obj.author = f_author
+            _obj.sig_r = f_sig_r
+            _obj.sig_s = f_sig_s
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, end, (), _out)
+    return _out
+
 def _e_dense_witness_derive(out, v):
     out += _S111.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
+
+def _em_dense_witness_derive(values):
+    out = bytearray()
+    _S111_pack = _S111.pack
+    for v in values:
+        out += _S111_pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
+    return bytes(out)
 
 def _d_dense_record(mv, pos, end):
     if pos + 1 > end:
@@ -4384,6 +10734,202 @@ def _d_dense_record(mv, pos, end):
     _obj.payload = f_payload
     return _obj, pos
 
+def _u_dense_record(mv, pos, end):
+    f_tag = mv[pos]
+    pos += 1
+    _tag = f_tag
+    f_tag = _DENSETAG_BY_VALUE[f_tag]
+    if _tag == 1:
+        _dense_commit__f_collection, _dense_commit__f_data, _dense_commit__f_metadata, _dense_commit__f_author, _dense_commit__f_sig_r, _dense_commit__f_sig_s = _S19.unpack_from(mv, pos)
+        pos += 192
+        _dense_commit___obj = _new(DenseCommit)
+        _dense_commit___obj.collection = _dense_commit__f_collection
+        _dense_commit___obj.data = _dense_commit__f_data
+        _dense_commit___obj.metadata = _dense_commit__f_metadata
+        _dense_commit___obj.author = _dense_commit__f_author
+        _dense_commit___obj.sig_r = _dense_commit__f_sig_r
+        _dense_commit___obj.sig_s = _dense_commit__f_sig_s
+        f_payload = _dense_commit___obj
+    elif _tag == 2:
+        _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S108.unpack_from(mv, pos)
+        pos += 128
+        _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
+        _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
+        _dense_unsigned_merge___obj.low = _dense_unsigned_merge__f_low
+        _dense_unsigned_merge___obj.high = _dense_unsigned_merge__f_high
+        _dense_unsigned_merge___obj.result = _dense_unsigned_merge__f_result
+        f_payload = _dense_unsigned_merge___obj
+    elif _tag == 3:
+        _dense_unsigned_derive__f_target, _dense_unsigned_derive__f_input, _dense_unsigned_derive__f_output = _S14.unpack_from(mv, pos)
+        pos += 96
+        _dense_unsigned_derive___obj = _new(DenseUnsignedDerive)
+        _dense_unsigned_derive___obj.target = _dense_unsigned_derive__f_target
+        _dense_unsigned_derive___obj.input = _dense_unsigned_derive__f_input
+        _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
+        f_payload = _dense_unsigned_derive___obj
+    elif _tag == 4:
+        _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S111.unpack_from(mv, pos)
+        pos += 224
+        _dense_signed_merge___obj = _new(DenseSignedMerge)
+        _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
+        _dense_signed_merge___obj.low = _dense_signed_merge__f_low
+        _dense_signed_merge___obj.high = _dense_signed_merge__f_high
+        _dense_signed_merge___obj.result = _dense_signed_merge__f_result
+        _dense_signed_merge___obj.author = _dense_signed_merge__f_author
+        _dense_signed_merge___obj.sig_r = _dense_signed_merge__f_sig_r
+        _dense_signed_merge___obj.sig_s = _dense_signed_merge__f_sig_s
+        f_payload = _dense_signed_merge___obj
+    elif _tag == 5:
+        _dense_signed_derive__f_target, _dense_signed_derive__f_input, _dense_signed_derive__f_output, _dense_signed_derive__f_author, _dense_signed_derive__f_sig_r, _dense_signed_derive__f_sig_s = _S19.unpack_from(mv, pos)
+        pos += 192
+        _dense_signed_derive___obj = _new(DenseSignedDerive)
+        _dense_signed_derive___obj.target = _dense_signed_derive__f_target
+        _dense_signed_derive___obj.input = _dense_signed_derive__f_input
+        _dense_signed_derive___obj.output = _dense_signed_derive__f_output
+        _dense_signed_derive___obj.author = _dense_signed_derive__f_author
+        _dense_signed_derive___obj.sig_r = _dense_signed_derive__f_sig_r
+        _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
+        f_payload = _dense_signed_derive___obj
+    elif _tag == 6:
+        _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S114.unpack_from(mv, pos)
+        pos += 288
+        _dense_witness_merge___obj = _new(DenseWitnessMerge)
+        _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
+        _dense_witness_merge___obj.low = _dense_witness_merge__f_low
+        _dense_witness_merge___obj.high = _dense_witness_merge__f_high
+        _dense_witness_merge___obj.result = _dense_witness_merge__f_result
+        _dense_witness_merge___obj.low_witness = _dense_witness_merge__f_low_witness
+        _dense_witness_merge___obj.high_witness = _dense_witness_merge__f_high_witness
+        _dense_witness_merge___obj.author = _dense_witness_merge__f_author
+        _dense_witness_merge___obj.sig_r = _dense_witness_merge__f_sig_r
+        _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
+        f_payload = _dense_witness_merge___obj
+    elif _tag == 7:
+        _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S111.unpack_from(mv, pos)
+        pos += 224
+        _dense_witness_derive___obj = _new(DenseWitnessDerive)
+        _dense_witness_derive___obj.target = _dense_witness_derive__f_target
+        _dense_witness_derive___obj.input = _dense_witness_derive__f_input
+        _dense_witness_derive___obj.output = _dense_witness_derive__f_output
+        _dense_witness_derive___obj.input_witness = _dense_witness_derive__f_input_witness
+        _dense_witness_derive___obj.author = _dense_witness_derive__f_author
+        _dense_witness_derive___obj.sig_r = _dense_witness_derive__f_sig_r
+        _dense_witness_derive___obj.sig_s = _dense_witness_derive__f_sig_s
+        f_payload = _dense_witness_derive___obj
+    else:
+        raise ConstraintError('no case for tag', offset=pos, path='payload', expected=[1, 2, 3, 4, 5, 6, 7], found=_tag)
+    _obj = _new(DenseRecord)
+    _obj.tag = f_tag
+    _obj.payload = f_payload
+    return (_obj, pos)
+
+def _m_dense_record(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S108_unpack_from = _S108.unpack_from
+    _S111_unpack_from = _S111.unpack_from
+    _S114_unpack_from = _S114.unpack_from
+    _S14_unpack_from = _S14.unpack_from
+    _S19_unpack_from = _S19.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_tag = mv[pos]
+            pos += 1
+            _tag = f_tag
+            f_tag = _DENSETAG_BY_VALUE[f_tag]
+            if _tag == 1:
+                _dense_commit__f_collection, _dense_commit__f_data, _dense_commit__f_metadata, _dense_commit__f_author, _dense_commit__f_sig_r, _dense_commit__f_sig_s = _S19_unpack_from(mv, pos)
+                pos += 192
+                _dense_commit___obj = _new(DenseCommit)
+                _dense_commit___obj.collection = _dense_commit__f_collection
+                _dense_commit___obj.data = _dense_commit__f_data
+                _dense_commit___obj.metadata = _dense_commit__f_metadata
+                _dense_commit___obj.author = _dense_commit__f_author
+                _dense_commit___obj.sig_r = _dense_commit__f_sig_r
+                _dense_commit___obj.sig_s = _dense_commit__f_sig_s
+                f_payload = _dense_commit___obj
+            elif _tag == 2:
+                _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S108_unpack_from(mv, pos)
+                pos += 128
+                _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
+                _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
+                _dense_unsigned_merge___obj.low = _dense_unsigned_merge__f_low
+                _dense_unsigned_merge___obj.high = _dense_unsigned_merge__f_high
+                _dense_unsigned_merge___obj.result = _dense_unsigned_merge__f_result
+                f_payload = _dense_unsigned_merge___obj
+            elif _tag == 3:
+                _dense_unsigned_derive__f_target, _dense_unsigned_derive__f_input, _dense_unsigned_derive__f_output = _S14_unpack_from(mv, pos)
+                pos += 96
+                _dense_unsigned_derive___obj = _new(DenseUnsignedDerive)
+                _dense_unsigned_derive___obj.target = _dense_unsigned_derive__f_target
+                _dense_unsigned_derive___obj.input = _dense_unsigned_derive__f_input
+                _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
+                f_payload = _dense_unsigned_derive___obj
+            elif _tag == 4:
+                _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S111_unpack_from(mv, pos)
+                pos += 224
+                _dense_signed_merge___obj = _new(DenseSignedMerge)
+                _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
+                _dense_signed_merge___obj.low = _dense_signed_merge__f_low
+                _dense_signed_merge___obj.high = _dense_signed_merge__f_high
+                _dense_signed_merge___obj.result = _dense_signed_merge__f_result
+                _dense_signed_merge___obj.author = _dense_signed_merge__f_author
+                _dense_signed_merge___obj.sig_r = _dense_signed_merge__f_sig_r
+                _dense_signed_merge___obj.sig_s = _dense_signed_merge__f_sig_s
+                f_payload = _dense_signed_merge___obj
+            elif _tag == 5:
+                _dense_signed_derive__f_target, _dense_signed_derive__f_input, _dense_signed_derive__f_output, _dense_signed_derive__f_author, _dense_signed_derive__f_sig_r, _dense_signed_derive__f_sig_s = _S19_unpack_from(mv, pos)
+                pos += 192
+                _dense_signed_derive___obj = _new(DenseSignedDerive)
+                _dense_signed_derive___obj.target = _dense_signed_derive__f_target
+                _dense_signed_derive___obj.input = _dense_signed_derive__f_input
+                _dense_signed_derive___obj.output = _dense_signed_derive__f_output
+                _dense_signed_derive___obj.author = _dense_signed_derive__f_author
+                _dense_signed_derive___obj.sig_r = _dense_signed_derive__f_sig_r
+                _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
+                f_payload = _dense_signed_derive___obj
+            elif _tag == 6:
+                _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S114_unpack_from(mv, pos)
+                pos += 288
+                _dense_witness_merge___obj = _new(DenseWitnessMerge)
+                _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
+                _dense_witness_merge___obj.low = _dense_witness_merge__f_low
+                _dense_witness_merge___obj.high = _dense_witness_merge__f_high
+                _dense_witness_merge___obj.result = _dense_witness_merge__f_result
+                _dense_witness_merge___obj.low_witness = _dense_witness_merge__f_low_witness
+                _dense_witness_merge___obj.high_witness = _dense_witness_merge__f_high_witness
+                _dense_witness_merge___obj.author = _dense_witness_merge__f_author
+                _dense_witness_merge___obj.sig_r = _dense_witness_merge__f_sig_r
+                _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
+                f_payload = _dense_witness_merge___obj
+            elif _tag == 7:
+                _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S111_unpack_from(mv, pos)
+                pos += 224
+                _dense_witness_derive___obj = _new(DenseWitnessDerive)
+                _dense_witness_derive___obj.target = _dense_witness_derive__f_target
+                _dense_witness_derive___obj.input = _dense_witness_derive__f_input
+                _dense_witness_derive___obj.output = _dense_witness_derive__f_output
+                _dense_witness_derive___obj.input_witness = _dense_witness_derive__f_input_witness
+                _dense_witness_derive___obj.author = _dense_witness_derive__f_author
+                _dense_witness_derive___obj.sig_r = _dense_witness_derive__f_sig_r
+                _dense_witness_derive___obj.sig_s = _dense_witness_derive__f_sig_s
+                f_payload = _dense_witness_derive___obj
+            else:
+                raise ConstraintError('no case for tag', offset=pos, path='payload', expected=[1, 2, 3, 4, 5, 6, 7], found=_tag)
+            _obj = _new(DenseRecord)
+            _obj.tag = f_tag
+            _obj.payload = f_payload
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_dense_record, 'dense_record', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_dense_record, 'dense_record', mv, _rs, end, (), _out)
+    return _out
+
 def _e_dense_record(out, v):
     out += _S100.pack(v.tag)
     _tag = v.tag
@@ -4411,6 +10957,42 @@ def _e_dense_record(out, v):
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='payload')
 
+def _em_dense_record(values):
+    out = bytearray()
+    _S100_pack = _S100.pack
+    _S108_pack = _S108.pack
+    _S111_pack = _S111.pack
+    _S114_pack = _S114.pack
+    _S14_pack = _S14.pack
+    _S19_pack = _S19.pack
+    for v in values:
+        out += _S100_pack(v.tag)
+        _tag = v.tag
+        if _tag == 1:
+            _dense_commit__v = v.payload
+            out += _S19_pack(_dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s)
+        elif _tag == 2:
+            _dense_unsigned_merge__v = v.payload
+            out += _S108_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
+        elif _tag == 3:
+            _dense_unsigned_derive__v = v.payload
+            out += _S14_pack(_dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output)
+        elif _tag == 4:
+            _dense_signed_merge__v = v.payload
+            out += _S111_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
+        elif _tag == 5:
+            _dense_signed_derive__v = v.payload
+            out += _S19_pack(_dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s)
+        elif _tag == 6:
+            _dense_witness_merge__v = v.payload
+            out += _S114_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
+        elif _tag == 7:
+            _dense_witness_derive__v = v.payload
+            out += _S111_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
+        else:
+            raise EncodeError('no case for tag ' + repr(_tag), path='payload')
+    return bytes(out)
+
 def _d_pile_file(mv, pos, end):
     f_records = []
     try:
@@ -4431,9 +11013,59 @@ def _d_pile_file(mv, pos, end):
     _obj.records = f_records
     return _obj, pos
 
+def _u_pile_file(mv, pos, end):
+    f_records = []
+    while pos < end:
+        _ip = pos
+        if pos > end:
+            raise IndexError
+        _x, pos = _u_pile_record(mv, pos, end)
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_records.append(_x)
+    _obj = _new(PileFile)
+    _obj.records = f_records
+    return (_obj, pos)
+
+def _m_pile_file(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_records = []
+            while pos < end:
+                _ip = pos
+                if pos > end:
+                    raise IndexError
+                _x, pos = _u_pile_record(mv, pos, end)
+                if pos <= _ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                f_records.append(_x)
+            _obj = _new(PileFile)
+            _obj.records = f_records
+            if pos <= _rs:
+                raise IndexError
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_pile_file, 'pile_file', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_pile_file, 'pile_file', mv, _rs, end, (), _out)
+    return _out
+
 def _e_pile_file(out, v):
     for _x in v.records:
         _e_pile_record(out, _x)
+
+def _em_pile_file(values):
+    out = bytearray()
+    for v in values:
+        for _x in v.records:
+            _e_pile_record(out, _x)
+    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -4442,6 +11074,14 @@ def decode_pile_record(buf, offset: int = 0) -> tuple[PileRecord, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_pile_record(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_pile_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4476,11 +11116,17 @@ def iter_pile_record(buf, offset: int = 0, end: int | None = None):
 def decode_many_pile_record(buf, offset: int = 0, end: int | None = None) -> list[PileRecord]:
     """Decode consecutive `pile_record` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_pile_record``, in one loop: for logs read whole)."""
-    return _decode_many(_d_pile_record, "pile_record", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_pile_record(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_pile_record(values) -> bytes:
     """Encode consecutive `pile_record` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_pile_record(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_pile_record, "pile_record", values, ())
 
 
@@ -4500,6 +11146,14 @@ def decode_frame_rest(buf, offset: int = 0) -> tuple[FrameRest, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_frame_rest(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_frame_rest(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4534,11 +11188,17 @@ def iter_frame_rest(buf, offset: int = 0, end: int | None = None):
 def decode_many_frame_rest(buf, offset: int = 0, end: int | None = None) -> list[FrameRest]:
     """Decode consecutive `frame_rest` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_frame_rest``, in one loop: for logs read whole)."""
-    return _decode_many(_d_frame_rest, "frame_rest", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_frame_rest(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_frame_rest(values) -> bytes:
     """Encode consecutive `frame_rest` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_frame_rest(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_frame_rest, "frame_rest", values, ())
 
 
@@ -4558,6 +11218,14 @@ def decode_frame_head(buf, offset: int = 0) -> tuple[FrameHead, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_frame_head(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_frame_head(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4592,11 +11260,17 @@ def iter_frame_head(buf, offset: int = 0, end: int | None = None):
 def decode_many_frame_head(buf, offset: int = 0, end: int | None = None) -> list[FrameHead]:
     """Decode consecutive `frame_head` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_frame_head``, in one loop: for logs read whole)."""
-    return _decode_many(_d_frame_head, "frame_head", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_frame_head(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_frame_head(values) -> bytes:
     """Encode consecutive `frame_head` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_frame_head(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_frame_head, "frame_head", values, ())
 
 
@@ -4616,6 +11290,14 @@ def decode_blob_head(buf, offset: int = 0, *, span: int) -> tuple[BlobHead, int]
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_blob_head(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_blob_head(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4650,11 +11332,17 @@ def iter_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int):
 def decode_many_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[BlobHead]:
     """Decode consecutive `blob_head` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_blob_head``, in one loop: for logs read whole)."""
-    return _decode_many(_d_blob_head, "blob_head", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_blob_head(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_blob_head(values, *, span: int) -> bytes:
     """Encode consecutive `blob_head` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_blob_head(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_blob_head, "blob_head", values, (span,))
 
 
@@ -4674,6 +11362,14 @@ def decode_blob_data(buf, offset: int = 0, *, length: int) -> tuple[BlobData, in
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_blob_data(mv, offset, len(mv), length)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_blob_data(mv, offset, len(mv), length)
     except DecodeError as exc:
@@ -4708,11 +11404,17 @@ def iter_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int)
 def decode_many_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> list[BlobData]:
     """Decode consecutive `blob_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_blob_data``, in one loop: for logs read whole)."""
-    return _decode_many(_d_blob_data, "blob_data", buf, offset, end, (length,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_blob_data(mv, offset, len(mv) if end is None else end, length)
 
 
 def encode_many_blob_data(values, *, length: int) -> bytes:
     """Encode consecutive `blob_data` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_blob_data(values, length)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_blob_data, "blob_data", values, (length,))
 
 
@@ -4732,6 +11434,14 @@ def decode_blob_body(buf, offset: int = 0, *, span: int) -> tuple[BlobBody, int]
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_blob_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_blob_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4766,11 +11476,17 @@ def iter_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int):
 def decode_many_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[BlobBody]:
     """Decode consecutive `blob_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_blob_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_blob_body, "blob_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_blob_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_blob_body(values, *, span: int) -> bytes:
     """Encode consecutive `blob_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_blob_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_blob_body, "blob_body", values, (span,))
 
 
@@ -4790,6 +11506,14 @@ def decode_pin_head_body(buf, offset: int = 0, *, span: int) -> tuple[PinHeadBod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_pin_head_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_pin_head_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4824,11 +11548,17 @@ def iter_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PinHeadBody]:
     """Decode consecutive `pin_head_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_pin_head_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_pin_head_body, "pin_head_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_pin_head_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_pin_head_body(values, *, span: int) -> bytes:
     """Encode consecutive `pin_head_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_pin_head_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_pin_head_body, "pin_head_body", values, (span,))
 
 
@@ -4848,6 +11578,14 @@ def decode_pin_tombstone_body(buf, offset: int = 0, *, span: int) -> tuple[PinTo
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_pin_tombstone_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_pin_tombstone_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -4882,11 +11620,17 @@ def iter_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PinTombstoneBody]:
     """Decode consecutive `pin_tombstone_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_pin_tombstone_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_pin_tombstone_body, "pin_tombstone_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_pin_tombstone_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_pin_tombstone_body(values, *, span: int) -> bytes:
     """Encode consecutive `pin_tombstone_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_pin_tombstone_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_pin_tombstone_body, "pin_tombstone_body", values, (span,))
 
 
@@ -4906,6 +11650,14 @@ def decode_want_blob(buf, offset: int = 0) -> tuple[WantBlob, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_want_blob(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_want_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4940,11 +11692,17 @@ def iter_want_blob(buf, offset: int = 0, end: int | None = None):
 def decode_many_want_blob(buf, offset: int = 0, end: int | None = None) -> list[WantBlob]:
     """Decode consecutive `want_blob` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_blob``, in one loop: for logs read whole)."""
-    return _decode_many(_d_want_blob, "want_blob", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_want_blob(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_want_blob(values) -> bytes:
     """Encode consecutive `want_blob` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_want_blob(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_blob, "want_blob", values, ())
 
 
@@ -4964,6 +11722,14 @@ def decode_want_merge(buf, offset: int = 0) -> tuple[WantMerge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_want_merge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_want_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -4998,11 +11764,17 @@ def iter_want_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_want_merge(buf, offset: int = 0, end: int | None = None) -> list[WantMerge]:
     """Decode consecutive `want_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_merge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_want_merge, "want_merge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_want_merge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_want_merge(values) -> bytes:
     """Encode consecutive `want_merge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_want_merge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_merge, "want_merge", values, ())
 
 
@@ -5022,6 +11794,14 @@ def decode_want_derive(buf, offset: int = 0) -> tuple[WantDerive, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_want_derive(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_want_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5056,11 +11836,17 @@ def iter_want_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_want_derive(buf, offset: int = 0, end: int | None = None) -> list[WantDerive]:
     """Decode consecutive `want_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_derive``, in one loop: for logs read whole)."""
-    return _decode_many(_d_want_derive, "want_derive", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_want_derive(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_want_derive(values) -> bytes:
     """Encode consecutive `want_derive` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_want_derive(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_derive, "want_derive", values, ())
 
 
@@ -5080,6 +11866,14 @@ def decode_want_request(buf, offset: int = 0) -> tuple[WantRequest, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_want_request(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_want_request(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5114,11 +11908,17 @@ def iter_want_request(buf, offset: int = 0, end: int | None = None):
 def decode_many_want_request(buf, offset: int = 0, end: int | None = None) -> list[WantRequest]:
     """Decode consecutive `want_request` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_request``, in one loop: for logs read whole)."""
-    return _decode_many(_d_want_request, "want_request", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_want_request(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_want_request(values) -> bytes:
     """Encode consecutive `want_request` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_want_request(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_request, "want_request", values, ())
 
 
@@ -5138,6 +11938,14 @@ def decode_want_v3_body(buf, offset: int = 0, *, span: int) -> tuple[WantV3Body,
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_want_v3_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_want_v3_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5172,11 +11980,17 @@ def iter_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int
 def decode_many_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[WantV3Body]:
     """Decode consecutive `want_v3_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_want_v3_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_want_v3_body, "want_v3_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_want_v3_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_want_v3_body(values, *, span: int) -> bytes:
     """Encode consecutive `want_v3_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_want_v3_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_want_v3_body, "want_v3_body", values, (span,))
 
 
@@ -5196,6 +12010,14 @@ def decode_commit_body(buf, offset: int = 0, *, span: int) -> tuple[CommitBody, 
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_commit_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_commit_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5230,11 +12052,17 @@ def iter_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int)
 def decode_many_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[CommitBody]:
     """Decode consecutive `commit_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_commit_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_commit_body, "commit_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_commit_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_commit_body(values, *, span: int) -> bytes:
     """Encode consecutive `commit_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_commit_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_commit_body, "commit_body", values, (span,))
 
 
@@ -5254,6 +12082,14 @@ def decode_merge_v6_body(buf, offset: int = 0, *, span: int) -> tuple[MergeV6Bod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_merge_v6_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_merge_v6_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5288,11 +12124,17 @@ def iter_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[MergeV6Body]:
     """Decode consecutive `merge_v6_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_merge_v6_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_merge_v6_body, "merge_v6_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_merge_v6_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_merge_v6_body(values, *, span: int) -> bytes:
     """Encode consecutive `merge_v6_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_merge_v6_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_merge_v6_body, "merge_v6_body", values, (span,))
 
 
@@ -5312,6 +12154,14 @@ def decode_derive_v7_body(buf, offset: int = 0, *, span: int) -> tuple[DeriveV7B
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_derive_v7_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_derive_v7_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5346,11 +12196,17 @@ def iter_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: i
 def decode_many_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[DeriveV7Body]:
     """Decode consecutive `derive_v7_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_derive_v7_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_derive_v7_body, "derive_v7_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_derive_v7_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_derive_v7_body(values, *, span: int) -> bytes:
     """Encode consecutive `derive_v7_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_derive_v7_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_derive_v7_body, "derive_v7_body", values, (span,))
 
 
@@ -5370,6 +12226,14 @@ def decode_proof_edge(buf, offset: int = 0) -> tuple[ProofEdge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_edge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_edge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5404,11 +12268,17 @@ def iter_proof_edge(buf, offset: int = 0, end: int | None = None):
 def decode_many_proof_edge(buf, offset: int = 0, end: int | None = None) -> list[ProofEdge]:
     """Decode consecutive `proof_edge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_edge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_edge, "proof_edge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_edge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_proof_edge(values) -> bytes:
     """Encode consecutive `proof_edge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_edge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_edge, "proof_edge", values, ())
 
 
@@ -5428,6 +12298,14 @@ def decode_proof_v5_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV5Bod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v5_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v5_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5462,11 +12340,17 @@ def iter_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV5Body]:
     """Decode consecutive `proof_v5_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v5_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v5_body, "proof_v5_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v5_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_proof_v5_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v5_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v5_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v5_body, "proof_v5_body", values, (span,))
 
 
@@ -5486,6 +12370,14 @@ def decode_retired_blob_want_body(buf, offset: int = 0, *, span: int) -> tuple[R
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_retired_blob_want_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_retired_blob_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5520,11 +12412,17 @@ def iter_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *,
 def decode_many_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[RetiredBlobWantBody]:
     """Decode consecutive `retired_blob_want_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_retired_blob_want_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_retired_blob_want_body, "retired_blob_want_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_retired_blob_want_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_retired_blob_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `retired_blob_want_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_retired_blob_want_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_retired_blob_want_body, "retired_blob_want_body", values, (span,))
 
 
@@ -5544,6 +12442,14 @@ def decode_retired_typed_want_body(buf, offset: int = 0, *, span: int) -> tuple[
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_retired_typed_want_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_retired_typed_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5578,11 +12484,17 @@ def iter_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *
 def decode_many_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[RetiredTypedWantBody]:
     """Decode consecutive `retired_typed_want_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_retired_typed_want_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_retired_typed_want_body, "retired_typed_want_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_retired_typed_want_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_retired_typed_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `retired_typed_want_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_retired_typed_want_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_retired_typed_want_body, "retired_typed_want_body", values, (span,))
 
 
@@ -5602,6 +12514,14 @@ def decode_unsigned_merge_body(buf, offset: int = 0, *, span: int) -> tuple[Unsi
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_unsigned_merge_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_unsigned_merge_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5636,11 +12556,17 @@ def iter_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, sp
 def decode_many_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[UnsignedMergeBody]:
     """Decode consecutive `unsigned_merge_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_unsigned_merge_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_unsigned_merge_body, "unsigned_merge_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_unsigned_merge_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_unsigned_merge_body(values, *, span: int) -> bytes:
     """Encode consecutive `unsigned_merge_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_unsigned_merge_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_unsigned_merge_body, "unsigned_merge_body", values, (span,))
 
 
@@ -5660,6 +12586,14 @@ def decode_unsigned_derive_body(buf, offset: int = 0, *, span: int) -> tuple[Uns
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_unsigned_derive_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_unsigned_derive_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5694,11 +12628,17 @@ def iter_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, s
 def decode_many_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[UnsignedDeriveBody]:
     """Decode consecutive `unsigned_derive_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_unsigned_derive_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_unsigned_derive_body, "unsigned_derive_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_unsigned_derive_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_unsigned_derive_body(values, *, span: int) -> bytes:
     """Encode consecutive `unsigned_derive_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_unsigned_derive_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_unsigned_derive_body, "unsigned_derive_body", values, (span,))
 
 
@@ -5718,6 +12658,14 @@ def decode_peer_body(buf, offset: int = 0, *, span: int) -> tuple[PeerBody, int]
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_peer_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_peer_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5752,11 +12700,17 @@ def iter_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int):
 def decode_many_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[PeerBody]:
     """Decode consecutive `peer_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_peer_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_peer_body, "peer_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_peer_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_peer_body(values, *, span: int) -> bytes:
     """Encode consecutive `peer_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_peer_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_peer_body, "peer_body", values, (span,))
 
 
@@ -5776,6 +12730,14 @@ def decode_store_scope_body(buf, offset: int = 0, *, span: int) -> tuple[StoreSc
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_store_scope_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_store_scope_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5810,11 +12772,17 @@ def iter_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span:
 def decode_many_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[StoreScopeBody]:
     """Decode consecutive `store_scope_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_store_scope_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_store_scope_body, "store_scope_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_store_scope_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_store_scope_body(values, *, span: int) -> bytes:
     """Encode consecutive `store_scope_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_store_scope_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_store_scope_body, "store_scope_body", values, (span,))
 
 
@@ -5834,6 +12802,14 @@ def decode_artifact_offer_body(buf, offset: int = 0, *, span: int) -> tuple[Arti
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_artifact_offer_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_artifact_offer_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -5868,11 +12844,17 @@ def iter_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, sp
 def decode_many_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ArtifactOfferBody]:
     """Decode consecutive `artifact_offer_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_artifact_offer_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_artifact_offer_body, "artifact_offer_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_artifact_offer_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_artifact_offer_body(values, *, span: int) -> bytes:
     """Encode consecutive `artifact_offer_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_artifact_offer_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_artifact_offer_body, "artifact_offer_body", values, (span,))
 
 
@@ -5892,6 +12874,14 @@ def decode_proof_v1_edge(buf, offset: int = 0) -> tuple[ProofV1Edge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v1_edge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v1_edge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5926,11 +12916,17 @@ def iter_proof_v1_edge(buf, offset: int = 0, end: int | None = None):
 def decode_many_proof_v1_edge(buf, offset: int = 0, end: int | None = None) -> list[ProofV1Edge]:
     """Decode consecutive `proof_v1_edge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v1_edge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v1_edge, "proof_v1_edge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v1_edge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_proof_v1_edge(values) -> bytes:
     """Encode consecutive `proof_v1_edge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v1_edge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v1_edge, "proof_v1_edge", values, ())
 
 
@@ -5950,6 +12946,14 @@ def decode_proof_v1_content(buf, offset: int = 0) -> tuple[ProofV1Content, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v1_content(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v1_content(mv, offset, len(mv))
     except DecodeError as exc:
@@ -5984,11 +12988,17 @@ def iter_proof_v1_content(buf, offset: int = 0, end: int | None = None):
 def decode_many_proof_v1_content(buf, offset: int = 0, end: int | None = None) -> list[ProofV1Content]:
     """Decode consecutive `proof_v1_content` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v1_content``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v1_content, "proof_v1_content", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v1_content(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_proof_v1_content(values) -> bytes:
     """Encode consecutive `proof_v1_content` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v1_content(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v1_content, "proof_v1_content", values, ())
 
 
@@ -6008,6 +13018,14 @@ def decode_proof_v2_edge(buf, offset: int = 0) -> tuple[ProofV2Edge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v2_edge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v2_edge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6042,11 +13060,17 @@ def iter_proof_v2_edge(buf, offset: int = 0, end: int | None = None):
 def decode_many_proof_v2_edge(buf, offset: int = 0, end: int | None = None) -> list[ProofV2Edge]:
     """Decode consecutive `proof_v2_edge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v2_edge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v2_edge, "proof_v2_edge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v2_edge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_proof_v2_edge(values) -> bytes:
     """Encode consecutive `proof_v2_edge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v2_edge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v2_edge, "proof_v2_edge", values, ())
 
 
@@ -6066,6 +13090,14 @@ def decode_proof_v2_content(buf, offset: int = 0) -> tuple[ProofV2Content, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v2_content(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v2_content(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6100,11 +13132,17 @@ def iter_proof_v2_content(buf, offset: int = 0, end: int | None = None):
 def decode_many_proof_v2_content(buf, offset: int = 0, end: int | None = None) -> list[ProofV2Content]:
     """Decode consecutive `proof_v2_content` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v2_content``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v2_content, "proof_v2_content", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v2_content(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_proof_v2_content(values) -> bytes:
     """Encode consecutive `proof_v2_content` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v2_content(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v2_content, "proof_v2_content", values, ())
 
 
@@ -6124,6 +13162,14 @@ def decode_proof_v1_data(buf, offset: int = 0, *, body_len: int) -> tuple[ProofV
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v1_data(mv, offset, len(mv), body_len)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v1_data(mv, offset, len(mv), body_len)
     except DecodeError as exc:
@@ -6158,11 +13204,17 @@ def iter_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len
 def decode_many_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> list[ProofV1Data]:
     """Decode consecutive `proof_v1_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v1_data``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v1_data, "proof_v1_data", buf, offset, end, (body_len,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v1_data(mv, offset, len(mv) if end is None else end, body_len)
 
 
 def encode_many_proof_v1_data(values, *, body_len: int) -> bytes:
     """Encode consecutive `proof_v1_data` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v1_data(values, body_len)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v1_data, "proof_v1_data", values, (body_len,))
 
 
@@ -6182,6 +13234,14 @@ def decode_proof_v2_data(buf, offset: int = 0, *, body_len: int) -> tuple[ProofV
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v2_data(mv, offset, len(mv), body_len)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v2_data(mv, offset, len(mv), body_len)
     except DecodeError as exc:
@@ -6216,11 +13276,17 @@ def iter_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len
 def decode_many_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> list[ProofV2Data]:
     """Decode consecutive `proof_v2_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v2_data``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v2_data, "proof_v2_data", buf, offset, end, (body_len,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v2_data(mv, offset, len(mv) if end is None else end, body_len)
 
 
 def encode_many_proof_v2_data(values, *, body_len: int) -> bytes:
     """Encode consecutive `proof_v2_data` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v2_data(values, body_len)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v2_data, "proof_v2_data", values, (body_len,))
 
 
@@ -6240,6 +13306,14 @@ def decode_proof_v1_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV1Bod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v1_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v1_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -6274,11 +13348,17 @@ def iter_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV1Body]:
     """Decode consecutive `proof_v1_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v1_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v1_body, "proof_v1_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v1_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_proof_v1_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v1_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v1_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v1_body, "proof_v1_body", values, (span,))
 
 
@@ -6298,6 +13378,14 @@ def decode_proof_v2_body(buf, offset: int = 0, *, span: int) -> tuple[ProofV2Bod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_proof_v2_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_proof_v2_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -6332,11 +13420,17 @@ def iter_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[ProofV2Body]:
     """Decode consecutive `proof_v2_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_proof_v2_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_proof_v2_body, "proof_v2_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_proof_v2_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_proof_v2_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v2_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_proof_v2_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_proof_v2_body, "proof_v2_body", values, (span,))
 
 
@@ -6356,6 +13450,14 @@ def decode_v1_blob_data(buf, offset: int = 0, *, length: int) -> tuple[V1BlobDat
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v1_blob_data(mv, offset, len(mv), length)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v1_blob_data(mv, offset, len(mv), length)
     except DecodeError as exc:
@@ -6390,11 +13492,17 @@ def iter_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: i
 def decode_many_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> list[V1BlobData]:
     """Decode consecutive `v1_blob_data` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v1_blob_data``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v1_blob_data, "v1_blob_data", buf, offset, end, (length,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v1_blob_data(mv, offset, len(mv) if end is None else end, length)
 
 
 def encode_many_v1_blob_data(values, *, length: int) -> bytes:
     """Encode consecutive `v1_blob_data` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v1_blob_data(values, length)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v1_blob_data, "v1_blob_data", values, (length,))
 
 
@@ -6414,6 +13522,14 @@ def decode_v1_blob(buf, offset: int = 0) -> tuple[V1Blob, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v1_blob(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v1_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6448,11 +13564,17 @@ def iter_v1_blob(buf, offset: int = 0, end: int | None = None):
 def decode_many_v1_blob(buf, offset: int = 0, end: int | None = None) -> list[V1Blob]:
     """Decode consecutive `v1_blob` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v1_blob``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v1_blob, "v1_blob", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v1_blob(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v1_blob(values) -> bytes:
     """Encode consecutive `v1_blob` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v1_blob(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v1_blob, "v1_blob", values, ())
 
 
@@ -6472,6 +13594,14 @@ def decode_v1_branch(buf, offset: int = 0) -> tuple[V1Branch, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v1_branch(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v1_branch(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6506,11 +13636,17 @@ def iter_v1_branch(buf, offset: int = 0, end: int | None = None):
 def decode_many_v1_branch(buf, offset: int = 0, end: int | None = None) -> list[V1Branch]:
     """Decode consecutive `v1_branch` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v1_branch``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v1_branch, "v1_branch", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v1_branch(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v1_branch(values) -> bytes:
     """Encode consecutive `v1_branch` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v1_branch(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v1_branch, "v1_branch", values, ())
 
 
@@ -6530,6 +13666,14 @@ def decode_v1_tombstone(buf, offset: int = 0) -> tuple[V1Tombstone, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v1_tombstone(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v1_tombstone(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6564,11 +13708,17 @@ def iter_v1_tombstone(buf, offset: int = 0, end: int | None = None):
 def decode_many_v1_tombstone(buf, offset: int = 0, end: int | None = None) -> list[V1Tombstone]:
     """Decode consecutive `v1_tombstone` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v1_tombstone``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v1_tombstone, "v1_tombstone", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v1_tombstone(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v1_tombstone(values) -> bytes:
     """Encode consecutive `v1_tombstone` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v1_tombstone(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v1_tombstone, "v1_tombstone", values, ())
 
 
@@ -6588,6 +13738,14 @@ def decode_v3_blob(buf, offset: int = 0) -> tuple[V3Blob, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_blob(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_blob(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6622,11 +13780,17 @@ def iter_v3_blob(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_blob(buf, offset: int = 0, end: int | None = None) -> list[V3Blob]:
     """Decode consecutive `v3_blob` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_blob``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_blob, "v3_blob", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_blob(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_blob(values) -> bytes:
     """Encode consecutive `v3_blob` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_blob(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_blob, "v3_blob", values, ())
 
 
@@ -6646,6 +13810,14 @@ def decode_v3_branch(buf, offset: int = 0) -> tuple[V3Branch, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_branch(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_branch(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6680,11 +13852,17 @@ def iter_v3_branch(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_branch(buf, offset: int = 0, end: int | None = None) -> list[V3Branch]:
     """Decode consecutive `v3_branch` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_branch``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_branch, "v3_branch", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_branch(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_branch(values) -> bytes:
     """Encode consecutive `v3_branch` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_branch(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_branch, "v3_branch", values, ())
 
 
@@ -6704,6 +13882,14 @@ def decode_v3_tombstone(buf, offset: int = 0) -> tuple[V3Tombstone, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_tombstone(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_tombstone(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6738,11 +13924,17 @@ def iter_v3_tombstone(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_tombstone(buf, offset: int = 0, end: int | None = None) -> list[V3Tombstone]:
     """Decode consecutive `v3_tombstone` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_tombstone``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_tombstone, "v3_tombstone", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_tombstone(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_tombstone(values) -> bytes:
     """Encode consecutive `v3_tombstone` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_tombstone(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_tombstone, "v3_tombstone", values, ())
 
 
@@ -6762,6 +13954,14 @@ def decode_v3_blob_want(buf, offset: int = 0) -> tuple[V3BlobWant, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_blob_want(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_blob_want(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6796,11 +13996,17 @@ def iter_v3_blob_want(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_blob_want(buf, offset: int = 0, end: int | None = None) -> list[V3BlobWant]:
     """Decode consecutive `v3_blob_want` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_blob_want``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_blob_want, "v3_blob_want", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_blob_want(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_blob_want(values) -> bytes:
     """Encode consecutive `v3_blob_want` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_blob_want(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_blob_want, "v3_blob_want", values, ())
 
 
@@ -6820,6 +14026,14 @@ def decode_v3_local_cell(buf, offset: int = 0) -> tuple[V3LocalCell, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_local_cell(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_local_cell(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6854,11 +14068,17 @@ def iter_v3_local_cell(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_local_cell(buf, offset: int = 0, end: int | None = None) -> list[V3LocalCell]:
     """Decode consecutive `v3_local_cell` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_local_cell``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_local_cell, "v3_local_cell", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_local_cell(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_local_cell(values) -> bytes:
     """Encode consecutive `v3_local_cell` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_local_cell(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_local_cell, "v3_local_cell", values, ())
 
 
@@ -6878,6 +14098,14 @@ def decode_v3_collection_definition(buf, offset: int = 0) -> tuple[V3CollectionD
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_collection_definition(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_collection_definition(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6912,11 +14140,17 @@ def iter_v3_collection_definition(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_collection_definition(buf, offset: int = 0, end: int | None = None) -> list[V3CollectionDefinition]:
     """Decode consecutive `v3_collection_definition` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_collection_definition``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_collection_definition, "v3_collection_definition", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_collection_definition(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_collection_definition(values) -> bytes:
     """Encode consecutive `v3_collection_definition` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_collection_definition(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_collection_definition, "v3_collection_definition", values, ())
 
 
@@ -6936,6 +14170,14 @@ def decode_v3_commit(buf, offset: int = 0) -> tuple[V3Commit, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_commit(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -6970,11 +14212,17 @@ def iter_v3_commit(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_commit(buf, offset: int = 0, end: int | None = None) -> list[V3Commit]:
     """Decode consecutive `v3_commit` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_commit``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_commit, "v3_commit", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_commit(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_commit(values) -> bytes:
     """Encode consecutive `v3_commit` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_commit(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_commit, "v3_commit", values, ())
 
 
@@ -6994,6 +14242,14 @@ def decode_v3_merge(buf, offset: int = 0) -> tuple[V3Merge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_merge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7028,11 +14284,17 @@ def iter_v3_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_merge(buf, offset: int = 0, end: int | None = None) -> list[V3Merge]:
     """Decode consecutive `v3_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_merge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_merge, "v3_merge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_merge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_merge(values) -> bytes:
     """Encode consecutive `v3_merge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_merge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_merge, "v3_merge", values, ())
 
 
@@ -7052,6 +14314,14 @@ def decode_v3_derive(buf, offset: int = 0) -> tuple[V3Derive, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v3_derive(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v3_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7086,11 +14356,17 @@ def iter_v3_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_v3_derive(buf, offset: int = 0, end: int | None = None) -> list[V3Derive]:
     """Decode consecutive `v3_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v3_derive``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v3_derive, "v3_derive", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v3_derive(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v3_derive(values) -> bytes:
     """Encode consecutive `v3_derive` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v3_derive(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v3_derive, "v3_derive", values, ())
 
 
@@ -7110,6 +14386,14 @@ def decode_v4_commit(buf, offset: int = 0) -> tuple[V4Commit, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v4_commit(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v4_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7144,11 +14428,17 @@ def iter_v4_commit(buf, offset: int = 0, end: int | None = None):
 def decode_many_v4_commit(buf, offset: int = 0, end: int | None = None) -> list[V4Commit]:
     """Decode consecutive `v4_commit` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v4_commit``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v4_commit, "v4_commit", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v4_commit(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v4_commit(values) -> bytes:
     """Encode consecutive `v4_commit` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v4_commit(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v4_commit, "v4_commit", values, ())
 
 
@@ -7168,6 +14458,14 @@ def decode_v4_merge(buf, offset: int = 0) -> tuple[V4Merge, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v4_merge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v4_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7202,11 +14500,17 @@ def iter_v4_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_v4_merge(buf, offset: int = 0, end: int | None = None) -> list[V4Merge]:
     """Decode consecutive `v4_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v4_merge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v4_merge, "v4_merge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v4_merge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v4_merge(values) -> bytes:
     """Encode consecutive `v4_merge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v4_merge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v4_merge, "v4_merge", values, ())
 
 
@@ -7226,6 +14530,14 @@ def decode_v4_derive(buf, offset: int = 0) -> tuple[V4Derive, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_v4_derive(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_v4_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7260,11 +14572,17 @@ def iter_v4_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_v4_derive(buf, offset: int = 0, end: int | None = None) -> list[V4Derive]:
     """Decode consecutive `v4_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_v4_derive``, in one loop: for logs read whole)."""
-    return _decode_many(_d_v4_derive, "v4_derive", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_v4_derive(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_v4_derive(values) -> bytes:
     """Encode consecutive `v4_derive` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_v4_derive(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_v4_derive, "v4_derive", values, ())
 
 
@@ -7284,6 +14602,14 @@ def decode_envelope36_rest(buf, offset: int = 0) -> tuple[Envelope36Rest, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_envelope36_rest(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_envelope36_rest(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7318,11 +14644,17 @@ def iter_envelope36_rest(buf, offset: int = 0, end: int | None = None):
 def decode_many_envelope36_rest(buf, offset: int = 0, end: int | None = None) -> list[Envelope36Rest]:
     """Decode consecutive `envelope36_rest` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_envelope36_rest``, in one loop: for logs read whole)."""
-    return _decode_many(_d_envelope36_rest, "envelope36_rest", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_envelope36_rest(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_envelope36_rest(values) -> bytes:
     """Encode consecutive `envelope36_rest` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_envelope36_rest(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_envelope36_rest, "envelope36_rest", values, ())
 
 
@@ -7342,6 +14674,14 @@ def decode_env_blob_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBlobBod
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_blob_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_blob_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7376,11 +14716,17 @@ def iter_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: in
 def decode_many_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBlobBody]:
     """Decode consecutive `env_blob_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_blob_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_blob_body, "env_blob_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_blob_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_blob_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_blob_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_blob_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_blob_body, "env_blob_body", values, (span,))
 
 
@@ -7400,6 +14746,14 @@ def decode_env_branch_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBranc
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_branch_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_branch_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7434,11 +14788,17 @@ def iter_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: 
 def decode_many_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBranchBody]:
     """Decode consecutive `env_branch_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_branch_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_branch_body, "env_branch_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_branch_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_branch_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_branch_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_branch_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_branch_body, "env_branch_body", values, (span,))
 
 
@@ -7458,6 +14818,14 @@ def decode_env_tombstone_body(buf, offset: int = 0, *, span: int) -> tuple[EnvTo
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_tombstone_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_tombstone_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7492,11 +14860,17 @@ def iter_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvTombstoneBody]:
     """Decode consecutive `env_tombstone_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_tombstone_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_tombstone_body, "env_tombstone_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_tombstone_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_tombstone_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_tombstone_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_tombstone_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_tombstone_body, "env_tombstone_body", values, (span,))
 
 
@@ -7516,6 +14890,14 @@ def decode_env_blob_want_body(buf, offset: int = 0, *, span: int) -> tuple[EnvBl
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_blob_want_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_blob_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7550,11 +14932,17 @@ def iter_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvBlobWantBody]:
     """Decode consecutive `env_blob_want_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_blob_want_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_blob_want_body, "env_blob_want_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_blob_want_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_blob_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_blob_want_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_blob_want_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_blob_want_body, "env_blob_want_body", values, (span,))
 
 
@@ -7574,6 +14962,14 @@ def decode_env_typed_want_body(buf, offset: int = 0, *, span: int) -> tuple[EnvT
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_typed_want_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_typed_want_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7608,11 +15004,17 @@ def iter_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, sp
 def decode_many_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvTypedWantBody]:
     """Decode consecutive `env_typed_want_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_typed_want_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_typed_want_body, "env_typed_want_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_typed_want_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_typed_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_typed_want_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_typed_want_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_typed_want_body, "env_typed_want_body", values, (span,))
 
 
@@ -7632,6 +15034,14 @@ def decode_env_commit_body(buf, offset: int = 0, *, span: int) -> tuple[EnvCommi
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_commit_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_commit_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7666,11 +15076,17 @@ def iter_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: 
 def decode_many_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvCommitBody]:
     """Decode consecutive `env_commit_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_commit_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_commit_body, "env_commit_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_commit_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_commit_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_commit_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_commit_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_commit_body, "env_commit_body", values, (span,))
 
 
@@ -7690,6 +15106,14 @@ def decode_env_merge_body(buf, offset: int = 0, *, span: int) -> tuple[EnvMergeB
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_merge_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_merge_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7724,11 +15148,17 @@ def iter_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: i
 def decode_many_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvMergeBody]:
     """Decode consecutive `env_merge_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_merge_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_merge_body, "env_merge_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_merge_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_merge_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_merge_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_merge_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_merge_body, "env_merge_body", values, (span,))
 
 
@@ -7748,6 +15178,14 @@ def decode_env_derive_v4_body(buf, offset: int = 0, *, span: int) -> tuple[EnvDe
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_derive_v4_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_derive_v4_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7782,11 +15220,17 @@ def iter_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvDeriveV4Body]:
     """Decode consecutive `env_derive_v4_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_derive_v4_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_derive_v4_body, "env_derive_v4_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_derive_v4_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_derive_v4_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_derive_v4_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_derive_v4_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_derive_v4_body, "env_derive_v4_body", values, (span,))
 
 
@@ -7806,6 +15250,14 @@ def decode_env_derive_v5_body(buf, offset: int = 0, *, span: int) -> tuple[EnvDe
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_env_derive_v5_body(mv, offset, len(mv), span)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_env_derive_v5_body(mv, offset, len(mv), span)
     except DecodeError as exc:
@@ -7840,11 +15292,17 @@ def iter_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, spa
 def decode_many_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> list[EnvDeriveV5Body]:
     """Decode consecutive `env_derive_v5_body` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_env_derive_v5_body``, in one loop: for logs read whole)."""
-    return _decode_many(_d_env_derive_v5_body, "env_derive_v5_body", buf, offset, end, (span,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_env_derive_v5_body(mv, offset, len(mv) if end is None else end, span)
 
 
 def encode_many_env_derive_v5_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_derive_v5_body` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_env_derive_v5_body(values, span)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_env_derive_v5_body, "env_derive_v5_body", values, (span,))
 
 
@@ -7864,6 +15322,14 @@ def decode_commit_transcript(buf, offset: int = 0) -> tuple[CommitTranscript, in
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_commit_transcript(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_commit_transcript(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7898,11 +15364,17 @@ def iter_commit_transcript(buf, offset: int = 0, end: int | None = None):
 def decode_many_commit_transcript(buf, offset: int = 0, end: int | None = None) -> list[CommitTranscript]:
     """Decode consecutive `commit_transcript` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_commit_transcript``, in one loop: for logs read whole)."""
-    return _decode_many(_d_commit_transcript, "commit_transcript", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_commit_transcript(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_commit_transcript(values) -> bytes:
     """Encode consecutive `commit_transcript` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_commit_transcript(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_commit_transcript, "commit_transcript", values, ())
 
 
@@ -7922,6 +15394,14 @@ def decode_merge_endorsement(buf, offset: int = 0) -> tuple[MergeEndorsement, in
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_merge_endorsement(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_merge_endorsement(mv, offset, len(mv))
     except DecodeError as exc:
@@ -7956,11 +15436,17 @@ def iter_merge_endorsement(buf, offset: int = 0, end: int | None = None):
 def decode_many_merge_endorsement(buf, offset: int = 0, end: int | None = None) -> list[MergeEndorsement]:
     """Decode consecutive `merge_endorsement` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_merge_endorsement``, in one loop: for logs read whole)."""
-    return _decode_many(_d_merge_endorsement, "merge_endorsement", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_merge_endorsement(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_merge_endorsement(values) -> bytes:
     """Encode consecutive `merge_endorsement` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_merge_endorsement(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_merge_endorsement, "merge_endorsement", values, ())
 
 
@@ -7980,6 +15466,14 @@ def decode_derive_endorsement(buf, offset: int = 0) -> tuple[DeriveEndorsement, 
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_derive_endorsement(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_derive_endorsement(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8014,11 +15508,17 @@ def iter_derive_endorsement(buf, offset: int = 0, end: int | None = None):
 def decode_many_derive_endorsement(buf, offset: int = 0, end: int | None = None) -> list[DeriveEndorsement]:
     """Decode consecutive `derive_endorsement` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_derive_endorsement``, in one loop: for logs read whole)."""
-    return _decode_many(_d_derive_endorsement, "derive_endorsement", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_derive_endorsement(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_derive_endorsement(values) -> bytes:
     """Encode consecutive `derive_endorsement` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_derive_endorsement(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_derive_endorsement, "derive_endorsement", values, ())
 
 
@@ -8038,6 +15538,14 @@ def decode_dense_commit(buf, offset: int = 0) -> tuple[DenseCommit, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_dense_commit(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_dense_commit(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8072,11 +15580,17 @@ def iter_dense_commit(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_commit(buf, offset: int = 0, end: int | None = None) -> list[DenseCommit]:
     """Decode consecutive `dense_commit` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_commit``, in one loop: for logs read whole)."""
-    return _decode_many(_d_dense_commit, "dense_commit", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_dense_commit(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_dense_commit(values) -> bytes:
     """Encode consecutive `dense_commit` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_dense_commit(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_commit, "dense_commit", values, ())
 
 
@@ -8096,6 +15610,14 @@ def decode_dense_unsigned_merge(buf, offset: int = 0) -> tuple[DenseUnsignedMerg
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_dense_unsigned_merge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_dense_unsigned_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8130,11 +15652,17 @@ def iter_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseUnsignedMerge]:
     """Decode consecutive `dense_unsigned_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_unsigned_merge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_dense_unsigned_merge, "dense_unsigned_merge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_dense_unsigned_merge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_dense_unsigned_merge(values) -> bytes:
     """Encode consecutive `dense_unsigned_merge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_dense_unsigned_merge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_unsigned_merge, "dense_unsigned_merge", values, ())
 
 
@@ -8154,6 +15682,14 @@ def decode_dense_unsigned_derive(buf, offset: int = 0) -> tuple[DenseUnsignedDer
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_dense_unsigned_derive(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_dense_unsigned_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8188,11 +15724,17 @@ def iter_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseUnsignedDerive]:
     """Decode consecutive `dense_unsigned_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_unsigned_derive``, in one loop: for logs read whole)."""
-    return _decode_many(_d_dense_unsigned_derive, "dense_unsigned_derive", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_dense_unsigned_derive(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_dense_unsigned_derive(values) -> bytes:
     """Encode consecutive `dense_unsigned_derive` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_dense_unsigned_derive(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_unsigned_derive, "dense_unsigned_derive", values, ())
 
 
@@ -8212,6 +15754,14 @@ def decode_dense_signed_merge(buf, offset: int = 0) -> tuple[DenseSignedMerge, i
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_dense_signed_merge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_dense_signed_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8246,11 +15796,17 @@ def iter_dense_signed_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_signed_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseSignedMerge]:
     """Decode consecutive `dense_signed_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_signed_merge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_dense_signed_merge, "dense_signed_merge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_dense_signed_merge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_dense_signed_merge(values) -> bytes:
     """Encode consecutive `dense_signed_merge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_dense_signed_merge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_signed_merge, "dense_signed_merge", values, ())
 
 
@@ -8270,6 +15826,14 @@ def decode_dense_signed_derive(buf, offset: int = 0) -> tuple[DenseSignedDerive,
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_dense_signed_derive(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_dense_signed_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8304,11 +15868,17 @@ def iter_dense_signed_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_signed_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseSignedDerive]:
     """Decode consecutive `dense_signed_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_signed_derive``, in one loop: for logs read whole)."""
-    return _decode_many(_d_dense_signed_derive, "dense_signed_derive", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_dense_signed_derive(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_dense_signed_derive(values) -> bytes:
     """Encode consecutive `dense_signed_derive` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_dense_signed_derive(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_signed_derive, "dense_signed_derive", values, ())
 
 
@@ -8328,6 +15898,14 @@ def decode_dense_witness_merge(buf, offset: int = 0) -> tuple[DenseWitnessMerge,
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_dense_witness_merge(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_dense_witness_merge(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8362,11 +15940,17 @@ def iter_dense_witness_merge(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_witness_merge(buf, offset: int = 0, end: int | None = None) -> list[DenseWitnessMerge]:
     """Decode consecutive `dense_witness_merge` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_witness_merge``, in one loop: for logs read whole)."""
-    return _decode_many(_d_dense_witness_merge, "dense_witness_merge", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_dense_witness_merge(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_dense_witness_merge(values) -> bytes:
     """Encode consecutive `dense_witness_merge` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_dense_witness_merge(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_witness_merge, "dense_witness_merge", values, ())
 
 
@@ -8386,6 +15970,14 @@ def decode_dense_witness_derive(buf, offset: int = 0) -> tuple[DenseWitnessDeriv
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_dense_witness_derive(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_dense_witness_derive(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8420,11 +16012,17 @@ def iter_dense_witness_derive(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_witness_derive(buf, offset: int = 0, end: int | None = None) -> list[DenseWitnessDerive]:
     """Decode consecutive `dense_witness_derive` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_witness_derive``, in one loop: for logs read whole)."""
-    return _decode_many(_d_dense_witness_derive, "dense_witness_derive", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_dense_witness_derive(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_dense_witness_derive(values) -> bytes:
     """Encode consecutive `dense_witness_derive` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_dense_witness_derive(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_witness_derive, "dense_witness_derive", values, ())
 
 
@@ -8444,6 +16042,14 @@ def decode_dense_record(buf, offset: int = 0) -> tuple[DenseRecord, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_dense_record(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_dense_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8478,11 +16084,17 @@ def iter_dense_record(buf, offset: int = 0, end: int | None = None):
 def decode_many_dense_record(buf, offset: int = 0, end: int | None = None) -> list[DenseRecord]:
     """Decode consecutive `dense_record` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_dense_record``, in one loop: for logs read whole)."""
-    return _decode_many(_d_dense_record, "dense_record", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_dense_record(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_dense_record(values) -> bytes:
     """Encode consecutive `dense_record` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_dense_record(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_dense_record, "dense_record", values, ())
 
 
@@ -8502,6 +16114,14 @@ def decode_pile_file(buf, offset: int = 0) -> tuple[PileFile, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_pile_file(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_pile_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -8536,11 +16156,17 @@ def iter_pile_file(buf, offset: int = 0, end: int | None = None):
 def decode_many_pile_file(buf, offset: int = 0, end: int | None = None) -> list[PileFile]:
     """Decode consecutive `pile_file` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_pile_file``, in one loop: for logs read whole)."""
-    return _decode_many(_d_pile_file, "pile_file", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_pile_file(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_pile_file(values) -> bytes:
     """Encode consecutive `pile_file` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_pile_file(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_pile_file, "pile_file", values, ())
 
 
@@ -8557,11 +16183,16 @@ def encode_pile_file(value: PileFile) -> bytes:
 
 # -- Construct path -------------------------------------------------------------------
 
+# compiled tighter than Construct's own classes (bytewright.runtime.codec)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
 C_blob_head = Struct(
     '_o_start' / Tell,
     'timestamp' / Int64ul,
     'length' / Int64ul,
-    Check(Code("not this._parsing or ((this._params['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: not this._parsing or ((this._params['span'] == (1 + ((this['length'] + 255) // 256)))))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: not this['_parsing'] or ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256)))))),
     'scalar_pad' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'hash' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -8569,21 +16200,21 @@ C_blob_head = Struct(
 
 C_blob_data = Struct(
     '_o_start' / Tell,
-    'payload' / Bytes(Code("this._params['length']", lambda this: this._params['length'])),
-    'post_pad' / ZeroPadding(Code("(-(this._io.tell() - this['_o_start'])) % 256", lambda this: (-(this._io.tell() - this['_o_start'])) % 256), True),
+    'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
+    'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 256", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 256), True),
 )
 
 C_blob_body = Struct(
     '_o_start' / Tell,
-    'head' / WithParams(C_blob_head, {'span': Code("this._params['span']", lambda this: this._params['span'])}),
+    'head' / WithParams(C_blob_head, {'span': Code("this['_params']['span']", lambda this: this['_params']['span'])}),
     'data' / WithParams(C_blob_data, {'length': Code("this['head'].length", lambda this: this['head'].length)}),
 )
 
 C_pin_head_body = Struct(
     '_o_start' / Tell,
     'pin' / Bytes(16),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
-    Check(Code("not this._parsing or ((max(this['pin']) > 0))", lambda this: not this._parsing or ((max(this['pin']) > 0)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((max(this['pin']) > 0))", lambda this: not this['_parsing'] or ((max(this['pin']) > 0)))),
     'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'head' / Bytes(32),
     'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -8592,8 +16223,8 @@ C_pin_head_body = Struct(
 C_pin_tombstone_body = Struct(
     '_o_start' / Tell,
     'pin' / Bytes(16),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
-    Check(Code("not this._parsing or ((max(this['pin']) > 0))", lambda this: not this._parsing or ((max(this['pin']) > 0)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((max(this['pin']) > 0))", lambda this: not this['_parsing'] or ((max(this['pin']) > 0)))),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 
@@ -8608,7 +16239,7 @@ C_want_merge = Struct(
     'collection' / Bytes(32),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("not this._parsing or ((this['high'] >= this['low']))", lambda this: not this._parsing or ((this['high'] >= this['low'])))),
+    Check(Code("not this['_parsing'] or ((this['high'] >= this['low']))", lambda this: not this['_parsing'] or ((this['high'] >= this['low'])))),
 )
 
 C_want_derive = Struct(
@@ -8621,7 +16252,7 @@ C_want_derive = Struct(
 C_want_v3_body = Struct(
     '_o_start' / Tell,
     'tag' / ClosedEnum(Int8ul, 'WantTag', (1, 2, 4), (3,)),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'request' / Switch(Code("this['tag']", lambda this: this['tag']), {1: C_want_blob, 2: C_want_merge, 4: C_want_derive}, default=Error),
     'reserved2' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -8630,7 +16261,7 @@ C_want_v3_body = Struct(
 C_commit_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'data' / Bytes(32),
     'metadata' / Bytes(32),
     'author' / Bytes(32),
@@ -8641,13 +16272,13 @@ C_commit_body = Struct(
 C_merge_v6_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 2))", lambda this: not this._parsing or ((this._params['span'] == 2)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 2))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 2)))),
     'low' / Bytes(32),
     'high' / Bytes(32),
     'result' / Bytes(32),
     'low_witness' / Bytes(32),
     'high_witness' / Bytes(32),
-    Check(Code("not this._parsing or (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))", lambda this: not this._parsing or (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness']))))),
+    Check(Code("not this['_parsing'] or (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness'])))", lambda this: not this['_parsing'] or (((this['high'] + this['high_witness']) >= (this['low'] + this['low_witness']))))),
     'author' / Bytes(32),
     'sig_r' / Bytes(32),
     'sig_s' / Bytes(32),
@@ -8657,7 +16288,7 @@ C_merge_v6_body = Struct(
 C_derive_v7_body = Struct(
     '_o_start' / Tell,
     'target' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 2))", lambda this: not this._parsing or ((this._params['span'] == 2)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 2))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 2)))),
     'input' / Bytes(32),
     'output' / Bytes(32),
     'input_witness' / Bytes(32),
@@ -8684,15 +16315,15 @@ C_proof_v5_body = Struct(
 C_retired_blob_want_body = Struct(
     '_o_start' / Tell,
     'blob' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 
 C_retired_typed_want_body = Struct(
     '_o_start' / Tell,
     'tag' / Int8ul,
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
-    Check(Code("not this._parsing or (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: not this._parsing or (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4))))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
+    Check(Code("not this['_parsing'] or (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4)))", lambda this: not this['_parsing'] or (((this['tag'] == 2) or (this['tag'] == 3) or (this['tag'] == 4))))),
     'reserved1' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'a' / Bytes(32),
     'b' / Bytes(32),
@@ -8703,10 +16334,10 @@ C_retired_typed_want_body = Struct(
 C_unsigned_merge_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("not this._parsing or ((this['high'] >= this['low']))", lambda this: not this._parsing or ((this['high'] >= this['low'])))),
+    Check(Code("not this['_parsing'] or ((this['high'] >= this['low']))", lambda this: not this['_parsing'] or ((this['high'] >= this['low'])))),
     'result' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -8714,7 +16345,7 @@ C_unsigned_merge_body = Struct(
 C_unsigned_derive_body = Struct(
     '_o_start' / Tell,
     'target' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'input' / Bytes(32),
     'output' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -8723,7 +16354,7 @@ C_unsigned_derive_body = Struct(
 C_peer_body = Struct(
     '_o_start' / Tell,
     'team' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'peer' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -8731,14 +16362,14 @@ C_peer_body = Struct(
 C_store_scope_body = Struct(
     '_o_start' / Tell,
     'team' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 
 C_artifact_offer_body = Struct(
     '_o_start' / Tell,
     'content' / Bytes(192),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
 )
 
 C_proof_v1_edge = Struct(
@@ -8755,16 +16386,16 @@ C_proof_v1_content = Struct(
 
 C_proof_v1_data = Struct(
     '_o_start' / Tell,
-    'body' / FixedSized(Code("this._params['body_len']", lambda this: this._params['body_len']), C_proof_v1_content),
+    'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v1_content),
     'tail' / GreedyBytes,
-    Check(Code("not this._parsing or (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: not this._parsing or (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0)))))),
+    Check(Code("not this['_parsing'] or (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: not this['_parsing'] or (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0)))))),
 )
 
 C_proof_v1_body = Struct(
     '_o_start' / Tell,
     'body_len' / Int64ul,
-    Check(Code("not this._parsing or (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))", lambda this: not this._parsing or (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255))))),
-    Check(Code("not this._parsing or ((this._params['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: not this._parsing or ((this._params['span'] == (((96 + this['body_len']) + 255) // 256))))),
+    Check(Code("not this['_parsing'] or (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255)))", lambda this: not this['_parsing'] or (((this['body_len'] >= 160) and (((this['body_len'] - 32) % 128) == 0) and (((this['body_len'] - 32) // 128) <= 255))))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: not this['_parsing'] or ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256))))),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'data' / WithParams(C_proof_v1_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
 )
@@ -8772,12 +16403,12 @@ C_proof_v1_body = Struct(
 C_proof_v2_edge = Struct(
     '_o_start' / Tell,
     'action' / Bytes(16),
-    Check(Code("not this._parsing or ((max(this['action']) > 0))", lambda this: not this._parsing or ((max(this['action']) > 0)))),
+    Check(Code("not this['_parsing'] or ((max(this['action']) > 0))", lambda this: not this['_parsing'] or ((max(this['action']) > 0)))),
     'flags' / Int8ul,
-    Check(Code("not this._parsing or ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))", lambda this: not this._parsing or ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0))))),
+    Check(Code("not this['_parsing'] or ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0)))", lambda this: not this['_parsing'] or ((((this['flags'] & 248) == 0) and ((this['flags'] & 3) != 0))))),
     'lower' / BytesInteger(16, signed=True, swapped=False),
     'upper' / BytesInteger(16, signed=True, swapped=False),
-    Check(Code("not this._parsing or (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: not this._parsing or (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0)))))),
+    Check(Code("not this['_parsing'] or (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0))))", lambda this: not this['_parsing'] or (((this['lower'] <= this['upper']) if (this['flags'] & 4) else ((this['lower'] == 0) and (this['upper'] == 0)))))),
     'delegate' / Bytes(32),
     'signature' / Bytes(64),
 )
@@ -8792,16 +16423,16 @@ C_proof_v2_content = Struct(
 
 C_proof_v2_data = Struct(
     '_o_start' / Tell,
-    'body' / FixedSized(Code("this._params['body_len']", lambda this: this._params['body_len']), C_proof_v2_content),
+    'body' / FixedSized(Code("this['_params']['body_len']", lambda this: this['_params']['body_len']), C_proof_v2_content),
     'tail' / GreedyBytes,
-    Check(Code("not this._parsing or (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: not this._parsing or (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0)))))),
+    Check(Code("not this['_parsing'] or (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0))))", lambda this: not this['_parsing'] or (((len(this['tail']) < 256) and ((len(this['tail']) == 0) or (max(this['tail']) == 0)))))),
 )
 
 C_proof_v2_body = Struct(
     '_o_start' / Tell,
     'body_len' / Int64ul,
-    Check(Code("not this._parsing or (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))", lambda this: not this._parsing or (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255))))),
-    Check(Code("not this._parsing or ((this._params['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: not this._parsing or ((this._params['span'] == (((96 + this['body_len']) + 255) // 256))))),
+    Check(Code("not this['_parsing'] or (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255)))", lambda this: not this['_parsing'] or (((this['body_len'] >= 225) and (((this['body_len'] - 80) % 145) == 0) and (((this['body_len'] - 80) // 145) <= 255))))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256)))", lambda this: not this['_parsing'] or ((this['_params']['span'] == (((96 + this['body_len']) + 255) // 256))))),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'data' / WithParams(C_proof_v2_data, {'body_len': Code("this['body_len']", lambda this: this['body_len'])}),
 )
@@ -8810,7 +16441,7 @@ C_frame_rest = Struct(
     '_o_start' / Tell,
     'magic_tail' / Const(b'\x9d\x96V\xa5\xeaZIs 5\x1f;'),
     'span' / Int32ul,
-    Check(Code("not this._parsing or ((this['span'] >= 1))", lambda this: not this._parsing or ((this['span'] >= 1)))),
+    Check(Code("not this['_parsing'] or ((this['span'] >= 1))", lambda this: not this['_parsing'] or ((this['span'] >= 1)))),
     'kind' / Bytes(32),
     'body' / FixedSized(Code("((this['span'] * 256) - 64)", lambda this: ((this['span'] * 256) - 64)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm': WithParams(C_pin_head_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5': WithParams(C_pin_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o': WithParams(C_want_v3_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY': WithParams(C_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t': WithParams(C_merge_v6_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83': WithParams(C_derive_v7_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d': WithParams(C_proof_v5_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F': WithParams(C_retired_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83': WithParams(C_retired_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy': WithParams(C_unsigned_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6": WithParams(C_unsigned_derive_body, {'span': Code("this['span']", lambda this: this['span'])}), b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7': WithParams(C_peer_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb': WithParams(C_store_scope_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo': WithParams(C_artifact_offer_body, {'span': Code("this['span']", lambda this: this['span'])}), b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S': WithParams(C_proof_v1_body, {'span': Code("this['span']", lambda this: this['span'])}), b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5': WithParams(C_proof_v2_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
 )
@@ -8819,7 +16450,7 @@ C_env_blob_body = Struct(
     '_o_start' / Tell,
     'timestamp' / Int64ul,
     'length' / Int64ul,
-    Check(Code("not this._parsing or ((this._params['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: not this._parsing or ((this._params['span'] == (1 + ((this['length'] + 255) // 256)))))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256))))", lambda this: not this['_parsing'] or ((this['_params']['span'] == (1 + ((this['length'] + 255) // 256)))))),
     'hash' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
     'data' / WithParams(C_blob_data, {'length': Code("this['length']", lambda this: this['length'])}),
@@ -8828,8 +16459,8 @@ C_env_blob_body = Struct(
 C_env_branch_body = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
-    Check(Code("not this._parsing or ((max(this['branch']) > 0))", lambda this: not this._parsing or ((max(this['branch']) > 0)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((max(this['branch']) > 0))", lambda this: not this['_parsing'] or ((max(this['branch']) > 0)))),
     'head' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -8837,22 +16468,22 @@ C_env_branch_body = Struct(
 C_env_tombstone_body = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 
 C_env_blob_want_body = Struct(
     '_o_start' / Tell,
     'blob' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 
 C_env_typed_want_body = Struct(
     '_o_start' / Tell,
     'tag' / Int8ul,
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
-    Check(Code("not this._parsing or ((this['tag'] != 1))", lambda this: not this._parsing or ((this['tag'] != 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['tag'] != 1))", lambda this: not this['_parsing'] or ((this['tag'] != 1)))),
     'a' / Bytes(32),
     'b' / Bytes(32),
     'c' / Bytes(32),
@@ -8862,7 +16493,7 @@ C_env_typed_want_body = Struct(
 C_env_commit_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'data' / Bytes(32),
     'metadata' / Bytes(32),
     'author' / Bytes(32),
@@ -8874,10 +16505,10 @@ C_env_commit_body = Struct(
 C_env_merge_body = Struct(
     '_o_start' / Tell,
     'collection' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("not this._parsing or ((this['high'] >= this['low']))", lambda this: not this._parsing or ((this['high'] >= this['low'])))),
+    Check(Code("not this['_parsing'] or ((this['high'] >= this['low']))", lambda this: not this['_parsing'] or ((this['high'] >= this['low'])))),
     'result' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -8885,7 +16516,7 @@ C_env_merge_body = Struct(
 C_env_derive_v4_body = Struct(
     '_o_start' / Tell,
     'source' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'target' / Bytes(32),
     'input' / Bytes(32),
     'output' / Bytes(32),
@@ -8895,7 +16526,7 @@ C_env_derive_v4_body = Struct(
 C_env_derive_v5_body = Struct(
     '_o_start' / Tell,
     'target' / Bytes(32),
-    Check(Code("not this._parsing or ((this._params['span'] == 1))", lambda this: not this._parsing or ((this._params['span'] == 1)))),
+    Check(Code("not this['_parsing'] or ((this['_params']['span'] == 1))", lambda this: not this['_parsing'] or ((this['_params']['span'] == 1)))),
     'input' / Bytes(32),
     'output' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
@@ -8905,14 +16536,14 @@ C_envelope36_rest = Struct(
     '_o_start' / Tell,
     'kind' / Bytes(16),
     'span' / Int32ul,
-    Check(Code("not this._parsing or ((this['span'] >= 1))", lambda this: not this._parsing or ((this['span'] >= 1)))),
+    Check(Code("not this['_parsing'] or ((this['span'] >= 1))", lambda this: not this['_parsing'] or ((this['span'] >= 1)))),
     'body' / FixedSized(Code("((this['span'] * 256) - 36)", lambda this: ((this['span'] * 256) - 36)), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z': WithParams(C_env_blob_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7': WithParams(C_env_branch_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO': WithParams(C_env_tombstone_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r': WithParams(C_env_blob_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l': WithParams(C_env_typed_want_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f': WithParams(C_env_commit_body, {'span': Code("this['span']", lambda this: this['span'])}), b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'": WithParams(C_env_merge_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9': WithParams(C_env_derive_v4_body, {'span': Code("this['span']", lambda this: this['span'])}), b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15': WithParams(C_env_derive_v5_body, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
 )
 
 C_v1_blob_data = Struct(
     '_o_start' / Tell,
-    'payload' / Bytes(Code("this._params['length']", lambda this: this._params['length'])),
-    'post_pad' / ZeroPadding(Code("(-(this._io.tell() - this['_o_start'])) % 64", lambda this: (-(this._io.tell() - this['_o_start'])) % 64), True),
+    'payload' / Bytes(Code("this['_params']['length']", lambda this: this['_params']['length'])),
+    'post_pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 64", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 64), True),
 )
 
 C_v1_blob = Struct(
@@ -8926,14 +16557,14 @@ C_v1_blob = Struct(
 C_v1_branch = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("not this._parsing or ((max(this['branch']) > 0))", lambda this: not this._parsing or ((max(this['branch']) > 0)))),
+    Check(Code("not this['_parsing'] or ((max(this['branch']) > 0))", lambda this: not this['_parsing'] or ((max(this['branch']) > 0)))),
     'head' / Bytes(32),
 )
 
 C_v1_tombstone = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("not this._parsing or ((max(this['branch']) > 0))", lambda this: not this._parsing or ((max(this['branch']) > 0)))),
+    Check(Code("not this['_parsing'] or ((max(this['branch']) > 0))", lambda this: not this['_parsing'] or ((max(this['branch']) > 0)))),
     'unchecked' / Bytes(32),
 )
 
@@ -8949,7 +16580,7 @@ C_v3_blob = Struct(
 C_v3_branch = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("not this._parsing or ((max(this['branch']) > 0))", lambda this: not this._parsing or ((max(this['branch']) > 0)))),
+    Check(Code("not this['_parsing'] or ((max(this['branch']) > 0))", lambda this: not this['_parsing'] or ((max(this['branch']) > 0)))),
     'head' / Bytes(32),
     'unchecked' / Bytes(192),
 )
@@ -8957,7 +16588,7 @@ C_v3_branch = Struct(
 C_v3_tombstone = Struct(
     '_o_start' / Tell,
     'branch' / Bytes(16),
-    Check(Code("not this._parsing or ((max(this['branch']) > 0))", lambda this: not this._parsing or ((max(this['branch']) > 0)))),
+    Check(Code("not this['_parsing'] or ((max(this['branch']) > 0))", lambda this: not this['_parsing'] or ((max(this['branch']) > 0)))),
     'unchecked' / Bytes(224),
 )
 
@@ -8976,11 +16607,11 @@ C_v3_local_cell = Struct(
 C_v3_collection_definition = Struct(
     '_o_start' / Tell,
     'scope' / Bytes(16),
-    Check(Code("not this._parsing or ((max(this['scope']) > 0))", lambda this: not this._parsing or ((max(this['scope']) > 0)))),
+    Check(Code("not this['_parsing'] or ((max(this['scope']) > 0))", lambda this: not this['_parsing'] or ((max(this['scope']) > 0)))),
     'representation' / Bytes(16),
-    Check(Code("not this._parsing or ((max(this['representation']) > 0))", lambda this: not this._parsing or ((max(this['representation']) > 0)))),
+    Check(Code("not this['_parsing'] or ((max(this['representation']) > 0))", lambda this: not this['_parsing'] or ((max(this['representation']) > 0)))),
     'recipe' / Bytes(16),
-    Check(Code("not this._parsing or ((max(this['recipe']) > 0))", lambda this: not this._parsing or ((max(this['recipe']) > 0)))),
+    Check(Code("not this['_parsing'] or ((max(this['recipe']) > 0))", lambda this: not this['_parsing'] or ((max(this['recipe']) > 0)))),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
 
@@ -9000,7 +16631,7 @@ C_v3_merge = Struct(
     'definition' / Bytes(16),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("not this._parsing or ((this['high'] >= this['low']))", lambda this: not this._parsing or ((this['high'] >= this['low'])))),
+    Check(Code("not this['_parsing'] or ((this['high'] >= this['low']))", lambda this: not this['_parsing'] or ((this['high'] >= this['low'])))),
     'result' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -9030,7 +16661,7 @@ C_v4_merge = Struct(
     'collection' / Bytes(32),
     'low' / Bytes(32),
     'high' / Bytes(32),
-    Check(Code("not this._parsing or ((this['high'] >= this['low']))", lambda this: not this._parsing or ((this['high'] >= this['low'])))),
+    Check(Code("not this['_parsing'] or ((this['high'] >= this['low']))", lambda this: not this['_parsing'] or ((this['high'] >= this['low'])))),
     'result' / Bytes(32),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'),
 )
@@ -9054,7 +16685,7 @@ C_frame_head = Struct(
     '_o_start' / Tell,
     'magic' / Const(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;'),
     'span' / Int32ul,
-    Check(Code("not this._parsing or ((this['span'] >= 1))", lambda this: not this._parsing or ((this['span'] >= 1)))),
+    Check(Code("not this['_parsing'] or ((this['span'] >= 1))", lambda this: not this['_parsing'] or ((this['span'] >= 1)))),
     'kind' / Bytes(32),
     'head' / FixedSized(Code('192', lambda this: 192), Switch(Code("this['kind']", lambda this: this['kind']), {b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0': WithParams(C_blob_head, {'span': Code("this['span']", lambda this: this['span'])})}, default=GreedyBytes)),
 )
@@ -9197,9 +16828,6 @@ def _m2c_pile_record(v):
     }
 
 def _c2m_frame_rest(c):
-    f_magic_tail = c.get('magic_tail')
-    if f_magic_tail is not None:
-        f_magic_tail = bytes(f_magic_tail)
     f_span = c.get('span')
     f_kind = c.get('kind')
     if f_kind is not None:
@@ -9217,9 +16845,6 @@ def _m2c_frame_rest(v):
     }
 
 def _c2m_frame_head(c):
-    f_magic = c.get('magic')
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
     f_span = c.get('span')
     f_kind = c.get('kind')
     if f_kind is not None:
@@ -9239,15 +16864,9 @@ def _m2c_frame_head(v):
 def _c2m_blob_head(c, p_span):
     f_timestamp = c.get('timestamp')
     f_length = c.get('length')
-    f_scalar_pad = c.get('scalar_pad')
-    if f_scalar_pad is not None:
-        f_scalar_pad = bytes(f_scalar_pad)
     f_hash = c.get('hash')
     if f_hash is not None:
         f_hash = bytes(f_hash)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return BlobHead(f_timestamp, f_length, f_hash)
 
 def _m2c_blob_head(v):
@@ -9261,7 +16880,6 @@ def _c2m_blob_data(c, p_length):
     f_payload = c.get('payload')
     if f_payload is not None:
         f_payload = bytes(f_payload)
-    f_post_pad = c.get('post_pad')
     return BlobData(f_payload)
 
 def _m2c_blob_data(v):
@@ -9288,15 +16906,9 @@ def _c2m_pin_head_body(c, p_span):
     f_pin = c.get('pin')
     if f_pin is not None:
         f_pin = bytes(f_pin)
-    f_reserved1 = c.get('reserved1')
-    if f_reserved1 is not None:
-        f_reserved1 = bytes(f_reserved1)
     f_head = c.get('head')
     if f_head is not None:
         f_head = bytes(f_head)
-    f_reserved2 = c.get('reserved2')
-    if f_reserved2 is not None:
-        f_reserved2 = bytes(f_reserved2)
     return PinHeadBody(f_pin, f_head)
 
 def _m2c_pin_head_body(v):
@@ -9309,9 +16921,6 @@ def _c2m_pin_tombstone_body(c, p_span):
     f_pin = c.get('pin')
     if f_pin is not None:
         f_pin = bytes(f_pin)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return PinTombstoneBody(f_pin)
 
 def _m2c_pin_tombstone_body(v):
@@ -9323,9 +16932,6 @@ def _c2m_want_blob(c):
     f_blob = c.get('blob')
     if f_blob is not None:
         f_blob = bytes(f_blob)
-    f_zero = c.get('zero')
-    if f_zero is not None:
-        f_zero = bytes(f_zero)
     return WantBlob(f_blob)
 
 def _m2c_want_blob(v):
@@ -9359,9 +16965,6 @@ def _c2m_want_derive(c):
     f_input = c.get('input')
     if f_input is not None:
         f_input = bytes(f_input)
-    f_zero = c.get('zero')
-    if f_zero is not None:
-        f_zero = bytes(f_zero)
     return WantDerive(f_target, f_input)
 
 def _m2c_want_derive(v):
@@ -9373,7 +16976,8 @@ def _m2c_want_derive(v):
 def _c2m_want_request(c):
     f_tag = c.get('tag')
     if f_tag is not None:
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,))
+        _t = _WANTTAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
     f_request = c.get('request')
     if f_request is not None:
         f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
@@ -9388,16 +16992,11 @@ def _m2c_want_request(v):
 def _c2m_want_v3_body(c, p_span):
     f_tag = c.get('tag')
     if f_tag is not None:
-        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,))
-    f_reserved1 = c.get('reserved1')
-    if f_reserved1 is not None:
-        f_reserved1 = bytes(f_reserved1)
+        _t = _WANTTAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
     f_request = c.get('request')
     if f_request is not None:
         f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
-    f_reserved2 = c.get('reserved2')
-    if f_reserved2 is not None:
-        f_reserved2 = bytes(f_reserved2)
     return WantV3Body(f_tag, f_request)
 
 def _m2c_want_v3_body(v):
@@ -9465,9 +17064,6 @@ def _c2m_merge_v6_body(c, p_span):
     f_sig_s = c.get('sig_s')
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
 
 def _m2c_merge_v6_body(v):
@@ -9505,9 +17101,6 @@ def _c2m_derive_v7_body(c, p_span):
     f_sig_s = c.get('sig_s')
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
 
 def _m2c_derive_v7_body(v):
@@ -9563,9 +17156,6 @@ def _c2m_retired_blob_want_body(c, p_span):
     f_blob = c.get('blob')
     if f_blob is not None:
         f_blob = bytes(f_blob)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return RetiredBlobWantBody(f_blob)
 
 def _m2c_retired_blob_want_body(v):
@@ -9575,9 +17165,6 @@ def _m2c_retired_blob_want_body(v):
 
 def _c2m_retired_typed_want_body(c, p_span):
     f_tag = c.get('tag')
-    f_reserved1 = c.get('reserved1')
-    if f_reserved1 is not None:
-        f_reserved1 = bytes(f_reserved1)
     f_a = c.get('a')
     if f_a is not None:
         f_a = bytes(f_a)
@@ -9587,9 +17174,6 @@ def _c2m_retired_typed_want_body(c, p_span):
     f_c = c.get('c')
     if f_c is not None:
         f_c = bytes(f_c)
-    f_reserved2 = c.get('reserved2')
-    if f_reserved2 is not None:
-        f_reserved2 = bytes(f_reserved2)
     return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
 
 def _m2c_retired_typed_want_body(v):
@@ -9613,9 +17197,6 @@ def _c2m_unsigned_merge_body(c, p_span):
     f_result = c.get('result')
     if f_result is not None:
         f_result = bytes(f_result)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
 
 def _m2c_unsigned_merge_body(v):
@@ -9636,9 +17217,6 @@ def _c2m_unsigned_derive_body(c, p_span):
     f_output = c.get('output')
     if f_output is not None:
         f_output = bytes(f_output)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return UnsignedDeriveBody(f_target, f_input, f_output)
 
 def _m2c_unsigned_derive_body(v):
@@ -9655,9 +17233,6 @@ def _c2m_peer_body(c, p_span):
     f_peer = c.get('peer')
     if f_peer is not None:
         f_peer = bytes(f_peer)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return PeerBody(f_team, f_peer)
 
 def _m2c_peer_body(v):
@@ -9670,9 +17245,6 @@ def _c2m_store_scope_body(c, p_span):
     f_team = c.get('team')
     if f_team is not None:
         f_team = bytes(f_team)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return StoreScopeBody(f_team)
 
 def _m2c_store_scope_body(v):
@@ -9747,9 +17319,6 @@ def _m2c_proof_v2_edge(v):
     }
 
 def _c2m_proof_v2_content(c):
-    f_magic = c.get('magic')
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
     f_resource = c.get('resource')
     if f_resource is not None:
         f_resource = bytes(f_resource)
@@ -9800,9 +17369,6 @@ def _m2c_proof_v2_data(v):
 
 def _c2m_proof_v1_body(c, p_span):
     f_body_len = c.get('body_len')
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     f_data = c.get('data')
     if f_data is not None:
         f_data = _c2m_proof_v1_data(f_data, f_body_len)
@@ -9816,9 +17382,6 @@ def _m2c_proof_v1_body(v):
 
 def _c2m_proof_v2_body(c, p_span):
     f_body_len = c.get('body_len')
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     f_data = c.get('data')
     if f_data is not None:
         f_data = _c2m_proof_v2_data(f_data, f_body_len)
@@ -9834,7 +17397,6 @@ def _c2m_v1_blob_data(c, p_length):
     f_payload = c.get('payload')
     if f_payload is not None:
         f_payload = bytes(f_payload)
-    f_post_pad = c.get('post_pad')
     return V1BlobData(f_payload)
 
 def _m2c_v1_blob_data(v):
@@ -9988,9 +17550,6 @@ def _c2m_v3_collection_definition(c):
     f_recipe = c.get('recipe')
     if f_recipe is not None:
         f_recipe = bytes(f_recipe)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return V3CollectionDefinition(f_scope, f_representation, f_recipe)
 
 def _m2c_v3_collection_definition(v):
@@ -10019,9 +17578,6 @@ def _c2m_v3_commit(c):
     f_sig_s = c.get('sig_s')
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
 
 def _m2c_v3_commit(v):
@@ -10047,9 +17603,6 @@ def _c2m_v3_merge(c):
     f_result = c.get('result')
     if f_result is not None:
         f_result = bytes(f_result)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return V3Merge(f_definition, f_low, f_high, f_result)
 
 def _m2c_v3_merge(v):
@@ -10073,9 +17626,6 @@ def _c2m_v3_derive(c):
     f_output = c.get('output')
     if f_output is not None:
         f_output = bytes(f_output)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return V3Derive(f_source, f_target, f_input, f_output)
 
 def _m2c_v3_derive(v):
@@ -10105,9 +17655,6 @@ def _c2m_v4_commit(c):
     f_sig_s = c.get('sig_s')
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
 
 def _m2c_v4_commit(v):
@@ -10133,9 +17680,6 @@ def _c2m_v4_merge(c):
     f_result = c.get('result')
     if f_result is not None:
         f_result = bytes(f_result)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return V4Merge(f_collection, f_low, f_high, f_result)
 
 def _m2c_v4_merge(v):
@@ -10159,9 +17703,6 @@ def _c2m_v4_derive(c):
     f_output = c.get('output')
     if f_output is not None:
         f_output = bytes(f_output)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return V4Derive(f_source, f_target, f_input, f_output)
 
 def _m2c_v4_derive(v):
@@ -10195,9 +17736,6 @@ def _c2m_env_blob_body(c, p_span):
     f_hash = c.get('hash')
     if f_hash is not None:
         f_hash = bytes(f_hash)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     f_data = c.get('data')
     if f_data is not None:
         f_data = _c2m_blob_data(f_data, f_length)
@@ -10218,9 +17756,6 @@ def _c2m_env_branch_body(c, p_span):
     f_head = c.get('head')
     if f_head is not None:
         f_head = bytes(f_head)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return EnvBranchBody(f_branch, f_head)
 
 def _m2c_env_branch_body(v):
@@ -10233,9 +17768,6 @@ def _c2m_env_tombstone_body(c, p_span):
     f_branch = c.get('branch')
     if f_branch is not None:
         f_branch = bytes(f_branch)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return EnvTombstoneBody(f_branch)
 
 def _m2c_env_tombstone_body(v):
@@ -10247,9 +17779,6 @@ def _c2m_env_blob_want_body(c, p_span):
     f_blob = c.get('blob')
     if f_blob is not None:
         f_blob = bytes(f_blob)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return EnvBlobWantBody(f_blob)
 
 def _m2c_env_blob_want_body(v):
@@ -10268,9 +17797,6 @@ def _c2m_env_typed_want_body(c, p_span):
     f_c = c.get('c')
     if f_c is not None:
         f_c = bytes(f_c)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
 
 def _m2c_env_typed_want_body(v):
@@ -10300,9 +17826,6 @@ def _c2m_env_commit_body(c, p_span):
     f_sig_s = c.get('sig_s')
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
 
 def _m2c_env_commit_body(v):
@@ -10328,9 +17851,6 @@ def _c2m_env_merge_body(c, p_span):
     f_result = c.get('result')
     if f_result is not None:
         f_result = bytes(f_result)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return EnvMergeBody(f_collection, f_low, f_high, f_result)
 
 def _m2c_env_merge_body(v):
@@ -10354,9 +17874,6 @@ def _c2m_env_derive_v4_body(c, p_span):
     f_output = c.get('output')
     if f_output is not None:
         f_output = bytes(f_output)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
 
 def _m2c_env_derive_v4_body(v):
@@ -10377,9 +17894,6 @@ def _c2m_env_derive_v5_body(c, p_span):
     f_output = c.get('output')
     if f_output is not None:
         f_output = bytes(f_output)
-    f_reserved = c.get('reserved')
-    if f_reserved is not None:
-        f_reserved = bytes(f_reserved)
     return EnvDeriveV5Body(f_target, f_input, f_output)
 
 def _m2c_env_derive_v5_body(v):
@@ -10390,13 +17904,6 @@ def _m2c_env_derive_v5_body(v):
     }
 
 def _c2m_commit_transcript(c):
-    f_domain = c.get('domain')
-    if f_domain is not None:
-        f_domain = bytes(f_domain)
-    f_semantic_kind = c.get('semantic_kind')
-    if f_semantic_kind is not None:
-        f_semantic_kind = bytes(f_semantic_kind)
-    f_version = c.get('version')
     f_author = c.get('author')
     if f_author is not None:
         f_author = bytes(f_author)
@@ -10420,12 +17927,6 @@ def _m2c_commit_transcript(v):
     }
 
 def _c2m_merge_endorsement(c):
-    f_domain = c.get('domain')
-    if f_domain is not None:
-        f_domain = bytes(f_domain)
-    f_semantic_kind = c.get('semantic_kind')
-    if f_semantic_kind is not None:
-        f_semantic_kind = bytes(f_semantic_kind)
     f_author = c.get('author')
     if f_author is not None:
         f_author = bytes(f_author)
@@ -10461,12 +17962,6 @@ def _m2c_merge_endorsement(v):
     }
 
 def _c2m_derive_endorsement(c):
-    f_domain = c.get('domain')
-    if f_domain is not None:
-        f_domain = bytes(f_domain)
-    f_semantic_kind = c.get('semantic_kind')
-    if f_semantic_kind is not None:
-        f_semantic_kind = bytes(f_semantic_kind)
     f_author = c.get('author')
     if f_author is not None:
         f_author = bytes(f_author)
@@ -10713,7 +18208,8 @@ def _m2c_dense_witness_derive(v):
 def _c2m_dense_record(c):
     f_tag = c.get('tag')
     if f_tag is not None:
-        f_tag = _enum_value(DenseTag, f_tag, False)
+        _t = _DENSETAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
     f_payload = c.get('payload')
     if f_payload is not None:
         f_payload = (_c2m_dense_commit(f_payload) if f_tag == 1 else (_c2m_dense_unsigned_merge(f_payload) if f_tag == 2 else (_c2m_dense_unsigned_derive(f_payload) if f_tag == 3 else (_c2m_dense_signed_merge(f_payload) if f_tag == 4 else (_c2m_dense_signed_derive(f_payload) if f_tag == 5 else (_c2m_dense_witness_merge(f_payload) if f_tag == 6 else (_c2m_dense_witness_derive(f_payload) if f_tag == 7 else None)))))))

@@ -1,14 +1,19 @@
 """Pass 4b: emit the Construct definitions (the readable reference path).
 
 One ``Struct`` per record covering every version: ``since``/``until`` become ``If`` on
-the version expression, so the definition reads like the spec table. Expressions become
-small lambdas over ``this`` (fields) and ``this._params`` (parameters); Construct's
-compiler links them, so ``Struct.compile()`` works on every record. Converters map the
-resulting Containers to the shared object model and back.
+the version expression, so the definition reads like the spec table. Expressions are
+``Code(source, lambda)`` over ``this`` (fields) and ``this['_params']`` (parameters): the
+lambda runs interpreted, the source is inlined by ``compile()``. Every class emitted has
+an ``_emitparse`` (bytewright.runtime.codec; tests/test_construct_compile.py), so
+``Struct.compile()`` compiles every record whole, with fixed runs read in one unpack.
+Converters map the resulting Containers to the shared object model and back.
 """
 
 from __future__ import annotations
 
+import re
+
+from ..runtime.codec import _FIELD_NAMES
 from . import ir
 from .expr import parse
 from .layout import numpy_code
@@ -27,9 +32,25 @@ _INT_NAMES = {(8, False): "Int8u", (8, True): "Int8s", (16, False): "Int16u",
               (64, True): "Int64s"}
 
 
+# Construct classes of bytewright.runtime.codec that compile tighter than Construct's own
+# (a record's fixed runs in one unpack, checked reads, compiled checksums): imported over
+# Construct's names ahead of the first definition.
+_PARSING = "this['_parsing']"  # dict reads: Container's attribute hook costs a call
+_NOT_PARSING = "not this['_parsing']"
+_PRELUDE = [
+    "# compiled tighter than Construct's own classes (bytewright.runtime.codec)",
+    "from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, "
+    "PrefixedArray, Struct, Switch)",
+    "from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range",
+    "from bytewright.runtime.codec import (" + ", ".join(sorted(_FIELD_NAMES)) + ")",
+    "",
+]
+
+
 class ConstructEmitter:
     def __init__(self, family: ir.Family) -> None:
         self.family = family
+        self._prelude_done = False
 
     # -- construct expressions -------------------------------------------------------
     def int_c(self, t: ir.IntT | ir.VarintT) -> str:
@@ -50,7 +71,7 @@ class ConstructEmitter:
         if f.since is None and f.until is None:
             return None
         src = rec.version_from
-        v = f"this._params[{src!r}]" if src in rec.params else f"this[{src!r}]"
+        v = f"this['_params'][{src!r}]" if src in rec.params else f"this[{src!r}]"
         parts = []
         if f.since is not None:
             parts.append(f"{v} >= {f.since}")
@@ -59,21 +80,10 @@ class ConstructEmitter:
         return " and ".join(parts)
 
     def flags_c(self, fd: ir.FlagsDef) -> str:
-        items = []
-        bit = fd.base.bits - 1
-        for b in sorted(fd.bits, key=lambda b: -b.lo):
-            top = b.lo + b.width - 1
-            if top < bit:
-                items.append(f"Const(0, BitsInteger({bit - top}))")
-            items.append(f"{b.name!r} / " + ("Flag" if b.width == 1 and not b.enum
-                                             else f"BitsInteger({b.width})"))
-            bit = b.lo - 1
-        if bit >= 0:
-            items.append(f"Const(0, BitsInteger({bit + 1}))")
-        inner = f"BitStruct({', '.join(items)})"
-        if fd.base.size > 1 and fd.base.endian == "le":
-            inner = f"ByteSwapped({inner})"
-        return inner
+        # bits numbered from the integer's least significant bit; unnamed bits must be 0
+        fields = tuple((b.name, b.lo, b.width, b.width == 1 and not b.enum)
+                       for b in sorted(fd.bits, key=lambda b: -b.lo))
+        return f"BitFlags({self.int_c(fd.base)}, {fields!r})"
 
     def type_c(self, t: ir.Type, f: ir.Field, rec: ir.Record) -> str:
         if isinstance(t, ir.IntT):
@@ -96,12 +106,13 @@ class ConstructEmitter:
             if any(o.derived_from == ("size", f.name) for o in rec.fields) \
                     or "_remaining" in t.size.names:
                 # the size field is derived: parse by it, build whatever bytes are given
-                return f"IfThenElse({self.code('this._parsing')}, Bytes({size}), GreedyBytes)"
+                return f"IfThenElse({self.code(_PARSING)}, Bytes({size}), GreedyBytes)"
             return f"Bytes({size})"
         if isinstance(t, ir.VarintT):
             return self.int_c(t)
         if isinstance(t, ir.PaddingT):
-            return (f"ZeroPadding({self.code(f'(-(this._io.tell() - this[{chr(39)}_o_start{chr(39)}])) % {t.align}')}"
+            pad = "(-(this['_io'].tell() - this['_o_start'])) % " + str(t.align)
+            return (f"ZeroPadding({self.code(pad)}"
                     f"{', True' if t.arbitrary else ''})")
         if isinstance(t, ir.RefT):
             if t.kind == "enum":
@@ -195,7 +206,7 @@ class ConstructEmitter:
         derived_size = any(o.derived_from == ("size", name) for o in rec.fields)
         if f.compressed is not None:
             c = f.compressed
-            expected = self.code(f"({f.size.render(self.res(rec))}) if this._parsing else None") \
+            expected = self.code(f"({f.size.render(self.res(rec))}) if this['_parsing'] else None") \
                 if f.size is not None else "None"
             limit = (self.lam(c.limit, rec) if c.limit is not None else
                      self.lam(f.size, rec) if f.size is not None else "None")
@@ -209,7 +220,7 @@ class ConstructEmitter:
                 if f.size is not None:  # uncompressed, the size bounds it as on the fast path
                     plain = f"FixedSized({self.lam(f.size, rec)}, {base})"
                     if derived_size:
-                        plain = f"IfThenElse({self.code('this._parsing')}, {plain}, {base})"
+                        plain = f"IfThenElse({self.code(_PARSING)}, {plain}, {base})"
                 base = (f"IfThenElse({self.lam(c.when, rec)}, {comp}, "
                         f"Plain({plain}, name={name!r}))")
             else:
@@ -218,7 +229,7 @@ class ConstructEmitter:
             base = f"FixedSized({self.lam(f.size, rec)}, {base})"
         elif f.size is not None:
             # a derived size bounds the parse; on build the size is measured and patched
-            base = (f"IfThenElse({self.code('this._parsing')}, "
+            base = (f"IfThenElse({self.code(_PARSING)}, "
                     f"FixedSized({self.lam(f.size, rec)}, {base}), {base})")
         if f.derived_from:
             kind, target = f.derived_from
@@ -239,16 +250,17 @@ class ConstructEmitter:
             index = lay_fields.index(f)
             pieces = self.checksum_pieces(lay_fields, index)
             ck = f.checksum
+            data = self.span_expr(lay_fields, index, pieces)
             if ck.seed is None and not ck.params:
-                base = (f"Checksum({base}, {checksum_binding(ck)}, "
-                        f"lambda this: _span(this, {pieces!r}))")
+                fn = checksum_binding(ck)
+                base = f"Checksum({base}, Code({fn!r}, {fn}), {self.code(data)})"
             else:  # seed/params need the context: compute it all in the bytes function
-                call = checksum_call(ck, f"_span(this, {pieces!r})", self.res(rec))
-                base = f"Checksum({base}, lambda _v: _v, lambda this: {call})"
+                base = (f"Checksum({base}, Code('_bw.identity', lambda _v: _v), "
+                        f"{self.code(checksum_call(ck, data, self.res(rec)))})")
         cond = f.cond.render(self.res(rec)) if f.cond is not None else None
         if cond is not None and "_remaining" in f.cond.names:
             # bytes left are known only while parsing; on build the value says it
-            cond = f"({cond}) if this._parsing else this[{name!r}] is not None"
+            cond = f"({cond}) if this['_parsing'] else this[{name!r}] is not None"
         vcond = self.version_cond(f, rec)
         conds = [c for c in (vcond, cond) if c]
         if conds:
@@ -267,13 +279,13 @@ class ConstructEmitter:
             if f.repeat is not None:
                 rule = f"all({rule} for _x in this[{name!r}])"
             guard = f"this[{name!r}] is None or " if conds else ""
-            out.append(f"Check({self.code(f'not this._parsing or {guard}({rule})')}),")
+            out.append(f"Check({self.code(_NOT_PARSING + f' or {guard}({rule})')}),")
         if rec.version_range is not None and name == rec.version_from:
             lo, hi = rec.version_range
-            out.append(f"Check({self.code(f'not this._parsing or {lo} <= this[{name!r}] <= {hi}')}),")
+            out.append(f"Check({self.code(_NOT_PARSING + f' or {lo} <= this[{name!r}] <= {hi}')}),")
         for a in f.asserts:
             guard = f"this[{name!r}] is None or " if conds else ""
-            out.append(f"Check({self.code(f'not this._parsing or {guard}({a.check.render(self.res(rec))})')}),")
+            out.append(f"Check({self.code(_NOT_PARSING + f' or {guard}({a.check.render(self.res(rec))})')}),")
         if derived_size:
             size_field = next(o for o in rec.fields if o.derived_from == ("size", name))
             if f.compressed is not None:
@@ -288,15 +300,26 @@ class ConstructEmitter:
                            f"{self.code(f'this[{chr(39)}_o_{size_field.name}{chr(39)}]')}, "
                            f"Rebuild({ic}, {self.code(measure)})),")
             if f.compressed is None:
-                out.append(f"Check({self.code(f'not this._parsing or {measure} == this[{size_field.name!r}]')}),")
+                out.append(f"Check({self.code(_NOT_PARSING + f' or {measure} == this[{size_field.name!r}]')}),")
         # checksums over a size field patched just above are rebuilt after the patch
         for ck in self.deferred_checksums(lay_fields).get(name, ()):
             pieces = self.checksum_pieces(lay_fields, lay_fields.index(ck))
             ic = self.type_c(ck.type, ck, rec)
-            out.append(f"'_patch_{ck.name}' / If({self.code('not this._parsing')}, Pointer("
+            out.append(f"'_patch_{ck.name}' / If({self.code(_NOT_PARSING)}, Pointer("
                        f"{self.code(f'this[{chr(39)}_o_{ck.name}{chr(39)}]')}, "
                        f"Rebuild({ic}, {self.code(checksum_call(ck.checksum, f'_span(this, {pieces!r})', self.res(rec)))}))),")
         return out
+
+    @staticmethod
+    def span_expr(fields: list[ir.Field], index: int, pieces: list) -> str:
+        """Source of the bytes a checksum covers: one read when the covered fields are
+        consecutive (``_span_range``), else ``_span`` piece by piece."""
+        names = [f.name for f in fields[:index]]
+        if pieces and all(kind == "span" for kind, _ in pieces):
+            first, last = names.index(pieces[0][1]), names.index(pieces[-1][1])
+            if [n for _, n in pieces] == names[first:last + 1]:
+                return f"_span_range(this, '_s_{names[first]}', '_e_{names[last]}')"
+        return f"_span(this, {pieces!r})"
 
     def measure_ahead(self, size_f: ir.Field, rec: ir.Record) -> str:
         """The encoded size of the field a varint size counts, from the value to build."""
@@ -330,11 +353,11 @@ class ConstructEmitter:
     def res(self, rec: ir.Record):
         def r(name: str) -> str:
             if name in rec.params:
-                return f"this._params[{name!r}]"
+                return f"this['_params'][{name!r}]"
             if name == "_remaining":
                 return "_remaining(this)"
             if name == "_offset":
-                return "(this._io.tell() - this['_o_start'])"
+                return "(this['_io'].tell() - this['_o_start'])"
             f = next((x for x in rec.fields if x.name == name), None)
             if f is not None and f.derived_from and f.derived_from[0] == "size" \
                     and not isinstance(f.type, ir.VarintT):
@@ -345,7 +368,7 @@ class ConstructEmitter:
                      else f"(this['_e_{t}'] - this['_s_{t}'])")
                 if f.derived_offset:
                     m = f"({m} + {f.derived_offset})"
-                return f"(this[{name!r}] if this._parsing else {m})"
+                return f"(this[{name!r}] if this['_parsing'] else {m})"
             return f"this[{name!r}]"
         return r
 
@@ -373,11 +396,13 @@ class ConstructEmitter:
 
     def record_c(self, rec: ir.Record) -> list[str]:
         spans = self.spans(rec)
-        lines = [f"C_{rec.name} = Struct(", "    '_o_start' / Tell,"]
+        lines = [] if self._prelude_done else list(_PRELUDE)
+        self._prelude_done = True
+        lines += [f"C_{rec.name} = Struct(", "    '_o_start' / Tell,"]
         if rec.version_range is not None and rec.version_from in rec.params:
             lo, hi = rec.version_range
-            v = f"this._params[{rec.version_from!r}]"
-            lines.append(f"    Check({self.code(f'not this._parsing or {lo} <= {v} <= {hi}')}),")
+            v = f"this['_params'][{rec.version_from!r}]"
+            lines.append(f"    Check({self.code(_NOT_PARSING + f' or {lo} <= {v} <= {hi}')}),")
         for f in rec.fields:
             lines += ["    " + x for x in self.field_c(f, rec, rec.fields, spans)]
         lines.append(")")
@@ -429,7 +454,7 @@ class ConstructEmitter:
                 continue
             if f.view == "packed":  # the same type as the fast path gives
                 lines.append(f"    if f_{f.name} is not None:")
-                lines.append(f"        f_{f.name} = PackedArray.from_values(f_{f.name}, "
+                lines.append(f"        f_{f.name} = _packed_from(f_{f.name}, "
                              f"{self.packed_kind(f)})")
                 continue
             conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
@@ -440,12 +465,39 @@ class ConstructEmitter:
                 conv = f"[{item} for _x in f_{f.name}]" if item else None
                 if conv and f.repeat.stop_on_error:  # keep why the log ended
                     conv = f"_LogList({conv}, f_{f.name}.stop)"
-            if conv:
+            if conv and f.repeat is None and isinstance(f.type, ir.RefT) \
+                    and f.type.kind == "enum":
+                # the member table first (one dict read); misses keep _enum_value's rules
+                table = f"_{enum_class(f.type.target).upper()}_BY_VALUE"
+                if self.family.enums[f.type.target].open:
+                    conv = f"f_{f.name}"  # an open enum keeps a value it does not name
+                lines.append(f"    if f_{f.name} is not None:")
+                lines.append(f"        _t = {table}.get(f_{f.name})")
+                lines.append(f"        f_{f.name} = {conv} if _t is None else _t")
+            elif conv:
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = {conv}")
         vals = ", ".join(f"f_{f.name}" for f in rec.model_fields)
         lines.append(f"    return {camel(rec.name)}({vals})")
-        return lines
+        return self.drop_unused(lines, rec)
+
+    @staticmethod
+    def drop_unused(lines: list[str], rec: ir.Record) -> list[str]:
+        """Without the reads and conversions of fields the model does not hold and no
+        other conversion reads (constants, reserved bytes): work on the timed path."""
+        model = {f.name for f in rec.model_fields}
+        out = lines
+        for f in rec.fields:
+            if f.name in model:
+                continue
+            var = re.compile(rf"\bf_{re.escape(f.name)}\b")
+            own = [i for i, x in enumerate(out) if x.startswith((f"    f_{f.name} = ",
+                                                                   f"    if f_{f.name} is ",
+                                                                   f"        f_{f.name} = "))]
+            if any(var.search(x) for i, x in enumerate(out) if i not in own):
+                continue
+            out = [x for i, x in enumerate(out) if i not in own]
+        return out
 
     def conv(self, f: ir.Field, t: ir.Type, val: str, rec: ir.Record, res) -> str | None:
         if isinstance(t, ir.RefT):

@@ -46,6 +46,12 @@ class Item:
     local: str
 
 
+def _encode_call(encoding: str) -> str:
+    """``.encode()`` for UTF-8 (the default: no argument to parse), else with the name."""
+    return ".encode()" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") \
+        else f".encode({encoding!r})"
+
+
 class FastEmitter:
     """Emit decoder and encoder source for every record layout of one family."""
 
@@ -59,6 +65,8 @@ class FastEmitter:
         self._inline_stack: frozenset[str] = frozenset()  # records being inlined (no recursion)
         self._inline_src: dict[tuple, tuple | None] = {}  # callee template per context
         self._reach: dict[str, frozenset[str]] = {}
+        self._twins: dict[str, bool] = {}  # record -> has an optimistic twin
+        self._no_twin = False
 
     # -- shared helpers ------------------------------------------------------------
     def const(self, prefix: str, source: str) -> str:
@@ -364,7 +372,88 @@ class FastEmitter:
         lines += ["    " + b for b in body]
         lines += ["    " + x for x in self.construct(rec, vals, "_obj")]
         lines.append("    return _obj, pos")
-        return self.drop_unused_start(lines)
+        lines = self.drop_unused_start(lines)
+        if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
+                and not rec.version_from:
+            lines += self.optimistic(rec, lines)
+        return lines
+
+    OPTIMISTIC_MAX_LINES = 1000  # larger decoders get no optimistic twin (code size)
+
+    def has_twin(self, name: str) -> bool:
+        """Whether record ``name`` gets an optimistic twin ``_u_<name>`` (decided from
+        its checked decoder, built once more without twins)."""
+        got = self._twins.get(name)
+        if got is None:
+            rec = self.family.records[name]
+            got = False
+            if len(rec.layouts) == 1 and not rec.version_from:
+                sub = FastEmitter(self.family)
+                sub.consts, sub._const_ids, sub.min_sizes = self.consts, self._const_ids, self.min_sizes
+                sub._inline_src, sub._reach, sub._twins = self._inline_src, self._reach, self._twins
+                sub._no_twin = True
+                lines = sub.decoder(rec, rec.layouts[0])
+                got = len(lines) <= self.OPTIMISTIC_MAX_LINES and \
+                    Optimist({}).eligible(ast.parse("\n".join(lines)).body[0])
+            self._twins[name] = got
+        return got
+
+    def optimistic(self, rec: ir.Record, lines: list[str]) -> list[str]:
+        """``_u_<record>`` (one record) and ``_m_<record>`` (consecutive records in one
+        loop, no call per record) for the checked decoder ``lines``; [] when the
+        decoder does something the twin cannot mirror (see :class:`Optimist`)."""
+        if len(lines) > self.OPTIMISTIC_MAX_LINES:
+            return []
+        fn = ast.parse("\n".join(lines)).body[0]
+        formats = {}
+        for c in self.consts:
+            m = re.fullmatch(r"(_S\d+) = struct\.Struct\('([^']*)'\)", c)
+            if m:
+                formats[m.group(1)] = m.group(2)
+        opt = Optimist(formats, self.has_twin)
+        if not opt.eligible(fn):
+            return []
+        opt.transform(fn)
+        name = rec.name
+        params = [a.arg for a in fn.args.args[3:]]
+        fn.name = f"_u_{name}"
+        single = ast.unparse(fn).splitlines()
+        # the many-loop: the body once per record, the value appended; struct methods
+        # are bound once per log (a local load instead of a global and an attribute)
+        ret = fn.body[-1]
+        hoisted: set[str] = set()
+        taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr == "unpack_from" and isinstance(n.func.value, ast.Name) \
+                    and re.fullmatch(r"_S\d+", n.func.value.id) \
+                    and f"{n.func.value.id}_unpack_from" not in taken:
+                hoisted.add(n.func.value.id)
+                n.func = ast.Name(f"{n.func.value.id}_unpack_from", ast.Load())
+        body = ast.unparse(ast.Module(body=fn.body[:-1], type_ignores=[])).splitlines()
+        value = ast.unparse(ret.value.elts[0])
+        ptuple = "(" + "".join(f"{p}, " for p in params) + ")"
+        fallback = f"_decode_many(_d_{name}, {name!r}, mv, _rs, end, {ptuple}, _out)"
+        loop = [f"def _m_{name}(mv, pos, end{''.join(', ' + p for p in params)}):",
+                "    _out = []",
+                "    _append = _out.append",
+                "    _p0 = _rs = pos"] + [
+                f"    {h}_unpack_from = {h}.unpack_from" for h in sorted(hoisted)] + [
+                "    try:",
+                "        while pos < end:",
+                "            _rs = pos"]
+        loop += ["            " + x for x in body]
+        if self.min_size(name) == 0:
+            loop += ["            if pos <= _rs:", "                raise IndexError"]
+        loop += [f"            _append({value})",
+                 "    except Exception:",
+                 "        # the checked decoder re-reads the failing record: its error (or value)",
+                 f"        return {fallback}",
+                 "    if pos > end and pos != _p0:  # the last record ran past the end",
+                 "        _out.pop()",
+                 f"        return {fallback}",
+                 "    return _out"]
+        return [""] + single + [""] + loop
 
     @staticmethod
     def construct(rec: ir.Record, vals: list[str], target: str) -> list[str]:
@@ -545,7 +634,12 @@ class FastEmitter:
         if isinstance(f.type, ir.RefT) and f.type.kind == "enum":
             e = self.family.enums[f.type.target]
             table = f"_{enum_class(e.name).upper()}_BY_VALUE"
-            if e.open:
+            if e.open and it.code == "B":
+                # one byte: a 256-slot list (member or the int itself) indexed directly,
+                # cheaper than a dict method call per value
+                tab = self.const("EB", f"[{table}.get(_i, _i) for _i in range(256)]")
+                out.append(f"{loc} = {tab}[{loc}]")
+            elif e.open:
                 out.append(f"{loc} = {table}.get({loc}, {loc})")
             else:
                 out += [f"_v = {table}.get({loc})",
@@ -1058,7 +1152,7 @@ class FastEmitter:
             if not self.compatible(run, f, role):
                 flush()
             if role == "prefix":
-                enc = f".encode({f.type.text!r})" if f.type.text else ""
+                enc = _encode_call(f.type.text) if f.type.text else ""
                 out.append(f"{px}b_{f.name} = {val}.{f.name}{enc}")
             self.add_run_item(run, f, role)
             if role == "prefix":
@@ -1234,7 +1328,56 @@ class FastEmitter:
             body.extend(self.encode_field(rec, f, res, spans))
         flush()
         lines += ["    " + b for b in body] or ["    pass"]
-        return self.drop_unused_start(lines) if body else lines
+        lines = self.drop_unused_start(lines) if body else lines
+        lines = self.trailing_checksum(lines)
+        if not self._inline_stack and not self._no_twin and len(rec.layouts) == 1 \
+                and not rec.version_from:
+            lines += self.encoder_many(rec, lines)
+        return lines
+
+    @staticmethod
+    def trailing_checksum(lines: list[str]) -> list[str]:
+        """A checksum computed right after its covered span ends covers the buffer from
+        the span's start to its end: no end offset kept, no comparison with it."""
+        text = "\n".join(lines)
+        pat = re.compile(r"\n( +)(_e_\w+) = len\(out\)\n\1(.*)\(out if (_s_\w+) == 0 and \2 == "
+                         r"len\(out\) else memoryview\(out\)\[\4:\2\]\)")
+        for m in list(pat.finditer(text)):
+            if len(re.findall(rf"\b{m.group(2)}\b", text)) == 3:  # this pair only
+                text = text.replace(m.group(0), f"\n{m.group(1)}{m.group(3)}(out if {m.group(4)} "
+                                    f"== 0 else memoryview(out)[{m.group(4)}:])")
+        return text.split("\n")
+
+    def encoder_many(self, rec: ir.Record, lines: list[str]) -> list[str]:
+        """``_em_<record>(values, *params)``: the encoder's body once per value in one
+        loop (no call, no argument tuple per record). It raises whatever the body
+        raises; ``encode_many_<record>`` then re-runs the per-record loop, which names
+        the failing item exactly as before."""
+        if len(lines) > self.OPTIMISTIC_MAX_LINES:
+            return []
+        fn = ast.parse("\n".join(lines)).body[0]
+        nodes = list(ast.walk(fn))
+        if any(isinstance(n, (ast.Return, ast.Yield, ast.Lambda, ast.Global, ast.Nonlocal))
+               or (isinstance(n, ast.FunctionDef) and n is not fn)
+               or (isinstance(n, ast.Name) and n.id == "values") for n in nodes):
+            return []
+        params = [a.arg for a in fn.args.args[2:]]
+        hoisted: set[str] = set()
+        taken = {n.id for n in nodes if isinstance(n, ast.Name)}
+        for n in nodes:  # struct methods bound once per log
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr == "pack" and isinstance(n.func.value, ast.Name) \
+                    and re.fullmatch(r"_S\d+", n.func.value.id) \
+                    and f"{n.func.value.id}_pack" not in taken:
+                hoisted.add(n.func.value.id)
+                n.func = ast.Name(f"{n.func.value.id}_pack", ast.Load())
+        loop_checksums(fn)
+        body = ast.unparse(ast.Module(body=fn.body, type_ignores=[])).splitlines()
+        return ["", f"def _em_{rec.name}(values{''.join(', ' + p for p in params)}):",
+                "    out = bytearray()"] + [
+                f"    {h}_pack = {h}.pack" for h in sorted(hoisted)] + [
+                "    for v in values:"] + ["        " + x for x in body] + [
+                "    return bytes(out)"]
 
     def deferred_checksums(self, lay: ir.Layout) -> dict[str, list[ir.Field]]:
         """Checksums covering a size-derived field whose sized field comes after them.
@@ -1259,7 +1402,7 @@ class FastEmitter:
 
     def encode_text_prep(self, f: ir.Field) -> list[str]:
         if f.type.text:
-            return [f"_b_{f.name} = v.{f.name}.encode({f.type.text!r})"]
+            return [f"_b_{f.name} = v.{f.name}{_encode_call(f.type.text)}"]
         return [f"_b_{f.name} = v.{f.name}"]
 
     def scalar_value(self, f: ir.Field, it: Item, res) -> str:
@@ -1301,7 +1444,7 @@ class FastEmitter:
         for it in run:
             f = it.field
             if f.name in spans.s:
-                out.append(f"_s_{f.name} = len(out) + {off}")
+                out.append(f"_s_{f.name} = len(out)" + (f" + {off}" if off else ""))
             if f.name in spans.e and it.role == "value":
                 out.append(f"_e_{f.name} = len(out) + {off + it.size}")
             if it.role == "value" and f.derived_from and f.derived_from[0] == "size":
@@ -1444,7 +1587,7 @@ class FastEmitter:
         if isinstance(t, ir.BytesT):
             if prefixed:
                 return [f"out += _b_{f.name}"]
-            b = f"{val}.encode({t.text!r})" if t.text else val
+            b = f"{val}{_encode_call(t.text)}" if t.text else val
             out = [f"_b = {b}"]
             if t.terminator is not None:
                 return out + [f"if {t.terminator!r} in _b:",
@@ -1597,3 +1740,437 @@ class FastEmitter:
         if f.cond is not None:
             return [f"if {f.cond.render(self.enc_res)}:"] + ["    " + x for x in inner]
         return inner
+
+
+# -- optimistic decoding -------------------------------------------------------------
+# A record's checked decoder tests the bounds before every read. Its optimistic twin
+# (``_u_<record>``, and ``_m_<record>`` for a whole log in one loop) leaves out the tests
+# that the buffer itself or one final ``pos <= end`` makes redundant: a read past the
+# buffer raises (IndexError, struct.error), a slice past ``end`` is short but advances
+# ``pos`` past ``end`` all the same, and ``pos`` only grows (a statement that could move
+# it back is preceded by an overrun test). Any exception, or a final ``pos > end``,
+# re-runs the checked decoder from the record's start: it raises the authoritative
+# error (same type, offset and path) or returns the same value. Every other check
+# (enums, constants, reserved bytes, checksums, counts, zero-size items) stays.
+
+_UNSIGNED_CODES = set("BHILQN")
+_HELPERS = frozenset({"_out", "_append", "_rs", "_p0"})
+
+
+def struct_items(fmt: str) -> list[str]:
+    """The struct code of each value ``unpack`` returns for ``fmt``."""
+    out: list[str] = []
+    for count, code in re.findall(r"(\d*)([xcbB?hHiIlLqQnNefdspP])", fmt.lstrip("<>!=@")):
+        if code == "x":
+            continue
+        out += [code] if code in "sp" else [code] * int(count or 1)
+    return out
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _raises(stmts: list[ast.stmt]) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], ast.Raise)
+
+
+def _stmt_lists(node: ast.AST):
+    """Every statement list under ``node`` (bodies, else branches, handlers); walks
+    statements only (expressions hold none), which keeps generation fast."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        for attr in ("body", "orelse", "finalbody", "handlers"):
+            lst = getattr(n, attr, None)
+            if isinstance(lst, list) and lst:
+                if isinstance(lst[0], ast.stmt):
+                    yield n, attr, lst
+                stack.extend(lst)
+
+
+class Optimist:
+    """Build the optimistic twin of one checked decoder (see the comment above)."""
+
+    def __init__(self, formats: dict[str, str], has_twin=None) -> None:
+        self.formats = formats  # struct constant name -> format
+        self.has_twin = has_twin or (lambda name: False)
+
+    # which locals are provably >= 0 (every assignment to them is)
+    def nonneg(self, fn: ast.FunctionDef, guards: bool = True) -> set[str]:
+        """Locals provably >= 0: every assignment to them is (a greatest fixed point, so
+        a name is trusted only if each of its sources is, whatever the visiting order)."""
+        seen: set[int] = set()
+        assigns: list[tuple[str, object, bool]] = []  # (name, value or struct code, guarded)
+
+        def guarded(stmts: list[ast.stmt], i: int, name: str) -> bool:
+            if not guards or i >= len(stmts) or not isinstance(stmts[i], ast.If) \
+                    or not _raises(stmts[i].body):
+                return False
+            t = stmts[i].test
+            tests = t.values if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.Or) else [t]
+            for c in tests:
+                if isinstance(c, ast.Compare) and _is_name(c.left, name) and \
+                        isinstance(c.ops[0], ast.Lt) and isinstance(c.comparators[0], ast.Constant) \
+                        and c.comparators[0].value == 0 and len(c.ops) == 1:
+                    return True
+            return False
+
+        for _parent, _attr, stmts in _stmt_lists(fn):
+            for i, st in enumerate(stmts):
+                if not isinstance(st, ast.Assign) or len(st.targets) != 1:
+                    continue
+                tgt, val = st.targets[0], st.value
+                if isinstance(tgt, ast.Name):
+                    seen.add(id(tgt))
+                    assigns.append((tgt.id, val, guarded(stmts, i + 1, tgt.id)))
+                elif isinstance(tgt, ast.Tuple) and all(isinstance(e, ast.Name) for e in tgt.elts):
+                    codes = self.unpack_codes(val)
+                    for k, e in enumerate(tgt.elts):
+                        seen.add(id(e))
+                        code = codes[k] if codes is not None and k < len(codes) else None
+                        assigns.append((e.id, code, False))
+        other = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+                 and not isinstance(n.ctx, ast.Load) and id(n) not in seen}
+        cand = {a[0] for a in assigns} - other
+        while True:
+            bad = set()
+            for name, src, guard in assigns:
+                if isinstance(src, ast.expr):
+                    good = guard or self.expr_nonneg(src, cand)
+                else:
+                    good = src in _UNSIGNED_CODES
+                if not good:
+                    bad.add(name)
+            if not bad & cand:
+                return cand
+            cand -= bad
+
+    def unpack_codes(self, val: ast.expr) -> list[str] | None:
+        if isinstance(val, ast.Call) and isinstance(val.func, ast.Attribute) \
+                and val.func.attr == "unpack_from" and isinstance(val.func.value, ast.Name) \
+                and val.func.value.id in self.formats:
+            return struct_items(self.formats[val.func.value.id])
+        return None
+
+    def expr_nonneg(self, e: ast.expr, ok: set[str]) -> bool:
+        if isinstance(e, ast.Constant):
+            return isinstance(e.value, int) and not isinstance(e.value, bool) and e.value >= 0
+        if isinstance(e, ast.Name):
+            return e.id in ok
+        if isinstance(e, ast.Subscript) and _is_name(e.value, "mv") \
+                and not isinstance(e.slice, ast.Slice):
+            return True  # one byte
+        if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) \
+                and e.slice.value == 0:
+            codes = self.unpack_codes(e.value)
+            return bool(codes) and codes[0] in _UNSIGNED_CODES
+        if isinstance(e, ast.BinOp):
+            if isinstance(e.op, ast.Mod):
+                return isinstance(e.right, ast.Constant) and isinstance(e.right.value, int) \
+                    and e.right.value > 0
+            if isinstance(e.op, ast.BitAnd):
+                return self.expr_nonneg(e.left, ok) or self.expr_nonneg(e.right, ok)
+            if isinstance(e.op, (ast.Add, ast.Mult, ast.BitOr, ast.LShift, ast.RShift)):
+                return self.expr_nonneg(e.left, ok) and self.expr_nonneg(e.right, ok)
+        return False
+
+    # the transformation
+    def eligible(self, fn: ast.FunctionDef) -> bool:
+        nodes = list(ast.walk(fn))
+        for n in nodes:
+            if isinstance(n, ast.Name) and n.id in _HELPERS:
+                return False
+            if isinstance(n, ast.Name) and n.id == "mv" and not isinstance(n.ctx, ast.Load):
+                return False  # decompressed sections swap the buffer
+            if isinstance(n, ast.Try) and not all(_raises(h.body) for h in n.handlers):
+                return False  # a handler that keeps going (stop-on-error lists)
+            if isinstance(n, (ast.Try,)) and (n.orelse or n.finalbody):
+                return False
+            if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.Yield, ast.Global,
+                              ast.Nonlocal)) and n is not fn:
+                return False
+        returns = [n for n in nodes if isinstance(n, ast.Return)]
+        last = fn.body[-1]
+        return returns == [last] and isinstance(last.value, ast.Tuple) \
+            and len(last.value.elts) == 2 and _is_name(last.value.elts[1], "pos")
+
+    def transform(self, fn: ast.FunctionDef) -> None:
+        """Rewrite ``fn`` (a checked decoder) in place into its optimistic twin."""
+        ok = self.nonneg(fn)
+        # the sign tests themselves may only go where no sign test is the proof
+        unsigned = self.nonneg(fn, guards=False)
+
+        def bound_check(st: ast.stmt, nxt: ast.stmt | None) -> bool:
+            if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1
+                    and isinstance(st.body[0], ast.Raise)):
+                return False
+            t = st.test
+            if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Gt)
+                    and _is_name(t.comparators[0], "end") and isinstance(t.left, ast.BinOp)
+                    and isinstance(t.left.op, ast.Add) and _is_name(t.left.left, "pos")):
+                return False
+            if isinstance(nxt, ast.Assign) and isinstance(nxt.targets[0], ast.Name) \
+                    and nxt.targets[0].id.startswith("_outer_end_"):
+                return False  # a sized section's own size (kept: once per section)
+            return self.expr_nonneg(t.left.right, ok)
+
+        def monotone(st: ast.stmt) -> bool:
+            """True unless ``st`` may move ``pos`` backwards."""
+            if isinstance(st, (ast.If, ast.For, ast.While, ast.Try)):
+                return True  # compound: its own statements are handled one by one
+            if isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add) \
+                    and _is_name(st.target, "pos"):
+                return self.expr_nonneg(st.value, ok)
+            return not any(isinstance(n, ast.Name) and n.id == "pos"
+                           and not isinstance(n.ctx, ast.Load) for n in ast.walk(st))
+
+        guard = ast.parse("if pos > end:\n    raise IndexError").body[0]
+
+        def rewrite(stmts: list[ast.stmt]) -> list[ast.stmt]:
+            out: list[ast.stmt] = []
+            i = 0
+            while i < len(stmts):
+                st = stmts[i]
+                nxt = stmts[i + 1] if i + 1 < len(stmts) else None
+                if bound_check(st, nxt):
+                    i += 1
+                    continue
+                # a closed enum: ``_v = T.get(x)`` / ``if _v is None: raise`` / ``x = _v``
+                # becomes ``x = T[x]`` (an unknown value raises KeyError: checked re-run)
+                if isinstance(st, ast.Assign) and _is_name(st.targets[0], "_v") \
+                        and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute) \
+                        and st.value.func.attr == "get" and len(st.value.args) == 1 \
+                        and i + 2 < len(stmts) and isinstance(stmts[i + 1], ast.If) \
+                        and _raises(stmts[i + 1].body) and not stmts[i + 1].orelse \
+                        and isinstance(stmts[i + 2], ast.Assign) \
+                        and _is_name(stmts[i + 2].value, "_v") \
+                        and isinstance(stmts[i + 2].targets[0], ast.Name):
+                    x = stmts[i + 2].targets[0]
+                    out.append(ast.Assign(targets=[x], value=ast.Subscript(
+                        value=st.value.func.value, slice=st.value.args[0], ctx=ast.Load()),
+                        lineno=0))
+                    i += 3
+                    continue
+                if isinstance(st, ast.Try):
+                    out += rewrite(st.body)  # error wrappers: the checked re-run has them
+                    i += 1
+                    continue
+                if isinstance(st, ast.If):
+                    st.test = self.drop_varint_bounds(st.test)
+                    st.test = self.drop_sign_tests(st.test, unsigned)
+                    pre = self.varint_once(st)
+                    if pre is not None:
+                        out.append(pre)
+                self.call_twins(st)
+                if not monotone(st):
+                    out.append(guard)
+                for attr in ("body", "orelse"):
+                    lst = getattr(st, attr, None)
+                    if isinstance(lst, list) and lst and isinstance(lst[0], ast.stmt):
+                        setattr(st, attr, rewrite(lst) or [ast.Pass()])
+                out.append(st)
+                i += 1
+            return out
+
+        fn.body = rewrite(fn.body)
+        for _parent, _attr, stmts in list(_stmt_lists(fn)):
+            raw_switch_tags(stmts)
+        drop_dead_stores(fn)
+        fresh = ast.parse(ast.unparse(fn)).body[0]  # true source positions for the next pass
+        propagate_copies(fresh)
+        fn.body = fresh.body
+
+    @staticmethod
+    def drop_sign_tests(test: ast.expr, ok: set[str]) -> ast.expr:
+        """``n < 0 or <rest>`` -> ``<rest>`` where ``n`` is provably >= 0."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+            keep = [c for c in test.values
+                    if not (isinstance(c, ast.Compare) and len(c.ops) == 1
+                            and isinstance(c.ops[0], ast.Lt) and isinstance(c.left, ast.Name)
+                            and c.left.id in ok and isinstance(c.comparators[0], ast.Constant)
+                            and c.comparators[0].value == 0)]
+            if keep and len(keep) < len(test.values):
+                return keep[0] if len(keep) == 1 else ast.BoolOp(op=ast.Or(), values=keep)
+        return test
+
+    def call_twins(self, st: ast.stmt) -> None:
+        """``x, pos = _d_<sub>(...)`` -> ``_u_<sub>``: the sub-record read optimistically
+        too (its overrun shows in ``pos``, its errors reach the same re-run)."""
+        if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) \
+                and isinstance(st.value.func, ast.Name) and st.value.func.id.startswith("_d_") \
+                and self.has_twin(st.value.func.id[3:]):
+            st.value.func.id = "_u_" + st.value.func.id[3:]
+
+    @staticmethod
+    def varint_once(st: ast.If) -> ast.stmt | None:
+        """The inline varint reads its first byte once: ``x = mv[pos]`` before the
+        test instead of indexing twice (rewrites ``st``; returns the new first line)."""
+        t = st.test
+        if not (isinstance(t, ast.Compare) and isinstance(t.left, ast.Subscript)
+                and _is_name(t.left.value, "mv") and _is_name(t.left.slice, "pos")
+                and isinstance(t.ops[0], ast.Lt) and len(st.body) == 2
+                and isinstance(st.body[0], ast.Assign) and isinstance(st.body[0].targets[0], ast.Name)
+                and ast.dump(st.body[0].value) == ast.dump(t.left)
+                and len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If)):
+            return None
+        x = st.body[0].targets[0].id
+        inner = st.orelse[0]
+        if not (inner.body and isinstance(inner.body[0], ast.Assign)
+                and _is_name(inner.body[0].targets[0], x)):
+            return None
+        first = st.body[0]
+        st.test = ast.Compare(left=ast.Name(x, ast.Load()), ops=t.ops, comparators=t.comparators)
+        st.body = st.body[1:]
+        read = ast.dump(t.left)
+
+        class Sub(ast.NodeTransformer):
+            def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+                return ast.Name(x, ast.Load()) if ast.dump(node) == read else node
+
+        inner.body[0].value = Sub().visit(inner.body[0].value)
+        return first
+
+    @staticmethod
+    def drop_varint_bounds(test: ast.expr) -> ast.expr:
+        """``pos < end and mv[pos] < 128`` -> ``mv[pos] < 128`` (the read raises or
+        moves ``pos`` past ``end``)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and len(test.values) == 2:
+            a, b = test.values
+            if isinstance(a, ast.Compare) and isinstance(a.ops[0], ast.Lt) \
+                    and _is_name(a.comparators[0], "end") and (
+                        _is_name(a.left, "pos") or (isinstance(a.left, ast.BinOp)
+                                                    and _is_name(a.left.left, "pos"))) \
+                    and isinstance(b, ast.Compare) and isinstance(b.left, ast.Subscript) \
+                    and _is_name(b.left.value, "mv"):
+                return b
+        return test
+
+
+def loop_checksums(fn: ast.FunctionDef) -> None:
+    """In the many-record encode loop a trailing checksum always slices the buffer
+    (``memoryview(out)[s:]``: the whole-buffer shortcut only pays for one record), and
+    a checksum kept in a local only to be packed next is packed directly."""
+    class Slice(ast.NodeTransformer):
+        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+            self.generic_visit(node)
+            t = node.test
+            if _is_name(node.body, "out") and isinstance(t, ast.Compare) \
+                    and isinstance(t.left, ast.Name) and t.left.id.startswith("_s_") \
+                    and isinstance(node.orelse, ast.Subscript) \
+                    and isinstance(node.orelse.slice, ast.Slice) \
+                    and _is_name(node.orelse.slice.lower, t.left.id) \
+                    and node.orelse.slice.upper is None:
+                return node.orelse
+            return node
+
+    Slice().visit(fn)
+    loads: dict[str, int] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads[n.id] = loads.get(n.id, 0) + 1
+    for parent, attr, stmts in list(_stmt_lists(fn)):
+        keep: list[ast.stmt] = []
+        i = 0
+        while i < len(stmts):
+            st = stmts[i]
+            nxt = stmts[i + 1] if i + 1 < len(stmts) else None
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                    and isinstance(st.targets[0], ast.Name) and st.targets[0].id.startswith("f_") \
+                    and loads.get(st.targets[0].id) == 1 and isinstance(nxt, ast.AugAssign) \
+                    and _is_name(nxt.target, "out") and isinstance(nxt.value, ast.Call) \
+                    and len(nxt.value.args) == 1 and _is_name(nxt.value.args[0], st.targets[0].id):
+                nxt.value.args[0] = st.value
+                i += 1
+                continue
+            keep.append(st)
+            i += 1
+        setattr(parent, attr, keep or [ast.Pass()])
+
+
+def raw_switch_tags(stmts: list[ast.stmt]) -> None:
+    """A switch on a field converted to its enum member (``x = T[x]`` ... ``_tag = x``)
+    compares the stored int instead: ``_tag = x`` moves before the conversion. The cases
+    compare equal either way (IntEnum); int == int is the interpreter's fast path."""
+    i = 0
+    while i < len(stmts):
+        st = stmts[i]
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                and isinstance(st.targets[0], ast.Name) and st.targets[0].id.endswith("_tag") \
+                and isinstance(st.value, ast.Name):
+            x, y = st.value.id, st.targets[0].id
+            for j in range(i - 1, -1, -1):
+                prev = stmts[j]
+                if isinstance(prev, ast.Assign) and _is_name(prev.targets[0], x) \
+                        and isinstance(prev.value, ast.Subscript) \
+                        and _is_name(prev.value.slice, x) and isinstance(prev.value.value, ast.Name):
+                    stmts.insert(j, stmts.pop(i))
+                    break
+                if any(isinstance(n, ast.Name) and n.id in (x, y) for n in ast.walk(prev)):
+                    break  # read or written in between: leave it
+        i += 1
+
+
+def propagate_copies(fn: ast.FunctionDef) -> None:
+    """``y = x`` where both are assigned once, side by side in one block, and ``y`` is
+    not read before: ``y`` is replaced by ``x`` (one store and load less per record)."""
+    stores: dict[str, int] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    order = {id(n): (n.lineno, n.col_offset) for n in ast.walk(fn) if hasattr(n, "lineno")}
+    loads_of: dict[str, list[ast.Name]] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads_of.setdefault(n.id, []).append(n)
+    for parent, attr, stmts in list(_stmt_lists(fn)):
+        defined: set[str] = set()
+        keep = []
+        for st in stmts:
+            # assigned at this level only (a store nested in a branch may not have run)
+            for t in st.targets if isinstance(st, ast.Assign) else ():
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        defined.add(n.id)
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                    and isinstance(st.targets[0], ast.Name) and isinstance(st.value, ast.Name):
+                y, x = st.targets[0].id, st.value.id
+                if stores.get(y) == 1 and stores.get(x) == 1 and x in defined and x != y \
+                        and x not in {"pos", "end", "mv"} and y not in {"pos", "end", "mv"}:
+                    uses = loads_of.get(y, [])
+                    if all(order[id(n)] > order[id(st)] for n in uses):
+                        for n in uses:
+                            n.id = x
+                        loads_of.setdefault(x, []).extend(uses)
+                        loads_of[y] = []
+                        continue
+            keep.append(st)
+        setattr(parent, attr, keep or [ast.Pass()])
+
+
+def drop_dead_stores(fn: ast.FunctionDef) -> None:
+    """Remove ``x = <name or constant>`` and ``x += <constant>`` whose ``x`` is never
+    read (offsets kept for error messages that a variant does not raise)."""
+    while True:
+        loads = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+                 and isinstance(n.ctx, ast.Load)}
+        changed = False
+        for _parent, attr, stmts in list(_stmt_lists(fn)):
+            keep = []
+            for st in stmts:
+                dead = False
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                        and isinstance(st.targets[0], ast.Name) \
+                        and st.targets[0].id not in loads and st.targets[0].id != "pos" \
+                        and isinstance(st.value, (ast.Name, ast.Constant)):
+                    dead = True
+                if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) \
+                        and st.target.id not in loads and isinstance(st.value, ast.Constant):
+                    dead = True
+                if dead:
+                    changed = True
+                else:
+                    keep.append(st)
+            setattr(_parent, attr, keep or [ast.Pass()])
+        if not changed:
+            return

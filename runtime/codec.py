@@ -8,6 +8,7 @@ between ``generated/`` and the rest of the runtime.
 from __future__ import annotations
 
 import enum
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from .errors import (
     TruncatedError,
     UnsupportedError,
 )
+from .packed import PackedArray
 
 # Decompressed sections without a declared size (WAL blocks) are capped here.
 DEFAULT_LIMIT = 64 << 20
@@ -70,15 +72,18 @@ def uleb128(mv: memoryview, pos: int, end: int, path: str) -> tuple[int, int]:
     # bits) goes to the strict decoder, which raises the error with offset and path
     value = shift = 0
     p = pos
-    stop = min(end, pos + 10)
+    stop = pos + 10
+    if stop > end:  # (a comparison, not a min() call: this runs per long varint)
+        stop = end
     while p < stop:
         b = mv[p]
         p += 1
-        value |= (b & 0x7F) << shift
         if b < 0x80:
+            value |= b << shift
             if value <= 0xFFFF_FFFF_FFFF_FFFF:
                 return value, p
             break
+        value |= (b & 0x7F) << shift
         shift += 7
     return varint.decode_uleb128(_upto(mv, end), pos, path=path)
 
@@ -224,6 +229,21 @@ class WithParams(cs.Subconstruct):
     def _sizeof(self, context, path):
         return self.subcon._sizeof(self._ctx(context), path)
 
+    def _emitparse(self, code):
+        fname = f"parse_withparams_{code.allocateId()}"
+        sets = "".join(f"\n                _p[{k!r}] = {v!r}" for k, v in self.args.items())
+        # a compiled record reads only ``_params`` of its caller's context (it makes its
+        # own): hand it that instead of a copy of the whole context
+        light = isinstance(self.subcon, Struct)
+        ctx = "{'_params': _p}" if light else "Container(this, _params=_p)"
+        code.append(f"""
+            def {fname}(io, this):
+                _p = Container(this['_params']){sets}
+                this = {ctx}
+                return {self.subcon._compileparse(code)}
+        """)
+        return f"{fname}(io, this)"
+
 
 def _save_plain(context: cs.Container, name: str, plain: bytes) -> None:
     context[f"_plain_{name}"] = plain
@@ -290,6 +310,54 @@ class Compressed(cs.Subconstruct):
     def _sizeof(self, context, path):
         raise cs.SizeofError("compressed sections have no fixed size", path=path)
 
+    def _emitparse(self, code):
+        fid = code.allocateId()
+        fname = f"parse_compressed_{fid}"
+        _bw(code)
+        _read_exact(code)
+        expected = repr(self.expected_size) if self.expected_size else "None"
+        cap = repr(self.limit) if self.limit else "(expected or _bw.DEFAULT_LIMIT)"
+        if self.length is None:
+            frame = f"""plain, used = _bw.decompress_prefix({self.algorithm!r}, io.read(), cap,
+                                                    expected_size=expected, offset=at,
+                                                    path={self.fieldname!r}, codecs={self.codecs!r})
+                io.seek(at + used)"""
+        else:
+            frame = f"""n = {self.length._compileparse(code)}
+                plain = _bw.decompress({self.algorithm!r}, read_exact(io, n), cap,
+                                       expected_size=expected, offset=at,
+                                       path={self.fieldname!r}, codecs={self.codecs!r})"""
+        code.append(f"""
+            def {fname}_sub(io, this):
+                return {self.subcon._compileparse(code)}
+            def {fname}(io, this):
+                expected = {expected}
+                cap = {cap}
+                at = io.tell()
+                {frame}
+                this[{"_plain_" + self.fieldname!r}] = plain
+                return _bw.parse_plain_section({fname}_sub, plain, this, at)
+        """)
+        return f"{fname}(io, this)"
+
+
+def parse_plain_section(func, plain: bytes, this: cs.Container, at: int) -> Any:
+    """The compiled twin of the tail of :meth:`Compressed._parse`: ``func`` parses the
+    decompressed bytes, which it must use up; errors are reported at the section start."""
+    sub = cs.io.BytesIO(plain)
+    try:
+        value = func(sub, this)
+        if sub.tell() != len(plain):
+            raise ConstraintError("decompressed section has trailing bytes",
+                                  offset=sub.tell(), path="", expected=len(plain),
+                                  found=sub.tell())
+    except DecodeError as exc:
+        if exc.offset is not None:
+            exc.message += f" (at +{exc.offset} in the section decompressed from offset {at})"
+        exc.offset = at
+        raise
+    return value
+
 
 class Converted(cs.Adapter):
     """A numeric conversion (``convert:``) on the Construct path: the object model holds
@@ -314,6 +382,11 @@ class Converted(cs.Adapter):
         except Exception as exc:  # noqa: BLE001 - a plug-in's failure is an encode error
             raise EncodeError(f"{self.spec.name} conversion failed: {exc}",
                               path=self.fieldname) from None
+
+    def _emitparse(self, code):
+        _bw(code)
+        return (f"_bw.convert_decode({_link(code, self)}.spec, {self.subcon._compileparse(code)}, "
+                f"None, {self.fieldname!r})")
 
 
 def convert_decode(spec: Any, raw: int, offset: int, path: str) -> Any:
@@ -395,6 +468,48 @@ class ChainedRepeat(cs.Subconstruct):
     def _sizeof(self, context, path):
         raise cs.SizeofError("chained repeats have no fixed size", path=path)
 
+    def _emitparse(self, code):
+        fid = code.allocateId()
+        fname = f"parse_chainedrepeat_{fid}"
+        _bw(code)
+        _read_exact(code)
+        code.append(f"chained_{fid} = struct.Struct({self.fmt.format!r})")
+        count = repr(self.count) if self.count is not None else "None"
+        where = f"stop - {self.at}" if self.from_end else f"start + {self.at}"
+        if self.stop_on_error:
+            head = "items = _bw.LogList()"
+            fail = """except Exception as exc:
+                        items.stop = _bw.stop_reason(_bw.construct_error(exc, ""), start)
+                        io.seek(end)
+                        return items"""
+        else:
+            head = "items = ListContainer()"
+            fail = "finally:\n                        pass"
+        code.append(f"""
+            def {fname}(io, this):
+                n = {count}
+                here = io.tell()
+                end = io.seek(0, 2)
+                io.seek(here)
+                {head}
+                this['_chain'] = {self.first!r}
+                while (len(items) < n) if n is not None else (io.tell() < end):
+                    start = io.tell()
+                    try:
+                        item = {self.subcon._compileparse(code)}
+                        stop = io.tell()
+                        if stop <= start:
+                            raise _bw.ConstraintError("repeated item consumes no bytes",
+                                                      offset=start, path="")
+                    {fail}
+                    items.append(item)
+                    io.seek({where})
+                    this['_chain'] = chained_{fid}.unpack(read_exact(io, {self.fmt.size}))[0]
+                    io.seek(stop)
+                return items
+        """)
+        return f"{fname}(io, this)"
+
 
 class Plain(cs.Subconstruct):
     """The uncompressed twin of :class:`Compressed`: records its bytes for checksums."""
@@ -419,6 +534,20 @@ class Plain(cs.Subconstruct):
         _save_plain(context, self.fieldname, cs.stream_read(stream, end - start, path))
         return value
 
+    def _emitparse(self, code):
+        fname = f"parse_plain_{code.allocateId()}"
+        _read_exact(code)
+        code.append(f"""
+            def {fname}(io, this):
+                start = io.tell()
+                value = {self.subcon._compileparse(code)}
+                end = io.tell()
+                io.seek(start)
+                this[{"_plain_" + self.fieldname!r}] = read_exact(io, end - start)
+                return value
+        """)
+        return f"{fname}(io, this)"
+
 
 def span(this: cs.Container, pieces: list[tuple[str, str]]) -> bytes:
     """The bytes a checksum covers, from Tell markers (or saved plain sections)."""
@@ -441,6 +570,18 @@ def span(this: cs.Container, pieces: list[tuple[str, str]]) -> bytes:
         out.append(io.read(b - a))
     io.seek(here)
     return b"".join(out)
+
+
+def span_range(this: cs.Container, first: str, last: str) -> bytes:
+    """:func:`span` of consecutive fields: the bytes from marker ``first`` to ``last``
+    (one read instead of one per field; absent fields between them hold no bytes)."""
+    io = this._io
+    here = io.tell()
+    a = this[first]
+    io.seek(a)
+    data = io.read(this[last] - a)
+    io.seek(here)
+    return data
 
 
 def construct_error(exc: Exception, record: str) -> DecodeError:
@@ -487,6 +628,19 @@ class Terminated(cs.Subconstruct):
 
     def _sizeof(self, context, path):
         raise cs.SizeofError("terminated lists have no fixed size", path=path)
+
+    def _emitparse(self, code):
+        fname = f"parse_terminated_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(io, this):
+                items = ListContainer()
+                while True:
+                    item = {self.subcon._compileparse(code)}
+                    if item == {self.terminator!r}:
+                        return items
+                    items.append(item)
+        """)
+        return f"{fname}(io, this)"
 
 
 # -- strict Construct twins (both paths must agree: no silent stop, no skipped rule) ----
@@ -546,23 +700,34 @@ class RepeatToEnd(cs.Subconstruct):
 
     def _emitparse(self, code):
         # compiled, the item loop runs the compiled item parser (an interpreted loop here
-        # would run every item interpreted, which defeats compile()); the log variant,
-        # which catches any failure, stays interpreted
-        if self.stop_on_error:
-            raise NotImplementedError
+        # would run every item interpreted, which defeats compile()); the log variant maps
+        # a failure to its stop reason as _parse does (reads are checked when compiled, so
+        # a short item is "truncated" on both)
         fname = f"parse_repeattoend_{code.allocateId()}"
+        _bw(code)
+        if self.stop_on_error:
+            head = "items = _bw.LogList()"
+            fail = """except Exception as exc:
+                        items.stop = _bw.stop_reason(_bw.construct_error(exc, ""), pos)
+                        io.seek(end)
+                        return items"""
+        else:
+            head = "items = ListContainer()"
+            fail = "finally:\n                        pass"
         code.append(f"""
             def {fname}(io, this):
                 pos = io.tell()
                 end = io.seek(0, 2)
                 io.seek(pos)
-                items = ListContainer()
+                {head}
                 while pos < end:
-                    item = {self.subcon._compileparse(code)}
-                    nxt = io.tell()
-                    if nxt <= pos:
-                        raise ConstraintError("repeated item consumes no bytes", offset=pos,
-                                              path="")
+                    try:
+                        item = {self.subcon._compileparse(code)}
+                        nxt = io.tell()
+                        if nxt <= pos:
+                            raise _bw.ConstraintError("repeated item consumes no bytes",
+                                                      offset=pos, path="")
+                    {fail}
                     items.append(item)
                     pos = nxt
                 return items
@@ -599,6 +764,20 @@ class RepeatUntil(cs.Subconstruct):
     def _sizeof(self, context, path):
         raise cs.SizeofError("repeat-until lists have no fixed size", path=path)
 
+    def _emitparse(self, code):
+        fname = f"parse_repeatuntil_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(io, this):
+                items = ListContainer()
+                while True:
+                    item = {self.subcon._compileparse(code)}
+                    items.append(item)
+                    this['_last'] = item
+                    if {self.predicate!r}:
+                        return items
+        """)
+        return f"{fname}(io, this)"
+
 
 class ZeroPadding(cs.Construct):
     """Padding of a computed length whose bytes must be zero (unless ``arbitrary``)."""
@@ -624,6 +803,21 @@ class ZeroPadding(cs.Construct):
 
     def _sizeof(self, context, path):
         return self.length(context)
+
+    def _emitparse(self, code):
+        fname = f"parse_zeropadding_{code.allocateId()}"
+        _bw(code)
+        _read_exact(code)
+        check = "" if self.arbitrary else """
+                if data.count(0) != len(data):
+                    raise _bw.ConstraintError("padding must be zero", offset=at, path="")"""
+        code.append(f"""
+            def {fname}(io, this):
+                at = io.tell()
+                data = read_exact(io, {self.length!r}){check}
+                return None
+        """)
+        return f"{fname}(io, this)"
 
 
 class NumpyArray(cs.Construct):
@@ -654,6 +848,20 @@ class NumpyArray(cs.Construct):
 
     def _sizeof(self, context, path):
         raise cs.SizeofError("numpy arrays have a computed size", path=path)
+
+    def _emitparse(self, code):
+        fname = f"parse_numpyarray_{code.allocateId()}"
+        _bw(code)
+        _read_exact(code)
+        code.append(f"""
+            def {fname}(io, this):
+                n = {self.count!r}
+                if n < 0:
+                    raise _bw.ConstraintError("negative count", path="", found=n)
+                dtype = {_link(code, self)}.dtype
+                return _bw.np.frombuffer(read_exact(io, n * dtype.itemsize), dtype, n)
+        """)
+        return f"{fname}(io, this)"
 
 
 def attr(obj: Any, name: str, offset: int, path: str) -> Any:
@@ -717,6 +925,29 @@ class Leb128(cs.Construct):
     def _sizeof(self, context, path):
         raise cs.SizeofError("varints have no fixed size", path=path)
 
+    def _emitparse(self, code):
+        fname = f"parse_{self.kind}_{code.allocateId()}"
+        _bw(code)
+        # one byte below 0x80 is the whole uleb128 (the common case, inline); anything
+        # else goes through the same decoder as _parse, on the same (at most 11) bytes
+        quick = """
+                if data and data[0] < 0x80:
+                    io.seek(at + 1)
+                    return data[0]""" if self.kind == "uleb128" else ""
+        code.append(f"""
+            def {fname}(io, this):
+                at = io.tell()
+                data = io.read(11){quick}
+                try:
+                    value, n = _bw.varint.DECODERS[{self.kind!r}](data, 0, path="")
+                except _bw.DecodeError as exc:
+                    exc.offset = at
+                    raise
+                io.seek(at + n)
+                return value
+        """)
+        return f"{fname}(io, this)"
+
 
 def find_term(mv: memoryview, term: bytes, pos: int, end: int, path: str) -> int:
     """Offset of ``term`` in ``mv[pos:end]`` (any alignment); missing is a truncation."""
@@ -769,6 +1000,27 @@ class TerminatedBytes(cs.Construct):
 
     def _sizeof(self, context, path):
         raise cs.SizeofError("terminated bytes have no fixed size", path=path)
+
+    def _emitparse(self, code):
+        fname = f"parse_terminatedbytes_{code.allocateId()}"
+        _bw(code)
+        decode = "return raw" if self.encoding is None else f"""try:
+                    return raw.decode({self.encoding!r})
+                except UnicodeDecodeError as exc:
+                    raise _bw.text_error(exc, at, {self.encoding!r}, "") from None"""
+        code.append(f"""
+            def {fname}(io, this):
+                at = io.tell()
+                data = io.read()
+                i = data.find({self.term!r})
+                if i < 0:
+                    raise _bw.TruncatedError("terminator not found", offset=at, path="",
+                                             expected={self.term!r})
+                io.seek(at + i + {len(self.term)})
+                raw = data[:i]
+                {decode}
+        """)
+        return f"{fname}(io, this)"
 
 
 def remaining(this: cs.Container) -> int:
@@ -845,26 +1097,27 @@ class ClosedEnum(cs.Subconstruct):
         at = cs.stream_tell(stream, path)
         raw = self.subcon._parsereport(stream, context, path)
         if raw not in self.values:
-            what = "retired" if raw in self.retired else "unknown"
-            tail = " (permanently retired, never reused)" if what == "retired" else ""
-            raise ConstraintError(f"{what} {self.cls_name} value{tail}", offset=at,
-                                  path=_cpath(path), expected=sorted(self.values), found=raw)
+            raise self.refuse(raw, at, _cpath(path))
         return raw
 
     def _build(self, obj, stream, context, path):
         return self.subcon._build(obj, stream, context, path)
 
+    def refuse(self, raw: int, at: int, path: str) -> ConstraintError:
+        """The error for a value outside the enum (both paths raise it)."""
+        what = "retired" if raw in self.retired else "unknown"
+        tail = " (permanently retired, never reused)" if what == "retired" else ""
+        return ConstraintError(f"{what} {self.cls_name} value{tail}", offset=at, path=path,
+                               expected=sorted(self.values), found=raw)
+
     def _emitparse(self, code):
-        # the happy path compiled; a bad value goes back to _parse's rule for its error
         fname = f"parse_closedenum_{code.allocateId()}"
-        self._compileinstance(code)  # registers linkedinstances/parsers/builders
         code.append(f"""
             def {fname}(io, this):
                 at = io.tell()
                 raw = {self.subcon._compileparse(code)}
                 if raw not in {set(self.values)!r}:
-                    io.seek(at)
-                    return linkedinstances[{id(self)}]._parse(io, this, "")
+                    raise {_link(code, self)}.refuse(raw, at, "")
                 return raw
         """)
         return f"{fname}(io, this)"
@@ -900,6 +1153,19 @@ def _read_exact(code) -> str:
         code.append(_READ_EXACT)
         code._bytewright_read_exact = True
     return "read_exact"
+
+
+def _bw(code) -> str:
+    """Make this module reachable as ``_bw`` in the compiled source (errors, decoders)."""
+    code.append("from bytewright.runtime import codec as _bw")
+    return "_bw"
+
+
+def _link(code, obj: Any) -> str:
+    """Source naming ``obj`` in the compiled module, for its data (a dtype, a conversion
+    spec, an error builder), never for an interpreted ``_parse``."""
+    obj._compileinstance(code)  # all three tables: a build may still fall back to it
+    return f"linkedinstances[{id(obj)}]"
 
 
 class Bytes(cs.Bytes):
@@ -950,16 +1216,643 @@ def PascalString(lengthfield, encoding: str):  # noqa: N802 -- Construct's name
         return (f"{_read_exact(code)}(io, {lengthfield._compileparse(code)})"
                 f".decode({encoding!r})")
     macro._emitparse = _emitparse
+    macro._bw_prefix = lengthfield  # a compiled Struct reads it in its fixed run
+    macro._bw_encoding = encoding
     return macro
 
 
+def GreedyString(encoding: str):  # noqa: N802 -- Construct's name
+    """Construct's ``GreedyString`` (text to the end of the region), compiled."""
+    macro = cs.GreedyString(encoding)
+
+    def _emitparse(code):
+        return f"io.read().decode({encoding!r})"
+    macro._emitparse = _emitparse
+    return macro
+
+
+def PrefixedArray(countfield, subcon):  # noqa: N802 -- Construct's name
+    """Construct's ``PrefixedArray``, tagged so a compiled :class:`Struct` reads its count
+    in the fixed run before it."""
+    macro = cs.PrefixedArray(countfield, subcon)
+    macro._bw_count = countfield
+    macro._bw_item = subcon
+    return macro
+
+
+_MANY: dict = {}
+
+
+def _items(values, raw: bytes, key: tuple) -> cs.ListContainer:
+    """The numbers of a compiled fixed-size array, with the bytes they were read from
+    (``raw``; ``key``: byte order, number class, element size): a ``view: packed`` field
+    keeps those bytes (:func:`packed_from`) instead of packing the numbers again."""
+    out = cs.ListContainer(values)
+    out.raw = raw
+    out.key = key
+    return out
+
+
+_NUMBER_CLASS = {c: ("u", struct.calcsize("<" + c)) for c in "BHILQ"}
+_NUMBER_CLASS.update({c: ("s", struct.calcsize("<" + c)) for c in "bhilq"})
+_NUMBER_CLASS.update({c: ("f", struct.calcsize("<" + c)) for c in "efd"})
+
+
+_KIND_KEYS: dict = {}
+
+
+def packed_from(values: Any, kind: Any) -> Any:
+    """``PackedArray.from_values(values, kind)``, reusing the wire bytes when ``values``
+    were read compiled with the same element encoding (no second pack)."""
+    key = getattr(values, "key", None)
+    if key is not None:
+        want = _KIND_KEYS.get(kind)
+        if want is None:
+            want = _KIND_KEYS[kind] = (kind.order, *(
+                _NUMBER_CLASS.get(kind.code) if kind.code else
+                ("s" if kind.signed else "u", kind.size)))
+        if key == want:
+            return PackedArray(values.raw, kind)
+    return PackedArray.from_values(values, kind)
+
+
+def read_items(io, fmt: str, size: int, n: int) -> cs.ListContainer:
+    """``n`` items of the one-item struct format ``fmt`` (``size`` bytes each) in one
+    checked read and one unpack: the compiled form of an array of a fixed-size number."""
+    if n < 0:
+        raise cs.RangeError(f"invalid count {n}")
+    total = n * size
+    data = io.read(total)
+    if len(data) != total:
+        raise short_read(total, data)
+    st = _MANY.get((fmt, n))
+    if st is None:
+        if len(_MANY) > 512:  # counts vary per record: keep the cache bounded
+            _MANY.clear()
+        st = _MANY[(fmt, n)] = struct.Struct(f"{fmt[0]}{n}{fmt[1:]}")
+    return _items(st.unpack(data), data, (fmt[0], *_NUMBER_CLASS[fmt[1:]]))
+
+
+def read_bigints(io, size: int, n: int, order: str, signed: bool) -> cs.ListContainer:
+    """``n`` integers of ``size`` bytes (``BytesInteger``) in one checked read."""
+    if n < 0:
+        raise cs.RangeError(f"invalid count {n}")
+    total = n * size
+    data = io.read(total)
+    if len(data) != total:
+        raise short_read(total, data)
+    frm = int.from_bytes
+    return _items([frm(data[i:i + size], order, signed=signed)
+                     for i in range(0, total, size)], data,
+                    ("<" if order == "little" else ">", "s" if signed else "u", size))
+
+
+def _items_source(item: cs.Construct, count: str) -> str | None:
+    """Source reading ``count`` items of ``item`` at once, when it is a fixed number."""
+    item = _inner(item)
+    if isinstance(item, cs.FormatField):
+        return f"_bw.read_items(io, {item.fmtstr!r}, {item.length}, {count})"
+    if isinstance(item, cs.BytesInteger) and isinstance(item.length, int) \
+            and isinstance(item.swapped, bool) and isinstance(item.signed, bool):
+        order = "little" if item.swapped else "big"
+        return f"_bw.read_bigints(io, {item.length}, {count}, {order!r}, {item.signed})"
+    return None
+
+
+class Array(cs.Array):
+    """Construct's ``Array``; compiled, an array of a fixed-size number is one read and
+    one unpack, and a negative count is refused as interpreted (Construct's compiled
+    ``range(count)`` would yield an empty list)."""
+
+    def _emitparse(self, code):
+        _bw(code)
+        many = _items_source(self.subcon, "n")
+        fname = f"parse_array_{code.allocateId()}"
+        body = many if many is not None else \
+            f"ListContainer([{self.subcon._compileparse(code)} for i in range(n)])"
+        code.append(f"""
+            def {fname}(io, this):
+                n = {self.count!r}
+                if n < 0:
+                    raise RangeError("invalid count %r" % (n,))
+                return {body}
+        """)
+        return f"{fname}(io, this)"
+
+
+class FormatField(cs.FormatField):
+    """Construct's ``FormatField`` compiled with a checked read: a short input raises
+    ``StreamError`` (a truncation), as interpreted, instead of ``struct.error``."""
+
+    def _emitparse(self, code):
+        fname = f"formatfield_{code.allocateId()}"
+        code.append(f"{fname} = struct.Struct({self.fmtstr!r})")
+        return f"{fname}.unpack({_read_exact(code)}(io, {self.length}))[0]"
+
+
+# The names generated modules use, as checked FormatFields (imported over Construct's).
+_FIELD_NAMES: dict[str, str] = {}
+for _bits, _code in ((8, "b"), (16, "h"), (32, "l"), (64, "q")):
+    for _sign, _c in (("u", _code.upper()), ("s", _code)):
+        for _end, _order in (("b", ">"), ("l", "<")):
+            _FIELD_NAMES[f"Int{_bits}{_sign}{_end}"] = _order + _c
+for _bits, _c in ((32, "f"), (64, "d")):
+    for _end, _order in (("b", ">"), ("l", "<")):
+        _FIELD_NAMES[f"Float{_bits}{_end}"] = _order + _c
+for _name, _fmt in _FIELD_NAMES.items():
+    globals()[_name] = FormatField(_fmt[0], _fmt[1])
+del _bits, _code, _sign, _c, _end, _order, _name, _fmt
+
+
+def checksum_mismatch(hash1: Any, hash2: Any) -> cs.ChecksumError:
+    """Construct's own checksum error (both paths raise the same)."""
+    def show(h: Any) -> Any:
+        return h if not isinstance(h, (bytes, bytearray)) else h.hex().encode()
+    return cs.ChecksumError(f"wrong checksum, read {show(hash1)!r}, computed {show(hash2)!r}")
+
+
+class Checksum(cs.Checksum):
+    """Construct's ``Checksum`` that compiles: ``hashfunc`` and ``bytesfunc`` are
+    :class:`Code` (``hashfunc=None``: ``bytesfunc`` computes the checksum itself, for
+    seeded or parametrised algorithms)."""
+
+    def _hash(self, context: cs.Container) -> Any:
+        data = self.bytesfunc(context)
+        return data if self.hashfunc is None else self.hashfunc(data)
+
+    def _parse(self, stream, context, path):
+        hash1 = self.checksumfield._parsereport(stream, context, path)
+        hash2 = self._hash(context)
+        if hash1 != hash2:
+            exc = checksum_mismatch(hash1, hash2)
+            exc.path = path
+            raise exc
+        return hash1
+
+    def _build(self, obj, stream, context, path):
+        hash2 = self._hash(context)
+        self.checksumfield._build(hash2, stream, context, path)
+        return hash2
+
+    def _emitparse(self, code):
+        fname = f"parse_checksum_{code.allocateId()}"
+        _bw(code)
+        hash2 = (f"{self.bytesfunc!r}" if self.hashfunc is None
+                 else f"{self.hashfunc!r}({self.bytesfunc!r})")
+        code.append(f"""
+            def {fname}(io, this):
+                hash1 = {self.checksumfield._compileparse(code)}
+                hash2 = {hash2}
+                if hash1 != hash2:
+                    raise _bw.checksum_mismatch(hash1, hash2)
+                return hash1
+        """)
+        return f"{fname}(io, this)"
+
+
+def identity(value: Any) -> Any:
+    """The hash function of a checksum whose bytes function computes it whole."""
+    return value
+
+
+class BitFlags(cs.Subconstruct):
+    """Named bits and bit ranges of an integer (a ``flags:`` type), numbered from the
+    least significant bit; bits no field names must be zero. Parses to the Container the
+    equivalent ``BitStruct`` gives (``Flag`` -> bool, ranges -> int), but compiles: one
+    integer read and shifts instead of a bit stream parsed interpreted."""
+
+    def __init__(self, subcon, fields) -> None:
+        super().__init__(subcon)
+        self.fields = tuple(fields)  # (name, lo, width, is_flag)
+        used = 0
+        for _, lo, width, _ in self.fields:
+            used |= ((1 << width) - 1) << lo
+        self.reserved = ((1 << (8 * subcon.sizeof())) - 1) & ~used
+
+    def _parse(self, stream, context, path):
+        value = self.subcon._parsereport(stream, context, path)
+        if value & self.reserved:
+            raise cs.ConstError(f"parsing expected 0 but parsed {value & self.reserved} "
+                                "in the reserved bits", path=path)
+        return cs.Container({name: bool(value >> lo & 1) if flag else
+                             value >> lo & ((1 << width) - 1)
+                             for name, lo, width, flag in self.fields})
+
+    def _build(self, obj, stream, context, path):
+        value = 0
+        for name, lo, width, flag in self.fields:
+            x = obj[name]
+            if flag:
+                x = 1 if x else 0
+            elif not isinstance(x, int) or not 0 <= x < 1 << width:
+                raise cs.IntegerError(f"{name}: {x!r} does not fit in {width} bits",
+                                      path=path)
+            value |= x << lo
+        self.subcon._build(value, stream, context, path)
+        return cs.Container(obj)  # later expressions read it by attribute, as parsed
+
+    def split_source(self, v: str) -> tuple[str, str]:
+        """(check, value): source refusing reserved bits of the integer ``v``, and source
+        of the parsed Container."""
+        items = ", ".join(
+            f"{name!r}: " + (f"bool({v} >> {lo} & 1)" if flag else
+                             f"{v} >> {lo} & {(1 << width) - 1}")
+            for name, lo, width, flag in self.fields)
+        check = (f"if {v} & {self.reserved}:\n"
+                 f"    raise ConstError('parsing expected 0 but parsed %d in the reserved "
+                 f"bits' % ({v} & {self.reserved},))")
+        return check, f"Container({{{items}}})"
+
+    def _emitparse(self, code):
+        fname = f"parse_bitflags_{code.allocateId()}"
+        check, value = self.split_source("v")
+        check = check.replace("\n", "\n                ")
+        code.append(f"""
+            def {fname}(io, this):
+                v = {self.subcon._compileparse(code)}
+                {check}
+                return {value}
+        """)
+        return f"{fname}(io, this)"
+
+
+# -- compiled records: one context per record, fixed runs read with one unpack ---------
+
+def _inner(sc: cs.Construct) -> cs.Construct:
+    while isinstance(sc, (cs.Renamed, cs.Rebuild)):
+        sc = sc.subcon
+    return sc
+
+
+def _fixed_part(sc: cs.Construct) -> tuple[str, str, int] | None:
+    """(kind, struct code, size) of a member a run can read in its one unpack, or None.
+
+    kind: ``tell`` (no bytes), ``int`` (a FormatField), ``bytes`` (fixed-length bytes),
+    ``bigint`` (a 16-byte BytesInteger), ``const``, ``enum`` (a closed enum's integer),
+    or the run's last member: ``pascal`` / ``prefixed`` / ``parray`` (their length)."""
+    sc = _inner(sc)
+    if isinstance(sc, type(cs.Tell)):
+        return ("tell", "", 0)
+    if isinstance(sc, cs.FormatField):
+        return ("int", sc.fmtstr, sc.length)
+    if isinstance(sc, cs.Bytes) and isinstance(sc.length, int):
+        return ("bytes", f"={sc.length}s", sc.length)
+    if isinstance(sc, cs.BytesInteger) and isinstance(sc.length, int) \
+            and isinstance(sc.swapped, bool) and isinstance(sc.signed, bool):
+        return ("bigint", f"={sc.length}s", sc.length)
+    if isinstance(sc, cs.Const):
+        sub = _fixed_part(sc.subcon)
+        if sub is not None and sub[0] in ("int", "bytes"):
+            return ("const", sub[1], sub[2])
+    if isinstance(sc, ClosedEnum) and isinstance(_inner(sc.subcon), cs.FormatField):
+        f = _inner(sc.subcon)
+        return ("enum", f.fmtstr, f.length)
+    if isinstance(sc, BitFlags) and isinstance(_inner(sc.subcon), cs.FormatField):
+        f = _inner(sc.subcon)
+        return ("flags", f.fmtstr, f.length)
+    prefix = getattr(sc, "_bw_prefix", None) or getattr(sc, "_bw_count", None)
+    if prefix is None and isinstance(sc, Prefixed) and not sc.includelength \
+            and isinstance(sc.subcon, type(cs.GreedyBytes)):
+        prefix = sc.lengthfield
+    if prefix is not None and isinstance(_inner(prefix), cs.FormatField):
+        f = _inner(prefix)
+        kind = "pascal" if hasattr(sc, "_bw_prefix") else \
+            "parray" if hasattr(sc, "_bw_count") else "prefixed"
+        return (kind, f.fmtstr, f.length)
+    return None
+
+
+def _joined(codes: list[str]) -> str | None:
+    """One struct format for the members' codes, or None if their byte orders differ."""
+    order = None
+    out = []
+    for c in codes:
+        o, body = c[0], c[1:]
+        if o in "<>" and not (body in ("B", "b", "?", "x") or body.endswith("s")):
+            if order is not None and order != o:
+                return None
+            order = o
+        out.append(body)
+    return (order or "<") + "".join(out)
+
+
+def leb128_rest(io, first: bytes, kind: str) -> int:
+    """A varint whose first byte (``first``, maybe empty) is already read: the compiled
+    :class:`Leb128`'s rules and errors, from its start."""
+    if kind == "uleb128" and first:  # two bytes, the next most common case
+        second = io.read(1)
+        if second and second[0] < 0x80:
+            return (first[0] & 0x7F) | second[0] << 7
+        first += second
+    at = io.tell() - len(first)
+    data = first + io.read(11 - len(first))
+    try:
+        value, n = varint.DECODERS[kind](data, 0, path="")
+    except DecodeError as exc:
+        exc.offset = at
+        raise
+    io.seek(at + n)
+    return value
+
+
+class Switch(cs.Switch):
+    """Construct's ``Switch``; compiled, a case that is one parser call is stored as that
+    parser (Construct wraps every case in a lambda: one more call per item)."""
+
+    def _emitparse(self, code):
+        fname = f"switch_cases_{code.allocateId()}"
+        code.append(f"{fname} = {{}}")
+        for key, sc in self.cases.items():
+            expr = sc._compileparse(code)
+            m = re.fullmatch(r"(\w+)\(io, this\)", expr)
+            code.append(f"{fname}[{key!r}] = " + (m.group(1) if m else
+                                                  f"lambda io,this: {expr}"))
+        default = self.default._compileparse(code)
+        m = re.fullmatch(r"(\w+)\(io, this\)", default)
+        dname = f"switch_defaultcase_{code.allocateId()}"
+        code.append(f"{dname} = " + (m.group(1) if m else f"lambda io,this: {default}"))
+        return f"{fname}.get({self.keyfunc!r}, {dname})(io, this)"
+
+
+_PARAMS_ONLY = re.compile(r"this\['_params'\]")
+
+
+def _reads_only_params(sc: Any) -> bool:
+    """``sc`` parses in its caller's context without reading or writing the caller's
+    fields: its expressions read only ``this['_params']`` (records below make their
+    own context). Unknown classes are assumed to need the context."""
+    if isinstance(sc, Code):
+        return "this" not in _PARAMS_ONLY.sub("", sc.source)
+    if isinstance(sc, (int, bytes, str, type(None))):
+        return True
+    if isinstance(sc, Struct):
+        return True
+    if isinstance(sc, (cs.Renamed, ClosedEnum, BitFlags, cs.Const, Prefixed, cs.StringEncoded)):
+        return _reads_only_params(sc.subcon)
+    if isinstance(sc, (cs.FormatField, Leb128, type(cs.GreedyBytes), type(cs.Pass))) \
+            or sc is cs.Error:
+        return True
+    if isinstance(sc, (cs.Bytes, cs.BytesInteger)):
+        return _reads_only_params(sc.length)
+    if isinstance(sc, WithParams):
+        return all(_reads_only_params(v) for v in sc.args.values())
+    if isinstance(sc, cs.Switch):
+        return _reads_only_params(sc.keyfunc) and _reads_only_params(sc.default) and \
+            all(_reads_only_params(c) for c in sc.cases.values())
+    if isinstance(sc, cs.IfThenElse):
+        return all(_reads_only_params(x) for x in (sc.condfunc, sc.thensubcon,
+                                                   sc.elsesubcon))
+    if isinstance(sc, cs.Array):
+        return _reads_only_params(sc.count) and _reads_only_params(sc.subcon)
+    return False
+
+
+def short_read(n: int, data: bytes) -> cs.StreamError:
+    """``read_exact``'s error, for reads the compiled records inline."""
+    if n < 0:
+        return cs.StreamError(f"length must be non-negative, found {n!r}")
+    return cs.StreamError(f"stream read less than specified amount, expected {n}, "
+                          f"found {len(data)}")
+
+
+class Compiled(cs.Compiled):
+    """What ``compile()`` returns for a record: Construct's ``Compiled`` whose
+    ``parse_stream`` calls the compiled parser directly (the same root context, without
+    the per-call attribute hooks of the generic entry)."""
+
+    def parse_stream(self, stream, **contextkw):
+        context = cs.Container(contextkw, _parsing=True, _building=False, _sizing=False)
+        context["_params"] = context
+        try:
+            return self.parsefunc(stream, context)
+        except cs.CancelParsing:
+            return None
+
+
+class Struct(cs.Struct):
+    """Construct's ``Struct``; compiled, it is tighter than Construct's own emission.
+
+    Parsed it is the same Struct. Compiled: one context per record that is also the
+    result (no parent link: generated expressions read only ``_params``, ``_parsing``,
+    ``_io`` and this record's fields), and each run of fixed-size members -- integers,
+    fixed bytes, constants, closed enums, Tell markers, and the length prefix of a string,
+    byte string or array that ends the run -- read with one checked ``unpack``. Checks
+    keep their place (a run never crosses a ``Check``), constants and enums raise the
+    same errors as interpreted, at the member's offset.
+    """
+
+    def _emitparse(self, code):
+        fid = code.allocateId()
+        fname = f"parse_record_{fid}"
+        _read_exact(code)
+        _bw(code)
+        code.append("from bytewright.runtime.codec import Compiled")  # see Compiled
+        subs = list(self.subcons)
+        if self._context_free(subs):
+            return self._emit_flat(code, fid, subs)
+        body: list[str] = [
+            "this = Container(_params=this['_params'], _parsing=True, _building=False, "
+            "_sizing=False, _io=io)"]
+        i = 0
+        while i < len(subs):
+            run = []
+            while i < len(subs):
+                part = _fixed_part(subs[i])
+                if part is None:
+                    break
+                trial = [p for _, p in run] + [part]
+                if _joined([p[1] for p in trial if p[2]]) is None:
+                    break
+                run.append((subs[i], part))
+                i += 1
+                if part[0] in ("pascal", "prefixed", "parray"):
+                    break
+            if any(p[2] for _, p in run):
+                body += self._emit_run(code, fid, run)
+            elif run:  # Tell markers alone
+                body += [f"this[{sc.name!r}] = io.tell()" for sc, _ in run if sc.name]
+            if i < len(subs) and (not run or _fixed_part(subs[i]) is None):
+                sc = subs[i]
+                inline = self._inline(sc)
+                if isinstance(sc, cs.Check):  # inline: Check's own error, no call
+                    body += [f"if not ({sc.func!r}):",
+                             "    raise CheckError('check failed during parsing')"]
+                elif inline is not None:
+                    body += inline
+                else:
+                    expr = sc._compileparse(code)
+                    body.append(f"this[{sc.name!r}] = {expr}" if sc.name else expr)
+                i += 1
+        body.append("return this")
+        code.append(f"def {fname}(io, this):\n" + "\n".join("    " + b for b in body))
+        return f"{fname}(io, this)"
+
+    @staticmethod
+    def _inline(sc: cs.Construct) -> list[str] | None:
+        """Statements parsing ``sc`` in the record's function, for the members common
+        enough to be worth it (their helpers' checks and errors, without the call)."""
+        inner = sc.subcon if isinstance(sc, cs.Renamed) else sc
+        target = f"this[{sc.name!r}] = " if sc.name else ""
+        if isinstance(inner, Array):
+            many = _items_source(inner.subcon, f"({inner.count!r})")
+            return None if many is None else [target + many]
+        if isinstance(inner, cs.Bytes) and not isinstance(inner.length, int):
+            return [f"_n = {inner.length!r}",
+                    "_b = io.read(_n)",
+                    "if len(_b) != _n:",
+                    "    raise _bw.short_read(_n, _b)",
+                    target + "_b"]
+        if isinstance(inner, Leb128) and inner.kind == "uleb128":
+            # one byte below 0x80 is the whole varint; else Leb128's own decoding
+            return ["_b = io.read(1)",
+                    "if _b and _b[0] < 0x80:",
+                    f"    {target}_b[0]",
+                    "else:",
+                    f"    {target}_bw.leb128_rest(io, _b, 'uleb128')"]
+        if isinstance(inner, ZeroPadding):
+            out = [f"_n = {inner.length!r}",
+                   "_p = io.tell()",
+                   "_b = io.read(_n)",
+                   "if len(_b) != _n:",
+                   "    raise _bw.short_read(_n, _b)"]
+            if not inner.arbitrary:
+                out += ["if _b.count(0) != _n:",
+                        "    raise _bw.ConstraintError('padding must be zero', offset=_p, "
+                        "path='')"]
+            return out + ([target + "None"] if target else [])
+        return None
+
+    @staticmethod
+    def _context_free(subs: list) -> bool:
+        """No expression reads or writes this record's fields (members in fixed runs, or
+        reading only ``_params``): the record needs no context of its own (members get
+        the caller's, which holds the same ``_params``), and its result is built once at
+        the end."""
+        for sc in subs:
+            part = _fixed_part(sc)
+            if part is None:
+                if not _reads_only_params(sc):
+                    return False
+                continue
+            if part[0] == "parray":
+                item = _inner(sc)._bw_item
+                if not isinstance(item, (Struct, cs.FormatField)):
+                    return False
+        return True
+
+    def _emit_flat(self, code, fid: int, subs: list) -> str:
+        fname = f"parse_record_{fid}"
+        body: list[str] = []
+        fields: list[str] = []
+        i = 0
+        while i < len(subs):
+            if _fixed_part(subs[i]) is None:
+                sc = subs[i]
+                inline = self._inline(sc)
+                if inline is None:
+                    expr = sc._compileparse(code)
+                    inline = [f"this[{sc.name!r}] = {expr}" if sc.name else expr]
+                if sc.name:  # this[name] = v  ->  a local, gathered at the end
+                    local = f"_f{len(fields)}"
+                    fields.append(f"{sc.name!r}: {local}")
+                    inline = [x.replace(f"this[{sc.name!r}] = ", f"{local} = ")
+                              for x in inline]
+                body += inline
+                i += 1
+                continue
+            run = []
+            while i < len(subs):
+                part = _fixed_part(subs[i])
+                if part is None:
+                    break
+                trial = [p for _, p in run] + [part]
+                if _joined([p[1] for p in trial if p[2]]) is None:
+                    break
+                run.append((subs[i], part))
+                i += 1
+                if part[0] in ("pascal", "prefixed", "parray"):
+                    break
+            lines = self._emit_run(code, fid, run) if any(p[2] for _, p in run) else \
+                [f"this[{sc.name!r}] = io.tell()" for sc, _ in run if sc.name]
+            for line in lines:  # this[name] = v  ->  a local, gathered at the end
+                if line.startswith("this["):
+                    name = line[5:line.index("]")]
+                    local = f"_f{len(fields)}"
+                    fields.append(f"{name}: {local}")
+                    line = local + line[line.index("]") + 1:]
+                body.append(line)
+        body.append(f"return Container({{{', '.join(fields)}}})")
+        code.append(f"def {fname}(io, this):\n" + "\n".join("    " + b for b in body))
+        return f"{fname}(io, this)"
+
+    def _emit_run(self, code, fid: int, run: list) -> list[str]:
+        sized = [(sc, p) for sc, p in run if p[2]]
+        fmt = _joined([p[1] for _, p in sized])
+        sname = f"run_{fid}_{code.allocateId()}"
+        code.append(f"{sname} = struct.Struct({fmt!r})")
+        size = sum(p[2] for _, p in sized)
+        names = [f"_v{k}" for k in range(len(sized))]
+        need_p = any(p[0] in ("tell", "enum") for _, p in run)
+        out = ["_p = io.tell()"] if need_p else []
+        out += [f"_b = io.read({size})",
+               f"if len(_b) != {size}:",
+               f"    raise _bw.short_read({size}, _b)",
+               # one unsigned byte is read by index (no unpack call)
+               f"{names[0]} = _b[0]" if fmt[1:] == "B" else
+               f"{', '.join(names)}, = {sname}.unpack(_b)"]
+        off = 0
+        k = 0
+        for sc, (kind, _, n) in run:
+            name = sc.name
+            if kind == "tell":
+                if name:
+                    out.append(f"this[{name!r}] = _p + {off}")
+                continue
+            v = names[k]
+            k += 1
+            inner = _inner(sc)
+            if kind == "bigint":
+                order = "little" if inner.swapped else "big"
+                v = f"int.from_bytes({v}, {order!r}, signed={inner.signed})"
+            elif kind == "const":
+                out.append(f"if {v} != {inner.value!r}:")
+                out.append(f"    raise ConstError('parsing expected %r but parsed %r' % "
+                           f"({inner.value!r}, {v}))")
+            elif kind == "flags":
+                check, v = inner.split_source(v)
+                out += check.split("\n")
+            elif kind == "enum":
+                out.append(f"if {v} not in {set(inner.values)!r}:")
+                out.append(f"    raise {_link(code, inner)}.refuse({v}, _p + {off}, {name or ''!r})")
+            elif kind in ("pascal", "prefixed"):
+                out += [f"_b = io.read({v})",
+                        f"if len(_b) != {v}:",
+                        f"    raise _bw.short_read({v}, _b)"]
+                v = "_b" if kind == "prefixed" else f"_b.decode({inner._bw_encoding!r})"
+            elif kind == "parray":
+                v = _items_source(inner._bw_item, v) or (
+                    f"ListContainer([{inner._bw_item._compileparse(code)} "
+                    f"for i in range({v})])")
+            off += n
+            if name:
+                out.append(f"this[{name!r}] = {v}")
+            elif kind in ("pascal", "prefixed", "parray"):
+                out.append(v)
+        return out
+
+
 def decode_many(dec: Any, name: str, buf: Any, offset: int, end: int | None,
-                params: tuple) -> list:
+                params: tuple, out: list | None = None) -> list:
     """Consecutive records decoded by the generated ``dec`` into a list (``decode_many_*``):
-    the records and errors of ``iter_*``, without a generator or an end offset per record."""
+    the records and errors of ``iter_*``, without a generator or an end offset per record.
+
+    ``out`` holds the records already decoded before ``offset`` (the optimistic
+    ``_m_*`` loop hands over here at the first record it could not decode): they are
+    kept, and an error's index counts them."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
-    out: list = []
+    if out is None:
+        out = []
     append = out.append
     pos = offset
     try:

@@ -230,6 +230,173 @@ def _d_png_file(mv, pos, end):
     _obj.chunks = f_chunks
     return _obj, pos
 
+def _u_png_file(mv, pos, end):
+    f_signature, = _S0.unpack_from(mv, pos)
+    _r0 = pos
+    pos += 8
+    if f_signature != b'\x89PNG\r\n\x1a\n':
+        raise ConstraintError('bad magic', offset=_r0, path='signature', expected=b'\x89PNG\r\n\x1a\n', found=f_signature)
+    f_chunks = []
+    while True:
+        _chunk__f_length, _chunk__f_chunk_type = _S2.unpack_from(mv, pos)
+        _chunk___r2 = pos
+        pos += 8
+        if _chunk__f_length > 2147483647:
+            raise ConstraintError('value out of range', offset=_chunk___r2, path='length', expected='None..2147483647', found=_chunk__f_length)
+        _chunk___s_chunk_type = _chunk___r2 + 4
+        _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
+        if _chunk__f_length < 0:
+            raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_chunk__f_length)
+        _chunk___outer_end_data = end
+        end = pos + _chunk__f_length
+        _chunk___sec_data = pos
+        _chunk___tag = _chunk__f_chunk_type
+        if _chunk___tag == 1229472850:
+            _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S4.unpack_from(mv, pos)
+            _chunk___ihdr___r4 = pos
+            pos += 13
+            if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
+                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4, path='width', expected='1..2147483647', found=_chunk___ihdr__f_width)
+            if _chunk___ihdr__f_height < 1 or _chunk___ihdr__f_height > 2147483647:
+                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 4, path='height', expected='1..2147483647', found=_chunk___ihdr__f_height)
+            _chunk___ihdr___v = _COLORTYPE_BY_VALUE.get(_chunk___ihdr__f_color_type)
+            if _chunk___ihdr___v is None:
+                raise ConstraintError('unknown color_type value', offset=_chunk___ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_chunk___ihdr__f_color_type)
+            _chunk___ihdr__f_color_type = _chunk___ihdr___v
+            if _chunk___ihdr__f_compression_method > 0:
+                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 10, path='compression_method', expected='0..0', found=_chunk___ihdr__f_compression_method)
+            if _chunk___ihdr__f_filter_method > 0:
+                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 11, path='filter_method', expected='0..0', found=_chunk___ihdr__f_filter_method)
+            if _chunk___ihdr__f_interlace_method > 1:
+                raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_chunk___ihdr__f_interlace_method)
+            _chunk___ihdr___obj = _new(Ihdr)
+            _chunk___ihdr___obj.width = _chunk___ihdr__f_width
+            _chunk___ihdr___obj.height = _chunk___ihdr__f_height
+            _chunk___ihdr___obj.bit_depth = _chunk___ihdr__f_bit_depth
+            _chunk___ihdr___obj.color_type = _chunk___ihdr__f_color_type
+            _chunk___ihdr___obj.compression_method = _chunk___ihdr__f_compression_method
+            _chunk___ihdr___obj.filter_method = _chunk___ihdr__f_filter_method
+            _chunk___ihdr___obj.interlace_method = _chunk___ihdr__f_interlace_method
+            _chunk__f_data = _chunk___ihdr___obj
+        elif _chunk___tag == 1229278788:
+            _chunk__f_data = None
+        else:
+            _chunk__f_data = bytes(mv[pos:end])
+            if pos > end:
+                raise IndexError
+            pos = end
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_chunk___sec_data, path='data', expected=end - _chunk___sec_data, found=pos - _chunk___sec_data)
+        end = _chunk___outer_end_data
+        _chunk___e_data = pos
+        _chunk__f_crc, = _S6.unpack_from(mv, pos)
+        _chunk___r6 = pos
+        pos += 4
+        _chunk___ck = _ck_crc32(mv[_chunk___s_chunk_type:_chunk___e_data])
+        if _chunk__f_crc != _chunk___ck:
+            raise ChecksumError('crc32 mismatch', offset=_chunk___r6, path='crc', expected=_chunk___ck, found=_chunk__f_crc)
+        _chunk___obj = _new(Chunk)
+        _chunk___obj.chunk_type = _chunk__f_chunk_type
+        _chunk___obj.data = _chunk__f_data
+        f_chunks.append(_chunk___obj)
+        if _chunk___obj.chunk_type == 1229278788:
+            break
+    _obj = _new(PngFile)
+    _obj.chunks = f_chunks
+    return (_obj, pos)
+
+def _m_png_file(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S0_unpack_from = _S0.unpack_from
+    _S2_unpack_from = _S2.unpack_from
+    _S4_unpack_from = _S4.unpack_from
+    _S6_unpack_from = _S6.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_signature, = _S0_unpack_from(mv, pos)
+            _r0 = pos
+            pos += 8
+            if f_signature != b'\x89PNG\r\n\x1a\n':
+                raise ConstraintError('bad magic', offset=_r0, path='signature', expected=b'\x89PNG\r\n\x1a\n', found=f_signature)
+            f_chunks = []
+            while True:
+                _chunk__f_length, _chunk__f_chunk_type = _S2_unpack_from(mv, pos)
+                _chunk___r2 = pos
+                pos += 8
+                if _chunk__f_length > 2147483647:
+                    raise ConstraintError('value out of range', offset=_chunk___r2, path='length', expected='None..2147483647', found=_chunk__f_length)
+                _chunk___s_chunk_type = _chunk___r2 + 4
+                _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
+                if _chunk__f_length < 0:
+                    raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_chunk__f_length)
+                _chunk___outer_end_data = end
+                end = pos + _chunk__f_length
+                _chunk___sec_data = pos
+                _chunk___tag = _chunk__f_chunk_type
+                if _chunk___tag == 1229472850:
+                    _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S4_unpack_from(mv, pos)
+                    _chunk___ihdr___r4 = pos
+                    pos += 13
+                    if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
+                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4, path='width', expected='1..2147483647', found=_chunk___ihdr__f_width)
+                    if _chunk___ihdr__f_height < 1 or _chunk___ihdr__f_height > 2147483647:
+                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 4, path='height', expected='1..2147483647', found=_chunk___ihdr__f_height)
+                    _chunk___ihdr___v = _COLORTYPE_BY_VALUE.get(_chunk___ihdr__f_color_type)
+                    if _chunk___ihdr___v is None:
+                        raise ConstraintError('unknown color_type value', offset=_chunk___ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_chunk___ihdr__f_color_type)
+                    _chunk___ihdr__f_color_type = _chunk___ihdr___v
+                    if _chunk___ihdr__f_compression_method > 0:
+                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 10, path='compression_method', expected='0..0', found=_chunk___ihdr__f_compression_method)
+                    if _chunk___ihdr__f_filter_method > 0:
+                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 11, path='filter_method', expected='0..0', found=_chunk___ihdr__f_filter_method)
+                    if _chunk___ihdr__f_interlace_method > 1:
+                        raise ConstraintError('value out of range', offset=_chunk___ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_chunk___ihdr__f_interlace_method)
+                    _chunk___ihdr___obj = _new(Ihdr)
+                    _chunk___ihdr___obj.width = _chunk___ihdr__f_width
+                    _chunk___ihdr___obj.height = _chunk___ihdr__f_height
+                    _chunk___ihdr___obj.bit_depth = _chunk___ihdr__f_bit_depth
+                    _chunk___ihdr___obj.color_type = _chunk___ihdr__f_color_type
+                    _chunk___ihdr___obj.compression_method = _chunk___ihdr__f_compression_method
+                    _chunk___ihdr___obj.filter_method = _chunk___ihdr__f_filter_method
+                    _chunk___ihdr___obj.interlace_method = _chunk___ihdr__f_interlace_method
+                    _chunk__f_data = _chunk___ihdr___obj
+                elif _chunk___tag == 1229278788:
+                    _chunk__f_data = None
+                else:
+                    _chunk__f_data = bytes(mv[pos:end])
+                    if pos > end:
+                        raise IndexError
+                    pos = end
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_chunk___sec_data, path='data', expected=end - _chunk___sec_data, found=pos - _chunk___sec_data)
+                end = _chunk___outer_end_data
+                _chunk___e_data = pos
+                _chunk__f_crc, = _S6_unpack_from(mv, pos)
+                _chunk___r6 = pos
+                pos += 4
+                _chunk___ck = _ck_crc32(mv[_chunk___s_chunk_type:_chunk___e_data])
+                if _chunk__f_crc != _chunk___ck:
+                    raise ChecksumError('crc32 mismatch', offset=_chunk___r6, path='crc', expected=_chunk___ck, found=_chunk__f_crc)
+                _chunk___obj = _new(Chunk)
+                _chunk___obj.chunk_type = _chunk__f_chunk_type
+                _chunk___obj.data = _chunk__f_data
+                f_chunks.append(_chunk___obj)
+                if _chunk___obj.chunk_type == 1229278788:
+                    break
+            _obj = _new(PngFile)
+            _obj.chunks = f_chunks
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_png_file, 'png_file', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_png_file, 'png_file', mv, _rs, end, (), _out)
+    return _out
+
 def _e_png_file(out, v):
     out += _S0.pack(b'\x89PNG\r\n\x1a\n')
     for _j, _x in enumerate(v.chunks):
@@ -251,9 +418,39 @@ def _e_png_file(out, v):
             out += _x.data
         _chunk___size_data = len(out) - _chunk___ps
         _S6.pack_into(out, _chunk___at_length, _chunk___size_data)
-        _chunk___e_data = len(out)
-        _chunk__f_crc = _ck_crc32(out if _chunk___s_chunk_type == 0 and _chunk___e_data == len(out) else memoryview(out)[_chunk___s_chunk_type:_chunk___e_data])
+        _chunk__f_crc = _ck_crc32(out if _chunk___s_chunk_type == 0 else memoryview(out)[_chunk___s_chunk_type:])
         out += _S6.pack(_chunk__f_crc)
+
+def _em_png_file(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    _S2_pack = _S2.pack
+    _S4_pack = _S4.pack
+    _S6_pack = _S6.pack
+    for v in values:
+        out += _S0_pack(b'\x89PNG\r\n\x1a\n')
+        for _j, _x in enumerate(v.chunks):
+            if bool(_x.chunk_type == 1229278788) != (_j == len(v.chunks) - 1):
+                raise EncodeError('repeat-until condition must hold on the last item and only there', path='chunks')
+        for _x in v.chunks:
+            _chunk___s_chunk_type = len(out) + 4
+            _chunk___at_length = len(out) + 0
+            out += _S2_pack(0, _x.chunk_type)
+            _chunk___ps = len(out)
+            _chunk___tag = _x.chunk_type
+            if _chunk___tag == 1229472850:
+                _chunk___ihdr__v = _x.data
+                out += _S4_pack(_chunk___ihdr__v.width, _chunk___ihdr__v.height, _chunk___ihdr__v.bit_depth, _chunk___ihdr__v.color_type, _chunk___ihdr__v.compression_method, _chunk___ihdr__v.filter_method, _chunk___ihdr__v.interlace_method)
+            elif _chunk___tag == 1229278788:
+                if _x.data is not None:
+                    raise EncodeError('case IEND carries no body', path='data')
+            else:
+                out += _x.data
+            _chunk___size_data = len(out) - _chunk___ps
+            _S6.pack_into(out, _chunk___at_length, _chunk___size_data)
+            _chunk__f_crc = _ck_crc32(out if _chunk___s_chunk_type == 0 else memoryview(out)[_chunk___s_chunk_type:])
+            out += _S6_pack(_chunk__f_crc)
+    return bytes(out)
 
 def _d_chunk(mv, pos, end):
     if pos + 8 > end:
@@ -328,6 +525,152 @@ def _d_chunk(mv, pos, end):
     _obj.data = f_data
     return _obj, pos
 
+def _u_chunk(mv, pos, end):
+    f_length, f_chunk_type = _S2.unpack_from(mv, pos)
+    _r2 = pos
+    pos += 8
+    if f_length > 2147483647:
+        raise ConstraintError('value out of range', offset=_r2, path='length', expected='None..2147483647', found=f_length)
+    _s_chunk_type = _r2 + 4
+    f_chunk_type = _CHUNKTYPE_BY_VALUE.get(f_chunk_type, f_chunk_type)
+    if f_length < 0:
+        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_length)
+    if pos + f_length > end:
+        raise TruncatedError('section needs ' + str(f_length) + ' bytes', offset=pos, path='data', expected=f_length, found=end - pos)
+    _outer_end_data = end
+    end = pos + f_length
+    _sec_data = pos
+    _tag = f_chunk_type
+    if _tag == 1229472850:
+        _ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method = _S4.unpack_from(mv, pos)
+        _ihdr___r4 = pos
+        pos += 13
+        if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
+            raise ConstraintError('value out of range', offset=_ihdr___r4, path='width', expected='1..2147483647', found=_ihdr__f_width)
+        if _ihdr__f_height < 1 or _ihdr__f_height > 2147483647:
+            raise ConstraintError('value out of range', offset=_ihdr___r4 + 4, path='height', expected='1..2147483647', found=_ihdr__f_height)
+        _ihdr___v = _COLORTYPE_BY_VALUE.get(_ihdr__f_color_type)
+        if _ihdr___v is None:
+            raise ConstraintError('unknown color_type value', offset=_ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_ihdr__f_color_type)
+        _ihdr__f_color_type = _ihdr___v
+        if _ihdr__f_compression_method > 0:
+            raise ConstraintError('value out of range', offset=_ihdr___r4 + 10, path='compression_method', expected='0..0', found=_ihdr__f_compression_method)
+        if _ihdr__f_filter_method > 0:
+            raise ConstraintError('value out of range', offset=_ihdr___r4 + 11, path='filter_method', expected='0..0', found=_ihdr__f_filter_method)
+        if _ihdr__f_interlace_method > 1:
+            raise ConstraintError('value out of range', offset=_ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_ihdr__f_interlace_method)
+        _ihdr___obj = _new(Ihdr)
+        _ihdr___obj.width = _ihdr__f_width
+        _ihdr___obj.height = _ihdr__f_height
+        _ihdr___obj.bit_depth = _ihdr__f_bit_depth
+        _ihdr___obj.color_type = _ihdr__f_color_type
+        _ihdr___obj.compression_method = _ihdr__f_compression_method
+        _ihdr___obj.filter_method = _ihdr__f_filter_method
+        _ihdr___obj.interlace_method = _ihdr__f_interlace_method
+        f_data = _ihdr___obj
+    elif _tag == 1229278788:
+        f_data = None
+    else:
+        f_data = bytes(mv[pos:end])
+        if pos > end:
+            raise IndexError
+        pos = end
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_data, path='data', expected=end - _sec_data, found=pos - _sec_data)
+    end = _outer_end_data
+    _e_data = pos
+    f_crc, = _S6.unpack_from(mv, pos)
+    _r6 = pos
+    pos += 4
+    _ck = _ck_crc32(mv[_s_chunk_type:_e_data])
+    if f_crc != _ck:
+        raise ChecksumError('crc32 mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
+    _obj = _new(Chunk)
+    _obj.chunk_type = f_chunk_type
+    _obj.data = f_data
+    return (_obj, pos)
+
+def _m_chunk(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S2_unpack_from = _S2.unpack_from
+    _S4_unpack_from = _S4.unpack_from
+    _S6_unpack_from = _S6.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_length, f_chunk_type = _S2_unpack_from(mv, pos)
+            _r2 = pos
+            pos += 8
+            if f_length > 2147483647:
+                raise ConstraintError('value out of range', offset=_r2, path='length', expected='None..2147483647', found=f_length)
+            _s_chunk_type = _r2 + 4
+            f_chunk_type = _CHUNKTYPE_BY_VALUE.get(f_chunk_type, f_chunk_type)
+            if f_length < 0:
+                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=f_length)
+            if pos + f_length > end:
+                raise TruncatedError('section needs ' + str(f_length) + ' bytes', offset=pos, path='data', expected=f_length, found=end - pos)
+            _outer_end_data = end
+            end = pos + f_length
+            _sec_data = pos
+            _tag = f_chunk_type
+            if _tag == 1229472850:
+                _ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method = _S4_unpack_from(mv, pos)
+                _ihdr___r4 = pos
+                pos += 13
+                if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
+                    raise ConstraintError('value out of range', offset=_ihdr___r4, path='width', expected='1..2147483647', found=_ihdr__f_width)
+                if _ihdr__f_height < 1 or _ihdr__f_height > 2147483647:
+                    raise ConstraintError('value out of range', offset=_ihdr___r4 + 4, path='height', expected='1..2147483647', found=_ihdr__f_height)
+                _ihdr___v = _COLORTYPE_BY_VALUE.get(_ihdr__f_color_type)
+                if _ihdr___v is None:
+                    raise ConstraintError('unknown color_type value', offset=_ihdr___r4 + 9, path='color_type', expected=[0, 2, 3, 4, 6], found=_ihdr__f_color_type)
+                _ihdr__f_color_type = _ihdr___v
+                if _ihdr__f_compression_method > 0:
+                    raise ConstraintError('value out of range', offset=_ihdr___r4 + 10, path='compression_method', expected='0..0', found=_ihdr__f_compression_method)
+                if _ihdr__f_filter_method > 0:
+                    raise ConstraintError('value out of range', offset=_ihdr___r4 + 11, path='filter_method', expected='0..0', found=_ihdr__f_filter_method)
+                if _ihdr__f_interlace_method > 1:
+                    raise ConstraintError('value out of range', offset=_ihdr___r4 + 12, path='interlace_method', expected='0..1', found=_ihdr__f_interlace_method)
+                _ihdr___obj = _new(Ihdr)
+                _ihdr___obj.width = _ihdr__f_width
+                _ihdr___obj.height = _ihdr__f_height
+                _ihdr___obj.bit_depth = _ihdr__f_bit_depth
+                _ihdr___obj.color_type = _ihdr__f_color_type
+                _ihdr___obj.compression_method = _ihdr__f_compression_method
+                _ihdr___obj.filter_method = _ihdr__f_filter_method
+                _ihdr___obj.interlace_method = _ihdr__f_interlace_method
+                f_data = _ihdr___obj
+            elif _tag == 1229278788:
+                f_data = None
+            else:
+                f_data = bytes(mv[pos:end])
+                if pos > end:
+                    raise IndexError
+                pos = end
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_data, path='data', expected=end - _sec_data, found=pos - _sec_data)
+            end = _outer_end_data
+            _e_data = pos
+            f_crc, = _S6_unpack_from(mv, pos)
+            _r6 = pos
+            pos += 4
+            _ck = _ck_crc32(mv[_s_chunk_type:_e_data])
+            if f_crc != _ck:
+                raise ChecksumError('crc32 mismatch', offset=_r6, path='crc', expected=_ck, found=f_crc)
+            _obj = _new(Chunk)
+            _obj.chunk_type = f_chunk_type
+            _obj.data = f_data
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_chunk, 'chunk', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_chunk, 'chunk', mv, _rs, end, (), _out)
+    return _out
+
 def _e_chunk(out, v):
     _s_chunk_type = len(out) + 4
     _at_length = len(out) + 0
@@ -344,9 +687,32 @@ def _e_chunk(out, v):
         out += v.data
     _size_data = len(out) - _ps
     _S6.pack_into(out, _at_length, _size_data)
-    _e_data = len(out)
-    f_crc = _ck_crc32((out if _s_chunk_type == 0 and _e_data == len(out) else memoryview(out)[_s_chunk_type:_e_data]))
+    f_crc = _ck_crc32((out if _s_chunk_type == 0 else memoryview(out)[_s_chunk_type:]))
     out += _S6.pack(f_crc)
+
+def _em_chunk(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    _S4_pack = _S4.pack
+    _S6_pack = _S6.pack
+    for v in values:
+        _s_chunk_type = len(out) + 4
+        _at_length = len(out) + 0
+        out += _S2_pack(0, v.chunk_type)
+        _ps = len(out)
+        _tag = v.chunk_type
+        if _tag == 1229472850:
+            _ihdr__v = v.data
+            out += _S4_pack(_ihdr__v.width, _ihdr__v.height, _ihdr__v.bit_depth, _ihdr__v.color_type, _ihdr__v.compression_method, _ihdr__v.filter_method, _ihdr__v.interlace_method)
+        elif _tag == 1229278788:
+            if v.data is not None:
+                raise EncodeError('case IEND carries no body', path='data')
+        else:
+            out += v.data
+        _size_data = len(out) - _ps
+        _S6.pack_into(out, _at_length, _size_data)
+        out += _S6_pack(_ck_crc32(memoryview(out)[_s_chunk_type:]))
+    return bytes(out)
 
 def _d_ihdr(mv, pos, end):
     if pos + 13 > end:
@@ -378,8 +744,79 @@ def _d_ihdr(mv, pos, end):
     _obj.interlace_method = f_interlace_method
     return _obj, pos
 
+def _u_ihdr(mv, pos, end):
+    f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4.unpack_from(mv, pos)
+    _r4 = pos
+    pos += 13
+    if f_width < 1 or f_width > 2147483647:
+        raise ConstraintError('value out of range', offset=_r4, path='width', expected='1..2147483647', found=f_width)
+    if f_height < 1 or f_height > 2147483647:
+        raise ConstraintError('value out of range', offset=_r4 + 4, path='height', expected='1..2147483647', found=f_height)
+    f_color_type = _COLORTYPE_BY_VALUE[f_color_type]
+    if f_compression_method > 0:
+        raise ConstraintError('value out of range', offset=_r4 + 10, path='compression_method', expected='0..0', found=f_compression_method)
+    if f_filter_method > 0:
+        raise ConstraintError('value out of range', offset=_r4 + 11, path='filter_method', expected='0..0', found=f_filter_method)
+    if f_interlace_method > 1:
+        raise ConstraintError('value out of range', offset=_r4 + 12, path='interlace_method', expected='0..1', found=f_interlace_method)
+    _obj = _new(Ihdr)
+    _obj.width = f_width
+    _obj.height = f_height
+    _obj.bit_depth = f_bit_depth
+    _obj.color_type = f_color_type
+    _obj.compression_method = f_compression_method
+    _obj.filter_method = f_filter_method
+    _obj.interlace_method = f_interlace_method
+    return (_obj, pos)
+
+def _m_ihdr(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S4_unpack_from = _S4.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4_unpack_from(mv, pos)
+            _r4 = pos
+            pos += 13
+            if f_width < 1 or f_width > 2147483647:
+                raise ConstraintError('value out of range', offset=_r4, path='width', expected='1..2147483647', found=f_width)
+            if f_height < 1 or f_height > 2147483647:
+                raise ConstraintError('value out of range', offset=_r4 + 4, path='height', expected='1..2147483647', found=f_height)
+            f_color_type = _COLORTYPE_BY_VALUE[f_color_type]
+            if f_compression_method > 0:
+                raise ConstraintError('value out of range', offset=_r4 + 10, path='compression_method', expected='0..0', found=f_compression_method)
+            if f_filter_method > 0:
+                raise ConstraintError('value out of range', offset=_r4 + 11, path='filter_method', expected='0..0', found=f_filter_method)
+            if f_interlace_method > 1:
+                raise ConstraintError('value out of range', offset=_r4 + 12, path='interlace_method', expected='0..1', found=f_interlace_method)
+            _obj = _new(Ihdr)
+            _obj.width = f_width
+            _obj.height = f_height
+            _obj.bit_depth = f_bit_depth
+            _obj.color_type = f_color_type
+            _obj.compression_method = f_compression_method
+            _obj.filter_method = f_filter_method
+            _obj.interlace_method = f_interlace_method
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_ihdr, 'ihdr', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_ihdr, 'ihdr', mv, _rs, end, (), _out)
+    return _out
+
 def _e_ihdr(out, v):
     out += _S4.pack(v.width, v.height, v.bit_depth, v.color_type, v.compression_method, v.filter_method, v.interlace_method)
+
+def _em_ihdr(values):
+    out = bytearray()
+    _S4_pack = _S4.pack
+    for v in values:
+        out += _S4_pack(v.width, v.height, v.bit_depth, v.color_type, v.compression_method, v.filter_method, v.interlace_method)
+    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -388,6 +825,14 @@ def decode_png_file(buf, offset: int = 0) -> tuple[PngFile, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_png_file(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_png_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -422,11 +867,17 @@ def iter_png_file(buf, offset: int = 0, end: int | None = None):
 def decode_many_png_file(buf, offset: int = 0, end: int | None = None) -> list[PngFile]:
     """Decode consecutive `png_file` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_png_file``, in one loop: for logs read whole)."""
-    return _decode_many(_d_png_file, "png_file", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_png_file(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_png_file(values) -> bytes:
     """Encode consecutive `png_file` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_png_file(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_png_file, "png_file", values, ())
 
 
@@ -446,6 +897,14 @@ def decode_chunk(buf, offset: int = 0) -> tuple[Chunk, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_chunk(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_chunk(mv, offset, len(mv))
     except DecodeError as exc:
@@ -480,11 +939,17 @@ def iter_chunk(buf, offset: int = 0, end: int | None = None):
 def decode_many_chunk(buf, offset: int = 0, end: int | None = None) -> list[Chunk]:
     """Decode consecutive `chunk` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_chunk``, in one loop: for logs read whole)."""
-    return _decode_many(_d_chunk, "chunk", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_chunk(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_chunk(values) -> bytes:
     """Encode consecutive `chunk` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_chunk(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_chunk, "chunk", values, ())
 
 
@@ -504,6 +969,14 @@ def decode_ihdr(buf, offset: int = 0) -> tuple[Ihdr, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_ihdr(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_ihdr(mv, offset, len(mv))
     except DecodeError as exc:
@@ -538,11 +1011,17 @@ def iter_ihdr(buf, offset: int = 0, end: int | None = None):
 def decode_many_ihdr(buf, offset: int = 0, end: int | None = None) -> list[Ihdr]:
     """Decode consecutive `ihdr` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_ihdr``, in one loop: for logs read whole)."""
-    return _decode_many(_d_ihdr, "ihdr", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_ihdr(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_ihdr(values) -> bytes:
     """Encode consecutive `ihdr` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_ihdr(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_ihdr, "ihdr", values, ())
 
 
@@ -559,36 +1038,41 @@ def encode_ihdr(value: Ihdr) -> bytes:
 
 # -- Construct path -------------------------------------------------------------------
 
+# compiled tighter than Construct's own classes (bytewright.runtime.codec)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
 C_ihdr = Struct(
     '_o_start' / Tell,
     'width' / Int32ub,
-    Check(Code("not this._parsing or (1 <= this['width'] and this['width'] <= 2147483647)", lambda this: not this._parsing or (1 <= this['width'] and this['width'] <= 2147483647))),
+    Check(Code("not this['_parsing'] or (1 <= this['width'] and this['width'] <= 2147483647)", lambda this: not this['_parsing'] or (1 <= this['width'] and this['width'] <= 2147483647))),
     'height' / Int32ub,
-    Check(Code("not this._parsing or (1 <= this['height'] and this['height'] <= 2147483647)", lambda this: not this._parsing or (1 <= this['height'] and this['height'] <= 2147483647))),
+    Check(Code("not this['_parsing'] or (1 <= this['height'] and this['height'] <= 2147483647)", lambda this: not this['_parsing'] or (1 <= this['height'] and this['height'] <= 2147483647))),
     'bit_depth' / Int8ub,
     'color_type' / ClosedEnum(Int8ub, 'ColorType', (0, 2, 3, 4, 6), ()),
     'compression_method' / Int8ub,
-    Check(Code("not this._parsing or (0 <= this['compression_method'] and this['compression_method'] <= 0)", lambda this: not this._parsing or (0 <= this['compression_method'] and this['compression_method'] <= 0))),
+    Check(Code("not this['_parsing'] or (0 <= this['compression_method'] and this['compression_method'] <= 0)", lambda this: not this['_parsing'] or (0 <= this['compression_method'] and this['compression_method'] <= 0))),
     'filter_method' / Int8ub,
-    Check(Code("not this._parsing or (0 <= this['filter_method'] and this['filter_method'] <= 0)", lambda this: not this._parsing or (0 <= this['filter_method'] and this['filter_method'] <= 0))),
+    Check(Code("not this['_parsing'] or (0 <= this['filter_method'] and this['filter_method'] <= 0)", lambda this: not this['_parsing'] or (0 <= this['filter_method'] and this['filter_method'] <= 0))),
     'interlace_method' / Int8ub,
-    Check(Code("not this._parsing or (0 <= this['interlace_method'] and this['interlace_method'] <= 1)", lambda this: not this._parsing or (0 <= this['interlace_method'] and this['interlace_method'] <= 1))),
+    Check(Code("not this['_parsing'] or (0 <= this['interlace_method'] and this['interlace_method'] <= 1)", lambda this: not this['_parsing'] or (0 <= this['interlace_method'] and this['interlace_method'] <= 1))),
 )
 
 C_chunk = Struct(
     '_o_start' / Tell,
     '_o_length' / Tell,
     'length' / Rebuild(Int32ub, 0),
-    Check(Code("not this._parsing or (this['length'] <= 2147483647)", lambda this: not this._parsing or (this['length'] <= 2147483647))),
+    Check(Code("not this['_parsing'] or (this['length'] <= 2147483647)", lambda this: not this['_parsing'] or (this['length'] <= 2147483647))),
     '_s_chunk_type' / Tell,
     'chunk_type' / Int32ub,
     '_e_chunk_type' / Tell,
     '_s_data' / Tell,
-    'data' / IfThenElse(Code('this._parsing', lambda this: this._parsing), FixedSized(Code("(this['length'] if this._parsing else (this['_e_data'] - this['_s_data']))", lambda this: (this['length'] if this._parsing else (this['_e_data'] - this['_s_data']))), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)),
+    'data' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("(this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))", lambda this: (this['length'] if this['_parsing'] else (this['_e_data'] - this['_s_data']))), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)), Switch(Code("this['chunk_type']", lambda this: this['chunk_type']), {1229472850: C_ihdr, 1229278788: Pass}, default=GreedyBytes)),
     '_e_data' / Tell,
     '_patch_length' / Pointer(Code("this['_o_length']", lambda this: this['_o_length']), Rebuild(Int32ub, Code("this['_e_data'] - this['_s_data']", lambda this: this['_e_data'] - this['_s_data']))),
-    Check(Code("not this._parsing or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this._parsing or this['_e_data'] - this['_s_data'] == this['length'])),
-    'crc' / Checksum(Int32ub, _ck_crc32, lambda this: _span(this, [('span', 'chunk_type'), ('span', 'data')])),
+    Check(Code("not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length']", lambda this: not this['_parsing'] or this['_e_data'] - this['_s_data'] == this['length'])),
+    'crc' / Checksum(Int32ub, Code('_ck_crc32', _ck_crc32), Code("_span_range(this, '_s_chunk_type', '_e_data')", lambda this: _span_range(this, '_s_chunk_type', '_e_data'))),
 )
 
 C_png_file = Struct(
@@ -598,9 +1082,6 @@ C_png_file = Struct(
 )
 
 def _c2m_png_file(c):
-    f_signature = c.get('signature')
-    if f_signature is not None:
-        f_signature = bytes(f_signature)
     f_chunks = c.get('chunks')
     if f_chunks is not None:
         f_chunks = [_c2m_chunk(_x) for _x in f_chunks]
@@ -612,14 +1093,13 @@ def _m2c_png_file(v):
     }
 
 def _c2m_chunk(c):
-    f_length = c.get('length')
     f_chunk_type = c.get('chunk_type')
     if f_chunk_type is not None:
-        f_chunk_type = _enum_value(ChunkType, f_chunk_type, True)
+        _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
+        f_chunk_type = f_chunk_type if _t is None else _t
     f_data = c.get('data')
     if f_data is not None:
         f_data = (_c2m_ihdr(f_data) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
-    f_crc = c.get('crc')
     return Chunk(f_chunk_type, f_data)
 
 def _m2c_chunk(v):
@@ -634,7 +1114,8 @@ def _c2m_ihdr(c):
     f_bit_depth = c.get('bit_depth')
     f_color_type = c.get('color_type')
     if f_color_type is not None:
-        f_color_type = _enum_value(ColorType, f_color_type, False)
+        _t = _COLORTYPE_BY_VALUE.get(f_color_type)
+        f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
     f_compression_method = c.get('compression_method')
     f_filter_method = c.get('filter_method')
     f_interlace_method = c.get('interlace_method')

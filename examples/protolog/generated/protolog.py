@@ -289,6 +289,323 @@ def _d_log_file(mv, pos, end):
     _obj.records = f_records
     return _obj, pos
 
+def _u_log_file(mv, pos, end):
+    f_magic, f_version = _S0.unpack_from(mv, pos)
+    _r0 = pos
+    pos += 5
+    if f_magic != b'PLOG':
+        raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'PLOG', found=f_magic)
+    if f_version < 1 or f_version > 1:
+        raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..1', found=f_version)
+    f_records = []
+    while pos < end:
+        _ip = pos
+        _record___s_body_len = pos
+        _record__f_body_len = mv[pos]
+        if _record__f_body_len < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _record__f_body_len = _record__f_body_len & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _record__f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
+        _record___n = _record__f_body_len
+        if _record___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_record___n)
+        _record___outer_end_body = end
+        end = pos + _record___n
+        _record___sec_body = pos
+        _record___event__f_seq = mv[pos]
+        if _record___event__f_seq < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _record___event__f_seq = _record___event__f_seq & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _record___event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
+        _record___event__f_kind = mv[pos]
+        _record___event___r2 = pos
+        pos += 1
+        _record___event___v = _EVENTKIND_BY_VALUE.get(_record___event__f_kind)
+        if _record___event___v is None:
+            raise ConstraintError('unknown event_kind value', offset=_record___event___r2, path='kind', expected=[1, 2, 3], found=_record___event__f_kind)
+        _record___event__f_kind = _record___event___v
+        if pos > end:
+            raise IndexError
+        _record___event__f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
+        if pos > end:
+            raise IndexError
+        _record___event__f_value, pos = _sleb128(mv, pos, end, 'value')
+        _record___event___cva = pos
+        _record___event__f_offset = mv[pos]
+        if _record___event__f_offset < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _record___event__f_offset = _record___event__f_offset & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _record___event__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+        _record___event__f_offset = _convert_decode(_cv_zigzag, _record___event__f_offset, _record___event___cva, 'offset')
+        _record___event___n = mv[pos]
+        if _record___event___n < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _record___event___n = _record___event___n & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
+        if pos + _record___event___n > end:
+            raise TruncatedError('str truncated', offset=pos, path='source', expected=_record___event___n, found=end - pos)
+        _record___event__f_source = str(mv[pos:pos + _record___event___n], 'utf-8')
+        if pos > end:
+            raise IndexError
+        pos += _record___event___n
+        _record___event___c = mv[pos]
+        if _record___event___c < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _record___event___c = _record___event___c & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
+        if _record___event___c < 0 or _record___event___c * 1 > end - pos:
+            raise TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+        _record___event__f_tags = []
+        for _record___event___i in range(_record___event___c):
+            _record___event___n = mv[pos]
+            if _record___event___n < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _record___event___n = _record___event___n & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _record___event___n, pos = _uleb128(mv, pos, end, '.length')
+            if pos + _record___event___n > end:
+                raise TruncatedError('str truncated', offset=pos, path='', expected=_record___event___n, found=end - pos)
+            _record___event___x = str(mv[pos:pos + _record___event___n], 'utf-8')
+            if pos > end:
+                raise IndexError
+            pos += _record___event___n
+            _record___event__f_tags.append(_record___event___x)
+        _record___event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
+        _record___event__f_note = str(mv[pos:pos + _record___event___n], 'utf-8')
+        if pos > end:
+            raise IndexError
+        pos += _record___event___n + 1
+        if pos + (end - pos) > end:
+            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+        _record___event__f_payload = bytes(mv[pos:pos + (end - pos)])
+        if pos > end:
+            raise IndexError
+        pos += end - pos
+        _record___event___obj = _new(Event)
+        _record___event___obj.seq = _record___event__f_seq
+        _record___event___obj.kind = _record___event__f_kind
+        _record___event___obj.time_delta = _record___event__f_time_delta
+        _record___event___obj.value = _record___event__f_value
+        _record___event___obj.offset = _record___event__f_offset
+        _record___event___obj.source = _record___event__f_source
+        _record___event___obj.tags = _record___event__f_tags
+        _record___event___obj.note = _record___event__f_note
+        _record___event___obj.payload = _record___event__f_payload
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_record___sec_body, path='body', expected=end - _record___sec_body, found=pos - _record___sec_body)
+        end = _record___outer_end_body
+        _record___e_body = pos
+        _record__f_crc, = _S4.unpack_from(mv, pos)
+        _record___r4 = pos
+        pos += 4
+        _record___ck = _ck_crc32c(mv[_record___s_body_len:_record___e_body])
+        if _record__f_crc != _record___ck:
+            raise ChecksumError('crc32c mismatch', offset=_record___r4, path='crc', expected=_record___ck, found=_record__f_crc)
+        _record___obj = _new(Record)
+        _record___obj.body = _record___event___obj
+        if pos <= _ip:
+            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+        f_records.append(_record___obj)
+    _obj = _new(LogFile)
+    _obj.version = f_version
+    _obj.records = f_records
+    return (_obj, pos)
+
+def _m_log_file(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S0_unpack_from = _S0.unpack_from
+    _S4_unpack_from = _S4.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_magic, f_version = _S0_unpack_from(mv, pos)
+            _r0 = pos
+            pos += 5
+            if f_magic != b'PLOG':
+                raise ConstraintError('bad magic', offset=_r0, path='magic', expected=b'PLOG', found=f_magic)
+            if f_version < 1 or f_version > 1:
+                raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..1', found=f_version)
+            f_records = []
+            while pos < end:
+                _ip = pos
+                _record___s_body_len = pos
+                _record__f_body_len = mv[pos]
+                if _record__f_body_len < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _record__f_body_len = _record__f_body_len & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _record__f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
+                _record___n = _record__f_body_len
+                if _record___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_record___n)
+                _record___outer_end_body = end
+                end = pos + _record___n
+                _record___sec_body = pos
+                _record___event__f_seq = mv[pos]
+                if _record___event__f_seq < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _record___event__f_seq = _record___event__f_seq & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _record___event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
+                _record___event__f_kind = mv[pos]
+                _record___event___r2 = pos
+                pos += 1
+                _record___event___v = _EVENTKIND_BY_VALUE.get(_record___event__f_kind)
+                if _record___event___v is None:
+                    raise ConstraintError('unknown event_kind value', offset=_record___event___r2, path='kind', expected=[1, 2, 3], found=_record___event__f_kind)
+                _record___event__f_kind = _record___event___v
+                if pos > end:
+                    raise IndexError
+                _record___event__f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
+                if pos > end:
+                    raise IndexError
+                _record___event__f_value, pos = _sleb128(mv, pos, end, 'value')
+                _record___event___cva = pos
+                _record___event__f_offset = mv[pos]
+                if _record___event__f_offset < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _record___event__f_offset = _record___event__f_offset & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _record___event__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+                _record___event__f_offset = _convert_decode(_cv_zigzag, _record___event__f_offset, _record___event___cva, 'offset')
+                _record___event___n = mv[pos]
+                if _record___event___n < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _record___event___n = _record___event___n & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
+                if pos + _record___event___n > end:
+                    raise TruncatedError('str truncated', offset=pos, path='source', expected=_record___event___n, found=end - pos)
+                _record___event__f_source = str(mv[pos:pos + _record___event___n], 'utf-8')
+                if pos > end:
+                    raise IndexError
+                pos += _record___event___n
+                _record___event___c = mv[pos]
+                if _record___event___c < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _record___event___c = _record___event___c & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _record___event___c, pos = _uleb128(mv, pos, end, 'tags.count')
+                if _record___event___c < 0 or _record___event___c * 1 > end - pos:
+                    raise TruncatedError('count ' + str(_record___event___c) + ' needs at least ' + str(_record___event___c * 1) + ' bytes', offset=pos, path='tags', expected=_record___event___c * 1, found=end - pos)
+                _record___event__f_tags = []
+                for _record___event___i in range(_record___event___c):
+                    _record___event___n = mv[pos]
+                    if _record___event___n < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _record___event___n = _record___event___n & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _record___event___n, pos = _uleb128(mv, pos, end, '.length')
+                    if pos + _record___event___n > end:
+                        raise TruncatedError('str truncated', offset=pos, path='', expected=_record___event___n, found=end - pos)
+                    _record___event___x = str(mv[pos:pos + _record___event___n], 'utf-8')
+                    if pos > end:
+                        raise IndexError
+                    pos += _record___event___n
+                    _record___event__f_tags.append(_record___event___x)
+                _record___event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
+                _record___event__f_note = str(mv[pos:pos + _record___event___n], 'utf-8')
+                if pos > end:
+                    raise IndexError
+                pos += _record___event___n + 1
+                if pos + (end - pos) > end:
+                    raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+                _record___event__f_payload = bytes(mv[pos:pos + (end - pos)])
+                if pos > end:
+                    raise IndexError
+                pos += end - pos
+                _record___event___obj = _new(Event)
+                _record___event___obj.seq = _record___event__f_seq
+                _record___event___obj.kind = _record___event__f_kind
+                _record___event___obj.time_delta = _record___event__f_time_delta
+                _record___event___obj.value = _record___event__f_value
+                _record___event___obj.offset = _record___event__f_offset
+                _record___event___obj.source = _record___event__f_source
+                _record___event___obj.tags = _record___event__f_tags
+                _record___event___obj.note = _record___event__f_note
+                _record___event___obj.payload = _record___event__f_payload
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_record___sec_body, path='body', expected=end - _record___sec_body, found=pos - _record___sec_body)
+                end = _record___outer_end_body
+                _record___e_body = pos
+                _record__f_crc, = _S4_unpack_from(mv, pos)
+                _record___r4 = pos
+                pos += 4
+                _record___ck = _ck_crc32c(mv[_record___s_body_len:_record___e_body])
+                if _record__f_crc != _record___ck:
+                    raise ChecksumError('crc32c mismatch', offset=_record___r4, path='crc', expected=_record___ck, found=_record__f_crc)
+                _record___obj = _new(Record)
+                _record___obj.body = _record___event___obj
+                if pos <= _ip:
+                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                f_records.append(_record___obj)
+            _obj = _new(LogFile)
+            _obj.version = f_version
+            _obj.records = f_records
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_log_file, 'log_file', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_log_file, 'log_file', mv, _rs, end, (), _out)
+    return _out
+
 def _e_log_file(out, v):
     out += _S0.pack(b'PLOG', v.version)
     for _x in v.records:
@@ -301,15 +618,15 @@ def _e_log_file(out, v):
         out += _zigzag_encode(_record___event__v.time_delta)
         out += _sleb128_encode(_record___event__v.value)
         out += _uleb128_encode(_convert_encode(_cv_zigzag, _record___event__v.offset, 'offset'))
-        _record___event___b = _record___event__v.source.encode('utf-8')
+        _record___event___b = _record___event__v.source.encode()
         out += _uleb128_encode(len(_record___event___b))
         out += _record___event___b
         out += _uleb128_encode(len(_record___event__v.tags))
         for _record___event___x in _record___event__v.tags:
-            _record___event___b = _record___event___x.encode('utf-8')
+            _record___event___b = _record___event___x.encode()
             out += _uleb128_encode(len(_record___event___b))
             out += _record___event___b
-        _record___event___b = _record___event__v.note.encode('utf-8')
+        _record___event___b = _record___event__v.note.encode()
         if b'\x00' in _record___event___b:
             raise EncodeError('value contains the terminator 00', path='note')
         out += _record___event___b + b'\x00'
@@ -318,9 +635,46 @@ def _e_log_file(out, v):
         _record___size_body = len(out) - _record___ps
         _record___k = _uleb128_encode(_record___size_body)
         out[_record___at_body_len:_record___at_body_len] = _record___k
-        _record___e_body = len(out)
-        _record__f_crc = _ck_crc32c(out if _record___s_body_len == 0 and _record___e_body == len(out) else memoryview(out)[_record___s_body_len:_record___e_body])
+        _record__f_crc = _ck_crc32c(out if _record___s_body_len == 0 else memoryview(out)[_record___s_body_len:])
         out += _S4.pack(_record__f_crc)
+
+def _em_log_file(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    _S2_pack = _S2.pack
+    _S4_pack = _S4.pack
+    for v in values:
+        out += _S0_pack(b'PLOG', v.version)
+        for _x in v.records:
+            _record___s_body_len = len(out)
+            _record___at_body_len = len(out)
+            _record___ps = len(out)
+            _record___event__v = _x.body
+            out += _uleb128_encode(_record___event__v.seq)
+            out += _S2_pack(_record___event__v.kind)
+            out += _zigzag_encode(_record___event__v.time_delta)
+            out += _sleb128_encode(_record___event__v.value)
+            out += _uleb128_encode(_convert_encode(_cv_zigzag, _record___event__v.offset, 'offset'))
+            _record___event___b = _record___event__v.source.encode()
+            out += _uleb128_encode(len(_record___event___b))
+            out += _record___event___b
+            out += _uleb128_encode(len(_record___event__v.tags))
+            for _record___event___x in _record___event__v.tags:
+                _record___event___b = _record___event___x.encode()
+                out += _uleb128_encode(len(_record___event___b))
+                out += _record___event___b
+            _record___event___b = _record___event__v.note.encode()
+            if b'\x00' in _record___event___b:
+                raise EncodeError('value contains the terminator 00', path='note')
+            out += _record___event___b + b'\x00'
+            _record___event___b = _record___event__v.payload
+            out += _record___event___b
+            _record___size_body = len(out) - _record___ps
+            _record___k = _uleb128_encode(_record___size_body)
+            out[_record___at_body_len:_record___at_body_len] = _record___k
+            _record__f_crc = _ck_crc32c(out if _record___s_body_len == 0 else memoryview(out)[_record___s_body_len:])
+            out += _S4_pack(_record__f_crc)
+    return bytes(out)
 
 def _d_record(mv, pos, end):
     _s_body_len = pos
@@ -460,6 +814,294 @@ def _d_record(mv, pos, end):
     _obj.body = f_body
     return _obj, pos
 
+def _u_record(mv, pos, end):
+    _s_body_len = pos
+    f_body_len = mv[pos]
+    if f_body_len < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_body_len = f_body_len & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
+    _n = f_body_len
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+    if pos + _n > end:
+        raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+    _outer_end_body = end
+    end = pos + _n
+    _sec_body = pos
+    _event__f_seq = mv[pos]
+    if _event__f_seq < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        _event__f_seq = _event__f_seq & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        _event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
+    _event__f_kind = mv[pos]
+    _event___r2 = pos
+    pos += 1
+    _event___v = _EVENTKIND_BY_VALUE.get(_event__f_kind)
+    if _event___v is None:
+        raise ConstraintError('unknown event_kind value', offset=_event___r2, path='kind', expected=[1, 2, 3], found=_event__f_kind)
+    _event__f_kind = _event___v
+    if pos > end:
+        raise IndexError
+    _event__f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
+    if pos > end:
+        raise IndexError
+    _event__f_value, pos = _sleb128(mv, pos, end, 'value')
+    _event___cva = pos
+    _event__f_offset = mv[pos]
+    if _event__f_offset < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        _event__f_offset = _event__f_offset & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        _event__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+    _event__f_offset = _convert_decode(_cv_zigzag, _event__f_offset, _event___cva, 'offset')
+    _event___n = mv[pos]
+    if _event___n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        _event___n = _event___n & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        _event___n, pos = _uleb128(mv, pos, end, 'source.length')
+    if pos + _event___n > end:
+        raise TruncatedError('str truncated', offset=pos, path='source', expected=_event___n, found=end - pos)
+    _event__f_source = str(mv[pos:pos + _event___n], 'utf-8')
+    if pos > end:
+        raise IndexError
+    pos += _event___n
+    _event___c = mv[pos]
+    if _event___c < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        _event___c = _event___c & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
+    if _event___c < 0 or _event___c * 1 > end - pos:
+        raise TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+    _event__f_tags = []
+    for _event___i in range(_event___c):
+        _event___n = mv[pos]
+        if _event___n < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _event___n = _event___n & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _event___n, pos = _uleb128(mv, pos, end, '.length')
+        if pos + _event___n > end:
+            raise TruncatedError('str truncated', offset=pos, path='', expected=_event___n, found=end - pos)
+        _event___x = str(mv[pos:pos + _event___n], 'utf-8')
+        if pos > end:
+            raise IndexError
+        pos += _event___n
+        _event__f_tags.append(_event___x)
+    _event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
+    _event__f_note = str(mv[pos:pos + _event___n], 'utf-8')
+    if pos > end:
+        raise IndexError
+    pos += _event___n + 1
+    if pos + (end - pos) > end:
+        raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+    _event__f_payload = bytes(mv[pos:pos + (end - pos)])
+    if pos > end:
+        raise IndexError
+    pos += end - pos
+    _event___obj = _new(Event)
+    _event___obj.seq = _event__f_seq
+    _event___obj.kind = _event__f_kind
+    _event___obj.time_delta = _event__f_time_delta
+    _event___obj.value = _event__f_value
+    _event___obj.offset = _event__f_offset
+    _event___obj.source = _event__f_source
+    _event___obj.tags = _event__f_tags
+    _event___obj.note = _event__f_note
+    _event___obj.payload = _event__f_payload
+    if pos != end:
+        raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+    end = _outer_end_body
+    _e_body = pos
+    f_crc, = _S4.unpack_from(mv, pos)
+    _r4 = pos
+    pos += 4
+    _ck = _ck_crc32c(mv[_s_body_len:_e_body])
+    if f_crc != _ck:
+        raise ChecksumError('crc32c mismatch', offset=_r4, path='crc', expected=_ck, found=f_crc)
+    _obj = _new(Record)
+    _obj.body = _event___obj
+    return (_obj, pos)
+
+def _m_record(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S4_unpack_from = _S4.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            _s_body_len = pos
+            f_body_len = mv[pos]
+            if f_body_len < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_body_len = f_body_len & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_body_len, pos = _uleb128(mv, pos, end, 'body_len')
+            _n = f_body_len
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
+            if pos + _n > end:
+                raise TruncatedError('section needs ' + str(_n) + ' bytes', offset=pos, path='body', expected=_n, found=end - pos)
+            _outer_end_body = end
+            end = pos + _n
+            _sec_body = pos
+            _event__f_seq = mv[pos]
+            if _event__f_seq < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _event__f_seq = _event__f_seq & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _event__f_seq, pos = _uleb128(mv, pos, end, 'seq')
+            _event__f_kind = mv[pos]
+            _event___r2 = pos
+            pos += 1
+            _event___v = _EVENTKIND_BY_VALUE.get(_event__f_kind)
+            if _event___v is None:
+                raise ConstraintError('unknown event_kind value', offset=_event___r2, path='kind', expected=[1, 2, 3], found=_event__f_kind)
+            _event__f_kind = _event___v
+            if pos > end:
+                raise IndexError
+            _event__f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
+            if pos > end:
+                raise IndexError
+            _event__f_value, pos = _sleb128(mv, pos, end, 'value')
+            _event___cva = pos
+            _event__f_offset = mv[pos]
+            if _event__f_offset < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _event__f_offset = _event__f_offset & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _event__f_offset, pos = _uleb128(mv, pos, end, 'offset')
+            _event__f_offset = _convert_decode(_cv_zigzag, _event__f_offset, _event___cva, 'offset')
+            _event___n = mv[pos]
+            if _event___n < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _event___n = _event___n & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _event___n, pos = _uleb128(mv, pos, end, 'source.length')
+            if pos + _event___n > end:
+                raise TruncatedError('str truncated', offset=pos, path='source', expected=_event___n, found=end - pos)
+            _event__f_source = str(mv[pos:pos + _event___n], 'utf-8')
+            if pos > end:
+                raise IndexError
+            pos += _event___n
+            _event___c = mv[pos]
+            if _event___c < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _event___c = _event___c & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _event___c, pos = _uleb128(mv, pos, end, 'tags.count')
+            if _event___c < 0 or _event___c * 1 > end - pos:
+                raise TruncatedError('count ' + str(_event___c) + ' needs at least ' + str(_event___c * 1) + ' bytes', offset=pos, path='tags', expected=_event___c * 1, found=end - pos)
+            _event__f_tags = []
+            for _event___i in range(_event___c):
+                _event___n = mv[pos]
+                if _event___n < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _event___n = _event___n & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _event___n, pos = _uleb128(mv, pos, end, '.length')
+                if pos + _event___n > end:
+                    raise TruncatedError('str truncated', offset=pos, path='', expected=_event___n, found=end - pos)
+                _event___x = str(mv[pos:pos + _event___n], 'utf-8')
+                if pos > end:
+                    raise IndexError
+                pos += _event___n
+                _event__f_tags.append(_event___x)
+            _event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
+            _event__f_note = str(mv[pos:pos + _event___n], 'utf-8')
+            if pos > end:
+                raise IndexError
+            pos += _event___n + 1
+            if pos + (end - pos) > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+            _event__f_payload = bytes(mv[pos:pos + (end - pos)])
+            if pos > end:
+                raise IndexError
+            pos += end - pos
+            _event___obj = _new(Event)
+            _event___obj.seq = _event__f_seq
+            _event___obj.kind = _event__f_kind
+            _event___obj.time_delta = _event__f_time_delta
+            _event___obj.value = _event__f_value
+            _event___obj.offset = _event__f_offset
+            _event___obj.source = _event__f_source
+            _event___obj.tags = _event__f_tags
+            _event___obj.note = _event__f_note
+            _event___obj.payload = _event__f_payload
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_sec_body, path='body', expected=end - _sec_body, found=pos - _sec_body)
+            end = _outer_end_body
+            _e_body = pos
+            f_crc, = _S4_unpack_from(mv, pos)
+            _r4 = pos
+            pos += 4
+            _ck = _ck_crc32c(mv[_s_body_len:_e_body])
+            if f_crc != _ck:
+                raise ChecksumError('crc32c mismatch', offset=_r4, path='crc', expected=_ck, found=f_crc)
+            _obj = _new(Record)
+            _obj.body = _event___obj
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_record, 'record', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_record, 'record', mv, _rs, end, (), _out)
+    return _out
+
 def _e_record(out, v):
     _s_body_len = len(out)
     _at_body_len = len(out)
@@ -470,15 +1112,15 @@ def _e_record(out, v):
     out += _zigzag_encode(_event__v.time_delta)
     out += _sleb128_encode(_event__v.value)
     out += _uleb128_encode(_convert_encode(_cv_zigzag, _event__v.offset, 'offset'))
-    _event___b = _event__v.source.encode('utf-8')
+    _event___b = _event__v.source.encode()
     out += _uleb128_encode(len(_event___b))
     out += _event___b
     out += _uleb128_encode(len(_event__v.tags))
     for _event___x in _event__v.tags:
-        _event___b = _event___x.encode('utf-8')
+        _event___b = _event___x.encode()
         out += _uleb128_encode(len(_event___b))
         out += _event___b
-    _event___b = _event__v.note.encode('utf-8')
+    _event___b = _event__v.note.encode()
     if b'\x00' in _event___b:
         raise EncodeError('value contains the terminator 00', path='note')
     out += _event___b + b'\x00'
@@ -487,9 +1129,42 @@ def _e_record(out, v):
     _size_body = len(out) - _ps
     _k = _uleb128_encode(_size_body)
     out[_at_body_len:_at_body_len] = _k
-    _e_body = len(out)
-    f_crc = _ck_crc32c((out if _s_body_len == 0 and _e_body == len(out) else memoryview(out)[_s_body_len:_e_body]))
+    f_crc = _ck_crc32c((out if _s_body_len == 0 else memoryview(out)[_s_body_len:]))
     out += _S4.pack(f_crc)
+
+def _em_record(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    _S4_pack = _S4.pack
+    for v in values:
+        _s_body_len = len(out)
+        _at_body_len = len(out)
+        _ps = len(out)
+        _event__v = v.body
+        out += _uleb128_encode(_event__v.seq)
+        out += _S2_pack(_event__v.kind)
+        out += _zigzag_encode(_event__v.time_delta)
+        out += _sleb128_encode(_event__v.value)
+        out += _uleb128_encode(_convert_encode(_cv_zigzag, _event__v.offset, 'offset'))
+        _event___b = _event__v.source.encode()
+        out += _uleb128_encode(len(_event___b))
+        out += _event___b
+        out += _uleb128_encode(len(_event__v.tags))
+        for _event___x in _event__v.tags:
+            _event___b = _event___x.encode()
+            out += _uleb128_encode(len(_event___b))
+            out += _event___b
+        _event___b = _event__v.note.encode()
+        if b'\x00' in _event___b:
+            raise EncodeError('value contains the terminator 00', path='note')
+        out += _event___b + b'\x00'
+        _event___b = _event__v.payload
+        out += _event___b
+        _size_body = len(out) - _ps
+        _k = _uleb128_encode(_size_body)
+        out[_at_body_len:_at_body_len] = _k
+        out += _S4_pack(_ck_crc32c(memoryview(out)[_s_body_len:]))
+    return bytes(out)
 
 def _d_event(mv, pos, end):
     _at = pos
@@ -593,26 +1268,268 @@ def _d_event(mv, pos, end):
     _obj.payload = f_payload
     return _obj, pos
 
+def _u_event(mv, pos, end):
+    f_seq = mv[pos]
+    if f_seq < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_seq = f_seq & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_seq, pos = _uleb128(mv, pos, end, 'seq')
+    f_kind = mv[pos]
+    pos += 1
+    f_kind = _EVENTKIND_BY_VALUE[f_kind]
+    if pos > end:
+        raise IndexError
+    f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
+    if pos > end:
+        raise IndexError
+    f_value, pos = _sleb128(mv, pos, end, 'value')
+    _cva = pos
+    f_offset = mv[pos]
+    if f_offset < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        f_offset = f_offset & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        f_offset, pos = _uleb128(mv, pos, end, 'offset')
+    f_offset = _convert_decode(_cv_zigzag, f_offset, _cva, 'offset')
+    _n = mv[pos]
+    if _n < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        _n = _n & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        _n, pos = _uleb128(mv, pos, end, 'source.length')
+    if pos + _n > end:
+        raise TruncatedError('str truncated', offset=pos, path='source', expected=_n, found=end - pos)
+    f_source = str(mv[pos:pos + _n], 'utf-8')
+    if pos > end:
+        raise IndexError
+    pos += _n
+    _c = mv[pos]
+    if _c < 128:
+        pos += 1
+    elif mv[pos + 1] < 128:
+        _c = _c & 127 | mv[pos + 1] << 7
+        pos += 2
+    else:
+        if pos > end:
+            raise IndexError
+        _c, pos = _uleb128(mv, pos, end, 'tags.count')
+    if _c < 0 or _c * 1 > end - pos:
+        raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+    f_tags = []
+    for _i in range(_c):
+        _n = mv[pos]
+        if _n < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            _n = _n & 127 | mv[pos + 1] << 7
+            pos += 2
+        else:
+            if pos > end:
+                raise IndexError
+            _n, pos = _uleb128(mv, pos, end, '.length')
+        if pos + _n > end:
+            raise TruncatedError('str truncated', offset=pos, path='', expected=_n, found=end - pos)
+        _x = str(mv[pos:pos + _n], 'utf-8')
+        if pos > end:
+            raise IndexError
+        pos += _n
+        f_tags.append(_x)
+    _n = _find_term(mv, b'\x00', pos, end, 'note') - pos
+    f_note = str(mv[pos:pos + _n], 'utf-8')
+    if pos > end:
+        raise IndexError
+    pos += _n + 1
+    if pos + (end - pos) > end:
+        raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+    f_payload = bytes(mv[pos:pos + (end - pos)])
+    if pos > end:
+        raise IndexError
+    pos += end - pos
+    _obj = _new(Event)
+    _obj.seq = f_seq
+    _obj.kind = f_kind
+    _obj.time_delta = f_time_delta
+    _obj.value = f_value
+    _obj.offset = f_offset
+    _obj.source = f_source
+    _obj.tags = f_tags
+    _obj.note = f_note
+    _obj.payload = f_payload
+    return (_obj, pos)
+
+def _m_event(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    try:
+        while pos < end:
+            _rs = pos
+            f_seq = mv[pos]
+            if f_seq < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_seq = f_seq & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_seq, pos = _uleb128(mv, pos, end, 'seq')
+            f_kind = mv[pos]
+            pos += 1
+            f_kind = _EVENTKIND_BY_VALUE[f_kind]
+            if pos > end:
+                raise IndexError
+            f_time_delta, pos = _zigzag(mv, pos, end, 'time_delta')
+            if pos > end:
+                raise IndexError
+            f_value, pos = _sleb128(mv, pos, end, 'value')
+            _cva = pos
+            f_offset = mv[pos]
+            if f_offset < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                f_offset = f_offset & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                f_offset, pos = _uleb128(mv, pos, end, 'offset')
+            f_offset = _convert_decode(_cv_zigzag, f_offset, _cva, 'offset')
+            _n = mv[pos]
+            if _n < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _n = _n & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _n, pos = _uleb128(mv, pos, end, 'source.length')
+            if pos + _n > end:
+                raise TruncatedError('str truncated', offset=pos, path='source', expected=_n, found=end - pos)
+            f_source = str(mv[pos:pos + _n], 'utf-8')
+            if pos > end:
+                raise IndexError
+            pos += _n
+            _c = mv[pos]
+            if _c < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _c = _c & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _c, pos = _uleb128(mv, pos, end, 'tags.count')
+            if _c < 0 or _c * 1 > end - pos:
+                raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='tags', expected=_c * 1, found=end - pos)
+            f_tags = []
+            for _i in range(_c):
+                _n = mv[pos]
+                if _n < 128:
+                    pos += 1
+                elif mv[pos + 1] < 128:
+                    _n = _n & 127 | mv[pos + 1] << 7
+                    pos += 2
+                else:
+                    if pos > end:
+                        raise IndexError
+                    _n, pos = _uleb128(mv, pos, end, '.length')
+                if pos + _n > end:
+                    raise TruncatedError('str truncated', offset=pos, path='', expected=_n, found=end - pos)
+                _x = str(mv[pos:pos + _n], 'utf-8')
+                if pos > end:
+                    raise IndexError
+                pos += _n
+                f_tags.append(_x)
+            _n = _find_term(mv, b'\x00', pos, end, 'note') - pos
+            f_note = str(mv[pos:pos + _n], 'utf-8')
+            if pos > end:
+                raise IndexError
+            pos += _n + 1
+            if pos + (end - pos) > end:
+                raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
+            f_payload = bytes(mv[pos:pos + (end - pos)])
+            if pos > end:
+                raise IndexError
+            pos += end - pos
+            _obj = _new(Event)
+            _obj.seq = f_seq
+            _obj.kind = f_kind
+            _obj.time_delta = f_time_delta
+            _obj.value = f_value
+            _obj.offset = f_offset
+            _obj.source = f_source
+            _obj.tags = f_tags
+            _obj.note = f_note
+            _obj.payload = f_payload
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_event, 'event', mv, _rs, end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_event, 'event', mv, _rs, end, (), _out)
+    return _out
+
 def _e_event(out, v):
     out += _uleb128_encode(v.seq)
     out += _S2.pack(v.kind)
     out += _zigzag_encode(v.time_delta)
     out += _sleb128_encode(v.value)
     out += _uleb128_encode(_convert_encode(_cv_zigzag, v.offset, 'offset'))
-    _b = v.source.encode('utf-8')
+    _b = v.source.encode()
     out += _uleb128_encode(len(_b))
     out += _b
     out += _uleb128_encode(len(v.tags))
     for _x in v.tags:
-        _b = _x.encode('utf-8')
+        _b = _x.encode()
         out += _uleb128_encode(len(_b))
         out += _b
-    _b = v.note.encode('utf-8')
+    _b = v.note.encode()
     if b'\x00' in _b:
         raise EncodeError('value contains the terminator 00', path='note')
     out += _b + b'\x00'
     _b = v.payload
     out += _b
+
+def _em_event(values):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    for v in values:
+        out += _uleb128_encode(v.seq)
+        out += _S2_pack(v.kind)
+        out += _zigzag_encode(v.time_delta)
+        out += _sleb128_encode(v.value)
+        out += _uleb128_encode(_convert_encode(_cv_zigzag, v.offset, 'offset'))
+        _b = v.source.encode()
+        out += _uleb128_encode(len(_b))
+        out += _b
+        out += _uleb128_encode(len(v.tags))
+        for _x in v.tags:
+            _b = _x.encode()
+            out += _uleb128_encode(len(_b))
+            out += _b
+        _b = v.note.encode()
+        if b'\x00' in _b:
+            raise EncodeError('value contains the terminator 00', path='note')
+        out += _b + b'\x00'
+        _b = v.payload
+        out += _b
+    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -621,6 +1538,14 @@ def decode_log_file(buf, offset: int = 0) -> tuple[LogFile, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_log_file(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_log_file(mv, offset, len(mv))
     except DecodeError as exc:
@@ -655,11 +1580,17 @@ def iter_log_file(buf, offset: int = 0, end: int | None = None):
 def decode_many_log_file(buf, offset: int = 0, end: int | None = None) -> list[LogFile]:
     """Decode consecutive `log_file` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_log_file``, in one loop: for logs read whole)."""
-    return _decode_many(_d_log_file, "log_file", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_log_file(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_log_file(values) -> bytes:
     """Encode consecutive `log_file` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_log_file(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_log_file, "log_file", values, ())
 
 
@@ -679,6 +1610,14 @@ def decode_record(buf, offset: int = 0) -> tuple[Record, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_record(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_record(mv, offset, len(mv))
     except DecodeError as exc:
@@ -713,11 +1652,17 @@ def iter_record(buf, offset: int = 0, end: int | None = None):
 def decode_many_record(buf, offset: int = 0, end: int | None = None) -> list[Record]:
     """Decode consecutive `record` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_record``, in one loop: for logs read whole)."""
-    return _decode_many(_d_record, "record", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_record(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_record(values) -> bytes:
     """Encode consecutive `record` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_record(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_record, "record", values, ())
 
 
@@ -737,6 +1682,14 @@ def decode_event(buf, offset: int = 0) -> tuple[Event, int]:
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_event(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_event(mv, offset, len(mv))
     except DecodeError as exc:
@@ -771,11 +1724,17 @@ def iter_event(buf, offset: int = 0, end: int | None = None):
 def decode_many_event(buf, offset: int = 0, end: int | None = None) -> list[Event]:
     """Decode consecutive `event` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_event``, in one loop: for logs read whole)."""
-    return _decode_many(_d_event, "event", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_event(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_event(values) -> bytes:
     """Encode consecutive `event` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_event(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_event, "event", values, ())
 
 
@@ -791,6 +1750,11 @@ def encode_event(value: Event) -> bytes:
     return bytes(out)
 
 # -- Construct path -------------------------------------------------------------------
+
+# compiled tighter than Construct's own classes (bytewright.runtime.codec)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
 C_event = Struct(
     '_o_start' / Tell,
@@ -811,24 +1775,21 @@ C_record = Struct(
     'body_len' / Rebuild(Leb128('uleb128'), Code("len(_build_bytes(C_event, this['body'], this))", lambda this: len(_build_bytes(C_event, this['body'], this)))),
     '_e_body_len' / Tell,
     '_s_body' / Tell,
-    'body' / IfThenElse(Code('this._parsing', lambda this: this._parsing), FixedSized(Code("this['body_len']", lambda this: this['body_len']), C_event), C_event),
+    'body' / IfThenElse(Code("this['_parsing']", lambda this: this['_parsing']), FixedSized(Code("this['body_len']", lambda this: this['body_len']), C_event), C_event),
     '_e_body' / Tell,
-    Check(Code("not this._parsing or this['_e_body'] - this['_s_body'] == this['body_len']", lambda this: not this._parsing or this['_e_body'] - this['_s_body'] == this['body_len'])),
-    'crc' / Checksum(Int32ul, _ck_crc32c, lambda this: _span(this, [('span', 'body_len'), ('span', 'body')])),
+    Check(Code("not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len']", lambda this: not this['_parsing'] or this['_e_body'] - this['_s_body'] == this['body_len'])),
+    'crc' / Checksum(Int32ul, Code('_ck_crc32c', _ck_crc32c), Code("_span_range(this, '_s_body_len', '_e_body')", lambda this: _span_range(this, '_s_body_len', '_e_body'))),
 )
 
 C_log_file = Struct(
     '_o_start' / Tell,
     'magic' / Const(b'PLOG'),
     'version' / Int8ul,
-    Check(Code("not this._parsing or (1 <= this['version'] and this['version'] <= 1)", lambda this: not this._parsing or (1 <= this['version'] and this['version'] <= 1))),
+    Check(Code("not this['_parsing'] or (1 <= this['version'] and this['version'] <= 1)", lambda this: not this['_parsing'] or (1 <= this['version'] and this['version'] <= 1))),
     'records' / RepeatToEnd(C_record),
 )
 
 def _c2m_log_file(c):
-    f_magic = c.get('magic')
-    if f_magic is not None:
-        f_magic = bytes(f_magic)
     f_version = c.get('version')
     f_records = c.get('records')
     if f_records is not None:
@@ -842,11 +1803,9 @@ def _m2c_log_file(v):
     }
 
 def _c2m_record(c):
-    f_body_len = c.get('body_len')
     f_body = c.get('body')
     if f_body is not None:
         f_body = _c2m_event(f_body)
-    f_crc = c.get('crc')
     return Record(f_body)
 
 def _m2c_record(v):
@@ -858,7 +1817,8 @@ def _c2m_event(c):
     f_seq = c.get('seq')
     f_kind = c.get('kind')
     if f_kind is not None:
-        f_kind = _enum_value(EventKind, f_kind, False)
+        _t = _EVENTKIND_BY_VALUE.get(f_kind)
+        f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
     f_time_delta = c.get('time_delta')
     f_value = c.get('value')
     f_offset = c.get('offset')

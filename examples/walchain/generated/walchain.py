@@ -200,7 +200,7 @@ def _d_wal_file(mv, pos, end):
     return _obj, pos
 
 def _e_wal_file(out, v):
-    _s_magic = len(out) + 0
+    _s_magic = len(out)
     _e_salt2 = len(out) + 24
     out += _S0.pack(v.magic, 3007000, v.page_size, v.checkpoint_seq, v.salt1, v.salt2)
     f_hdr_check = _ck_walsum((out if _s_magic == 0 and _e_salt2 == len(out) else memoryview(out)[_s_magic:_e_salt2]), order=('big' if (v.magic == 931071619) else 'little'))
@@ -212,16 +212,44 @@ def _e_wal_file(out, v):
         _frame__p_page_size = v.page_size
         _frame__p_hdr_salt1 = v.salt1
         _frame__p_hdr_salt2 = v.salt2
-        _frame___s_page_number = len(out) + 0
+        _frame___s_page_number = len(out)
         out += _S4.pack(_x.page_number, _x.commit_size, _x.salt1, _x.salt2)
         _frame___b = _x.data
         if len(_frame___b) != _frame__p_page_size:
             raise EncodeError('wrong length ' + str(len(_frame___b)), path='data')
         out += _frame___b
-        _frame___e_data = len(out)
-        _frame__f_check = _ck_walsum(out if _frame___s_page_number == 0 and _frame___e_data == len(out) else memoryview(out)[_frame___s_page_number:_frame___e_data], f__chain, order=_frame__p_order)
+        _frame__f_check = _ck_walsum(out if _frame___s_page_number == 0 else memoryview(out)[_frame___s_page_number:], f__chain, order=_frame__p_order)
         out += _S2.pack(_frame__f_check)
         f__chain = _S2.unpack_from(out, len(out) - 8)[0]
+
+def _em_wal_file(values):
+    out = bytearray()
+    _S0_pack = _S0.pack
+    _S2_pack = _S2.pack
+    _S4_pack = _S4.pack
+    for v in values:
+        _s_magic = len(out)
+        _e_salt2 = len(out) + 24
+        out += _S0_pack(v.magic, 3007000, v.page_size, v.checkpoint_seq, v.salt1, v.salt2)
+        f_hdr_check = _ck_walsum(out if _s_magic == 0 and _e_salt2 == len(out) else memoryview(out)[_s_magic:_e_salt2], order='big' if v.magic == 931071619 else 'little')
+        out += _S2_pack(f_hdr_check)
+        f__chain = f_hdr_check
+        for _x in v.frames:
+            _p0 = len(out)
+            _frame__p_order = 'big' if v.magic == 931071619 else 'little'
+            _frame__p_page_size = v.page_size
+            _frame__p_hdr_salt1 = v.salt1
+            _frame__p_hdr_salt2 = v.salt2
+            _frame___s_page_number = len(out)
+            out += _S4_pack(_x.page_number, _x.commit_size, _x.salt1, _x.salt2)
+            _frame___b = _x.data
+            if len(_frame___b) != _frame__p_page_size:
+                raise EncodeError('wrong length ' + str(len(_frame___b)), path='data')
+            out += _frame___b
+            _frame__f_check = _ck_walsum(out if _frame___s_page_number == 0 else memoryview(out)[_frame___s_page_number:], f__chain, order=_frame__p_order)
+            out += _S2_pack(_frame__f_check)
+            f__chain = _S2.unpack_from(out, len(out) - 8)[0]
+    return bytes(out)
 
 def _d_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
     if pos + 16 > end:
@@ -260,16 +288,104 @@ def _d_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _obj.data = f_data
     return _obj, pos
 
+def _u_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+    f_page_number, f_commit_size, f_salt1, f_salt2 = _S4.unpack_from(mv, pos)
+    _r4 = pos
+    pos += 16
+    if not f_page_number >= 1:
+        raise ConstraintError('rule page_number >= 1 broken', offset=_r4, path='page_number', expected='page_number >= 1', found=f_page_number)
+    if not f_salt1 == p_hdr_salt1:
+        raise ConstraintError('salt1 differs from the header', offset=_r4 + 8, path='salt1', expected='salt1 == hdr_salt1', found=f_salt1)
+    if not f_salt2 == p_hdr_salt2:
+        raise ConstraintError('salt2 differs from the header', offset=_r4 + 12, path='salt2', expected='salt2 == hdr_salt2', found=f_salt2)
+    _n = p_page_size
+    if _n < 0:
+        raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+    f_data = bytes(mv[pos:pos + _n])
+    pos += _n
+    _e_data = pos
+    f_check, = _S2.unpack_from(mv, pos)
+    _r2 = pos
+    pos += 8
+    _ck = _ck_walsum(mv[_r4:_e_data], p_prev, order=p_order)
+    if f_check != _ck:
+        raise ChecksumError('walsum mismatch', offset=_r2, path='check', expected=_ck, found=f_check)
+    _obj = _new(Frame)
+    _obj.page_number = f_page_number
+    _obj.commit_size = f_commit_size
+    _obj.salt1 = f_salt1
+    _obj.salt2 = f_salt2
+    _obj.data = f_data
+    return (_obj, pos)
+
+def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _S2_unpack_from = _S2.unpack_from
+    _S4_unpack_from = _S4.unpack_from
+    try:
+        while pos < end:
+            _rs = pos
+            f_page_number, f_commit_size, f_salt1, f_salt2 = _S4_unpack_from(mv, pos)
+            _r4 = pos
+            pos += 16
+            if not f_page_number >= 1:
+                raise ConstraintError('rule page_number >= 1 broken', offset=_r4, path='page_number', expected='page_number >= 1', found=f_page_number)
+            if not f_salt1 == p_hdr_salt1:
+                raise ConstraintError('salt1 differs from the header', offset=_r4 + 8, path='salt1', expected='salt1 == hdr_salt1', found=f_salt1)
+            if not f_salt2 == p_hdr_salt2:
+                raise ConstraintError('salt2 differs from the header', offset=_r4 + 12, path='salt2', expected='salt2 == hdr_salt2', found=f_salt2)
+            _n = p_page_size
+            if _n < 0:
+                raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
+            f_data = bytes(mv[pos:pos + _n])
+            pos += _n
+            _e_data = pos
+            f_check, = _S2_unpack_from(mv, pos)
+            _r2 = pos
+            pos += 8
+            _ck = _ck_walsum(mv[_r4:_e_data], p_prev, order=p_order)
+            if f_check != _ck:
+                raise ChecksumError('walsum mismatch', offset=_r2, path='check', expected=_ck, found=f_check)
+            _obj = _new(Frame)
+            _obj.page_number = f_page_number
+            _obj.commit_size = f_commit_size
+            _obj.salt1 = f_salt1
+            _obj.salt2 = f_salt2
+            _obj.data = f_data
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_frame, 'frame', mv, _rs, end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_frame, 'frame', mv, _rs, end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
+    return _out
+
 def _e_frame(out, v, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
-    _s_page_number = len(out) + 0
+    _s_page_number = len(out)
     out += _S4.pack(v.page_number, v.commit_size, v.salt1, v.salt2)
     _b = v.data
     if len(_b) != p_page_size:
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
     out += _b
-    _e_data = len(out)
-    f_check = _ck_walsum((out if _s_page_number == 0 and _e_data == len(out) else memoryview(out)[_s_page_number:_e_data]), p_prev, order=p_order)
+    f_check = _ck_walsum((out if _s_page_number == 0 else memoryview(out)[_s_page_number:]), p_prev, order=p_order)
     out += _S2.pack(f_check)
+
+def _em_frame(values, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+    out = bytearray()
+    _S2_pack = _S2.pack
+    _S4_pack = _S4.pack
+    for v in values:
+        _s_page_number = len(out)
+        out += _S4_pack(v.page_number, v.commit_size, v.salt1, v.salt2)
+        _b = v.data
+        if len(_b) != p_page_size:
+            raise EncodeError('wrong length ' + str(len(_b)), path='data')
+        out += _b
+        out += _S2_pack(_ck_walsum(memoryview(out)[_s_page_number:], p_prev, order=p_order))
+    return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------
 
@@ -317,6 +433,11 @@ def decode_many_wal_file(buf, offset: int = 0, end: int | None = None) -> list[W
 
 def encode_many_wal_file(values) -> bytes:
     """Encode consecutive `wal_file` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_wal_file(values)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_wal_file, "wal_file", values, ())
 
 
@@ -336,6 +457,14 @@ def decode_frame(buf, offset: int = 0, *, prev: int = 0, order: str = 'big', pag
     # bytes are read directly: their slices are bytes already (no memoryview object per
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_frame(mv, offset, len(mv), prev, order, page_size, hdr_salt1, hdr_salt2)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
     try:
         return _d_frame(mv, offset, len(mv), prev, order, page_size, hdr_salt1, hdr_salt2)
     except DecodeError as exc:
@@ -370,11 +499,17 @@ def iter_frame(buf, offset: int = 0, end: int | None = None, *, prev: int = 0, o
 def decode_many_frame(buf, offset: int = 0, end: int | None = None, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> list[Frame]:
     """Decode consecutive `frame` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_frame``, in one loop: for logs read whole)."""
-    return _decode_many(_d_frame, "frame", buf, offset, end, (prev, order, page_size, hdr_salt1, hdr_salt2,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_frame(mv, offset, len(mv) if end is None else end, prev, order, page_size, hdr_salt1, hdr_salt2)
 
 
 def encode_many_frame(values, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> bytes:
     """Encode consecutive `frame` records (a log) into one buffer."""
+    if values.__class__ is list or values.__class__ is tuple:
+        try:
+            return _em_frame(values, prev, order, page_size, hdr_salt1, hdr_salt2)
+        except Exception:
+            pass  # the per-record loop below re-encodes and raises, naming the failing item
     return _encode_many(_e_frame, "frame", values, (prev, order, page_size, hdr_salt1, hdr_salt2,))
 
 
@@ -391,27 +526,32 @@ def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: 
 
 # -- Construct path -------------------------------------------------------------------
 
+# compiled tighter than Construct's own classes (bytewright.runtime.codec)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
+from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
+
 C_frame = Struct(
     '_o_start' / Tell,
     '_s_page_number' / Tell,
     'page_number' / Int32ub,
     '_e_page_number' / Tell,
-    Check(Code("not this._parsing or ((this['page_number'] >= 1))", lambda this: not this._parsing or ((this['page_number'] >= 1)))),
+    Check(Code("not this['_parsing'] or ((this['page_number'] >= 1))", lambda this: not this['_parsing'] or ((this['page_number'] >= 1)))),
     '_s_commit_size' / Tell,
     'commit_size' / Int32ub,
     '_e_commit_size' / Tell,
     '_s_salt1' / Tell,
     'salt1' / Int32ub,
     '_e_salt1' / Tell,
-    Check(Code("not this._parsing or ((this['salt1'] == this._params['hdr_salt1']))", lambda this: not this._parsing or ((this['salt1'] == this._params['hdr_salt1'])))),
+    Check(Code("not this['_parsing'] or ((this['salt1'] == this['_params']['hdr_salt1']))", lambda this: not this['_parsing'] or ((this['salt1'] == this['_params']['hdr_salt1'])))),
     '_s_salt2' / Tell,
     'salt2' / Int32ub,
     '_e_salt2' / Tell,
-    Check(Code("not this._parsing or ((this['salt2'] == this._params['hdr_salt2']))", lambda this: not this._parsing or ((this['salt2'] == this._params['hdr_salt2'])))),
+    Check(Code("not this['_parsing'] or ((this['salt2'] == this['_params']['hdr_salt2']))", lambda this: not this['_parsing'] or ((this['salt2'] == this['_params']['hdr_salt2'])))),
     '_s_data' / Tell,
-    'data' / Bytes(Code("this._params['page_size']", lambda this: this._params['page_size'])),
+    'data' / Bytes(Code("this['_params']['page_size']", lambda this: this['_params']['page_size'])),
     '_e_data' / Tell,
-    'check' / Checksum(Int64ub, lambda _v: _v, lambda this: _ck_walsum(_span(this, [('span', 'page_number'), ('span', 'commit_size'), ('span', 'salt1'), ('span', 'salt2'), ('span', 'data')]), this._params['prev'], order=this._params['order'])),
+    'check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order'])", lambda this: _ck_walsum(_span_range(this, '_s_page_number', '_e_data'), this['_params']['prev'], order=this['_params']['order']))),
 )
 
 C_wal_file = Struct(
@@ -419,14 +559,14 @@ C_wal_file = Struct(
     '_s_magic' / Tell,
     'magic' / Int32ub,
     '_e_magic' / Tell,
-    Check(Code("not this._parsing or (((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: not this._parsing or (((this['magic'] == 931071618) or (this['magic'] == 931071619))))),
+    Check(Code("not this['_parsing'] or (((this['magic'] == 931071618) or (this['magic'] == 931071619)))", lambda this: not this['_parsing'] or (((this['magic'] == 931071618) or (this['magic'] == 931071619))))),
     '_s_format_version' / Tell,
     'format_version' / Const(3007000, Int32ub),
     '_e_format_version' / Tell,
     '_s_page_size' / Tell,
     'page_size' / Int32ub,
     '_e_page_size' / Tell,
-    Check(Code("not this._parsing or (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: not this._parsing or (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0))))),
+    Check(Code("not this['_parsing'] or (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0)))", lambda this: not this['_parsing'] or (((this['page_size'] >= 8) and ((this['page_size'] % 8) == 0))))),
     '_s_checkpoint_seq' / Tell,
     'checkpoint_seq' / Int32ub,
     '_e_checkpoint_seq' / Tell,
@@ -436,18 +576,16 @@ C_wal_file = Struct(
     '_s_salt2' / Tell,
     'salt2' / Int32ub,
     '_e_salt2' / Tell,
-    'hdr_check' / Checksum(Int64ub, lambda _v: _v, lambda this: _ck_walsum(_span(this, [('span', 'magic'), ('span', 'format_version'), ('span', 'page_size'), ('span', 'checkpoint_seq'), ('span', 'salt1'), ('span', 'salt2')]), order=('big' if (this['magic'] == 931071619) else 'little'))),
+    'hdr_check' / Checksum(Int64ub, Code('_bw.identity', lambda _v: _v), Code("_ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little'))", lambda this: _ck_walsum(_span_range(this, '_s_magic', '_e_salt2'), order=('big' if (this['magic'] == 931071619) else 'little')))),
     'frames' / ChainedRepeat(WithParams(C_frame, {'prev': Code("this['_chain']", lambda this: this['_chain']), 'order': Code("('big' if (this['magic'] == 931071619) else 'little')", lambda this: ('big' if (this['magic'] == 931071619) else 'little')), 'page_size': Code("this['page_size']", lambda this: this['page_size']), 'hdr_salt1': Code("this['salt1']", lambda this: this['salt1']), 'hdr_salt2': Code("this['salt2']", lambda this: this['salt2'])}), None, Code("this['hdr_check']", lambda this: this['hdr_check']), '>Q', 8, True, stop_on_error=True),
 )
 
 def _c2m_wal_file(c):
     f_magic = c.get('magic')
-    f_format_version = c.get('format_version')
     f_page_size = c.get('page_size')
     f_checkpoint_seq = c.get('checkpoint_seq')
     f_salt1 = c.get('salt1')
     f_salt2 = c.get('salt2')
-    f_hdr_check = c.get('hdr_check')
     f_frames = c.get('frames')
     if f_frames is not None:
         f_frames = _LogList([_c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2) for _x in f_frames], f_frames.stop)
@@ -471,7 +609,6 @@ def _c2m_frame(c, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
     f_data = c.get('data')
     if f_data is not None:
         f_data = bytes(f_data)
-    f_check = c.get('check')
     return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
 
 def _m2c_frame(v):

@@ -1,0 +1,192 @@
+"""The optimistic fast path (``_u_<record>``, ``_m_<record>``, ``_em_<record>``) against
+the checked one it falls back to.
+
+The optimistic decoders leave out per-read bounds tests and re-run the checked decoder
+on anything unusual, so every input must give the same value or the same error (type,
+message, offset, path, expected, found) whichever path runs. Each fixture of the
+package's own project is decoded whole, truncated at every length, cut with ``end``
+inside a buffer that goes on (where an unchecked slice would silently read past
+``end``), and corrupted byte by byte; the reference is the same public function with
+its optimistic twin switched off (so it takes the checked decoder).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from bytewright.bench import harness
+from bytewright.generated import htt as h
+from bytewright.generated import kladde as kl
+from bytewright.generated import pile as gp
+from bytewright.generator import checks, project
+from bytewright.runtime.errors import BytewrightError, EncodeError
+
+FIXTURES = [f for f in checks.fixtures() if f.data]
+MAX_CUTS = 160  # truncation / flip positions per fixture (spread over the whole input)
+
+
+def _module(family: str):
+    return project.package_project().load_module(family)
+
+
+def _outcome(fn, *args, **kw):
+    """The value, or the error as comparable data."""
+    try:
+        return ("ok", fn(*args, **kw))
+    except BytewrightError as exc:
+        return ("error", type(exc).__name__, exc.message, exc.offset, exc.path,
+                repr(exc.expected), repr(exc.found))
+
+
+def _raise(*_a, **_k):
+    raise RuntimeError("optimistic path switched off")
+
+
+def _positions(n: int) -> list[int]:
+    if n <= MAX_CUTS:
+        return list(range(n))
+    step = n / MAX_CUTS
+    return sorted({int(i * step) for i in range(MAX_CUTS)} | set(range(min(n, 40))))
+
+
+def _checked(monkeypatch, mod, record: str) -> None:
+    """Make ``mod``'s public functions for ``record`` take the checked decoder."""
+    monkeypatch.setattr(mod, f"_u_{record}", _raise)
+    monkeypatch.setattr(mod, f"_m_{record}", lambda mv, pos, end, *p: mod._decode_many(
+        getattr(mod, f"_d_{record}"), record, mv, pos, end, p))
+
+
+def _inputs(data: bytes):
+    yield data
+    for cut in _positions(len(data)):
+        yield data[:cut]
+    for at in _positions(len(data)):
+        for bit in (0x01, 0x80):
+            b = bytearray(data)
+            b[at] ^= bit
+            yield bytes(b)
+
+
+@pytest.mark.parametrize("fx", FIXTURES, ids=[f"{f.family}/{f.path.stem}" for f in FIXTURES])
+def test_optimistic_decode_agrees_with_checked(fx, monkeypatch):
+    mod = _module(fx.family)
+    record = fx.record
+    if not hasattr(mod, f"_u_{record}"):
+        pytest.skip(f"{record} has no optimistic twin")
+    decode = getattr(mod, f"decode_{record}")
+    many = getattr(mod, f"decode_many_{record}")
+    inputs = list(_inputs(fx.data))
+    # the buffer goes on past ``end``: unchecked reads may see bytes they must not use
+    tails = [(fx.data + fx.data, cut) for cut in _positions(len(fx.data))]
+    fast = [_outcome(decode, b, **fx.params) for b in inputs]
+    fast_many = [_outcome(many, b, **fx.params) for b in inputs]
+    fast_end = [_outcome(many, b, 0, end, **fx.params) for b, end in tails]
+    _checked(monkeypatch, mod, record)
+    slow = [_outcome(decode, b, **fx.params) for b in inputs]
+    slow_many = [_outcome(many, b, **fx.params) for b in inputs]
+    slow_end = [_outcome(many, b, 0, end, **fx.params) for b, end in tails]
+    for got, want, what in ((fast, slow, "decode"), (fast_many, slow_many, "decode_many"),
+                            (fast_end, slow_end, "decode_many with end")):
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert g == w, f"{what} input #{i}: optimistic {g[:4]} != checked {w[:4]}"
+
+
+def test_optimistic_twins_exist_for_the_benchmarked_records():
+    # the mechanism is in use where it matters (a silent opt-out would pass every test)
+    assert callable(getattr(h, "_m_wal_entry", None)) and callable(h._u_wal_entry)
+    assert callable(getattr(kl, "_u_table_content", None))
+    assert callable(getattr(gp, "_m_pile_record", None))
+    assert callable(getattr(gp, "_u_frame_rest", None))
+    assert callable(getattr(h, "_em_wal_entry", None))
+
+
+def _wal(n: int = 6, dims: int = 0) -> tuple[bytes, list]:
+    return harness._htt_corpus(n, dims)
+
+
+def _err(fn, *a, **k):
+    out = _outcome(fn, *a, **k)
+    assert out[0] == "error", out
+    return out
+
+
+def test_torn_last_entry_keeps_the_entries_before_and_names_the_index():
+    data, values = _wal()
+    params = {"semantic_dims": 0, "tail_layout": h.SemTailLayout.full}
+    # the checked decoder on the same bytes is the authority
+    want = _err(h._decode_many, h._d_wal_entry, "wal_entry", data[:-3], 0, None,
+                (0, h.SemTailLayout.full))
+    got = _err(h.decode_many_wal_entry, data[:-3], **params)
+    assert got == want
+    assert got[1] == "TruncatedError" and got[4].startswith("wal_entry[5]")
+    # a short last entry followed by more bytes beyond ``end`` reads past end unchecked
+    cut = len(data) - 10
+    got = _err(h.decode_many_wal_entry, data, 0, cut, **params)
+    want = _err(h._decode_many, h._d_wal_entry, "wal_entry", data, 0, cut,
+                (0, h.SemTailLayout.full))
+    assert got == want
+
+
+def test_fallback_continues_after_the_good_records():
+    data, values = _wal(5)
+    bad = bytearray(data)
+    bad[-1] ^= 0xFF  # last entry's CRC
+    err = _err(h.decode_many_wal_entry, bytes(bad), semantic_dims=0,
+               tail_layout=h.SemTailLayout.full)
+    assert err[1] == "ChecksumError" and err[4].startswith("wal_entry[4]")
+    assert h.decode_many_wal_entry(data, semantic_dims=0,
+                                   tail_layout=h.SemTailLayout.full) == values
+
+
+def test_unknown_enum_in_the_optimistic_loop_is_the_checked_error():
+    data, _ = _wal(3)
+    bad = bytearray(data)
+    bad[4] = 99  # first entry's op
+    got = _err(h.decode_many_wal_entry, bytes(bad), semantic_dims=0,
+               tail_layout=h.SemTailLayout.full)
+    assert got[1:5] == ("ConstraintError", "unknown wal_op value", 4, "wal_entry[0].op")
+
+
+def test_kladde_statements_truncated_everywhere():
+    case = harness.kladde_case(40)
+    data = case.data
+    for cut in range(len(data)):
+        got = _outcome(kl.decode_table_content, data[:cut])
+        want = _outcome(lambda b: kl._d_table_content(b, 0, len(b)), data[:cut])
+        if want[0] == "error":  # the public function prefixes the record name
+            want = (*want[:4], "table_content" + ("." + want[4] if want[4] else ""), *want[5:])
+        assert got[0] == want[0], cut
+        if got[0] == "ok":
+            assert got[1] == want[1]
+        else:
+            assert got[1:4] == want[1:4] and got[4].rstrip(".") == want[4].rstrip("."), cut
+
+
+def test_encode_many_inline_loop_names_the_failing_item():
+    data, values = _wal(4)
+    params = {"semantic_dims": 0, "tail_layout": h.SemTailLayout.full}
+    assert h.encode_many_wal_entry(values, **params) == data
+    assert h.encode_many_wal_entry(tuple(values), **params) == data
+    assert h.encode_many_wal_entry(iter(values), **params) == data  # not a list: per record
+    broken = list(values)
+    broken[2] = h.WalEntry(broken[2].seq, broken[2].op, 12345, broken[2].body)
+    with pytest.raises(EncodeError) as inline:
+        h.encode_many_wal_entry(broken, **params)
+    with pytest.raises(EncodeError) as per_record:
+        h._encode_many(h._e_wal_entry, "wal_entry", broken, (0, h.SemTailLayout.full))
+    assert inline.value.path == per_record.value.path
+    assert inline.value.path.startswith("wal_entry[2]")
+    assert str(inline.value) == str(per_record.value)
+
+
+def test_tailed_wal_agrees_under_truncation():
+    data, values = _wal(3, dims=4)
+    params = {"semantic_dims": 4, "tail_layout": h.SemTailLayout.full}
+    ref = (4, h.SemTailLayout.full)
+    assert h.decode_many_wal_entry(data, **params) == values
+    for cut in itertools.chain(range(0, 60), range(len(data) - 80, len(data))):
+        got = _outcome(h.decode_many_wal_entry, data[:cut], **params)
+        want = _outcome(h._decode_many, h._d_wal_entry, "wal_entry", data[:cut], 0, None, ref)
+        assert got == want, cut
