@@ -380,6 +380,36 @@ def test_diagnose_record_at(path):
         diagnose(path, len(data) + 1)
 
 
+def test_diagnose_maps_the_file_instead_of_reading_it(tmp_path):
+    """A read-only path (issue 16, item 3): diagnosing one record of a 160 MB pile
+    touches that record's pages, not the file (``f.read()`` held all 160 MB)."""
+    from bytewright.runtime.pile import encode_blob
+    path = tmp_path / "big.pile"
+    with open(path, "wb") as f:
+        for i in range(16):
+            f.write(encode_blob(bytes([i]) * 10_000_000, 1_700_000_000_000 + i))
+    script = textwrap.dedent(f"""
+        import json
+        from bytewright.runtime.pile.repair import diagnose
+        def hwm():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmHWM"):
+                    return int(line.split()[1]) // 1024
+        before = hwm()
+        out = diagnose({str(path)!r}, 0)
+        print(json.dumps({{"net_mb": hwm() - before, "out": out}}))
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True)
+    got = __import__("json").loads(res.stdout)
+    assert got["out"]["status"] == "ok" and got["out"]["blob_hash_ok"] is True
+    assert got["out"]["payload_length"] == 10_000_000
+    assert got["net_mb"] < 80, got  # one 10 MB record and its copies, not the file
+    empty = tmp_path / "empty.pile"
+    empty.write_bytes(b"")
+    assert diagnose(str(empty), 0)["status"] != "ok"  # nothing to map: refused, not a crash
+
+
 def test_salvage_keeps_every_record_that_verifies(tmp_path):
     from bytewright.runtime.pile import salvage
     recs = [_enc(C.blob(bytes([i]) * 100)) for i in range(6)] + [_enc(C.commit())]

@@ -11,6 +11,7 @@ fsynced. reframe rewrites a pile with legacy records into current framing in a n
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -246,9 +247,16 @@ def salvage(src: str, dest: str, step: int = 64) -> SalvageResult:
 
 
 def diagnose(path: str, offset: int) -> dict:
-    """What the reader sees at ``offset``: the record, or the error it raises there."""
+    """What the reader sees at ``offset``: the record, or the error it raises there.
+
+    The file is mapped, not read: only the pages of the record (and, after damage, of
+    the search for the next valid one) are touched, so memory does not grow with the
+    file."""
     with open(path, "rb") as f:
-        data = f.read()
+        size = os.fstat(f.fileno()).st_size
+        # the mapping stays valid after the file is closed; it is unmapped when the
+        # last view of it (a record's payload, say) is gone
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     if not 0 <= offset <= len(data):
         raise RepairRefused(f"{path}: offset {offset} is outside the file (0..{len(data)})")
     try:
