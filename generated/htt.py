@@ -7145,7 +7145,7 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -7300,9 +7300,9 @@ C_wal_section = Struct(
 C_htt_file = Struct(
     '_o_start' / Tell,
     'header' / C_file_header,
-    'bounds' / If(Code("(this['header'].flags.meaning_addressed)", lambda this: (this['header'].flags.meaning_addressed)), WithParams(C_bounds_section, {'semantic_dims': Code("this['header'].semantic_dims", lambda this: this['header'].semantic_dims)})),
-    'snapshot' / WithParams(C_snapshot_section, {'version': Code("this['header'].version", lambda this: this['header'].version), 'compressed': Code("this['header'].flags.compressed", lambda this: this['header'].flags.compressed), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header'].flags.algorithm, True)", lambda this: _enum_value(CompressionAlgorithm, this['header'].flags.algorithm, True)), 'semantic_dims': Code("this['header'].semantic_dims", lambda this: this['header'].semantic_dims), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header'].flags.quantized and this['header'].flags.gacl) else (1 if this['header'].flags.quantized else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header'].flags.quantized and this['header'].flags.gacl) else (1 if this['header'].flags.quantized else 0)), True))}),
-    'wal' / WithParams(C_wal_section, {'block_compressed': Code("this['header'].flags.wal_block_compressed", lambda this: this['header'].flags.wal_block_compressed), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header'].flags.algorithm, True)", lambda this: _enum_value(CompressionAlgorithm, this['header'].flags.algorithm, True)), 'semantic_dims': Code("this['header'].semantic_dims", lambda this: this['header'].semantic_dims), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header'].flags.quantized and this['header'].flags.gacl) else (1 if this['header'].flags.quantized else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header'].flags.quantized and this['header'].flags.gacl) else (1 if this['header'].flags.quantized else 0)), True))}),
+    'bounds' / If(Code("(this['header']['flags']['meaning_addressed'])", lambda this: (this['header']['flags']['meaning_addressed'])), WithParams(C_bounds_section, {'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims'])})),
+    'snapshot' / WithParams(C_snapshot_section, {'version': Code("this['header']['version']", lambda this: this['header']['version']), 'compressed': Code("this['header']['flags']['compressed']", lambda this: this['header']['flags']['compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
+    'wal' / WithParams(C_wal_section, {'block_compressed': Code("this['header']['flags']['wal_block_compressed']", lambda this: this['header']['flags']['wal_block_compressed']), 'algorithm': Code("_enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)", lambda this: _enum_value(CompressionAlgorithm, this['header']['flags']['algorithm'], True)), 'semantic_dims': Code("this['header']['semantic_dims']", lambda this: this['header']['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True)", lambda this: _enum_value(SemTailLayout, (2 if (this['header']['flags']['quantized'] and this['header']['flags']['gacl']) else (1 if this['header']['flags']['quantized'] else 0)), True))}),
 )
 
 C_sidecar_segment = Struct(
@@ -7319,7 +7319,7 @@ C_sidecar_segment = Struct(
     '_o_raw_len' / Tell,
     'raw_len' / Rebuild(Int32ul, 0),
     '_s_entries' / Tell,
-    'entries' / Compressed(RepeatToEnd(WithParams(C_wal_entry, {'semantic_dims': Code("this['semantic_dims']", lambda this: this['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, ((2 if this['layout'].gacl else 1) if ((this['version'] >= 2) and this['layout'].quantized) else 0), True)", lambda this: _enum_value(SemTailLayout, ((2 if this['layout'].gacl else 1) if ((this['version'] >= 2) and this['layout'].quantized) else 0), True))})), Code("'zstd'", lambda this: 'zstd'), Int32ul, expected_size=Code("((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries'),
+    'entries' / Compressed(RepeatToEnd(WithParams(C_wal_entry, {'semantic_dims': Code("this['semantic_dims']", lambda this: this['semantic_dims']), 'tail_layout': Code("_enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True)", lambda this: _enum_value(SemTailLayout, ((2 if this['layout']['gacl'] else 1) if ((this['version'] >= 2) and this['layout']['quantized']) else 0), True))})), Code("'zstd'", lambda this: 'zstd'), Int32ul, expected_size=Code("((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None", lambda this: ((this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))) if this['_parsing'] else None), limit=Code("(this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))", lambda this: (this['raw_len'] if this['_parsing'] else len(this['_plain_entries']))), name='entries'),
     '_e_entries' / Tell,
     '_patch_raw_len' / Pointer(Code("this['_o_raw_len']", lambda this: this['_o_raw_len']), Rebuild(Int32ul, Code("len(this['_plain_entries'])", lambda this: len(this['_plain_entries'])))),
     'crc32' / Checksum(Int32ul, Code('_ck_crc32', _ck_crc32), Code("_span(this, [('plain', 'entries')])", lambda this: _span(this, [('plain', 'entries')]))),
@@ -7335,14 +7335,14 @@ def _c2m_flags_sidecar_layout(c):
     return SidecarLayout(quantized=bool(c['quantized']), gacl=bool(c['gacl']))
 
 def _c2m_file_header(c):
-    f_version = c.get('version')
-    f_flags = c.get('flags')
+    f_version = c['version']
+    f_flags = c['flags']
     if f_flags is not None:
         f_flags = _c2m_flags_header_flags(f_flags)
-    f_dimension = c.get('dimension')
-    f_semantic_dims = c.get('semantic_dims')
-    f_tau = c.get('tau')
-    f_node_count = c.get('node_count')
+    f_dimension = c['dimension']
+    f_semantic_dims = c['semantic_dims']
+    f_tau = c['tau']
+    f_node_count = c['node_count']
     return FileHeader(f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count)
 
 def _m2c_file_header(v):
@@ -7356,8 +7356,8 @@ def _m2c_file_header(v):
     }
 
 def _c2m_bound_pair(c):
-    f_min = c.get('min')
-    f_max = c.get('max')
+    f_min = c['min']
+    f_max = c['max']
     return BoundPair(f_min, f_max)
 
 def _m2c_bound_pair(v):
@@ -7367,7 +7367,7 @@ def _m2c_bound_pair(v):
     }
 
 def _c2m_bounds_section(c, p_semantic_dims):
-    f_bounds = c.get('bounds')
+    f_bounds = c['bounds']
     if f_bounds is not None:
         f_bounds = [_c2m_bound_pair(_x) for _x in f_bounds]
     return BoundsSection(f_bounds)
@@ -7377,10 +7377,11 @@ def _m2c_bounds_section(v):
         'bounds': None if v.bounds is None else [_m2c_bound_pair(_x) for _x in v.bounds],
     }
 
+_CPK_tail_full_dims = _packed_kind('<', '', 16, True)
 def _c2m_tail_full(c, p_semantic_dims):
-    f_dims = c.get('dims')
+    f_dims = c['dims']
     if f_dims is not None:
-        f_dims = _packed_from(f_dims, _packed_kind('<', '', 16, True))
+        f_dims = _packed_from(f_dims, _CPK_tail_full_dims)
     return TailFull(f_dims)
 
 def _m2c_tail_full(v):
@@ -7389,7 +7390,7 @@ def _m2c_tail_full(v):
     }
 
 def _c2m_tail_quantized(c, p_semantic_dims):
-    f_user = c.get('user')
+    f_user = c['user']
     return TailQuantized(f_user)
 
 def _m2c_tail_quantized(v):
@@ -7397,11 +7398,12 @@ def _m2c_tail_quantized(v):
         'user': v.user,
     }
 
+_CPK_tail_quantized_gacl_reserved = _packed_kind('<', '', 16, True)
 def _c2m_tail_quantized_gacl(c, p_semantic_dims):
-    f_reserved = c.get('reserved')
+    f_reserved = c['reserved']
     if f_reserved is not None:
-        f_reserved = _packed_from(f_reserved, _packed_kind('<', '', 16, True))
-    f_user = c.get('user')
+        f_reserved = _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
+    f_user = c['user']
     return TailQuantizedGacl(f_reserved, f_user)
 
 def _m2c_tail_quantized_gacl(v):
@@ -7411,8 +7413,8 @@ def _m2c_tail_quantized_gacl(v):
     }
 
 def _c2m_meta_pair(c):
-    f_key = c.get('key')
-    f_value = c.get('value')
+    f_key = c['key']
+    f_value = c['value']
     return MetaPair(f_key, f_value)
 
 def _m2c_meta_pair(v):
@@ -7422,14 +7424,14 @@ def _m2c_meta_pair(v):
     }
 
 def _c2m_snapshot_entry(c, p_semantic_dims, p_tail_layout):
-    f_key = c.get('key')
-    f_data = c.get('data')
+    f_key = c['key']
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_meta = c.get('meta')
+    f_meta = c['meta']
     if f_meta is not None:
         f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
-    f_tail = c.get('tail')
+    f_tail = c['tail']
     if f_tail is not None:
         f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
     return SnapshotEntry(f_key, f_data, f_meta, f_tail)
@@ -7443,7 +7445,7 @@ def _m2c_snapshot_entry(v):
     }
 
 def _c2m_snapshot_section(c, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    f_entries = c.get('entries')
+    f_entries = c['entries']
     if f_entries is not None:
         f_entries = [_c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
     return SnapshotSection(f_entries)
@@ -7454,13 +7456,13 @@ def _m2c_snapshot_section(v):
     }
 
 def _c2m_insert_body(c, p_semantic_dims, p_tail_layout):
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_meta = c.get('meta')
+    f_meta = c['meta']
     if f_meta is not None:
         f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
-    f_tail = c.get('tail')
+    f_tail = c['tail']
     if f_tail is not None:
         f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
     return InsertBody(f_data, f_meta, f_tail)
@@ -7473,10 +7475,10 @@ def _m2c_insert_body(v):
     }
 
 def _c2m_update_body(c):
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_meta = c.get('meta')
+    f_meta = c['meta']
     if f_meta is not None:
         f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
     return UpdateBody(f_data, f_meta)
@@ -7488,7 +7490,7 @@ def _m2c_update_body(v):
     }
 
 def _c2m_set_semantic_body(c, p_semantic_dims, p_tail_layout):
-    f_tail = c.get('tail')
+    f_tail = c['tail']
     if f_tail is not None:
         f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
     return SetSemanticBody(f_tail)
@@ -7499,8 +7501,8 @@ def _m2c_set_semantic_body(v):
     }
 
 def _c2m_epoch_body(c):
-    f_epoch_id = c.get('epoch_id')
-    f_flags = c.get('flags')
+    f_epoch_id = c['epoch_id']
+    f_flags = c['flags']
     if f_flags is not None:
         f_flags = _c2m_flags_epoch_flags(f_flags)
     return EpochBody(f_epoch_id, f_flags)
@@ -7512,13 +7514,13 @@ def _m2c_epoch_body(v):
     }
 
 def _c2m_wal_entry(c, p_semantic_dims, p_tail_layout):
-    f_seq = c.get('seq')
-    f_op = c.get('op')
+    f_seq = c['seq']
+    f_op = c['op']
     if f_op is not None:
         _t = _WALOP_BY_VALUE.get(f_op)
         f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    f_key = c.get('key')
-    f_body = c.get('body')
+    f_key = c['key']
+    f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_insert_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 1 else (_c2m_update_body(f_body) if f_op == 2 else (None if f_op == 3 else (_c2m_meta_pair(f_body) if f_op == 4 else (_c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 5 else (_c2m_epoch_body(f_body) if f_op == 6 else None))))))
     return WalEntry(f_seq, f_op, f_key, f_body)
@@ -7532,8 +7534,8 @@ def _m2c_wal_entry(v):
     }
 
 def _c2m_wal_header(c):
-    f_wal_entry_count = c.get('wal_entry_count')
-    f_wal_base_seq = c.get('wal_base_seq')
+    f_wal_entry_count = c['wal_entry_count']
+    f_wal_base_seq = c['wal_base_seq']
     return WalHeader(f_wal_entry_count, f_wal_base_seq)
 
 def _m2c_wal_header(v):
@@ -7543,7 +7545,7 @@ def _m2c_wal_header(v):
     }
 
 def _c2m_wal_block(c, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
-    f_entries = c.get('entries')
+    f_entries = c['entries']
     if f_entries is not None:
         f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
     return WalBlock(f_entries)
@@ -7554,8 +7556,8 @@ def _m2c_wal_block(v):
     }
 
 def _c2m_wal_block_plain(c, p_algorithm, p_block_limit):
-    f_block_entry_count = c.get('block_entry_count')
-    f_plain = c.get('plain')
+    f_block_entry_count = c['block_entry_count']
+    f_plain = c['plain']
     if f_plain is not None:
         f_plain = bytes(f_plain)
     return WalBlockPlain(f_block_entry_count, f_plain)
@@ -7567,13 +7569,13 @@ def _m2c_wal_block_plain(v):
     }
 
 def _c2m_wal_section(c, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_wal_header(f_header)
-    f_entries = c.get('entries')
+    f_entries = c['entries']
     if f_entries is not None:
         f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
-    f_blocks = c.get('blocks')
+    f_blocks = c['blocks']
     if f_blocks is not None:
         f_blocks = [_c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864) for _x in f_blocks]
     return WalSection(f_header, f_entries, f_blocks)
@@ -7586,16 +7588,16 @@ def _m2c_wal_section(v):
     }
 
 def _c2m_htt_file(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_file_header(f_header)
-    f_bounds = c.get('bounds')
+    f_bounds = c['bounds']
     if f_bounds is not None:
         f_bounds = _c2m_bounds_section(f_bounds, f_header.semantic_dims)
-    f_snapshot = c.get('snapshot')
+    f_snapshot = c['snapshot']
     if f_snapshot is not None:
         f_snapshot = _c2m_snapshot_section(f_snapshot, f_header.version, f_header.flags.compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
-    f_wal = c.get('wal')
+    f_wal = c['wal']
     if f_wal is not None:
         f_wal = _c2m_wal_section(f_wal, f_header.flags.wal_block_compressed, f_header.flags.algorithm, f_header.semantic_dims, (2 if (f_header.flags.quantized and f_header.flags.gacl) else (1 if f_header.flags.quantized else 0)))
     return HttFile(f_header, f_bounds, f_snapshot, f_wal)
@@ -7609,14 +7611,14 @@ def _m2c_htt_file(v):
     }
 
 def _c2m_sidecar_segment(c):
-    f_version = c.get('version')
-    f_semantic_dims = c.get('semantic_dims')
-    f_layout = c.get('layout')
+    f_version = c['version']
+    f_semantic_dims = c['semantic_dims']
+    f_layout = c['layout']
     if f_layout is not None:
         f_layout = _c2m_flags_sidecar_layout(f_layout)
-    f_first_seq = c.get('first_seq')
-    f_end_seq = c.get('end_seq')
-    f_entries = c.get('entries')
+    f_first_seq = c['first_seq']
+    f_end_seq = c['end_seq']
+    f_entries = c['entries']
     if f_entries is not None:
         f_entries = [_c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0)) for _x in f_entries]
     return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)

@@ -6800,7 +6800,7 @@ def encode_journal_seed(value: JournalSeed) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -7031,15 +7031,15 @@ C_journal_seed = Struct(
 )
 
 def _c2m_header_fields(c):
-    f_format_version = c.get('format_version')
-    f_min_reader_version = c.get('min_reader_version')
-    f_root_allocation = c.get('root_allocation')
-    f_schema_table = c.get('schema_table')
-    f_consolidator_state = c.get('consolidator_state')
-    f_root_fingerprint = c.get('root_fingerprint')
+    f_format_version = c['format_version']
+    f_min_reader_version = c['min_reader_version']
+    f_root_allocation = c['root_allocation']
+    f_schema_table = c['schema_table']
+    f_consolidator_state = c['consolidator_state']
+    f_root_fingerprint = c['root_fingerprint']
     if f_root_fingerprint is not None:
         f_root_fingerprint = bytes(f_root_fingerprint)
-    f_journal_pointer = c.get('journal_pointer')
+    f_journal_pointer = c['journal_pointer']
     return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
 
 def _m2c_header_fields(v):
@@ -7054,9 +7054,9 @@ def _m2c_header_fields(v):
     }
 
 def _c2m_ref_body(c):
-    f_offset_delta = c.get('offset_delta')
-    f_size = c.get('size')
-    f_address = c.get('address')
+    f_offset_delta = c['offset_delta']
+    f_size = c['size']
+    f_address = c['address']
     return RefBody(f_offset_delta, f_size, f_address)
 
 def _m2c_ref_body(v):
@@ -7067,8 +7067,8 @@ def _m2c_ref_body(v):
     }
 
 def _c2m_zero_body(c):
-    f_offset_delta = c.get('offset_delta')
-    f_size = c.get('size')
+    f_offset_delta = c['offset_delta']
+    f_size = c['size']
     return ZeroBody(f_offset_delta, f_size)
 
 def _m2c_zero_body(v):
@@ -7078,7 +7078,7 @@ def _m2c_zero_body(v):
     }
 
 def _c2m_shrink_body(c):
-    f_offset_delta = c.get('offset_delta')
+    f_offset_delta = c['offset_delta']
     return ShrinkBody(f_offset_delta)
 
 def _m2c_shrink_body(v):
@@ -7087,7 +7087,7 @@ def _m2c_shrink_body(v):
     }
 
 def _c2m_grow_body(c):
-    f_offset_delta = c.get('offset_delta')
+    f_offset_delta = c['offset_delta']
     return GrowBody(f_offset_delta)
 
 def _m2c_grow_body(v):
@@ -7096,8 +7096,8 @@ def _m2c_grow_body(v):
     }
 
 def _c2m_inline_body(c, p_size_tag):
-    f_offset_delta = c.get('offset_delta')
-    f_payload = c.get('payload')
+    f_offset_delta = c['offset_delta']
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return InlineBody(f_offset_delta, f_payload)
@@ -7109,12 +7109,12 @@ def _m2c_inline_body(v):
     }
 
 def _c2m_statement(c):
-    f_id_delta = c.get('id_delta')
-    f_tag = c.get('tag')
+    f_id_delta = c['id_delta']
+    f_tag = c['tag']
     if f_tag is not None:
         _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
         f_tag = f_tag if _t is None else _t
-    f_body = c.get('body')
+    f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_ref_body(f_body) if f_tag == 0 else (_c2m_zero_body(f_body) if f_tag == 1 else (_c2m_shrink_body(f_body) if f_tag == 2 else (_c2m_grow_body(f_body) if f_tag == 3 else (None if f_tag == 4 else _c2m_inline_body(f_body, f_tag))))))
     return Statement(f_id_delta, f_tag, f_body)
@@ -7127,7 +7127,7 @@ def _m2c_statement(v):
     }
 
 def _c2m_child_ref(c):
-    f_page_delta = c.get('page_delta')
+    f_page_delta = c['page_delta']
     return ChildRef(f_page_delta)
 
 def _m2c_child_ref(v):
@@ -7136,8 +7136,8 @@ def _m2c_child_ref(v):
     }
 
 def _c2m_table_content(c):
-    f_children = c.get('children')
-    f_statements = c.get('statements')
+    f_children = c['children']
+    f_statements = c['statements']
     if f_statements is not None:
         f_statements = [_c2m_statement(_x) for _x in f_statements]
     return TableContent(f_children, f_statements)
@@ -7149,12 +7149,12 @@ def _m2c_table_content(v):
     }
 
 def _c2m_page(c):
-    f_kind = c.get('kind')
+    f_kind = c['kind']
     if f_kind is not None:
         _t = _PAGEKIND_BY_VALUE.get(f_kind)
         f_kind = f_kind if _t is None else _t
-    f_epoch = c.get('epoch')
-    f_content = c.get('content')
+    f_epoch = c['epoch']
+    f_content = c['content']
     if f_content is not None:
         f_content = bytes(f_content)
     return Page(f_kind, f_epoch, f_content)
@@ -7167,15 +7167,15 @@ def _m2c_page(v):
     }
 
 def _c2m_header_slot(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_header_fields(f_header)
-    f_kind = c.get('kind')
+    f_kind = c['kind']
     if f_kind is not None:
         _t = _PAGEKIND_BY_VALUE.get(f_kind)
         f_kind = f_kind if _t is None else _t
-    f_epoch = c.get('epoch')
-    f_content = c.get('content')
+    f_epoch = c['epoch']
+    f_content = c['content']
     if f_content is not None:
         f_content = bytes(f_content)
     return HeaderSlot(f_header, f_kind, f_epoch, f_content)
@@ -7189,12 +7189,12 @@ def _m2c_header_slot(v):
     }
 
 def _c2m_table_page(c):
-    f_kind = c.get('kind')
+    f_kind = c['kind']
     if f_kind is not None:
         _t = _PAGEKIND_BY_VALUE.get(f_kind)
         f_kind = f_kind if _t is None else _t
-    f_epoch = c.get('epoch')
-    f_content = c.get('content')
+    f_epoch = c['epoch']
+    f_content = c['content']
     if f_content is not None:
         f_content = _c2m_table_content(f_content)
     return TablePage(f_kind, f_epoch, f_content)
@@ -7207,15 +7207,15 @@ def _m2c_table_page(v):
     }
 
 def _c2m_header_page(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_header_fields(f_header)
-    f_kind = c.get('kind')
+    f_kind = c['kind']
     if f_kind is not None:
         _t = _PAGEKIND_BY_VALUE.get(f_kind)
         f_kind = f_kind if _t is None else _t
-    f_epoch = c.get('epoch')
-    f_content = c.get('content')
+    f_epoch = c['epoch']
+    f_content = c['content']
     if f_content is not None:
         f_content = _c2m_table_content(f_content)
     return HeaderPage(f_header, f_kind, f_epoch, f_content)
@@ -7229,7 +7229,7 @@ def _m2c_header_page(v):
     }
 
 def _c2m_journal_free(c):
-    f_id = c.get('id')
+    f_id = c['id']
     return JournalFree(f_id)
 
 def _m2c_journal_free(v):
@@ -7238,8 +7238,8 @@ def _m2c_journal_free(v):
     }
 
 def _c2m_journal_resize(c):
-    f_id = c.get('id')
-    f_size = c.get('size')
+    f_id = c['id']
+    f_size = c['size']
     return JournalResize(f_id, f_size)
 
 def _m2c_journal_resize(v):
@@ -7249,9 +7249,9 @@ def _m2c_journal_resize(v):
     }
 
 def _c2m_journal_write(c):
-    f_id = c.get('id')
-    f_offset = c.get('offset')
-    f_data = c.get('data')
+    f_id = c['id']
+    f_offset = c['offset']
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
     return JournalWrite(f_id, f_offset, f_data)
@@ -7264,10 +7264,10 @@ def _m2c_journal_write(v):
     }
 
 def _c2m_journal_splice(c):
-    f_id = c.get('id')
-    f_offset = c.get('offset')
-    f_old_len = c.get('old_len')
-    f_data = c.get('data')
+    f_id = c['id']
+    f_offset = c['offset']
+    f_old_len = c['old_len']
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
     return JournalSplice(f_id, f_offset, f_old_len, f_data)
@@ -7281,11 +7281,11 @@ def _m2c_journal_splice(v):
     }
 
 def _c2m_journal_copy(c):
-    f_src = c.get('src')
-    f_src_offset = c.get('src_offset')
-    f_length = c.get('length')
-    f_dst = c.get('dst')
-    f_dst_offset = c.get('dst_offset')
+    f_src = c['src']
+    f_src_offset = c['src_offset']
+    f_length = c['length']
+    f_dst = c['dst']
+    f_dst_offset = c['dst_offset']
     return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
 
 def _m2c_journal_copy(v):
@@ -7298,11 +7298,11 @@ def _m2c_journal_copy(v):
     }
 
 def _c2m_journal_record(c):
-    f_tag = c.get('tag')
+    f_tag = c['tag']
     if f_tag is not None:
         _t = _JOURNALTAG_BY_VALUE.get(f_tag)
         f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
-    f_body = c.get('body')
+    f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_journal_free(f_body) if f_tag == 1 else (_c2m_journal_resize(f_body) if f_tag == 2 else (_c2m_journal_write(f_body) if f_tag == 3 else (_c2m_journal_splice(f_body) if f_tag == 4 else (_c2m_journal_copy(f_body) if f_tag == 5 else (_c2m_journal_copy(f_body) if f_tag == 6 else None))))))
     return JournalRecord(f_tag, f_body)
@@ -7314,7 +7314,7 @@ def _m2c_journal_record(v):
     }
 
 def _c2m_journal_records(c):
-    f_records = c.get('records')
+    f_records = c['records']
     if f_records is not None:
         f_records = [_c2m_journal_record(_x) for _x in f_records]
     return JournalRecords(f_records)
@@ -7325,10 +7325,10 @@ def _m2c_journal_records(v):
     }
 
 def _c2m_journal_transaction(c):
-    f_records = c.get('records')
+    f_records = c['records']
     if f_records is not None:
         f_records = bytes(f_records)
-    f_crc = c.get('crc')
+    f_crc = c['crc']
     return JournalTransaction(f_records, f_crc)
 
 def _m2c_journal_transaction(v):
@@ -7338,11 +7338,11 @@ def _m2c_journal_transaction(v):
     }
 
 def _c2m_journal_page(c):
-    f_stream = c.get('stream')
+    f_stream = c['stream']
     if f_stream is not None:
         f_stream = bytes(f_stream)
-    f_next = c.get('next')
-    f_crc = c.get('crc')
+    f_next = c['next']
+    f_crc = c['crc']
     return JournalPage(f_stream, f_next, f_crc)
 
 def _m2c_journal_page(v):
@@ -7353,7 +7353,7 @@ def _m2c_journal_page(v):
     }
 
 def _c2m_journal_seed(c):
-    f_segment_epoch = c.get('segment_epoch')
+    f_segment_epoch = c['segment_epoch']
     return JournalSeed(f_segment_epoch)
 
 def _m2c_journal_seed(v):

@@ -16184,7 +16184,7 @@ def encode_pile_file(value: PileFile) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -16207,7 +16207,7 @@ C_blob_data = Struct(
 C_blob_body = Struct(
     '_o_start' / Tell,
     'head' / WithParams(C_blob_head, {'span': Code("this['_params']['span']", lambda this: this['_params']['span'])}),
-    'data' / WithParams(C_blob_data, {'length': Code("this['head'].length", lambda this: this['head'].length)}),
+    'data' / WithParams(C_blob_data, {'length': Code("this['head']['length']", lambda this: this['head']['length'])}),
 )
 
 C_pin_head_body = Struct(
@@ -16813,10 +16813,10 @@ C_pile_file = Struct(
 )
 
 def _c2m_pile_record(c):
-    f_marker = c.get('marker')
+    f_marker = c['marker']
     if f_marker is not None:
         f_marker = bytes(f_marker)
-    f_record = c.get('record')
+    f_record = c['record']
     if f_record is not None:
         f_record = (_c2m_frame_rest(f_record) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else (_c2m_envelope36_rest(f_record) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else (_c2m_v1_blob(f_record) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else (_c2m_v1_branch(f_record) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else (_c2m_v1_tombstone(f_record) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else (_c2m_v3_blob(f_record) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_v3_branch(f_record) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_v3_tombstone(f_record) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_v3_blob_want(f_record) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_v3_blob_want(f_record) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_v3_local_cell(f_record) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else (_c2m_v3_local_cell(f_record) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else (_c2m_v3_collection_definition(f_record) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else (_c2m_v3_commit(f_record) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else (_c2m_v3_merge(f_record) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else (_c2m_v3_derive(f_record) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else (_c2m_v4_commit(f_record) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_v4_merge(f_record) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_v4_derive(f_record) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
     return PileRecord(f_marker, f_record)
@@ -16828,11 +16828,11 @@ def _m2c_pile_record(v):
     }
 
 def _c2m_frame_rest(c):
-    f_span = c.get('span')
-    f_kind = c.get('kind')
+    f_span = c['span']
+    f_kind = c['kind']
     if f_kind is not None:
         f_kind = bytes(f_kind)
-    f_body = c.get('body')
+    f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_blob_body(f_body, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else (_c2m_pin_head_body(f_body, f_span) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else (_c2m_pin_tombstone_body(f_body, f_span) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else (_c2m_want_v3_body(f_body, f_span) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else (_c2m_commit_body(f_body, f_span) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else (_c2m_merge_v6_body(f_body, f_span) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else (_c2m_derive_v7_body(f_body, f_span) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else (_c2m_proof_v5_body(f_body, f_span) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else (_c2m_unsigned_merge_body(f_body, f_span) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else (_c2m_unsigned_derive_body(f_body, f_span) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else (_c2m_peer_body(f_body, f_span) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else (_c2m_store_scope_body(f_body, f_span) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else (_c2m_artifact_offer_body(f_body, f_span) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else (_c2m_proof_v1_body(f_body, f_span) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else (_c2m_proof_v2_body(f_body, f_span) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else f_body)))))))))))))))))))
     return FrameRest(f_span, f_kind, f_body)
@@ -16845,11 +16845,11 @@ def _m2c_frame_rest(v):
     }
 
 def _c2m_frame_head(c):
-    f_span = c.get('span')
-    f_kind = c.get('kind')
+    f_span = c['span']
+    f_kind = c['kind']
     if f_kind is not None:
         f_kind = bytes(f_kind)
-    f_head = c.get('head')
+    f_head = c['head']
     if f_head is not None:
         f_head = (_c2m_blob_head(f_head, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
     return FrameHead(f_span, f_kind, f_head)
@@ -16862,9 +16862,9 @@ def _m2c_frame_head(v):
     }
 
 def _c2m_blob_head(c, p_span):
-    f_timestamp = c.get('timestamp')
-    f_length = c.get('length')
-    f_hash = c.get('hash')
+    f_timestamp = c['timestamp']
+    f_length = c['length']
+    f_hash = c['hash']
     if f_hash is not None:
         f_hash = bytes(f_hash)
     return BlobHead(f_timestamp, f_length, f_hash)
@@ -16877,7 +16877,7 @@ def _m2c_blob_head(v):
     }
 
 def _c2m_blob_data(c, p_length):
-    f_payload = c.get('payload')
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return BlobData(f_payload)
@@ -16888,10 +16888,10 @@ def _m2c_blob_data(v):
     }
 
 def _c2m_blob_body(c, p_span):
-    f_head = c.get('head')
+    f_head = c['head']
     if f_head is not None:
         f_head = _c2m_blob_head(f_head, p_span)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = _c2m_blob_data(f_data, f_head.length)
     return BlobBody(f_head, f_data)
@@ -16903,10 +16903,10 @@ def _m2c_blob_body(v):
     }
 
 def _c2m_pin_head_body(c, p_span):
-    f_pin = c.get('pin')
+    f_pin = c['pin']
     if f_pin is not None:
         f_pin = bytes(f_pin)
-    f_head = c.get('head')
+    f_head = c['head']
     if f_head is not None:
         f_head = bytes(f_head)
     return PinHeadBody(f_pin, f_head)
@@ -16918,7 +16918,7 @@ def _m2c_pin_head_body(v):
     }
 
 def _c2m_pin_tombstone_body(c, p_span):
-    f_pin = c.get('pin')
+    f_pin = c['pin']
     if f_pin is not None:
         f_pin = bytes(f_pin)
     return PinTombstoneBody(f_pin)
@@ -16929,7 +16929,7 @@ def _m2c_pin_tombstone_body(v):
     }
 
 def _c2m_want_blob(c):
-    f_blob = c.get('blob')
+    f_blob = c['blob']
     if f_blob is not None:
         f_blob = bytes(f_blob)
     return WantBlob(f_blob)
@@ -16940,13 +16940,13 @@ def _m2c_want_blob(v):
     }
 
 def _c2m_want_merge(c):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
     return WantMerge(f_collection, f_low, f_high)
@@ -16959,10 +16959,10 @@ def _m2c_want_merge(v):
     }
 
 def _c2m_want_derive(c):
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
     return WantDerive(f_target, f_input)
@@ -16974,11 +16974,11 @@ def _m2c_want_derive(v):
     }
 
 def _c2m_want_request(c):
-    f_tag = c.get('tag')
+    f_tag = c['tag']
     if f_tag is not None:
         _t = _WANTTAG_BY_VALUE.get(f_tag)
         f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    f_request = c.get('request')
+    f_request = c['request']
     if f_request is not None:
         f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
     return WantRequest(f_tag, f_request)
@@ -16990,11 +16990,11 @@ def _m2c_want_request(v):
     }
 
 def _c2m_want_v3_body(c, p_span):
-    f_tag = c.get('tag')
+    f_tag = c['tag']
     if f_tag is not None:
         _t = _WANTTAG_BY_VALUE.get(f_tag)
         f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
-    f_request = c.get('request')
+    f_request = c['request']
     if f_request is not None:
         f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
     return WantV3Body(f_tag, f_request)
@@ -17006,22 +17006,22 @@ def _m2c_want_v3_body(v):
     }
 
 def _c2m_commit_body(c, p_span):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_metadata = c.get('metadata')
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
@@ -17037,31 +17037,31 @@ def _m2c_commit_body(v):
     }
 
 def _c2m_merge_v6_body(c, p_span):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
-    f_low_witness = c.get('low_witness')
+    f_low_witness = c['low_witness']
     if f_low_witness is not None:
         f_low_witness = bytes(f_low_witness)
-    f_high_witness = c.get('high_witness')
+    f_high_witness = c['high_witness']
     if f_high_witness is not None:
         f_high_witness = bytes(f_high_witness)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
@@ -17080,25 +17080,25 @@ def _m2c_merge_v6_body(v):
     }
 
 def _c2m_derive_v7_body(c, p_span):
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
-    f_input_witness = c.get('input_witness')
+    f_input_witness = c['input_witness']
     if f_input_witness is not None:
         f_input_witness = bytes(f_input_witness)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
@@ -17115,13 +17115,13 @@ def _m2c_derive_v7_body(v):
     }
 
 def _c2m_proof_edge(c):
-    f_capability = c.get('capability')
+    f_capability = c['capability']
     if f_capability is not None:
         f_capability = bytes(f_capability)
-    f_delegate = c.get('delegate')
+    f_delegate = c['delegate']
     if f_delegate is not None:
         f_delegate = bytes(f_delegate)
-    f_signature = c.get('signature')
+    f_signature = c['signature']
     if f_signature is not None:
         f_signature = bytes(f_signature)
     return ProofEdge(f_capability, f_delegate, f_signature)
@@ -17134,13 +17134,13 @@ def _m2c_proof_edge(v):
     }
 
 def _c2m_proof_v5_body(c, p_span):
-    f_resource = c.get('resource')
+    f_resource = c['resource']
     if f_resource is not None:
         f_resource = bytes(f_resource)
-    f_root = c.get('root')
+    f_root = c['root']
     if f_root is not None:
         f_root = bytes(f_root)
-    f_edges = c.get('edges')
+    f_edges = c['edges']
     if f_edges is not None:
         f_edges = [_c2m_proof_edge(_x) for _x in f_edges]
     return ProofV5Body(f_resource, f_root, f_edges)
@@ -17153,7 +17153,7 @@ def _m2c_proof_v5_body(v):
     }
 
 def _c2m_retired_blob_want_body(c, p_span):
-    f_blob = c.get('blob')
+    f_blob = c['blob']
     if f_blob is not None:
         f_blob = bytes(f_blob)
     return RetiredBlobWantBody(f_blob)
@@ -17164,14 +17164,14 @@ def _m2c_retired_blob_want_body(v):
     }
 
 def _c2m_retired_typed_want_body(c, p_span):
-    f_tag = c.get('tag')
-    f_a = c.get('a')
+    f_tag = c['tag']
+    f_a = c['a']
     if f_a is not None:
         f_a = bytes(f_a)
-    f_b = c.get('b')
+    f_b = c['b']
     if f_b is not None:
         f_b = bytes(f_b)
-    f_c = c.get('c')
+    f_c = c['c']
     if f_c is not None:
         f_c = bytes(f_c)
     return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
@@ -17185,16 +17185,16 @@ def _m2c_retired_typed_want_body(v):
     }
 
 def _c2m_unsigned_merge_body(c, p_span):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
     return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
@@ -17208,13 +17208,13 @@ def _m2c_unsigned_merge_body(v):
     }
 
 def _c2m_unsigned_derive_body(c, p_span):
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
     return UnsignedDeriveBody(f_target, f_input, f_output)
@@ -17227,10 +17227,10 @@ def _m2c_unsigned_derive_body(v):
     }
 
 def _c2m_peer_body(c, p_span):
-    f_team = c.get('team')
+    f_team = c['team']
     if f_team is not None:
         f_team = bytes(f_team)
-    f_peer = c.get('peer')
+    f_peer = c['peer']
     if f_peer is not None:
         f_peer = bytes(f_peer)
     return PeerBody(f_team, f_peer)
@@ -17242,7 +17242,7 @@ def _m2c_peer_body(v):
     }
 
 def _c2m_store_scope_body(c, p_span):
-    f_team = c.get('team')
+    f_team = c['team']
     if f_team is not None:
         f_team = bytes(f_team)
     return StoreScopeBody(f_team)
@@ -17253,7 +17253,7 @@ def _m2c_store_scope_body(v):
     }
 
 def _c2m_artifact_offer_body(c, p_span):
-    f_content = c.get('content')
+    f_content = c['content']
     if f_content is not None:
         f_content = bytes(f_content)
     return ArtifactOfferBody(f_content)
@@ -17264,10 +17264,10 @@ def _m2c_artifact_offer_body(v):
     }
 
 def _c2m_proof_v1_edge(c):
-    f_head = c.get('head')
+    f_head = c['head']
     if f_head is not None:
         f_head = bytes(f_head)
-    f_delegate = c.get('delegate')
+    f_delegate = c['delegate']
     if f_delegate is not None:
         f_delegate = bytes(f_delegate)
     return ProofV1Edge(f_head, f_delegate)
@@ -17279,10 +17279,10 @@ def _m2c_proof_v1_edge(v):
     }
 
 def _c2m_proof_v1_content(c):
-    f_root = c.get('root')
+    f_root = c['root']
     if f_root is not None:
         f_root = bytes(f_root)
-    f_edges = c.get('edges')
+    f_edges = c['edges']
     if f_edges is not None:
         f_edges = [_c2m_proof_v1_edge(_x) for _x in f_edges]
     return ProofV1Content(f_root, f_edges)
@@ -17294,16 +17294,16 @@ def _m2c_proof_v1_content(v):
     }
 
 def _c2m_proof_v2_edge(c):
-    f_action = c.get('action')
+    f_action = c['action']
     if f_action is not None:
         f_action = bytes(f_action)
-    f_flags = c.get('flags')
-    f_lower = c.get('lower')
-    f_upper = c.get('upper')
-    f_delegate = c.get('delegate')
+    f_flags = c['flags']
+    f_lower = c['lower']
+    f_upper = c['upper']
+    f_delegate = c['delegate']
     if f_delegate is not None:
         f_delegate = bytes(f_delegate)
-    f_signature = c.get('signature')
+    f_signature = c['signature']
     if f_signature is not None:
         f_signature = bytes(f_signature)
     return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
@@ -17319,13 +17319,13 @@ def _m2c_proof_v2_edge(v):
     }
 
 def _c2m_proof_v2_content(c):
-    f_resource = c.get('resource')
+    f_resource = c['resource']
     if f_resource is not None:
         f_resource = bytes(f_resource)
-    f_root = c.get('root')
+    f_root = c['root']
     if f_root is not None:
         f_root = bytes(f_root)
-    f_edges = c.get('edges')
+    f_edges = c['edges']
     if f_edges is not None:
         f_edges = [_c2m_proof_v2_edge(_x) for _x in f_edges]
     return ProofV2Content(f_resource, f_root, f_edges)
@@ -17338,10 +17338,10 @@ def _m2c_proof_v2_content(v):
     }
 
 def _c2m_proof_v1_data(c, p_body_len):
-    f_body = c.get('body')
+    f_body = c['body']
     if f_body is not None:
         f_body = _c2m_proof_v1_content(f_body)
-    f_tail = c.get('tail')
+    f_tail = c['tail']
     if f_tail is not None:
         f_tail = bytes(f_tail)
     return ProofV1Data(f_body, f_tail)
@@ -17353,10 +17353,10 @@ def _m2c_proof_v1_data(v):
     }
 
 def _c2m_proof_v2_data(c, p_body_len):
-    f_body = c.get('body')
+    f_body = c['body']
     if f_body is not None:
         f_body = _c2m_proof_v2_content(f_body)
-    f_tail = c.get('tail')
+    f_tail = c['tail']
     if f_tail is not None:
         f_tail = bytes(f_tail)
     return ProofV2Data(f_body, f_tail)
@@ -17368,8 +17368,8 @@ def _m2c_proof_v2_data(v):
     }
 
 def _c2m_proof_v1_body(c, p_span):
-    f_body_len = c.get('body_len')
-    f_data = c.get('data')
+    f_body_len = c['body_len']
+    f_data = c['data']
     if f_data is not None:
         f_data = _c2m_proof_v1_data(f_data, f_body_len)
     return ProofV1Body(f_body_len, f_data)
@@ -17381,8 +17381,8 @@ def _m2c_proof_v1_body(v):
     }
 
 def _c2m_proof_v2_body(c, p_span):
-    f_body_len = c.get('body_len')
-    f_data = c.get('data')
+    f_body_len = c['body_len']
+    f_data = c['data']
     if f_data is not None:
         f_data = _c2m_proof_v2_data(f_data, f_body_len)
     return ProofV2Body(f_body_len, f_data)
@@ -17394,7 +17394,7 @@ def _m2c_proof_v2_body(v):
     }
 
 def _c2m_v1_blob_data(c, p_length):
-    f_payload = c.get('payload')
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return V1BlobData(f_payload)
@@ -17405,12 +17405,12 @@ def _m2c_v1_blob_data(v):
     }
 
 def _c2m_v1_blob(c):
-    f_timestamp = c.get('timestamp')
-    f_length = c.get('length')
-    f_hash = c.get('hash')
+    f_timestamp = c['timestamp']
+    f_length = c['length']
+    f_hash = c['hash']
     if f_hash is not None:
         f_hash = bytes(f_hash)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = _c2m_v1_blob_data(f_data, f_length)
     return V1Blob(f_timestamp, f_length, f_hash, f_data)
@@ -17424,10 +17424,10 @@ def _m2c_v1_blob(v):
     }
 
 def _c2m_v1_branch(c):
-    f_branch = c.get('branch')
+    f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
-    f_head = c.get('head')
+    f_head = c['head']
     if f_head is not None:
         f_head = bytes(f_head)
     return V1Branch(f_branch, f_head)
@@ -17439,10 +17439,10 @@ def _m2c_v1_branch(v):
     }
 
 def _c2m_v1_tombstone(c):
-    f_branch = c.get('branch')
+    f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
-    f_unchecked = c.get('unchecked')
+    f_unchecked = c['unchecked']
     if f_unchecked is not None:
         f_unchecked = bytes(f_unchecked)
     return V1Tombstone(f_branch, f_unchecked)
@@ -17454,15 +17454,15 @@ def _m2c_v1_tombstone(v):
     }
 
 def _c2m_v3_blob(c):
-    f_timestamp = c.get('timestamp')
-    f_length = c.get('length')
-    f_hash = c.get('hash')
+    f_timestamp = c['timestamp']
+    f_length = c['length']
+    f_hash = c['hash']
     if f_hash is not None:
         f_hash = bytes(f_hash)
-    f_unchecked = c.get('unchecked')
+    f_unchecked = c['unchecked']
     if f_unchecked is not None:
         f_unchecked = bytes(f_unchecked)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = _c2m_blob_data(f_data, f_length)
     return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
@@ -17477,13 +17477,13 @@ def _m2c_v3_blob(v):
     }
 
 def _c2m_v3_branch(c):
-    f_branch = c.get('branch')
+    f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
-    f_head = c.get('head')
+    f_head = c['head']
     if f_head is not None:
         f_head = bytes(f_head)
-    f_unchecked = c.get('unchecked')
+    f_unchecked = c['unchecked']
     if f_unchecked is not None:
         f_unchecked = bytes(f_unchecked)
     return V3Branch(f_branch, f_head, f_unchecked)
@@ -17496,10 +17496,10 @@ def _m2c_v3_branch(v):
     }
 
 def _c2m_v3_tombstone(c):
-    f_branch = c.get('branch')
+    f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
-    f_unchecked = c.get('unchecked')
+    f_unchecked = c['unchecked']
     if f_unchecked is not None:
         f_unchecked = bytes(f_unchecked)
     return V3Tombstone(f_branch, f_unchecked)
@@ -17511,10 +17511,10 @@ def _m2c_v3_tombstone(v):
     }
 
 def _c2m_v3_blob_want(c):
-    f_blob = c.get('blob')
+    f_blob = c['blob']
     if f_blob is not None:
         f_blob = bytes(f_blob)
-    f_unchecked = c.get('unchecked')
+    f_unchecked = c['unchecked']
     if f_unchecked is not None:
         f_unchecked = bytes(f_unchecked)
     return V3BlobWant(f_blob, f_unchecked)
@@ -17526,10 +17526,10 @@ def _m2c_v3_blob_want(v):
     }
 
 def _c2m_v3_local_cell(c):
-    f_cell = c.get('cell')
+    f_cell = c['cell']
     if f_cell is not None:
         f_cell = bytes(f_cell)
-    f_rest = c.get('rest')
+    f_rest = c['rest']
     if f_rest is not None:
         f_rest = bytes(f_rest)
     return V3LocalCell(f_cell, f_rest)
@@ -17541,13 +17541,13 @@ def _m2c_v3_local_cell(v):
     }
 
 def _c2m_v3_collection_definition(c):
-    f_scope = c.get('scope')
+    f_scope = c['scope']
     if f_scope is not None:
         f_scope = bytes(f_scope)
-    f_representation = c.get('representation')
+    f_representation = c['representation']
     if f_representation is not None:
         f_representation = bytes(f_representation)
-    f_recipe = c.get('recipe')
+    f_recipe = c['recipe']
     if f_recipe is not None:
         f_recipe = bytes(f_recipe)
     return V3CollectionDefinition(f_scope, f_representation, f_recipe)
@@ -17560,22 +17560,22 @@ def _m2c_v3_collection_definition(v):
     }
 
 def _c2m_v3_commit(c):
-    f_definition = c.get('definition')
+    f_definition = c['definition']
     if f_definition is not None:
         f_definition = bytes(f_definition)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_metadata = c.get('metadata')
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
@@ -17591,16 +17591,16 @@ def _m2c_v3_commit(v):
     }
 
 def _c2m_v3_merge(c):
-    f_definition = c.get('definition')
+    f_definition = c['definition']
     if f_definition is not None:
         f_definition = bytes(f_definition)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
     return V3Merge(f_definition, f_low, f_high, f_result)
@@ -17614,16 +17614,16 @@ def _m2c_v3_merge(v):
     }
 
 def _c2m_v3_derive(c):
-    f_source = c.get('source')
+    f_source = c['source']
     if f_source is not None:
         f_source = bytes(f_source)
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
     return V3Derive(f_source, f_target, f_input, f_output)
@@ -17637,22 +17637,22 @@ def _m2c_v3_derive(v):
     }
 
 def _c2m_v4_commit(c):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_metadata = c.get('metadata')
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
@@ -17668,16 +17668,16 @@ def _m2c_v4_commit(v):
     }
 
 def _c2m_v4_merge(c):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
     return V4Merge(f_collection, f_low, f_high, f_result)
@@ -17691,16 +17691,16 @@ def _m2c_v4_merge(v):
     }
 
 def _c2m_v4_derive(c):
-    f_source = c.get('source')
+    f_source = c['source']
     if f_source is not None:
         f_source = bytes(f_source)
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
     return V4Derive(f_source, f_target, f_input, f_output)
@@ -17714,11 +17714,11 @@ def _m2c_v4_derive(v):
     }
 
 def _c2m_envelope36_rest(c):
-    f_kind = c.get('kind')
+    f_kind = c['kind']
     if f_kind is not None:
         f_kind = bytes(f_kind)
-    f_span = c.get('span')
-    f_body = c.get('body')
+    f_span = c['span']
+    f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_env_blob_body(f_body, f_span) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_env_branch_body(f_body, f_span) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_env_tombstone_body(f_body, f_span) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else (_c2m_env_commit_body(f_body, f_span) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_env_merge_body(f_body, f_span) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_env_derive_v4_body(f_body, f_span) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else (_c2m_env_derive_v5_body(f_body, f_span) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
     return Envelope36Rest(f_kind, f_span, f_body)
@@ -17731,12 +17731,12 @@ def _m2c_envelope36_rest(v):
     }
 
 def _c2m_env_blob_body(c, p_span):
-    f_timestamp = c.get('timestamp')
-    f_length = c.get('length')
-    f_hash = c.get('hash')
+    f_timestamp = c['timestamp']
+    f_length = c['length']
+    f_hash = c['hash']
     if f_hash is not None:
         f_hash = bytes(f_hash)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = _c2m_blob_data(f_data, f_length)
     return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
@@ -17750,10 +17750,10 @@ def _m2c_env_blob_body(v):
     }
 
 def _c2m_env_branch_body(c, p_span):
-    f_branch = c.get('branch')
+    f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
-    f_head = c.get('head')
+    f_head = c['head']
     if f_head is not None:
         f_head = bytes(f_head)
     return EnvBranchBody(f_branch, f_head)
@@ -17765,7 +17765,7 @@ def _m2c_env_branch_body(v):
     }
 
 def _c2m_env_tombstone_body(c, p_span):
-    f_branch = c.get('branch')
+    f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
     return EnvTombstoneBody(f_branch)
@@ -17776,7 +17776,7 @@ def _m2c_env_tombstone_body(v):
     }
 
 def _c2m_env_blob_want_body(c, p_span):
-    f_blob = c.get('blob')
+    f_blob = c['blob']
     if f_blob is not None:
         f_blob = bytes(f_blob)
     return EnvBlobWantBody(f_blob)
@@ -17787,14 +17787,14 @@ def _m2c_env_blob_want_body(v):
     }
 
 def _c2m_env_typed_want_body(c, p_span):
-    f_tag = c.get('tag')
-    f_a = c.get('a')
+    f_tag = c['tag']
+    f_a = c['a']
     if f_a is not None:
         f_a = bytes(f_a)
-    f_b = c.get('b')
+    f_b = c['b']
     if f_b is not None:
         f_b = bytes(f_b)
-    f_c = c.get('c')
+    f_c = c['c']
     if f_c is not None:
         f_c = bytes(f_c)
     return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
@@ -17808,22 +17808,22 @@ def _m2c_env_typed_want_body(v):
     }
 
 def _c2m_env_commit_body(c, p_span):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_metadata = c.get('metadata')
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
@@ -17839,16 +17839,16 @@ def _m2c_env_commit_body(v):
     }
 
 def _c2m_env_merge_body(c, p_span):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
     return EnvMergeBody(f_collection, f_low, f_high, f_result)
@@ -17862,16 +17862,16 @@ def _m2c_env_merge_body(v):
     }
 
 def _c2m_env_derive_v4_body(c, p_span):
-    f_source = c.get('source')
+    f_source = c['source']
     if f_source is not None:
         f_source = bytes(f_source)
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
     return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
@@ -17885,13 +17885,13 @@ def _m2c_env_derive_v4_body(v):
     }
 
 def _c2m_env_derive_v5_body(c, p_span):
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
     return EnvDeriveV5Body(f_target, f_input, f_output)
@@ -17904,16 +17904,16 @@ def _m2c_env_derive_v5_body(v):
     }
 
 def _c2m_commit_transcript(c):
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_metadata = c.get('metadata')
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
     return CommitTranscript(f_author, f_collection, f_data, f_metadata)
@@ -17927,25 +17927,25 @@ def _m2c_commit_transcript(v):
     }
 
 def _c2m_merge_endorsement(c):
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
-    f_low_witness = c.get('low_witness')
+    f_low_witness = c['low_witness']
     if f_low_witness is not None:
         f_low_witness = bytes(f_low_witness)
-    f_high_witness = c.get('high_witness')
+    f_high_witness = c['high_witness']
     if f_high_witness is not None:
         f_high_witness = bytes(f_high_witness)
     return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
@@ -17962,19 +17962,19 @@ def _m2c_merge_endorsement(v):
     }
 
 def _c2m_derive_endorsement(c):
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
-    f_input_witness = c.get('input_witness')
+    f_input_witness = c['input_witness']
     if f_input_witness is not None:
         f_input_witness = bytes(f_input_witness)
     return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
@@ -17989,22 +17989,22 @@ def _m2c_derive_endorsement(v):
     }
 
 def _c2m_dense_commit(c):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
-    f_metadata = c.get('metadata')
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
@@ -18020,16 +18020,16 @@ def _m2c_dense_commit(v):
     }
 
 def _c2m_dense_unsigned_merge(c):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
     return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
@@ -18043,13 +18043,13 @@ def _m2c_dense_unsigned_merge(v):
     }
 
 def _c2m_dense_unsigned_derive(c):
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
     return DenseUnsignedDerive(f_target, f_input, f_output)
@@ -18062,25 +18062,25 @@ def _m2c_dense_unsigned_derive(v):
     }
 
 def _c2m_dense_signed_merge(c):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
@@ -18097,22 +18097,22 @@ def _m2c_dense_signed_merge(v):
     }
 
 def _c2m_dense_signed_derive(c):
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
@@ -18128,31 +18128,31 @@ def _m2c_dense_signed_derive(v):
     }
 
 def _c2m_dense_witness_merge(c):
-    f_collection = c.get('collection')
+    f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
-    f_low = c.get('low')
+    f_low = c['low']
     if f_low is not None:
         f_low = bytes(f_low)
-    f_high = c.get('high')
+    f_high = c['high']
     if f_high is not None:
         f_high = bytes(f_high)
-    f_result = c.get('result')
+    f_result = c['result']
     if f_result is not None:
         f_result = bytes(f_result)
-    f_low_witness = c.get('low_witness')
+    f_low_witness = c['low_witness']
     if f_low_witness is not None:
         f_low_witness = bytes(f_low_witness)
-    f_high_witness = c.get('high_witness')
+    f_high_witness = c['high_witness']
     if f_high_witness is not None:
         f_high_witness = bytes(f_high_witness)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
@@ -18171,25 +18171,25 @@ def _m2c_dense_witness_merge(v):
     }
 
 def _c2m_dense_witness_derive(c):
-    f_target = c.get('target')
+    f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
-    f_input = c.get('input')
+    f_input = c['input']
     if f_input is not None:
         f_input = bytes(f_input)
-    f_output = c.get('output')
+    f_output = c['output']
     if f_output is not None:
         f_output = bytes(f_output)
-    f_input_witness = c.get('input_witness')
+    f_input_witness = c['input_witness']
     if f_input_witness is not None:
         f_input_witness = bytes(f_input_witness)
-    f_author = c.get('author')
+    f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
-    f_sig_r = c.get('sig_r')
+    f_sig_r = c['sig_r']
     if f_sig_r is not None:
         f_sig_r = bytes(f_sig_r)
-    f_sig_s = c.get('sig_s')
+    f_sig_s = c['sig_s']
     if f_sig_s is not None:
         f_sig_s = bytes(f_sig_s)
     return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
@@ -18206,11 +18206,11 @@ def _m2c_dense_witness_derive(v):
     }
 
 def _c2m_dense_record(c):
-    f_tag = c.get('tag')
+    f_tag = c['tag']
     if f_tag is not None:
         _t = _DENSETAG_BY_VALUE.get(f_tag)
         f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
-    f_payload = c.get('payload')
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = (_c2m_dense_commit(f_payload) if f_tag == 1 else (_c2m_dense_unsigned_merge(f_payload) if f_tag == 2 else (_c2m_dense_unsigned_derive(f_payload) if f_tag == 3 else (_c2m_dense_signed_merge(f_payload) if f_tag == 4 else (_c2m_dense_signed_derive(f_payload) if f_tag == 5 else (_c2m_dense_witness_merge(f_payload) if f_tag == 6 else (_c2m_dense_witness_derive(f_payload) if f_tag == 7 else None)))))))
     return DenseRecord(f_tag, f_payload)
@@ -18222,7 +18222,7 @@ def _m2c_dense_record(v):
     }
 
 def _c2m_pile_file(c):
-    f_records = c.get('records')
+    f_records = c['records']
     if f_records is not None:
         f_records = [_c2m_pile_record(_x) for _x in f_records]
     return PileFile(f_records)

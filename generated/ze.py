@@ -34271,7 +34271,7 @@ def encode_graph_node_blocks_region(value: GraphNodeBlocksRegion, *, region_len:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -34496,7 +34496,7 @@ C_typed_column = Struct(
     '_o_start' / Tell,
     'column_id' / Int32ul,
     'value' / C_metadata_value,
-    Check(Code("not this['_parsing'] or ((this['value'].kind != 0))", lambda this: not this['_parsing'] or ((this['value'].kind != 0)))),
+    Check(Code("not this['_parsing'] or ((this['value']['kind'] != 0))", lambda this: not this['_parsing'] or ((this['value']['kind'] != 0)))),
 )
 
 C_op_upsert_v2 = Struct(
@@ -34504,11 +34504,11 @@ C_op_upsert_v2 = Struct(
     'fields' / BitFlags(Int32ul, (('columns', 4, 1, True), ('metadata', 3, 1, True), ('ts', 2, 1, True), ('text', 1, 1, True), ('vector', 0, 1, True))),
     'doc_id' / BytesInteger(16, signed=False, swapped=True),
     'revision' / Int64ul,
-    'vector' / If(Code("(this['fields'].vector)", lambda this: (this['fields'].vector)), C_f32_vector),
-    'text' / If(Code("(this['fields'].text)", lambda this: (this['fields'].text)), PascalString(Int32ul, 'utf8')),
-    'ts' / If(Code("(this['fields'].ts)", lambda this: (this['fields'].ts)), Int64sl),
-    'metadata' / If(Code("(this['fields'].metadata)", lambda this: (this['fields'].metadata)), Prefixed(Int32ul, GreedyBytes)),
-    'columns' / If(Code("(this['fields'].columns)", lambda this: (this['fields'].columns)), PrefixedArray(Int32ul, C_typed_column)),
+    'vector' / If(Code("(this['fields']['vector'])", lambda this: (this['fields']['vector'])), C_f32_vector),
+    'text' / If(Code("(this['fields']['text'])", lambda this: (this['fields']['text'])), PascalString(Int32ul, 'utf8')),
+    'ts' / If(Code("(this['fields']['ts'])", lambda this: (this['fields']['ts'])), Int64sl),
+    'metadata' / If(Code("(this['fields']['metadata'])", lambda this: (this['fields']['metadata'])), Prefixed(Int32ul, GreedyBytes)),
+    'columns' / If(Code("(this['fields']['columns'])", lambda this: (this['fields']['columns'])), PrefixedArray(Int32ul, C_typed_column)),
 )
 
 C_op_batch_member = Struct(
@@ -34540,7 +34540,7 @@ C_op_prepared_mutation = Struct(
     'binding' / C_transaction_binding,
     'index' / Int32ul,
     'count' / Int32ul,
-    Check(Code("not this['_parsing'] or ((this['count'] == ((this['binding'].last_seq - this['binding'].first_seq) + 1)))", lambda this: not this['_parsing'] or ((this['count'] == ((this['binding'].last_seq - this['binding'].first_seq) + 1))))),
+    Check(Code("not this['_parsing'] or ((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1)))", lambda this: not this['_parsing'] or ((this['count'] == ((this['binding']['last_seq'] - this['binding']['first_seq']) + 1))))),
     Check(Code("not this['_parsing'] or ((this['index'] < this['count']))", lambda this: not this['_parsing'] or ((this['index'] < this['count'])))),
     'inner_op' / Int16ul,
     Check(Code("not this['_parsing'] or (((this['inner_op'] >= 1) and (this['inner_op'] <= 7)))", lambda this: not this['_parsing'] or (((this['inner_op'] >= 1) and (this['inner_op'] <= 7))))),
@@ -34593,8 +34593,8 @@ C_zgop = Struct(
     Check(Code("not this['_parsing'] or ((this['installed_revision'] != 0))", lambda this: not this['_parsing'] or ((this['installed_revision'] != 0)))),
     'expected' / C_zgop_expected,
     'incarnation_kind' / ClosedEnum(Int8ul, 'EntityKind', (1, 2), ()),
-    Check(Code("not this['_parsing'] or (((this['key_present'] == 0) or (this['key'].entity == this['incarnation_kind'])))", lambda this: not this['_parsing'] or (((this['key_present'] == 0) or (this['key'].entity == this['incarnation_kind']))))),
-    Check(Code("not this['_parsing'] or (((this['expected'].tag != 2) or (this['expected'].entity == this['incarnation_kind'])))", lambda this: not this['_parsing'] or (((this['expected'].tag != 2) or (this['expected'].entity == this['incarnation_kind']))))),
+    Check(Code("not this['_parsing'] or (((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind'])))", lambda this: not this['_parsing'] or (((this['key_present'] == 0) or (this['key']['entity'] == this['incarnation_kind']))))),
+    Check(Code("not this['_parsing'] or (((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind'])))", lambda this: not this['_parsing'] or (((this['expected']['tag'] != 2) or (this['expected']['entity'] == this['incarnation_kind']))))),
     'incarnation' / BytesInteger(16, signed=False, swapped=True),
     Check(Code("not this['_parsing'] or (((this['incarnation'] != 0) or (this['incarnation_kind'] == 1)))", lambda this: not this['_parsing'] or (((this['incarnation'] != 0) or (this['incarnation_kind'] == 1))))),
     'delete_mode' / ClosedEnum(Int8ul, 'DeleteMode', (0, 1, 2), ()),
@@ -34617,7 +34617,7 @@ C_required_ref = Struct(
     '_o_start' / Tell,
     'descriptor' / C_artifact_descriptor,
     'artifact' / BytesInteger(16, signed=False, swapped=True),
-    Check(Code("not this['_parsing'] or ((this['artifact'] == this['descriptor'].artifact))", lambda this: not this['_parsing'] or ((this['artifact'] == this['descriptor'].artifact)))),
+    Check(Code("not this['_parsing'] or ((this['artifact'] == this['descriptor']['artifact']))", lambda this: not this['_parsing'] or ((this['artifact'] == this['descriptor']['artifact'])))),
     'offset' / Int64ul,
     'length' / Int32ul,
     'block_kind' / Int16ul,
@@ -34766,7 +34766,7 @@ C_zgw_frame = Struct(
 C_graph_envelope = Struct(
     '_o_start' / Tell,
     'begin' / C_zgw_frame,
-    'changes' / Array(Code("this['begin'].payload.change_count", lambda this: this['begin'].payload.change_count), C_zgw_frame),
+    'changes' / Array(Code("this['begin']['payload']['change_count']", lambda this: this['begin']['payload']['change_count']), C_zgw_frame),
     'commit' / C_zgw_frame,
 )
 
@@ -35366,7 +35366,7 @@ C_vector_header = Struct(
 C_vector_codes_region = Struct(
     '_o_start' / Tell,
     'header' / C_vector_header,
-    'codes' / NumpyArray(Code("(this['header'].row_stride * this['header'].row_count)", lambda this: (this['header'].row_stride * this['header'].row_count)), '<u1'),
+    'codes' / NumpyArray(Code("(this['header']['row_stride'] * this['header']['row_count'])", lambda this: (this['header']['row_stride'] * this['header']['row_count'])), '<u1'),
 )
 
 C_bit4_factors = Struct(
@@ -35385,16 +35385,16 @@ C_int8_factors = Struct(
 C_vector_factors_region = Struct(
     '_o_start' / Tell,
     'header' / C_vector_header,
-    'bit4' / If(Code("(((this['header'].scheme == 4) and (this['header'].factor_stride == 12)))", lambda this: (((this['header'].scheme == 4) and (this['header'].factor_stride == 12)))), NumpyArray(Code("this['header'].row_count", lambda this: this['header'].row_count), Bit4Factors_DTYPE)),
-    'int8' / If(Code("(((this['header'].scheme == 2) and (this['header'].factor_stride == 8)))", lambda this: (((this['header'].scheme == 2) and (this['header'].factor_stride == 8)))), NumpyArray(Code("this['header'].row_count", lambda this: this['header'].row_count), Int8Factors_DTYPE)),
-    'raw' / If(Code("((not (((this['header'].scheme == 4) and (this['header'].factor_stride == 12)) or ((this['header'].scheme == 2) and (this['header'].factor_stride == 8)))))", lambda this: ((not (((this['header'].scheme == 4) and (this['header'].factor_stride == 12)) or ((this['header'].scheme == 2) and (this['header'].factor_stride == 8)))))), Bytes(Code("(this['header'].factor_stride * this['header'].row_count)", lambda this: (this['header'].factor_stride * this['header'].row_count)))),
+    'bit4' / If(Code("(((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))", lambda this: (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Bit4Factors_DTYPE)),
+    'int8' / If(Code("(((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))", lambda this: (((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))), NumpyArray(Code("this['header']['row_count']", lambda this: this['header']['row_count']), Int8Factors_DTYPE)),
+    'raw' / If(Code("((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))", lambda this: ((not (((this['header']['scheme'] == 4) and (this['header']['factor_stride'] == 12)) or ((this['header']['scheme'] == 2) and (this['header']['factor_stride'] == 8)))))), Bytes(Code("(this['header']['factor_stride'] * this['header']['row_count'])", lambda this: (this['header']['factor_stride'] * this['header']['row_count'])))),
 )
 
 C_vector_rescore_region = Struct(
     '_o_start' / Tell,
     'header' / C_vector_header,
-    Check(Code("not this['_parsing'] or (((this['header'].scheme == 0) and (this['header'].factor_stride == 0) and (this['header'].row_stride == (this['header'].dims * 4))))", lambda this: not this['_parsing'] or (((this['header'].scheme == 0) and (this['header'].factor_stride == 0) and (this['header'].row_stride == (this['header'].dims * 4)))))),
-    'values' / NumpyArray(Code("(this['header'].dims * this['header'].row_count)", lambda this: (this['header'].dims * this['header'].row_count)), '<f4'),
+    Check(Code("not this['_parsing'] or (((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4))))", lambda this: not this['_parsing'] or (((this['header']['scheme'] == 0) and (this['header']['factor_stride'] == 0) and (this['header']['row_stride'] == (this['header']['dims'] * 4)))))),
+    'values' / NumpyArray(Code("(this['header']['dims'] * this['header']['row_count'])", lambda this: (this['header']['dims'] * this['header']['row_count'])), '<f4'),
 )
 
 C_columns_region = Struct(
@@ -35557,11 +35557,11 @@ def _c2m_flags_membership_bits(c):
     return MembershipBits(text_before=bool(c['text_before']), text_after=bool(c['text_after']), vector_before=bool(c['vector_before']), vector_after=bool(c['vector_after']))
 
 def _c2m_ze_header(c):
-    f_family_id = c.get('family_id')
-    f_family_version = c.get('family_version')
-    f_flags = c.get('flags')
-    f_header_length = c.get('header_length')
-    f_file_length = c.get('file_length')
+    f_family_id = c['family_id']
+    f_family_version = c['family_version']
+    f_flags = c['flags']
+    f_header_length = c['header_length']
+    f_file_length = c['file_length']
     return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
 
 def _m2c_ze_header(v):
@@ -35574,8 +35574,8 @@ def _m2c_ze_header(v):
     }
 
 def _c2m_ze_header_ident(c):
-    f_family_id = c.get('family_id')
-    f_family_version = c.get('family_version')
+    f_family_id = c['family_id']
+    f_family_version = c['family_version']
     return ZeHeaderIdent(f_family_id, f_family_version)
 
 def _m2c_ze_header_ident(v):
@@ -35585,10 +35585,10 @@ def _m2c_ze_header_ident(v):
     }
 
 def _c2m_framed_trailer_check(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = bytes(f_header)
-    f_block = c.get('block')
+    f_block = c['block']
     if f_block is not None:
         f_block = bytes(f_block)
     return FramedTrailerCheck(f_header, f_block)
@@ -35600,7 +35600,7 @@ def _m2c_framed_trailer_check(v):
     }
 
 def _c2m_segment_trailer(c):
-    f_checksum = c.get('checksum')
+    f_checksum = c['checksum']
     return SegmentTrailer(f_checksum)
 
 def _m2c_segment_trailer(v):
@@ -35609,7 +35609,7 @@ def _m2c_segment_trailer(v):
     }
 
 def _c2m_wal_file_header(c):
-    f_first_seq = c.get('first_seq')
+    f_first_seq = c['first_seq']
     return WalFileHeader(f_first_seq)
 
 def _m2c_wal_file_header(v):
@@ -35618,9 +35618,9 @@ def _m2c_wal_file_header(v):
     }
 
 def _c2m_wal_record_header(c):
-    f_payload_len = c.get('payload_len')
-    f_seq = c.get('seq')
-    f_op = c.get('op')
+    f_payload_len = c['payload_len']
+    f_seq = c['seq']
+    f_op = c['op']
     return WalRecordHeader(f_payload_len, f_seq, f_op)
 
 def _m2c_wal_record_header(v):
@@ -35631,9 +35631,9 @@ def _m2c_wal_record_header(v):
     }
 
 def _c2m_wal_frame(c):
-    f_seq = c.get('seq')
-    f_op = c.get('op')
-    f_payload = c.get('payload')
+    f_seq = c['seq']
+    f_op = c['op']
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return WalFrame(f_seq, f_op, f_payload)
@@ -35646,10 +35646,10 @@ def _m2c_wal_frame(v):
     }
 
 def _c2m_wal_file(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_wal_file_header(f_header)
-    f_records = c.get('records')
+    f_records = c['records']
     if f_records is not None:
         f_records = [_c2m_wal_frame(_x) for _x in f_records]
     return WalFile(f_header, f_records)
@@ -35661,12 +35661,12 @@ def _m2c_wal_file(v):
     }
 
 def _c2m_wal_record(c):
-    f_seq = c.get('seq')
-    f_op = c.get('op')
+    f_seq = c['seq']
+    f_op = c['op']
     if f_op is not None:
         _t = _WALOP_BY_VALUE.get(f_op)
         f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
-    f_payload = c.get('payload')
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = _c2m_wal_payload(f_payload, f_op)
     return WalRecord(f_seq, f_op, f_payload)
@@ -35679,7 +35679,7 @@ def _m2c_wal_record(v):
     }
 
 def _c2m_wal_payload(c, p_op):
-    f_body = c.get('body')
+    f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_op_upsert_v1(f_body) if p_op == 1 else (_c2m_op_delete_v1(f_body) if p_op == 2 else (_c2m_op_metadata_edit_v1(f_body) if p_op == 3 else (_c2m_op_timestamped_upsert_v1(f_body) if p_op == 4 else (_c2m_op_upsert_metadata_v1(f_body) if p_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_body) if p_op == 6 else (_c2m_op_upsert_v2(f_body) if p_op == 7 else (_c2m_op_batch_member(f_body) if p_op == 8 else (_c2m_op_prepared_mutation(f_body) if p_op == 9 else (_c2m_graph_envelope(f_body) if p_op == 10 else (_c2m_op_mixed_member(f_body) if p_op == 11 else None)))))))))))
     return WalPayload(f_body)
@@ -35696,10 +35696,11 @@ def _m2c_payload_v1_header(v):
     return {
     }
 
+_CPK_f32_vector_values = _packed_kind('<', 'f', 4, True)
 def _c2m_f32_vector(c):
-    f_values = c.get('values')
+    f_values = c['values']
     if f_values is not None:
-        f_values = _packed_from(f_values, _packed_kind('<', 'f', 4, True))
+        f_values = _packed_from(f_values, _CPK_f32_vector_values)
     return F32Vector(f_values)
 
 def _m2c_f32_vector(v):
@@ -35708,12 +35709,12 @@ def _m2c_f32_vector(v):
     }
 
 def _c2m_op_upsert_v1(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c.get('doc_id')
-    f_revision = c.get('revision')
-    f_vector = c.get('vector')
+    f_doc_id = c['doc_id']
+    f_revision = c['revision']
+    f_vector = c['vector']
     if f_vector is not None:
         f_vector = _c2m_f32_vector(f_vector)
     return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
@@ -35727,10 +35728,10 @@ def _m2c_op_upsert_v1(v):
     }
 
 def _c2m_op_delete_v1(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
-    f_doc_ids = c.get('doc_ids')
+    f_doc_ids = c['doc_ids']
     return OpDeleteV1(f_header, f_doc_ids)
 
 def _m2c_op_delete_v1(v):
@@ -35740,11 +35741,11 @@ def _m2c_op_delete_v1(v):
     }
 
 def _c2m_metadata_value(c):
-    f_kind = c.get('kind')
+    f_kind = c['kind']
     if f_kind is not None:
         _t = _VALUEKIND_BY_VALUE.get(f_kind)
         f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
-    f_value = c.get('value')
+    f_value = c['value']
     if f_value is not None:
         f_value = (None if f_kind == 0 else (_c2m_value_u64(f_value) if f_kind == 1 else (_c2m_value_i64(f_value) if f_kind == 2 else (_c2m_value_f64(f_value) if f_kind == 3 else (_c2m_value_bool(f_value) if f_kind == 4 else (_c2m_value_string(f_value) if f_kind == 5 else (_c2m_value_id128(f_value) if f_kind == 6 else None)))))))
     return MetadataValue(f_kind, f_value)
@@ -35756,7 +35757,7 @@ def _m2c_metadata_value(v):
     }
 
 def _c2m_value_u64(c):
-    f_value = c.get('value')
+    f_value = c['value']
     return ValueU64(f_value)
 
 def _m2c_value_u64(v):
@@ -35765,7 +35766,7 @@ def _m2c_value_u64(v):
     }
 
 def _c2m_value_i64(c):
-    f_value = c.get('value')
+    f_value = c['value']
     return ValueI64(f_value)
 
 def _m2c_value_i64(v):
@@ -35774,7 +35775,7 @@ def _m2c_value_i64(v):
     }
 
 def _c2m_value_f64(c):
-    f_value = c.get('value')
+    f_value = c['value']
     return ValueF64(f_value)
 
 def _m2c_value_f64(v):
@@ -35783,7 +35784,7 @@ def _m2c_value_f64(v):
     }
 
 def _c2m_value_bool(c):
-    f_value = c.get('value')
+    f_value = c['value']
     return ValueBool(f_value)
 
 def _m2c_value_bool(v):
@@ -35792,7 +35793,7 @@ def _m2c_value_bool(v):
     }
 
 def _c2m_value_string(c):
-    f_value = c.get('value')
+    f_value = c['value']
     return ValueString(f_value)
 
 def _m2c_value_string(v):
@@ -35801,7 +35802,7 @@ def _m2c_value_string(v):
     }
 
 def _c2m_value_id128(c):
-    f_value = c.get('value')
+    f_value = c['value']
     return ValueId128(f_value)
 
 def _m2c_value_id128(v):
@@ -35810,13 +35811,13 @@ def _m2c_value_id128(v):
     }
 
 def _c2m_op_metadata_edit_v1(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c.get('doc_id')
-    f_revision = c.get('revision')
-    f_column_id = c.get('column_id')
-    f_value = c.get('value')
+    f_doc_id = c['doc_id']
+    f_revision = c['revision']
+    f_column_id = c['column_id']
+    f_value = c['value']
     if f_value is not None:
         f_value = _c2m_metadata_value(f_value)
     return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
@@ -35831,13 +35832,13 @@ def _m2c_op_metadata_edit_v1(v):
     }
 
 def _c2m_op_timestamped_upsert_v1(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c.get('doc_id')
-    f_revision = c.get('revision')
-    f_ts = c.get('ts')
-    f_vector = c.get('vector')
+    f_doc_id = c['doc_id']
+    f_revision = c['revision']
+    f_ts = c['ts']
+    f_vector = c['vector']
     if f_vector is not None:
         f_vector = _c2m_f32_vector(f_vector)
     return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
@@ -35851,18 +35852,19 @@ def _m2c_op_timestamped_upsert_v1(v):
         'vector': None if v.vector is None else _m2c_f32_vector(v.vector),
     }
 
+_CPK_op_upsert_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
 def _c2m_op_upsert_metadata_v1(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c.get('doc_id')
-    f_revision = c.get('revision')
-    f_metadata = c.get('metadata')
+    f_doc_id = c['doc_id']
+    f_revision = c['revision']
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
-    f_vector = c.get('vector')
+    f_vector = c['vector']
     if f_vector is not None:
-        f_vector = _packed_from(f_vector, _packed_kind('<', 'f', 4, True))
+        f_vector = _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
     return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
 
 def _m2c_op_upsert_metadata_v1(v):
@@ -35874,19 +35876,20 @@ def _m2c_op_upsert_metadata_v1(v):
         'vector': None if v.vector is None else list(v.vector),
     }
 
+_CPK_op_upsert_ts_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
 def _c2m_op_upsert_ts_metadata_v1(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
-    f_doc_id = c.get('doc_id')
-    f_revision = c.get('revision')
-    f_ts = c.get('ts')
-    f_metadata = c.get('metadata')
+    f_doc_id = c['doc_id']
+    f_revision = c['revision']
+    f_ts = c['ts']
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
-    f_vector = c.get('vector')
+    f_vector = c['vector']
     if f_vector is not None:
-        f_vector = _packed_from(f_vector, _packed_kind('<', 'f', 4, True))
+        f_vector = _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
     return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
 
 def _m2c_op_upsert_ts_metadata_v1(v):
@@ -35900,8 +35903,8 @@ def _m2c_op_upsert_ts_metadata_v1(v):
     }
 
 def _c2m_typed_column(c):
-    f_column_id = c.get('column_id')
-    f_value = c.get('value')
+    f_column_id = c['column_id']
+    f_value = c['value']
     if f_value is not None:
         f_value = _c2m_metadata_value(f_value)
     return TypedColumn(f_column_id, f_value)
@@ -35913,20 +35916,20 @@ def _m2c_typed_column(v):
     }
 
 def _c2m_op_upsert_v2(c):
-    f_fields = c.get('fields')
+    f_fields = c['fields']
     if f_fields is not None:
         f_fields = _c2m_flags_upsert_fields(f_fields)
-    f_doc_id = c.get('doc_id')
-    f_revision = c.get('revision')
-    f_vector = c.get('vector')
+    f_doc_id = c['doc_id']
+    f_revision = c['revision']
+    f_vector = c['vector']
     if f_vector is not None:
         f_vector = _c2m_f32_vector(f_vector)
-    f_text = c.get('text')
-    f_ts = c.get('ts')
-    f_metadata = c.get('metadata')
+    f_text = c['text']
+    f_ts = c['ts']
+    f_metadata = c['metadata']
     if f_metadata is not None:
         f_metadata = bytes(f_metadata)
-    f_columns = c.get('columns')
+    f_columns = c['columns']
     if f_columns is not None:
         f_columns = [_c2m_typed_column(_x) for _x in f_columns]
     return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
@@ -35944,9 +35947,9 @@ def _m2c_op_upsert_v2(v):
     }
 
 def _c2m_op_batch_member(c):
-    f_index = c.get('index')
-    f_count = c.get('count')
-    f_body = c.get('body')
+    f_index = c['index']
+    f_count = c['count']
+    f_body = c['body']
     if f_body is not None:
         f_body = _c2m_op_upsert_v2(f_body)
     return OpBatchMember(f_index, f_count, f_body)
@@ -35959,12 +35962,12 @@ def _m2c_op_batch_member(v):
     }
 
 def _c2m_transaction_binding(c):
-    f_transaction = c.get('transaction')
-    f_participant = c.get('participant')
-    f_first_seq = c.get('first_seq')
-    f_last_seq = c.get('last_seq')
-    f_manifest_digest = c.get('manifest_digest')
-    f_final_generation = c.get('final_generation')
+    f_transaction = c['transaction']
+    f_participant = c['participant']
+    f_first_seq = c['first_seq']
+    f_last_seq = c['last_seq']
+    f_manifest_digest = c['manifest_digest']
+    f_final_generation = c['final_generation']
     return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
 
 def _m2c_transaction_binding(v):
@@ -35978,16 +35981,16 @@ def _m2c_transaction_binding(v):
     }
 
 def _c2m_op_prepared_mutation(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
-    f_binding = c.get('binding')
+    f_binding = c['binding']
     if f_binding is not None:
         f_binding = _c2m_transaction_binding(f_binding)
-    f_index = c.get('index')
-    f_count = c.get('count')
-    f_inner_op = c.get('inner_op')
-    f_inner = c.get('inner')
+    f_index = c['index']
+    f_count = c['count']
+    f_inner_op = c['inner_op']
+    f_inner = c['inner']
     if f_inner is not None:
         f_inner = (_c2m_op_upsert_v1(f_inner) if f_inner_op == 1 else (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_metadata_edit_v1(f_inner) if f_inner_op == 3 else (_c2m_op_timestamped_upsert_v1(f_inner) if f_inner_op == 4 else (_c2m_op_upsert_metadata_v1(f_inner) if f_inner_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_inner) if f_inner_op == 6 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else None)))))))
     return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
@@ -36003,10 +36006,10 @@ def _m2c_op_prepared_mutation(v):
     }
 
 def _c2m_op_mixed_member(c):
-    f_index = c.get('index')
-    f_count = c.get('count')
-    f_inner_op = c.get('inner_op')
-    f_inner = c.get('inner')
+    f_index = c['index']
+    f_count = c['count']
+    f_inner_op = c['inner_op']
+    f_inner = c['inner']
     if f_inner is not None:
         f_inner = (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else (_c2m_graph_envelope(f_inner) if f_inner_op == 10 else None)))
     return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
@@ -36020,8 +36023,8 @@ def _m2c_op_mixed_member(v):
     }
 
 def _c2m_zgw_file_header(c):
-    f_store = c.get('store')
-    f_first_commit_sequence = c.get('first_commit_sequence')
+    f_store = c['store']
+    f_first_commit_sequence = c['first_commit_sequence']
     return ZgwFileHeader(f_store, f_first_commit_sequence)
 
 def _m2c_zgw_file_header(v):
@@ -36031,14 +36034,14 @@ def _m2c_zgw_file_header(v):
     }
 
 def _c2m_zgw_frame(c):
-    f_kind = c.get('kind')
+    f_kind = c['kind']
     if f_kind is not None:
         _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
         f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
-    f_frame_index = c.get('frame_index')
-    f_sequence = c.get('sequence')
-    f_batch_id = c.get('batch_id')
-    f_payload = c.get('payload')
+    f_frame_index = c['frame_index']
+    f_sequence = c['sequence']
+    f_batch_id = c['batch_id']
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = (_c2m_zgw_begin(f_payload) if f_kind == 1 else (_c2m_zgw_mutation(f_payload) if f_kind == 2 else (_c2m_zgw_inventory(f_payload) if f_kind == 3 else (_c2m_zgw_reclaim_intent(f_payload) if f_kind == 4 else (_c2m_zgw_reclaim_complete(f_payload) if f_kind == 5 else (_c2m_zgw_commit(f_payload) if f_kind == 6 else None))))))
     return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
@@ -36053,13 +36056,13 @@ def _m2c_zgw_frame(v):
     }
 
 def _c2m_zgw_frame_header(c):
-    f_kind = c.get('kind')
-    f_version = c.get('version')
-    f_payload_len = c.get('payload_len')
-    f_frame_index = c.get('frame_index')
-    f_sequence = c.get('sequence')
-    f_batch_id = c.get('batch_id')
-    f_reserved = c.get('reserved')
+    f_kind = c['kind']
+    f_version = c['version']
+    f_payload_len = c['payload_len']
+    f_frame_index = c['frame_index']
+    f_sequence = c['sequence']
+    f_batch_id = c['batch_id']
+    f_reserved = c['reserved']
     if f_reserved is not None:
         f_reserved = bytes(f_reserved)
     return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
@@ -36076,7 +36079,7 @@ def _m2c_zgw_frame_header(v):
     }
 
 def _c2m_zgw_envelope_size(c):
-    f_size = c.get('size')
+    f_size = c['size']
     return ZgwEnvelopeSize(f_size)
 
 def _m2c_zgw_envelope_size(v):
@@ -36085,13 +36088,13 @@ def _m2c_zgw_envelope_size(v):
     }
 
 def _c2m_graph_envelope(c):
-    f_begin = c.get('begin')
+    f_begin = c['begin']
     if f_begin is not None:
         f_begin = _c2m_zgw_frame(f_begin)
-    f_changes = c.get('changes')
+    f_changes = c['changes']
     if f_changes is not None:
         f_changes = [_c2m_zgw_frame(_x) for _x in f_changes]
-    f_commit = c.get('commit')
+    f_commit = c['commit']
     if f_commit is not None:
         f_commit = _c2m_zgw_frame(f_commit)
     return GraphEnvelope(f_begin, f_changes, f_commit)
@@ -36104,15 +36107,15 @@ def _m2c_graph_envelope(v):
     }
 
 def _c2m_zgw_begin(c):
-    f_store = c.get('store')
-    f_envelope_kind = c.get('envelope_kind')
+    f_store = c['store']
+    f_envelope_kind = c['envelope_kind']
     if f_envelope_kind is not None:
         _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
         f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
-    f_base_generation = c.get('base_generation')
-    f_target_generation = c.get('target_generation')
-    f_change_count = c.get('change_count')
-    f_complete_envelope_bytes = c.get('complete_envelope_bytes')
+    f_base_generation = c['base_generation']
+    f_target_generation = c['target_generation']
+    f_change_count = c['change_count']
+    f_complete_envelope_bytes = c['complete_envelope_bytes']
     return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
 
 def _m2c_zgw_begin(v):
@@ -36126,14 +36129,14 @@ def _m2c_zgw_begin(v):
     }
 
 def _c2m_artifact_descriptor(c):
-    f_store = c.get('store')
-    f_artifact = c.get('artifact')
-    f_creation_generation = c.get('creation_generation')
-    f_creation_serial = c.get('creation_serial')
-    f_complete_file_length = c.get('complete_file_length')
-    f_family = c.get('family')
-    f_version = c.get('version')
-    f_whole_file_checksum = c.get('whole_file_checksum')
+    f_store = c['store']
+    f_artifact = c['artifact']
+    f_creation_generation = c['creation_generation']
+    f_creation_serial = c['creation_serial']
+    f_complete_file_length = c['complete_file_length']
+    f_family = c['family']
+    f_version = c['version']
+    f_whole_file_checksum = c['whole_file_checksum']
     return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
 
 def _m2c_artifact_descriptor(v):
@@ -36149,14 +36152,14 @@ def _m2c_artifact_descriptor(v):
     }
 
 def _c2m_required_ref(c):
-    f_descriptor = c.get('descriptor')
+    f_descriptor = c['descriptor']
     if f_descriptor is not None:
         f_descriptor = _c2m_artifact_descriptor(f_descriptor)
-    f_artifact = c.get('artifact')
-    f_offset = c.get('offset')
-    f_length = c.get('length')
-    f_block_kind = c.get('block_kind')
-    f_block_version = c.get('block_version')
+    f_artifact = c['artifact']
+    f_offset = c['offset']
+    f_length = c['length']
+    f_block_kind = c['block_kind']
+    f_block_version = c['block_version']
     return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
 
 def _m2c_required_ref(v):
@@ -36170,8 +36173,8 @@ def _m2c_required_ref(v):
     }
 
 def _c2m_optional_ref(c):
-    f_present = c.get('present')
-    f_ref = c.get('ref')
+    f_present = c['present']
+    f_ref = c['ref']
     if f_ref is not None:
         f_ref = _c2m_required_ref(f_ref)
     return OptionalRef(f_present, f_ref)
@@ -36183,29 +36186,29 @@ def _m2c_optional_ref(v):
     }
 
 def _c2m_commit_state(c):
-    f_store = c.get('store')
-    f_generation = c.get('generation')
-    f_sequence = c.get('sequence')
-    f_node_high_water = c.get('node_high_water')
-    f_relationship_high_water = c.get('relationship_high_water')
-    f_symbol_high_water = c.get('symbol_high_water')
-    f_creation_serial = c.get('creation_serial')
-    f_roots = c.get('roots')
+    f_store = c['store']
+    f_generation = c['generation']
+    f_sequence = c['sequence']
+    f_node_high_water = c['node_high_water']
+    f_relationship_high_water = c['relationship_high_water']
+    f_symbol_high_water = c['symbol_high_water']
+    f_creation_serial = c['creation_serial']
+    f_roots = c['roots']
     if f_roots is not None:
         f_roots = [_c2m_optional_ref(_x) for _x in f_roots]
-    f_catalog = c.get('catalog')
+    f_catalog = c['catalog']
     if f_catalog is not None:
         f_catalog = _c2m_required_ref(f_catalog)
-    f_vector = c.get('vector')
+    f_vector = c['vector']
     if f_vector is not None:
         f_vector = _c2m_optional_ref(f_vector)
-    f_text = c.get('text')
+    f_text = c['text']
     if f_text is not None:
         f_text = _c2m_optional_ref(f_text)
-    f_reclaim = c.get('reclaim')
+    f_reclaim = c['reclaim']
     if f_reclaim is not None:
         f_reclaim = _c2m_optional_ref(f_reclaim)
-    f_prepared = c.get('prepared')
+    f_prepared = c['prepared']
     if f_prepared is not None:
         f_prepared = [_c2m_required_ref(_x) for _x in f_prepared]
     return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
@@ -36228,9 +36231,9 @@ def _m2c_commit_state(v):
     }
 
 def _c2m_zgw_commit(c):
-    f_change_count = c.get('change_count')
-    f_digest = c.get('digest')
-    f_state = c.get('state')
+    f_change_count = c['change_count']
+    f_digest = c['digest']
+    f_state = c['state']
     if f_state is not None:
         f_state = _c2m_commit_state(f_state)
     return ZgwCommit(f_change_count, f_digest, f_state)
@@ -36243,12 +36246,12 @@ def _m2c_zgw_commit(v):
     }
 
 def _c2m_zgop_key(c):
-    f_entity = c.get('entity')
+    f_entity = c['entity']
     if f_entity is not None:
         _t = _ENTITYKIND_BY_VALUE.get(f_entity)
         f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    f_namespace = c.get('namespace')
-    f_key = c.get('key')
+    f_namespace = c['namespace']
+    f_key = c['key']
     return ZgopKey(f_entity, f_namespace, f_key)
 
 def _m2c_zgop_key(v):
@@ -36259,13 +36262,13 @@ def _m2c_zgop_key(v):
     }
 
 def _c2m_zgop_expected(c):
-    f_tag = c.get('tag')
-    f_entity = c.get('entity')
+    f_tag = c['tag']
+    f_entity = c['entity']
     if f_entity is not None:
         _t = _ENTITYKIND_BY_VALUE.get(f_entity)
         f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
-    f_entity_id = c.get('entity_id')
-    f_revision = c.get('revision')
+    f_entity_id = c['entity_id']
+    f_revision = c['revision']
     return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
 
 def _m2c_zgop_expected(v):
@@ -36277,29 +36280,29 @@ def _m2c_zgop_expected(v):
     }
 
 def _c2m_zgop(c):
-    f_operation = c.get('operation')
+    f_operation = c['operation']
     if f_operation is not None:
         _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
         f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
-    f_key_present = c.get('key_present')
-    f_key = c.get('key')
+    f_key_present = c['key_present']
+    f_key = c['key']
     if f_key is not None:
         f_key = _c2m_zgop_key(f_key)
-    f_requested_revision = c.get('requested_revision')
-    f_installed_revision = c.get('installed_revision')
-    f_expected = c.get('expected')
+    f_requested_revision = c['requested_revision']
+    f_installed_revision = c['installed_revision']
+    f_expected = c['expected']
     if f_expected is not None:
         f_expected = _c2m_zgop_expected(f_expected)
-    f_incarnation_kind = c.get('incarnation_kind')
+    f_incarnation_kind = c['incarnation_kind']
     if f_incarnation_kind is not None:
         _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
         f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
-    f_incarnation = c.get('incarnation')
-    f_delete_mode = c.get('delete_mode')
+    f_incarnation = c['incarnation']
+    f_delete_mode = c['delete_mode']
     if f_delete_mode is not None:
         _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
         f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
-    f_original_generation = c.get('original_generation')
+    f_original_generation = c['original_generation']
     return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
 
 def _m2c_zgop(v):
@@ -36317,14 +36320,14 @@ def _m2c_zgop(v):
     }
 
 def _c2m_zgw_mutation(c):
-    f_live = c.get('live')
-    f_membership = c.get('membership')
+    f_live = c['live']
+    f_membership = c['membership']
     if f_membership is not None:
         f_membership = _c2m_flags_membership_bits(f_membership)
-    f_zgop = c.get('zgop')
+    f_zgop = c['zgop']
     if f_zgop is not None:
         f_zgop = _c2m_zgop(f_zgop)
-    f_canonical = c.get('canonical')
+    f_canonical = c['canonical']
     if f_canonical is not None:
         f_canonical = _c2m_optional_ref(f_canonical)
     return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
@@ -36338,14 +36341,14 @@ def _m2c_zgw_mutation(v):
     }
 
 def _c2m_zgw_inventory(c):
-    f_descriptor = c.get('descriptor')
+    f_descriptor = c['descriptor']
     if f_descriptor is not None:
         f_descriptor = _c2m_artifact_descriptor(f_descriptor)
-    f_state = c.get('state')
+    f_state = c['state']
     if f_state is not None:
         _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
         f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
-    f_intent = c.get('intent')
+    f_intent = c['intent']
     return ZgwInventory(f_descriptor, f_state, f_intent)
 
 def _m2c_zgw_inventory(v):
@@ -36356,20 +36359,20 @@ def _m2c_zgw_inventory(v):
     }
 
 def _c2m_zgw_reclaim_intent(c):
-    f_id = c.get('id')
-    f_capture_generation = c.get('capture_generation')
-    f_capture_sequence = c.get('capture_sequence')
-    f_serial_fence = c.get('serial_fence')
-    f_completed_mark_state = c.get('completed_mark_state')
-    f_protected = c.get('protected')
+    f_id = c['id']
+    f_capture_generation = c['capture_generation']
+    f_capture_sequence = c['capture_sequence']
+    f_serial_fence = c['serial_fence']
+    f_completed_mark_state = c['completed_mark_state']
+    f_protected = c['protected']
     if f_protected is not None:
         f_protected = _c2m_required_ref(f_protected)
-    f_protected_digest = c.get('protected_digest')
-    f_completed_mark = c.get('completed_mark')
+    f_protected_digest = c['protected_digest']
+    f_completed_mark = c['completed_mark']
     if f_completed_mark is not None:
         f_completed_mark = _c2m_required_ref(f_completed_mark)
-    f_mark_digest = c.get('mark_digest')
-    f_candidates = c.get('candidates')
+    f_mark_digest = c['mark_digest']
+    f_candidates = c['candidates']
     if f_candidates is not None:
         f_candidates = [_c2m_artifact_descriptor(_x) for _x in f_candidates]
     return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
@@ -36389,7 +36392,7 @@ def _m2c_zgw_reclaim_intent(v):
     }
 
 def _c2m_descriptor_list(c):
-    f_rows = c.get('rows')
+    f_rows = c['rows']
     if f_rows is not None:
         f_rows = [_c2m_artifact_descriptor(_x) for _x in f_rows]
     return DescriptorList(f_rows)
@@ -36400,15 +36403,15 @@ def _m2c_descriptor_list(v):
     }
 
 def _c2m_zgw_reclaim_complete(c):
-    f_id = c.get('id')
-    f_intent = c.get('intent')
+    f_id = c['id']
+    f_intent = c['intent']
     if f_intent is not None:
         f_intent = _c2m_required_ref(f_intent)
-    f_durable_state = c.get('durable_state')
-    f_completed = c.get('completed')
+    f_durable_state = c['durable_state']
+    f_completed = c['completed']
     if f_completed is not None:
         f_completed = _c2m_descriptor_list(f_completed)
-    f_remaining = c.get('remaining')
+    f_remaining = c['remaining']
     if f_remaining is not None:
         f_remaining = _c2m_descriptor_list(f_remaining)
     return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
@@ -36423,12 +36426,12 @@ def _m2c_zgw_reclaim_complete(v):
     }
 
 def _c2m_spill_binding(c):
-    f_store = c.get('store')
-    f_session = c.get('session')
-    f_capture_generation = c.get('capture_generation')
-    f_target_generation = c.get('target_generation')
-    f_sequence = c.get('sequence')
-    f_serial_fence = c.get('serial_fence')
+    f_store = c['store']
+    f_session = c['session']
+    f_capture_generation = c['capture_generation']
+    f_target_generation = c['target_generation']
+    f_sequence = c['sequence']
+    f_serial_fence = c['serial_fence']
     return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
 
 def _m2c_spill_binding(v):
@@ -36442,7 +36445,7 @@ def _m2c_spill_binding(v):
     }
 
 def _c2m_zgcp_prepared_inventory(c):
-    f_descriptors = c.get('descriptors')
+    f_descriptors = c['descriptors']
     if f_descriptors is not None:
         f_descriptors = [_c2m_artifact_descriptor(_x) for _x in f_descriptors]
     return ZgcpPreparedInventory(f_descriptors)
@@ -36453,15 +36456,15 @@ def _m2c_zgcp_prepared_inventory(v):
     }
 
 def _c2m_zgcp_captured_base(c):
-    f_unpinned = c.get('unpinned')
+    f_unpinned = c['unpinned']
     if f_unpinned is not None:
         f_unpinned = bytes(f_unpinned)
-    f_binding = c.get('binding')
+    f_binding = c['binding']
     if f_binding is not None:
         f_binding = _c2m_spill_binding(f_binding)
-    f_absorbed_through = c.get('absorbed_through')
-    f_manifest_generation = c.get('manifest_generation')
-    f_state = c.get('state')
+    f_absorbed_through = c['absorbed_through']
+    f_manifest_generation = c['manifest_generation']
+    f_state = c['state']
     if f_state is not None:
         f_state = _c2m_commit_state(f_state)
     return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
@@ -36476,11 +36479,11 @@ def _m2c_zgcp_captured_base(v):
     }
 
 def _c2m_zgcp_participant(c):
-    f_role = c.get('role')
+    f_role = c['role']
     if f_role is not None:
         _t = _ZGCPROLE_BY_VALUE.get(f_role)
         f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
-    f_body = c.get('body')
+    f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_zgcp_prepared_inventory(f_body) if f_role == 2 else (_c2m_zgcp_captured_base(f_body) if f_role == 7 else f_body))
     return ZgcpParticipant(f_role, f_body)
@@ -36492,7 +36495,7 @@ def _m2c_zgcp_participant(v):
     }
 
 def _c2m_fold_authority(c):
-    f_values = c.get('values')
+    f_values = c['values']
     return FoldAuthority(f_values)
 
 def _m2c_fold_authority(v):
@@ -36501,10 +36504,10 @@ def _m2c_fold_authority(v):
     }
 
 def _c2m_captured_base_value(c):
-    f_ref = c.get('ref')
+    f_ref = c['ref']
     if f_ref is not None:
         f_ref = _c2m_required_ref(f_ref)
-    f_sequence = c.get('sequence')
+    f_sequence = c['sequence']
     return CapturedBaseValue(f_ref, f_sequence)
 
 def _m2c_captured_base_value(v):
@@ -36514,8 +36517,8 @@ def _m2c_captured_base_value(v):
     }
 
 def _c2m_protected_value(c):
-    f_tag = c.get('tag')
-    f_value = c.get('value')
+    f_tag = c['tag']
+    f_value = c['value']
     if f_value is not None:
         f_value = (_c2m_fold_authority(f_value) if f_tag == 5 else (_c2m_captured_base_value(f_value) if f_tag == 6 else None))
     return ProtectedValue(f_tag, f_value)
@@ -36527,7 +36530,7 @@ def _m2c_protected_value(v):
     }
 
 def _c2m_frame_block(c):
-    f_payload = c.get('payload')
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return FrameBlock(f_payload)
@@ -36538,8 +36541,8 @@ def _m2c_frame_block(v):
     }
 
 def _c2m_frame_file(c):
-    f_flags = c.get('flags')
-    f_block = c.get('block')
+    f_flags = c['flags']
+    f_block = c['block']
     if f_block is not None:
         f_block = _c2m_frame_block(f_block)
     return FrameFile(f_flags, f_block)
@@ -36551,7 +36554,7 @@ def _m2c_frame_file(v):
     }
 
 def _c2m_manifest_block(c, p_version):
-    f_payload = c.get('payload')
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = _c2m_manifest_payload(f_payload, p_version)
     return ManifestBlock(f_payload)
@@ -36562,8 +36565,8 @@ def _m2c_manifest_block(v):
     }
 
 def _c2m_manifest_file(c):
-    f_family_version = c.get('family_version')
-    f_block = c.get('block')
+    f_family_version = c['family_version']
+    f_block = c['block']
     if f_block is not None:
         f_block = _c2m_manifest_block(f_block, f_family_version)
     return ManifestFile(f_family_version, f_block)
@@ -36575,9 +36578,9 @@ def _m2c_manifest_file(v):
     }
 
 def _c2m_epoch_alias(c):
-    f_present = c.get('present')
-    f_embedding_epoch_id = c.get('embedding_epoch_id')
-    f_tokenizer_epoch_id = c.get('tokenizer_epoch_id')
+    f_present = c['present']
+    f_embedding_epoch_id = c['embedding_epoch_id']
+    f_tokenizer_epoch_id = c['tokenizer_epoch_id']
     return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
 
 def _m2c_epoch_alias(v):
@@ -36588,18 +36591,18 @@ def _m2c_epoch_alias(v):
     }
 
 def _c2m_manifest_segment(c):
-    f_segment_id = c.get('segment_id')
+    f_segment_id = c['segment_id']
     if f_segment_id is not None:
         f_segment_id = bytes(f_segment_id)
-    f_row_count = c.get('row_count')
-    f_scheme = c.get('scheme')
+    f_row_count = c['row_count']
+    f_scheme = c['scheme']
     if f_scheme is not None:
         _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
         f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c.get('dims')
-    f_file_size = c.get('file_size')
-    f_epoch_present = c.get('epoch_present')
-    f_embedding_epoch_id = c.get('embedding_epoch_id')
+    f_dims = c['dims']
+    f_file_size = c['file_size']
+    f_epoch_present = c['epoch_present']
+    f_embedding_epoch_id = c['embedding_epoch_id']
     return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
 
 def _m2c_manifest_segment(v):
@@ -36614,28 +36617,28 @@ def _m2c_manifest_segment(v):
     }
 
 def _c2m_embedding_tower(c):
-    f_model_id = c.get('model_id')
-    f_model_version = c.get('model_version')
-    f_weights_digest = c.get('weights_digest')
+    f_model_id = c['model_id']
+    f_model_version = c['model_version']
+    f_weights_digest = c['weights_digest']
     if f_weights_digest is not None:
         f_weights_digest = bytes(f_weights_digest)
-    f_dims = c.get('dims')
-    f_normalization = c.get('normalization')
+    f_dims = c['dims']
+    f_normalization = c['normalization']
     if f_normalization is not None:
         _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
         f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    f_prompt_prefix = c.get('prompt_prefix')
-    f_max_tokens = c.get('max_tokens')
-    f_runtime = c.get('runtime')
+    f_prompt_prefix = c['prompt_prefix']
+    f_max_tokens = c['max_tokens']
+    f_runtime = c['runtime']
     if f_runtime is not None:
         _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
         f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    f_compute_units = c.get('compute_units')
+    f_compute_units = c['compute_units']
     if f_compute_units is not None:
         _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
         f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    f_os_build_present = c.get('os_build_present')
-    f_os_build = c.get('os_build')
+    f_os_build_present = c['os_build_present']
+    f_os_build = c['os_build']
     return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
 
 def _m2c_embedding_tower(v):
@@ -36654,15 +36657,15 @@ def _m2c_embedding_tower(v):
     }
 
 def _c2m_embedding_epoch(c):
-    f_embedding_epoch_id = c.get('embedding_epoch_id')
-    f_tokenizer_epoch_id = c.get('tokenizer_epoch_id')
-    f_document = c.get('document')
+    f_embedding_epoch_id = c['embedding_epoch_id']
+    f_tokenizer_epoch_id = c['tokenizer_epoch_id']
+    f_document = c['document']
     if f_document is not None:
         f_document = _c2m_embedding_tower(f_document)
-    f_query = c.get('query')
+    f_query = c['query']
     if f_query is not None:
         f_query = _c2m_embedding_tower(f_query)
-    f_alignment_digest = c.get('alignment_digest')
+    f_alignment_digest = c['alignment_digest']
     if f_alignment_digest is not None:
         f_alignment_digest = bytes(f_alignment_digest)
     return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
@@ -36677,13 +36680,13 @@ def _m2c_embedding_epoch(v):
     }
 
 def _c2m_column_def(c):
-    f_column_id = c.get('column_id')
-    f_type = c.get('type')
+    f_column_id = c['column_id']
+    f_type = c['type']
     if f_type is not None:
         _t = _COLUMNTYPE_BY_VALUE.get(f_type)
         f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
-    f_nullable = c.get('nullable')
-    f_name = c.get('name')
+    f_nullable = c['nullable']
+    f_name = c['name']
     return ColumnDef(f_column_id, f_type, f_nullable, f_name)
 
 def _m2c_column_def(v):
@@ -36695,12 +36698,12 @@ def _m2c_column_def(v):
     }
 
 def _c2m_clustering_range(c):
-    f_tag = c.get('tag')
+    f_tag = c['tag']
     if f_tag is not None:
         _t = _RANGETAG_BY_VALUE.get(f_tag)
         f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
-    f_min_ts = c.get('min_ts')
-    f_max_ts = c.get('max_ts')
+    f_min_ts = c['min_ts']
+    f_max_ts = c['max_ts']
     return ClusteringRange(f_tag, f_min_ts, f_max_ts)
 
 def _m2c_clustering_range(v):
@@ -36711,7 +36714,7 @@ def _m2c_clustering_range(v):
     }
 
 def _c2m_tsr1_body(c, p_segment_count):
-    f_ranges = c.get('ranges')
+    f_ranges = c['ranges']
     if f_ranges is not None:
         f_ranges = [_c2m_clustering_range(_x) for _x in f_ranges]
     return Tsr1Body(f_ranges)
@@ -36722,9 +36725,9 @@ def _m2c_tsr1_body(v):
     }
 
 def _c2m_graph_object(c):
-    f_artifact_id = c.get('artifact_id')
-    f_length = c.get('length')
-    f_checksum = c.get('checksum')
+    f_artifact_id = c['artifact_id']
+    f_length = c['length']
+    f_checksum = c['checksum']
     return GraphObject(f_artifact_id, f_length, f_checksum)
 
 def _m2c_graph_object(v):
@@ -36735,8 +36738,8 @@ def _m2c_graph_object(v):
     }
 
 def _c2m_zgen_row(c):
-    f_after_sequence = c.get('after_sequence')
-    f_increment_count = c.get('increment_count')
+    f_after_sequence = c['after_sequence']
+    f_increment_count = c['increment_count']
     return ZgenRow(f_after_sequence, f_increment_count)
 
 def _m2c_zgen_row(v):
@@ -36746,9 +36749,9 @@ def _m2c_zgen_row(v):
     }
 
 def _c2m_zgen_extension(c):
-    f_version = c.get('version')
-    f_counted_through = c.get('counted_through')
-    f_rows = c.get('rows')
+    f_version = c['version']
+    f_counted_through = c['counted_through']
+    f_rows = c['rows']
     if f_rows is not None:
         f_rows = [_c2m_zgen_row(_x) for _x in f_rows]
     return ZgenExtension(f_version, f_counted_through, f_rows)
@@ -36761,15 +36764,15 @@ def _m2c_zgen_extension(v):
     }
 
 def _c2m_graph_section(c):
-    f_graph_present = c.get('graph_present')
-    f_absorbed_through = c.get('absorbed_through')
-    f_state = c.get('state')
+    f_graph_present = c['graph_present']
+    f_absorbed_through = c['absorbed_through']
+    f_state = c['state']
     if f_state is not None:
         f_state = _c2m_commit_state(f_state)
-    f_objects = c.get('objects')
+    f_objects = c['objects']
     if f_objects is not None:
         f_objects = [_c2m_graph_object(_x) for _x in f_objects]
-    f_zgen = c.get('zgen')
+    f_zgen = c['zgen']
     if f_zgen is not None:
         f_zgen = [_c2m_zgen_extension(_x) for _x in f_zgen]
     return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
@@ -36784,7 +36787,7 @@ def _m2c_graph_section(v):
     }
 
 def _c2m_zgr3_body(c):
-    f_graph = c.get('graph')
+    f_graph = c['graph']
     if f_graph is not None:
         f_graph = _c2m_graph_section(f_graph)
     return Zgr3Body(f_graph)
@@ -36795,8 +36798,8 @@ def _m2c_zgr3_body(v):
     }
 
 def _c2m_manifest_extension(c, p_version, p_segment_count):
-    f_tag = c.get('tag')
-    f_body = c.get('body')
+    f_tag = c['tag']
+    f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_tsr1_body(f_body, p_segment_count) if f_tag == 827478868 else (_c2m_zgr3_body(f_body) if f_tag == 861030234 else None))
     return ManifestExtension(f_tag, f_body)
@@ -36808,22 +36811,22 @@ def _m2c_manifest_extension(v):
     }
 
 def _c2m_manifest_payload(c, p_version):
-    f_generation = c.get('generation')
-    f_log_seq = c.get('log_seq')
-    f_segment_count = c.get('segment_count')
-    f_alias = c.get('alias')
+    f_generation = c['generation']
+    f_log_seq = c['log_seq']
+    f_segment_count = c['segment_count']
+    f_alias = c['alias']
     if f_alias is not None:
         f_alias = _c2m_epoch_alias(f_alias)
-    f_segments = c.get('segments')
+    f_segments = c['segments']
     if f_segments is not None:
         f_segments = [_c2m_manifest_segment(_x) for _x in f_segments]
-    f_epochs = c.get('epochs')
+    f_epochs = c['epochs']
     if f_epochs is not None:
         f_epochs = [_c2m_embedding_epoch(_x) for _x in f_epochs]
-    f_columns = c.get('columns')
+    f_columns = c['columns']
     if f_columns is not None:
         f_columns = [_c2m_column_def(_x) for _x in f_columns]
-    f_extensions = c.get('extensions')
+    f_extensions = c['extensions']
     if f_extensions is not None:
         f_extensions = [_c2m_manifest_extension(_x, p_version, f_segment_count) for _x in f_extensions]
     return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
@@ -36840,8 +36843,8 @@ def _m2c_manifest_payload(v):
     }
 
 def _c2m_purge_token_input(c):
-    f_generation = c.get('generation')
-    f_doc_ids = c.get('doc_ids')
+    f_generation = c['generation']
+    f_doc_ids = c['doc_ids']
     return PurgeTokenInput(f_generation, f_doc_ids)
 
 def _m2c_purge_token_input(v):
@@ -36851,8 +36854,8 @@ def _m2c_purge_token_input(v):
     }
 
 def _c2m_purge_payload(c):
-    f_token_id = c.get('token_id')
-    f_doc_ids = c.get('doc_ids')
+    f_token_id = c['token_id']
+    f_doc_ids = c['doc_ids']
     return PurgePayload(f_token_id, f_doc_ids)
 
 def _m2c_purge_payload(v):
@@ -36862,7 +36865,7 @@ def _m2c_purge_payload(v):
     }
 
 def _c2m_purge_block(c):
-    f_payload = c.get('payload')
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = _c2m_purge_payload(f_payload)
     return PurgeBlock(f_payload)
@@ -36873,7 +36876,7 @@ def _m2c_purge_block(v):
     }
 
 def _c2m_purge_file(c):
-    f_block = c.get('block')
+    f_block = c['block']
     if f_block is not None:
         f_block = _c2m_purge_block(f_block)
     return PurgeFile(f_block)
@@ -36884,13 +36887,13 @@ def _m2c_purge_file(v):
     }
 
 def _c2m_epoch_digest_input(c):
-    f_document = c.get('document')
+    f_document = c['document']
     if f_document is not None:
         f_document = _c2m_digest_tower(f_document)
-    f_query = c.get('query')
+    f_query = c['query']
     if f_query is not None:
         f_query = _c2m_digest_tower(f_query)
-    f_alignment_digest = c.get('alignment_digest')
+    f_alignment_digest = c['alignment_digest']
     if f_alignment_digest is not None:
         f_alignment_digest = bytes(f_alignment_digest)
     return EpochDigestInput(f_document, f_query, f_alignment_digest)
@@ -36903,7 +36906,7 @@ def _m2c_epoch_digest_input(v):
     }
 
 def _c2m_epoch_digest_input_v1(c):
-    f_tower = c.get('tower')
+    f_tower = c['tower']
     if f_tower is not None:
         f_tower = _c2m_digest_tower(f_tower)
     return EpochDigestInputV1(f_tower)
@@ -36914,28 +36917,28 @@ def _m2c_epoch_digest_input_v1(v):
     }
 
 def _c2m_digest_tower(c):
-    f_model_id = c.get('model_id')
-    f_model_version = c.get('model_version')
-    f_weights_digest = c.get('weights_digest')
+    f_model_id = c['model_id']
+    f_model_version = c['model_version']
+    f_weights_digest = c['weights_digest']
     if f_weights_digest is not None:
         f_weights_digest = bytes(f_weights_digest)
-    f_dims = c.get('dims')
-    f_normalization = c.get('normalization')
+    f_dims = c['dims']
+    f_normalization = c['normalization']
     if f_normalization is not None:
         _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
         f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
-    f_prompt_prefix = c.get('prompt_prefix')
-    f_max_tokens = c.get('max_tokens')
-    f_runtime = c.get('runtime')
+    f_prompt_prefix = c['prompt_prefix']
+    f_max_tokens = c['max_tokens']
+    f_runtime = c['runtime']
     if f_runtime is not None:
         _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
         f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
-    f_compute_units = c.get('compute_units')
+    f_compute_units = c['compute_units']
     if f_compute_units is not None:
         _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
         f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
-    f_os_build_present = c.get('os_build_present')
-    f_os_build = c.get('os_build')
+    f_os_build_present = c['os_build_present']
+    f_os_build = c['os_build']
     return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
 
 def _m2c_digest_tower(v):
@@ -36954,11 +36957,11 @@ def _m2c_digest_tower(v):
     }
 
 def _c2m_region_entry(c):
-    f_kind = c.get('kind')
-    f_version = c.get('version')
-    f_offset = c.get('offset')
-    f_length = c.get('length')
-    f_checksum = c.get('checksum')
+    f_kind = c['kind']
+    f_version = c['version']
+    f_offset = c['offset']
+    f_length = c['length']
+    f_checksum = c['checksum']
     return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
 
 def _m2c_region_entry(v):
@@ -36971,17 +36974,17 @@ def _m2c_region_entry(v):
     }
 
 def _c2m_segment_header(c):
-    f_file_length = c.get('file_length')
-    f_segment_id = c.get('segment_id')
+    f_file_length = c['file_length']
+    f_segment_id = c['segment_id']
     if f_segment_id is not None:
         f_segment_id = bytes(f_segment_id)
-    f_row_count = c.get('row_count')
-    f_scheme = c.get('scheme')
+    f_row_count = c['row_count']
+    f_scheme = c['scheme']
     if f_scheme is not None:
         _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
         f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c.get('dims')
-    f_regions = c.get('regions')
+    f_dims = c['dims']
+    f_regions = c['regions']
     if f_regions is not None:
         f_regions = [_c2m_region_entry(_x) for _x in f_regions]
     return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
@@ -36997,14 +37000,14 @@ def _m2c_segment_header(v):
     }
 
 def _c2m_vector_header(c):
-    f_scheme = c.get('scheme')
+    f_scheme = c['scheme']
     if f_scheme is not None:
         _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
         f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
-    f_dims = c.get('dims')
-    f_row_stride = c.get('row_stride')
-    f_factor_stride = c.get('factor_stride')
-    f_row_count = c.get('row_count')
+    f_dims = c['dims']
+    f_row_stride = c['row_stride']
+    f_factor_stride = c['factor_stride']
+    f_row_count = c['row_count']
     return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
 
 def _m2c_vector_header(v):
@@ -37017,10 +37020,10 @@ def _m2c_vector_header(v):
     }
 
 def _c2m_vector_codes_region(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_vector_header(f_header)
-    f_codes = c.get('codes')
+    f_codes = c['codes']
     if f_codes is not None:
         f_codes = _rows_to_array(f_codes, '<u1')
     return VectorCodesRegion(f_header, f_codes)
@@ -37032,9 +37035,9 @@ def _m2c_vector_codes_region(v):
     }
 
 def _c2m_bit4_factors(c):
-    f_scale = c.get('scale')
-    f_normalized_norm = c.get('normalized_norm')
-    f_normalized_correction = c.get('normalized_correction')
+    f_scale = c['scale']
+    f_normalized_norm = c['normalized_norm']
+    f_normalized_correction = c['normalized_correction']
     return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
 
 def _m2c_bit4_factors(v):
@@ -37045,8 +37048,8 @@ def _m2c_bit4_factors(v):
     }
 
 def _c2m_int8_factors(c):
-    f_scale = c.get('scale')
-    f_offset = c.get('offset')
+    f_scale = c['scale']
+    f_offset = c['offset']
     return Int8Factors(f_scale, f_offset)
 
 def _m2c_int8_factors(v):
@@ -37056,16 +37059,16 @@ def _m2c_int8_factors(v):
     }
 
 def _c2m_vector_factors_region(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_vector_header(f_header)
-    f_bit4 = c.get('bit4')
+    f_bit4 = c['bit4']
     if f_bit4 is not None:
         f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
-    f_int8 = c.get('int8')
+    f_int8 = c['int8']
     if f_int8 is not None:
         f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
-    f_raw = c.get('raw')
+    f_raw = c['raw']
     if f_raw is not None:
         f_raw = bytes(f_raw)
     return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
@@ -37079,10 +37082,10 @@ def _m2c_vector_factors_region(v):
     }
 
 def _c2m_vector_rescore_region(c):
-    f_header = c.get('header')
+    f_header = c['header']
     if f_header is not None:
         f_header = _c2m_vector_header(f_header)
-    f_values = c.get('values')
+    f_values = c['values']
     if f_values is not None:
         f_values = _rows_to_array(f_values, '<f4')
     return VectorRescoreRegion(f_header, f_values)
@@ -37094,11 +37097,11 @@ def _m2c_vector_rescore_region(v):
     }
 
 def _c2m_columns_region(c):
-    f_row_count = c.get('row_count')
-    f_defs = c.get('defs')
+    f_row_count = c['row_count']
+    f_defs = c['defs']
     if f_defs is not None:
         f_defs = [_c2m_column_def(_x) for _x in f_defs]
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
     return ColumnsRegion(f_row_count, f_defs, f_data)
@@ -37111,10 +37114,10 @@ def _m2c_columns_region(v):
     }
 
 def _c2m_dictionary_column(c, p_rows):
-    f_strings = c.get('strings')
-    f_code_width = c.get('code_width')
-    f_codes16 = c.get('codes16')
-    f_codes32 = c.get('codes32')
+    f_strings = c['strings']
+    f_code_width = c['code_width']
+    f_codes16 = c['codes16']
+    f_codes32 = c['codes32']
     return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
 
 def _m2c_dictionary_column(v):
@@ -37126,17 +37129,17 @@ def _m2c_dictionary_column(v):
     }
 
 def _c2m_column_data(c, p_type, p_rows):
-    f_presence = c.get('presence')
+    f_presence = c['presence']
     if f_presence is not None:
         f_presence = bytes(f_presence)
-    f_u64s = c.get('u64s')
-    f_i64s = c.get('i64s')
-    f_f64s = c.get('f64s')
-    f_bools = c.get('bools')
-    f_dictionary = c.get('dictionary')
+    f_u64s = c['u64s']
+    f_i64s = c['i64s']
+    f_f64s = c['f64s']
+    f_bools = c['bools']
+    f_dictionary = c['dictionary']
     if f_dictionary is not None:
         f_dictionary = _c2m_dictionary_column(f_dictionary, p_rows)
-    f_raw_strings = c.get('raw_strings')
+    f_raw_strings = c['raw_strings']
     return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
 
 def _m2c_column_data(v):
@@ -37151,8 +37154,8 @@ def _m2c_column_data(v):
     }
 
 def _c2m_alive_region(c):
-    f_row_count = c.get('row_count')
-    f_bitmap = c.get('bitmap')
+    f_row_count = c['row_count']
+    f_bitmap = c['bitmap']
     if f_bitmap is not None:
         f_bitmap = bytes(f_bitmap)
     return AliveRegion(f_row_count, f_bitmap)
@@ -37164,9 +37167,9 @@ def _m2c_alive_region(v):
     }
 
 def _c2m_checksum_entry(c):
-    f_kind = c.get('kind')
-    f_chunk_index = c.get('chunk_index')
-    f_checksum = c.get('checksum')
+    f_kind = c['kind']
+    f_chunk_index = c['chunk_index']
+    f_checksum = c['checksum']
     return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
 
 def _m2c_checksum_entry(v):
@@ -37177,7 +37180,7 @@ def _m2c_checksum_entry(v):
     }
 
 def _c2m_checksum_table_region(c):
-    f_entries = c.get('entries')
+    f_entries = c['entries']
     if f_entries is not None:
         f_entries = [_c2m_checksum_entry(_x) for _x in f_entries]
     return ChecksumTableRegion(f_entries)
@@ -37188,8 +37191,8 @@ def _m2c_checksum_table_region(v):
     }
 
 def _c2m_document_version(c):
-    f_doc_id = c.get('doc_id')
-    f_revision = c.get('revision')
+    f_doc_id = c['doc_id']
+    f_revision = c['revision']
     return DocumentVersion(f_doc_id, f_revision)
 
 def _m2c_document_version(v):
@@ -37199,7 +37202,7 @@ def _m2c_document_version(v):
     }
 
 def _c2m_document_versions_region(c):
-    f_rows = c.get('rows')
+    f_rows = c['rows']
     if f_rows is not None:
         f_rows = [_c2m_document_version(_x) for _x in f_rows]
     return DocumentVersionsRegion(f_rows)
@@ -37210,8 +37213,8 @@ def _m2c_document_versions_region(v):
     }
 
 def _c2m_stored_metadata_region(c):
-    f_ends = c.get('ends')
-    f_data = c.get('data')
+    f_ends = c['ends']
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
     return StoredMetadataRegion(f_ends, f_data)
@@ -37223,11 +37226,11 @@ def _m2c_stored_metadata_region(v):
     }
 
 def _c2m_stored_text_region(c):
-    f_presence = c.get('presence')
+    f_presence = c['presence']
     if f_presence is not None:
         f_presence = bytes(f_presence)
-    f_ends = c.get('ends')
-    f_data = c.get('data')
+    f_ends = c['ends']
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
     return StoredTextRegion(f_presence, f_ends, f_data)
@@ -37239,20 +37242,21 @@ def _m2c_stored_text_region(v):
         'data': v.data,
     }
 
+_CPK_graph_node_block_neighbours = _packed_kind('<', 'I', 4, False)
 def _c2m_graph_node_block(c, p_code_bytes, p_max_degree):
-    f_codes = c.get('codes')
+    f_codes = c['codes']
     if f_codes is not None:
         f_codes = bytes(f_codes)
-    f_factors = c.get('factors')
+    f_factors = c['factors']
     if f_factors is not None:
         f_factors = _c2m_bit4_factors(f_factors)
-    f_degree = c.get('degree')
-    f_flags = c.get('flags')
+    f_degree = c['degree']
+    f_flags = c['flags']
     if f_flags is not None:
         f_flags = _c2m_flags_graph_block_flags(f_flags)
-    f_neighbours = c.get('neighbours')
+    f_neighbours = c['neighbours']
     if f_neighbours is not None:
-        f_neighbours = _packed_from(f_neighbours, _packed_kind('<', 'I', 4, False))
+        f_neighbours = _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
     return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
 
 def _m2c_graph_node_block(v):
@@ -37265,14 +37269,14 @@ def _m2c_graph_node_block(v):
     }
 
 def _c2m_graph_node_blocks_region(c, p_region_len):
-    f_blocks = c.get('blocks')
+    f_blocks = c['blocks']
     if f_blocks is not None:
         f_blocks = bytes(f_blocks)
-    f_dims = c.get('dims')
-    f_padded_dims = c.get('padded_dims')
-    f_max_degree = c.get('max_degree')
-    f_stride = c.get('stride')
-    f_node_count = c.get('node_count')
+    f_dims = c['dims']
+    f_padded_dims = c['padded_dims']
+    f_max_degree = c['max_degree']
+    f_stride = c['stride']
+    f_node_count = c['node_count']
     return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
 
 def _m2c_graph_node_blocks_region(v):

@@ -4,8 +4,9 @@ One ``Struct`` per record covering every version: ``since``/``until`` become ``I
 the version expression, so the definition reads like the spec table. Expressions are
 ``Code(source, lambda)`` over ``this`` (fields) and ``this['_params']`` (parameters): the
 lambda runs interpreted, the source is inlined by ``compile()``. Every class emitted has
-an ``_emitparse`` (bytewright.runtime.codec; tests/test_construct_compile.py), so
-``Struct.compile()`` compiles every record whole, with fixed runs read in one unpack.
+an ``_emitparse`` and an ``_emitbuild`` (bytewright.runtime.codec;
+tests/test_construct_compile.py), so ``Struct.compile()`` compiles every record whole, both
+ways, with fixed runs read in one unpack and nested records flattened into their parent.
 Converters map the resulting Containers to the shared object model and back.
 """
 
@@ -40,7 +41,7 @@ _NOT_PARSING = "not this['_parsing']"
 _PRELUDE = [
     "# compiled tighter than Construct's own classes (bytewright.runtime.codec)",
     "from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, "
-    "PrefixedArray, Struct, Switch)",
+    "GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)",
     "from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range",
     "from bytewright.runtime.codec import (" + ", ".join(sorted(_FIELD_NAMES)) + ")",
     "",
@@ -370,6 +371,9 @@ class ConstructEmitter:
                     m = f"({m} + {f.derived_offset})"
                 return f"(this[{name!r}] if this['_parsing'] else {m})"
             return f"this[{name!r}]"
+        # a member of a nested record or flags: an item, not an attribute (Container's
+        # attribute hook costs a failed lookup; built values may be plain dicts)
+        r.attr = lambda base, attr: f"{base}[{attr!r}]"  # type: ignore[attr-defined]
         return r
 
     @staticmethod
@@ -446,16 +450,19 @@ class ConstructEmitter:
             return f"p_{name}" if name in rec.params else f"f_{name}"
 
         for f in rec.fields:
-            lines.append(f"    f_{f.name} = c.get({f.name!r})")
+            # every field is a member of the Struct, so parsed Containers hold each one
+            # (None where a condition left it out): an item read, not Container.get
+            lines.append(f"    f_{f.name} = c[{f.name!r}]")
             if f.view == "numpy":
                 lines.append(f"    if f_{f.name} is not None:")
                 lines.append(f"        f_{f.name} = _rows_to_array(f_{f.name}, "
                              f"{self.np_dtype(f)})")
                 continue
             if f.view == "packed":  # the same type as the fast path gives
+                kind = f"_CPK_{rec.name}_{f.name}"  # built once, at import
+                lines.insert(0, f"{kind} = {self.packed_kind(f)}")
                 lines.append(f"    if f_{f.name} is not None:")
-                lines.append(f"        f_{f.name} = _packed_from(f_{f.name}, "
-                             f"{self.packed_kind(f)})")
+                lines.append(f"        f_{f.name} = _packed_from(f_{f.name}, {kind})")
                 continue
             conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
             if conv is None:

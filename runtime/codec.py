@@ -236,13 +236,28 @@ class WithParams(cs.Subconstruct):
         # own): hand it that instead of a copy of the whole context
         light = isinstance(self.subcon, Struct)
         ctx = "{'_params': _p}" if light else "Container(this, _params=_p)"
+        sub = self.subcon._compileparse(code)
+        params = _params_for(self.subcon, self.args) if light else "dict(this['_params'])"
         code.append(f"""
             def {fname}(io, this):
-                _p = Container(this['_params']){sets}
+                _p = {params}{sets}
                 this = {ctx}
-                return {self.subcon._compileparse(code)}
+                return {sub}
         """)
         return f"{fname}(io, this)"
+
+    def _emitbuild(self, code):
+        fname = f"build_withparams_{code.allocateId()}"
+        sets = "".join(f"\n                _p[{k!r}] = {v!r}" for k, v in self.args.items())
+        code.append(f"""
+            def {fname}(obj, io, this):
+                _p = Container(this['_params']){sets}
+                this = Container(this)
+                this['_params'] = _p
+                return {self.subcon._compilebuild(code)}
+        """)
+        return f"{fname}(obj, io, this)"
+
 
 
 def _save_plain(context: cs.Container, name: str, plain: bytes) -> None:
@@ -340,6 +355,28 @@ class Compressed(cs.Subconstruct):
         """)
         return f"{fname}(io, this)"
 
+    def _emitbuild(self, code):
+        fname = f"build_compressed_{code.allocateId()}"
+        _bw(code)
+        length = "" if self.length is None else f"""
+                obj = len(frame)
+                {self.length._compilebuild(code)}"""
+        code.append(f"""
+            def {fname}(obj, io, this):
+                outer = io
+                io = BytesIO()
+                value = {self.subcon._compilebuild(code)}
+                plain = io.getvalue()
+                io = outer
+                this[{"_plain_" + self.fieldname!r}] = plain
+                frame = _bw.compress({self.algorithm!r}, plain, path={self.fieldname!r},
+                                     codecs={self.codecs!r}){length}
+                io.write(frame)
+                return value
+        """)
+        return f"{fname}(obj, io, this)"
+
+
 
 def parse_plain_section(func, plain: bytes, this: cs.Container, at: int) -> Any:
     """The compiled twin of the tail of :meth:`Compressed._parse`: ``func`` parses the
@@ -387,6 +424,19 @@ class Converted(cs.Adapter):
         _bw(code)
         return (f"_bw.convert_decode({_link(code, self)}.spec, {self.subcon._compileparse(code)}, "
                 f"None, {self.fieldname!r})")
+
+    def _emitbuild(self, code):
+        fname = f"build_converted_{code.allocateId()}"
+        _bw(code)
+        code.append(f"""
+            def {fname}(obj, io, this):
+                given = obj
+                obj = _bw.convert_encode({_link(code, self)}.spec, obj, {self.fieldname!r})
+                {self.subcon._compilebuild(code)}
+                return given
+        """)
+        return f"{fname}(obj, io, this)"
+
 
 
 def convert_decode(spec: Any, raw: int, offset: int, path: str) -> Any:
@@ -510,6 +560,32 @@ class ChainedRepeat(cs.Subconstruct):
         """)
         return f"{fname}(io, this)"
 
+    def _emitbuild(self, code):
+        fid = code.allocateId()
+        fname = f"build_chainedrepeat_{fid}"
+        _bw(code)
+        code.append(f"chainedb_{fid} = struct.Struct({self.fmt.format!r})")
+        count = repr(self.count) if self.count is not None else "None"
+        where = f"stop - {self.at}" if self.from_end else f"start + {self.at}"
+        code.append(f"""
+            def {fname}(obj, io, this):
+                n = {count}
+                if n is not None and len(obj) != n:
+                    raise RangeError("expected %d items, found %d" % (n, len(obj)))
+                this['_chain'] = {self.first!r}
+                items = obj
+                for obj in items:
+                    start = io.tell()
+                    {self.subcon._compilebuild(code)}
+                    stop = io.tell()
+                    io.seek({where})
+                    this['_chain'] = chainedb_{fid}.unpack(io.read({self.fmt.size}))[0]
+                    io.seek(stop)
+                return items
+        """)
+        return f"{fname}(obj, io, this)"
+
+
 
 class Plain(cs.Subconstruct):
     """The uncompressed twin of :class:`Compressed`: records its bytes for checksums."""
@@ -548,10 +624,24 @@ class Plain(cs.Subconstruct):
         """)
         return f"{fname}(io, this)"
 
+    def _emitbuild(self, code):
+        fname = f"build_plain_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(obj, io, this):
+                start = io.tell()
+                value = {self.subcon._compilebuild(code)}
+                end = io.tell()
+                io.seek(start)
+                this[{"_plain_" + self.fieldname!r}] = io.read(end - start)
+                return value
+        """)
+        return f"{fname}(obj, io, this)"
+
+
 
 def span(this: cs.Container, pieces: list[tuple[str, str]]) -> bytes:
     """The bytes a checksum covers, from Tell markers (or saved plain sections)."""
-    io = this._io
+    io = this["_io"]  # by item: compiled records hand plain dicts as contexts
     here = io.tell()
     out = []
     for kind, name in pieces:
@@ -559,7 +649,7 @@ def span(this: cs.Container, pieces: list[tuple[str, str]]) -> bytes:
             out.append(this.get(f"_plain_{name}", b""))
             continue
         if kind == "range":  # record-relative [a, b) from the record's start marker
-            a, b = (this._o_start + int(x) for x in name.split(":"))
+            a, b = (this["_o_start"] + int(x) for x in name.split(":"))
             io.seek(a)
             out.append(io.read(b - a))
             continue
@@ -575,7 +665,7 @@ def span(this: cs.Container, pieces: list[tuple[str, str]]) -> bytes:
 def span_range(this: cs.Container, first: str, last: str) -> bytes:
     """:func:`span` of consecutive fields: the bytes from marker ``first`` to ``last``
     (one read instead of one per field; absent fields between them hold no bytes)."""
-    io = this._io
+    io = this["_io"]
     here = io.tell()
     a = this[first]
     io.seek(a)
@@ -644,6 +734,24 @@ class Terminated(cs.Subconstruct):
 
 
 # -- strict Construct twins (both paths must agree: no silent stop, no skipped rule) ----
+
+    def _emitbuild(self, code):
+        fname = f"build_terminated_{code.allocateId()}"
+        sub = self.subcon._compilebuild(code)
+        code.append(f"""
+            def {fname}(obj, io, this):
+                items = obj
+                for obj in items:
+                    if obj == {self.terminator!r}:
+                        raise ValidationError("an item equals the terminator %r"
+                                              % ({self.terminator!r},))
+                    {sub}
+                obj = {self.terminator!r}
+                {sub}
+                return items
+        """)
+        return f"{fname}(obj, io, this)"
+
 
 def _cpath(path: str | None) -> str:
     """A Construct path ("(parsing) -> a -> b") as a field path ("a.b")."""
@@ -734,6 +842,18 @@ class RepeatToEnd(cs.Subconstruct):
         """)
         return f"{fname}(io, this)"
 
+    def _emitbuild(self, code):
+        fname = f"build_repeattoend_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(obj, io, this):
+                items = obj
+                for obj in items:
+                    {self.subcon._compilebuild(code)}
+                return items
+        """)
+        return f"{fname}(obj, io, this)"
+
+
 
 class RepeatUntil(cs.Subconstruct):
     """Items of ``subcon`` up to and including the first for which ``predicate`` holds
@@ -778,6 +898,23 @@ class RepeatUntil(cs.Subconstruct):
         """)
         return f"{fname}(io, this)"
 
+    def _emitbuild(self, code):
+        fname = f"build_repeatuntil_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(obj, io, this):
+                items = obj
+                last = len(items) - 1
+                for i, obj in enumerate(items):
+                    built = {self.subcon._compilebuild(code)}
+                    this['_last'] = built if built is not None else obj
+                    if ({self.predicate!r}) != (i == last):
+                        raise ValidationError("repeat-until condition must hold on the last "
+                                              "item and only there")
+                return items
+        """)
+        return f"{fname}(obj, io, this)"
+
+
 
 class ZeroPadding(cs.Construct):
     """Padding of a computed length whose bytes must be zero (unless ``arbitrary``)."""
@@ -818,6 +955,10 @@ class ZeroPadding(cs.Construct):
                 return None
         """)
         return f"{fname}(io, this)"
+
+    def _emitbuild(self, code):
+        return f"(io.write(bytes({self.length!r})), None)[1]"
+
 
 
 class NumpyArray(cs.Construct):
@@ -862,6 +1003,12 @@ class NumpyArray(cs.Construct):
                 return _bw.np.frombuffer(read_exact(io, n * dtype.itemsize), dtype, n)
         """)
         return f"{fname}(io, this)"
+
+    def _emitbuild(self, code):
+        _bw(code)
+        dtype = f"{_link(code, self)}.dtype"  # data only (see _link)
+        return f"_bw.numpy_build(obj, io, {dtype})"
+
 
 
 def attr(obj: Any, name: str, offset: int, path: str) -> Any:
@@ -948,6 +1095,11 @@ class Leb128(cs.Construct):
         """)
         return f"{fname}(io, this)"
 
+    def _emitbuild(self, code):
+        _bw(code)
+        return f"(io.write(_bw.varint.ENCODERS[{self.kind!r}](obj)), obj)[1]"
+
+
 
 def find_term(mv: memoryview, term: bytes, pos: int, end: int, path: str) -> int:
     """Offset of ``term`` in ``mv[pos:end]`` (any alignment); missing is a truncation."""
@@ -1022,10 +1174,15 @@ class TerminatedBytes(cs.Construct):
         """)
         return f"{fname}(io, this)"
 
+    def _emitbuild(self, code):
+        _bw(code)
+        return f"_bw.terminated_build(obj, io, {self.term!r}, {self.encoding!r})"
+
+
 
 def remaining(this: cs.Container) -> int:
     """``_remaining`` on the Construct path: bytes left in the enclosing region."""
-    io = this._io
+    io = this["_io"]  # by item: compiled records hand plain dicts as contexts
     return _stream_end(io) - io.tell()
 
 
@@ -1128,6 +1285,10 @@ class ClosedEnum(cs.Subconstruct):
 # yields short bytes instead of an error (a truncated input "decodes"). The subclasses
 # below emit a checked read; generated modules import them over Construct's names.
 
+    def _emitbuild(self, code):
+        return self.subcon._compilebuild(code)  # the value is the number: no check here
+
+
 _READ_EXACT = '''
 def read_exact(io, n):
     if n < 0:
@@ -1172,12 +1333,72 @@ class Bytes(cs.Bytes):
     def _emitparse(self, code):
         return f"{_read_exact(code)}(io, {self.length})"
 
+    def _emitbuild(self, code):  # Construct's writes without its checks
+        _bw(code)
+        return f"_bw.build_fixed_bytes(obj, io, {self.length!r})"
+
 
 class BytesInteger(cs.BytesInteger):
     def _emitparse(self, code):
         r = _read_exact(code)
         return (f"bytes2integer(swapbytes({r}(io, {self.length})) if {self.swapped} else "
                 f"{r}(io, {self.length}), {self.signed})")
+
+    def _emitbuild(self, code):  # Construct's writes without its checks
+        _bw(code)
+        return (f"_bw.build_bigint(obj, io, {self.length!r}, {self.signed!r}, "
+                f"{self.swapped!r})")
+
+
+class _GreedyBytes(type(cs.GreedyBytes)):
+    """Construct's ``GreedyBytes`` whose compiled build checks the value as ``_build``
+    does (Construct's writes whatever it is given)."""
+
+    def _emitbuild(self, code):
+        _bw(code)
+        return "_bw.build_greedy(obj, io)"
+
+
+GreedyBytes = _GreedyBytes()
+
+
+def build_greedy(obj: Any, io: Any) -> Any:
+    cs.stream_write(io, obj, len(obj), None)
+    return obj
+
+
+# Compiled builds of the fields above: ``_build``'s checks and errors, as interpreted.
+
+def build_fixed_bytes(obj: Any, io: Any, length: int) -> Any:
+    data = cs.integer2bytes(obj, length) if isinstance(obj, int) else obj
+    data = bytes(data) if type(data) is bytearray else data
+    cs.stream_write(io, data, length, None)
+    return data
+
+
+def build_bigint(obj: Any, io: Any, length: int, signed: bool, swapped: bool) -> Any:
+    if not isinstance(obj, int):
+        raise cs.IntegerError(f"value {obj} is not an integer")
+    if length <= 0:
+        raise cs.IntegerError(f"length {length} must be positive")
+    try:
+        data = cs.integer2bytes(obj, length, signed)
+    except ValueError as e:
+        raise cs.IntegerError(str(e)) from None
+    if swapped:
+        data = cs.swapbytes(data)
+    cs.stream_write(io, data, length, None)
+    return obj
+
+
+def build_field(st: struct.Struct, fmtstr: str, obj: Any, io: Any) -> Any:
+    try:
+        data = st.pack(obj)
+    except Exception:  # noqa: BLE001 -- Construct's own rule: any failure, this error
+        raise cs.FormatFieldError(f"struct {fmtstr!r} error during building, "
+                                  f"given value {obj!r}") from None
+    io.write(data)
+    return obj
 
 
 class FixedSized(cs.FixedSized):
@@ -1200,6 +1421,29 @@ class FixedSized(cs.FixedSized):
         return (f"restream_exact(read_exact(io, {self.length}), lambda io: "
                 f"({self.subcon._compileparse(code)}))")
 
+    def _emitbuild(self, code):
+        fname = f"build_fixedsized_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(obj, io, this):
+                length = {self.length!r}
+                if length < 0:
+                    raise PaddingError("length cannot be negative")
+                outer = io
+                io = BytesIO()
+                value = {self.subcon._compilebuild(code)}
+                data = io.getvalue()
+                io = outer
+                pad = length - len(data)
+                if pad < 0:
+                    raise PaddingError("subcon build %d bytes but was allowed only %d"
+                                       % (len(data), length))
+                io.write(data)
+                io.write(bytes(pad))
+                return value
+        """)
+        return f"{fname}(obj, io, this)"
+
+
 
 class Prefixed(cs.Prefixed):
     def _emitparse(self, code):
@@ -1207,10 +1451,76 @@ class Prefixed(cs.Prefixed):
         return (f"restream({_read_exact(code)}(io, ({self.lengthfield._compileparse(code)})"
                 f"-({sub})), lambda io: ({self.subcon._compileparse(code)}))")
 
+    def _emitbuild(self, code):
+        fname = f"build_prefixed_{code.allocateId()}"
+        extra = f" + {self.lengthfield.sizeof()}" if self.includelength else ""
+        code.append(f"""
+            def {fname}(obj, io, this):
+                outer = io
+                io = BytesIO()
+                value = {self.subcon._compilebuild(code)}
+                data = io.getvalue()
+                io = outer
+                obj = len(data){extra}
+                {self.lengthfield._compilebuild(code)}
+                io.write(data)
+                return value
+        """)
+        return f"{fname}(obj, io, this)"
+
+
+
+class StringEncoded(cs.StringEncoded):
+    """Construct's ``StringEncoded`` whose build compiles (the text encoded, then built
+    by the compiled subcon; Construct's own has no ``_emitbuild``)."""
+
+    def _emitbuild(self, code):
+        fname = f"build_stringencoded_{code.allocateId()}"
+        _bw(code)
+        code.append(f"""
+            def {fname}(obj, io, this):
+                given = obj
+                obj = _bw.encode_text(obj, {self.encoding!r})
+                {self.subcon._compilebuild(code)}
+                return given
+        """)
+        return f"{fname}(obj, io, this)"
+
+
+def encode_text(obj: Any, encoding: str) -> bytes:
+    """``StringEncoded._encode``'s rules and errors, for compiled builds."""
+    if not isinstance(obj, str):
+        raise cs.StringError("string encoding failed, expected unicode string")
+    if obj == "":
+        return b""
+    try:
+        return obj.encode(encoding)
+    except Exception:  # noqa: BLE001 -- Construct's own bare except, same error
+        raise cs.StringError(f"cannot use encoding {encoding!r} to encode {obj!r}") from None
+
+
+def numpy_build(obj: Any, io: Any, dtype: Any) -> Any:
+    """``NumpyArray._build`` for compiled builds."""
+    arr = np.ascontiguousarray(obj, dtype=dtype) if isinstance(obj, np.ndarray) \
+        else rows_to_array(obj, dtype)
+    data = arr.tobytes()
+    cs.stream_write(io, data, len(data), None)
+    return obj
+
+
+def terminated_build(obj: Any, io: Any, term: bytes, encoding: str | None) -> Any:
+    """``TerminatedBytes._build`` for compiled builds."""
+    raw = obj.encode(encoding) if encoding else bytes(obj)
+    if term in raw:
+        raise EncodeError(f"value contains the terminator {term.hex()}", path="")
+    data = raw + term
+    cs.stream_write(io, data, len(data), None)
+    return obj
+
 
 def PascalString(lengthfield, encoding: str):  # noqa: N802 -- Construct's name
     """Construct's ``PascalString`` with a checked read when compiled."""
-    macro = cs.StringEncoded(Prefixed(lengthfield, cs.GreedyBytes), encoding)
+    macro = StringEncoded(Prefixed(lengthfield, GreedyBytes), encoding)
 
     def _emitparse(code):
         return (f"{_read_exact(code)}(io, {lengthfield._compileparse(code)})"
@@ -1223,7 +1533,7 @@ def PascalString(lengthfield, encoding: str):  # noqa: N802 -- Construct's name
 
 def GreedyString(encoding: str):  # noqa: N802 -- Construct's name
     """Construct's ``GreedyString`` (text to the end of the region), compiled."""
-    macro = cs.GreedyString(encoding)
+    macro = StringEncoded(GreedyBytes, encoding)  # cs.GreedyString, building compiled
 
     def _emitparse(code):
         return f"io.read().decode({encoding!r})"
@@ -1243,11 +1553,17 @@ def PrefixedArray(countfield, subcon):  # noqa: N802 -- Construct's name
 _MANY: dict = {}
 
 
+class _Items(cs.ListContainer):
+    """A ListContainer whose two extra attributes live in slots (no per-list dict)."""
+
+    __slots__ = ("raw", "key")
+
+
 def _items(values, raw: bytes, key: tuple) -> cs.ListContainer:
     """The numbers of a compiled fixed-size array, with the bytes they were read from
     (``raw``; ``key``: byte order, number class, element size): a ``view: packed`` field
     keeps those bytes (:func:`packed_from`) instead of packing the numbers again."""
-    out = cs.ListContainer(values)
+    out = _Items(values)
     out.raw = raw
     out.key = key
     return out
@@ -1266,12 +1582,13 @@ def packed_from(values: Any, kind: Any) -> Any:
     were read compiled with the same element encoding (no second pack)."""
     key = getattr(values, "key", None)
     if key is not None:
-        want = _KIND_KEYS.get(kind)
-        if want is None:
-            want = _KIND_KEYS[kind] = (kind.order, *(
+        # by id (hashing a kind costs a Python call); the entry keeps the kind alive
+        got = _KIND_KEYS.get(id(kind))
+        if got is None or got[0] is not kind:
+            got = _KIND_KEYS[id(kind)] = (kind, (kind.order, *(
                 _NUMBER_CLASS.get(kind.code) if kind.code else
-                ("s" if kind.signed else "u", kind.size)))
-        if key == want:
+                ("s" if kind.signed else "u", kind.size))))
+        if key == got[1]:
             return PackedArray(values.raw, kind)
     return PackedArray.from_values(values, kind)
 
@@ -1285,12 +1602,16 @@ def read_items(io, fmt: str, size: int, n: int) -> cs.ListContainer:
     data = io.read(total)
     if len(data) != total:
         raise short_read(total, data)
-    st = _MANY.get((fmt, n))
-    if st is None:
+    got = _MANY.get((fmt, n))
+    if got is None:
         if len(_MANY) > 512:  # counts vary per record: keep the cache bounded
             _MANY.clear()
-        st = _MANY[(fmt, n)] = struct.Struct(f"{fmt[0]}{n}{fmt[1:]}")
-    return _items(st.unpack(data), data, (fmt[0], *_NUMBER_CLASS[fmt[1:]]))
+        got = _MANY[(fmt, n)] = (struct.Struct(f"{fmt[0]}{n}{fmt[1:]}"),
+                                 (fmt[0], *_NUMBER_CLASS[fmt[1:]]))
+    out = _Items(got[0].unpack(data))
+    out.raw = data
+    out.key = got[1]
+    return out
 
 
 def read_bigints(io, size: int, n: int, order: str, signed: bool) -> cs.ListContainer:
@@ -1348,6 +1669,12 @@ class FormatField(cs.FormatField):
         fname = f"formatfield_{code.allocateId()}"
         code.append(f"{fname} = struct.Struct({self.fmtstr!r})")
         return f"{fname}.unpack({_read_exact(code)}(io, {self.length}))[0]"
+
+    def _emitbuild(self, code):  # Construct's raises struct.error for a bad value
+        fname = f"formatfield_{code.allocateId()}"
+        _bw(code)
+        code.append(f"{fname} = struct.Struct({self.fmtstr!r})")
+        return f"_bw.build_field({fname}, {self.fmtstr!r}, obj, io)"
 
 
 # The names generated modules use, as checked FormatFields (imported over Construct's).
@@ -1408,6 +1735,20 @@ class Checksum(cs.Checksum):
                 return hash1
         """)
         return f"{fname}(io, this)"
+
+    def _emitbuild(self, code):
+        fname = f"build_checksum_{code.allocateId()}"
+        _bw(code)
+        hash2 = (f"{self.bytesfunc!r}" if self.hashfunc is None
+                 else f"{self.hashfunc!r}({self.bytesfunc!r})")
+        code.append(f"""
+            def {fname}(obj, io, this):
+                obj = {hash2}
+                {self.checksumfield._compilebuild(code)}
+                return obj
+        """)
+        return f"{fname}(obj, io, this)"
+
 
 
 def identity(value: Any) -> Any:
@@ -1477,6 +1818,30 @@ class BitFlags(cs.Subconstruct):
 
 
 # -- compiled records: one context per record, fixed runs read with one unpack ---------
+
+    def _emitbuild(self, code):
+        fname = f"build_bitflags_{code.allocateId()}"
+        lines = []
+        for name, lo, width, flag in self.fields:
+            lines.append(f"x = obj[{name!r}]")
+            if flag:
+                lines.append("x = 1 if x else 0")
+            else:
+                lines += [f"if not isinstance(x, int) or not 0 <= x < {1 << width}:",
+                          f"    raise IntegerError('%s: %r does not fit in %d bits' % "
+                          f"({name!r}, x, {width}))"]
+            lines.append(f"value |= x << {lo}")
+        body = "".join("\n                " + x for x in lines)
+        code.append(f"""
+            def {fname}(obj, io, this):
+                given = obj
+                value = 0{body}
+                obj = value
+                {self.subcon._compilebuild(code)}
+                return Container(given)
+        """)
+        return f"{fname}(obj, io, this)"
+
 
 def _inner(sc: cs.Construct) -> cs.Construct:
     while isinstance(sc, (cs.Renamed, cs.Rebuild)):
@@ -1607,6 +1972,236 @@ def _reads_only_params(sc: Any) -> bool:
     return False
 
 
+# What a record's own context holds besides its fields, as a local expression.
+_CTX_LOCALS = {"_io": "io", "_parsing": "True", "_building": "False", "_sizing": "False"}
+
+
+def _localize(src: str, local: dict[str, str]) -> tuple[str, bool] | None:
+    """``src`` (compiled source) with reads ``this['k']`` of the record's fields replaced
+    by their locals; (source, needs the record's context), or None when ``src`` binds
+    its own ``this`` (a lambda's parameter: its reads are not the record's)."""
+    import ast
+    import io
+    import tokenize
+
+    lead = src[:len(src) - len(src.lstrip())]
+    body = src.lstrip()
+    if "this" not in body:
+        return src, False
+    try:
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(body).readline)
+                if t.type not in (tokenize.NL, tokenize.COMMENT)]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    if "\n" in body.rstrip("\n"):
+        return None  # one logical line only (columns index the text below)
+    edits: list[tuple[int, int, str]] = []
+    needs = False
+    for i, t in enumerate(toks):
+        if t.type == tokenize.NAME and t.string == "lambda":
+            j = i + 1
+            while j < len(toks) and toks[j].string != ":":
+                if toks[j].string == "this":
+                    return None
+                j += 1
+        if t.type != tokenize.NAME or t.string != "this":
+            continue
+        key = None
+        if i + 3 < len(toks) and toks[i + 1].string == "[" and \
+                toks[i + 2].type == tokenize.STRING and toks[i + 3].string == "]":
+            try:
+                key = ast.literal_eval(toks[i + 2].string)
+            except (ValueError, SyntaxError):
+                key = None
+        if key in local or key in _CTX_LOCALS:
+            edits.append((t.start[1], toks[i + 3].end[1],
+                          local.get(key) or _CTX_LOCALS[key]))
+        elif key == "_params":
+            continue  # the caller's context holds the same parameters
+        else:
+            needs = True
+            edits.append((t.start[1], t.end[1], "_ctx"))
+    for a, b, new in sorted(edits, reverse=True):
+        body = body[:a] + new + body[b:]
+    return lead + body, needs
+
+
+def _rename(src: str, old: str, new: str) -> str | None:
+    """``src`` with every name ``old`` (not inside strings) spelled ``new``; None if
+    ``src`` already uses ``new``."""
+    import io
+    import tokenize
+
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(src).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    if "\n" in src.rstrip("\n") or any(t.string == new for t in toks):
+        return None
+    for t in reversed(toks):
+        if t.type == tokenize.NAME and t.string == old:
+            src = src[:t.start[1]] + new + src[t.end[1]:]
+    return src
+
+
+def _retoken(src: str, fn) -> str | None:
+    """``src`` (one line) with each name ``n`` (not inside strings) for which ``fn(n)``
+    is a string spelled so; None if ``src`` cannot be tokenized."""
+    import io
+    import tokenize
+
+    lead = src[:len(src) - len(src.lstrip())]
+    body = src.lstrip()
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(body).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    if "\n" in body.rstrip("\n"):
+        return None
+    for t in reversed(toks):
+        if t.type == tokenize.NAME:
+            new = fn(t.string)
+            if new is not None:
+                body = body[:t.start[1]] + new + body[t.end[1]:]
+    return lead + body
+
+
+_PARAM_READ = re.compile(r"this\['_params'\]\['(\w+)'\]")
+
+
+def _params_read(lines: list[str]) -> frozenset | None:
+    """The parameters a record's compiled statements read by name, or None if they hand
+    their context (or its parameters) on, or read them otherwise."""
+    text = "\n".join(lines)
+    keys = frozenset(_PARAM_READ.findall(text))
+    return None if re.search(r"\bthis\b", _PARAM_READ.sub("", text)) else keys
+
+
+def _params_for(callee: Any, args: dict) -> str:
+    """Source of the parameters a call of ``callee`` with ``args`` replaced gets: a copy
+    of the caller's, or (when the callee reads only those) a fresh dict."""
+    read = getattr(callee, "_bw_params_read", None)
+    return "{}" if read is not None and read <= set(args) else "dict(this['_params'])"
+
+
+# The record's caller's context in statements (``this`` once emitted): calls that read
+# only parameters get it as it is, not a context of the record's fields.
+_CALLER = "_bw_caller_"
+
+
+def _switch_lines(sw: Any, code: Any, io_name: str, target: str) -> list[str] | None:
+    """A switch in the statements of its record, when its cases are records: those
+    without parameters of their own called with the caller's context (which holds the
+    same parameters), those with the same parameter replacements (and the default) with
+    the replacements set once -- no helper per case, no context built for them."""
+    if not isinstance(sw, cs.Switch):
+        return None
+    args = None
+    plain, withp = [], []
+    for key, case in sw.cases.items():
+        if case is cs.Pass:
+            plain.append((key, "lambda io, this: None"))
+        elif isinstance(case, Struct):
+            plain.append((key, case))
+        elif isinstance(case, WithParams) and isinstance(case.subcon, Struct):
+            src = {k: repr(v) for k, v in case.args.items()}
+            if args is not None and src != args:
+                return None
+            args = src
+            withp.append((key, case.subcon))
+        else:
+            return None
+    dflt = sw.default
+    if isinstance(dflt, WithParams) and isinstance(dflt.subcon, Struct):
+        src = {k: repr(v) for k, v in dflt.args.items()}
+        if args is not None and src != args:
+            return None
+        args = src
+    elif not _reads_only_params(dflt):
+        return None
+    if args is None and not plain:
+        return None
+
+    def parser(case: Any) -> str | None:
+        if isinstance(case, str):
+            return case
+        m = re.fullmatch(r"(\w+)\(io, this\)", case._compileparse(code))
+        return m.group(1) if m else None
+
+    tid = code.allocateId()
+    tables = {}
+    for name, rows in (("plain", plain), ("params", withp)):
+        tname = f"switch_{name}_{tid}"
+        code.append(f"{tname} = {{}}")
+        for key, case in rows:
+            fn = parser(case)
+            if fn is None:
+                return None
+            code.append(f"{tname}[{key!r}] = {fn}")
+        tables[name] = tname
+    callees = [c for _, c in withp]
+    if isinstance(dflt, WithParams):
+        fn = parser(dflt.subcon)
+        if fn is None:
+            return None
+        callees.append(dflt.subcon)
+        dcall = f"{fn}({io_name}, {{'_params': _q}})"
+    else:
+        dname = f"switch_default_{tid}"
+        code.append(f"{dname} = lambda io, this: {dflt._compileparse(code)}")
+        dcall = f"{dname}({io_name}, {_CALLER})"
+    fresh = all(_params_for(c, args or {}) == "{}" for c in callees)
+    sets = (["_q = {}" if fresh else "_q = dict(this['_params'])"]
+            + [f"_q[{k!r}] = {v}" for k, v in (args or {}).items()])
+    out = [f"_k = {sw.keyfunc!r}",
+           f"_c = {tables['plain']}.get(_k)",
+           "if _c is not None:",
+           f"    {target}_c({io_name}, {_CALLER})",
+           "else:",
+           f"    _c = {tables['params']}.get(_k)"]
+    out += ["    " + x for x in sets]
+    out += ["    if _c is not None:",
+            f"        {target}_c({io_name}, {{'_params': _q}})" if withp else
+            f"        {target}None",
+            "    else:",
+            f"        {target}{dcall}"]
+    return out
+
+
+def _pure(sc: Any) -> bool:
+    """``sc``'s compiled parse may read its context but never writes into it (records
+    below make their own), so a dict of the record's fields so far can stand in for it.
+    Unknown classes are assumed to write."""
+    if isinstance(sc, (Code, int, bytes, str, type(None))):
+        return True
+    if isinstance(sc, Struct):
+        return True
+    if isinstance(sc, (cs.Renamed, ClosedEnum, BitFlags, cs.Const, Prefixed,
+                       cs.StringEncoded, Converted, cs.Rebuild)):
+        return _pure(sc.subcon)
+    if isinstance(sc, cs.FixedSized):
+        return _pure(sc.length) and _pure(sc.subcon)
+    if isinstance(sc, (cs.FormatField, Leb128, TerminatedBytes, type(cs.GreedyBytes),
+                       type(cs.Pass))) or sc is cs.Error:
+        return True
+    if isinstance(sc, (cs.Bytes, cs.BytesInteger)):
+        return _pure(sc.length)
+    if isinstance(sc, NumpyArray):
+        return _pure(sc.count)
+    if isinstance(sc, WithParams):
+        return all(_pure(v) for v in sc.args.values()) and _pure(sc.subcon)
+    if isinstance(sc, cs.Switch):
+        return _pure(sc.keyfunc) and _pure(sc.default) and \
+            all(_pure(c) for c in sc.cases.values())
+    if isinstance(sc, cs.IfThenElse):
+        return all(_pure(x) for x in (sc.condfunc, sc.thensubcon, sc.elsesubcon))
+    if isinstance(sc, cs.Array):
+        return _pure(sc.count) and _pure(sc.subcon)
+    if isinstance(sc, Checksum):
+        return _pure(sc.checksumfield) and _pure(sc.hashfunc) and _pure(sc.bytesfunc)
+    return False
+
+
 def short_read(n: int, data: bytes) -> cs.StreamError:
     """``read_exact``'s error, for reads the compiled records inline."""
     if n < 0:
@@ -1621,7 +2216,11 @@ class Compiled(cs.Compiled):
     the per-call attribute hooks of the generic entry)."""
 
     def parse_stream(self, stream, **contextkw):
-        context = cs.Container(contextkw, _parsing=True, _building=False, _sizing=False)
+        # a fresh plain dict: compiled code reads contexts by item only
+        context = contextkw
+        context["_parsing"] = True
+        context["_building"] = False
+        context["_sizing"] = False
         context["_params"] = context
         try:
             return self.parsefunc(stream, context)
@@ -1649,7 +2248,9 @@ class Struct(cs.Struct):
         code.append("from bytewright.runtime.codec import Compiled")  # see Compiled
         subs = list(self.subcons)
         if self._context_free(subs):
-            return self._emit_flat(code, fid, subs)
+            flat = self._emit_flat(code, fid, subs)
+            if flat is not None:
+                return flat
         body: list[str] = [
             "this = Container(_params=this['_params'], _parsing=True, _building=False, "
             "_sizing=False, _io=io)"]
@@ -1673,12 +2274,12 @@ class Struct(cs.Struct):
                 body += [f"this[{sc.name!r}] = io.tell()" for sc, _ in run if sc.name]
             if i < len(subs) and (not run or _fixed_part(subs[i]) is None):
                 sc = subs[i]
-                inline = self._inline(sc)
+                inline = self._inline(sc, code)
                 if isinstance(sc, cs.Check):  # inline: Check's own error, no call
                     body += [f"if not ({sc.func!r}):",
                              "    raise CheckError('check failed during parsing')"]
                 elif inline is not None:
-                    body += inline
+                    body += [x.replace(_CALLER, "this") for x in inline]
                 else:
                     expr = sc._compileparse(code)
                     body.append(f"this[{sc.name!r}] = {expr}" if sc.name else expr)
@@ -1688,11 +2289,44 @@ class Struct(cs.Struct):
         return f"{fname}(io, this)"
 
     @staticmethod
-    def _inline(sc: cs.Construct) -> list[str] | None:
+    def _inline(sc: cs.Construct, code: Any = None) -> list[str] | None:
         """Statements parsing ``sc`` in the record's function, for the members common
-        enough to be worth it (their helpers' checks and errors, without the call)."""
+        enough to be worth it (their helpers' checks and errors, without the call).
+        Without ``code``, only whether it would (an empty list for members whose
+        statements need ``code``)."""
         inner = sc.subcon if isinstance(sc, cs.Renamed) else sc
         target = f"this[{sc.name!r}] = " if sc.name else ""
+        if isinstance(inner, WithParams) and isinstance(inner.subcon, Struct):
+            # the callee's parameters set here: no helper call, no context for it
+            if code is None:
+                return []
+            m = re.fullmatch(r"(\w+)\(io, this\)", inner.subcon._compileparse(code))
+            if m is None:
+                return None
+            return ([f"_q = {_params_for(inner.subcon, inner.args)}"]
+                    + [f"_q[{k!r}] = {v!r}" for k, v in inner.args.items()]
+                    + [f"{target}{m.group(1)}(io, {{'_params': _q}})"])
+        if isinstance(inner, cs.Switch) and code is not None:
+            return _switch_lines(inner, code, "io", target)
+        if isinstance(inner, FixedSized):
+            # the section read once, parsed from its own stream, which it must fill
+            if code is None:
+                return []
+            sub = _switch_lines(inner.subcon, code, "_fs", target)
+            if sub is None:
+                sub = _rename(inner.subcon._compileparse(code), "io", "_fs")
+                if sub is None:
+                    return None
+                sub = [target + sub]
+            return [f"_n = {inner.length!r}",
+                    "_b = io.read(_n)",
+                    "if len(_b) != _n:",
+                    "    raise _bw.short_read(_n, _b)",
+                    "_fs = BytesIO(_b)",
+                    *sub,
+                    "if _fs.tell() != _n:",
+                    "    raise StreamError('section size mismatch: %d of %d bytes used' "
+                    "% (_fs.tell(), _n))"]
         if isinstance(inner, Array):
             many = _items_source(inner.subcon, f"({inner.count!r})")
             return None if many is None else [target + many]
@@ -1722,16 +2356,19 @@ class Struct(cs.Struct):
             return out + ([target + "None"] if target else [])
         return None
 
-    @staticmethod
-    def _context_free(subs: list) -> bool:
-        """No expression reads or writes this record's fields (members in fixed runs, or
-        reading only ``_params``): the record needs no context of its own (members get
-        the caller's, which holds the same ``_params``), and its result is built once at
-        the end."""
+    @classmethod
+    def _context_free(cls, subs: list) -> bool:
+        """The record needs no context of its own: its fields become locals of its
+        parser (expressions inlined in it read them), members parsed by a call read only
+        ``_params`` (they get the caller's context, which holds the same) or write nothing
+        into the context (they get a dict of the fields so far), and its result is built
+        once at the end."""
         for sc in subs:
             part = _fixed_part(sc)
             if part is None:
-                if not _reads_only_params(sc):
+                if isinstance(sc, cs.Check) or cls._inline(sc):  # [] needs the checks below
+                    continue
+                if not (_reads_only_params(sc) or _pure(sc)):
                     return False
                 continue
             if part[0] == "parray":
@@ -1740,24 +2377,143 @@ class Struct(cs.Struct):
                     return False
         return True
 
-    def _emit_flat(self, code, fid: int, subs: list) -> str:
+    def _emit_flat(self, code, fid: int, subs: list) -> str | None:
+        """The record's parser with its fields in locals (see :meth:`_context_free`), or
+        None if some member's source cannot be rewritten so."""
+        got = self._flat_body(code, fid, subs, 0)
+        if got is None:
+            return None
+        body, fields = got
+        body.append(f"return Container({{{', '.join(fields)}}})")
+        self._bw_params_read = _params_read(body)
         fname = f"parse_record_{fid}"
+        code.append(f"def {fname}(io, this):\n" + "\n".join("    " + b for b in body))
+        return f"{fname}(io, this)"
+
+    # nested records are flattened into their parent this deep at most (code size)
+    _FLATTEN_DEPTH = 4
+    _FLATTEN_LINES = 400
+
+    def _flat_child(self, code, sc: cs.Construct, depth: int) -> tuple | None:
+        """A member that is a nested record (maybe with parameters of its own), flattened:
+        (statements preparing its context, its statements, its result), or None."""
+        inner = sc.subcon if isinstance(sc, cs.Renamed) else sc
+        args = None
+        if isinstance(inner, WithParams):
+            args, inner = inner.args, inner.subcon
+        if not isinstance(inner, Struct) or depth >= self._FLATTEN_DEPTH:
+            return None
+        subs = list(inner.subcons)
+        if not inner._context_free(subs):
+            return None
+        cid = code.allocateId()
+        got = inner._flat_body(code, cid, subs, depth + 1)
+        if got is None or len(got[0]) > self._FLATTEN_LINES:
+            return None
+        cbody, cfields = got
+        ctx = "this"
+        pre: list[str] = []
+        if args is not None:  # its parameters: the caller's with these replaced
+            ctx = f"_t{cid}"
+            pre = (["_q = dict(this['_params'])"]
+                   + [f"_q[{k!r}] = {v!r}" for k, v in args.items()]
+                   + [f"{ctx} = {{'_params': _q}}"])
+
+        def own(name: str) -> str | None:  # its locals renamed apart from the parent's
+            if name == "this":
+                return ctx
+            return f"{name}_{cid}" if re.fullmatch(r"_f\d+", name) else None
+
+        out = [_retoken(x, own) for x in cbody + cfields]
+        if any(x is None for x in out):
+            return None
+        if args is not None:
+            # parameters it reads by name become locals; the copied parameters are
+            # needed only if something still reads its context
+            names = {k: f"_a{cid}_{n}" for n, k in enumerate(args)}
+            param = re.compile(re.escape(ctx) + r"\['_params'\]\[('\w+')\]")
+
+            def sub(m: re.Match) -> str:
+                return names.get(m.group(1)[1:-1], m.group(0))
+
+            out = [param.sub(sub, x) for x in out]
+            binds = [f"{names[k]} = {v!r}" for k, v in args.items()]
+            if any(re.search(rf"\b{ctx}\b", x) for x in out):
+                pre = binds + pre
+            else:
+                pre = binds + ["pass"]  # the last statement is not taken: see caller
+        return pre, out[:len(cbody)], f"Container({{{', '.join(out[len(cbody):])}}})"
+
+    def _flat_body(self, code, fid: int, subs: list, depth: int) -> tuple | None:
+        import ast
+
         body: list[str] = []
         fields: list[str] = []
+        local: dict[str, str] = {}
+        assign = re.compile(r"(\s*)this\[('(?:[^'\\]|\\.)*')\] = (.*)$", re.S)
+
+        def take(lines: list[str], params_only: bool = False) -> bool:
+            for line in lines:
+                m = assign.match(line)
+                if m:
+                    indent, key, rhs = m.groups()
+                    line = indent + rhs
+                # a call reading only parameters gets the caller's context as it is
+                got = (line, False) if params_only else _localize(line, local)
+                if got is None:
+                    return False
+                line, needs = got
+                line = line.replace(_CALLER, "this")
+                if needs:  # a call that reads fields: hand it them in a context
+                    items = "".join(f", {k!r}: {v}" for k, v in local.items())
+                    lead = line[:len(line) - len(line.lstrip())]
+                    # a plain dict: compiled code reads contexts by item only
+                    body.append(f"{lead}_ctx = {{'_params': this['_params'], "
+                                f"'_parsing': True, '_building': False, '_sizing': False, "
+                                f"'_io': io{items}}}")
+                if m:
+                    name = ast.literal_eval(key)
+                    var = local.get(name)
+                    if var is None:
+                        var = local[name] = f"_f{len(fields)}"
+                        fields.append(f"{key}: {var}")
+                    rhs = line.lstrip()
+                    line = line[:len(line) - len(rhs)] + f"{var} = {rhs}"
+                body.append(line)
+            return True
+
         i = 0
         while i < len(subs):
             if _fixed_part(subs[i]) is None:
                 sc = subs[i]
-                inline = self._inline(sc)
-                if inline is None:
-                    expr = sc._compileparse(code)
-                    inline = [f"this[{sc.name!r}] = {expr}" if sc.name else expr]
-                if sc.name:  # this[name] = v  ->  a local, gathered at the end
-                    local = f"_f{len(fields)}"
-                    fields.append(f"{sc.name!r}: {local}")
-                    inline = [x.replace(f"this[{sc.name!r}] = ", f"{local} = ")
-                              for x in inline]
-                body += inline
+                if isinstance(sc, cs.Check):
+                    lines = [f"if not ({sc.func!r}):",
+                             "    raise CheckError('check failed during parsing')"]
+                else:
+                    child = self._flat_child(code, sc, depth)
+                    if child is not None:
+                        pre, cbody, result = child
+                        # the preparation reads this record's fields; the child's own
+                        # statements read only its context and locals
+                        if not take(pre[:-1]):
+                            return None
+                        body.extend([x for x in pre[-1:] if x != "pass"] + cbody)
+                        if not take([f"this[{sc.name!r}] = {result}" if sc.name else result],
+                                    params_only=True):
+                            return None
+                        i += 1
+                        continue
+                    lines = self._inline(sc, code)
+                    if lines is None:
+                        expr = sc._compileparse(code)
+                        lines = [f"this[{sc.name!r}] = {expr}" if sc.name else expr]
+                        if _reads_only_params(sc):
+                            if not take(lines, params_only=True):
+                                return None
+                            i += 1
+                            continue
+                if not take(lines):
+                    return None
                 i += 1
                 continue
             run = []
@@ -1774,16 +2530,9 @@ class Struct(cs.Struct):
                     break
             lines = self._emit_run(code, fid, run) if any(p[2] for _, p in run) else \
                 [f"this[{sc.name!r}] = io.tell()" for sc, _ in run if sc.name]
-            for line in lines:  # this[name] = v  ->  a local, gathered at the end
-                if line.startswith("this["):
-                    name = line[5:line.index("]")]
-                    local = f"_f{len(fields)}"
-                    fields.append(f"{name}: {local}")
-                    line = local + line[line.index("]") + 1:]
-                body.append(line)
-        body.append(f"return Container({{{', '.join(fields)}}})")
-        code.append(f"def {fname}(io, this):\n" + "\n".join("    " + b for b in body))
-        return f"{fname}(io, this)"
+            if not take(lines):
+                return None
+        return body, fields
 
     def _emit_run(self, code, fid: int, run: list) -> list[str]:
         sized = [(sc, p) for sc, p in run if p[2]]
@@ -1797,8 +2546,10 @@ class Struct(cs.Struct):
         out += [f"_b = io.read({size})",
                f"if len(_b) != {size}:",
                f"    raise _bw.short_read({size}, _b)",
-               # one unsigned byte is read by index (no unpack call)
+               # one unsigned byte is read by index, one byte string is the read itself
+               # (no unpack call)
                f"{names[0]} = _b[0]" if fmt[1:] == "B" else
+               f"{names[0]} = _b" if re.fullmatch(r"\d*s", fmt[1:]) else
                f"{', '.join(names)}, = {sname}.unpack(_b)"]
         off = 0
         k = 0

@@ -1039,7 +1039,7 @@ def encode_ihdr(value: Ihdr) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -1082,7 +1082,7 @@ C_png_file = Struct(
 )
 
 def _c2m_png_file(c):
-    f_chunks = c.get('chunks')
+    f_chunks = c['chunks']
     if f_chunks is not None:
         f_chunks = [_c2m_chunk(_x) for _x in f_chunks]
     return PngFile(f_chunks)
@@ -1093,11 +1093,11 @@ def _m2c_png_file(v):
     }
 
 def _c2m_chunk(c):
-    f_chunk_type = c.get('chunk_type')
+    f_chunk_type = c['chunk_type']
     if f_chunk_type is not None:
         _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
         f_chunk_type = f_chunk_type if _t is None else _t
-    f_data = c.get('data')
+    f_data = c['data']
     if f_data is not None:
         f_data = (_c2m_ihdr(f_data) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
     return Chunk(f_chunk_type, f_data)
@@ -1109,16 +1109,16 @@ def _m2c_chunk(v):
     }
 
 def _c2m_ihdr(c):
-    f_width = c.get('width')
-    f_height = c.get('height')
-    f_bit_depth = c.get('bit_depth')
-    f_color_type = c.get('color_type')
+    f_width = c['width']
+    f_height = c['height']
+    f_bit_depth = c['bit_depth']
+    f_color_type = c['color_type']
     if f_color_type is not None:
         _t = _COLORTYPE_BY_VALUE.get(f_color_type)
         f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
-    f_compression_method = c.get('compression_method')
-    f_filter_method = c.get('filter_method')
-    f_interlace_method = c.get('interlace_method')
+    f_compression_method = c['compression_method']
+    f_filter_method = c['filter_method']
+    f_interlace_method = c['interlace_method']
     return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
 
 def _m2c_ihdr(v):

@@ -1752,7 +1752,7 @@ def encode_event(value: Event) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -1790,8 +1790,8 @@ C_log_file = Struct(
 )
 
 def _c2m_log_file(c):
-    f_version = c.get('version')
-    f_records = c.get('records')
+    f_version = c['version']
+    f_records = c['records']
     if f_records is not None:
         f_records = [_c2m_record(_x) for _x in f_records]
     return LogFile(f_version, f_records)
@@ -1803,7 +1803,7 @@ def _m2c_log_file(v):
     }
 
 def _c2m_record(c):
-    f_body = c.get('body')
+    f_body = c['body']
     if f_body is not None:
         f_body = _c2m_event(f_body)
     return Record(f_body)
@@ -1814,18 +1814,18 @@ def _m2c_record(v):
     }
 
 def _c2m_event(c):
-    f_seq = c.get('seq')
-    f_kind = c.get('kind')
+    f_seq = c['seq']
+    f_kind = c['kind']
     if f_kind is not None:
         _t = _EVENTKIND_BY_VALUE.get(f_kind)
         f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
-    f_time_delta = c.get('time_delta')
-    f_value = c.get('value')
-    f_offset = c.get('offset')
-    f_source = c.get('source')
-    f_tags = c.get('tags')
-    f_note = c.get('note')
-    f_payload = c.get('payload')
+    f_time_delta = c['time_delta']
+    f_value = c['value']
+    f_offset = c['offset']
+    f_source = c['source']
+    f_tags = c['tags']
+    f_note = c['note']
+    f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)

@@ -527,7 +527,7 @@ def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: 
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, PrefixedArray, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -581,12 +581,12 @@ C_wal_file = Struct(
 )
 
 def _c2m_wal_file(c):
-    f_magic = c.get('magic')
-    f_page_size = c.get('page_size')
-    f_checkpoint_seq = c.get('checkpoint_seq')
-    f_salt1 = c.get('salt1')
-    f_salt2 = c.get('salt2')
-    f_frames = c.get('frames')
+    f_magic = c['magic']
+    f_page_size = c['page_size']
+    f_checkpoint_seq = c['checkpoint_seq']
+    f_salt1 = c['salt1']
+    f_salt2 = c['salt2']
+    f_frames = c['frames']
     if f_frames is not None:
         f_frames = _LogList([_c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2) for _x in f_frames], f_frames.stop)
     return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
@@ -602,11 +602,11 @@ def _m2c_wal_file(v):
     }
 
 def _c2m_frame(c, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
-    f_page_number = c.get('page_number')
-    f_commit_size = c.get('commit_size')
-    f_salt1 = c.get('salt1')
-    f_salt2 = c.get('salt2')
-    f_data = c.get('data')
+    f_page_number = c['page_number']
+    f_commit_size = c['commit_size']
+    f_salt1 = c['salt1']
+    f_salt2 = c['salt2']
+    f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
     return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
