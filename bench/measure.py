@@ -123,14 +123,17 @@ BASELINE = BASE
 
 REPLAY = BASE + """
 _mark()
-t = time.perf_counter(); s = Store.open(PATH, readonly=True); dt = time.perf_counter() - t
-_out['replay_s'] = dt; _out['n'] = len(s)
+t = time.perf_counter(); c = time.process_time()
+s = Store.open(PATH, readonly=True)
+_out['replay_cpu_s'] = time.process_time() - c; _out['replay_s'] = time.perf_counter() - t
+_out['n'] = len(s)
 """
 DECODE_ONLY = BASE + """
 data = open(PATH, 'rb').read(); start = WAL
-t = time.perf_counter()
+t = time.perf_counter(); c = time.process_time()
 n = sum(1 for _ in h.iter_wal_entry(data, start, semantic_dims=DIMS, tail_layout=0))
-_out['decode_s'] = time.perf_counter() - t; _out['n'] = n
+_out['decode_cpu_s'] = time.process_time() - c; _out['decode_s'] = time.perf_counter() - t
+_out['n'] = n
 """
 DECODE_FILE = BASE + """
 _mark()
@@ -369,6 +372,12 @@ def _htt_replay(out: dict, tmp: str, quick: bool, large: bool) -> None:
                "replay_entries_per_s": n / r["replay_s"],
                "decode_only_entries_per_s": n / d["decode_s"],
                "replay_vs_decode_only": d["decode_s"] / r["replay_s"],
+               # CPU time of the child (user + system: page faults count), as the
+               # harness times its contenders: what other processes on a shared
+               # machine do does not move it. The targets are judged on these.
+               "replay_cpu_s": r["replay_cpu_s"], "decode_only_cpu_s": d["decode_cpu_s"],
+               "replay_entries_per_cpu_s": n / r["replay_cpu_s"],
+               "replay_vs_decode_only_cpu": d["decode_cpu_s"] / r["replay_cpu_s"],
                "replay_gc_s": r["gc_s"], "replay_gc_collections": r["gc_collections"],
                "replay_memory": _mem(r, base, file_mb),
                # compatibility with earlier reports

@@ -183,6 +183,25 @@ def test_replay_targets_and_their_scale():
     assert small["scale"] == "reduced" and "not the issue's 100,000" in small["note"]
 
 
+def test_replay_targets_are_judged_on_cpu_time_when_the_report_has_it():
+    """Wall figures move with whatever else runs on the machine; the children also
+    record CPU time (user + system), and the replay targets are read from it."""
+    rep = _report(replay_sizes=(10_000, 100_000))
+    rows = rep["measure"]["htt_replay"]["by_size"]
+    for n, cpu_rate, cpu_ratio in ((10_000, 60_000.0, 0.75), (100_000, 57_000.0, 0.85)):
+        rows[str(n)].update({"replay_entries_per_cpu_s": cpu_rate,
+                             "replay_vs_decode_only_cpu": cpu_ratio,
+                             "replay_cpu_s": n / cpu_rate, "decode_only_cpu_s": 1.0})
+    by = _by_id(rep)
+    rv = {v["subject"]: v for v in by["replay_vs_decode_only"]["values"]}
+    assert rv["100,000 entries"]["value"] == pytest.approx(0.85)
+    assert rv["100,000 entries"]["met"] is True and "CPU time" in rv["100,000 entries"]["note"]
+    assert "(0.70x)" in rv["100,000 entries"]["note"]  # the wall ratio is still shown
+    sc = by["replay_scaling"]["values"][0]
+    assert sc["value"] == pytest.approx(0.95) and sc["met"] is True
+    assert "per CPU second" in sc["note"] and "wall: 50,000 -> 40,000" in sc["note"]
+
+
 def test_memory_targets():
     by = _by_id(_report())
     lf = by["large_file_rss"]
