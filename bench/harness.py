@@ -10,10 +10,14 @@ hand-written Construct description of the same layout (``construct_plain``,
 ``.ksy`` (``kaitai``, bench/kaitai.py: skipped with the reason when no compiler).
 
 Method: every contender's output is checked against the fast path's before timing
-(``agree``; that run is also the warm-up); each timing is the median of ``repeat`` runs; the
-cyclic GC is collected before and disabled during every run of every contender alike.
-Slow contenders (Construct) run on a prefix of the corpus and are scaled per item.
-Ratios are ``time(hand) / time(contender)``: above 1 the contender is faster than hand.
+(``agree``; that run is also the warm-up) and called WARM_CALLS times on a short prefix, so
+that CPython has specialized its bytecode. Timing runs in ``repeat`` interleaved rounds,
+each running every contender once (so a slow spell of a shared machine lands on a whole
+round, not on one contender); a timing is the median of its rounds; the cyclic GC is
+collected before and disabled during every run of every contender alike. Slow
+contenders (Construct) run on a prefix of the corpus and are scaled per item.
+Ratios are the median over rounds of ``time(hand) / time(contender)`` within a round
+(hand on the same prefix for prefix contenders): above 1 the contender is faster.
 
 ``python -m bytewright.bench.harness [--quick] [--json FILE]`` runs these alone;
 ``bytewright bench --baselines --report FILE`` runs them with bench/measure.py and
@@ -53,6 +57,13 @@ SIZES = {
     "kladde_statements": (50_000, 5_000), "pile_frames": (20_000, 2_000),
 }
 CONSTRUCT_SHARE = 10  # Construct contenders time 1/10 of the corpus (and at most 5,000)
+# CPython 3.11 specializes a function's bytecode only after 8 calls or unconditional
+# back-jumps: a decoder whose loop is `while pos < end:` (hand-written ones included)
+# otherwise runs unspecialized through its first 7 calls, i.e. through every timed run.
+# Each contender is called this many times on a short prefix before it is timed, so every
+# one is measured in the state a long-running program sees.
+WARM_CALLS = 10
+WARM_ITEMS = 20
 
 
 @dataclass
@@ -70,22 +81,10 @@ class Case:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-def _time(fn: Callable, arg: Any, repeat: int, warm: bool = True) -> float:
-    if warm:  # callers that just ran ``fn(arg)`` (the agreement check) pass warm=False
-        fn(arg)  # warm-up (also compiles caches: struct formats, compiled Construct)
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        gc.disable()
-        try:
-            # CPU time of this process: every contender is single-threaded and CPU-bound,
-            # and on a shared machine wall time mostly measures the other programs
-            t0 = time.process_time()
-            fn(arg)
-            times.append(time.process_time() - t0)
-        finally:
-            gc.enable()
-    return statistics.median(times)
+def _specialize(fn: Callable, arg: Any) -> None:
+    """Run ``fn`` WARM_CALLS times on a short input (see WARM_CALLS)."""
+    for _ in range(WARM_CALLS):
+        fn(arg)
 
 
 def _stream_loop(con: Any, conv: Callable, params: dict) -> Callable[[bytes], list]:
@@ -313,6 +312,37 @@ def kladde_case(n: int) -> Case:
 
 # -- running -------------------------------------------------------------------------------
 
+def _once(fn: Callable, arg: Any) -> float:
+    """CPU time of one run, the cyclic GC collected before and paused during it."""
+    gc.collect()
+    gc.disable()
+    try:
+        # CPU time of this process: every contender is single-threaded and CPU-bound, and
+        # on a shared machine wall time mostly measures the other programs
+        t0 = time.process_time()
+        fn(arg)
+        return time.process_time() - t0
+    finally:
+        gc.enable()
+
+
+def _rounds(timers: dict[str, tuple[Callable, Any, int]], repeat: int) -> dict[str, list]:
+    """Every timer's CPU times, interleaved: round r runs each contender once (those with
+    fewer runs than r are skipped), so a slow spell of the machine lands on every
+    contender of a round rather than on whichever was being timed alone."""
+    times: dict[str, list] = {k: [] for k in timers}
+    for r in range(repeat):
+        for k, (fn, arg, runs) in timers.items():
+            if r < runs:
+                times[k].append(_once(fn, arg))
+    return times
+
+
+def _ratio(base: list, times: list) -> float:
+    """Median over rounds of time(base) / time(contender), each pair from one round."""
+    return statistics.median(b / t for b, t in zip(base, times, strict=False))
+
+
 def run_case(case: Case, repeat: int) -> dict:
     ref = case.decoders["fast"](case.data)
     res: dict[str, Any] = {"items": case.n, "unit": case.unit, "bytes": len(case.data),
@@ -320,11 +350,14 @@ def run_case(case: Case, repeat: int) -> dict:
                            "notes": dict(case.notes)}
     small_n = max(1, min(case.n // CONSTRUCT_SHARE, 5_000))
     small = case.prefix(small_n) if case.prefix else None
+    warm_in = case.prefix(min(WARM_ITEMS, case.n)) if case.prefix else case.data
+    timers: dict[str, tuple[Callable, Any, int]] = {}
+    items: dict[str, int] = {}
     for name, fn in case.decoders.items():
         sampled = name.startswith(("construct", "kaitai")) and small is not None
         buf, k = (small, small_n) if sampled else (case.data, case.n)
         try:
-            got = fn(buf)
+            got = fn(buf)  # also the warm-up on the corpus
         except Exception as exc:  # a contender that cannot decode is reported, not fatal
             res["skipped"][name] = f"{type(exc).__name__}: {exc}"
             continue
@@ -332,24 +365,31 @@ def run_case(case: Case, repeat: int) -> dict:
         if name in RAW:
             want = [case.raw_of(v) for v in want] if case.raw_of else want
         res["agree"][name] = bool(got == want)
+        _specialize(fn, warm_in)
         slow = sampled and "compiled" not in name and name != "kaitai"
-        # the agreement run above was the warm-up
-        t = _time(fn, buf, 1 if slow and repeat > 1 else repeat, warm=False)
+        timers[name] = (fn, buf, 1 if slow else repeat)
+        items[name] = k
+    # contenders timed on the prefix are compared with hand timed on that same prefix, in
+    # the same rounds: per-item cost depends on the corpus size (allocation, caches), so
+    # mixing sizes lies
+    on_prefix = small is not None and small_n != case.n and "hand" in timers and \
+        any(items[k] == small_n for k in items if k != "hand")
+    if on_prefix:
+        timers["hand@prefix"] = (timers["hand"][0], small, repeat)
+    times = _rounds(timers, repeat)
+    for name, k in items.items():
+        t = statistics.median(times[name])
         res["decode"][name] = {"seconds_per_item": t / k, "items_timed": k,
-                               "items_per_s": k / t, "mb_per_s": len(buf) / t / 1e6}
-    base = res["decode"].get("hand")
-    if base:
-        # contenders timed on the prefix are compared with hand timed on that same prefix:
-        # per-item cost depends on the corpus size (allocation, caches), so mixing sizes lies
-        hand_small = None
-        if small is not None and any(v["items_timed"] == small_n and k != "hand"
-                                     for k, v in res["decode"].items()):
-            hand_small = _time(case.decoders["hand"], small, repeat) / small_n
-            res["decode"]["hand"]["seconds_per_item_on_prefix"] = hand_small
+                               "items_per_s": k / t,
+                               "mb_per_s": len(timers[name][1]) / t / 1e6}
+    if "hand" in timers:
+        if on_prefix:
+            res["decode"]["hand"]["seconds_per_item_on_prefix"] = \
+                statistics.median(times["hand@prefix"]) / small_n
         res["decode_ratio_vs_hand"] = {
-            k: ((hand_small if v["items_timed"] == small_n and small_n != case.n and hand_small
-                 else base["seconds_per_item"]) / v["seconds_per_item"])
-            for k, v in res["decode"].items()}
+            k: _ratio(times["hand@prefix" if on_prefix and items[k] == small_n else "hand"],
+                      times[k])
+            for k in items}
     values = getattr(case, "values", None)
     if case.encoders and values is not None:
         # each encoder gets what its own decoder gives (the fast path's packed arrays, the
@@ -359,10 +399,13 @@ def run_case(case: Case, repeat: int) -> dict:
         outs = {k: fn(ins[k]) for k, fn in case.encoders.items()}
         res["encode_agree"] = {k: o == case.data for k, o in outs.items()}
         for k, fn in case.encoders.items():
-            t = _time(fn, ins[k], repeat, warm=False)  # warmed by the agreement run
+            _specialize(fn, ins[k][:WARM_ITEMS])
+        times = _rounds({k: (fn, ins[k], repeat) for k, fn in case.encoders.items()}, repeat)
+        for k in case.encoders:
+            t = statistics.median(times[k])
             res["encode"][k] = {"seconds_per_item": t / case.n, "items_per_s": case.n / t}
-        res["encode_ratio_vs_hand"] = {k: res["encode"]["hand"]["seconds_per_item"] /
-                                       v["seconds_per_item"] for k, v in res["encode"].items()}
+        res["encode_ratio_vs_hand"] = {k: _ratio(times["hand"], times[k])
+                                       for k in case.encoders}
     return res
 
 
@@ -407,10 +450,14 @@ def run(quick: bool = False, repeat: int | None = None, only: list[str] | None =
     repeat = repeat or (3 if quick else 5)
     t0 = time.perf_counter()
     report: dict[str, Any] = {"quick": quick, "repeat": repeat, "python": sys.version.split()[0],
-                              "method": "median CPU time (time.process_time) of repeat runs after "
-                                        "one warm-up; gc collected "
-                                        "then disabled in every run of every contender; ratio = "
-                                        "time(hand) / time(contender)", "cases": {}}
+                              "method": "median CPU time (time.process_time) of repeat "
+                                        "interleaved rounds (each runs every contender once) "
+                                        "after one warm-up on the corpus and "
+                                        f"{WARM_CALLS} calls on a {WARM_ITEMS}-item prefix "
+                                        "(bytecode specialized); gc collected then disabled "
+                                        "in every run of every contender; ratio = median "
+                                        "over rounds of time(hand) / time(contender) in the "
+                                        "same round", "cases": {}}
     for name, build in BUILDERS.items():
         if only and name not in only:
             continue

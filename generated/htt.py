@@ -408,7 +408,9 @@ def _m_file_header(mv, pos, end):
     _S0_unpack_from = _S0.unpack_from
     _S2_unpack_from = _S2.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count = _S0_unpack_from(mv, pos)
             _r0 = pos
@@ -486,7 +488,9 @@ def _m_bound_pair(mv, pos, end):
     _p0 = _rs = pos
     _S4_unpack_from = _S4.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_min, f_max = _S4_unpack_from(mv, pos)
             pos += 16
@@ -556,7 +560,9 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims):
     _p0 = _rs = pos
     _S4_unpack_from = _S4.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 16 > end - pos:
@@ -623,7 +629,9 @@ def _m_tail_full(mv, pos, end, p_semantic_dims):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _c = p_semantic_dims
             if _c < 0 or _c * 16 > end - pos:
@@ -697,7 +705,9 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
@@ -782,7 +792,9 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _c = min(p_semantic_dims, 16)
             if _c < 0 or _c * 16 > end - pos:
@@ -886,7 +898,9 @@ def _m_meta_pair(mv, pos, end):
     _p0 = _rs = pos
     _S9_unpack_from = _S9.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             n_key, = _S9_unpack_from(mv, pos)
             pos += 2
@@ -1141,7 +1155,9 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _S2_unpack_from = _S2.unpack_from
     _S9_unpack_from = _S9.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             n_key, = _S9_unpack_from(mv, pos)
             pos += 2
@@ -2394,7 +2410,9 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _S2_unpack_from = _S2.unpack_from
     _S9_unpack_from = _S9.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             n_data, = _S2_unpack_from(mv, pos)
             pos += 4
@@ -2658,7 +2676,9 @@ def _m_update_body(mv, pos, end):
     _S2_unpack_from = _S2.unpack_from
     _S9_unpack_from = _S9.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             n_data, = _S2_unpack_from(mv, pos)
             pos += 4
@@ -2847,7 +2867,9 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             if p_semantic_dims > 0:
                 _tag = p_tail_layout
@@ -3010,7 +3032,9 @@ def _m_epoch_body(mv, pos, end):
     _p0 = _rs = pos
     _S18_unpack_from = _S18.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_epoch_id, f_flags = _S18_unpack_from(mv, pos)
             _r18 = pos
@@ -3573,7 +3597,9 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _S20_unpack_from = _S20.unpack_from
     _S9_unpack_from = _S9.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_seq, f_op, n_key = _S20_unpack_from(mv, pos)
             _r20 = pos
@@ -4044,7 +4070,9 @@ def _m_wal_header(mv, pos, end):
     _p0 = _rs = pos
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_wal_entry_count, f_wal_base_seq = _S14_unpack_from(mv, pos)
             pos += 8
@@ -4449,7 +4477,9 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
         f_entries = []
         try:
             _i = 0
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 try:
                     _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
@@ -4467,7 +4497,9 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
         f_blocks = []
         try:
             _i = 0
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 try:
                     if pos + 2 > end:
@@ -5113,7 +5145,9 @@ def _d_htt_file(mv, pos, end):
             _wal_section__f_entries = []
             try:
                 _wal_section___i = 0
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _wal_section___ip = pos
                     try:
                         _wal_section___x, pos = _d_wal_entry(mv, pos, end, _wal_section__p_semantic_dims, _wal_section__p_tail_layout)
@@ -5131,7 +5165,9 @@ def _d_htt_file(mv, pos, end):
             _wal_section__f_blocks = []
             try:
                 _wal_section___i = 0
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _wal_section___ip = pos
                     try:
                         if pos + 2 > end:
@@ -5273,7 +5309,9 @@ def _d_sidecar_segment_v1(mv, pos, end):
         f_entries = []
         try:
             _i = 0
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 try:
                     _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, ((2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if ((f_version >= 2) and _attr(f_layout, 'quantized', pos, 'quantized')) else 0))
@@ -5469,7 +5507,9 @@ def _d_sidecar_segment_v2(mv, pos, end):
         f_entries = []
         try:
             _i = 0
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 try:
                     _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, ((2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if ((f_version >= 2) and _attr(f_layout, 'quantized', pos, 'quantized')) else 0))
@@ -7145,7 +7185,7 @@ def encode_sidecar_segment(value: SidecarSegment) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -7189,7 +7229,7 @@ C_bounds_section = Struct(
 
 C_tail_full = Struct(
     '_o_start' / Tell,
-    'dims' / Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True)),
+    'dims' / PackedView(Array(Code("this['_params']['semantic_dims']", lambda this: this['_params']['semantic_dims']), BytesInteger(16, signed=True, swapped=True)), _packed_kind('<', '', 16, True)),
 )
 
 C_tail_quantized = Struct(
@@ -7199,7 +7239,7 @@ C_tail_quantized = Struct(
 
 C_tail_quantized_gacl = Struct(
     '_o_start' / Tell,
-    'reserved' / Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True)),
+    'reserved' / PackedView(Array(Code("min(this['_params']['semantic_dims'], 16)", lambda this: min(this['_params']['semantic_dims'], 16)), BytesInteger(16, signed=True, swapped=True)), _packed_kind('<', '', 16, True)),
     'user' / Array(Code("(this['_params']['semantic_dims'] - 16)", lambda this: (this['_params']['semantic_dims'] - 16)), Int16sl),
 )
 
@@ -7251,7 +7291,7 @@ C_set_semantic_body = Struct(
 C_epoch_body = Struct(
     '_o_start' / Tell,
     'epoch_id' / Int64ul,
-    'flags' / BitFlags(Int8ul, (('restamp', 1, 1, True), ('speculative', 0, 1, True))),
+    'flags' / BitFlags(Int8ul, (('restamp', 1, 1, True), ('speculative', 0, 1, True)), model=EpochFlags),
 )
 
 C_wal_entry = Struct(
@@ -7311,7 +7351,7 @@ C_sidecar_segment = Struct(
     'version' / Int8ul,
     Check(Code("not this['_parsing'] or 1 <= this['version'] <= 2", lambda this: not this['_parsing'] or 1 <= this['version'] <= 2)),
     'semantic_dims' / Int8ul,
-    'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitFlags(Int8ul, (('gacl', 1, 1, True), ('quantized', 0, 1, True)))),
+    'layout' / If(Code("(this['version'] >= 2)", lambda this: (this['version'] >= 2)), BitFlags(Int8ul, (('gacl', 1, 1, True), ('quantized', 0, 1, True)), model=SidecarLayout)),
     'reserved6' / If(Code("(this['version'] <= 1)", lambda this: (this['version'] <= 1)), Const(0, Int8ul)),
     'reserved7' / Const(0, Int8ul),
     'first_seq' / Int32ul,
@@ -7329,10 +7369,16 @@ def _c2m_flags_header_flags(c):
     return HeaderFlags(compressed=bool(c['compressed']), algorithm=CompressionAlgorithm(c['algorithm']), has_semantic=bool(c['has_semantic']), wal_block_compressed=bool(c['wal_block_compressed']), gacl=bool(c['gacl']), meaning_addressed=bool(c['meaning_addressed']), quantized=bool(c['quantized']))
 
 def _c2m_flags_epoch_flags(c):
+    if c.__class__ is EpochFlags:  # built by a compiled parse
+        return c
     return EpochFlags(speculative=bool(c['speculative']), restamp=bool(c['restamp']))
+EpochFlags._bw_opaque = True
 
 def _c2m_flags_sidecar_layout(c):
+    if c.__class__ is SidecarLayout:  # built by a compiled parse
+        return c
     return SidecarLayout(quantized=bool(c['quantized']), gacl=bool(c['gacl']))
+SidecarLayout._bw_opaque = False
 
 def _c2m_file_header(c):
     f_version = c['version']
@@ -7356,9 +7402,15 @@ def _m2c_file_header(v):
     }
 
 def _c2m_bound_pair(c):
+    if c.__class__ is BoundPair:  # built by a compiled parse
+        return c
     f_min = c['min']
     f_max = c['max']
     return BoundPair(f_min, f_max)
+
+def _f2m_bound_pair(f_min, f_max):
+    return BoundPair(f_min, f_max)
+C_bound_pair._bw_model = (_f2m_bound_pair, ('min', 'max'), (), True)
 
 def _m2c_bound_pair(v):
     return {
@@ -7367,10 +7419,18 @@ def _m2c_bound_pair(v):
     }
 
 def _c2m_bounds_section(c, p_semantic_dims):
+    if c.__class__ is BoundsSection:  # built by a compiled parse
+        return c
     f_bounds = c['bounds']
     if f_bounds is not None:
         f_bounds = [_c2m_bound_pair(_x) for _x in f_bounds]
     return BoundsSection(f_bounds)
+
+def _f2m_bounds_section(f_bounds):
+    if f_bounds is not None:
+        f_bounds = [(_x if _x.__class__ is BoundPair else _c2m_bound_pair(_x)) for _x in f_bounds]
+    return BoundsSection(f_bounds)
+C_bounds_section._bw_model = (_f2m_bounds_section, ('bounds',), (), True)
 
 def _m2c_bounds_section(v):
     return {
@@ -7379,10 +7439,18 @@ def _m2c_bounds_section(v):
 
 _CPK_tail_full_dims = _packed_kind('<', '', 16, True)
 def _c2m_tail_full(c, p_semantic_dims):
+    if c.__class__ is TailFull:  # built by a compiled parse
+        return c
     f_dims = c['dims']
     if f_dims is not None:
         f_dims = _packed_from(f_dims, _CPK_tail_full_dims)
     return TailFull(f_dims)
+
+def _f2m_tail_full(f_dims):
+    if f_dims is not None:
+        f_dims = f_dims if f_dims.__class__ is PackedArray and f_dims.kind is _CPK_tail_full_dims else _packed_from(f_dims, _CPK_tail_full_dims)
+    return TailFull(f_dims)
+C_tail_full._bw_model = (_f2m_tail_full, ('dims',), (), True)
 
 def _m2c_tail_full(v):
     return {
@@ -7390,8 +7458,14 @@ def _m2c_tail_full(v):
     }
 
 def _c2m_tail_quantized(c, p_semantic_dims):
+    if c.__class__ is TailQuantized:  # built by a compiled parse
+        return c
     f_user = c['user']
     return TailQuantized(f_user)
+
+def _f2m_tail_quantized(f_user):
+    return TailQuantized(f_user)
+C_tail_quantized._bw_model = (_f2m_tail_quantized, ('user',), (), True)
 
 def _m2c_tail_quantized(v):
     return {
@@ -7400,11 +7474,19 @@ def _m2c_tail_quantized(v):
 
 _CPK_tail_quantized_gacl_reserved = _packed_kind('<', '', 16, True)
 def _c2m_tail_quantized_gacl(c, p_semantic_dims):
+    if c.__class__ is TailQuantizedGacl:  # built by a compiled parse
+        return c
     f_reserved = c['reserved']
     if f_reserved is not None:
         f_reserved = _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
     f_user = c['user']
     return TailQuantizedGacl(f_reserved, f_user)
+
+def _f2m_tail_quantized_gacl(f_reserved, f_user):
+    if f_reserved is not None:
+        f_reserved = f_reserved if f_reserved.__class__ is PackedArray and f_reserved.kind is _CPK_tail_quantized_gacl_reserved else _packed_from(f_reserved, _CPK_tail_quantized_gacl_reserved)
+    return TailQuantizedGacl(f_reserved, f_user)
+C_tail_quantized_gacl._bw_model = (_f2m_tail_quantized_gacl, ('reserved', 'user'), (), True)
 
 def _m2c_tail_quantized_gacl(v):
     return {
@@ -7413,9 +7495,15 @@ def _m2c_tail_quantized_gacl(v):
     }
 
 def _c2m_meta_pair(c):
+    if c.__class__ is MetaPair:  # built by a compiled parse
+        return c
     f_key = c['key']
     f_value = c['value']
     return MetaPair(f_key, f_value)
+
+def _f2m_meta_pair(f_key, f_value):
+    return MetaPair(f_key, f_value)
+C_meta_pair._bw_model = (_f2m_meta_pair, ('key', 'value'), (), True)
 
 def _m2c_meta_pair(v):
     return {
@@ -7424,6 +7512,8 @@ def _m2c_meta_pair(v):
     }
 
 def _c2m_snapshot_entry(c, p_semantic_dims, p_tail_layout):
+    if c.__class__ is SnapshotEntry:  # built by a compiled parse
+        return c
     f_key = c['key']
     f_data = c['data']
     if f_data is not None:
@@ -7436,6 +7526,16 @@ def _c2m_snapshot_entry(c, p_semantic_dims, p_tail_layout):
         f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
     return SnapshotEntry(f_key, f_data, f_meta, f_tail)
 
+def _f2m_snapshot_entry(f_key, f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_meta is not None:
+        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+    if f_tail is not None:
+        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+    return SnapshotEntry(f_key, f_data, f_meta, f_tail)
+C_snapshot_entry._bw_model = (_f2m_snapshot_entry, ('key', 'data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
+
 def _m2c_snapshot_entry(v):
     return {
         'key': v.key,
@@ -7445,10 +7545,18 @@ def _m2c_snapshot_entry(v):
     }
 
 def _c2m_snapshot_section(c, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+    if c.__class__ is SnapshotSection:  # built by a compiled parse
+        return c
     f_entries = c['entries']
     if f_entries is not None:
         f_entries = [_c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
     return SnapshotSection(f_entries)
+
+def _f2m_snapshot_section(f_entries, p_semantic_dims, p_tail_layout):
+    if f_entries is not None:
+        f_entries = [(_x if _x.__class__ is SnapshotEntry else _c2m_snapshot_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+    return SnapshotSection(f_entries)
+C_snapshot_section._bw_model = (_f2m_snapshot_section, ('entries',), ('semantic_dims', 'tail_layout'), True)
 
 def _m2c_snapshot_section(v):
     return {
@@ -7456,6 +7564,8 @@ def _m2c_snapshot_section(v):
     }
 
 def _c2m_insert_body(c, p_semantic_dims, p_tail_layout):
+    if c.__class__ is InsertBody:  # built by a compiled parse
+        return c
     f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
@@ -7467,6 +7577,16 @@ def _c2m_insert_body(c, p_semantic_dims, p_tail_layout):
         f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
     return InsertBody(f_data, f_meta, f_tail)
 
+def _f2m_insert_body(f_data, f_meta, f_tail, p_semantic_dims, p_tail_layout):
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_meta is not None:
+        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+    if f_tail is not None:
+        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+    return InsertBody(f_data, f_meta, f_tail)
+C_insert_body._bw_model = (_f2m_insert_body, ('data', 'meta', 'tail'), ('semantic_dims', 'tail_layout'), True)
+
 def _m2c_insert_body(v):
     return {
         'data': v.data,
@@ -7475,6 +7595,8 @@ def _m2c_insert_body(v):
     }
 
 def _c2m_update_body(c):
+    if c.__class__ is UpdateBody:  # built by a compiled parse
+        return c
     f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
@@ -7483,6 +7605,14 @@ def _c2m_update_body(c):
         f_meta = [_c2m_meta_pair(_x) for _x in f_meta]
     return UpdateBody(f_data, f_meta)
 
+def _f2m_update_body(f_data, f_meta):
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_meta is not None:
+        f_meta = [(_x if _x.__class__ is MetaPair else _c2m_meta_pair(_x)) for _x in f_meta]
+    return UpdateBody(f_data, f_meta)
+C_update_body._bw_model = (_f2m_update_body, ('data', 'meta'), (), True)
+
 def _m2c_update_body(v):
     return {
         'data': v.data,
@@ -7490,10 +7620,18 @@ def _m2c_update_body(v):
     }
 
 def _c2m_set_semantic_body(c, p_semantic_dims, p_tail_layout):
+    if c.__class__ is SetSemanticBody:  # built by a compiled parse
+        return c
     f_tail = c['tail']
     if f_tail is not None:
         f_tail = (_c2m_tail_full(f_tail, p_semantic_dims) if p_tail_layout == 0 else (_c2m_tail_quantized(f_tail, p_semantic_dims) if p_tail_layout == 1 else (_c2m_tail_quantized_gacl(f_tail, p_semantic_dims) if p_tail_layout == 2 else None)))
     return SetSemanticBody(f_tail)
+
+def _f2m_set_semantic_body(f_tail, p_semantic_dims, p_tail_layout):
+    if f_tail is not None:
+        f_tail = ((f_tail if f_tail.__class__ is TailFull else _c2m_tail_full(f_tail, p_semantic_dims)) if p_tail_layout == 0 else ((f_tail if f_tail.__class__ is TailQuantized else _c2m_tail_quantized(f_tail, p_semantic_dims)) if p_tail_layout == 1 else ((f_tail if f_tail.__class__ is TailQuantizedGacl else _c2m_tail_quantized_gacl(f_tail, p_semantic_dims)) if p_tail_layout == 2 else None)))
+    return SetSemanticBody(f_tail)
+C_set_semantic_body._bw_model = (_f2m_set_semantic_body, ('tail',), ('semantic_dims', 'tail_layout'), True)
 
 def _m2c_set_semantic_body(v):
     return {
@@ -7501,11 +7639,19 @@ def _m2c_set_semantic_body(v):
     }
 
 def _c2m_epoch_body(c):
+    if c.__class__ is EpochBody:  # built by a compiled parse
+        return c
     f_epoch_id = c['epoch_id']
     f_flags = c['flags']
     if f_flags is not None:
         f_flags = _c2m_flags_epoch_flags(f_flags)
     return EpochBody(f_epoch_id, f_flags)
+
+def _f2m_epoch_body(f_epoch_id, f_flags):
+    if f_flags is not None:
+        f_flags = (f_flags if f_flags.__class__ is EpochFlags else _c2m_flags_epoch_flags(f_flags))
+    return EpochBody(f_epoch_id, f_flags)
+C_epoch_body._bw_model = (_f2m_epoch_body, ('epoch_id', 'flags'), (), False)
 
 def _m2c_epoch_body(v):
     return {
@@ -7514,6 +7660,8 @@ def _m2c_epoch_body(v):
     }
 
 def _c2m_wal_entry(c, p_semantic_dims, p_tail_layout):
+    if c.__class__ is WalEntry:  # built by a compiled parse
+        return c
     f_seq = c['seq']
     f_op = c['op']
     if f_op is not None:
@@ -7525,6 +7673,15 @@ def _c2m_wal_entry(c, p_semantic_dims, p_tail_layout):
         f_body = (_c2m_insert_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 1 else (_c2m_update_body(f_body) if f_op == 2 else (None if f_op == 3 else (_c2m_meta_pair(f_body) if f_op == 4 else (_c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout) if f_op == 5 else (_c2m_epoch_body(f_body) if f_op == 6 else None))))))
     return WalEntry(f_seq, f_op, f_key, f_body)
 
+def _f2m_wal_entry(f_seq, f_op, f_key, f_body, p_semantic_dims, p_tail_layout):
+    if f_op is not None:
+        _t = _WALOP_BY_VALUE.get(f_op)
+        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+    if f_body is not None:
+        f_body = ((f_body if f_body.__class__ is InsertBody else _c2m_insert_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 1 else ((f_body if f_body.__class__ is UpdateBody else _c2m_update_body(f_body)) if f_op == 2 else (None if f_op == 3 else ((f_body if f_body.__class__ is MetaPair else _c2m_meta_pair(f_body)) if f_op == 4 else ((f_body if f_body.__class__ is SetSemanticBody else _c2m_set_semantic_body(f_body, p_semantic_dims, p_tail_layout)) if f_op == 5 else ((f_body if f_body.__class__ is EpochBody else _c2m_epoch_body(f_body)) if f_op == 6 else None))))))
+    return WalEntry(f_seq, f_op, f_key, f_body)
+C_wal_entry._bw_model = (_f2m_wal_entry, ('seq', 'op', 'key', 'body'), ('semantic_dims', 'tail_layout'), True)
+
 def _m2c_wal_entry(v):
     return {
         'seq': v.seq,
@@ -7534,9 +7691,15 @@ def _m2c_wal_entry(v):
     }
 
 def _c2m_wal_header(c):
+    if c.__class__ is WalHeader:  # built by a compiled parse
+        return c
     f_wal_entry_count = c['wal_entry_count']
     f_wal_base_seq = c['wal_base_seq']
     return WalHeader(f_wal_entry_count, f_wal_base_seq)
+
+def _f2m_wal_header(f_wal_entry_count, f_wal_base_seq):
+    return WalHeader(f_wal_entry_count, f_wal_base_seq)
+C_wal_header._bw_model = (_f2m_wal_header, ('wal_entry_count', 'wal_base_seq'), (), True)
 
 def _m2c_wal_header(v):
     return {
@@ -7545,10 +7708,18 @@ def _m2c_wal_header(v):
     }
 
 def _c2m_wal_block(c, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
+    if c.__class__ is WalBlock:  # built by a compiled parse
+        return c
     f_entries = c['entries']
     if f_entries is not None:
         f_entries = [_c2m_wal_entry(_x, p_semantic_dims, p_tail_layout) for _x in f_entries]
     return WalBlock(f_entries)
+
+def _f2m_wal_block(f_entries, p_semantic_dims, p_tail_layout):
+    if f_entries is not None:
+        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+    return WalBlock(f_entries)
+C_wal_block._bw_model = (_f2m_wal_block, ('entries',), ('semantic_dims', 'tail_layout'), True)
 
 def _m2c_wal_block(v):
     return {
@@ -7556,11 +7727,19 @@ def _m2c_wal_block(v):
     }
 
 def _c2m_wal_block_plain(c, p_algorithm, p_block_limit):
+    if c.__class__ is WalBlockPlain:  # built by a compiled parse
+        return c
     f_block_entry_count = c['block_entry_count']
     f_plain = c['plain']
     if f_plain is not None:
         f_plain = bytes(f_plain)
     return WalBlockPlain(f_block_entry_count, f_plain)
+
+def _f2m_wal_block_plain(f_block_entry_count, f_plain):
+    if f_plain is not None:
+        f_plain = bytes(f_plain)
+    return WalBlockPlain(f_block_entry_count, f_plain)
+C_wal_block_plain._bw_model = (_f2m_wal_block_plain, ('block_entry_count', 'plain'), (), True)
 
 def _m2c_wal_block_plain(v):
     return {
@@ -7569,6 +7748,8 @@ def _m2c_wal_block_plain(v):
     }
 
 def _c2m_wal_section(c, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+    if c.__class__ is WalSection:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_wal_header(f_header)
@@ -7579,6 +7760,16 @@ def _c2m_wal_section(c, p_block_compressed, p_algorithm, p_semantic_dims, p_tail
     if f_blocks is not None:
         f_blocks = [_c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864) for _x in f_blocks]
     return WalSection(f_header, f_entries, f_blocks)
+
+def _f2m_wal_section(f_header, f_entries, f_blocks, p_algorithm, p_semantic_dims, p_tail_layout):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is WalHeader else _c2m_wal_header(f_header))
+    if f_entries is not None:
+        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, p_semantic_dims, p_tail_layout)) for _x in f_entries]
+    if f_blocks is not None:
+        f_blocks = [(_x if _x.__class__ is WalBlock else _c2m_wal_block(_x, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)) for _x in f_blocks]
+    return WalSection(f_header, f_entries, f_blocks)
+C_wal_section._bw_model = (_f2m_wal_section, ('header', 'entries', 'blocks'), ('algorithm', 'semantic_dims', 'tail_layout'), True)
 
 def _m2c_wal_section(v):
     return {
@@ -7611,6 +7802,8 @@ def _m2c_htt_file(v):
     }
 
 def _c2m_sidecar_segment(c):
+    if c.__class__ is SidecarSegment:  # built by a compiled parse
+        return c
     f_version = c['version']
     f_semantic_dims = c['semantic_dims']
     f_layout = c['layout']
@@ -7622,6 +7815,14 @@ def _c2m_sidecar_segment(c):
     if f_entries is not None:
         f_entries = [_c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0)) for _x in f_entries]
     return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
+
+def _f2m_sidecar_segment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries):
+    if f_layout is not None:
+        f_layout = (f_layout if f_layout.__class__ is SidecarLayout else _c2m_flags_sidecar_layout(f_layout))
+    if f_entries is not None:
+        f_entries = [(_x if _x.__class__ is WalEntry else _c2m_wal_entry(_x, f_semantic_dims, ((2 if f_layout.gacl else 1) if ((f_version >= 2) and f_layout.quantized) else 0))) for _x in f_entries]
+    return SidecarSegment(f_version, f_semantic_dims, f_layout, f_first_seq, f_end_seq, f_entries)
+C_sidecar_segment._bw_model = (_f2m_sidecar_segment, ('version', 'semantic_dims', 'layout', 'first_seq', 'end_seq', 'entries'), (), False)
 
 def _m2c_sidecar_segment(v):
     return {

@@ -339,7 +339,9 @@ def _m_header_fields(mv, pos, end):
     _p0 = _rs = pos
     _S0_unpack_from = _S0.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_log2_page_size, f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer = _S0_unpack_from(mv, pos)
             _r0 = pos
@@ -451,7 +453,9 @@ def _m_ref_body(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_offset_delta = mv[pos]
             if f_offset_delta < 128:
@@ -564,7 +568,9 @@ def _m_zero_body(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_offset_delta = mv[pos]
             if f_offset_delta < 128:
@@ -643,7 +649,9 @@ def _m_shrink_body(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_offset_delta = mv[pos]
             if f_offset_delta < 128:
@@ -709,7 +717,9 @@ def _m_grow_body(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_offset_delta = mv[pos]
             if f_offset_delta < 128:
@@ -789,7 +799,9 @@ def _m_inline_body(mv, pos, end, p_size_tag):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_offset_delta = mv[pos]
             if f_offset_delta < 128:
@@ -1114,7 +1126,9 @@ def _m_statement(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_id_delta = mv[pos]
             if f_id_delta < 128:
@@ -1354,7 +1368,9 @@ def _m_child_ref(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_page_delta = mv[pos]
             if f_page_delta < 128:
@@ -1409,7 +1425,9 @@ def _d_table_content(mv, pos, end):
     f_statements = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             try:
                 _statement___at = pos
@@ -1582,7 +1600,9 @@ def _u_table_content(mv, pos, end):
             break
         f_children.append(_x)
     f_statements = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _statement__f_id_delta = mv[pos]
         if _statement__f_id_delta < 128:
@@ -1727,7 +1747,9 @@ def _m_table_content(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_children = []
             while True:
@@ -1745,7 +1767,9 @@ def _m_table_content(mv, pos, end):
                     break
                 f_children.append(_x)
             f_statements = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _statement__f_id_delta = mv[pos]
                 if _statement__f_id_delta < 128:
@@ -2048,7 +2072,9 @@ def _m_page(mv, pos, end):
     _S5_unpack_from = _S5.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             start = pos
             f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
@@ -2240,7 +2266,9 @@ def _m_header_slot(mv, pos, end):
     _S5_unpack_from = _S5.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             start = pos
             _s_header = pos
@@ -2431,7 +2459,9 @@ def _m_table_page(mv, pos, end):
     _S5_unpack_from = _S5.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             start = pos
             f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
@@ -2718,7 +2748,9 @@ def _m_header_page(mv, pos, end):
     _S5_unpack_from = _S5.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             start = pos
             _s_header = pos
@@ -2934,7 +2966,9 @@ def _m_journal_free(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _a_id = pos
             f_id = mv[pos]
@@ -3036,7 +3070,9 @@ def _m_journal_resize(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _a_id = pos
             f_id = mv[pos]
@@ -3187,7 +3223,9 @@ def _m_journal_write(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _a_id = pos
             f_id = mv[pos]
@@ -3391,7 +3429,9 @@ def _m_journal_splice(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _a_id = pos
             f_id = mv[pos]
@@ -3626,7 +3666,9 @@ def _m_journal_copy(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _a_src = pos
             f_src = mv[pos]
@@ -4351,7 +4393,9 @@ def _m_journal_record(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag = mv[pos]
             pos += 1
@@ -4767,7 +4811,9 @@ def _d_journal_records(mv, pos, end):
     f_records = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             try:
                 _x, pos = _d_journal_record(mv, pos, end)
@@ -4785,7 +4831,9 @@ def _d_journal_records(mv, pos, end):
 
 def _u_journal_records(mv, pos, end):
     f_records = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         if pos > end:
             raise IndexError
@@ -4802,10 +4850,14 @@ def _m_journal_records(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_records = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 if pos > end:
                     raise IndexError
@@ -4985,7 +5037,9 @@ def _m_journal_transaction(mv, pos, end):
     _p0 = _rs = pos
     _S8_unpack_from = _S8.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _a_length = pos
             f_length = mv[pos]
@@ -5065,7 +5119,9 @@ def _m_journal_page(mv, pos, end):
     _p0 = _rs = pos
     _S11_unpack_from = _S11.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_stream, f_next, f_crc = _S11_unpack_from(mv, pos)
             pos += 4096
@@ -5114,7 +5170,9 @@ def _m_journal_seed(mv, pos, end):
     _p0 = _rs = pos
     _S13_unpack_from = _S13.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_segment_epoch, = _S13_unpack_from(mv, pos)
             pos += 8
@@ -6800,7 +6858,7 @@ def encode_journal_seed(value: JournalSeed) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -7031,6 +7089,8 @@ C_journal_seed = Struct(
 )
 
 def _c2m_header_fields(c):
+    if c.__class__ is HeaderFields:  # built by a compiled parse
+        return c
     f_format_version = c['format_version']
     f_min_reader_version = c['min_reader_version']
     f_root_allocation = c['root_allocation']
@@ -7041,6 +7101,12 @@ def _c2m_header_fields(c):
         f_root_fingerprint = bytes(f_root_fingerprint)
     f_journal_pointer = c['journal_pointer']
     return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
+
+def _f2m_header_fields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer):
+    if f_root_fingerprint is not None:
+        f_root_fingerprint = bytes(f_root_fingerprint)
+    return HeaderFields(f_format_version, f_min_reader_version, f_root_allocation, f_schema_table, f_consolidator_state, f_root_fingerprint, f_journal_pointer)
+C_header_fields._bw_model = (_f2m_header_fields, ('format_version', 'min_reader_version', 'root_allocation', 'schema_table', 'consolidator_state', 'root_fingerprint', 'journal_pointer'), (), True)
 
 def _m2c_header_fields(v):
     return {
@@ -7054,10 +7120,16 @@ def _m2c_header_fields(v):
     }
 
 def _c2m_ref_body(c):
+    if c.__class__ is RefBody:  # built by a compiled parse
+        return c
     f_offset_delta = c['offset_delta']
     f_size = c['size']
     f_address = c['address']
     return RefBody(f_offset_delta, f_size, f_address)
+
+def _f2m_ref_body(f_offset_delta, f_size, f_address):
+    return RefBody(f_offset_delta, f_size, f_address)
+C_ref_body._bw_model = (_f2m_ref_body, ('offset_delta', 'size', 'address'), (), True)
 
 def _m2c_ref_body(v):
     return {
@@ -7067,9 +7139,15 @@ def _m2c_ref_body(v):
     }
 
 def _c2m_zero_body(c):
+    if c.__class__ is ZeroBody:  # built by a compiled parse
+        return c
     f_offset_delta = c['offset_delta']
     f_size = c['size']
     return ZeroBody(f_offset_delta, f_size)
+
+def _f2m_zero_body(f_offset_delta, f_size):
+    return ZeroBody(f_offset_delta, f_size)
+C_zero_body._bw_model = (_f2m_zero_body, ('offset_delta', 'size'), (), True)
 
 def _m2c_zero_body(v):
     return {
@@ -7078,8 +7156,14 @@ def _m2c_zero_body(v):
     }
 
 def _c2m_shrink_body(c):
+    if c.__class__ is ShrinkBody:  # built by a compiled parse
+        return c
     f_offset_delta = c['offset_delta']
     return ShrinkBody(f_offset_delta)
+
+def _f2m_shrink_body(f_offset_delta):
+    return ShrinkBody(f_offset_delta)
+C_shrink_body._bw_model = (_f2m_shrink_body, ('offset_delta',), (), True)
 
 def _m2c_shrink_body(v):
     return {
@@ -7087,8 +7171,14 @@ def _m2c_shrink_body(v):
     }
 
 def _c2m_grow_body(c):
+    if c.__class__ is GrowBody:  # built by a compiled parse
+        return c
     f_offset_delta = c['offset_delta']
     return GrowBody(f_offset_delta)
+
+def _f2m_grow_body(f_offset_delta):
+    return GrowBody(f_offset_delta)
+C_grow_body._bw_model = (_f2m_grow_body, ('offset_delta',), (), True)
 
 def _m2c_grow_body(v):
     return {
@@ -7096,11 +7186,19 @@ def _m2c_grow_body(v):
     }
 
 def _c2m_inline_body(c, p_size_tag):
+    if c.__class__ is InlineBody:  # built by a compiled parse
+        return c
     f_offset_delta = c['offset_delta']
     f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return InlineBody(f_offset_delta, f_payload)
+
+def _f2m_inline_body(f_offset_delta, f_payload):
+    if f_payload is not None:
+        f_payload = bytes(f_payload)
+    return InlineBody(f_offset_delta, f_payload)
+C_inline_body._bw_model = (_f2m_inline_body, ('offset_delta', 'payload'), (), True)
 
 def _m2c_inline_body(v):
     return {
@@ -7109,6 +7207,8 @@ def _m2c_inline_body(v):
     }
 
 def _c2m_statement(c):
+    if c.__class__ is Statement:  # built by a compiled parse
+        return c
     f_id_delta = c['id_delta']
     f_tag = c['tag']
     if f_tag is not None:
@@ -7119,6 +7219,15 @@ def _c2m_statement(c):
         f_body = (_c2m_ref_body(f_body) if f_tag == 0 else (_c2m_zero_body(f_body) if f_tag == 1 else (_c2m_shrink_body(f_body) if f_tag == 2 else (_c2m_grow_body(f_body) if f_tag == 3 else (None if f_tag == 4 else _c2m_inline_body(f_body, f_tag))))))
     return Statement(f_id_delta, f_tag, f_body)
 
+def _f2m_statement(f_id_delta, f_tag, f_body):
+    if f_tag is not None:
+        _t = _STATEMENTTAG_BY_VALUE.get(f_tag)
+        f_tag = f_tag if _t is None else _t
+    if f_body is not None:
+        f_body = ((f_body if f_body.__class__ is RefBody else _c2m_ref_body(f_body)) if f_tag == 0 else ((f_body if f_body.__class__ is ZeroBody else _c2m_zero_body(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is ShrinkBody else _c2m_shrink_body(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is GrowBody else _c2m_grow_body(f_body)) if f_tag == 3 else (None if f_tag == 4 else (f_body if f_body.__class__ is InlineBody else _c2m_inline_body(f_body, f_tag)))))))
+    return Statement(f_id_delta, f_tag, f_body)
+C_statement._bw_model = (_f2m_statement, ('id_delta', 'tag', 'body'), (), True)
+
 def _m2c_statement(v):
     return {
         'id_delta': v.id_delta,
@@ -7127,8 +7236,14 @@ def _m2c_statement(v):
     }
 
 def _c2m_child_ref(c):
+    if c.__class__ is ChildRef:  # built by a compiled parse
+        return c
     f_page_delta = c['page_delta']
     return ChildRef(f_page_delta)
+
+def _f2m_child_ref(f_page_delta):
+    return ChildRef(f_page_delta)
+C_child_ref._bw_model = (_f2m_child_ref, ('page_delta',), (), True)
 
 def _m2c_child_ref(v):
     return {
@@ -7136,11 +7251,19 @@ def _m2c_child_ref(v):
     }
 
 def _c2m_table_content(c):
+    if c.__class__ is TableContent:  # built by a compiled parse
+        return c
     f_children = c['children']
     f_statements = c['statements']
     if f_statements is not None:
         f_statements = [_c2m_statement(_x) for _x in f_statements]
     return TableContent(f_children, f_statements)
+
+def _f2m_table_content(f_children, f_statements):
+    if f_statements is not None:
+        f_statements = [(_x if _x.__class__ is Statement else _c2m_statement(_x)) for _x in f_statements]
+    return TableContent(f_children, f_statements)
+C_table_content._bw_model = (_f2m_table_content, ('children', 'statements'), (), True)
 
 def _m2c_table_content(v):
     return {
@@ -7149,6 +7272,8 @@ def _m2c_table_content(v):
     }
 
 def _c2m_page(c):
+    if c.__class__ is Page:  # built by a compiled parse
+        return c
     f_kind = c['kind']
     if f_kind is not None:
         _t = _PAGEKIND_BY_VALUE.get(f_kind)
@@ -7159,6 +7284,15 @@ def _c2m_page(c):
         f_content = bytes(f_content)
     return Page(f_kind, f_epoch, f_content)
 
+def _f2m_page(f_kind, f_epoch, f_content):
+    if f_kind is not None:
+        _t = _PAGEKIND_BY_VALUE.get(f_kind)
+        f_kind = f_kind if _t is None else _t
+    if f_content is not None:
+        f_content = bytes(f_content)
+    return Page(f_kind, f_epoch, f_content)
+C_page._bw_model = (_f2m_page, ('kind', 'epoch', 'content'), (), True)
+
 def _m2c_page(v):
     return {
         'kind': None if v.kind is None else int(v.kind),
@@ -7167,6 +7301,8 @@ def _m2c_page(v):
     }
 
 def _c2m_header_slot(c):
+    if c.__class__ is HeaderSlot:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_header_fields(f_header)
@@ -7180,6 +7316,17 @@ def _c2m_header_slot(c):
         f_content = bytes(f_content)
     return HeaderSlot(f_header, f_kind, f_epoch, f_content)
 
+def _f2m_header_slot(f_header, f_kind, f_epoch, f_content):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
+    if f_kind is not None:
+        _t = _PAGEKIND_BY_VALUE.get(f_kind)
+        f_kind = f_kind if _t is None else _t
+    if f_content is not None:
+        f_content = bytes(f_content)
+    return HeaderSlot(f_header, f_kind, f_epoch, f_content)
+C_header_slot._bw_model = (_f2m_header_slot, ('header', 'kind', 'epoch', 'content'), (), True)
+
 def _m2c_header_slot(v):
     return {
         'header': None if v.header is None else _m2c_header_fields(v.header),
@@ -7189,6 +7336,8 @@ def _m2c_header_slot(v):
     }
 
 def _c2m_table_page(c):
+    if c.__class__ is TablePage:  # built by a compiled parse
+        return c
     f_kind = c['kind']
     if f_kind is not None:
         _t = _PAGEKIND_BY_VALUE.get(f_kind)
@@ -7199,6 +7348,15 @@ def _c2m_table_page(c):
         f_content = _c2m_table_content(f_content)
     return TablePage(f_kind, f_epoch, f_content)
 
+def _f2m_table_page(f_kind, f_epoch, f_content):
+    if f_kind is not None:
+        _t = _PAGEKIND_BY_VALUE.get(f_kind)
+        f_kind = f_kind if _t is None else _t
+    if f_content is not None:
+        f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
+    return TablePage(f_kind, f_epoch, f_content)
+C_table_page._bw_model = (_f2m_table_page, ('kind', 'epoch', 'content'), (), True)
+
 def _m2c_table_page(v):
     return {
         'kind': None if v.kind is None else int(v.kind),
@@ -7207,6 +7365,8 @@ def _m2c_table_page(v):
     }
 
 def _c2m_header_page(c):
+    if c.__class__ is HeaderPage:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_header_fields(f_header)
@@ -7220,6 +7380,17 @@ def _c2m_header_page(c):
         f_content = _c2m_table_content(f_content)
     return HeaderPage(f_header, f_kind, f_epoch, f_content)
 
+def _f2m_header_page(f_header, f_kind, f_epoch, f_content):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is HeaderFields else _c2m_header_fields(f_header))
+    if f_kind is not None:
+        _t = _PAGEKIND_BY_VALUE.get(f_kind)
+        f_kind = f_kind if _t is None else _t
+    if f_content is not None:
+        f_content = (f_content if f_content.__class__ is TableContent else _c2m_table_content(f_content))
+    return HeaderPage(f_header, f_kind, f_epoch, f_content)
+C_header_page._bw_model = (_f2m_header_page, ('header', 'kind', 'epoch', 'content'), (), True)
+
 def _m2c_header_page(v):
     return {
         'header': None if v.header is None else _m2c_header_fields(v.header),
@@ -7229,8 +7400,14 @@ def _m2c_header_page(v):
     }
 
 def _c2m_journal_free(c):
+    if c.__class__ is JournalFree:  # built by a compiled parse
+        return c
     f_id = c['id']
     return JournalFree(f_id)
+
+def _f2m_journal_free(f_id):
+    return JournalFree(f_id)
+C_journal_free._bw_model = (_f2m_journal_free, ('id',), (), True)
 
 def _m2c_journal_free(v):
     return {
@@ -7238,9 +7415,15 @@ def _m2c_journal_free(v):
     }
 
 def _c2m_journal_resize(c):
+    if c.__class__ is JournalResize:  # built by a compiled parse
+        return c
     f_id = c['id']
     f_size = c['size']
     return JournalResize(f_id, f_size)
+
+def _f2m_journal_resize(f_id, f_size):
+    return JournalResize(f_id, f_size)
+C_journal_resize._bw_model = (_f2m_journal_resize, ('id', 'size'), (), True)
 
 def _m2c_journal_resize(v):
     return {
@@ -7249,12 +7432,20 @@ def _m2c_journal_resize(v):
     }
 
 def _c2m_journal_write(c):
+    if c.__class__ is JournalWrite:  # built by a compiled parse
+        return c
     f_id = c['id']
     f_offset = c['offset']
     f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
     return JournalWrite(f_id, f_offset, f_data)
+
+def _f2m_journal_write(f_id, f_offset, f_data):
+    if f_data is not None:
+        f_data = bytes(f_data)
+    return JournalWrite(f_id, f_offset, f_data)
+C_journal_write._bw_model = (_f2m_journal_write, ('id', 'offset', 'data'), (), True)
 
 def _m2c_journal_write(v):
     return {
@@ -7264,6 +7455,8 @@ def _m2c_journal_write(v):
     }
 
 def _c2m_journal_splice(c):
+    if c.__class__ is JournalSplice:  # built by a compiled parse
+        return c
     f_id = c['id']
     f_offset = c['offset']
     f_old_len = c['old_len']
@@ -7271,6 +7464,12 @@ def _c2m_journal_splice(c):
     if f_data is not None:
         f_data = bytes(f_data)
     return JournalSplice(f_id, f_offset, f_old_len, f_data)
+
+def _f2m_journal_splice(f_id, f_offset, f_old_len, f_data):
+    if f_data is not None:
+        f_data = bytes(f_data)
+    return JournalSplice(f_id, f_offset, f_old_len, f_data)
+C_journal_splice._bw_model = (_f2m_journal_splice, ('id', 'offset', 'old_len', 'data'), (), True)
 
 def _m2c_journal_splice(v):
     return {
@@ -7281,12 +7480,18 @@ def _m2c_journal_splice(v):
     }
 
 def _c2m_journal_copy(c):
+    if c.__class__ is JournalCopy:  # built by a compiled parse
+        return c
     f_src = c['src']
     f_src_offset = c['src_offset']
     f_length = c['length']
     f_dst = c['dst']
     f_dst_offset = c['dst_offset']
     return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
+
+def _f2m_journal_copy(f_src, f_src_offset, f_length, f_dst, f_dst_offset):
+    return JournalCopy(f_src, f_src_offset, f_length, f_dst, f_dst_offset)
+C_journal_copy._bw_model = (_f2m_journal_copy, ('src', 'src_offset', 'length', 'dst', 'dst_offset'), (), True)
 
 def _m2c_journal_copy(v):
     return {
@@ -7298,6 +7503,8 @@ def _m2c_journal_copy(v):
     }
 
 def _c2m_journal_record(c):
+    if c.__class__ is JournalRecord:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     if f_tag is not None:
         _t = _JOURNALTAG_BY_VALUE.get(f_tag)
@@ -7307,6 +7514,15 @@ def _c2m_journal_record(c):
         f_body = (_c2m_journal_free(f_body) if f_tag == 1 else (_c2m_journal_resize(f_body) if f_tag == 2 else (_c2m_journal_write(f_body) if f_tag == 3 else (_c2m_journal_splice(f_body) if f_tag == 4 else (_c2m_journal_copy(f_body) if f_tag == 5 else (_c2m_journal_copy(f_body) if f_tag == 6 else None))))))
     return JournalRecord(f_tag, f_body)
 
+def _f2m_journal_record(f_tag, f_body):
+    if f_tag is not None:
+        _t = _JOURNALTAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(JournalTag, f_tag, False) if _t is None else _t
+    if f_body is not None:
+        f_body = ((f_body if f_body.__class__ is JournalFree else _c2m_journal_free(f_body)) if f_tag == 1 else ((f_body if f_body.__class__ is JournalResize else _c2m_journal_resize(f_body)) if f_tag == 2 else ((f_body if f_body.__class__ is JournalWrite else _c2m_journal_write(f_body)) if f_tag == 3 else ((f_body if f_body.__class__ is JournalSplice else _c2m_journal_splice(f_body)) if f_tag == 4 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 5 else ((f_body if f_body.__class__ is JournalCopy else _c2m_journal_copy(f_body)) if f_tag == 6 else None))))))
+    return JournalRecord(f_tag, f_body)
+C_journal_record._bw_model = (_f2m_journal_record, ('tag', 'body'), (), True)
+
 def _m2c_journal_record(v):
     return {
         'tag': None if v.tag is None else int(v.tag),
@@ -7314,10 +7530,18 @@ def _m2c_journal_record(v):
     }
 
 def _c2m_journal_records(c):
+    if c.__class__ is JournalRecords:  # built by a compiled parse
+        return c
     f_records = c['records']
     if f_records is not None:
         f_records = [_c2m_journal_record(_x) for _x in f_records]
     return JournalRecords(f_records)
+
+def _f2m_journal_records(f_records):
+    if f_records is not None:
+        f_records = [(_x if _x.__class__ is JournalRecord else _c2m_journal_record(_x)) for _x in f_records]
+    return JournalRecords(f_records)
+C_journal_records._bw_model = (_f2m_journal_records, ('records',), (), True)
 
 def _m2c_journal_records(v):
     return {
@@ -7325,11 +7549,19 @@ def _m2c_journal_records(v):
     }
 
 def _c2m_journal_transaction(c):
+    if c.__class__ is JournalTransaction:  # built by a compiled parse
+        return c
     f_records = c['records']
     if f_records is not None:
         f_records = bytes(f_records)
     f_crc = c['crc']
     return JournalTransaction(f_records, f_crc)
+
+def _f2m_journal_transaction(f_records, f_crc):
+    if f_records is not None:
+        f_records = bytes(f_records)
+    return JournalTransaction(f_records, f_crc)
+C_journal_transaction._bw_model = (_f2m_journal_transaction, ('records', 'crc'), (), True)
 
 def _m2c_journal_transaction(v):
     return {
@@ -7338,12 +7570,20 @@ def _m2c_journal_transaction(v):
     }
 
 def _c2m_journal_page(c):
+    if c.__class__ is JournalPage:  # built by a compiled parse
+        return c
     f_stream = c['stream']
     if f_stream is not None:
         f_stream = bytes(f_stream)
     f_next = c['next']
     f_crc = c['crc']
     return JournalPage(f_stream, f_next, f_crc)
+
+def _f2m_journal_page(f_stream, f_next, f_crc):
+    if f_stream is not None:
+        f_stream = bytes(f_stream)
+    return JournalPage(f_stream, f_next, f_crc)
+C_journal_page._bw_model = (_f2m_journal_page, ('stream', 'next', 'crc'), (), True)
 
 def _m2c_journal_page(v):
     return {
@@ -7353,8 +7593,14 @@ def _m2c_journal_page(v):
     }
 
 def _c2m_journal_seed(c):
+    if c.__class__ is JournalSeed:  # built by a compiled parse
+        return c
     f_segment_epoch = c['segment_epoch']
     return JournalSeed(f_segment_epoch)
+
+def _f2m_journal_seed(f_segment_epoch):
+    return JournalSeed(f_segment_epoch)
+C_journal_seed._bw_model = (_f2m_journal_seed, ('segment_epoch',), (), True)
 
 def _m2c_journal_seed(v):
     return {

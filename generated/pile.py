@@ -1333,7 +1333,9 @@ def _m_pile_record(mv, pos, end):
     _S93_unpack_from = _S93.unpack_from
     _S95_unpack_from = _S95.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_marker, = _S0_unpack_from(mv, pos)
             pos += 16
@@ -2377,7 +2379,9 @@ def _d_frame_rest(mv, pos, end):
             _proof_v5_body__f_edges = []
             try:
                 _proof_v5_body___i = 0
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _proof_v5_body___ip = pos
                     if pos + 128 > end:
                         raise _short(pos, end, _T28)
@@ -2595,7 +2599,9 @@ def _d_frame_rest(mv, pos, end):
                     _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
                     try:
                         _proof_v1_body___proof_v1_data___proof_v1_content___i = 0
-                        while pos < end:
+                        while True:
+                            if pos >= end:
+                                break
                             _proof_v1_body___proof_v1_data___proof_v1_content___ip = pos
                             if pos + 128 > end:
                                 raise _short(pos, end, _T47)
@@ -2672,7 +2678,9 @@ def _d_frame_rest(mv, pos, end):
                     _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
                     try:
                         _proof_v2_body___proof_v2_data___proof_v2_content___i = 0
-                        while pos < end:
+                        while True:
+                            if pos >= end:
+                                break
                             _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
                             if pos + 145 > end:
                                 raise _short(pos, end, _T51)
@@ -2928,7 +2936,9 @@ def _u_frame_rest(mv, pos, end):
         _proof_v5_body__f_resource, _proof_v5_body__f_root = _S25.unpack_from(mv, pos)
         pos += 64
         _proof_v5_body__f_edges = []
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _proof_v5_body___ip = pos
             _proof_v5_body___proof_edge_f_capability, _proof_v5_body___proof_edge_f_delegate, _proof_v5_body___proof_edge_f_signature = _S27.unpack_from(mv, pos)
             pos += 128
@@ -3081,7 +3091,9 @@ def _u_frame_rest(mv, pos, end):
         _proof_v1_body___proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
         pos += 32
         _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _proof_v1_body___proof_v1_data___proof_v1_content___ip = pos
             _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
             pos += 128
@@ -3134,7 +3146,9 @@ def _u_frame_rest(mv, pos, end):
         if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
             raise ConstraintError('bad magic', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_body___proof_v2_data___proof_v2_content__f_magic)
         _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
             _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
             _proof_v2_body___proof_v2_data___proof_v2_content___r50 = pos
@@ -3223,7 +3237,9 @@ def _m_frame_rest(mv, pos, end):
     _S6_unpack_from = _S6.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic_tail, f_span, f_kind = _S2_unpack_from(mv, pos)
             _r2 = pos
@@ -3410,7 +3426,9 @@ def _m_frame_rest(mv, pos, end):
                 _proof_v5_body__f_resource, _proof_v5_body__f_root = _S25_unpack_from(mv, pos)
                 pos += 64
                 _proof_v5_body__f_edges = []
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _proof_v5_body___ip = pos
                     _proof_v5_body___proof_edge_f_capability, _proof_v5_body___proof_edge_f_delegate, _proof_v5_body___proof_edge_f_signature = _S27_unpack_from(mv, pos)
                     pos += 128
@@ -3563,7 +3581,9 @@ def _m_frame_rest(mv, pos, end):
                 _proof_v1_body___proof_v1_data___proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
                 pos += 32
                 _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _proof_v1_body___proof_v1_data___proof_v1_content___ip = pos
                     _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_body___proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
                     pos += 128
@@ -3616,7 +3636,9 @@ def _m_frame_rest(mv, pos, end):
                 if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
                     raise ConstraintError('bad magic', offset=_proof_v2_body___proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_body___proof_v2_data___proof_v2_content__f_magic)
                 _proof_v2_body___proof_v2_data___proof_v2_content__f_edges = []
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _proof_v2_body___proof_v2_data___proof_v2_content___ip = pos
                     _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_body___proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
                     _proof_v2_body___proof_v2_data___proof_v2_content___r50 = pos
@@ -4057,7 +4079,9 @@ def _m_frame_head(mv, pos, end):
     _S4_unpack_from = _S4.unpack_from
     _S98_unpack_from = _S98.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_span, f_kind = _S98_unpack_from(mv, pos)
             _r98 = pos
@@ -4175,7 +4199,9 @@ def _m_blob_head(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S4_unpack_from = _S4.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_timestamp, f_length, f_scalar_pad, f_hash, f_reserved = _S4_unpack_from(mv, pos)
             _r4 = pos
@@ -4244,7 +4270,9 @@ def _m_blob_data(mv, pos, end, p_length):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             start = pos
             _n = p_length
@@ -4366,7 +4394,9 @@ def _m_blob_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S4_unpack_from = _S4.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4_unpack_from(mv, pos)
             _blob_head___r4 = pos
@@ -4474,7 +4504,9 @@ def _m_pin_head_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_pin, f_reserved1, f_head, f_reserved2 = _S6_unpack_from(mv, pos)
             _r6 = pos
@@ -4545,7 +4577,9 @@ def _m_pin_tombstone_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S8_unpack_from = _S8.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_pin, f_reserved = _S8_unpack_from(mv, pos)
             _r8 = pos
@@ -4605,7 +4639,9 @@ def _m_want_blob(mv, pos, end):
     _p0 = _rs = pos
     _S12_unpack_from = _S12.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_blob, f_zero = _S12_unpack_from(mv, pos)
             _r12 = pos
@@ -4665,7 +4701,9 @@ def _m_want_merge(mv, pos, end):
     _p0 = _rs = pos
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_low, f_high = _S14_unpack_from(mv, pos)
             _r14 = pos
@@ -4725,7 +4763,9 @@ def _m_want_derive(mv, pos, end):
     _p0 = _rs = pos
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_target, f_input, f_zero = _S14_unpack_from(mv, pos)
             _r14 = pos
@@ -4868,7 +4908,9 @@ def _m_want_request(mv, pos, end):
     _S12_unpack_from = _S12.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag = mv[pos]
             pos += 1
@@ -5091,7 +5133,9 @@ def _m_want_v3_body(mv, pos, end, p_span):
     _S14_unpack_from = _S14.unpack_from
     _S17_unpack_from = _S17.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag, f_reserved1 = _S10_unpack_from(mv, pos)
             _r10 = pos
@@ -5228,7 +5272,9 @@ def _m_commit_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S19_unpack_from = _S19.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
             _r19 = pos
@@ -5313,7 +5359,9 @@ def _m_merge_v6_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S21_unpack_from = _S21.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S21_unpack_from(mv, pos)
             _r21 = pos
@@ -5397,7 +5445,9 @@ def _m_derive_v7_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S23_unpack_from = _S23.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s, f_reserved = _S23_unpack_from(mv, pos)
             _r23 = pos
@@ -5459,7 +5509,9 @@ def _m_proof_edge(mv, pos, end):
     _p0 = _rs = pos
     _S27_unpack_from = _S27.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_capability, f_delegate, f_signature = _S27_unpack_from(mv, pos)
             pos += 128
@@ -5494,7 +5546,9 @@ def _d_proof_v5_body(mv, pos, end, p_span):
     f_edges = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             if pos + 128 > end:
                 raise _short(pos, end, _T28)
@@ -5521,7 +5575,9 @@ def _u_proof_v5_body(mv, pos, end, p_span):
     f_resource, f_root = _S25.unpack_from(mv, pos)
     pos += 64
     f_edges = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _proof_edge_f_capability, _proof_edge_f_delegate, _proof_edge_f_signature = _S27.unpack_from(mv, pos)
         pos += 128
@@ -5545,12 +5601,16 @@ def _m_proof_v5_body(mv, pos, end, p_span):
     _S25_unpack_from = _S25.unpack_from
     _S27_unpack_from = _S27.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_resource, f_root = _S25_unpack_from(mv, pos)
             pos += 64
             f_edges = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _proof_edge_f_capability, _proof_edge_f_delegate, _proof_edge_f_signature = _S27_unpack_from(mv, pos)
                 pos += 128
@@ -5621,7 +5681,9 @@ def _m_retired_blob_want_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S29_unpack_from = _S29.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_blob, f_reserved = _S29_unpack_from(mv, pos)
             _r29 = pos
@@ -5697,7 +5759,9 @@ def _m_retired_typed_want_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S31_unpack_from = _S31.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag, f_reserved1, f_a, f_b, f_c, f_reserved2 = _S31_unpack_from(mv, pos)
             _r31 = pos
@@ -5776,7 +5840,9 @@ def _m_unsigned_merge_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S33_unpack_from = _S33.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_reserved = _S33_unpack_from(mv, pos)
             _r33 = pos
@@ -5847,7 +5913,9 @@ def _m_unsigned_derive_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S35_unpack_from = _S35.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_target, f_input, f_output, f_reserved = _S35_unpack_from(mv, pos)
             _r35 = pos
@@ -5913,7 +5981,9 @@ def _m_peer_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S37_unpack_from = _S37.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_team, f_peer, f_reserved = _S37_unpack_from(mv, pos)
             _r37 = pos
@@ -5976,7 +6046,9 @@ def _m_store_scope_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S29_unpack_from = _S29.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_team, f_reserved = _S29_unpack_from(mv, pos)
             _r29 = pos
@@ -6034,7 +6106,9 @@ def _m_artifact_offer_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S40_unpack_from = _S40.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_content, = _S40_unpack_from(mv, pos)
             _r40 = pos
@@ -6086,7 +6160,9 @@ def _m_proof_v1_edge(mv, pos, end):
     _p0 = _rs = pos
     _S46_unpack_from = _S46.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_head, f_delegate = _S46_unpack_from(mv, pos)
             pos += 128
@@ -6120,7 +6196,9 @@ def _d_proof_v1_content(mv, pos, end):
     f_edges = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             if pos + 128 > end:
                 raise _short(pos, end, _T47)
@@ -6145,7 +6223,9 @@ def _u_proof_v1_content(mv, pos, end):
     f_root, = _S44.unpack_from(mv, pos)
     pos += 32
     f_edges = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _proof_v1_edge_f_head, _proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
         pos += 128
@@ -6167,12 +6247,16 @@ def _m_proof_v1_content(mv, pos, end):
     _S44_unpack_from = _S44.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_root, = _S44_unpack_from(mv, pos)
             pos += 32
             f_edges = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _proof_v1_edge_f_head, _proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
                 pos += 128
@@ -6259,7 +6343,9 @@ def _m_proof_v2_edge(mv, pos, end):
     _p0 = _rs = pos
     _S50_unpack_from = _S50.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_action, f_flags, f_lower, f_upper, f_delegate, f_signature = _S50_unpack_from(mv, pos)
             _r50 = pos
@@ -6309,7 +6395,9 @@ def _d_proof_v2_content(mv, pos, end):
     f_edges = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             if pos + 145 > end:
                 raise _short(pos, end, _T51)
@@ -6351,7 +6439,9 @@ def _u_proof_v2_content(mv, pos, end):
     if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
         raise ConstraintError('bad magic', offset=_r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=f_magic)
     f_edges = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
         _r50 = pos
@@ -6387,7 +6477,9 @@ def _m_proof_v2_content(mv, pos, end):
     _S48_unpack_from = _S48.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_resource, f_root = _S48_unpack_from(mv, pos)
             _r48 = pos
@@ -6395,7 +6487,9 @@ def _m_proof_v2_content(mv, pos, end):
             if f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
                 raise ConstraintError('bad magic', offset=_r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=f_magic)
             f_edges = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _proof_v2_edge_f_action, _proof_v2_edge_f_flags, _proof_v2_edge_f_lower, _proof_v2_edge_f_upper, _proof_v2_edge_f_delegate, _proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
                 _r50 = pos
@@ -6463,7 +6557,9 @@ def _d_proof_v1_data(mv, pos, end, p_body_len):
         _proof_v1_content__f_edges = []
         try:
             _proof_v1_content___i = 0
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _proof_v1_content___ip = pos
                 if pos + 128 > end:
                     raise _short(pos, end, _T47)
@@ -6512,7 +6608,9 @@ def _u_proof_v1_data(mv, pos, end, p_body_len):
     _proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
     pos += 32
     _proof_v1_content__f_edges = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _proof_v1_content___ip = pos
         _proof_v1_content___proof_v1_edge_f_head, _proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
         pos += 128
@@ -6549,7 +6647,9 @@ def _m_proof_v1_data(mv, pos, end, p_body_len):
     _S44_unpack_from = _S44.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _n = p_body_len
             if _n < 0:
@@ -6562,7 +6662,9 @@ def _m_proof_v1_data(mv, pos, end, p_body_len):
             _proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
             pos += 32
             _proof_v1_content__f_edges = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _proof_v1_content___ip = pos
                 _proof_v1_content___proof_v1_edge_f_head, _proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
                 pos += 128
@@ -6640,7 +6742,9 @@ def _d_proof_v2_data(mv, pos, end, p_body_len):
         _proof_v2_content__f_edges = []
         try:
             _proof_v2_content___i = 0
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _proof_v2_content___ip = pos
                 if pos + 145 > end:
                     raise _short(pos, end, _T51)
@@ -6706,7 +6810,9 @@ def _u_proof_v2_data(mv, pos, end, p_body_len):
     if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
         raise ConstraintError('bad magic', offset=_proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_content__f_magic)
     _proof_v2_content__f_edges = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _proof_v2_content___ip = pos
         _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
         _proof_v2_content___r50 = pos
@@ -6757,7 +6863,9 @@ def _m_proof_v2_data(mv, pos, end, p_body_len):
     _S48_unpack_from = _S48.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _n = p_body_len
             if _n < 0:
@@ -6773,7 +6881,9 @@ def _m_proof_v2_data(mv, pos, end, p_body_len):
             if _proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
                 raise ConstraintError('bad magic', offset=_proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_content__f_magic)
             _proof_v2_content__f_edges = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _proof_v2_content___ip = pos
                 _proof_v2_content___proof_v2_edge_f_action, _proof_v2_content___proof_v2_edge_f_flags, _proof_v2_content___proof_v2_edge_f_lower, _proof_v2_content___proof_v2_edge_f_upper, _proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
                 _proof_v2_content___r50 = pos
@@ -6874,7 +6984,9 @@ def _d_proof_v1_body(mv, pos, end, p_span):
             _proof_v1_data___proof_v1_content__f_edges = []
             try:
                 _proof_v1_data___proof_v1_content___i = 0
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _proof_v1_data___proof_v1_content___ip = pos
                     if pos + 128 > end:
                         raise _short(pos, end, _T47)
@@ -6935,7 +7047,9 @@ def _u_proof_v1_body(mv, pos, end, p_span):
     _proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
     pos += 32
     _proof_v1_data___proof_v1_content__f_edges = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _proof_v1_data___proof_v1_content___ip = pos
         _proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46.unpack_from(mv, pos)
         pos += 128
@@ -6976,7 +7090,9 @@ def _m_proof_v1_body(mv, pos, end, p_span):
     _S44_unpack_from = _S44.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_body_len, f_reserved = _S42_unpack_from(mv, pos)
             _r42 = pos
@@ -6995,7 +7111,9 @@ def _m_proof_v1_body(mv, pos, end, p_span):
             _proof_v1_data___proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
             pos += 32
             _proof_v1_data___proof_v1_content__f_edges = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _proof_v1_data___proof_v1_content___ip = pos
                 _proof_v1_data___proof_v1_content___proof_v1_edge_f_head, _proof_v1_data___proof_v1_content___proof_v1_edge_f_delegate = _S46_unpack_from(mv, pos)
                 pos += 128
@@ -7095,7 +7213,9 @@ def _d_proof_v2_body(mv, pos, end, p_span):
             _proof_v2_data___proof_v2_content__f_edges = []
             try:
                 _proof_v2_data___proof_v2_content___i = 0
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _proof_v2_data___proof_v2_content___ip = pos
                     if pos + 145 > end:
                         raise _short(pos, end, _T51)
@@ -7173,7 +7293,9 @@ def _u_proof_v2_body(mv, pos, end, p_span):
     if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
         raise ConstraintError('bad magic', offset=_proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_data___proof_v2_content__f_magic)
     _proof_v2_data___proof_v2_content__f_edges = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _proof_v2_data___proof_v2_content___ip = pos
         _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50.unpack_from(mv, pos)
         _proof_v2_data___proof_v2_content___r50 = pos
@@ -7228,7 +7350,9 @@ def _m_proof_v2_body(mv, pos, end, p_span):
     _S48_unpack_from = _S48.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_body_len, f_reserved = _S42_unpack_from(mv, pos)
             _r42 = pos
@@ -7250,7 +7374,9 @@ def _m_proof_v2_body(mv, pos, end, p_span):
             if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
                 raise ConstraintError('bad magic', offset=_proof_v2_data___proof_v2_content___r48, path='magic', expected=b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', found=_proof_v2_data___proof_v2_content__f_magic)
             _proof_v2_data___proof_v2_content__f_edges = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _proof_v2_data___proof_v2_content___ip = pos
                 _proof_v2_data___proof_v2_content___proof_v2_edge_f_action, _proof_v2_data___proof_v2_content___proof_v2_edge_f_flags, _proof_v2_data___proof_v2_content___proof_v2_edge_f_lower, _proof_v2_data___proof_v2_content___proof_v2_edge_f_upper, _proof_v2_data___proof_v2_content___proof_v2_edge_f_delegate, _proof_v2_data___proof_v2_content___proof_v2_edge_f_signature = _S50_unpack_from(mv, pos)
                 _proof_v2_data___proof_v2_content___r50 = pos
@@ -7367,7 +7493,9 @@ def _m_v1_blob_data(mv, pos, end, p_length):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             start = pos
             _n = p_length
@@ -7465,7 +7593,9 @@ def _m_v1_blob(mv, pos, end):
     _p0 = _rs = pos
     _S71_unpack_from = _S71.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_timestamp, f_length, f_hash = _S71_unpack_from(mv, pos)
             pos += 48
@@ -7549,7 +7679,9 @@ def _m_v1_branch(mv, pos, end):
     _p0 = _rs = pos
     _S73_unpack_from = _S73.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_branch, f_head = _S73_unpack_from(mv, pos)
             _r73 = pos
@@ -7608,7 +7740,9 @@ def _m_v1_tombstone(mv, pos, end):
     _p0 = _rs = pos
     _S73_unpack_from = _S73.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_branch, f_unchecked = _S73_unpack_from(mv, pos)
             _r73 = pos
@@ -7695,7 +7829,9 @@ def _m_v3_blob(mv, pos, end):
     _p0 = _rs = pos
     _S76_unpack_from = _S76.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_timestamp, f_length, f_hash, f_unchecked = _S76_unpack_from(mv, pos)
             pos += 240
@@ -7782,7 +7918,9 @@ def _m_v3_branch(mv, pos, end):
     _p0 = _rs = pos
     _S78_unpack_from = _S78.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_branch, f_head, f_unchecked = _S78_unpack_from(mv, pos)
             _r78 = pos
@@ -7842,7 +7980,9 @@ def _m_v3_tombstone(mv, pos, end):
     _p0 = _rs = pos
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_branch, f_unchecked = _S80_unpack_from(mv, pos)
             _r80 = pos
@@ -7895,7 +8035,9 @@ def _m_v3_blob_want(mv, pos, end):
     _p0 = _rs = pos
     _S82_unpack_from = _S82.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_blob, f_unchecked = _S82_unpack_from(mv, pos)
             pos += 240
@@ -7945,7 +8087,9 @@ def _m_v3_local_cell(mv, pos, end):
     _p0 = _rs = pos
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_cell, f_rest = _S80_unpack_from(mv, pos)
             pos += 240
@@ -8015,7 +8159,9 @@ def _m_v3_collection_definition(mv, pos, end):
     _p0 = _rs = pos
     _S85_unpack_from = _S85.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_scope, f_representation, f_recipe, f_reserved = _S85_unpack_from(mv, pos)
             _r85 = pos
@@ -8089,7 +8235,9 @@ def _m_v3_commit(mv, pos, end):
     _p0 = _rs = pos
     _S87_unpack_from = _S87.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S87_unpack_from(mv, pos)
             _r87 = pos
@@ -8160,7 +8308,9 @@ def _m_v3_merge(mv, pos, end):
     _p0 = _rs = pos
     _S89_unpack_from = _S89.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_definition, f_low, f_high, f_result, f_reserved = _S89_unpack_from(mv, pos)
             _r89 = pos
@@ -8227,7 +8377,9 @@ def _m_v3_derive(mv, pos, end):
     _p0 = _rs = pos
     _S91_unpack_from = _S91.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_source, f_target, f_input, f_output, f_reserved = _S91_unpack_from(mv, pos)
             _r91 = pos
@@ -8296,7 +8448,9 @@ def _m_v4_commit(mv, pos, end):
     _p0 = _rs = pos
     _S93_unpack_from = _S93.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S93_unpack_from(mv, pos)
             _r93 = pos
@@ -8367,7 +8521,9 @@ def _m_v4_merge(mv, pos, end):
     _p0 = _rs = pos
     _S95_unpack_from = _S95.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_reserved = _S95_unpack_from(mv, pos)
             _r95 = pos
@@ -8434,7 +8590,9 @@ def _m_v4_derive(mv, pos, end):
     _p0 = _rs = pos
     _S95_unpack_from = _S95.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_source, f_target, f_input, f_output, f_reserved = _S95_unpack_from(mv, pos)
             _r95 = pos
@@ -8923,7 +9081,9 @@ def _m_envelope36_rest(mv, pos, end):
     _S66_unpack_from = _S66.unpack_from
     _S69_unpack_from = _S69.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_kind, f_span = _S52_unpack_from(mv, pos)
             _r52 = pos
@@ -9315,7 +9475,9 @@ def _m_env_blob_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S54_unpack_from = _S54.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_timestamp, f_length, f_hash, f_reserved = _S54_unpack_from(mv, pos)
             _r54 = pos
@@ -9412,7 +9574,9 @@ def _m_env_branch_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S56_unpack_from = _S56.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_branch, f_head, f_reserved = _S56_unpack_from(mv, pos)
             _r56 = pos
@@ -9477,7 +9641,9 @@ def _m_env_tombstone_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S58_unpack_from = _S58.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_branch, f_reserved = _S58_unpack_from(mv, pos)
             _r58 = pos
@@ -9539,7 +9705,9 @@ def _m_env_blob_want_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S60_unpack_from = _S60.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_blob, f_reserved = _S60_unpack_from(mv, pos)
             _r60 = pos
@@ -9611,7 +9779,9 @@ def _m_env_typed_want_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S62_unpack_from = _S62.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag, f_a, f_b, f_c, f_reserved = _S62_unpack_from(mv, pos)
             _r62 = pos
@@ -9688,7 +9858,9 @@ def _m_env_commit_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S64_unpack_from = _S64.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s, f_reserved = _S64_unpack_from(mv, pos)
             _r64 = pos
@@ -9765,7 +9937,9 @@ def _m_env_merge_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S66_unpack_from = _S66.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_reserved = _S66_unpack_from(mv, pos)
             _r66 = pos
@@ -9838,7 +10012,9 @@ def _m_env_derive_v4_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S66_unpack_from = _S66.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_source, f_target, f_input, f_output, f_reserved = _S66_unpack_from(mv, pos)
             _r66 = pos
@@ -9907,7 +10083,9 @@ def _m_env_derive_v5_body(mv, pos, end, p_span):
     _p0 = _rs = pos
     _S69_unpack_from = _S69.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_target, f_input, f_output, f_reserved = _S69_unpack_from(mv, pos)
             _r69 = pos
@@ -9981,7 +10159,9 @@ def _m_commit_transcript(mv, pos, end):
     _p0 = _rs = pos
     _S102_unpack_from = _S102.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S102_unpack_from(mv, pos)
             _r102 = pos
@@ -10060,7 +10240,9 @@ def _m_merge_endorsement(mv, pos, end):
     _p0 = _rs = pos
     _S104_unpack_from = _S104.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S104_unpack_from(mv, pos)
             _r104 = pos
@@ -10136,7 +10318,9 @@ def _m_derive_endorsement(mv, pos, end):
     _p0 = _rs = pos
     _S106_unpack_from = _S106.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S106_unpack_from(mv, pos)
             _r106 = pos
@@ -10202,7 +10386,9 @@ def _m_dense_commit(mv, pos, end):
     _p0 = _rs = pos
     _S19_unpack_from = _S19.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
             pos += 192
@@ -10260,7 +10446,9 @@ def _m_dense_unsigned_merge(mv, pos, end):
     _p0 = _rs = pos
     _S108_unpack_from = _S108.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_low, f_high, f_result = _S108_unpack_from(mv, pos)
             pos += 128
@@ -10314,7 +10502,9 @@ def _m_dense_unsigned_derive(mv, pos, end):
     _p0 = _rs = pos
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_target, f_input, f_output = _S14_unpack_from(mv, pos)
             pos += 96
@@ -10375,7 +10565,9 @@ def _m_dense_signed_merge(mv, pos, end):
     _p0 = _rs = pos
     _S111_unpack_from = _S111.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S111_unpack_from(mv, pos)
             pos += 224
@@ -10438,7 +10630,9 @@ def _m_dense_signed_derive(mv, pos, end):
     _p0 = _rs = pos
     _S19_unpack_from = _S19.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19_unpack_from(mv, pos)
             pos += 192
@@ -10506,7 +10700,9 @@ def _m_dense_witness_merge(mv, pos, end):
     _p0 = _rs = pos
     _S114_unpack_from = _S114.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S114_unpack_from(mv, pos)
             pos += 288
@@ -10573,7 +10769,9 @@ def _m_dense_witness_derive(mv, pos, end):
     _p0 = _rs = pos
     _S111_unpack_from = _S111.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S111_unpack_from(mv, pos)
             pos += 224
@@ -10833,7 +11031,9 @@ def _m_dense_record(mv, pos, end):
     _S14_unpack_from = _S14.unpack_from
     _S19_unpack_from = _S19.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag = mv[pos]
             pos += 1
@@ -10997,7 +11197,9 @@ def _d_pile_file(mv, pos, end):
     f_records = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             try:
                 _x, pos = _d_pile_record(mv, pos, end)
@@ -11015,7 +11217,9 @@ def _d_pile_file(mv, pos, end):
 
 def _u_pile_file(mv, pos, end):
     f_records = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         if pos > end:
             raise IndexError
@@ -11032,10 +11236,14 @@ def _m_pile_file(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_records = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 if pos > end:
                     raise IndexError
@@ -16184,7 +16392,7 @@ def encode_pile_file(value: PileFile) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -16813,6 +17021,8 @@ C_pile_file = Struct(
 )
 
 def _c2m_pile_record(c):
+    if c.__class__ is PileRecord:  # built by a compiled parse
+        return c
     f_marker = c['marker']
     if f_marker is not None:
         f_marker = bytes(f_marker)
@@ -16821,6 +17031,14 @@ def _c2m_pile_record(c):
         f_record = (_c2m_frame_rest(f_record) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else (_c2m_envelope36_rest(f_record) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else (_c2m_v1_blob(f_record) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else (_c2m_v1_branch(f_record) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else (_c2m_v1_tombstone(f_record) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else (_c2m_v3_blob(f_record) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_v3_branch(f_record) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_v3_tombstone(f_record) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_v3_blob_want(f_record) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_v3_blob_want(f_record) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_v3_local_cell(f_record) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else (_c2m_v3_local_cell(f_record) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else (_c2m_v3_collection_definition(f_record) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else (_c2m_v3_commit(f_record) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else (_c2m_v3_merge(f_record) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else (_c2m_v3_derive(f_record) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else (_c2m_v4_commit(f_record) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_v4_merge(f_record) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_v4_derive(f_record) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
     return PileRecord(f_marker, f_record)
 
+def _f2m_pile_record(f_marker, f_record):
+    if f_marker is not None:
+        f_marker = bytes(f_marker)
+    if f_record is not None:
+        f_record = ((f_record if f_record.__class__ is FrameRest else _c2m_frame_rest(f_record)) if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05' else ((f_record if f_record.__class__ is Envelope36Rest else _c2m_envelope36_rest(f_record)) if f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13' else ((f_record if f_record.__class__ is V1Blob else _c2m_v1_blob(f_record)) if f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96' else ((f_record if f_record.__class__ is V1Branch else _c2m_v1_branch(f_record)) if f_marker == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04' else ((f_record if f_record.__class__ is V1Tombstone else _c2m_v1_tombstone(f_record)) if f_marker == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40' else ((f_record if f_record.__class__ is V3Blob else _c2m_v3_blob(f_record)) if f_marker == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_record if f_record.__class__ is V3Branch else _c2m_v3_branch(f_record)) if f_marker == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_record if f_record.__class__ is V3Tombstone else _c2m_v3_tombstone(f_record)) if f_marker == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_record if f_record.__class__ is V3BlobWant else _c2m_v3_blob_want(f_record)) if f_marker == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t' else ((f_record if f_record.__class__ is V3LocalCell else _c2m_v3_local_cell(f_record)) if f_marker == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q' else ((f_record if f_record.__class__ is V3CollectionDefinition else _c2m_v3_collection_definition(f_record)) if f_marker == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1' else ((f_record if f_record.__class__ is V3Commit else _c2m_v3_commit(f_record)) if f_marker == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw' else ((f_record if f_record.__class__ is V3Merge else _c2m_v3_merge(f_record)) if f_marker == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9' else ((f_record if f_record.__class__ is V3Derive else _c2m_v3_derive(f_record)) if f_marker == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80' else ((f_record if f_record.__class__ is V4Commit else _c2m_v4_commit(f_record)) if f_marker == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_record if f_record.__class__ is V4Merge else _c2m_v4_merge(f_record)) if f_marker == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_record if f_record.__class__ is V4Derive else _c2m_v4_derive(f_record)) if f_marker == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else None)))))))))))))))))))
+    return PileRecord(f_marker, f_record)
+C_pile_record._bw_model = (_f2m_pile_record, ('marker', 'record'), (), True)
+
 def _m2c_pile_record(v):
     return {
         'marker': v.marker,
@@ -16828,6 +17046,8 @@ def _m2c_pile_record(v):
     }
 
 def _c2m_frame_rest(c):
+    if c.__class__ is FrameRest:  # built by a compiled parse
+        return c
     f_span = c['span']
     f_kind = c['kind']
     if f_kind is not None:
@@ -16837,6 +17057,14 @@ def _c2m_frame_rest(c):
         f_body = (_c2m_blob_body(f_body, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else (_c2m_pin_head_body(f_body, f_span) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else (_c2m_pin_tombstone_body(f_body, f_span) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else (_c2m_want_v3_body(f_body, f_span) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else (_c2m_commit_body(f_body, f_span) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else (_c2m_merge_v6_body(f_body, f_span) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else (_c2m_derive_v7_body(f_body, f_span) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else (_c2m_proof_v5_body(f_body, f_span) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else (_c2m_retired_blob_want_body(f_body, f_span) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else (_c2m_retired_typed_want_body(f_body, f_span) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else (_c2m_unsigned_merge_body(f_body, f_span) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else (_c2m_unsigned_derive_body(f_body, f_span) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else (_c2m_peer_body(f_body, f_span) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else (_c2m_store_scope_body(f_body, f_span) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else (_c2m_artifact_offer_body(f_body, f_span) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else (_c2m_proof_v1_body(f_body, f_span) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else (_c2m_proof_v2_body(f_body, f_span) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else f_body)))))))))))))))))))
     return FrameRest(f_span, f_kind, f_body)
 
+def _f2m_frame_rest(f_span, f_kind, f_body):
+    if f_kind is not None:
+        f_kind = bytes(f_kind)
+    if f_body is not None:
+        f_body = ((f_body if f_body.__class__ is BlobBody else _c2m_blob_body(f_body, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else ((f_body if f_body.__class__ is PinHeadBody else _c2m_pin_head_body(f_body, f_span)) if f_kind == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm' else ((f_body if f_body.__class__ is PinTombstoneBody else _c2m_pin_tombstone_body(f_body, f_span)) if f_kind == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5' else ((f_body if f_body.__class__ is WantV3Body else _c2m_want_v3_body(f_body, f_span)) if f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o' else ((f_body if f_body.__class__ is CommitBody else _c2m_commit_body(f_body, f_span)) if f_kind == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY' else ((f_body if f_body.__class__ is MergeV6Body else _c2m_merge_v6_body(f_body, f_span)) if f_kind == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t' else ((f_body if f_body.__class__ is DeriveV7Body else _c2m_derive_v7_body(f_body, f_span)) if f_kind == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83' else ((f_body if f_body.__class__ is ProofV5Body else _c2m_proof_v5_body(f_body, f_span)) if f_kind == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F' else ((f_body if f_body.__class__ is RetiredBlobWantBody else _c2m_retired_blob_want_body(f_body, f_span)) if f_kind == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed' else ((f_body if f_body.__class__ is RetiredTypedWantBody else _c2m_retired_typed_want_body(f_body, f_span)) if f_kind == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83' else ((f_body if f_body.__class__ is UnsignedMergeBody else _c2m_unsigned_merge_body(f_body, f_span)) if f_kind == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy' else ((f_body if f_body.__class__ is UnsignedDeriveBody else _c2m_unsigned_derive_body(f_body, f_span)) if f_kind == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6" else ((f_body if f_body.__class__ is PeerBody else _c2m_peer_body(f_body, f_span)) if f_kind == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7' else ((f_body if f_body.__class__ is StoreScopeBody else _c2m_store_scope_body(f_body, f_span)) if f_kind == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb' else ((f_body if f_body.__class__ is ArtifactOfferBody else _c2m_artifact_offer_body(f_body, f_span)) if f_kind == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo' else ((f_body if f_body.__class__ is ProofV1Body else _c2m_proof_v1_body(f_body, f_span)) if f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S' else ((f_body if f_body.__class__ is ProofV2Body else _c2m_proof_v2_body(f_body, f_span)) if f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5' else f_body)))))))))))))))))))
+    return FrameRest(f_span, f_kind, f_body)
+C_frame_rest._bw_model = (_f2m_frame_rest, ('span', 'kind', 'body'), (), True)
+
 def _m2c_frame_rest(v):
     return {
         'span': v.span,
@@ -16845,6 +17073,8 @@ def _m2c_frame_rest(v):
     }
 
 def _c2m_frame_head(c):
+    if c.__class__ is FrameHead:  # built by a compiled parse
+        return c
     f_span = c['span']
     f_kind = c['kind']
     if f_kind is not None:
@@ -16854,6 +17084,14 @@ def _c2m_frame_head(c):
         f_head = (_c2m_blob_head(f_head, f_span) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
     return FrameHead(f_span, f_kind, f_head)
 
+def _f2m_frame_head(f_span, f_kind, f_head):
+    if f_kind is not None:
+        f_kind = bytes(f_kind)
+    if f_head is not None:
+        f_head = ((f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, f_span)) if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0' else f_head)
+    return FrameHead(f_span, f_kind, f_head)
+C_frame_head._bw_model = (_f2m_frame_head, ('span', 'kind', 'head'), (), True)
+
 def _m2c_frame_head(v):
     return {
         'span': v.span,
@@ -16862,12 +17100,20 @@ def _m2c_frame_head(v):
     }
 
 def _c2m_blob_head(c, p_span):
+    if c.__class__ is BlobHead:  # built by a compiled parse
+        return c
     f_timestamp = c['timestamp']
     f_length = c['length']
     f_hash = c['hash']
     if f_hash is not None:
         f_hash = bytes(f_hash)
     return BlobHead(f_timestamp, f_length, f_hash)
+
+def _f2m_blob_head(f_timestamp, f_length, f_hash):
+    if f_hash is not None:
+        f_hash = bytes(f_hash)
+    return BlobHead(f_timestamp, f_length, f_hash)
+C_blob_head._bw_model = (_f2m_blob_head, ('timestamp', 'length', 'hash'), (), False)
 
 def _m2c_blob_head(v):
     return {
@@ -16877,10 +17123,18 @@ def _m2c_blob_head(v):
     }
 
 def _c2m_blob_data(c, p_length):
+    if c.__class__ is BlobData:  # built by a compiled parse
+        return c
     f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return BlobData(f_payload)
+
+def _f2m_blob_data(f_payload):
+    if f_payload is not None:
+        f_payload = bytes(f_payload)
+    return BlobData(f_payload)
+C_blob_data._bw_model = (_f2m_blob_data, ('payload',), (), True)
 
 def _m2c_blob_data(v):
     return {
@@ -16888,6 +17142,8 @@ def _m2c_blob_data(v):
     }
 
 def _c2m_blob_body(c, p_span):
+    if c.__class__ is BlobBody:  # built by a compiled parse
+        return c
     f_head = c['head']
     if f_head is not None:
         f_head = _c2m_blob_head(f_head, p_span)
@@ -16896,6 +17152,14 @@ def _c2m_blob_body(c, p_span):
         f_data = _c2m_blob_data(f_data, f_head.length)
     return BlobBody(f_head, f_data)
 
+def _f2m_blob_body(f_head, f_data, p_span):
+    if f_head is not None:
+        f_head = (f_head if f_head.__class__ is BlobHead else _c2m_blob_head(f_head, p_span))
+    if f_data is not None:
+        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_head.length))
+    return BlobBody(f_head, f_data)
+C_blob_body._bw_model = (_f2m_blob_body, ('head', 'data'), ('span',), True)
+
 def _m2c_blob_body(v):
     return {
         'head': None if v.head is None else _m2c_blob_head(v.head),
@@ -16903,6 +17167,8 @@ def _m2c_blob_body(v):
     }
 
 def _c2m_pin_head_body(c, p_span):
+    if c.__class__ is PinHeadBody:  # built by a compiled parse
+        return c
     f_pin = c['pin']
     if f_pin is not None:
         f_pin = bytes(f_pin)
@@ -16911,6 +17177,14 @@ def _c2m_pin_head_body(c, p_span):
         f_head = bytes(f_head)
     return PinHeadBody(f_pin, f_head)
 
+def _f2m_pin_head_body(f_pin, f_head):
+    if f_pin is not None:
+        f_pin = bytes(f_pin)
+    if f_head is not None:
+        f_head = bytes(f_head)
+    return PinHeadBody(f_pin, f_head)
+C_pin_head_body._bw_model = (_f2m_pin_head_body, ('pin', 'head'), (), True)
+
 def _m2c_pin_head_body(v):
     return {
         'pin': v.pin,
@@ -16918,10 +17192,18 @@ def _m2c_pin_head_body(v):
     }
 
 def _c2m_pin_tombstone_body(c, p_span):
+    if c.__class__ is PinTombstoneBody:  # built by a compiled parse
+        return c
     f_pin = c['pin']
     if f_pin is not None:
         f_pin = bytes(f_pin)
     return PinTombstoneBody(f_pin)
+
+def _f2m_pin_tombstone_body(f_pin):
+    if f_pin is not None:
+        f_pin = bytes(f_pin)
+    return PinTombstoneBody(f_pin)
+C_pin_tombstone_body._bw_model = (_f2m_pin_tombstone_body, ('pin',), (), True)
 
 def _m2c_pin_tombstone_body(v):
     return {
@@ -16929,10 +17211,18 @@ def _m2c_pin_tombstone_body(v):
     }
 
 def _c2m_want_blob(c):
+    if c.__class__ is WantBlob:  # built by a compiled parse
+        return c
     f_blob = c['blob']
     if f_blob is not None:
         f_blob = bytes(f_blob)
     return WantBlob(f_blob)
+
+def _f2m_want_blob(f_blob):
+    if f_blob is not None:
+        f_blob = bytes(f_blob)
+    return WantBlob(f_blob)
+C_want_blob._bw_model = (_f2m_want_blob, ('blob',), (), True)
 
 def _m2c_want_blob(v):
     return {
@@ -16940,6 +17230,8 @@ def _m2c_want_blob(v):
     }
 
 def _c2m_want_merge(c):
+    if c.__class__ is WantMerge:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -16951,6 +17243,16 @@ def _c2m_want_merge(c):
         f_high = bytes(f_high)
     return WantMerge(f_collection, f_low, f_high)
 
+def _f2m_want_merge(f_collection, f_low, f_high):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    return WantMerge(f_collection, f_low, f_high)
+C_want_merge._bw_model = (_f2m_want_merge, ('collection', 'low', 'high'), (), True)
+
 def _m2c_want_merge(v):
     return {
         'collection': v.collection,
@@ -16959,6 +17261,8 @@ def _m2c_want_merge(v):
     }
 
 def _c2m_want_derive(c):
+    if c.__class__ is WantDerive:  # built by a compiled parse
+        return c
     f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
@@ -16967,6 +17271,14 @@ def _c2m_want_derive(c):
         f_input = bytes(f_input)
     return WantDerive(f_target, f_input)
 
+def _f2m_want_derive(f_target, f_input):
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    return WantDerive(f_target, f_input)
+C_want_derive._bw_model = (_f2m_want_derive, ('target', 'input'), (), True)
+
 def _m2c_want_derive(v):
     return {
         'target': v.target,
@@ -16974,6 +17286,8 @@ def _m2c_want_derive(v):
     }
 
 def _c2m_want_request(c):
+    if c.__class__ is WantRequest:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     if f_tag is not None:
         _t = _WANTTAG_BY_VALUE.get(f_tag)
@@ -16983,6 +17297,15 @@ def _c2m_want_request(c):
         f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
     return WantRequest(f_tag, f_request)
 
+def _f2m_want_request(f_tag, f_request):
+    if f_tag is not None:
+        _t = _WANTTAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+    if f_request is not None:
+        f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
+    return WantRequest(f_tag, f_request)
+C_want_request._bw_model = (_f2m_want_request, ('tag', 'request'), (), True)
+
 def _m2c_want_request(v):
     return {
         'tag': None if v.tag is None else int(v.tag),
@@ -16990,6 +17313,8 @@ def _m2c_want_request(v):
     }
 
 def _c2m_want_v3_body(c, p_span):
+    if c.__class__ is WantV3Body:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     if f_tag is not None:
         _t = _WANTTAG_BY_VALUE.get(f_tag)
@@ -16999,6 +17324,15 @@ def _c2m_want_v3_body(c, p_span):
         f_request = (_c2m_want_blob(f_request) if f_tag == 1 else (_c2m_want_merge(f_request) if f_tag == 2 else (_c2m_want_derive(f_request) if f_tag == 4 else None)))
     return WantV3Body(f_tag, f_request)
 
+def _f2m_want_v3_body(f_tag, f_request):
+    if f_tag is not None:
+        _t = _WANTTAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(WantTag, f_tag, False, retired=(3,)) if _t is None else _t
+    if f_request is not None:
+        f_request = ((f_request if f_request.__class__ is WantBlob else _c2m_want_blob(f_request)) if f_tag == 1 else ((f_request if f_request.__class__ is WantMerge else _c2m_want_merge(f_request)) if f_tag == 2 else ((f_request if f_request.__class__ is WantDerive else _c2m_want_derive(f_request)) if f_tag == 4 else None)))
+    return WantV3Body(f_tag, f_request)
+C_want_v3_body._bw_model = (_f2m_want_v3_body, ('tag', 'request'), (), True)
+
 def _m2c_want_v3_body(v):
     return {
         'tag': None if v.tag is None else int(v.tag),
@@ -17006,6 +17340,8 @@ def _m2c_want_v3_body(v):
     }
 
 def _c2m_commit_body(c, p_span):
+    if c.__class__ is CommitBody:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -17026,6 +17362,22 @@ def _c2m_commit_body(c, p_span):
         f_sig_s = bytes(f_sig_s)
     return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
 
+def _f2m_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return CommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+C_commit_body._bw_model = (_f2m_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_commit_body(v):
     return {
         'collection': v.collection,
@@ -17037,6 +17389,8 @@ def _m2c_commit_body(v):
     }
 
 def _c2m_merge_v6_body(c, p_span):
+    if c.__class__ is MergeV6Body:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -17066,6 +17420,28 @@ def _c2m_merge_v6_body(c, p_span):
         f_sig_s = bytes(f_sig_s)
     return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
 
+def _f2m_merge_v6_body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    if f_low_witness is not None:
+        f_low_witness = bytes(f_low_witness)
+    if f_high_witness is not None:
+        f_high_witness = bytes(f_high_witness)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return MergeV6Body(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+C_merge_v6_body._bw_model = (_f2m_merge_v6_body, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_merge_v6_body(v):
     return {
         'collection': v.collection,
@@ -17080,6 +17456,8 @@ def _m2c_merge_v6_body(v):
     }
 
 def _c2m_derive_v7_body(c, p_span):
+    if c.__class__ is DeriveV7Body:  # built by a compiled parse
+        return c
     f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
@@ -17103,6 +17481,24 @@ def _c2m_derive_v7_body(c, p_span):
         f_sig_s = bytes(f_sig_s)
     return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
 
+def _f2m_derive_v7_body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    if f_input_witness is not None:
+        f_input_witness = bytes(f_input_witness)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return DeriveV7Body(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+C_derive_v7_body._bw_model = (_f2m_derive_v7_body, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_derive_v7_body(v):
     return {
         'target': v.target,
@@ -17115,6 +17511,8 @@ def _m2c_derive_v7_body(v):
     }
 
 def _c2m_proof_edge(c):
+    if c.__class__ is ProofEdge:  # built by a compiled parse
+        return c
     f_capability = c['capability']
     if f_capability is not None:
         f_capability = bytes(f_capability)
@@ -17126,6 +17524,16 @@ def _c2m_proof_edge(c):
         f_signature = bytes(f_signature)
     return ProofEdge(f_capability, f_delegate, f_signature)
 
+def _f2m_proof_edge(f_capability, f_delegate, f_signature):
+    if f_capability is not None:
+        f_capability = bytes(f_capability)
+    if f_delegate is not None:
+        f_delegate = bytes(f_delegate)
+    if f_signature is not None:
+        f_signature = bytes(f_signature)
+    return ProofEdge(f_capability, f_delegate, f_signature)
+C_proof_edge._bw_model = (_f2m_proof_edge, ('capability', 'delegate', 'signature'), (), True)
+
 def _m2c_proof_edge(v):
     return {
         'capability': v.capability,
@@ -17134,6 +17542,8 @@ def _m2c_proof_edge(v):
     }
 
 def _c2m_proof_v5_body(c, p_span):
+    if c.__class__ is ProofV5Body:  # built by a compiled parse
+        return c
     f_resource = c['resource']
     if f_resource is not None:
         f_resource = bytes(f_resource)
@@ -17145,6 +17555,16 @@ def _c2m_proof_v5_body(c, p_span):
         f_edges = [_c2m_proof_edge(_x) for _x in f_edges]
     return ProofV5Body(f_resource, f_root, f_edges)
 
+def _f2m_proof_v5_body(f_resource, f_root, f_edges):
+    if f_resource is not None:
+        f_resource = bytes(f_resource)
+    if f_root is not None:
+        f_root = bytes(f_root)
+    if f_edges is not None:
+        f_edges = [(_x if _x.__class__ is ProofEdge else _c2m_proof_edge(_x)) for _x in f_edges]
+    return ProofV5Body(f_resource, f_root, f_edges)
+C_proof_v5_body._bw_model = (_f2m_proof_v5_body, ('resource', 'root', 'edges'), (), True)
+
 def _m2c_proof_v5_body(v):
     return {
         'resource': v.resource,
@@ -17153,10 +17573,18 @@ def _m2c_proof_v5_body(v):
     }
 
 def _c2m_retired_blob_want_body(c, p_span):
+    if c.__class__ is RetiredBlobWantBody:  # built by a compiled parse
+        return c
     f_blob = c['blob']
     if f_blob is not None:
         f_blob = bytes(f_blob)
     return RetiredBlobWantBody(f_blob)
+
+def _f2m_retired_blob_want_body(f_blob):
+    if f_blob is not None:
+        f_blob = bytes(f_blob)
+    return RetiredBlobWantBody(f_blob)
+C_retired_blob_want_body._bw_model = (_f2m_retired_blob_want_body, ('blob',), (), True)
 
 def _m2c_retired_blob_want_body(v):
     return {
@@ -17164,6 +17592,8 @@ def _m2c_retired_blob_want_body(v):
     }
 
 def _c2m_retired_typed_want_body(c, p_span):
+    if c.__class__ is RetiredTypedWantBody:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     f_a = c['a']
     if f_a is not None:
@@ -17176,6 +17606,16 @@ def _c2m_retired_typed_want_body(c, p_span):
         f_c = bytes(f_c)
     return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
 
+def _f2m_retired_typed_want_body(f_tag, f_a, f_b, f_c):
+    if f_a is not None:
+        f_a = bytes(f_a)
+    if f_b is not None:
+        f_b = bytes(f_b)
+    if f_c is not None:
+        f_c = bytes(f_c)
+    return RetiredTypedWantBody(f_tag, f_a, f_b, f_c)
+C_retired_typed_want_body._bw_model = (_f2m_retired_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
+
 def _m2c_retired_typed_want_body(v):
     return {
         'tag': v.tag,
@@ -17185,6 +17625,8 @@ def _m2c_retired_typed_want_body(v):
     }
 
 def _c2m_unsigned_merge_body(c, p_span):
+    if c.__class__ is UnsignedMergeBody:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -17199,6 +17641,18 @@ def _c2m_unsigned_merge_body(c, p_span):
         f_result = bytes(f_result)
     return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
 
+def _f2m_unsigned_merge_body(f_collection, f_low, f_high, f_result):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    return UnsignedMergeBody(f_collection, f_low, f_high, f_result)
+C_unsigned_merge_body._bw_model = (_f2m_unsigned_merge_body, ('collection', 'low', 'high', 'result'), (), True)
+
 def _m2c_unsigned_merge_body(v):
     return {
         'collection': v.collection,
@@ -17208,6 +17662,8 @@ def _m2c_unsigned_merge_body(v):
     }
 
 def _c2m_unsigned_derive_body(c, p_span):
+    if c.__class__ is UnsignedDeriveBody:  # built by a compiled parse
+        return c
     f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
@@ -17219,6 +17675,16 @@ def _c2m_unsigned_derive_body(c, p_span):
         f_output = bytes(f_output)
     return UnsignedDeriveBody(f_target, f_input, f_output)
 
+def _f2m_unsigned_derive_body(f_target, f_input, f_output):
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    return UnsignedDeriveBody(f_target, f_input, f_output)
+C_unsigned_derive_body._bw_model = (_f2m_unsigned_derive_body, ('target', 'input', 'output'), (), True)
+
 def _m2c_unsigned_derive_body(v):
     return {
         'target': v.target,
@@ -17227,6 +17693,8 @@ def _m2c_unsigned_derive_body(v):
     }
 
 def _c2m_peer_body(c, p_span):
+    if c.__class__ is PeerBody:  # built by a compiled parse
+        return c
     f_team = c['team']
     if f_team is not None:
         f_team = bytes(f_team)
@@ -17235,6 +17703,14 @@ def _c2m_peer_body(c, p_span):
         f_peer = bytes(f_peer)
     return PeerBody(f_team, f_peer)
 
+def _f2m_peer_body(f_team, f_peer):
+    if f_team is not None:
+        f_team = bytes(f_team)
+    if f_peer is not None:
+        f_peer = bytes(f_peer)
+    return PeerBody(f_team, f_peer)
+C_peer_body._bw_model = (_f2m_peer_body, ('team', 'peer'), (), True)
+
 def _m2c_peer_body(v):
     return {
         'team': v.team,
@@ -17242,10 +17718,18 @@ def _m2c_peer_body(v):
     }
 
 def _c2m_store_scope_body(c, p_span):
+    if c.__class__ is StoreScopeBody:  # built by a compiled parse
+        return c
     f_team = c['team']
     if f_team is not None:
         f_team = bytes(f_team)
     return StoreScopeBody(f_team)
+
+def _f2m_store_scope_body(f_team):
+    if f_team is not None:
+        f_team = bytes(f_team)
+    return StoreScopeBody(f_team)
+C_store_scope_body._bw_model = (_f2m_store_scope_body, ('team',), (), True)
 
 def _m2c_store_scope_body(v):
     return {
@@ -17253,10 +17737,18 @@ def _m2c_store_scope_body(v):
     }
 
 def _c2m_artifact_offer_body(c, p_span):
+    if c.__class__ is ArtifactOfferBody:  # built by a compiled parse
+        return c
     f_content = c['content']
     if f_content is not None:
         f_content = bytes(f_content)
     return ArtifactOfferBody(f_content)
+
+def _f2m_artifact_offer_body(f_content):
+    if f_content is not None:
+        f_content = bytes(f_content)
+    return ArtifactOfferBody(f_content)
+C_artifact_offer_body._bw_model = (_f2m_artifact_offer_body, ('content',), (), True)
 
 def _m2c_artifact_offer_body(v):
     return {
@@ -17264,6 +17756,8 @@ def _m2c_artifact_offer_body(v):
     }
 
 def _c2m_proof_v1_edge(c):
+    if c.__class__ is ProofV1Edge:  # built by a compiled parse
+        return c
     f_head = c['head']
     if f_head is not None:
         f_head = bytes(f_head)
@@ -17272,6 +17766,14 @@ def _c2m_proof_v1_edge(c):
         f_delegate = bytes(f_delegate)
     return ProofV1Edge(f_head, f_delegate)
 
+def _f2m_proof_v1_edge(f_head, f_delegate):
+    if f_head is not None:
+        f_head = bytes(f_head)
+    if f_delegate is not None:
+        f_delegate = bytes(f_delegate)
+    return ProofV1Edge(f_head, f_delegate)
+C_proof_v1_edge._bw_model = (_f2m_proof_v1_edge, ('head', 'delegate'), (), True)
+
 def _m2c_proof_v1_edge(v):
     return {
         'head': v.head,
@@ -17279,6 +17781,8 @@ def _m2c_proof_v1_edge(v):
     }
 
 def _c2m_proof_v1_content(c):
+    if c.__class__ is ProofV1Content:  # built by a compiled parse
+        return c
     f_root = c['root']
     if f_root is not None:
         f_root = bytes(f_root)
@@ -17287,6 +17791,14 @@ def _c2m_proof_v1_content(c):
         f_edges = [_c2m_proof_v1_edge(_x) for _x in f_edges]
     return ProofV1Content(f_root, f_edges)
 
+def _f2m_proof_v1_content(f_root, f_edges):
+    if f_root is not None:
+        f_root = bytes(f_root)
+    if f_edges is not None:
+        f_edges = [(_x if _x.__class__ is ProofV1Edge else _c2m_proof_v1_edge(_x)) for _x in f_edges]
+    return ProofV1Content(f_root, f_edges)
+C_proof_v1_content._bw_model = (_f2m_proof_v1_content, ('root', 'edges'), (), True)
+
 def _m2c_proof_v1_content(v):
     return {
         'root': v.root,
@@ -17294,6 +17806,8 @@ def _m2c_proof_v1_content(v):
     }
 
 def _c2m_proof_v2_edge(c):
+    if c.__class__ is ProofV2Edge:  # built by a compiled parse
+        return c
     f_action = c['action']
     if f_action is not None:
         f_action = bytes(f_action)
@@ -17308,6 +17822,16 @@ def _c2m_proof_v2_edge(c):
         f_signature = bytes(f_signature)
     return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
 
+def _f2m_proof_v2_edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature):
+    if f_action is not None:
+        f_action = bytes(f_action)
+    if f_delegate is not None:
+        f_delegate = bytes(f_delegate)
+    if f_signature is not None:
+        f_signature = bytes(f_signature)
+    return ProofV2Edge(f_action, f_flags, f_lower, f_upper, f_delegate, f_signature)
+C_proof_v2_edge._bw_model = (_f2m_proof_v2_edge, ('action', 'flags', 'lower', 'upper', 'delegate', 'signature'), (), True)
+
 def _m2c_proof_v2_edge(v):
     return {
         'action': v.action,
@@ -17319,6 +17843,8 @@ def _m2c_proof_v2_edge(v):
     }
 
 def _c2m_proof_v2_content(c):
+    if c.__class__ is ProofV2Content:  # built by a compiled parse
+        return c
     f_resource = c['resource']
     if f_resource is not None:
         f_resource = bytes(f_resource)
@@ -17330,6 +17856,16 @@ def _c2m_proof_v2_content(c):
         f_edges = [_c2m_proof_v2_edge(_x) for _x in f_edges]
     return ProofV2Content(f_resource, f_root, f_edges)
 
+def _f2m_proof_v2_content(f_resource, f_root, f_edges):
+    if f_resource is not None:
+        f_resource = bytes(f_resource)
+    if f_root is not None:
+        f_root = bytes(f_root)
+    if f_edges is not None:
+        f_edges = [(_x if _x.__class__ is ProofV2Edge else _c2m_proof_v2_edge(_x)) for _x in f_edges]
+    return ProofV2Content(f_resource, f_root, f_edges)
+C_proof_v2_content._bw_model = (_f2m_proof_v2_content, ('resource', 'root', 'edges'), (), True)
+
 def _m2c_proof_v2_content(v):
     return {
         'resource': v.resource,
@@ -17338,6 +17874,8 @@ def _m2c_proof_v2_content(v):
     }
 
 def _c2m_proof_v1_data(c, p_body_len):
+    if c.__class__ is ProofV1Data:  # built by a compiled parse
+        return c
     f_body = c['body']
     if f_body is not None:
         f_body = _c2m_proof_v1_content(f_body)
@@ -17346,6 +17884,14 @@ def _c2m_proof_v1_data(c, p_body_len):
         f_tail = bytes(f_tail)
     return ProofV1Data(f_body, f_tail)
 
+def _f2m_proof_v1_data(f_body, f_tail):
+    if f_body is not None:
+        f_body = (f_body if f_body.__class__ is ProofV1Content else _c2m_proof_v1_content(f_body))
+    if f_tail is not None:
+        f_tail = bytes(f_tail)
+    return ProofV1Data(f_body, f_tail)
+C_proof_v1_data._bw_model = (_f2m_proof_v1_data, ('body', 'tail'), (), True)
+
 def _m2c_proof_v1_data(v):
     return {
         'body': None if v.body is None else _m2c_proof_v1_content(v.body),
@@ -17353,6 +17899,8 @@ def _m2c_proof_v1_data(v):
     }
 
 def _c2m_proof_v2_data(c, p_body_len):
+    if c.__class__ is ProofV2Data:  # built by a compiled parse
+        return c
     f_body = c['body']
     if f_body is not None:
         f_body = _c2m_proof_v2_content(f_body)
@@ -17361,6 +17909,14 @@ def _c2m_proof_v2_data(c, p_body_len):
         f_tail = bytes(f_tail)
     return ProofV2Data(f_body, f_tail)
 
+def _f2m_proof_v2_data(f_body, f_tail):
+    if f_body is not None:
+        f_body = (f_body if f_body.__class__ is ProofV2Content else _c2m_proof_v2_content(f_body))
+    if f_tail is not None:
+        f_tail = bytes(f_tail)
+    return ProofV2Data(f_body, f_tail)
+C_proof_v2_data._bw_model = (_f2m_proof_v2_data, ('body', 'tail'), (), True)
+
 def _m2c_proof_v2_data(v):
     return {
         'body': None if v.body is None else _m2c_proof_v2_content(v.body),
@@ -17368,11 +17924,19 @@ def _m2c_proof_v2_data(v):
     }
 
 def _c2m_proof_v1_body(c, p_span):
+    if c.__class__ is ProofV1Body:  # built by a compiled parse
+        return c
     f_body_len = c['body_len']
     f_data = c['data']
     if f_data is not None:
         f_data = _c2m_proof_v1_data(f_data, f_body_len)
     return ProofV1Body(f_body_len, f_data)
+
+def _f2m_proof_v1_body(f_body_len, f_data):
+    if f_data is not None:
+        f_data = (f_data if f_data.__class__ is ProofV1Data else _c2m_proof_v1_data(f_data, f_body_len))
+    return ProofV1Body(f_body_len, f_data)
+C_proof_v1_body._bw_model = (_f2m_proof_v1_body, ('body_len', 'data'), (), True)
 
 def _m2c_proof_v1_body(v):
     return {
@@ -17381,11 +17945,19 @@ def _m2c_proof_v1_body(v):
     }
 
 def _c2m_proof_v2_body(c, p_span):
+    if c.__class__ is ProofV2Body:  # built by a compiled parse
+        return c
     f_body_len = c['body_len']
     f_data = c['data']
     if f_data is not None:
         f_data = _c2m_proof_v2_data(f_data, f_body_len)
     return ProofV2Body(f_body_len, f_data)
+
+def _f2m_proof_v2_body(f_body_len, f_data):
+    if f_data is not None:
+        f_data = (f_data if f_data.__class__ is ProofV2Data else _c2m_proof_v2_data(f_data, f_body_len))
+    return ProofV2Body(f_body_len, f_data)
+C_proof_v2_body._bw_model = (_f2m_proof_v2_body, ('body_len', 'data'), (), True)
 
 def _m2c_proof_v2_body(v):
     return {
@@ -17394,10 +17966,18 @@ def _m2c_proof_v2_body(v):
     }
 
 def _c2m_v1_blob_data(c, p_length):
+    if c.__class__ is V1BlobData:  # built by a compiled parse
+        return c
     f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return V1BlobData(f_payload)
+
+def _f2m_v1_blob_data(f_payload):
+    if f_payload is not None:
+        f_payload = bytes(f_payload)
+    return V1BlobData(f_payload)
+C_v1_blob_data._bw_model = (_f2m_v1_blob_data, ('payload',), (), True)
 
 def _m2c_v1_blob_data(v):
     return {
@@ -17405,6 +17985,8 @@ def _m2c_v1_blob_data(v):
     }
 
 def _c2m_v1_blob(c):
+    if c.__class__ is V1Blob:  # built by a compiled parse
+        return c
     f_timestamp = c['timestamp']
     f_length = c['length']
     f_hash = c['hash']
@@ -17415,6 +17997,14 @@ def _c2m_v1_blob(c):
         f_data = _c2m_v1_blob_data(f_data, f_length)
     return V1Blob(f_timestamp, f_length, f_hash, f_data)
 
+def _f2m_v1_blob(f_timestamp, f_length, f_hash, f_data):
+    if f_hash is not None:
+        f_hash = bytes(f_hash)
+    if f_data is not None:
+        f_data = (f_data if f_data.__class__ is V1BlobData else _c2m_v1_blob_data(f_data, f_length))
+    return V1Blob(f_timestamp, f_length, f_hash, f_data)
+C_v1_blob._bw_model = (_f2m_v1_blob, ('timestamp', 'length', 'hash', 'data'), (), False)
+
 def _m2c_v1_blob(v):
     return {
         'timestamp': v.timestamp,
@@ -17424,6 +18014,8 @@ def _m2c_v1_blob(v):
     }
 
 def _c2m_v1_branch(c):
+    if c.__class__ is V1Branch:  # built by a compiled parse
+        return c
     f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
@@ -17432,6 +18024,14 @@ def _c2m_v1_branch(c):
         f_head = bytes(f_head)
     return V1Branch(f_branch, f_head)
 
+def _f2m_v1_branch(f_branch, f_head):
+    if f_branch is not None:
+        f_branch = bytes(f_branch)
+    if f_head is not None:
+        f_head = bytes(f_head)
+    return V1Branch(f_branch, f_head)
+C_v1_branch._bw_model = (_f2m_v1_branch, ('branch', 'head'), (), True)
+
 def _m2c_v1_branch(v):
     return {
         'branch': v.branch,
@@ -17439,6 +18039,8 @@ def _m2c_v1_branch(v):
     }
 
 def _c2m_v1_tombstone(c):
+    if c.__class__ is V1Tombstone:  # built by a compiled parse
+        return c
     f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
@@ -17447,6 +18049,14 @@ def _c2m_v1_tombstone(c):
         f_unchecked = bytes(f_unchecked)
     return V1Tombstone(f_branch, f_unchecked)
 
+def _f2m_v1_tombstone(f_branch, f_unchecked):
+    if f_branch is not None:
+        f_branch = bytes(f_branch)
+    if f_unchecked is not None:
+        f_unchecked = bytes(f_unchecked)
+    return V1Tombstone(f_branch, f_unchecked)
+C_v1_tombstone._bw_model = (_f2m_v1_tombstone, ('branch', 'unchecked'), (), True)
+
 def _m2c_v1_tombstone(v):
     return {
         'branch': v.branch,
@@ -17454,6 +18064,8 @@ def _m2c_v1_tombstone(v):
     }
 
 def _c2m_v3_blob(c):
+    if c.__class__ is V3Blob:  # built by a compiled parse
+        return c
     f_timestamp = c['timestamp']
     f_length = c['length']
     f_hash = c['hash']
@@ -17467,6 +18079,16 @@ def _c2m_v3_blob(c):
         f_data = _c2m_blob_data(f_data, f_length)
     return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
 
+def _f2m_v3_blob(f_timestamp, f_length, f_hash, f_unchecked, f_data):
+    if f_hash is not None:
+        f_hash = bytes(f_hash)
+    if f_unchecked is not None:
+        f_unchecked = bytes(f_unchecked)
+    if f_data is not None:
+        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
+    return V3Blob(f_timestamp, f_length, f_hash, f_unchecked, f_data)
+C_v3_blob._bw_model = (_f2m_v3_blob, ('timestamp', 'length', 'hash', 'unchecked', 'data'), (), False)
+
 def _m2c_v3_blob(v):
     return {
         'timestamp': v.timestamp,
@@ -17477,6 +18099,8 @@ def _m2c_v3_blob(v):
     }
 
 def _c2m_v3_branch(c):
+    if c.__class__ is V3Branch:  # built by a compiled parse
+        return c
     f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
@@ -17488,6 +18112,16 @@ def _c2m_v3_branch(c):
         f_unchecked = bytes(f_unchecked)
     return V3Branch(f_branch, f_head, f_unchecked)
 
+def _f2m_v3_branch(f_branch, f_head, f_unchecked):
+    if f_branch is not None:
+        f_branch = bytes(f_branch)
+    if f_head is not None:
+        f_head = bytes(f_head)
+    if f_unchecked is not None:
+        f_unchecked = bytes(f_unchecked)
+    return V3Branch(f_branch, f_head, f_unchecked)
+C_v3_branch._bw_model = (_f2m_v3_branch, ('branch', 'head', 'unchecked'), (), True)
+
 def _m2c_v3_branch(v):
     return {
         'branch': v.branch,
@@ -17496,6 +18130,8 @@ def _m2c_v3_branch(v):
     }
 
 def _c2m_v3_tombstone(c):
+    if c.__class__ is V3Tombstone:  # built by a compiled parse
+        return c
     f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
@@ -17504,6 +18140,14 @@ def _c2m_v3_tombstone(c):
         f_unchecked = bytes(f_unchecked)
     return V3Tombstone(f_branch, f_unchecked)
 
+def _f2m_v3_tombstone(f_branch, f_unchecked):
+    if f_branch is not None:
+        f_branch = bytes(f_branch)
+    if f_unchecked is not None:
+        f_unchecked = bytes(f_unchecked)
+    return V3Tombstone(f_branch, f_unchecked)
+C_v3_tombstone._bw_model = (_f2m_v3_tombstone, ('branch', 'unchecked'), (), True)
+
 def _m2c_v3_tombstone(v):
     return {
         'branch': v.branch,
@@ -17511,6 +18155,8 @@ def _m2c_v3_tombstone(v):
     }
 
 def _c2m_v3_blob_want(c):
+    if c.__class__ is V3BlobWant:  # built by a compiled parse
+        return c
     f_blob = c['blob']
     if f_blob is not None:
         f_blob = bytes(f_blob)
@@ -17519,6 +18165,14 @@ def _c2m_v3_blob_want(c):
         f_unchecked = bytes(f_unchecked)
     return V3BlobWant(f_blob, f_unchecked)
 
+def _f2m_v3_blob_want(f_blob, f_unchecked):
+    if f_blob is not None:
+        f_blob = bytes(f_blob)
+    if f_unchecked is not None:
+        f_unchecked = bytes(f_unchecked)
+    return V3BlobWant(f_blob, f_unchecked)
+C_v3_blob_want._bw_model = (_f2m_v3_blob_want, ('blob', 'unchecked'), (), True)
+
 def _m2c_v3_blob_want(v):
     return {
         'blob': v.blob,
@@ -17526,6 +18180,8 @@ def _m2c_v3_blob_want(v):
     }
 
 def _c2m_v3_local_cell(c):
+    if c.__class__ is V3LocalCell:  # built by a compiled parse
+        return c
     f_cell = c['cell']
     if f_cell is not None:
         f_cell = bytes(f_cell)
@@ -17534,6 +18190,14 @@ def _c2m_v3_local_cell(c):
         f_rest = bytes(f_rest)
     return V3LocalCell(f_cell, f_rest)
 
+def _f2m_v3_local_cell(f_cell, f_rest):
+    if f_cell is not None:
+        f_cell = bytes(f_cell)
+    if f_rest is not None:
+        f_rest = bytes(f_rest)
+    return V3LocalCell(f_cell, f_rest)
+C_v3_local_cell._bw_model = (_f2m_v3_local_cell, ('cell', 'rest'), (), True)
+
 def _m2c_v3_local_cell(v):
     return {
         'cell': v.cell,
@@ -17541,6 +18205,8 @@ def _m2c_v3_local_cell(v):
     }
 
 def _c2m_v3_collection_definition(c):
+    if c.__class__ is V3CollectionDefinition:  # built by a compiled parse
+        return c
     f_scope = c['scope']
     if f_scope is not None:
         f_scope = bytes(f_scope)
@@ -17552,6 +18218,16 @@ def _c2m_v3_collection_definition(c):
         f_recipe = bytes(f_recipe)
     return V3CollectionDefinition(f_scope, f_representation, f_recipe)
 
+def _f2m_v3_collection_definition(f_scope, f_representation, f_recipe):
+    if f_scope is not None:
+        f_scope = bytes(f_scope)
+    if f_representation is not None:
+        f_representation = bytes(f_representation)
+    if f_recipe is not None:
+        f_recipe = bytes(f_recipe)
+    return V3CollectionDefinition(f_scope, f_representation, f_recipe)
+C_v3_collection_definition._bw_model = (_f2m_v3_collection_definition, ('scope', 'representation', 'recipe'), (), True)
+
 def _m2c_v3_collection_definition(v):
     return {
         'scope': v.scope,
@@ -17560,6 +18236,8 @@ def _m2c_v3_collection_definition(v):
     }
 
 def _c2m_v3_commit(c):
+    if c.__class__ is V3Commit:  # built by a compiled parse
+        return c
     f_definition = c['definition']
     if f_definition is not None:
         f_definition = bytes(f_definition)
@@ -17580,6 +18258,22 @@ def _c2m_v3_commit(c):
         f_sig_s = bytes(f_sig_s)
     return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
 
+def _f2m_v3_commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+    if f_definition is not None:
+        f_definition = bytes(f_definition)
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return V3Commit(f_definition, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+C_v3_commit._bw_model = (_f2m_v3_commit, ('definition', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_v3_commit(v):
     return {
         'definition': v.definition,
@@ -17591,6 +18285,8 @@ def _m2c_v3_commit(v):
     }
 
 def _c2m_v3_merge(c):
+    if c.__class__ is V3Merge:  # built by a compiled parse
+        return c
     f_definition = c['definition']
     if f_definition is not None:
         f_definition = bytes(f_definition)
@@ -17605,6 +18301,18 @@ def _c2m_v3_merge(c):
         f_result = bytes(f_result)
     return V3Merge(f_definition, f_low, f_high, f_result)
 
+def _f2m_v3_merge(f_definition, f_low, f_high, f_result):
+    if f_definition is not None:
+        f_definition = bytes(f_definition)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    return V3Merge(f_definition, f_low, f_high, f_result)
+C_v3_merge._bw_model = (_f2m_v3_merge, ('definition', 'low', 'high', 'result'), (), True)
+
 def _m2c_v3_merge(v):
     return {
         'definition': v.definition,
@@ -17614,6 +18322,8 @@ def _m2c_v3_merge(v):
     }
 
 def _c2m_v3_derive(c):
+    if c.__class__ is V3Derive:  # built by a compiled parse
+        return c
     f_source = c['source']
     if f_source is not None:
         f_source = bytes(f_source)
@@ -17628,6 +18338,18 @@ def _c2m_v3_derive(c):
         f_output = bytes(f_output)
     return V3Derive(f_source, f_target, f_input, f_output)
 
+def _f2m_v3_derive(f_source, f_target, f_input, f_output):
+    if f_source is not None:
+        f_source = bytes(f_source)
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    return V3Derive(f_source, f_target, f_input, f_output)
+C_v3_derive._bw_model = (_f2m_v3_derive, ('source', 'target', 'input', 'output'), (), True)
+
 def _m2c_v3_derive(v):
     return {
         'source': v.source,
@@ -17637,6 +18359,8 @@ def _m2c_v3_derive(v):
     }
 
 def _c2m_v4_commit(c):
+    if c.__class__ is V4Commit:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -17657,6 +18381,22 @@ def _c2m_v4_commit(c):
         f_sig_s = bytes(f_sig_s)
     return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
 
+def _f2m_v4_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return V4Commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+C_v4_commit._bw_model = (_f2m_v4_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_v4_commit(v):
     return {
         'collection': v.collection,
@@ -17668,6 +18408,8 @@ def _m2c_v4_commit(v):
     }
 
 def _c2m_v4_merge(c):
+    if c.__class__ is V4Merge:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -17682,6 +18424,18 @@ def _c2m_v4_merge(c):
         f_result = bytes(f_result)
     return V4Merge(f_collection, f_low, f_high, f_result)
 
+def _f2m_v4_merge(f_collection, f_low, f_high, f_result):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    return V4Merge(f_collection, f_low, f_high, f_result)
+C_v4_merge._bw_model = (_f2m_v4_merge, ('collection', 'low', 'high', 'result'), (), True)
+
 def _m2c_v4_merge(v):
     return {
         'collection': v.collection,
@@ -17691,6 +18445,8 @@ def _m2c_v4_merge(v):
     }
 
 def _c2m_v4_derive(c):
+    if c.__class__ is V4Derive:  # built by a compiled parse
+        return c
     f_source = c['source']
     if f_source is not None:
         f_source = bytes(f_source)
@@ -17705,6 +18461,18 @@ def _c2m_v4_derive(c):
         f_output = bytes(f_output)
     return V4Derive(f_source, f_target, f_input, f_output)
 
+def _f2m_v4_derive(f_source, f_target, f_input, f_output):
+    if f_source is not None:
+        f_source = bytes(f_source)
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    return V4Derive(f_source, f_target, f_input, f_output)
+C_v4_derive._bw_model = (_f2m_v4_derive, ('source', 'target', 'input', 'output'), (), True)
+
 def _m2c_v4_derive(v):
     return {
         'source': v.source,
@@ -17714,6 +18482,8 @@ def _m2c_v4_derive(v):
     }
 
 def _c2m_envelope36_rest(c):
+    if c.__class__ is Envelope36Rest:  # built by a compiled parse
+        return c
     f_kind = c['kind']
     if f_kind is not None:
         f_kind = bytes(f_kind)
@@ -17723,6 +18493,14 @@ def _c2m_envelope36_rest(c):
         f_body = (_c2m_env_blob_body(f_body, f_span) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else (_c2m_env_branch_body(f_body, f_span) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else (_c2m_env_tombstone_body(f_body, f_span) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else (_c2m_env_blob_want_body(f_body, f_span) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else (_c2m_env_typed_want_body(f_body, f_span) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else (_c2m_env_commit_body(f_body, f_span) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else (_c2m_env_merge_body(f_body, f_span) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else (_c2m_env_derive_v4_body(f_body, f_span) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else (_c2m_env_derive_v5_body(f_body, f_span) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
     return Envelope36Rest(f_kind, f_span, f_body)
 
+def _f2m_envelope36_rest(f_kind, f_span, f_body):
+    if f_kind is not None:
+        f_kind = bytes(f_kind)
+    if f_body is not None:
+        f_body = ((f_body if f_body.__class__ is EnvBlobBody else _c2m_env_blob_body(f_body, f_span)) if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z' else ((f_body if f_body.__class__ is EnvBranchBody else _c2m_env_branch_body(f_body, f_span)) if f_kind == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7' else ((f_body if f_body.__class__ is EnvTombstoneBody else _c2m_env_tombstone_body(f_body, f_span)) if f_kind == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^' else ((f_body if f_body.__class__ is EnvBlobWantBody else _c2m_env_blob_want_body(f_body, f_span)) if f_kind == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!' else ((f_body if f_body.__class__ is EnvTypedWantBody else _c2m_env_typed_want_body(f_body, f_span)) if f_kind == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l' else ((f_body if f_body.__class__ is EnvCommitBody else _c2m_env_commit_body(f_body, f_span)) if f_kind == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f' else ((f_body if f_body.__class__ is EnvMergeBody else _c2m_env_merge_body(f_body, f_span)) if f_kind == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'" else ((f_body if f_body.__class__ is EnvDeriveV4Body else _c2m_env_derive_v4_body(f_body, f_span)) if f_kind == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9' else ((f_body if f_body.__class__ is EnvDeriveV5Body else _c2m_env_derive_v5_body(f_body, f_span)) if f_kind == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15' else f_body)))))))))))
+    return Envelope36Rest(f_kind, f_span, f_body)
+C_envelope36_rest._bw_model = (_f2m_envelope36_rest, ('kind', 'span', 'body'), (), True)
+
 def _m2c_envelope36_rest(v):
     return {
         'kind': v.kind,
@@ -17731,6 +18509,8 @@ def _m2c_envelope36_rest(v):
     }
 
 def _c2m_env_blob_body(c, p_span):
+    if c.__class__ is EnvBlobBody:  # built by a compiled parse
+        return c
     f_timestamp = c['timestamp']
     f_length = c['length']
     f_hash = c['hash']
@@ -17741,6 +18521,14 @@ def _c2m_env_blob_body(c, p_span):
         f_data = _c2m_blob_data(f_data, f_length)
     return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
 
+def _f2m_env_blob_body(f_timestamp, f_length, f_hash, f_data):
+    if f_hash is not None:
+        f_hash = bytes(f_hash)
+    if f_data is not None:
+        f_data = (f_data if f_data.__class__ is BlobData else _c2m_blob_data(f_data, f_length))
+    return EnvBlobBody(f_timestamp, f_length, f_hash, f_data)
+C_env_blob_body._bw_model = (_f2m_env_blob_body, ('timestamp', 'length', 'hash', 'data'), (), False)
+
 def _m2c_env_blob_body(v):
     return {
         'timestamp': v.timestamp,
@@ -17750,6 +18538,8 @@ def _m2c_env_blob_body(v):
     }
 
 def _c2m_env_branch_body(c, p_span):
+    if c.__class__ is EnvBranchBody:  # built by a compiled parse
+        return c
     f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
@@ -17758,6 +18548,14 @@ def _c2m_env_branch_body(c, p_span):
         f_head = bytes(f_head)
     return EnvBranchBody(f_branch, f_head)
 
+def _f2m_env_branch_body(f_branch, f_head):
+    if f_branch is not None:
+        f_branch = bytes(f_branch)
+    if f_head is not None:
+        f_head = bytes(f_head)
+    return EnvBranchBody(f_branch, f_head)
+C_env_branch_body._bw_model = (_f2m_env_branch_body, ('branch', 'head'), (), True)
+
 def _m2c_env_branch_body(v):
     return {
         'branch': v.branch,
@@ -17765,10 +18563,18 @@ def _m2c_env_branch_body(v):
     }
 
 def _c2m_env_tombstone_body(c, p_span):
+    if c.__class__ is EnvTombstoneBody:  # built by a compiled parse
+        return c
     f_branch = c['branch']
     if f_branch is not None:
         f_branch = bytes(f_branch)
     return EnvTombstoneBody(f_branch)
+
+def _f2m_env_tombstone_body(f_branch):
+    if f_branch is not None:
+        f_branch = bytes(f_branch)
+    return EnvTombstoneBody(f_branch)
+C_env_tombstone_body._bw_model = (_f2m_env_tombstone_body, ('branch',), (), True)
 
 def _m2c_env_tombstone_body(v):
     return {
@@ -17776,10 +18582,18 @@ def _m2c_env_tombstone_body(v):
     }
 
 def _c2m_env_blob_want_body(c, p_span):
+    if c.__class__ is EnvBlobWantBody:  # built by a compiled parse
+        return c
     f_blob = c['blob']
     if f_blob is not None:
         f_blob = bytes(f_blob)
     return EnvBlobWantBody(f_blob)
+
+def _f2m_env_blob_want_body(f_blob):
+    if f_blob is not None:
+        f_blob = bytes(f_blob)
+    return EnvBlobWantBody(f_blob)
+C_env_blob_want_body._bw_model = (_f2m_env_blob_want_body, ('blob',), (), True)
 
 def _m2c_env_blob_want_body(v):
     return {
@@ -17787,6 +18601,8 @@ def _m2c_env_blob_want_body(v):
     }
 
 def _c2m_env_typed_want_body(c, p_span):
+    if c.__class__ is EnvTypedWantBody:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     f_a = c['a']
     if f_a is not None:
@@ -17799,6 +18615,16 @@ def _c2m_env_typed_want_body(c, p_span):
         f_c = bytes(f_c)
     return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
 
+def _f2m_env_typed_want_body(f_tag, f_a, f_b, f_c):
+    if f_a is not None:
+        f_a = bytes(f_a)
+    if f_b is not None:
+        f_b = bytes(f_b)
+    if f_c is not None:
+        f_c = bytes(f_c)
+    return EnvTypedWantBody(f_tag, f_a, f_b, f_c)
+C_env_typed_want_body._bw_model = (_f2m_env_typed_want_body, ('tag', 'a', 'b', 'c'), (), True)
+
 def _m2c_env_typed_want_body(v):
     return {
         'tag': v.tag,
@@ -17808,6 +18634,8 @@ def _m2c_env_typed_want_body(v):
     }
 
 def _c2m_env_commit_body(c, p_span):
+    if c.__class__ is EnvCommitBody:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -17828,6 +18656,22 @@ def _c2m_env_commit_body(c, p_span):
         f_sig_s = bytes(f_sig_s)
     return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
 
+def _f2m_env_commit_body(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return EnvCommitBody(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+C_env_commit_body._bw_model = (_f2m_env_commit_body, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_env_commit_body(v):
     return {
         'collection': v.collection,
@@ -17839,6 +18683,8 @@ def _m2c_env_commit_body(v):
     }
 
 def _c2m_env_merge_body(c, p_span):
+    if c.__class__ is EnvMergeBody:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -17853,6 +18699,18 @@ def _c2m_env_merge_body(c, p_span):
         f_result = bytes(f_result)
     return EnvMergeBody(f_collection, f_low, f_high, f_result)
 
+def _f2m_env_merge_body(f_collection, f_low, f_high, f_result):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    return EnvMergeBody(f_collection, f_low, f_high, f_result)
+C_env_merge_body._bw_model = (_f2m_env_merge_body, ('collection', 'low', 'high', 'result'), (), True)
+
 def _m2c_env_merge_body(v):
     return {
         'collection': v.collection,
@@ -17862,6 +18720,8 @@ def _m2c_env_merge_body(v):
     }
 
 def _c2m_env_derive_v4_body(c, p_span):
+    if c.__class__ is EnvDeriveV4Body:  # built by a compiled parse
+        return c
     f_source = c['source']
     if f_source is not None:
         f_source = bytes(f_source)
@@ -17876,6 +18736,18 @@ def _c2m_env_derive_v4_body(c, p_span):
         f_output = bytes(f_output)
     return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
 
+def _f2m_env_derive_v4_body(f_source, f_target, f_input, f_output):
+    if f_source is not None:
+        f_source = bytes(f_source)
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    return EnvDeriveV4Body(f_source, f_target, f_input, f_output)
+C_env_derive_v4_body._bw_model = (_f2m_env_derive_v4_body, ('source', 'target', 'input', 'output'), (), True)
+
 def _m2c_env_derive_v4_body(v):
     return {
         'source': v.source,
@@ -17885,6 +18757,8 @@ def _m2c_env_derive_v4_body(v):
     }
 
 def _c2m_env_derive_v5_body(c, p_span):
+    if c.__class__ is EnvDeriveV5Body:  # built by a compiled parse
+        return c
     f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
@@ -17896,6 +18770,16 @@ def _c2m_env_derive_v5_body(c, p_span):
         f_output = bytes(f_output)
     return EnvDeriveV5Body(f_target, f_input, f_output)
 
+def _f2m_env_derive_v5_body(f_target, f_input, f_output):
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    return EnvDeriveV5Body(f_target, f_input, f_output)
+C_env_derive_v5_body._bw_model = (_f2m_env_derive_v5_body, ('target', 'input', 'output'), (), True)
+
 def _m2c_env_derive_v5_body(v):
     return {
         'target': v.target,
@@ -17904,6 +18788,8 @@ def _m2c_env_derive_v5_body(v):
     }
 
 def _c2m_commit_transcript(c):
+    if c.__class__ is CommitTranscript:  # built by a compiled parse
+        return c
     f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
@@ -17918,6 +18804,18 @@ def _c2m_commit_transcript(c):
         f_metadata = bytes(f_metadata)
     return CommitTranscript(f_author, f_collection, f_data, f_metadata)
 
+def _f2m_commit_transcript(f_author, f_collection, f_data, f_metadata):
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    return CommitTranscript(f_author, f_collection, f_data, f_metadata)
+C_commit_transcript._bw_model = (_f2m_commit_transcript, ('author', 'collection', 'data', 'metadata'), (), True)
+
 def _m2c_commit_transcript(v):
     return {
         'author': v.author,
@@ -17927,6 +18825,8 @@ def _m2c_commit_transcript(v):
     }
 
 def _c2m_merge_endorsement(c):
+    if c.__class__ is MergeEndorsement:  # built by a compiled parse
+        return c
     f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
@@ -17950,6 +18850,24 @@ def _c2m_merge_endorsement(c):
         f_high_witness = bytes(f_high_witness)
     return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
 
+def _f2m_merge_endorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness):
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    if f_low_witness is not None:
+        f_low_witness = bytes(f_low_witness)
+    if f_high_witness is not None:
+        f_high_witness = bytes(f_high_witness)
+    return MergeEndorsement(f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness)
+C_merge_endorsement._bw_model = (_f2m_merge_endorsement, ('author', 'collection', 'low', 'high', 'result', 'low_witness', 'high_witness'), (), True)
+
 def _m2c_merge_endorsement(v):
     return {
         'author': v.author,
@@ -17962,6 +18880,8 @@ def _m2c_merge_endorsement(v):
     }
 
 def _c2m_derive_endorsement(c):
+    if c.__class__ is DeriveEndorsement:  # built by a compiled parse
+        return c
     f_author = c['author']
     if f_author is not None:
         f_author = bytes(f_author)
@@ -17979,6 +18899,20 @@ def _c2m_derive_endorsement(c):
         f_input_witness = bytes(f_input_witness)
     return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
 
+def _f2m_derive_endorsement(f_author, f_target, f_input, f_output, f_input_witness):
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    if f_input_witness is not None:
+        f_input_witness = bytes(f_input_witness)
+    return DeriveEndorsement(f_author, f_target, f_input, f_output, f_input_witness)
+C_derive_endorsement._bw_model = (_f2m_derive_endorsement, ('author', 'target', 'input', 'output', 'input_witness'), (), True)
+
 def _m2c_derive_endorsement(v):
     return {
         'author': v.author,
@@ -17989,6 +18923,8 @@ def _m2c_derive_endorsement(v):
     }
 
 def _c2m_dense_commit(c):
+    if c.__class__ is DenseCommit:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -18009,6 +18945,22 @@ def _c2m_dense_commit(c):
         f_sig_s = bytes(f_sig_s)
     return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
 
+def _f2m_dense_commit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_data is not None:
+        f_data = bytes(f_data)
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return DenseCommit(f_collection, f_data, f_metadata, f_author, f_sig_r, f_sig_s)
+C_dense_commit._bw_model = (_f2m_dense_commit, ('collection', 'data', 'metadata', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_dense_commit(v):
     return {
         'collection': v.collection,
@@ -18020,6 +18972,8 @@ def _m2c_dense_commit(v):
     }
 
 def _c2m_dense_unsigned_merge(c):
+    if c.__class__ is DenseUnsignedMerge:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -18034,6 +18988,18 @@ def _c2m_dense_unsigned_merge(c):
         f_result = bytes(f_result)
     return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
 
+def _f2m_dense_unsigned_merge(f_collection, f_low, f_high, f_result):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    return DenseUnsignedMerge(f_collection, f_low, f_high, f_result)
+C_dense_unsigned_merge._bw_model = (_f2m_dense_unsigned_merge, ('collection', 'low', 'high', 'result'), (), True)
+
 def _m2c_dense_unsigned_merge(v):
     return {
         'collection': v.collection,
@@ -18043,6 +19009,8 @@ def _m2c_dense_unsigned_merge(v):
     }
 
 def _c2m_dense_unsigned_derive(c):
+    if c.__class__ is DenseUnsignedDerive:  # built by a compiled parse
+        return c
     f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
@@ -18054,6 +19022,16 @@ def _c2m_dense_unsigned_derive(c):
         f_output = bytes(f_output)
     return DenseUnsignedDerive(f_target, f_input, f_output)
 
+def _f2m_dense_unsigned_derive(f_target, f_input, f_output):
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    return DenseUnsignedDerive(f_target, f_input, f_output)
+C_dense_unsigned_derive._bw_model = (_f2m_dense_unsigned_derive, ('target', 'input', 'output'), (), True)
+
 def _m2c_dense_unsigned_derive(v):
     return {
         'target': v.target,
@@ -18062,6 +19040,8 @@ def _m2c_dense_unsigned_derive(v):
     }
 
 def _c2m_dense_signed_merge(c):
+    if c.__class__ is DenseSignedMerge:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -18085,6 +19065,24 @@ def _c2m_dense_signed_merge(c):
         f_sig_s = bytes(f_sig_s)
     return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
 
+def _f2m_dense_signed_merge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return DenseSignedMerge(f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s)
+C_dense_signed_merge._bw_model = (_f2m_dense_signed_merge, ('collection', 'low', 'high', 'result', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_dense_signed_merge(v):
     return {
         'collection': v.collection,
@@ -18097,6 +19095,8 @@ def _m2c_dense_signed_merge(v):
     }
 
 def _c2m_dense_signed_derive(c):
+    if c.__class__ is DenseSignedDerive:  # built by a compiled parse
+        return c
     f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
@@ -18117,6 +19117,22 @@ def _c2m_dense_signed_derive(c):
         f_sig_s = bytes(f_sig_s)
     return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
 
+def _f2m_dense_signed_derive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s):
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return DenseSignedDerive(f_target, f_input, f_output, f_author, f_sig_r, f_sig_s)
+C_dense_signed_derive._bw_model = (_f2m_dense_signed_derive, ('target', 'input', 'output', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_dense_signed_derive(v):
     return {
         'target': v.target,
@@ -18128,6 +19144,8 @@ def _m2c_dense_signed_derive(v):
     }
 
 def _c2m_dense_witness_merge(c):
+    if c.__class__ is DenseWitnessMerge:  # built by a compiled parse
+        return c
     f_collection = c['collection']
     if f_collection is not None:
         f_collection = bytes(f_collection)
@@ -18157,6 +19175,28 @@ def _c2m_dense_witness_merge(c):
         f_sig_s = bytes(f_sig_s)
     return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
 
+def _f2m_dense_witness_merge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s):
+    if f_collection is not None:
+        f_collection = bytes(f_collection)
+    if f_low is not None:
+        f_low = bytes(f_low)
+    if f_high is not None:
+        f_high = bytes(f_high)
+    if f_result is not None:
+        f_result = bytes(f_result)
+    if f_low_witness is not None:
+        f_low_witness = bytes(f_low_witness)
+    if f_high_witness is not None:
+        f_high_witness = bytes(f_high_witness)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return DenseWitnessMerge(f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s)
+C_dense_witness_merge._bw_model = (_f2m_dense_witness_merge, ('collection', 'low', 'high', 'result', 'low_witness', 'high_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_dense_witness_merge(v):
     return {
         'collection': v.collection,
@@ -18171,6 +19211,8 @@ def _m2c_dense_witness_merge(v):
     }
 
 def _c2m_dense_witness_derive(c):
+    if c.__class__ is DenseWitnessDerive:  # built by a compiled parse
+        return c
     f_target = c['target']
     if f_target is not None:
         f_target = bytes(f_target)
@@ -18194,6 +19236,24 @@ def _c2m_dense_witness_derive(c):
         f_sig_s = bytes(f_sig_s)
     return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
 
+def _f2m_dense_witness_derive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s):
+    if f_target is not None:
+        f_target = bytes(f_target)
+    if f_input is not None:
+        f_input = bytes(f_input)
+    if f_output is not None:
+        f_output = bytes(f_output)
+    if f_input_witness is not None:
+        f_input_witness = bytes(f_input_witness)
+    if f_author is not None:
+        f_author = bytes(f_author)
+    if f_sig_r is not None:
+        f_sig_r = bytes(f_sig_r)
+    if f_sig_s is not None:
+        f_sig_s = bytes(f_sig_s)
+    return DenseWitnessDerive(f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s)
+C_dense_witness_derive._bw_model = (_f2m_dense_witness_derive, ('target', 'input', 'output', 'input_witness', 'author', 'sig_r', 'sig_s'), (), True)
+
 def _m2c_dense_witness_derive(v):
     return {
         'target': v.target,
@@ -18206,6 +19266,8 @@ def _m2c_dense_witness_derive(v):
     }
 
 def _c2m_dense_record(c):
+    if c.__class__ is DenseRecord:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     if f_tag is not None:
         _t = _DENSETAG_BY_VALUE.get(f_tag)
@@ -18215,6 +19277,15 @@ def _c2m_dense_record(c):
         f_payload = (_c2m_dense_commit(f_payload) if f_tag == 1 else (_c2m_dense_unsigned_merge(f_payload) if f_tag == 2 else (_c2m_dense_unsigned_derive(f_payload) if f_tag == 3 else (_c2m_dense_signed_merge(f_payload) if f_tag == 4 else (_c2m_dense_signed_derive(f_payload) if f_tag == 5 else (_c2m_dense_witness_merge(f_payload) if f_tag == 6 else (_c2m_dense_witness_derive(f_payload) if f_tag == 7 else None)))))))
     return DenseRecord(f_tag, f_payload)
 
+def _f2m_dense_record(f_tag, f_payload):
+    if f_tag is not None:
+        _t = _DENSETAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(DenseTag, f_tag, False) if _t is None else _t
+    if f_payload is not None:
+        f_payload = ((f_payload if f_payload.__class__ is DenseCommit else _c2m_dense_commit(f_payload)) if f_tag == 1 else ((f_payload if f_payload.__class__ is DenseUnsignedMerge else _c2m_dense_unsigned_merge(f_payload)) if f_tag == 2 else ((f_payload if f_payload.__class__ is DenseUnsignedDerive else _c2m_dense_unsigned_derive(f_payload)) if f_tag == 3 else ((f_payload if f_payload.__class__ is DenseSignedMerge else _c2m_dense_signed_merge(f_payload)) if f_tag == 4 else ((f_payload if f_payload.__class__ is DenseSignedDerive else _c2m_dense_signed_derive(f_payload)) if f_tag == 5 else ((f_payload if f_payload.__class__ is DenseWitnessMerge else _c2m_dense_witness_merge(f_payload)) if f_tag == 6 else ((f_payload if f_payload.__class__ is DenseWitnessDerive else _c2m_dense_witness_derive(f_payload)) if f_tag == 7 else None)))))))
+    return DenseRecord(f_tag, f_payload)
+C_dense_record._bw_model = (_f2m_dense_record, ('tag', 'payload'), (), True)
+
 def _m2c_dense_record(v):
     return {
         'tag': None if v.tag is None else int(v.tag),
@@ -18222,10 +19293,18 @@ def _m2c_dense_record(v):
     }
 
 def _c2m_pile_file(c):
+    if c.__class__ is PileFile:  # built by a compiled parse
+        return c
     f_records = c['records']
     if f_records is not None:
         f_records = [_c2m_pile_record(_x) for _x in f_records]
     return PileFile(f_records)
+
+def _f2m_pile_file(f_records):
+    if f_records is not None:
+        f_records = [(_x if _x.__class__ is PileRecord else _c2m_pile_record(_x)) for _x in f_records]
+    return PileFile(f_records)
+C_pile_file._bw_model = (_f2m_pile_file, ('records',), (), True)
 
 def _m2c_pile_file(v):
     return {

@@ -1365,7 +1365,9 @@ def _m_ze_header(mv, pos, end):
     _p0 = _rs = pos
     _S0_unpack_from = _S0.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0_unpack_from(mv, pos)
             _r0 = pos
@@ -1429,7 +1431,9 @@ def _m_ze_header_ident(mv, pos, end):
     _p0 = _rs = pos
     _S2_unpack_from = _S2.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_family_id, f_family_version = _S2_unpack_from(mv, pos)
             _r2 = pos
@@ -1514,7 +1518,9 @@ def _m_framed_trailer_check(mv, pos, end):
     _S4_unpack_from = _S4.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_header, f_file_length = _S4_unpack_from(mv, pos)
             _r4 = pos
@@ -1593,7 +1599,9 @@ def _m_segment_trailer(mv, pos, end):
     _p0 = _rs = pos
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_checksum, = _S6_unpack_from(mv, pos)
             pos += 8
@@ -1666,7 +1674,9 @@ def _m_wal_file_header(mv, pos, end):
     _p0 = _rs = pos
     _S9_unpack_from = _S9.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_first_seq = _S9_unpack_from(mv, pos)
             _r9 = pos
@@ -1730,7 +1740,9 @@ def _m_wal_record_header(mv, pos, end):
     _p0 = _rs = pos
     _S11_unpack_from = _S11.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_payload_len, f_seq, f_op = _S11_unpack_from(mv, pos)
             pos += 14
@@ -1814,7 +1826,9 @@ def _m_wal_frame(mv, pos, end):
     _S11_unpack_from = _S11.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_payload_len, f_seq, f_op = _S11_unpack_from(mv, pos)
             _r11 = pos
@@ -1898,7 +1912,9 @@ def _d_wal_file(mv, pos, end):
     f_records = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             try:
                 if pos + 14 > end:
@@ -1960,7 +1976,9 @@ def _u_wal_file(mv, pos, end):
     _wal_file_header___obj = _new(WalFileHeader)
     _wal_file_header___obj.first_seq = _wal_file_header__f_first_seq
     f_records = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _wal_frame__f_payload_len, _wal_frame__f_seq, _wal_frame__f_op = _S11.unpack_from(mv, pos)
         _wal_frame___r11 = pos
@@ -1996,7 +2014,9 @@ def _m_wal_file(mv, pos, end):
     _S6_unpack_from = _S6.unpack_from
     _S9_unpack_from = _S9.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _wal_file_header__f_magic, _wal_file_header__f_family_id, _wal_file_header__f_family_version, _wal_file_header__f_flags, _wal_file_header__f_header_length, _wal_file_header__f_file_length, _wal_file_header__f_first_seq = _S9_unpack_from(mv, pos)
             _wal_file_header___r9 = pos
@@ -2016,7 +2036,9 @@ def _m_wal_file(mv, pos, end):
             _wal_file_header___obj = _new(WalFileHeader)
             _wal_file_header___obj.first_seq = _wal_file_header__f_first_seq
             f_records = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _wal_frame__f_payload_len, _wal_frame__f_seq, _wal_frame__f_op = _S11_unpack_from(mv, pos)
                 _wal_frame___r11 = pos
@@ -2166,7 +2188,9 @@ def _m_wal_record(mv, pos, end):
     _S11_unpack_from = _S11.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_payload_len, f_seq, f_op = _S11_unpack_from(mv, pos)
             _r11 = pos
@@ -3133,7 +3157,9 @@ def _m_wal_payload(mv, pos, end, p_op):
     _S45_unpack_from = _S45.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _tag = p_op
             if _tag == 1:
@@ -4233,7 +4259,9 @@ def _m_payload_v1_header(mv, pos, end):
     _p0 = _rs = pos
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_version, f_flags = _S14_unpack_from(mv, pos)
             _r14 = pos
@@ -4299,7 +4327,9 @@ def _m_f32_vector(mv, pos, end):
     _p0 = _rs = pos
     _S13_unpack_from = _S13.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_dims, = _S13_unpack_from(mv, pos)
             _r13 = pos
@@ -4426,7 +4456,9 @@ def _m_op_upsert_v1(mv, pos, end):
     _S14_unpack_from = _S14.unpack_from
     _S16_unpack_from = _S16.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
@@ -4570,7 +4602,9 @@ def _m_op_delete_v1(mv, pos, end):
     _S13_unpack_from = _S13.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
@@ -4814,7 +4848,9 @@ def _m_metadata_value(mv, pos, end):
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_kind, f_reserved, f_value_len = _S24_unpack_from(mv, pos)
             _r24 = pos
@@ -4987,7 +5023,9 @@ def _m_value_u64(mv, pos, end):
     _p0 = _rs = pos
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_value, = _S6_unpack_from(mv, pos)
             pos += 8
@@ -5034,7 +5072,9 @@ def _m_value_i64(mv, pos, end):
     _p0 = _rs = pos
     _S27_unpack_from = _S27.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_value, = _S27_unpack_from(mv, pos)
             pos += 8
@@ -5081,7 +5121,9 @@ def _m_value_f64(mv, pos, end):
     _p0 = _rs = pos
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_value, = _S6_unpack_from(mv, pos)
             pos += 8
@@ -5133,7 +5175,9 @@ def _m_value_bool(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_value = mv[pos]
             _r28 = pos
@@ -5189,7 +5233,9 @@ def _m_value_string(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             if pos + (end - pos) > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
@@ -5245,7 +5291,9 @@ def _m_value_id128(mv, pos, end):
     _p0 = _rs = pos
     _S30_unpack_from = _S30.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_value, = _S30_unpack_from(mv, pos)
             pos += 16
@@ -5506,7 +5554,9 @@ def _m_op_metadata_edit_v1(mv, pos, end):
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
@@ -5770,7 +5820,9 @@ def _m_op_timestamped_upsert_v1(mv, pos, end):
     _S14_unpack_from = _S14.unpack_from
     _S32_unpack_from = _S32.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
@@ -5922,7 +5974,9 @@ def _m_op_upsert_metadata_v1(mv, pos, end):
     _S14_unpack_from = _S14.unpack_from
     _S34_unpack_from = _S34.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
@@ -6083,7 +6137,9 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end):
     _S14_unpack_from = _S14.unpack_from
     _S36_unpack_from = _S36.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
@@ -6372,7 +6428,9 @@ def _m_typed_column(mv, pos, end):
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_column_id, = _S13_unpack_from(mv, pos)
             pos += 4
@@ -6899,7 +6957,9 @@ def _m_op_upsert_v2(mv, pos, end):
     _S38_unpack_from = _S38.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_fields, f_doc_id, f_revision = _S38_unpack_from(mv, pos)
             _r38 = pos
@@ -7230,7 +7290,9 @@ def _m_op_batch_member(mv, pos, end):
     _p0 = _rs = pos
     _S41_unpack_from = _S41.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_index, f_count = _S41_unpack_from(mv, pos)
             _r41 = pos
@@ -7460,7 +7522,9 @@ def _m_transaction_binding(mv, pos, end):
     _p0 = _rs = pos
     _S43_unpack_from = _S43.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation = _S43_unpack_from(mv, pos)
             _r43 = pos
@@ -8246,7 +8310,9 @@ def _m_op_prepared_mutation(mv, pos, end):
     _S45_unpack_from = _S45.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
@@ -9098,7 +9164,9 @@ def _m_op_mixed_member(mv, pos, end):
     _S14_unpack_from = _S14.unpack_from
     _S45_unpack_from = _S45.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_index, f_count, f_inner_op = _S45_unpack_from(mv, pos)
             _r45 = pos
@@ -9444,7 +9512,9 @@ def _m_zgw_file_header(mv, pos, end):
     _S6_unpack_from = _S6.unpack_from
     _S87_unpack_from = _S87.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S87_unpack_from(mv, pos)
             _r87 = pos
@@ -10283,7 +10353,9 @@ def _m_zgw_frame(mv, pos, end):
     _S75_unpack_from = _S75.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S47_unpack_from(mv, pos)
             _r47 = pos
@@ -11027,7 +11099,9 @@ def _m_zgw_frame_header(mv, pos, end):
     _S47_unpack_from = _S47.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S47_unpack_from(mv, pos)
             _r47 = pos
@@ -11099,7 +11173,9 @@ def _m_zgw_envelope_size(mv, pos, end):
     _p0 = _rs = pos
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_size, = _S6_unpack_from(mv, pos)
             pos += 8
@@ -11179,7 +11255,9 @@ def _m_graph_envelope(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             if pos > end:
                 raise IndexError
@@ -11289,7 +11367,9 @@ def _m_zgw_begin(mv, pos, end):
     _p0 = _rs = pos
     _S50_unpack_from = _S50.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_store, f_envelope_kind, f_reserved, f_base_generation, f_target_generation, f_change_count, f_reserved2, f_complete_envelope_bytes = _S50_unpack_from(mv, pos)
             _r50 = pos
@@ -11372,7 +11452,9 @@ def _m_artifact_descriptor(mv, pos, end):
     _p0 = _rs = pos
     _S66_unpack_from = _S66.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum = _S66_unpack_from(mv, pos)
             pos += 64
@@ -11479,7 +11561,9 @@ def _m_required_ref(mv, pos, end):
     _S66_unpack_from = _S66.unpack_from
     _S68_unpack_from = _S68.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
             pos += 64
@@ -11638,7 +11722,9 @@ def _m_optional_ref(mv, pos, end):
     _S66_unpack_from = _S66.unpack_from
     _S68_unpack_from = _S68.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_present, f_reserved = _S64_unpack_from(mv, pos)
             _r64 = pos
@@ -12368,7 +12454,9 @@ def _m_commit_state(mv, pos, end):
     _S68_unpack_from = _S68.unpack_from
     _S82_unpack_from = _S82.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water = _S82_unpack_from(mv, pos)
             pos += 64
@@ -12811,7 +12899,9 @@ def _m_zgw_commit(mv, pos, end):
     _p0 = _rs = pos
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_change_count, f_reserved, f_digest = _S80_unpack_from(mv, pos)
             _r80 = pos
@@ -13017,7 +13107,9 @@ def _m_zgop_key(mv, pos, end):
     _S56_unpack_from = _S56.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_entity, n_namespace = _S56_unpack_from(mv, pos)
             pos += 9
@@ -13144,7 +13236,9 @@ def _m_zgop_expected(mv, pos, end):
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag = mv[pos]
             _r28 = pos
@@ -13468,7 +13562,9 @@ def _m_zgop(mv, pos, end):
     _S6_unpack_from = _S6.unpack_from
     _S62_unpack_from = _S62.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_version, f_operation, f_key_present = _S54_unpack_from(mv, pos)
             _r54 = pos
@@ -14062,7 +14158,9 @@ def _m_zgw_mutation(mv, pos, end):
     _S66_unpack_from = _S66.unpack_from
     _S68_unpack_from = _S68.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_live, f_membership, f_reserved, f_zgop_len = _S52_unpack_from(mv, pos)
             _r52 = pos
@@ -14421,7 +14519,9 @@ def _m_zgw_inventory(mv, pos, end):
     _S66_unpack_from = _S66.unpack_from
     _S70_unpack_from = _S70.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
             pos += 64
@@ -14722,7 +14822,9 @@ def _m_zgw_reclaim_intent(mv, pos, end):
     _S72_unpack_from = _S72.unpack_from
     _S75_unpack_from = _S75.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved = _S72_unpack_from(mv, pos)
             _r72 = pos
@@ -14947,7 +15049,9 @@ def _m_descriptor_list(mv, pos, end):
     _S41_unpack_from = _S41.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_count, f_reserved = _S41_unpack_from(mv, pos)
             _r41 = pos
@@ -15250,7 +15354,9 @@ def _m_zgw_reclaim_complete(mv, pos, end):
     _S66_unpack_from = _S66.unpack_from
     _S68_unpack_from = _S68.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_id, = _S30_unpack_from(mv, pos)
             pos += 16
@@ -15443,7 +15549,9 @@ def _m_spill_binding(mv, pos, end):
     _p0 = _rs = pos
     _S43_unpack_from = _S43.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence = _S43_unpack_from(mv, pos)
             pos += 64
@@ -15547,7 +15655,9 @@ def _m_zgcp_prepared_inventory(mv, pos, end):
     _S41_unpack_from = _S41.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_count, f_reserved = _S41_unpack_from(mv, pos)
             _r41 = pos
@@ -15702,7 +15812,9 @@ def _m_zgcp_captured_base(mv, pos, end):
     _S91_unpack_from = _S91.unpack_from
     _S93_unpack_from = _S93.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_unpinned, = _S91_unpack_from(mv, pos)
             pos += 8
@@ -16128,7 +16240,9 @@ def _m_zgcp_participant(mv, pos, end):
     _S93_unpack_from = _S93.unpack_from
     _S95_unpack_from = _S95.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_role, f_version = _S95_unpack_from(mv, pos)
             _r95 = pos
@@ -16456,7 +16570,9 @@ def _m_fold_authority(mv, pos, end):
     _p0 = _rs = pos
     _S98_unpack_from = _S98.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _c = 4
             if _c * 8 > end - pos:
@@ -16590,7 +16706,9 @@ def _m_captured_base_value(mv, pos, end):
     _S66_unpack_from = _S66.unpack_from
     _S68_unpack_from = _S68.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
             pos += 64
@@ -16847,7 +16965,9 @@ def _m_protected_value(mv, pos, end):
     _S68_unpack_from = _S68.unpack_from
     _S98_unpack_from = _S98.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag, f_reserved = _S64_unpack_from(mv, pos)
             _r64 = pos
@@ -17032,7 +17152,9 @@ def _m_frame_block(mv, pos, end):
     _p0 = _rs = pos
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_block_len, = _S6_unpack_from(mv, pos)
             pos += 8
@@ -17211,7 +17333,9 @@ def _m_frame_file(mv, pos, end):
     _S0_unpack_from = _S0.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0_unpack_from(mv, pos)
             _r0 = pos
@@ -17443,7 +17567,9 @@ def _d_manifest_block(mv, pos, end, p_version):
         _manifest_payload__f_extensions = []
         try:
             _manifest_payload___i = 0
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _manifest_payload___ip = pos
                 try:
                     _manifest_payload___x, pos = _d_manifest_extension(mv, pos, end, p_version, _manifest_payload__f_segment_count)
@@ -17576,7 +17702,9 @@ def _u_manifest_block(mv, pos, end, p_version):
         _manifest_payload___x = _manifest_payload___column_def__obj
         _manifest_payload__f_columns.append(_manifest_payload___x)
     _manifest_payload__f_extensions = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _manifest_payload___ip = pos
         if pos > end:
             raise IndexError
@@ -17616,7 +17744,9 @@ def _m_manifest_block(mv, pos, end, p_version):
     _S119_unpack_from = _S119.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_block_len, = _S6_unpack_from(mv, pos)
             pos += 8
@@ -17711,7 +17841,9 @@ def _m_manifest_block(mv, pos, end, p_version):
                 _manifest_payload___x = _manifest_payload___column_def__obj
                 _manifest_payload__f_columns.append(_manifest_payload___x)
             _manifest_payload__f_extensions = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _manifest_payload___ip = pos
                 if pos > end:
                     raise IndexError
@@ -17892,7 +18024,9 @@ def _m_epoch_alias(mv, pos, end):
     _p0 = _rs = pos
     _S106_unpack_from = _S106.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S106_unpack_from(mv, pos)
             _r106 = pos
@@ -17985,7 +18119,9 @@ def _m_manifest_segment(mv, pos, end):
     _p0 = _rs = pos
     _S108_unpack_from = _S108.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S108_unpack_from(mv, pos)
             _r108 = pos
@@ -18174,7 +18310,9 @@ def _m_embedding_tower(mv, pos, end):
     _S116_unpack_from = _S116.unpack_from
     _S13_unpack_from = _S13.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             n_model_id, = _S13_unpack_from(mv, pos)
             pos += 4
@@ -18621,7 +18759,9 @@ def _m_embedding_epoch(mv, pos, end):
     _S13_unpack_from = _S13.unpack_from
     _S59_unpack_from = _S59.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_embedding_epoch_id, f_tokenizer_epoch_id = _S59_unpack_from(mv, pos)
             pos += 16
@@ -18903,7 +19043,9 @@ def _m_column_def(mv, pos, end):
     _p0 = _rs = pos
     _S119_unpack_from = _S119.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_column_id, f_type, f_nullable, n_name = _S119_unpack_from(mv, pos)
             _r119 = pos
@@ -18986,7 +19128,9 @@ def _m_clustering_range(mv, pos, end):
     _p0 = _rs = pos
     _S122_unpack_from = _S122.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag, f_reserved, f_min_ts, f_max_ts = _S122_unpack_from(mv, pos)
             _r122 = pos
@@ -19098,7 +19242,9 @@ def _m_tsr1_body(mv, pos, end, p_segment_count):
     _S122_unpack_from = _S122.unpack_from
     _S13_unpack_from = _S13.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_count, = _S13_unpack_from(mv, pos)
             _r13 = pos
@@ -19188,7 +19334,9 @@ def _m_graph_object(mv, pos, end):
     _p0 = _rs = pos
     _S128_unpack_from = _S128.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_artifact_id, f_length, f_checksum = _S128_unpack_from(mv, pos)
             _r128 = pos
@@ -19249,7 +19397,9 @@ def _m_zgen_row(mv, pos, end):
     _p0 = _rs = pos
     _S59_unpack_from = _S59.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_after_sequence, f_increment_count = _S59_unpack_from(mv, pos)
             _r59 = pos
@@ -19396,7 +19546,9 @@ def _m_zgen_extension(mv, pos, end):
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_version, f_counted_through = _S80_unpack_from(mv, pos)
             _r80 = pos
@@ -19541,7 +19693,9 @@ def _d_graph_section(mv, pos, end):
     f_zgen = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             try:
                 if pos + 16 > end:
@@ -19659,7 +19813,9 @@ def _u_graph_section(mv, pos, end):
         _x = _graph_object__obj
         f_objects.append(_x)
     f_zgen = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
         _zgen_extension___r80 = pos
@@ -19729,7 +19885,9 @@ def _m_graph_section(mv, pos, end):
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S125_unpack_from(mv, pos)
             _r125 = pos
@@ -19770,7 +19928,9 @@ def _m_graph_section(mv, pos, end):
                 _x = _graph_object__obj
                 f_objects.append(_x)
             f_zgen = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
                 _zgen_extension___r80 = pos
@@ -20078,7 +20238,9 @@ def _d_zgr3_body(mv, pos, end):
         _graph_section__f_zgen = []
         try:
             _graph_section___i = 0
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _graph_section___ip = pos
                 try:
                     if pos + 16 > end:
@@ -20211,7 +20373,9 @@ def _u_zgr3_body(mv, pos, end):
         _graph_section___x = _graph_section___graph_object__obj
         _graph_section__f_objects.append(_graph_section___x)
     _graph_section__f_zgen = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _graph_section___ip = pos
         _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
         _graph_section___zgen_extension___r80 = pos
@@ -20286,7 +20450,9 @@ def _m_zgr3_body(mv, pos, end):
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_section_len, = _S13_unpack_from(mv, pos)
             pos += 4
@@ -20334,7 +20500,9 @@ def _m_zgr3_body(mv, pos, end):
                 _graph_section___x = _graph_section___graph_object__obj
                 _graph_section__f_objects.append(_graph_section___x)
             _graph_section__f_zgen = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _graph_section___ip = pos
                 _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
                 _graph_section___zgen_extension___r80 = pos
@@ -20715,7 +20883,9 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 _zgr3_body___graph_section__f_zgen = []
                 try:
                     _zgr3_body___graph_section___i = 0
-                    while pos < end:
+                    while True:
+                        if pos >= end:
+                            break
                         _zgr3_body___graph_section___ip = pos
                         try:
                             if pos + 16 > end:
@@ -20906,7 +21076,9 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _zgr3_body___graph_section___x = _zgr3_body___graph_section___graph_object__obj
             _zgr3_body___graph_section__f_objects.append(_zgr3_body___graph_section___x)
         _zgr3_body___graph_section__f_zgen = []
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _zgr3_body___graph_section___ip = pos
             _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
             _zgr3_body___graph_section___zgen_extension___r80 = pos
@@ -20999,7 +21171,9 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
     _S6_unpack_from = _S6.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_tag, = _S13_unpack_from(mv, pos)
             _r13 = pos
@@ -21084,7 +21258,9 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
                     _zgr3_body___graph_section___x = _zgr3_body___graph_section___graph_object__obj
                     _zgr3_body___graph_section__f_objects.append(_zgr3_body___graph_section___x)
                 _zgr3_body___graph_section__f_zgen = []
-                while pos < end:
+                while True:
+                    if pos >= end:
+                        break
                     _zgr3_body___graph_section___ip = pos
                     _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80_unpack_from(mv, pos)
                     _zgr3_body___graph_section___zgen_extension___r80 = pos
@@ -21507,7 +21683,9 @@ def _d_manifest_payload(mv, pos, end, p_version):
     f_extensions = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             try:
                 _x, pos = _d_manifest_extension(mv, pos, end, p_version, f_segment_count)
@@ -21605,7 +21783,9 @@ def _u_manifest_payload(mv, pos, end, p_version):
         _x = _column_def__obj
         f_columns.append(_x)
     f_extensions = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         if pos > end:
             raise IndexError
@@ -21632,7 +21812,9 @@ def _m_manifest_payload(mv, pos, end, p_version):
     _S108_unpack_from = _S108.unpack_from
     _S119_unpack_from = _S119.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S104_unpack_from(mv, pos)
             _r104 = pos
@@ -21709,7 +21891,9 @@ def _m_manifest_payload(mv, pos, end, p_version):
                 _x = _column_def__obj
                 f_columns.append(_x)
             f_extensions = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 if pos > end:
                     raise IndexError
@@ -22095,7 +22279,9 @@ def _d_purge_token_input(mv, pos, end):
     f_doc_ids = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             if pos + 16 > end:
                 raise TruncatedError('field truncated', offset=pos, path='', expected=16, found=end - pos)
@@ -22118,7 +22304,9 @@ def _u_purge_token_input(mv, pos, end):
     f_generation, = _S6.unpack_from(mv, pos)
     pos += 8
     f_doc_ids = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _x = _S30.unpack_from(mv, pos)[0]
         pos += 16
@@ -22138,12 +22326,16 @@ def _m_purge_token_input(mv, pos, end):
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_generation, = _S6_unpack_from(mv, pos)
             pos += 8
             f_doc_ids = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _x = _S30_unpack_from(mv, pos)[0]
                 pos += 16
@@ -22226,7 +22418,9 @@ def _m_purge_payload(mv, pos, end):
     _p0 = _rs = pos
     _S75_unpack_from = _S75.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_token_id, f_id_count, f_reserved = _S75_unpack_from(mv, pos)
             _r75 = pos
@@ -22376,7 +22570,9 @@ def _m_purge_block(mv, pos, end):
     _S6_unpack_from = _S6.unpack_from
     _S75_unpack_from = _S75.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_block_len, = _S6_unpack_from(mv, pos)
             pos += 8
@@ -22640,7 +22836,9 @@ def _m_purge_file(mv, pos, end):
     _S6_unpack_from = _S6.unpack_from
     _S75_unpack_from = _S75.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0_unpack_from(mv, pos)
             _r0 = pos
@@ -23112,7 +23310,9 @@ def _m_epoch_digest_input(mv, pos, end):
     _S136_unpack_from = _S136.unpack_from
     _S91_unpack_from = _S91.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, = _S91_unpack_from(mv, pos)
             _r91 = pos
@@ -23518,7 +23718,9 @@ def _m_epoch_digest_input_v1(mv, pos, end):
     _S136_unpack_from = _S136.unpack_from
     _S91_unpack_from = _S91.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, = _S91_unpack_from(mv, pos)
             _r91 = pos
@@ -23786,7 +23988,9 @@ def _m_digest_tower(mv, pos, end):
     _S13_unpack_from = _S13.unpack_from
     _S136_unpack_from = _S136.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             n_model_id, = _S13_unpack_from(mv, pos)
             pos += 4
@@ -23928,7 +24132,9 @@ def _m_region_entry(mv, pos, end):
     _p0 = _rs = pos
     _S138_unpack_from = _S138.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S138_unpack_from(mv, pos)
             _r138 = pos
@@ -24097,7 +24303,9 @@ def _m_segment_header(mv, pos, end):
     _S140_unpack_from = _S140.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S140_unpack_from(mv, pos)
             _r140 = pos
@@ -24240,7 +24448,9 @@ def _m_vector_header(mv, pos, end):
     _p0 = _rs = pos
     _S142_unpack_from = _S142.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S142_unpack_from(mv, pos)
             _r142 = pos
@@ -24359,7 +24569,9 @@ def _m_vector_codes_region(mv, pos, end):
     _p0 = _rs = pos
     _S142_unpack_from = _S142.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142_unpack_from(mv, pos)
             _vector_header___r142 = pos
@@ -24445,7 +24657,9 @@ def _m_bit4_factors(mv, pos, end):
     _p0 = _rs = pos
     _S145_unpack_from = _S145.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_scale, f_normalized_norm, f_normalized_correction = _S145_unpack_from(mv, pos)
             pos += 12
@@ -24496,7 +24710,9 @@ def _m_int8_factors(mv, pos, end):
     _p0 = _rs = pos
     _S147_unpack_from = _S147.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_scale, f_offset = _S147_unpack_from(mv, pos)
             pos += 8
@@ -24646,7 +24862,9 @@ def _m_vector_factors_region(mv, pos, end):
     _p0 = _rs = pos
     _S142_unpack_from = _S142.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142_unpack_from(mv, pos)
             _vector_header___r142 = pos
@@ -24845,7 +25063,9 @@ def _m_vector_rescore_region(mv, pos, end):
     _p0 = _rs = pos
     _S142_unpack_from = _S142.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _a_header = pos
             _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142_unpack_from(mv, pos)
@@ -24996,7 +25216,9 @@ def _m_columns_region(mv, pos, end):
     _S119_unpack_from = _S119.unpack_from
     _S41_unpack_from = _S41.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_row_count, f_column_count = _S41_unpack_from(mv, pos)
             pos += 8
@@ -25191,7 +25413,9 @@ def _m_dictionary_column(mv, pos, end, p_rows):
     _S13_unpack_from = _S13.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_dict_count, = _S13_unpack_from(mv, pos)
             pos += 4
@@ -25619,7 +25843,9 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
     _S13_unpack_from = _S13.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_presence_len, = _S13_unpack_from(mv, pos)
             _r13 = pos
@@ -25945,7 +26171,9 @@ def _m_alive_region(mv, pos, end):
     _p0 = _rs = pos
     _S41_unpack_from = _S41.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_row_count, f_bitmap_len = _S41_unpack_from(mv, pos)
             _r41 = pos
@@ -26022,7 +26250,9 @@ def _m_checksum_entry(mv, pos, end):
     _p0 = _rs = pos
     _S161_unpack_from = _S161.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_kind, f_reserved, f_chunk_index, f_checksum = _S161_unpack_from(mv, pos)
             _r161 = pos
@@ -26116,7 +26346,9 @@ def _m_checksum_table_region(mv, pos, end):
     _S161_unpack_from = _S161.unpack_from
     _S41_unpack_from = _S41.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_entry_count, f_chunk_size = _S41_unpack_from(mv, pos)
             _r41 = pos
@@ -26193,7 +26425,9 @@ def _m_document_version(mv, pos, end):
     _p0 = _rs = pos
     _S16_unpack_from = _S16.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_doc_id, f_revision = _S16_unpack_from(mv, pos)
             pos += 24
@@ -26224,7 +26458,9 @@ def _d_document_versions_region(mv, pos, end):
     f_rows = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             if pos + 24 > end:
                 raise _short(pos, end, _T17)
@@ -26247,7 +26483,9 @@ def _d_document_versions_region(mv, pos, end):
 
 def _u_document_versions_region(mv, pos, end):
     f_rows = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _document_version_f_doc_id, _document_version_f_revision = _S16.unpack_from(mv, pos)
         pos += 24
@@ -26268,10 +26506,14 @@ def _m_document_versions_region(mv, pos, end):
     _p0 = _rs = pos
     _S16_unpack_from = _S16.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_rows = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _document_version_f_doc_id, _document_version_f_revision = _S16_unpack_from(mv, pos)
                 pos += 24
@@ -26371,7 +26613,9 @@ def _m_stored_metadata_region(mv, pos, end):
     _p0 = _rs = pos
     _S80_unpack_from = _S80.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_row_count, f_reserved, f_start = _S80_unpack_from(mv, pos)
             _r80 = pos
@@ -26500,7 +26744,9 @@ def _m_stored_text_region(mv, pos, end):
     _p0 = _rs = pos
     _S41_unpack_from = _S41.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_row_count, f_reserved = _S41_unpack_from(mv, pos)
             _r41 = pos
@@ -26667,7 +26913,9 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     _S145_unpack_from = _S145.unpack_from
     _S168_unpack_from = _S168.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             start = pos
             _n = p_code_bytes
@@ -26855,7 +27103,9 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len):
     _S171_unpack_from = _S171.unpack_from
     _S173_unpack_from = _S173.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _s_blocks = pos
             _n = p_region_len - 128
@@ -34271,7 +34521,7 @@ def encode_graph_node_blocks_region(value: GraphNodeBlocksRegion, *, region_len:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -34376,7 +34626,7 @@ C_f32_vector = Struct(
     '_o_start' / Tell,
     'dims' / Rebuild(Int32ul, Code("len(this['values'])", lambda this: len(this['values']))),
     Check(Code("not this['_parsing'] or ((this['dims'] >= 1))", lambda this: not this['_parsing'] or ((this['dims'] >= 1)))),
-    'values' / Array(Code("this['dims']", lambda this: this['dims']), Float32l),
+    'values' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l), _packed_kind('<', 'f', 4, True)),
 )
 
 C_op_upsert_v1 = Struct(
@@ -34471,7 +34721,7 @@ C_op_upsert_metadata_v1 = Struct(
     '_e_metadata' / Tell,
     '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
     Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
-    'vector' / Array(Code("this['dims']", lambda this: this['dims']), Float32l),
+    'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l), _packed_kind('<', 'f', 4, True)),
 )
 
 C_op_upsert_ts_metadata_v1 = Struct(
@@ -34489,7 +34739,7 @@ C_op_upsert_ts_metadata_v1 = Struct(
     '_e_metadata' / Tell,
     '_patch_metadata_len' / Pointer(Code("this['_o_metadata_len']", lambda this: this['_o_metadata_len']), Rebuild(Int32ul, Code("this['_e_metadata'] - this['_s_metadata']", lambda this: this['_e_metadata'] - this['_s_metadata']))),
     Check(Code("not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len']", lambda this: not this['_parsing'] or this['_e_metadata'] - this['_s_metadata'] == this['metadata_len'])),
-    'vector' / Array(Code("this['dims']", lambda this: this['dims']), Float32l),
+    'vector' / PackedView(Array(Code("this['dims']", lambda this: this['dims']), Float32l), _packed_kind('<', 'f', 4, True)),
 )
 
 C_typed_column = Struct(
@@ -34501,7 +34751,7 @@ C_typed_column = Struct(
 
 C_op_upsert_v2 = Struct(
     '_o_start' / Tell,
-    'fields' / BitFlags(Int32ul, (('columns', 4, 1, True), ('metadata', 3, 1, True), ('ts', 2, 1, True), ('text', 1, 1, True), ('vector', 0, 1, True))),
+    'fields' / BitFlags(Int32ul, (('columns', 4, 1, True), ('metadata', 3, 1, True), ('ts', 2, 1, True), ('text', 1, 1, True), ('vector', 0, 1, True)), model=UpsertFields),
     'doc_id' / BytesInteger(16, signed=False, swapped=True),
     'revision' / Int64ul,
     'vector' / If(Code("(this['fields']['vector'])", lambda this: (this['fields']['vector'])), C_f32_vector),
@@ -34636,7 +34886,7 @@ C_zgw_mutation = Struct(
     '_o_start' / Tell,
     'live' / Int8ul,
     Check(Code("not this['_parsing'] or (((this['live'] == 0) or (this['live'] == 1)))", lambda this: not this['_parsing'] or (((this['live'] == 0) or (this['live'] == 1))))),
-    'membership' / BitFlags(Int8ul, (('vector_after', 3, 1, True), ('vector_before', 2, 1, True), ('text_after', 1, 1, True), ('text_before', 0, 1, True))),
+    'membership' / BitFlags(Int8ul, (('vector_after', 3, 1, True), ('vector_before', 2, 1, True), ('text_after', 1, 1, True), ('text_before', 0, 1, True)), model=MembershipBits),
     'reserved' / Const(b'\x00\x00\x00\x00\x00\x00'),
     '_o_zgop_len' / Tell,
     'zgop_len' / Rebuild(Int64ul, 0),
@@ -35499,9 +35749,9 @@ C_graph_node_block = Struct(
     'factors' / C_bit4_factors,
     'degree' / Int8ul,
     Check(Code("not this['_parsing'] or ((this['degree'] <= this['_params']['max_degree']))", lambda this: not this['_parsing'] or ((this['degree'] <= this['_params']['max_degree'])))),
-    'flags' / BitFlags(Int8ul, (('hub', 1, 1, True), ('entry_seed', 0, 1, True))),
+    'flags' / BitFlags(Int8ul, (('hub', 1, 1, True), ('entry_seed', 0, 1, True)), model=GraphBlockFlags),
     'reserved' / Const(0, Int16ul),
-    'neighbours' / Array(Code("this['_params']['max_degree']", lambda this: this['_params']['max_degree']), Int32ul),
+    'neighbours' / PackedView(Array(Code("this['_params']['max_degree']", lambda this: this['_params']['max_degree']), Int32ul), _packed_kind('<', 'I', 4, False)),
     'pad' / ZeroPadding(Code("(-(this['_io'].tell() - this['_o_start'])) % 128", lambda this: (-(this['_io'].tell() - this['_o_start'])) % 128)),
 )
 
@@ -35548,21 +35798,36 @@ C_graph_node_blocks_region = Struct(
 )
 
 def _c2m_flags_upsert_fields(c):
+    if c.__class__ is UpsertFields:  # built by a compiled parse
+        return c
     return UpsertFields(vector=bool(c['vector']), text=bool(c['text']), ts=bool(c['ts']), metadata=bool(c['metadata']), columns=bool(c['columns']))
+UpsertFields._bw_opaque = False
 
 def _c2m_flags_graph_block_flags(c):
+    if c.__class__ is GraphBlockFlags:  # built by a compiled parse
+        return c
     return GraphBlockFlags(entry_seed=bool(c['entry_seed']), hub=bool(c['hub']))
+GraphBlockFlags._bw_opaque = True
 
 def _c2m_flags_membership_bits(c):
+    if c.__class__ is MembershipBits:  # built by a compiled parse
+        return c
     return MembershipBits(text_before=bool(c['text_before']), text_after=bool(c['text_after']), vector_before=bool(c['vector_before']), vector_after=bool(c['vector_after']))
+MembershipBits._bw_opaque = True
 
 def _c2m_ze_header(c):
+    if c.__class__ is ZeHeader:  # built by a compiled parse
+        return c
     f_family_id = c['family_id']
     f_family_version = c['family_version']
     f_flags = c['flags']
     f_header_length = c['header_length']
     f_file_length = c['file_length']
     return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
+
+def _f2m_ze_header(f_family_id, f_family_version, f_flags, f_header_length, f_file_length):
+    return ZeHeader(f_family_id, f_family_version, f_flags, f_header_length, f_file_length)
+C_ze_header._bw_model = (_f2m_ze_header, ('family_id', 'family_version', 'flags', 'header_length', 'file_length'), (), True)
 
 def _m2c_ze_header(v):
     return {
@@ -35574,9 +35839,15 @@ def _m2c_ze_header(v):
     }
 
 def _c2m_ze_header_ident(c):
+    if c.__class__ is ZeHeaderIdent:  # built by a compiled parse
+        return c
     f_family_id = c['family_id']
     f_family_version = c['family_version']
     return ZeHeaderIdent(f_family_id, f_family_version)
+
+def _f2m_ze_header_ident(f_family_id, f_family_version):
+    return ZeHeaderIdent(f_family_id, f_family_version)
+C_ze_header_ident._bw_model = (_f2m_ze_header_ident, ('family_id', 'family_version'), (), True)
 
 def _m2c_ze_header_ident(v):
     return {
@@ -35585,6 +35856,8 @@ def _m2c_ze_header_ident(v):
     }
 
 def _c2m_framed_trailer_check(c):
+    if c.__class__ is FramedTrailerCheck:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = bytes(f_header)
@@ -35593,6 +35866,14 @@ def _c2m_framed_trailer_check(c):
         f_block = bytes(f_block)
     return FramedTrailerCheck(f_header, f_block)
 
+def _f2m_framed_trailer_check(f_header, f_block):
+    if f_header is not None:
+        f_header = bytes(f_header)
+    if f_block is not None:
+        f_block = bytes(f_block)
+    return FramedTrailerCheck(f_header, f_block)
+C_framed_trailer_check._bw_model = (_f2m_framed_trailer_check, ('header', 'block'), (), True)
+
 def _m2c_framed_trailer_check(v):
     return {
         'header': v.header,
@@ -35600,8 +35881,14 @@ def _m2c_framed_trailer_check(v):
     }
 
 def _c2m_segment_trailer(c):
+    if c.__class__ is SegmentTrailer:  # built by a compiled parse
+        return c
     f_checksum = c['checksum']
     return SegmentTrailer(f_checksum)
+
+def _f2m_segment_trailer(f_checksum):
+    return SegmentTrailer(f_checksum)
+C_segment_trailer._bw_model = (_f2m_segment_trailer, ('checksum',), (), True)
 
 def _m2c_segment_trailer(v):
     return {
@@ -35609,8 +35896,14 @@ def _m2c_segment_trailer(v):
     }
 
 def _c2m_wal_file_header(c):
+    if c.__class__ is WalFileHeader:  # built by a compiled parse
+        return c
     f_first_seq = c['first_seq']
     return WalFileHeader(f_first_seq)
+
+def _f2m_wal_file_header(f_first_seq):
+    return WalFileHeader(f_first_seq)
+C_wal_file_header._bw_model = (_f2m_wal_file_header, ('first_seq',), (), False)
 
 def _m2c_wal_file_header(v):
     return {
@@ -35618,10 +35911,16 @@ def _m2c_wal_file_header(v):
     }
 
 def _c2m_wal_record_header(c):
+    if c.__class__ is WalRecordHeader:  # built by a compiled parse
+        return c
     f_payload_len = c['payload_len']
     f_seq = c['seq']
     f_op = c['op']
     return WalRecordHeader(f_payload_len, f_seq, f_op)
+
+def _f2m_wal_record_header(f_payload_len, f_seq, f_op):
+    return WalRecordHeader(f_payload_len, f_seq, f_op)
+C_wal_record_header._bw_model = (_f2m_wal_record_header, ('payload_len', 'seq', 'op'), (), True)
 
 def _m2c_wal_record_header(v):
     return {
@@ -35631,12 +35930,20 @@ def _m2c_wal_record_header(v):
     }
 
 def _c2m_wal_frame(c):
+    if c.__class__ is WalFrame:  # built by a compiled parse
+        return c
     f_seq = c['seq']
     f_op = c['op']
     f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return WalFrame(f_seq, f_op, f_payload)
+
+def _f2m_wal_frame(f_seq, f_op, f_payload):
+    if f_payload is not None:
+        f_payload = bytes(f_payload)
+    return WalFrame(f_seq, f_op, f_payload)
+C_wal_frame._bw_model = (_f2m_wal_frame, ('seq', 'op', 'payload'), (), False)
 
 def _m2c_wal_frame(v):
     return {
@@ -35646,6 +35953,8 @@ def _m2c_wal_frame(v):
     }
 
 def _c2m_wal_file(c):
+    if c.__class__ is WalFile:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_wal_file_header(f_header)
@@ -35654,6 +35963,14 @@ def _c2m_wal_file(c):
         f_records = [_c2m_wal_frame(_x) for _x in f_records]
     return WalFile(f_header, f_records)
 
+def _f2m_wal_file(f_header, f_records):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is WalFileHeader else _c2m_wal_file_header(f_header))
+    if f_records is not None:
+        f_records = [(_x if _x.__class__ is WalFrame else _c2m_wal_frame(_x)) for _x in f_records]
+    return WalFile(f_header, f_records)
+C_wal_file._bw_model = (_f2m_wal_file, ('header', 'records'), (), True)
+
 def _m2c_wal_file(v):
     return {
         'header': None if v.header is None else _m2c_wal_file_header(v.header),
@@ -35661,6 +35978,8 @@ def _m2c_wal_file(v):
     }
 
 def _c2m_wal_record(c):
+    if c.__class__ is WalRecord:  # built by a compiled parse
+        return c
     f_seq = c['seq']
     f_op = c['op']
     if f_op is not None:
@@ -35671,6 +35990,15 @@ def _c2m_wal_record(c):
         f_payload = _c2m_wal_payload(f_payload, f_op)
     return WalRecord(f_seq, f_op, f_payload)
 
+def _f2m_wal_record(f_seq, f_op, f_payload):
+    if f_op is not None:
+        _t = _WALOP_BY_VALUE.get(f_op)
+        f_op = _enum_value(WalOp, f_op, False) if _t is None else _t
+    if f_payload is not None:
+        f_payload = (f_payload if f_payload.__class__ is WalPayload else _c2m_wal_payload(f_payload, f_op))
+    return WalRecord(f_seq, f_op, f_payload)
+C_wal_record._bw_model = (_f2m_wal_record, ('seq', 'op', 'payload'), (), False)
+
 def _m2c_wal_record(v):
     return {
         'seq': v.seq,
@@ -35679,10 +36007,18 @@ def _m2c_wal_record(v):
     }
 
 def _c2m_wal_payload(c, p_op):
+    if c.__class__ is WalPayload:  # built by a compiled parse
+        return c
     f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_op_upsert_v1(f_body) if p_op == 1 else (_c2m_op_delete_v1(f_body) if p_op == 2 else (_c2m_op_metadata_edit_v1(f_body) if p_op == 3 else (_c2m_op_timestamped_upsert_v1(f_body) if p_op == 4 else (_c2m_op_upsert_metadata_v1(f_body) if p_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_body) if p_op == 6 else (_c2m_op_upsert_v2(f_body) if p_op == 7 else (_c2m_op_batch_member(f_body) if p_op == 8 else (_c2m_op_prepared_mutation(f_body) if p_op == 9 else (_c2m_graph_envelope(f_body) if p_op == 10 else (_c2m_op_mixed_member(f_body) if p_op == 11 else None)))))))))))
     return WalPayload(f_body)
+
+def _f2m_wal_payload(f_body, p_op):
+    if f_body is not None:
+        f_body = ((f_body if f_body.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_body)) if p_op == 1 else ((f_body if f_body.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_body)) if p_op == 2 else ((f_body if f_body.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_body)) if p_op == 3 else ((f_body if f_body.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_body)) if p_op == 4 else ((f_body if f_body.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_body)) if p_op == 5 else ((f_body if f_body.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_body)) if p_op == 6 else ((f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body)) if p_op == 7 else ((f_body if f_body.__class__ is OpBatchMember else _c2m_op_batch_member(f_body)) if p_op == 8 else ((f_body if f_body.__class__ is OpPreparedMutation else _c2m_op_prepared_mutation(f_body)) if p_op == 9 else ((f_body if f_body.__class__ is GraphEnvelope else _c2m_graph_envelope(f_body)) if p_op == 10 else ((f_body if f_body.__class__ is OpMixedMember else _c2m_op_mixed_member(f_body)) if p_op == 11 else None)))))))))))
+    return WalPayload(f_body)
+C_wal_payload._bw_model = (_f2m_wal_payload, ('body',), ('op',), True)
 
 def _m2c_wal_payload(v):
     return {
@@ -35690,7 +36026,13 @@ def _m2c_wal_payload(v):
     }
 
 def _c2m_payload_v1_header(c):
+    if c.__class__ is PayloadV1Header:  # built by a compiled parse
+        return c
     return PayloadV1Header()
+
+def _f2m_payload_v1_header():
+    return PayloadV1Header()
+C_payload_v1_header._bw_model = (_f2m_payload_v1_header, (), (), True)
 
 def _m2c_payload_v1_header(v):
     return {
@@ -35698,10 +36040,18 @@ def _m2c_payload_v1_header(v):
 
 _CPK_f32_vector_values = _packed_kind('<', 'f', 4, True)
 def _c2m_f32_vector(c):
+    if c.__class__ is F32Vector:  # built by a compiled parse
+        return c
     f_values = c['values']
     if f_values is not None:
         f_values = _packed_from(f_values, _CPK_f32_vector_values)
     return F32Vector(f_values)
+
+def _f2m_f32_vector(f_values):
+    if f_values is not None:
+        f_values = f_values if f_values.__class__ is PackedArray and f_values.kind is _CPK_f32_vector_values else _packed_from(f_values, _CPK_f32_vector_values)
+    return F32Vector(f_values)
+C_f32_vector._bw_model = (_f2m_f32_vector, ('values',), (), False)
 
 def _m2c_f32_vector(v):
     return {
@@ -35709,6 +36059,8 @@ def _m2c_f32_vector(v):
     }
 
 def _c2m_op_upsert_v1(c):
+    if c.__class__ is OpUpsertV1:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
@@ -35719,6 +36071,14 @@ def _c2m_op_upsert_v1(c):
         f_vector = _c2m_f32_vector(f_vector)
     return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
 
+def _f2m_op_upsert_v1(f_header, f_doc_id, f_revision, f_vector):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+    if f_vector is not None:
+        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+    return OpUpsertV1(f_header, f_doc_id, f_revision, f_vector)
+C_op_upsert_v1._bw_model = (_f2m_op_upsert_v1, ('header', 'doc_id', 'revision', 'vector'), (), False)
+
 def _m2c_op_upsert_v1(v):
     return {
         'header': None if v.header is None else _m2c_payload_v1_header(v.header),
@@ -35728,11 +36088,19 @@ def _m2c_op_upsert_v1(v):
     }
 
 def _c2m_op_delete_v1(c):
+    if c.__class__ is OpDeleteV1:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
     f_doc_ids = c['doc_ids']
     return OpDeleteV1(f_header, f_doc_ids)
+
+def _f2m_op_delete_v1(f_header, f_doc_ids):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+    return OpDeleteV1(f_header, f_doc_ids)
+C_op_delete_v1._bw_model = (_f2m_op_delete_v1, ('header', 'doc_ids'), (), True)
 
 def _m2c_op_delete_v1(v):
     return {
@@ -35741,6 +36109,8 @@ def _m2c_op_delete_v1(v):
     }
 
 def _c2m_metadata_value(c):
+    if c.__class__ is MetadataValue:  # built by a compiled parse
+        return c
     f_kind = c['kind']
     if f_kind is not None:
         _t = _VALUEKIND_BY_VALUE.get(f_kind)
@@ -35750,6 +36120,15 @@ def _c2m_metadata_value(c):
         f_value = (None if f_kind == 0 else (_c2m_value_u64(f_value) if f_kind == 1 else (_c2m_value_i64(f_value) if f_kind == 2 else (_c2m_value_f64(f_value) if f_kind == 3 else (_c2m_value_bool(f_value) if f_kind == 4 else (_c2m_value_string(f_value) if f_kind == 5 else (_c2m_value_id128(f_value) if f_kind == 6 else None)))))))
     return MetadataValue(f_kind, f_value)
 
+def _f2m_metadata_value(f_kind, f_value):
+    if f_kind is not None:
+        _t = _VALUEKIND_BY_VALUE.get(f_kind)
+        f_kind = _enum_value(ValueKind, f_kind, False) if _t is None else _t
+    if f_value is not None:
+        f_value = (None if f_kind == 0 else ((f_value if f_value.__class__ is ValueU64 else _c2m_value_u64(f_value)) if f_kind == 1 else ((f_value if f_value.__class__ is ValueI64 else _c2m_value_i64(f_value)) if f_kind == 2 else ((f_value if f_value.__class__ is ValueF64 else _c2m_value_f64(f_value)) if f_kind == 3 else ((f_value if f_value.__class__ is ValueBool else _c2m_value_bool(f_value)) if f_kind == 4 else ((f_value if f_value.__class__ is ValueString else _c2m_value_string(f_value)) if f_kind == 5 else ((f_value if f_value.__class__ is ValueId128 else _c2m_value_id128(f_value)) if f_kind == 6 else None)))))))
+    return MetadataValue(f_kind, f_value)
+C_metadata_value._bw_model = (_f2m_metadata_value, ('kind', 'value'), (), False)
+
 def _m2c_metadata_value(v):
     return {
         'kind': None if v.kind is None else int(v.kind),
@@ -35757,8 +36136,14 @@ def _m2c_metadata_value(v):
     }
 
 def _c2m_value_u64(c):
+    if c.__class__ is ValueU64:  # built by a compiled parse
+        return c
     f_value = c['value']
     return ValueU64(f_value)
+
+def _f2m_value_u64(f_value):
+    return ValueU64(f_value)
+C_value_u64._bw_model = (_f2m_value_u64, ('value',), (), True)
 
 def _m2c_value_u64(v):
     return {
@@ -35766,8 +36151,14 @@ def _m2c_value_u64(v):
     }
 
 def _c2m_value_i64(c):
+    if c.__class__ is ValueI64:  # built by a compiled parse
+        return c
     f_value = c['value']
     return ValueI64(f_value)
+
+def _f2m_value_i64(f_value):
+    return ValueI64(f_value)
+C_value_i64._bw_model = (_f2m_value_i64, ('value',), (), True)
 
 def _m2c_value_i64(v):
     return {
@@ -35775,8 +36166,14 @@ def _m2c_value_i64(v):
     }
 
 def _c2m_value_f64(c):
+    if c.__class__ is ValueF64:  # built by a compiled parse
+        return c
     f_value = c['value']
     return ValueF64(f_value)
+
+def _f2m_value_f64(f_value):
+    return ValueF64(f_value)
+C_value_f64._bw_model = (_f2m_value_f64, ('value',), (), True)
 
 def _m2c_value_f64(v):
     return {
@@ -35784,8 +36181,14 @@ def _m2c_value_f64(v):
     }
 
 def _c2m_value_bool(c):
+    if c.__class__ is ValueBool:  # built by a compiled parse
+        return c
     f_value = c['value']
     return ValueBool(f_value)
+
+def _f2m_value_bool(f_value):
+    return ValueBool(f_value)
+C_value_bool._bw_model = (_f2m_value_bool, ('value',), (), True)
 
 def _m2c_value_bool(v):
     return {
@@ -35793,8 +36196,14 @@ def _m2c_value_bool(v):
     }
 
 def _c2m_value_string(c):
+    if c.__class__ is ValueString:  # built by a compiled parse
+        return c
     f_value = c['value']
     return ValueString(f_value)
+
+def _f2m_value_string(f_value):
+    return ValueString(f_value)
+C_value_string._bw_model = (_f2m_value_string, ('value',), (), True)
 
 def _m2c_value_string(v):
     return {
@@ -35802,8 +36211,14 @@ def _m2c_value_string(v):
     }
 
 def _c2m_value_id128(c):
+    if c.__class__ is ValueId128:  # built by a compiled parse
+        return c
     f_value = c['value']
     return ValueId128(f_value)
+
+def _f2m_value_id128(f_value):
+    return ValueId128(f_value)
+C_value_id128._bw_model = (_f2m_value_id128, ('value',), (), True)
 
 def _m2c_value_id128(v):
     return {
@@ -35811,6 +36226,8 @@ def _m2c_value_id128(v):
     }
 
 def _c2m_op_metadata_edit_v1(c):
+    if c.__class__ is OpMetadataEditV1:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
@@ -35822,6 +36239,14 @@ def _c2m_op_metadata_edit_v1(c):
         f_value = _c2m_metadata_value(f_value)
     return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
 
+def _f2m_op_metadata_edit_v1(f_header, f_doc_id, f_revision, f_column_id, f_value):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+    if f_value is not None:
+        f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
+    return OpMetadataEditV1(f_header, f_doc_id, f_revision, f_column_id, f_value)
+C_op_metadata_edit_v1._bw_model = (_f2m_op_metadata_edit_v1, ('header', 'doc_id', 'revision', 'column_id', 'value'), (), True)
+
 def _m2c_op_metadata_edit_v1(v):
     return {
         'header': None if v.header is None else _m2c_payload_v1_header(v.header),
@@ -35832,6 +36257,8 @@ def _m2c_op_metadata_edit_v1(v):
     }
 
 def _c2m_op_timestamped_upsert_v1(c):
+    if c.__class__ is OpTimestampedUpsertV1:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
@@ -35842,6 +36269,14 @@ def _c2m_op_timestamped_upsert_v1(c):
     if f_vector is not None:
         f_vector = _c2m_f32_vector(f_vector)
     return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
+
+def _f2m_op_timestamped_upsert_v1(f_header, f_doc_id, f_revision, f_ts, f_vector):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+    if f_vector is not None:
+        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+    return OpTimestampedUpsertV1(f_header, f_doc_id, f_revision, f_ts, f_vector)
+C_op_timestamped_upsert_v1._bw_model = (_f2m_op_timestamped_upsert_v1, ('header', 'doc_id', 'revision', 'ts', 'vector'), (), False)
 
 def _m2c_op_timestamped_upsert_v1(v):
     return {
@@ -35854,6 +36289,8 @@ def _m2c_op_timestamped_upsert_v1(v):
 
 _CPK_op_upsert_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
 def _c2m_op_upsert_metadata_v1(c):
+    if c.__class__ is OpUpsertMetadataV1:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
@@ -35867,6 +36304,16 @@ def _c2m_op_upsert_metadata_v1(c):
         f_vector = _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
     return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
 
+def _f2m_op_upsert_metadata_v1(f_header, f_doc_id, f_revision, f_metadata, f_vector):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    if f_vector is not None:
+        f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_metadata_v1_vector)
+    return OpUpsertMetadataV1(f_header, f_doc_id, f_revision, f_metadata, f_vector)
+C_op_upsert_metadata_v1._bw_model = (_f2m_op_upsert_metadata_v1, ('header', 'doc_id', 'revision', 'metadata', 'vector'), (), False)
+
 def _m2c_op_upsert_metadata_v1(v):
     return {
         'header': None if v.header is None else _m2c_payload_v1_header(v.header),
@@ -35878,6 +36325,8 @@ def _m2c_op_upsert_metadata_v1(v):
 
 _CPK_op_upsert_ts_metadata_v1_vector = _packed_kind('<', 'f', 4, True)
 def _c2m_op_upsert_ts_metadata_v1(c):
+    if c.__class__ is OpUpsertTsMetadataV1:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
@@ -35892,6 +36341,16 @@ def _c2m_op_upsert_ts_metadata_v1(c):
         f_vector = _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
     return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
 
+def _f2m_op_upsert_ts_metadata_v1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    if f_vector is not None:
+        f_vector = f_vector if f_vector.__class__ is PackedArray and f_vector.kind is _CPK_op_upsert_ts_metadata_v1_vector else _packed_from(f_vector, _CPK_op_upsert_ts_metadata_v1_vector)
+    return OpUpsertTsMetadataV1(f_header, f_doc_id, f_revision, f_ts, f_metadata, f_vector)
+C_op_upsert_ts_metadata_v1._bw_model = (_f2m_op_upsert_ts_metadata_v1, ('header', 'doc_id', 'revision', 'ts', 'metadata', 'vector'), (), False)
+
 def _m2c_op_upsert_ts_metadata_v1(v):
     return {
         'header': None if v.header is None else _m2c_payload_v1_header(v.header),
@@ -35903,11 +36362,19 @@ def _m2c_op_upsert_ts_metadata_v1(v):
     }
 
 def _c2m_typed_column(c):
+    if c.__class__ is TypedColumn:  # built by a compiled parse
+        return c
     f_column_id = c['column_id']
     f_value = c['value']
     if f_value is not None:
         f_value = _c2m_metadata_value(f_value)
     return TypedColumn(f_column_id, f_value)
+
+def _f2m_typed_column(f_column_id, f_value):
+    if f_value is not None:
+        f_value = (f_value if f_value.__class__ is MetadataValue else _c2m_metadata_value(f_value))
+    return TypedColumn(f_column_id, f_value)
+C_typed_column._bw_model = (_f2m_typed_column, ('column_id', 'value'), (), True)
 
 def _m2c_typed_column(v):
     return {
@@ -35916,6 +36383,8 @@ def _m2c_typed_column(v):
     }
 
 def _c2m_op_upsert_v2(c):
+    if c.__class__ is OpUpsertV2:  # built by a compiled parse
+        return c
     f_fields = c['fields']
     if f_fields is not None:
         f_fields = _c2m_flags_upsert_fields(f_fields)
@@ -35934,6 +36403,18 @@ def _c2m_op_upsert_v2(c):
         f_columns = [_c2m_typed_column(_x) for _x in f_columns]
     return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
 
+def _f2m_op_upsert_v2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns):
+    if f_fields is not None:
+        f_fields = (f_fields if f_fields.__class__ is UpsertFields else _c2m_flags_upsert_fields(f_fields))
+    if f_vector is not None:
+        f_vector = (f_vector if f_vector.__class__ is F32Vector else _c2m_f32_vector(f_vector))
+    if f_metadata is not None:
+        f_metadata = bytes(f_metadata)
+    if f_columns is not None:
+        f_columns = [(_x if _x.__class__ is TypedColumn else _c2m_typed_column(_x)) for _x in f_columns]
+    return OpUpsertV2(f_fields, f_doc_id, f_revision, f_vector, f_text, f_ts, f_metadata, f_columns)
+C_op_upsert_v2._bw_model = (_f2m_op_upsert_v2, ('fields', 'doc_id', 'revision', 'vector', 'text', 'ts', 'metadata', 'columns'), (), False)
+
 def _m2c_op_upsert_v2(v):
     return {
         'fields': None if v.fields is None else v.fields.to_dict(),
@@ -35947,12 +36428,20 @@ def _m2c_op_upsert_v2(v):
     }
 
 def _c2m_op_batch_member(c):
+    if c.__class__ is OpBatchMember:  # built by a compiled parse
+        return c
     f_index = c['index']
     f_count = c['count']
     f_body = c['body']
     if f_body is not None:
         f_body = _c2m_op_upsert_v2(f_body)
     return OpBatchMember(f_index, f_count, f_body)
+
+def _f2m_op_batch_member(f_index, f_count, f_body):
+    if f_body is not None:
+        f_body = (f_body if f_body.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_body))
+    return OpBatchMember(f_index, f_count, f_body)
+C_op_batch_member._bw_model = (_f2m_op_batch_member, ('index', 'count', 'body'), (), True)
 
 def _m2c_op_batch_member(v):
     return {
@@ -35962,6 +36451,8 @@ def _m2c_op_batch_member(v):
     }
 
 def _c2m_transaction_binding(c):
+    if c.__class__ is TransactionBinding:  # built by a compiled parse
+        return c
     f_transaction = c['transaction']
     f_participant = c['participant']
     f_first_seq = c['first_seq']
@@ -35969,6 +36460,10 @@ def _c2m_transaction_binding(c):
     f_manifest_digest = c['manifest_digest']
     f_final_generation = c['final_generation']
     return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
+
+def _f2m_transaction_binding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation):
+    return TransactionBinding(f_transaction, f_participant, f_first_seq, f_last_seq, f_manifest_digest, f_final_generation)
+C_transaction_binding._bw_model = (_f2m_transaction_binding, ('transaction', 'participant', 'first_seq', 'last_seq', 'manifest_digest', 'final_generation'), (), False)
 
 def _m2c_transaction_binding(v):
     return {
@@ -35981,6 +36476,8 @@ def _m2c_transaction_binding(v):
     }
 
 def _c2m_op_prepared_mutation(c):
+    if c.__class__ is OpPreparedMutation:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_payload_v1_header(f_header)
@@ -35995,6 +36492,16 @@ def _c2m_op_prepared_mutation(c):
         f_inner = (_c2m_op_upsert_v1(f_inner) if f_inner_op == 1 else (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_metadata_edit_v1(f_inner) if f_inner_op == 3 else (_c2m_op_timestamped_upsert_v1(f_inner) if f_inner_op == 4 else (_c2m_op_upsert_metadata_v1(f_inner) if f_inner_op == 5 else (_c2m_op_upsert_ts_metadata_v1(f_inner) if f_inner_op == 6 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else None)))))))
     return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
 
+def _f2m_op_prepared_mutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is PayloadV1Header else _c2m_payload_v1_header(f_header))
+    if f_binding is not None:
+        f_binding = (f_binding if f_binding.__class__ is TransactionBinding else _c2m_transaction_binding(f_binding))
+    if f_inner is not None:
+        f_inner = ((f_inner if f_inner.__class__ is OpUpsertV1 else _c2m_op_upsert_v1(f_inner)) if f_inner_op == 1 else ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpMetadataEditV1 else _c2m_op_metadata_edit_v1(f_inner)) if f_inner_op == 3 else ((f_inner if f_inner.__class__ is OpTimestampedUpsertV1 else _c2m_op_timestamped_upsert_v1(f_inner)) if f_inner_op == 4 else ((f_inner if f_inner.__class__ is OpUpsertMetadataV1 else _c2m_op_upsert_metadata_v1(f_inner)) if f_inner_op == 5 else ((f_inner if f_inner.__class__ is OpUpsertTsMetadataV1 else _c2m_op_upsert_ts_metadata_v1(f_inner)) if f_inner_op == 6 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else None)))))))
+    return OpPreparedMutation(f_header, f_binding, f_index, f_count, f_inner_op, f_inner)
+C_op_prepared_mutation._bw_model = (_f2m_op_prepared_mutation, ('header', 'binding', 'index', 'count', 'inner_op', 'inner'), (), True)
+
 def _m2c_op_prepared_mutation(v):
     return {
         'header': None if v.header is None else _m2c_payload_v1_header(v.header),
@@ -36006,6 +36513,8 @@ def _m2c_op_prepared_mutation(v):
     }
 
 def _c2m_op_mixed_member(c):
+    if c.__class__ is OpMixedMember:  # built by a compiled parse
+        return c
     f_index = c['index']
     f_count = c['count']
     f_inner_op = c['inner_op']
@@ -36013,6 +36522,12 @@ def _c2m_op_mixed_member(c):
     if f_inner is not None:
         f_inner = (_c2m_op_delete_v1(f_inner) if f_inner_op == 2 else (_c2m_op_upsert_v2(f_inner) if f_inner_op == 7 else (_c2m_graph_envelope(f_inner) if f_inner_op == 10 else None)))
     return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
+
+def _f2m_op_mixed_member(f_index, f_count, f_inner_op, f_inner):
+    if f_inner is not None:
+        f_inner = ((f_inner if f_inner.__class__ is OpDeleteV1 else _c2m_op_delete_v1(f_inner)) if f_inner_op == 2 else ((f_inner if f_inner.__class__ is OpUpsertV2 else _c2m_op_upsert_v2(f_inner)) if f_inner_op == 7 else ((f_inner if f_inner.__class__ is GraphEnvelope else _c2m_graph_envelope(f_inner)) if f_inner_op == 10 else None)))
+    return OpMixedMember(f_index, f_count, f_inner_op, f_inner)
+C_op_mixed_member._bw_model = (_f2m_op_mixed_member, ('index', 'count', 'inner_op', 'inner'), (), True)
 
 def _m2c_op_mixed_member(v):
     return {
@@ -36023,9 +36538,15 @@ def _m2c_op_mixed_member(v):
     }
 
 def _c2m_zgw_file_header(c):
+    if c.__class__ is ZgwFileHeader:  # built by a compiled parse
+        return c
     f_store = c['store']
     f_first_commit_sequence = c['first_commit_sequence']
     return ZgwFileHeader(f_store, f_first_commit_sequence)
+
+def _f2m_zgw_file_header(f_store, f_first_commit_sequence):
+    return ZgwFileHeader(f_store, f_first_commit_sequence)
+C_zgw_file_header._bw_model = (_f2m_zgw_file_header, ('store', 'first_commit_sequence'), (), True)
 
 def _m2c_zgw_file_header(v):
     return {
@@ -36034,6 +36555,8 @@ def _m2c_zgw_file_header(v):
     }
 
 def _c2m_zgw_frame(c):
+    if c.__class__ is ZgwFrame:  # built by a compiled parse
+        return c
     f_kind = c['kind']
     if f_kind is not None:
         _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
@@ -36046,6 +36569,15 @@ def _c2m_zgw_frame(c):
         f_payload = (_c2m_zgw_begin(f_payload) if f_kind == 1 else (_c2m_zgw_mutation(f_payload) if f_kind == 2 else (_c2m_zgw_inventory(f_payload) if f_kind == 3 else (_c2m_zgw_reclaim_intent(f_payload) if f_kind == 4 else (_c2m_zgw_reclaim_complete(f_payload) if f_kind == 5 else (_c2m_zgw_commit(f_payload) if f_kind == 6 else None))))))
     return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
 
+def _f2m_zgw_frame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload):
+    if f_kind is not None:
+        _t = _ZGWFRAMEKIND_BY_VALUE.get(f_kind)
+        f_kind = _enum_value(ZgwFrameKind, f_kind, False) if _t is None else _t
+    if f_payload is not None:
+        f_payload = ((f_payload if f_payload.__class__ is ZgwBegin else _c2m_zgw_begin(f_payload)) if f_kind == 1 else ((f_payload if f_payload.__class__ is ZgwMutation else _c2m_zgw_mutation(f_payload)) if f_kind == 2 else ((f_payload if f_payload.__class__ is ZgwInventory else _c2m_zgw_inventory(f_payload)) if f_kind == 3 else ((f_payload if f_payload.__class__ is ZgwReclaimIntent else _c2m_zgw_reclaim_intent(f_payload)) if f_kind == 4 else ((f_payload if f_payload.__class__ is ZgwReclaimComplete else _c2m_zgw_reclaim_complete(f_payload)) if f_kind == 5 else ((f_payload if f_payload.__class__ is ZgwCommit else _c2m_zgw_commit(f_payload)) if f_kind == 6 else None))))))
+    return ZgwFrame(f_kind, f_frame_index, f_sequence, f_batch_id, f_payload)
+C_zgw_frame._bw_model = (_f2m_zgw_frame, ('kind', 'frame_index', 'sequence', 'batch_id', 'payload'), (), False)
+
 def _m2c_zgw_frame(v):
     return {
         'kind': None if v.kind is None else int(v.kind),
@@ -36056,6 +36588,8 @@ def _m2c_zgw_frame(v):
     }
 
 def _c2m_zgw_frame_header(c):
+    if c.__class__ is ZgwFrameHeader:  # built by a compiled parse
+        return c
     f_kind = c['kind']
     f_version = c['version']
     f_payload_len = c['payload_len']
@@ -36066,6 +36600,12 @@ def _c2m_zgw_frame_header(c):
     if f_reserved is not None:
         f_reserved = bytes(f_reserved)
     return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
+
+def _f2m_zgw_frame_header(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved):
+    if f_reserved is not None:
+        f_reserved = bytes(f_reserved)
+    return ZgwFrameHeader(f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved)
+C_zgw_frame_header._bw_model = (_f2m_zgw_frame_header, ('kind', 'version', 'payload_len', 'frame_index', 'sequence', 'batch_id', 'reserved'), (), False)
 
 def _m2c_zgw_frame_header(v):
     return {
@@ -36079,8 +36619,14 @@ def _m2c_zgw_frame_header(v):
     }
 
 def _c2m_zgw_envelope_size(c):
+    if c.__class__ is ZgwEnvelopeSize:  # built by a compiled parse
+        return c
     f_size = c['size']
     return ZgwEnvelopeSize(f_size)
+
+def _f2m_zgw_envelope_size(f_size):
+    return ZgwEnvelopeSize(f_size)
+C_zgw_envelope_size._bw_model = (_f2m_zgw_envelope_size, ('size',), (), True)
 
 def _m2c_zgw_envelope_size(v):
     return {
@@ -36088,6 +36634,8 @@ def _m2c_zgw_envelope_size(v):
     }
 
 def _c2m_graph_envelope(c):
+    if c.__class__ is GraphEnvelope:  # built by a compiled parse
+        return c
     f_begin = c['begin']
     if f_begin is not None:
         f_begin = _c2m_zgw_frame(f_begin)
@@ -36099,6 +36647,16 @@ def _c2m_graph_envelope(c):
         f_commit = _c2m_zgw_frame(f_commit)
     return GraphEnvelope(f_begin, f_changes, f_commit)
 
+def _f2m_graph_envelope(f_begin, f_changes, f_commit):
+    if f_begin is not None:
+        f_begin = (f_begin if f_begin.__class__ is ZgwFrame else _c2m_zgw_frame(f_begin))
+    if f_changes is not None:
+        f_changes = [(_x if _x.__class__ is ZgwFrame else _c2m_zgw_frame(_x)) for _x in f_changes]
+    if f_commit is not None:
+        f_commit = (f_commit if f_commit.__class__ is ZgwFrame else _c2m_zgw_frame(f_commit))
+    return GraphEnvelope(f_begin, f_changes, f_commit)
+C_graph_envelope._bw_model = (_f2m_graph_envelope, ('begin', 'changes', 'commit'), (), True)
+
 def _m2c_graph_envelope(v):
     return {
         'begin': None if v.begin is None else _m2c_zgw_frame(v.begin),
@@ -36107,6 +36665,8 @@ def _m2c_graph_envelope(v):
     }
 
 def _c2m_zgw_begin(c):
+    if c.__class__ is ZgwBegin:  # built by a compiled parse
+        return c
     f_store = c['store']
     f_envelope_kind = c['envelope_kind']
     if f_envelope_kind is not None:
@@ -36117,6 +36677,13 @@ def _c2m_zgw_begin(c):
     f_change_count = c['change_count']
     f_complete_envelope_bytes = c['complete_envelope_bytes']
     return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
+
+def _f2m_zgw_begin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes):
+    if f_envelope_kind is not None:
+        _t = _ENVELOPEKIND_BY_VALUE.get(f_envelope_kind)
+        f_envelope_kind = _enum_value(EnvelopeKind, f_envelope_kind, False) if _t is None else _t
+    return ZgwBegin(f_store, f_envelope_kind, f_base_generation, f_target_generation, f_change_count, f_complete_envelope_bytes)
+C_zgw_begin._bw_model = (_f2m_zgw_begin, ('store', 'envelope_kind', 'base_generation', 'target_generation', 'change_count', 'complete_envelope_bytes'), (), False)
 
 def _m2c_zgw_begin(v):
     return {
@@ -36129,6 +36696,8 @@ def _m2c_zgw_begin(v):
     }
 
 def _c2m_artifact_descriptor(c):
+    if c.__class__ is ArtifactDescriptor:  # built by a compiled parse
+        return c
     f_store = c['store']
     f_artifact = c['artifact']
     f_creation_generation = c['creation_generation']
@@ -36138,6 +36707,10 @@ def _c2m_artifact_descriptor(c):
     f_version = c['version']
     f_whole_file_checksum = c['whole_file_checksum']
     return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
+
+def _f2m_artifact_descriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum):
+    return ArtifactDescriptor(f_store, f_artifact, f_creation_generation, f_creation_serial, f_complete_file_length, f_family, f_version, f_whole_file_checksum)
+C_artifact_descriptor._bw_model = (_f2m_artifact_descriptor, ('store', 'artifact', 'creation_generation', 'creation_serial', 'complete_file_length', 'family', 'version', 'whole_file_checksum'), (), False)
 
 def _m2c_artifact_descriptor(v):
     return {
@@ -36152,6 +36725,8 @@ def _m2c_artifact_descriptor(v):
     }
 
 def _c2m_required_ref(c):
+    if c.__class__ is RequiredRef:  # built by a compiled parse
+        return c
     f_descriptor = c['descriptor']
     if f_descriptor is not None:
         f_descriptor = _c2m_artifact_descriptor(f_descriptor)
@@ -36161,6 +36736,12 @@ def _c2m_required_ref(c):
     f_block_kind = c['block_kind']
     f_block_version = c['block_version']
     return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
+
+def _f2m_required_ref(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version):
+    if f_descriptor is not None:
+        f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
+    return RequiredRef(f_descriptor, f_artifact, f_offset, f_length, f_block_kind, f_block_version)
+C_required_ref._bw_model = (_f2m_required_ref, ('descriptor', 'artifact', 'offset', 'length', 'block_kind', 'block_version'), (), False)
 
 def _m2c_required_ref(v):
     return {
@@ -36173,11 +36754,19 @@ def _m2c_required_ref(v):
     }
 
 def _c2m_optional_ref(c):
+    if c.__class__ is OptionalRef:  # built by a compiled parse
+        return c
     f_present = c['present']
     f_ref = c['ref']
     if f_ref is not None:
         f_ref = _c2m_required_ref(f_ref)
     return OptionalRef(f_present, f_ref)
+
+def _f2m_optional_ref(f_present, f_ref):
+    if f_ref is not None:
+        f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
+    return OptionalRef(f_present, f_ref)
+C_optional_ref._bw_model = (_f2m_optional_ref, ('present', 'ref'), (), True)
 
 def _m2c_optional_ref(v):
     return {
@@ -36186,6 +36775,8 @@ def _m2c_optional_ref(v):
     }
 
 def _c2m_commit_state(c):
+    if c.__class__ is CommitState:  # built by a compiled parse
+        return c
     f_store = c['store']
     f_generation = c['generation']
     f_sequence = c['sequence']
@@ -36213,6 +36804,22 @@ def _c2m_commit_state(c):
         f_prepared = [_c2m_required_ref(_x) for _x in f_prepared]
     return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
 
+def _f2m_commit_state(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared):
+    if f_roots is not None:
+        f_roots = [(_x if _x.__class__ is OptionalRef else _c2m_optional_ref(_x)) for _x in f_roots]
+    if f_catalog is not None:
+        f_catalog = (f_catalog if f_catalog.__class__ is RequiredRef else _c2m_required_ref(f_catalog))
+    if f_vector is not None:
+        f_vector = (f_vector if f_vector.__class__ is OptionalRef else _c2m_optional_ref(f_vector))
+    if f_text is not None:
+        f_text = (f_text if f_text.__class__ is OptionalRef else _c2m_optional_ref(f_text))
+    if f_reclaim is not None:
+        f_reclaim = (f_reclaim if f_reclaim.__class__ is OptionalRef else _c2m_optional_ref(f_reclaim))
+    if f_prepared is not None:
+        f_prepared = [(_x if _x.__class__ is RequiredRef else _c2m_required_ref(_x)) for _x in f_prepared]
+    return CommitState(f_store, f_generation, f_sequence, f_node_high_water, f_relationship_high_water, f_symbol_high_water, f_creation_serial, f_roots, f_catalog, f_vector, f_text, f_reclaim, f_prepared)
+C_commit_state._bw_model = (_f2m_commit_state, ('store', 'generation', 'sequence', 'node_high_water', 'relationship_high_water', 'symbol_high_water', 'creation_serial', 'roots', 'catalog', 'vector', 'text', 'reclaim', 'prepared'), (), False)
+
 def _m2c_commit_state(v):
     return {
         'store': v.store,
@@ -36231,12 +36838,20 @@ def _m2c_commit_state(v):
     }
 
 def _c2m_zgw_commit(c):
+    if c.__class__ is ZgwCommit:  # built by a compiled parse
+        return c
     f_change_count = c['change_count']
     f_digest = c['digest']
     f_state = c['state']
     if f_state is not None:
         f_state = _c2m_commit_state(f_state)
     return ZgwCommit(f_change_count, f_digest, f_state)
+
+def _f2m_zgw_commit(f_change_count, f_digest, f_state):
+    if f_state is not None:
+        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+    return ZgwCommit(f_change_count, f_digest, f_state)
+C_zgw_commit._bw_model = (_f2m_zgw_commit, ('change_count', 'digest', 'state'), (), False)
 
 def _m2c_zgw_commit(v):
     return {
@@ -36246,6 +36861,8 @@ def _m2c_zgw_commit(v):
     }
 
 def _c2m_zgop_key(c):
+    if c.__class__ is ZgopKey:  # built by a compiled parse
+        return c
     f_entity = c['entity']
     if f_entity is not None:
         _t = _ENTITYKIND_BY_VALUE.get(f_entity)
@@ -36253,6 +36870,13 @@ def _c2m_zgop_key(c):
     f_namespace = c['namespace']
     f_key = c['key']
     return ZgopKey(f_entity, f_namespace, f_key)
+
+def _f2m_zgop_key(f_entity, f_namespace, f_key):
+    if f_entity is not None:
+        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+    return ZgopKey(f_entity, f_namespace, f_key)
+C_zgop_key._bw_model = (_f2m_zgop_key, ('entity', 'namespace', 'key'), (), False)
 
 def _m2c_zgop_key(v):
     return {
@@ -36262,6 +36886,8 @@ def _m2c_zgop_key(v):
     }
 
 def _c2m_zgop_expected(c):
+    if c.__class__ is ZgopExpected:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     f_entity = c['entity']
     if f_entity is not None:
@@ -36270,6 +36896,13 @@ def _c2m_zgop_expected(c):
     f_entity_id = c['entity_id']
     f_revision = c['revision']
     return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
+
+def _f2m_zgop_expected(f_tag, f_entity, f_entity_id, f_revision):
+    if f_entity is not None:
+        _t = _ENTITYKIND_BY_VALUE.get(f_entity)
+        f_entity = _enum_value(EntityKind, f_entity, False) if _t is None else _t
+    return ZgopExpected(f_tag, f_entity, f_entity_id, f_revision)
+C_zgop_expected._bw_model = (_f2m_zgop_expected, ('tag', 'entity', 'entity_id', 'revision'), (), False)
 
 def _m2c_zgop_expected(v):
     return {
@@ -36280,6 +36913,8 @@ def _m2c_zgop_expected(v):
     }
 
 def _c2m_zgop(c):
+    if c.__class__ is Zgop:  # built by a compiled parse
+        return c
     f_operation = c['operation']
     if f_operation is not None:
         _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
@@ -36305,6 +36940,23 @@ def _c2m_zgop(c):
     f_original_generation = c['original_generation']
     return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
 
+def _f2m_zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation):
+    if f_operation is not None:
+        _t = _ZGOPOPERATION_BY_VALUE.get(f_operation)
+        f_operation = _enum_value(ZgopOperation, f_operation, False) if _t is None else _t
+    if f_key is not None:
+        f_key = (f_key if f_key.__class__ is ZgopKey else _c2m_zgop_key(f_key))
+    if f_expected is not None:
+        f_expected = (f_expected if f_expected.__class__ is ZgopExpected else _c2m_zgop_expected(f_expected))
+    if f_incarnation_kind is not None:
+        _t = _ENTITYKIND_BY_VALUE.get(f_incarnation_kind)
+        f_incarnation_kind = _enum_value(EntityKind, f_incarnation_kind, False) if _t is None else _t
+    if f_delete_mode is not None:
+        _t = _DELETEMODE_BY_VALUE.get(f_delete_mode)
+        f_delete_mode = _enum_value(DeleteMode, f_delete_mode, False) if _t is None else _t
+    return Zgop(f_operation, f_key_present, f_key, f_requested_revision, f_installed_revision, f_expected, f_incarnation_kind, f_incarnation, f_delete_mode, f_original_generation)
+C_zgop._bw_model = (_f2m_zgop, ('operation', 'key_present', 'key', 'requested_revision', 'installed_revision', 'expected', 'incarnation_kind', 'incarnation', 'delete_mode', 'original_generation'), (), True)
+
 def _m2c_zgop(v):
     return {
         'operation': None if v.operation is None else int(v.operation),
@@ -36320,6 +36972,8 @@ def _m2c_zgop(v):
     }
 
 def _c2m_zgw_mutation(c):
+    if c.__class__ is ZgwMutation:  # built by a compiled parse
+        return c
     f_live = c['live']
     f_membership = c['membership']
     if f_membership is not None:
@@ -36332,6 +36986,16 @@ def _c2m_zgw_mutation(c):
         f_canonical = _c2m_optional_ref(f_canonical)
     return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
 
+def _f2m_zgw_mutation(f_live, f_membership, f_zgop, f_canonical):
+    if f_membership is not None:
+        f_membership = (f_membership if f_membership.__class__ is MembershipBits else _c2m_flags_membership_bits(f_membership))
+    if f_zgop is not None:
+        f_zgop = (f_zgop if f_zgop.__class__ is Zgop else _c2m_zgop(f_zgop))
+    if f_canonical is not None:
+        f_canonical = (f_canonical if f_canonical.__class__ is OptionalRef else _c2m_optional_ref(f_canonical))
+    return ZgwMutation(f_live, f_membership, f_zgop, f_canonical)
+C_zgw_mutation._bw_model = (_f2m_zgw_mutation, ('live', 'membership', 'zgop', 'canonical'), (), True)
+
 def _m2c_zgw_mutation(v):
     return {
         'live': v.live,
@@ -36341,6 +37005,8 @@ def _m2c_zgw_mutation(v):
     }
 
 def _c2m_zgw_inventory(c):
+    if c.__class__ is ZgwInventory:  # built by a compiled parse
+        return c
     f_descriptor = c['descriptor']
     if f_descriptor is not None:
         f_descriptor = _c2m_artifact_descriptor(f_descriptor)
@@ -36351,6 +37017,15 @@ def _c2m_zgw_inventory(c):
     f_intent = c['intent']
     return ZgwInventory(f_descriptor, f_state, f_intent)
 
+def _f2m_zgw_inventory(f_descriptor, f_state, f_intent):
+    if f_descriptor is not None:
+        f_descriptor = (f_descriptor if f_descriptor.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(f_descriptor))
+    if f_state is not None:
+        _t = _INVENTORYSTATE_BY_VALUE.get(f_state)
+        f_state = _enum_value(InventoryState, f_state, False) if _t is None else _t
+    return ZgwInventory(f_descriptor, f_state, f_intent)
+C_zgw_inventory._bw_model = (_f2m_zgw_inventory, ('descriptor', 'state', 'intent'), (), True)
+
 def _m2c_zgw_inventory(v):
     return {
         'descriptor': None if v.descriptor is None else _m2c_artifact_descriptor(v.descriptor),
@@ -36359,6 +37034,8 @@ def _m2c_zgw_inventory(v):
     }
 
 def _c2m_zgw_reclaim_intent(c):
+    if c.__class__ is ZgwReclaimIntent:  # built by a compiled parse
+        return c
     f_id = c['id']
     f_capture_generation = c['capture_generation']
     f_capture_sequence = c['capture_sequence']
@@ -36377,6 +37054,16 @@ def _c2m_zgw_reclaim_intent(c):
         f_candidates = [_c2m_artifact_descriptor(_x) for _x in f_candidates]
     return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
 
+def _f2m_zgw_reclaim_intent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates):
+    if f_protected is not None:
+        f_protected = (f_protected if f_protected.__class__ is RequiredRef else _c2m_required_ref(f_protected))
+    if f_completed_mark is not None:
+        f_completed_mark = (f_completed_mark if f_completed_mark.__class__ is RequiredRef else _c2m_required_ref(f_completed_mark))
+    if f_candidates is not None:
+        f_candidates = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_candidates]
+    return ZgwReclaimIntent(f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_protected, f_protected_digest, f_completed_mark, f_mark_digest, f_candidates)
+C_zgw_reclaim_intent._bw_model = (_f2m_zgw_reclaim_intent, ('id', 'capture_generation', 'capture_sequence', 'serial_fence', 'completed_mark_state', 'protected', 'protected_digest', 'completed_mark', 'mark_digest', 'candidates'), (), True)
+
 def _m2c_zgw_reclaim_intent(v):
     return {
         'id': v.id,
@@ -36392,10 +37079,18 @@ def _m2c_zgw_reclaim_intent(v):
     }
 
 def _c2m_descriptor_list(c):
+    if c.__class__ is DescriptorList:  # built by a compiled parse
+        return c
     f_rows = c['rows']
     if f_rows is not None:
         f_rows = [_c2m_artifact_descriptor(_x) for _x in f_rows]
     return DescriptorList(f_rows)
+
+def _f2m_descriptor_list(f_rows):
+    if f_rows is not None:
+        f_rows = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_rows]
+    return DescriptorList(f_rows)
+C_descriptor_list._bw_model = (_f2m_descriptor_list, ('rows',), (), True)
 
 def _m2c_descriptor_list(v):
     return {
@@ -36403,6 +37098,8 @@ def _m2c_descriptor_list(v):
     }
 
 def _c2m_zgw_reclaim_complete(c):
+    if c.__class__ is ZgwReclaimComplete:  # built by a compiled parse
+        return c
     f_id = c['id']
     f_intent = c['intent']
     if f_intent is not None:
@@ -36416,6 +37113,16 @@ def _c2m_zgw_reclaim_complete(c):
         f_remaining = _c2m_descriptor_list(f_remaining)
     return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
 
+def _f2m_zgw_reclaim_complete(f_id, f_intent, f_durable_state, f_completed, f_remaining):
+    if f_intent is not None:
+        f_intent = (f_intent if f_intent.__class__ is RequiredRef else _c2m_required_ref(f_intent))
+    if f_completed is not None:
+        f_completed = (f_completed if f_completed.__class__ is DescriptorList else _c2m_descriptor_list(f_completed))
+    if f_remaining is not None:
+        f_remaining = (f_remaining if f_remaining.__class__ is DescriptorList else _c2m_descriptor_list(f_remaining))
+    return ZgwReclaimComplete(f_id, f_intent, f_durable_state, f_completed, f_remaining)
+C_zgw_reclaim_complete._bw_model = (_f2m_zgw_reclaim_complete, ('id', 'intent', 'durable_state', 'completed', 'remaining'), (), True)
+
 def _m2c_zgw_reclaim_complete(v):
     return {
         'id': v.id,
@@ -36426,6 +37133,8 @@ def _m2c_zgw_reclaim_complete(v):
     }
 
 def _c2m_spill_binding(c):
+    if c.__class__ is SpillBinding:  # built by a compiled parse
+        return c
     f_store = c['store']
     f_session = c['session']
     f_capture_generation = c['capture_generation']
@@ -36433,6 +37142,10 @@ def _c2m_spill_binding(c):
     f_sequence = c['sequence']
     f_serial_fence = c['serial_fence']
     return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
+
+def _f2m_spill_binding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence):
+    return SpillBinding(f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence)
+C_spill_binding._bw_model = (_f2m_spill_binding, ('store', 'session', 'capture_generation', 'target_generation', 'sequence', 'serial_fence'), (), True)
 
 def _m2c_spill_binding(v):
     return {
@@ -36445,10 +37158,18 @@ def _m2c_spill_binding(v):
     }
 
 def _c2m_zgcp_prepared_inventory(c):
+    if c.__class__ is ZgcpPreparedInventory:  # built by a compiled parse
+        return c
     f_descriptors = c['descriptors']
     if f_descriptors is not None:
         f_descriptors = [_c2m_artifact_descriptor(_x) for _x in f_descriptors]
     return ZgcpPreparedInventory(f_descriptors)
+
+def _f2m_zgcp_prepared_inventory(f_descriptors):
+    if f_descriptors is not None:
+        f_descriptors = [(_x if _x.__class__ is ArtifactDescriptor else _c2m_artifact_descriptor(_x)) for _x in f_descriptors]
+    return ZgcpPreparedInventory(f_descriptors)
+C_zgcp_prepared_inventory._bw_model = (_f2m_zgcp_prepared_inventory, ('descriptors',), (), True)
 
 def _m2c_zgcp_prepared_inventory(v):
     return {
@@ -36456,6 +37177,8 @@ def _m2c_zgcp_prepared_inventory(v):
     }
 
 def _c2m_zgcp_captured_base(c):
+    if c.__class__ is ZgcpCapturedBase:  # built by a compiled parse
+        return c
     f_unpinned = c['unpinned']
     if f_unpinned is not None:
         f_unpinned = bytes(f_unpinned)
@@ -36469,6 +37192,16 @@ def _c2m_zgcp_captured_base(c):
         f_state = _c2m_commit_state(f_state)
     return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
 
+def _f2m_zgcp_captured_base(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state):
+    if f_unpinned is not None:
+        f_unpinned = bytes(f_unpinned)
+    if f_binding is not None:
+        f_binding = (f_binding if f_binding.__class__ is SpillBinding else _c2m_spill_binding(f_binding))
+    if f_state is not None:
+        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+    return ZgcpCapturedBase(f_unpinned, f_binding, f_absorbed_through, f_manifest_generation, f_state)
+C_zgcp_captured_base._bw_model = (_f2m_zgcp_captured_base, ('unpinned', 'binding', 'absorbed_through', 'manifest_generation', 'state'), (), True)
+
 def _m2c_zgcp_captured_base(v):
     return {
         'unpinned': v.unpinned,
@@ -36479,6 +37212,8 @@ def _m2c_zgcp_captured_base(v):
     }
 
 def _c2m_zgcp_participant(c):
+    if c.__class__ is ZgcpParticipant:  # built by a compiled parse
+        return c
     f_role = c['role']
     if f_role is not None:
         _t = _ZGCPROLE_BY_VALUE.get(f_role)
@@ -36488,6 +37223,15 @@ def _c2m_zgcp_participant(c):
         f_body = (_c2m_zgcp_prepared_inventory(f_body) if f_role == 2 else (_c2m_zgcp_captured_base(f_body) if f_role == 7 else f_body))
     return ZgcpParticipant(f_role, f_body)
 
+def _f2m_zgcp_participant(f_role, f_body):
+    if f_role is not None:
+        _t = _ZGCPROLE_BY_VALUE.get(f_role)
+        f_role = _enum_value(ZgcpRole, f_role, False) if _t is None else _t
+    if f_body is not None:
+        f_body = ((f_body if f_body.__class__ is ZgcpPreparedInventory else _c2m_zgcp_prepared_inventory(f_body)) if f_role == 2 else ((f_body if f_body.__class__ is ZgcpCapturedBase else _c2m_zgcp_captured_base(f_body)) if f_role == 7 else f_body))
+    return ZgcpParticipant(f_role, f_body)
+C_zgcp_participant._bw_model = (_f2m_zgcp_participant, ('role', 'body'), (), True)
+
 def _m2c_zgcp_participant(v):
     return {
         'role': None if v.role is None else int(v.role),
@@ -36495,8 +37239,14 @@ def _m2c_zgcp_participant(v):
     }
 
 def _c2m_fold_authority(c):
+    if c.__class__ is FoldAuthority:  # built by a compiled parse
+        return c
     f_values = c['values']
     return FoldAuthority(f_values)
+
+def _f2m_fold_authority(f_values):
+    return FoldAuthority(f_values)
+C_fold_authority._bw_model = (_f2m_fold_authority, ('values',), (), True)
 
 def _m2c_fold_authority(v):
     return {
@@ -36504,11 +37254,19 @@ def _m2c_fold_authority(v):
     }
 
 def _c2m_captured_base_value(c):
+    if c.__class__ is CapturedBaseValue:  # built by a compiled parse
+        return c
     f_ref = c['ref']
     if f_ref is not None:
         f_ref = _c2m_required_ref(f_ref)
     f_sequence = c['sequence']
     return CapturedBaseValue(f_ref, f_sequence)
+
+def _f2m_captured_base_value(f_ref, f_sequence):
+    if f_ref is not None:
+        f_ref = (f_ref if f_ref.__class__ is RequiredRef else _c2m_required_ref(f_ref))
+    return CapturedBaseValue(f_ref, f_sequence)
+C_captured_base_value._bw_model = (_f2m_captured_base_value, ('ref', 'sequence'), (), True)
 
 def _m2c_captured_base_value(v):
     return {
@@ -36517,11 +37275,19 @@ def _m2c_captured_base_value(v):
     }
 
 def _c2m_protected_value(c):
+    if c.__class__ is ProtectedValue:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     f_value = c['value']
     if f_value is not None:
         f_value = (_c2m_fold_authority(f_value) if f_tag == 5 else (_c2m_captured_base_value(f_value) if f_tag == 6 else None))
     return ProtectedValue(f_tag, f_value)
+
+def _f2m_protected_value(f_tag, f_value):
+    if f_value is not None:
+        f_value = ((f_value if f_value.__class__ is FoldAuthority else _c2m_fold_authority(f_value)) if f_tag == 5 else ((f_value if f_value.__class__ is CapturedBaseValue else _c2m_captured_base_value(f_value)) if f_tag == 6 else None))
+    return ProtectedValue(f_tag, f_value)
+C_protected_value._bw_model = (_f2m_protected_value, ('tag', 'value'), (), False)
 
 def _m2c_protected_value(v):
     return {
@@ -36530,10 +37296,18 @@ def _m2c_protected_value(v):
     }
 
 def _c2m_frame_block(c):
+    if c.__class__ is FrameBlock:  # built by a compiled parse
+        return c
     f_payload = c['payload']
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return FrameBlock(f_payload)
+
+def _f2m_frame_block(f_payload):
+    if f_payload is not None:
+        f_payload = bytes(f_payload)
+    return FrameBlock(f_payload)
+C_frame_block._bw_model = (_f2m_frame_block, ('payload',), (), False)
 
 def _m2c_frame_block(v):
     return {
@@ -36541,11 +37315,19 @@ def _m2c_frame_block(v):
     }
 
 def _c2m_frame_file(c):
+    if c.__class__ is FrameFile:  # built by a compiled parse
+        return c
     f_flags = c['flags']
     f_block = c['block']
     if f_block is not None:
         f_block = _c2m_frame_block(f_block)
     return FrameFile(f_flags, f_block)
+
+def _f2m_frame_file(f_flags, f_block):
+    if f_block is not None:
+        f_block = (f_block if f_block.__class__ is FrameBlock else _c2m_frame_block(f_block))
+    return FrameFile(f_flags, f_block)
+C_frame_file._bw_model = (_f2m_frame_file, ('flags', 'block'), (), True)
 
 def _m2c_frame_file(v):
     return {
@@ -36554,10 +37336,18 @@ def _m2c_frame_file(v):
     }
 
 def _c2m_manifest_block(c, p_version):
+    if c.__class__ is ManifestBlock:  # built by a compiled parse
+        return c
     f_payload = c['payload']
     if f_payload is not None:
         f_payload = _c2m_manifest_payload(f_payload, p_version)
     return ManifestBlock(f_payload)
+
+def _f2m_manifest_block(f_payload, p_version):
+    if f_payload is not None:
+        f_payload = (f_payload if f_payload.__class__ is ManifestPayload else _c2m_manifest_payload(f_payload, p_version))
+    return ManifestBlock(f_payload)
+C_manifest_block._bw_model = (_f2m_manifest_block, ('payload',), ('version',), False)
 
 def _m2c_manifest_block(v):
     return {
@@ -36565,11 +37355,19 @@ def _m2c_manifest_block(v):
     }
 
 def _c2m_manifest_file(c):
+    if c.__class__ is ManifestFile:  # built by a compiled parse
+        return c
     f_family_version = c['family_version']
     f_block = c['block']
     if f_block is not None:
         f_block = _c2m_manifest_block(f_block, f_family_version)
     return ManifestFile(f_family_version, f_block)
+
+def _f2m_manifest_file(f_family_version, f_block):
+    if f_block is not None:
+        f_block = (f_block if f_block.__class__ is ManifestBlock else _c2m_manifest_block(f_block, f_family_version))
+    return ManifestFile(f_family_version, f_block)
+C_manifest_file._bw_model = (_f2m_manifest_file, ('family_version', 'block'), (), True)
 
 def _m2c_manifest_file(v):
     return {
@@ -36578,10 +37376,16 @@ def _m2c_manifest_file(v):
     }
 
 def _c2m_epoch_alias(c):
+    if c.__class__ is EpochAlias:  # built by a compiled parse
+        return c
     f_present = c['present']
     f_embedding_epoch_id = c['embedding_epoch_id']
     f_tokenizer_epoch_id = c['tokenizer_epoch_id']
     return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
+
+def _f2m_epoch_alias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id):
+    return EpochAlias(f_present, f_embedding_epoch_id, f_tokenizer_epoch_id)
+C_epoch_alias._bw_model = (_f2m_epoch_alias, ('present', 'embedding_epoch_id', 'tokenizer_epoch_id'), (), True)
 
 def _m2c_epoch_alias(v):
     return {
@@ -36591,6 +37395,8 @@ def _m2c_epoch_alias(v):
     }
 
 def _c2m_manifest_segment(c):
+    if c.__class__ is ManifestSegment:  # built by a compiled parse
+        return c
     f_segment_id = c['segment_id']
     if f_segment_id is not None:
         f_segment_id = bytes(f_segment_id)
@@ -36605,6 +37411,15 @@ def _c2m_manifest_segment(c):
     f_embedding_epoch_id = c['embedding_epoch_id']
     return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
 
+def _f2m_manifest_segment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id):
+    if f_segment_id is not None:
+        f_segment_id = bytes(f_segment_id)
+    if f_scheme is not None:
+        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+    return ManifestSegment(f_segment_id, f_row_count, f_scheme, f_dims, f_file_size, f_epoch_present, f_embedding_epoch_id)
+C_manifest_segment._bw_model = (_f2m_manifest_segment, ('segment_id', 'row_count', 'scheme', 'dims', 'file_size', 'epoch_present', 'embedding_epoch_id'), (), False)
+
 def _m2c_manifest_segment(v):
     return {
         'segment_id': v.segment_id,
@@ -36617,6 +37432,8 @@ def _m2c_manifest_segment(v):
     }
 
 def _c2m_embedding_tower(c):
+    if c.__class__ is EmbeddingTower:  # built by a compiled parse
+        return c
     f_model_id = c['model_id']
     f_model_version = c['model_version']
     f_weights_digest = c['weights_digest']
@@ -36641,6 +37458,21 @@ def _c2m_embedding_tower(c):
     f_os_build = c['os_build']
     return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
 
+def _f2m_embedding_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
+    if f_weights_digest is not None:
+        f_weights_digest = bytes(f_weights_digest)
+    if f_normalization is not None:
+        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+    if f_runtime is not None:
+        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+    if f_compute_units is not None:
+        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+    return EmbeddingTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+C_embedding_tower._bw_model = (_f2m_embedding_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
+
 def _m2c_embedding_tower(v):
     return {
         'model_id': v.model_id,
@@ -36657,6 +37489,8 @@ def _m2c_embedding_tower(v):
     }
 
 def _c2m_embedding_epoch(c):
+    if c.__class__ is EmbeddingEpoch:  # built by a compiled parse
+        return c
     f_embedding_epoch_id = c['embedding_epoch_id']
     f_tokenizer_epoch_id = c['tokenizer_epoch_id']
     f_document = c['document']
@@ -36670,6 +37504,16 @@ def _c2m_embedding_epoch(c):
         f_alignment_digest = bytes(f_alignment_digest)
     return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
 
+def _f2m_embedding_epoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest):
+    if f_document is not None:
+        f_document = (f_document if f_document.__class__ is EmbeddingTower else _c2m_embedding_tower(f_document))
+    if f_query is not None:
+        f_query = (f_query if f_query.__class__ is EmbeddingTower else _c2m_embedding_tower(f_query))
+    if f_alignment_digest is not None:
+        f_alignment_digest = bytes(f_alignment_digest)
+    return EmbeddingEpoch(f_embedding_epoch_id, f_tokenizer_epoch_id, f_document, f_query, f_alignment_digest)
+C_embedding_epoch._bw_model = (_f2m_embedding_epoch, ('embedding_epoch_id', 'tokenizer_epoch_id', 'document', 'query', 'alignment_digest'), (), True)
+
 def _m2c_embedding_epoch(v):
     return {
         'embedding_epoch_id': v.embedding_epoch_id,
@@ -36680,6 +37524,8 @@ def _m2c_embedding_epoch(v):
     }
 
 def _c2m_column_def(c):
+    if c.__class__ is ColumnDef:  # built by a compiled parse
+        return c
     f_column_id = c['column_id']
     f_type = c['type']
     if f_type is not None:
@@ -36688,6 +37534,13 @@ def _c2m_column_def(c):
     f_nullable = c['nullable']
     f_name = c['name']
     return ColumnDef(f_column_id, f_type, f_nullable, f_name)
+
+def _f2m_column_def(f_column_id, f_type, f_nullable, f_name):
+    if f_type is not None:
+        _t = _COLUMNTYPE_BY_VALUE.get(f_type)
+        f_type = _enum_value(ColumnType, f_type, False) if _t is None else _t
+    return ColumnDef(f_column_id, f_type, f_nullable, f_name)
+C_column_def._bw_model = (_f2m_column_def, ('column_id', 'type', 'nullable', 'name'), (), True)
 
 def _m2c_column_def(v):
     return {
@@ -36698,6 +37551,8 @@ def _m2c_column_def(v):
     }
 
 def _c2m_clustering_range(c):
+    if c.__class__ is ClusteringRange:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     if f_tag is not None:
         _t = _RANGETAG_BY_VALUE.get(f_tag)
@@ -36705,6 +37560,13 @@ def _c2m_clustering_range(c):
     f_min_ts = c['min_ts']
     f_max_ts = c['max_ts']
     return ClusteringRange(f_tag, f_min_ts, f_max_ts)
+
+def _f2m_clustering_range(f_tag, f_min_ts, f_max_ts):
+    if f_tag is not None:
+        _t = _RANGETAG_BY_VALUE.get(f_tag)
+        f_tag = _enum_value(RangeTag, f_tag, False) if _t is None else _t
+    return ClusteringRange(f_tag, f_min_ts, f_max_ts)
+C_clustering_range._bw_model = (_f2m_clustering_range, ('tag', 'min_ts', 'max_ts'), (), False)
 
 def _m2c_clustering_range(v):
     return {
@@ -36714,10 +37576,18 @@ def _m2c_clustering_range(v):
     }
 
 def _c2m_tsr1_body(c, p_segment_count):
+    if c.__class__ is Tsr1Body:  # built by a compiled parse
+        return c
     f_ranges = c['ranges']
     if f_ranges is not None:
         f_ranges = [_c2m_clustering_range(_x) for _x in f_ranges]
     return Tsr1Body(f_ranges)
+
+def _f2m_tsr1_body(f_ranges):
+    if f_ranges is not None:
+        f_ranges = [(_x if _x.__class__ is ClusteringRange else _c2m_clustering_range(_x)) for _x in f_ranges]
+    return Tsr1Body(f_ranges)
+C_tsr1_body._bw_model = (_f2m_tsr1_body, ('ranges',), (), True)
 
 def _m2c_tsr1_body(v):
     return {
@@ -36725,10 +37595,16 @@ def _m2c_tsr1_body(v):
     }
 
 def _c2m_graph_object(c):
+    if c.__class__ is GraphObject:  # built by a compiled parse
+        return c
     f_artifact_id = c['artifact_id']
     f_length = c['length']
     f_checksum = c['checksum']
     return GraphObject(f_artifact_id, f_length, f_checksum)
+
+def _f2m_graph_object(f_artifact_id, f_length, f_checksum):
+    return GraphObject(f_artifact_id, f_length, f_checksum)
+C_graph_object._bw_model = (_f2m_graph_object, ('artifact_id', 'length', 'checksum'), (), True)
 
 def _m2c_graph_object(v):
     return {
@@ -36738,9 +37614,15 @@ def _m2c_graph_object(v):
     }
 
 def _c2m_zgen_row(c):
+    if c.__class__ is ZgenRow:  # built by a compiled parse
+        return c
     f_after_sequence = c['after_sequence']
     f_increment_count = c['increment_count']
     return ZgenRow(f_after_sequence, f_increment_count)
+
+def _f2m_zgen_row(f_after_sequence, f_increment_count):
+    return ZgenRow(f_after_sequence, f_increment_count)
+C_zgen_row._bw_model = (_f2m_zgen_row, ('after_sequence', 'increment_count'), (), True)
 
 def _m2c_zgen_row(v):
     return {
@@ -36749,12 +37631,20 @@ def _m2c_zgen_row(v):
     }
 
 def _c2m_zgen_extension(c):
+    if c.__class__ is ZgenExtension:  # built by a compiled parse
+        return c
     f_version = c['version']
     f_counted_through = c['counted_through']
     f_rows = c['rows']
     if f_rows is not None:
         f_rows = [_c2m_zgen_row(_x) for _x in f_rows]
     return ZgenExtension(f_version, f_counted_through, f_rows)
+
+def _f2m_zgen_extension(f_version, f_counted_through, f_rows):
+    if f_rows is not None:
+        f_rows = [(_x if _x.__class__ is ZgenRow else _c2m_zgen_row(_x)) for _x in f_rows]
+    return ZgenExtension(f_version, f_counted_through, f_rows)
+C_zgen_extension._bw_model = (_f2m_zgen_extension, ('version', 'counted_through', 'rows'), (), False)
 
 def _m2c_zgen_extension(v):
     return {
@@ -36764,6 +37654,8 @@ def _m2c_zgen_extension(v):
     }
 
 def _c2m_graph_section(c):
+    if c.__class__ is GraphSection:  # built by a compiled parse
+        return c
     f_graph_present = c['graph_present']
     f_absorbed_through = c['absorbed_through']
     f_state = c['state']
@@ -36777,6 +37669,16 @@ def _c2m_graph_section(c):
         f_zgen = [_c2m_zgen_extension(_x) for _x in f_zgen]
     return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
 
+def _f2m_graph_section(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen):
+    if f_state is not None:
+        f_state = (f_state if f_state.__class__ is CommitState else _c2m_commit_state(f_state))
+    if f_objects is not None:
+        f_objects = [(_x if _x.__class__ is GraphObject else _c2m_graph_object(_x)) for _x in f_objects]
+    if f_zgen is not None:
+        f_zgen = [(_x if _x.__class__ is ZgenExtension else _c2m_zgen_extension(_x)) for _x in f_zgen]
+    return GraphSection(f_graph_present, f_absorbed_through, f_state, f_objects, f_zgen)
+C_graph_section._bw_model = (_f2m_graph_section, ('graph_present', 'absorbed_through', 'state', 'objects', 'zgen'), (), True)
+
 def _m2c_graph_section(v):
     return {
         'graph_present': v.graph_present,
@@ -36787,10 +37689,18 @@ def _m2c_graph_section(v):
     }
 
 def _c2m_zgr3_body(c):
+    if c.__class__ is Zgr3Body:  # built by a compiled parse
+        return c
     f_graph = c['graph']
     if f_graph is not None:
         f_graph = _c2m_graph_section(f_graph)
     return Zgr3Body(f_graph)
+
+def _f2m_zgr3_body(f_graph):
+    if f_graph is not None:
+        f_graph = (f_graph if f_graph.__class__ is GraphSection else _c2m_graph_section(f_graph))
+    return Zgr3Body(f_graph)
+C_zgr3_body._bw_model = (_f2m_zgr3_body, ('graph',), (), True)
 
 def _m2c_zgr3_body(v):
     return {
@@ -36798,11 +37708,19 @@ def _m2c_zgr3_body(v):
     }
 
 def _c2m_manifest_extension(c, p_version, p_segment_count):
+    if c.__class__ is ManifestExtension:  # built by a compiled parse
+        return c
     f_tag = c['tag']
     f_body = c['body']
     if f_body is not None:
         f_body = (_c2m_tsr1_body(f_body, p_segment_count) if f_tag == 827478868 else (_c2m_zgr3_body(f_body) if f_tag == 861030234 else None))
     return ManifestExtension(f_tag, f_body)
+
+def _f2m_manifest_extension(f_tag, f_body, p_segment_count):
+    if f_body is not None:
+        f_body = ((f_body if f_body.__class__ is Tsr1Body else _c2m_tsr1_body(f_body, p_segment_count)) if f_tag == 827478868 else ((f_body if f_body.__class__ is Zgr3Body else _c2m_zgr3_body(f_body)) if f_tag == 861030234 else None))
+    return ManifestExtension(f_tag, f_body)
+C_manifest_extension._bw_model = (_f2m_manifest_extension, ('tag', 'body'), ('segment_count',), False)
 
 def _m2c_manifest_extension(v):
     return {
@@ -36811,6 +37729,8 @@ def _m2c_manifest_extension(v):
     }
 
 def _c2m_manifest_payload(c, p_version):
+    if c.__class__ is ManifestPayload:  # built by a compiled parse
+        return c
     f_generation = c['generation']
     f_log_seq = c['log_seq']
     f_segment_count = c['segment_count']
@@ -36831,6 +37751,20 @@ def _c2m_manifest_payload(c, p_version):
         f_extensions = [_c2m_manifest_extension(_x, p_version, f_segment_count) for _x in f_extensions]
     return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
 
+def _f2m_manifest_payload(f_generation, f_log_seq, f_segment_count, f_alias, f_segments, f_epochs, f_columns, f_extensions, p_version):
+    if f_alias is not None:
+        f_alias = (f_alias if f_alias.__class__ is EpochAlias else _c2m_epoch_alias(f_alias))
+    if f_segments is not None:
+        f_segments = [(_x if _x.__class__ is ManifestSegment else _c2m_manifest_segment(_x)) for _x in f_segments]
+    if f_epochs is not None:
+        f_epochs = [(_x if _x.__class__ is EmbeddingEpoch else _c2m_embedding_epoch(_x)) for _x in f_epochs]
+    if f_columns is not None:
+        f_columns = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_columns]
+    if f_extensions is not None:
+        f_extensions = [(_x if _x.__class__ is ManifestExtension else _c2m_manifest_extension(_x, p_version, f_segment_count)) for _x in f_extensions]
+    return ManifestPayload(f_generation, f_log_seq, f_alias, f_segments, f_epochs, f_columns, f_extensions)
+C_manifest_payload._bw_model = (_f2m_manifest_payload, ('generation', 'log_seq', 'segment_count', 'alias', 'segments', 'epochs', 'columns', 'extensions'), ('version',), False)
+
 def _m2c_manifest_payload(v):
     return {
         'generation': v.generation,
@@ -36843,9 +37777,15 @@ def _m2c_manifest_payload(v):
     }
 
 def _c2m_purge_token_input(c):
+    if c.__class__ is PurgeTokenInput:  # built by a compiled parse
+        return c
     f_generation = c['generation']
     f_doc_ids = c['doc_ids']
     return PurgeTokenInput(f_generation, f_doc_ids)
+
+def _f2m_purge_token_input(f_generation, f_doc_ids):
+    return PurgeTokenInput(f_generation, f_doc_ids)
+C_purge_token_input._bw_model = (_f2m_purge_token_input, ('generation', 'doc_ids'), (), True)
 
 def _m2c_purge_token_input(v):
     return {
@@ -36854,9 +37794,15 @@ def _m2c_purge_token_input(v):
     }
 
 def _c2m_purge_payload(c):
+    if c.__class__ is PurgePayload:  # built by a compiled parse
+        return c
     f_token_id = c['token_id']
     f_doc_ids = c['doc_ids']
     return PurgePayload(f_token_id, f_doc_ids)
+
+def _f2m_purge_payload(f_token_id, f_doc_ids):
+    return PurgePayload(f_token_id, f_doc_ids)
+C_purge_payload._bw_model = (_f2m_purge_payload, ('token_id', 'doc_ids'), (), True)
 
 def _m2c_purge_payload(v):
     return {
@@ -36865,10 +37811,18 @@ def _m2c_purge_payload(v):
     }
 
 def _c2m_purge_block(c):
+    if c.__class__ is PurgeBlock:  # built by a compiled parse
+        return c
     f_payload = c['payload']
     if f_payload is not None:
         f_payload = _c2m_purge_payload(f_payload)
     return PurgeBlock(f_payload)
+
+def _f2m_purge_block(f_payload):
+    if f_payload is not None:
+        f_payload = (f_payload if f_payload.__class__ is PurgePayload else _c2m_purge_payload(f_payload))
+    return PurgeBlock(f_payload)
+C_purge_block._bw_model = (_f2m_purge_block, ('payload',), (), False)
 
 def _m2c_purge_block(v):
     return {
@@ -36876,10 +37830,18 @@ def _m2c_purge_block(v):
     }
 
 def _c2m_purge_file(c):
+    if c.__class__ is PurgeFile:  # built by a compiled parse
+        return c
     f_block = c['block']
     if f_block is not None:
         f_block = _c2m_purge_block(f_block)
     return PurgeFile(f_block)
+
+def _f2m_purge_file(f_block):
+    if f_block is not None:
+        f_block = (f_block if f_block.__class__ is PurgeBlock else _c2m_purge_block(f_block))
+    return PurgeFile(f_block)
+C_purge_file._bw_model = (_f2m_purge_file, ('block',), (), True)
 
 def _m2c_purge_file(v):
     return {
@@ -36887,6 +37849,8 @@ def _m2c_purge_file(v):
     }
 
 def _c2m_epoch_digest_input(c):
+    if c.__class__ is EpochDigestInput:  # built by a compiled parse
+        return c
     f_document = c['document']
     if f_document is not None:
         f_document = _c2m_digest_tower(f_document)
@@ -36898,6 +37862,16 @@ def _c2m_epoch_digest_input(c):
         f_alignment_digest = bytes(f_alignment_digest)
     return EpochDigestInput(f_document, f_query, f_alignment_digest)
 
+def _f2m_epoch_digest_input(f_document, f_query, f_alignment_digest):
+    if f_document is not None:
+        f_document = (f_document if f_document.__class__ is DigestTower else _c2m_digest_tower(f_document))
+    if f_query is not None:
+        f_query = (f_query if f_query.__class__ is DigestTower else _c2m_digest_tower(f_query))
+    if f_alignment_digest is not None:
+        f_alignment_digest = bytes(f_alignment_digest)
+    return EpochDigestInput(f_document, f_query, f_alignment_digest)
+C_epoch_digest_input._bw_model = (_f2m_epoch_digest_input, ('document', 'query', 'alignment_digest'), (), True)
+
 def _m2c_epoch_digest_input(v):
     return {
         'document': None if v.document is None else _m2c_digest_tower(v.document),
@@ -36906,10 +37880,18 @@ def _m2c_epoch_digest_input(v):
     }
 
 def _c2m_epoch_digest_input_v1(c):
+    if c.__class__ is EpochDigestInputV1:  # built by a compiled parse
+        return c
     f_tower = c['tower']
     if f_tower is not None:
         f_tower = _c2m_digest_tower(f_tower)
     return EpochDigestInputV1(f_tower)
+
+def _f2m_epoch_digest_input_v1(f_tower):
+    if f_tower is not None:
+        f_tower = (f_tower if f_tower.__class__ is DigestTower else _c2m_digest_tower(f_tower))
+    return EpochDigestInputV1(f_tower)
+C_epoch_digest_input_v1._bw_model = (_f2m_epoch_digest_input_v1, ('tower',), (), True)
 
 def _m2c_epoch_digest_input_v1(v):
     return {
@@ -36917,6 +37899,8 @@ def _m2c_epoch_digest_input_v1(v):
     }
 
 def _c2m_digest_tower(c):
+    if c.__class__ is DigestTower:  # built by a compiled parse
+        return c
     f_model_id = c['model_id']
     f_model_version = c['model_version']
     f_weights_digest = c['weights_digest']
@@ -36941,6 +37925,21 @@ def _c2m_digest_tower(c):
     f_os_build = c['os_build']
     return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
 
+def _f2m_digest_tower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build):
+    if f_weights_digest is not None:
+        f_weights_digest = bytes(f_weights_digest)
+    if f_normalization is not None:
+        _t = _NORMALIZATION_BY_VALUE.get(f_normalization)
+        f_normalization = _enum_value(Normalization, f_normalization, False) if _t is None else _t
+    if f_runtime is not None:
+        _t = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
+        f_runtime = _enum_value(EmbedRuntime, f_runtime, False) if _t is None else _t
+    if f_compute_units is not None:
+        _t = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
+        f_compute_units = _enum_value(ComputeUnits, f_compute_units, False) if _t is None else _t
+    return DigestTower(f_model_id, f_model_version, f_weights_digest, f_dims, f_normalization, f_prompt_prefix, f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_os_build)
+C_digest_tower._bw_model = (_f2m_digest_tower, ('model_id', 'model_version', 'weights_digest', 'dims', 'normalization', 'prompt_prefix', 'max_tokens', 'runtime', 'compute_units', 'os_build_present', 'os_build'), (), False)
+
 def _m2c_digest_tower(v):
     return {
         'model_id': v.model_id,
@@ -36957,12 +37956,18 @@ def _m2c_digest_tower(v):
     }
 
 def _c2m_region_entry(c):
+    if c.__class__ is RegionEntry:  # built by a compiled parse
+        return c
     f_kind = c['kind']
     f_version = c['version']
     f_offset = c['offset']
     f_length = c['length']
     f_checksum = c['checksum']
     return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
+
+def _f2m_region_entry(f_kind, f_version, f_offset, f_length, f_checksum):
+    return RegionEntry(f_kind, f_version, f_offset, f_length, f_checksum)
+C_region_entry._bw_model = (_f2m_region_entry, ('kind', 'version', 'offset', 'length', 'checksum'), (), False)
 
 def _m2c_region_entry(v):
     return {
@@ -36974,6 +37979,8 @@ def _m2c_region_entry(v):
     }
 
 def _c2m_segment_header(c):
+    if c.__class__ is SegmentHeader:  # built by a compiled parse
+        return c
     f_file_length = c['file_length']
     f_segment_id = c['segment_id']
     if f_segment_id is not None:
@@ -36989,6 +37996,17 @@ def _c2m_segment_header(c):
         f_regions = [_c2m_region_entry(_x) for _x in f_regions]
     return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
 
+def _f2m_segment_header(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions):
+    if f_segment_id is not None:
+        f_segment_id = bytes(f_segment_id)
+    if f_scheme is not None:
+        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+    if f_regions is not None:
+        f_regions = [(_x if _x.__class__ is RegionEntry else _c2m_region_entry(_x)) for _x in f_regions]
+    return SegmentHeader(f_file_length, f_segment_id, f_row_count, f_scheme, f_dims, f_regions)
+C_segment_header._bw_model = (_f2m_segment_header, ('file_length', 'segment_id', 'row_count', 'scheme', 'dims', 'regions'), (), False)
+
 def _m2c_segment_header(v):
     return {
         'file_length': v.file_length,
@@ -37000,6 +38018,8 @@ def _m2c_segment_header(v):
     }
 
 def _c2m_vector_header(c):
+    if c.__class__ is VectorHeader:  # built by a compiled parse
+        return c
     f_scheme = c['scheme']
     if f_scheme is not None:
         _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
@@ -37009,6 +38029,13 @@ def _c2m_vector_header(c):
     f_factor_stride = c['factor_stride']
     f_row_count = c['row_count']
     return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
+
+def _f2m_vector_header(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count):
+    if f_scheme is not None:
+        _t = _QUANTSCHEME_BY_VALUE.get(f_scheme)
+        f_scheme = _enum_value(QuantScheme, f_scheme, False, retired=(3, 5)) if _t is None else _t
+    return VectorHeader(f_scheme, f_dims, f_row_stride, f_factor_stride, f_row_count)
+C_vector_header._bw_model = (_f2m_vector_header, ('scheme', 'dims', 'row_stride', 'factor_stride', 'row_count'), (), False)
 
 def _m2c_vector_header(v):
     return {
@@ -37020,6 +38047,8 @@ def _m2c_vector_header(v):
     }
 
 def _c2m_vector_codes_region(c):
+    if c.__class__ is VectorCodesRegion:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_vector_header(f_header)
@@ -37028,6 +38057,14 @@ def _c2m_vector_codes_region(c):
         f_codes = _rows_to_array(f_codes, '<u1')
     return VectorCodesRegion(f_header, f_codes)
 
+def _f2m_vector_codes_region(f_header, f_codes):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+    if f_codes is not None:
+        f_codes = _rows_to_array(f_codes, '<u1')
+    return VectorCodesRegion(f_header, f_codes)
+C_vector_codes_region._bw_model = (_f2m_vector_codes_region, ('header', 'codes'), (), True)
+
 def _m2c_vector_codes_region(v):
     return {
         'header': None if v.header is None else _m2c_vector_header(v.header),
@@ -37035,10 +38072,16 @@ def _m2c_vector_codes_region(v):
     }
 
 def _c2m_bit4_factors(c):
+    if c.__class__ is Bit4Factors:  # built by a compiled parse
+        return c
     f_scale = c['scale']
     f_normalized_norm = c['normalized_norm']
     f_normalized_correction = c['normalized_correction']
     return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
+
+def _f2m_bit4_factors(f_scale, f_normalized_norm, f_normalized_correction):
+    return Bit4Factors(f_scale, f_normalized_norm, f_normalized_correction)
+C_bit4_factors._bw_model = (_f2m_bit4_factors, ('scale', 'normalized_norm', 'normalized_correction'), (), True)
 
 def _m2c_bit4_factors(v):
     return {
@@ -37048,9 +38091,15 @@ def _m2c_bit4_factors(v):
     }
 
 def _c2m_int8_factors(c):
+    if c.__class__ is Int8Factors:  # built by a compiled parse
+        return c
     f_scale = c['scale']
     f_offset = c['offset']
     return Int8Factors(f_scale, f_offset)
+
+def _f2m_int8_factors(f_scale, f_offset):
+    return Int8Factors(f_scale, f_offset)
+C_int8_factors._bw_model = (_f2m_int8_factors, ('scale', 'offset'), (), True)
 
 def _m2c_int8_factors(v):
     return {
@@ -37059,6 +38108,8 @@ def _m2c_int8_factors(v):
     }
 
 def _c2m_vector_factors_region(c):
+    if c.__class__ is VectorFactorsRegion:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_vector_header(f_header)
@@ -37073,6 +38124,18 @@ def _c2m_vector_factors_region(c):
         f_raw = bytes(f_raw)
     return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
 
+def _f2m_vector_factors_region(f_header, f_bit4, f_int8, f_raw):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+    if f_bit4 is not None:
+        f_bit4 = _rows_to_array(f_bit4, Bit4Factors_DTYPE)
+    if f_int8 is not None:
+        f_int8 = _rows_to_array(f_int8, Int8Factors_DTYPE)
+    if f_raw is not None:
+        f_raw = bytes(f_raw)
+    return VectorFactorsRegion(f_header, f_bit4, f_int8, f_raw)
+C_vector_factors_region._bw_model = (_f2m_vector_factors_region, ('header', 'bit4', 'int8', 'raw'), (), True)
+
 def _m2c_vector_factors_region(v):
     return {
         'header': None if v.header is None else _m2c_vector_header(v.header),
@@ -37082,6 +38145,8 @@ def _m2c_vector_factors_region(v):
     }
 
 def _c2m_vector_rescore_region(c):
+    if c.__class__ is VectorRescoreRegion:  # built by a compiled parse
+        return c
     f_header = c['header']
     if f_header is not None:
         f_header = _c2m_vector_header(f_header)
@@ -37090,6 +38155,14 @@ def _c2m_vector_rescore_region(c):
         f_values = _rows_to_array(f_values, '<f4')
     return VectorRescoreRegion(f_header, f_values)
 
+def _f2m_vector_rescore_region(f_header, f_values):
+    if f_header is not None:
+        f_header = (f_header if f_header.__class__ is VectorHeader else _c2m_vector_header(f_header))
+    if f_values is not None:
+        f_values = _rows_to_array(f_values, '<f4')
+    return VectorRescoreRegion(f_header, f_values)
+C_vector_rescore_region._bw_model = (_f2m_vector_rescore_region, ('header', 'values'), (), True)
+
 def _m2c_vector_rescore_region(v):
     return {
         'header': None if v.header is None else _m2c_vector_header(v.header),
@@ -37097,6 +38170,8 @@ def _m2c_vector_rescore_region(v):
     }
 
 def _c2m_columns_region(c):
+    if c.__class__ is ColumnsRegion:  # built by a compiled parse
+        return c
     f_row_count = c['row_count']
     f_defs = c['defs']
     if f_defs is not None:
@@ -37106,6 +38181,14 @@ def _c2m_columns_region(c):
         f_data = bytes(f_data)
     return ColumnsRegion(f_row_count, f_defs, f_data)
 
+def _f2m_columns_region(f_row_count, f_defs, f_data):
+    if f_defs is not None:
+        f_defs = [(_x if _x.__class__ is ColumnDef else _c2m_column_def(_x)) for _x in f_defs]
+    if f_data is not None:
+        f_data = bytes(f_data)
+    return ColumnsRegion(f_row_count, f_defs, f_data)
+C_columns_region._bw_model = (_f2m_columns_region, ('row_count', 'defs', 'data'), (), False)
+
 def _m2c_columns_region(v):
     return {
         'row_count': v.row_count,
@@ -37114,11 +38197,17 @@ def _m2c_columns_region(v):
     }
 
 def _c2m_dictionary_column(c, p_rows):
+    if c.__class__ is DictionaryColumn:  # built by a compiled parse
+        return c
     f_strings = c['strings']
     f_code_width = c['code_width']
     f_codes16 = c['codes16']
     f_codes32 = c['codes32']
     return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
+
+def _f2m_dictionary_column(f_strings, f_code_width, f_codes16, f_codes32):
+    return DictionaryColumn(f_strings, f_code_width, f_codes16, f_codes32)
+C_dictionary_column._bw_model = (_f2m_dictionary_column, ('strings', 'code_width', 'codes16', 'codes32'), (), True)
 
 def _m2c_dictionary_column(v):
     return {
@@ -37129,6 +38218,8 @@ def _m2c_dictionary_column(v):
     }
 
 def _c2m_column_data(c, p_type, p_rows):
+    if c.__class__ is ColumnData:  # built by a compiled parse
+        return c
     f_presence = c['presence']
     if f_presence is not None:
         f_presence = bytes(f_presence)
@@ -37142,6 +38233,14 @@ def _c2m_column_data(c, p_type, p_rows):
     f_raw_strings = c['raw_strings']
     return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
 
+def _f2m_column_data(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings, p_rows):
+    if f_presence is not None:
+        f_presence = bytes(f_presence)
+    if f_dictionary is not None:
+        f_dictionary = (f_dictionary if f_dictionary.__class__ is DictionaryColumn else _c2m_dictionary_column(f_dictionary, p_rows))
+    return ColumnData(f_presence, f_u64s, f_i64s, f_f64s, f_bools, f_dictionary, f_raw_strings)
+C_column_data._bw_model = (_f2m_column_data, ('presence', 'u64s', 'i64s', 'f64s', 'bools', 'dictionary', 'raw_strings'), ('rows',), True)
+
 def _m2c_column_data(v):
     return {
         'presence': v.presence,
@@ -37154,11 +38253,19 @@ def _m2c_column_data(v):
     }
 
 def _c2m_alive_region(c):
+    if c.__class__ is AliveRegion:  # built by a compiled parse
+        return c
     f_row_count = c['row_count']
     f_bitmap = c['bitmap']
     if f_bitmap is not None:
         f_bitmap = bytes(f_bitmap)
     return AliveRegion(f_row_count, f_bitmap)
+
+def _f2m_alive_region(f_row_count, f_bitmap):
+    if f_bitmap is not None:
+        f_bitmap = bytes(f_bitmap)
+    return AliveRegion(f_row_count, f_bitmap)
+C_alive_region._bw_model = (_f2m_alive_region, ('row_count', 'bitmap'), (), False)
 
 def _m2c_alive_region(v):
     return {
@@ -37167,10 +38274,16 @@ def _m2c_alive_region(v):
     }
 
 def _c2m_checksum_entry(c):
+    if c.__class__ is ChecksumEntry:  # built by a compiled parse
+        return c
     f_kind = c['kind']
     f_chunk_index = c['chunk_index']
     f_checksum = c['checksum']
     return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
+
+def _f2m_checksum_entry(f_kind, f_chunk_index, f_checksum):
+    return ChecksumEntry(f_kind, f_chunk_index, f_checksum)
+C_checksum_entry._bw_model = (_f2m_checksum_entry, ('kind', 'chunk_index', 'checksum'), (), False)
 
 def _m2c_checksum_entry(v):
     return {
@@ -37180,10 +38293,18 @@ def _m2c_checksum_entry(v):
     }
 
 def _c2m_checksum_table_region(c):
+    if c.__class__ is ChecksumTableRegion:  # built by a compiled parse
+        return c
     f_entries = c['entries']
     if f_entries is not None:
         f_entries = [_c2m_checksum_entry(_x) for _x in f_entries]
     return ChecksumTableRegion(f_entries)
+
+def _f2m_checksum_table_region(f_entries):
+    if f_entries is not None:
+        f_entries = [(_x if _x.__class__ is ChecksumEntry else _c2m_checksum_entry(_x)) for _x in f_entries]
+    return ChecksumTableRegion(f_entries)
+C_checksum_table_region._bw_model = (_f2m_checksum_table_region, ('entries',), (), True)
 
 def _m2c_checksum_table_region(v):
     return {
@@ -37191,9 +38312,15 @@ def _m2c_checksum_table_region(v):
     }
 
 def _c2m_document_version(c):
+    if c.__class__ is DocumentVersion:  # built by a compiled parse
+        return c
     f_doc_id = c['doc_id']
     f_revision = c['revision']
     return DocumentVersion(f_doc_id, f_revision)
+
+def _f2m_document_version(f_doc_id, f_revision):
+    return DocumentVersion(f_doc_id, f_revision)
+C_document_version._bw_model = (_f2m_document_version, ('doc_id', 'revision'), (), True)
 
 def _m2c_document_version(v):
     return {
@@ -37202,10 +38329,18 @@ def _m2c_document_version(v):
     }
 
 def _c2m_document_versions_region(c):
+    if c.__class__ is DocumentVersionsRegion:  # built by a compiled parse
+        return c
     f_rows = c['rows']
     if f_rows is not None:
         f_rows = [_c2m_document_version(_x) for _x in f_rows]
     return DocumentVersionsRegion(f_rows)
+
+def _f2m_document_versions_region(f_rows):
+    if f_rows is not None:
+        f_rows = [(_x if _x.__class__ is DocumentVersion else _c2m_document_version(_x)) for _x in f_rows]
+    return DocumentVersionsRegion(f_rows)
+C_document_versions_region._bw_model = (_f2m_document_versions_region, ('rows',), (), True)
 
 def _m2c_document_versions_region(v):
     return {
@@ -37213,11 +38348,19 @@ def _m2c_document_versions_region(v):
     }
 
 def _c2m_stored_metadata_region(c):
+    if c.__class__ is StoredMetadataRegion:  # built by a compiled parse
+        return c
     f_ends = c['ends']
     f_data = c['data']
     if f_data is not None:
         f_data = bytes(f_data)
     return StoredMetadataRegion(f_ends, f_data)
+
+def _f2m_stored_metadata_region(f_ends, f_data):
+    if f_data is not None:
+        f_data = bytes(f_data)
+    return StoredMetadataRegion(f_ends, f_data)
+C_stored_metadata_region._bw_model = (_f2m_stored_metadata_region, ('ends', 'data'), (), False)
 
 def _m2c_stored_metadata_region(v):
     return {
@@ -37226,6 +38369,8 @@ def _m2c_stored_metadata_region(v):
     }
 
 def _c2m_stored_text_region(c):
+    if c.__class__ is StoredTextRegion:  # built by a compiled parse
+        return c
     f_presence = c['presence']
     if f_presence is not None:
         f_presence = bytes(f_presence)
@@ -37234,6 +38379,14 @@ def _c2m_stored_text_region(c):
     if f_data is not None:
         f_data = bytes(f_data)
     return StoredTextRegion(f_presence, f_ends, f_data)
+
+def _f2m_stored_text_region(f_presence, f_ends, f_data):
+    if f_presence is not None:
+        f_presence = bytes(f_presence)
+    if f_data is not None:
+        f_data = bytes(f_data)
+    return StoredTextRegion(f_presence, f_ends, f_data)
+C_stored_text_region._bw_model = (_f2m_stored_text_region, ('presence', 'ends', 'data'), (), False)
 
 def _m2c_stored_text_region(v):
     return {
@@ -37244,6 +38397,8 @@ def _m2c_stored_text_region(v):
 
 _CPK_graph_node_block_neighbours = _packed_kind('<', 'I', 4, False)
 def _c2m_graph_node_block(c, p_code_bytes, p_max_degree):
+    if c.__class__ is GraphNodeBlock:  # built by a compiled parse
+        return c
     f_codes = c['codes']
     if f_codes is not None:
         f_codes = bytes(f_codes)
@@ -37259,6 +38414,18 @@ def _c2m_graph_node_block(c, p_code_bytes, p_max_degree):
         f_neighbours = _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
     return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
 
+def _f2m_graph_node_block(f_codes, f_factors, f_degree, f_flags, f_neighbours):
+    if f_codes is not None:
+        f_codes = bytes(f_codes)
+    if f_factors is not None:
+        f_factors = (f_factors if f_factors.__class__ is Bit4Factors else _c2m_bit4_factors(f_factors))
+    if f_flags is not None:
+        f_flags = (f_flags if f_flags.__class__ is GraphBlockFlags else _c2m_flags_graph_block_flags(f_flags))
+    if f_neighbours is not None:
+        f_neighbours = f_neighbours if f_neighbours.__class__ is PackedArray and f_neighbours.kind is _CPK_graph_node_block_neighbours else _packed_from(f_neighbours, _CPK_graph_node_block_neighbours)
+    return GraphNodeBlock(f_codes, f_factors, f_degree, f_flags, f_neighbours)
+C_graph_node_block._bw_model = (_f2m_graph_node_block, ('codes', 'factors', 'degree', 'flags', 'neighbours'), (), True)
+
 def _m2c_graph_node_block(v):
     return {
         'codes': v.codes,
@@ -37269,6 +38436,8 @@ def _m2c_graph_node_block(v):
     }
 
 def _c2m_graph_node_blocks_region(c, p_region_len):
+    if c.__class__ is GraphNodeBlocksRegion:  # built by a compiled parse
+        return c
     f_blocks = c['blocks']
     if f_blocks is not None:
         f_blocks = bytes(f_blocks)
@@ -37278,6 +38447,12 @@ def _c2m_graph_node_blocks_region(c, p_region_len):
     f_stride = c['stride']
     f_node_count = c['node_count']
     return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
+
+def _f2m_graph_node_blocks_region(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count):
+    if f_blocks is not None:
+        f_blocks = bytes(f_blocks)
+    return GraphNodeBlocksRegion(f_blocks, f_dims, f_padded_dims, f_max_degree, f_stride, f_node_count)
+C_graph_node_blocks_region._bw_model = (_f2m_graph_node_blocks_region, ('blocks', 'dims', 'padded_dims', 'max_degree', 'stride', 'node_count'), (), False)
 
 def _m2c_graph_node_blocks_region(v):
     return {

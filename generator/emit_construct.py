@@ -7,7 +7,9 @@ lambda runs interpreted, the source is inlined by ``compile()``. Every class emi
 an ``_emitparse`` and an ``_emitbuild`` (bytewright.runtime.codec;
 tests/test_construct_compile.py), so ``Struct.compile()`` compiles every record whole, both
 ways, with fixed runs read in one unpack and nested records flattened into their parent.
-Converters map the resulting Containers to the shared object model and back.
+Converters map the resulting Containers to the shared object model and back; where a
+conversion cannot fail, ``_f2m_<record>`` does the same from the field values and the
+compiled parse calls it, building the model instead of a Container (``model_lines``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ _NOT_PARSING = "not this['_parsing']"
 _PRELUDE = [
     "# compiled tighter than Construct's own classes (bytewright.runtime.codec)",
     "from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, "
-    "GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)",
+    "GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)",
     "from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range",
     "from bytewright.runtime.codec import (" + ", ".join(sorted(_FIELD_NAMES)) + ")",
     "",
@@ -52,6 +54,9 @@ class ConstructEmitter:
     def __init__(self, family: ir.Family) -> None:
         self.family = family
         self._prelude_done = False
+        # member names the Construct expressions read from a nested value (``a.b``): a
+        # record with none of them is opaque (see ``model_lines``)
+        self._attrs: set[str] = set()
 
     # -- construct expressions -------------------------------------------------------
     def int_c(self, t: ir.IntT | ir.VarintT) -> str:
@@ -84,7 +89,10 @@ class ConstructEmitter:
         # bits numbered from the integer's least significant bit; unnamed bits must be 0
         fields = tuple((b.name, b.lo, b.width, b.width == 1 and not b.enum)
                        for b in sorted(fd.bits, key=lambda b: -b.lo))
-        return f"BitFlags({self.int_c(fd.base)}, {fields!r})"
+        # without enum bit ranges the model takes the parsed bits as they are: the
+        # compiled parse may build it (see ``flags_conv``)
+        model = "" if any(b.enum for b in fd.bits) else f", model={flags_class(fd.name)}"
+        return f"BitFlags({self.int_c(fd.base)}, {fields!r}{model})"
 
     def type_c(self, t: ir.Type, f: ir.Field, rec: ir.Record) -> str:
         if isinstance(t, ir.IntT):
@@ -187,11 +195,15 @@ class ConstructEmitter:
             rp = f.repeat
             if rp.prefix is not None:
                 base = f"PrefixedArray({self.int_c(rp.prefix)}, {base})"
+                if f.view == "packed":
+                    base = f"PackedView({base}, {self.packed_kind(f)})"
             elif rp.count is not None and f.view == "numpy":
                 # bit-exact (NaN payloads kept), as the fast path's numpy.frombuffer
                 base = f"NumpyArray({self.lam(rp.count, rec)}, {self.np_dtype(f)})"
             elif rp.count is not None:
                 base = f"Array({self.lam(rp.count, rec)}, {base})"
+                if f.view == "packed":  # compiled: the bytes read kept as they are
+                    base = f"PackedView({base}, {self.packed_kind(f)})"
             elif rp.until is not None:
                 base = f"Terminated({base}, {rp.until!r})"
             elif rp.until_item is not None:
@@ -373,7 +385,10 @@ class ConstructEmitter:
             return f"this[{name!r}]"
         # a member of a nested record or flags: an item, not an attribute (Container's
         # attribute hook costs a failed lookup; built values may be plain dicts)
-        r.attr = lambda base, attr: f"{base}[{attr!r}]"  # type: ignore[attr-defined]
+        def attr(base: str, name: str) -> str:
+            self._attrs.add(name)
+            return f"{base}[{name!r}]"
+        r.attr = attr  # type: ignore[attr-defined]
         return r
 
     @staticmethod
@@ -443,6 +458,30 @@ class ConstructEmitter:
     # -- converters ------------------------------------------------------------------
     def c2m(self, rec: ir.Record) -> list[str]:
         """Container -> object model, mirroring the fast decoder's parameter flow."""
+        lines = self.c2m_lines(rec)
+        self._guard = True  # nested values a compiled parse built are models already
+        try:
+            guarded = self.c2m_lines(rec)
+        finally:
+            self._guard = False
+        return self.model_lines(lines, guarded, rec)
+
+    _guard = False
+
+    def nested(self, fn: str, val: str, args: str, cls: str | None) -> str:
+        """The conversion ``fn`` of a nested value; in a model builder (``_guard``) a
+        model (``cls``) built by the compiled parse is taken as it is, without a call."""
+        call = f"{fn}({val}{args})"
+        if self._guard and cls is not None:
+            return f"({val} if {val}.__class__ is {cls} else {call})"
+        return call
+
+    def model_class(self, name: str) -> str | None:
+        """The model class of record ``name`` when a compiled parse may build it."""
+        rec = self.family.records[name]
+        return camel(rec.name) if self.safe_conv(rec) else None
+
+    def c2m_lines(self, rec: ir.Record) -> list[str]:
         params = "".join(f", p_{p}" for p in rec.params)
         lines = [f"def _c2m_{rec.name}(c{params}):"]
 
@@ -462,7 +501,11 @@ class ConstructEmitter:
                 kind = f"_CPK_{rec.name}_{f.name}"  # built once, at import
                 lines.insert(0, f"{kind} = {self.packed_kind(f)}")
                 lines.append(f"    if f_{f.name} is not None:")
-                lines.append(f"        f_{f.name} = _packed_from(f_{f.name}, {kind})")
+                v = f"f_{f.name}"
+                conv = f"_packed_from({v}, {kind})"
+                if self._guard:  # read packed by the compiled parse: no call
+                    conv = f"{v} if {v}.__class__ is PackedArray and {v}.kind is {kind} else {conv}"
+                lines.append(f"        {v} = {conv}")
                 continue
             conv = self.conv(f, f.type, f"f_{f.name}", rec, res)
             if conv is None:
@@ -487,6 +530,53 @@ class ConstructEmitter:
         vals = ", ".join(f"f_{f.name}" for f in rec.model_fields)
         lines.append(f"    return {camel(rec.name)}({vals})")
         return self.drop_unused(lines, rec)
+
+    def model_lines(self, lines: list[str], guarded: list[str], rec: ir.Record) -> list[str]:
+        """The converter ``lines`` plus, when the conversion cannot fail, ``_f2m_<rec>``:
+        the same conversion from the field values themselves, which the compiled record
+        calls instead of building a Container (``Struct._bw_model``). ``_c2m_`` then
+        passes a model through. A record is opaque when no Construct expression reads a
+        member of a nested value by one of its field names: its compiled value may then be
+        the model wherever it is nested; otherwise only as the compiled root."""
+        if not self.safe_conv(rec):
+            return lines
+        cls = camel(rec.name)
+        at = next(i for i, x in enumerate(lines) if x.startswith(f"def _c2m_{rec.name}("))
+        reads = {f"    f_{f.name} = c[{f.name!r}]": f.name for f in rec.fields}
+        gat = next(i for i, x in enumerate(guarded) if x.startswith(f"def _c2m_{rec.name}("))
+        names = [reads[x] for x in guarded[gat + 1:] if x in reads]
+        body = [x for x in guarded[gat + 1:] if x not in reads]
+        used = [p for p in rec.params if any(re.search(rf"\bp_{p}\b", x) for x in body)]
+        args = ", ".join([f"f_{n}" for n in names] + [f"p_{p}" for p in used])
+        opaque = not any(f.name in self._attrs for f in rec.fields)
+        return (lines[:at + 1] + [f"    if c.__class__ is {cls}:  # built by a compiled parse",
+                                  "        return c"] + lines[at + 1:]
+                + ["", f"def _f2m_{rec.name}({args}):"] + body
+                + [f"C_{rec.name}._bw_model = (_f2m_{rec.name}, {tuple(names)!r}, "
+                   f"{tuple(used)!r}, {opaque})"])
+
+    def safe_conv(self, rec: ir.Record, seen: frozenset = frozenset()) -> bool:
+        """The conversion of a parsed ``rec`` (nested records included) cannot fail:
+        then converting inside the parse raises nothing the parse would not."""
+        if rec.name in seen:
+            return False
+        seen = seen | {rec.name}
+        for f in rec.fields:
+            t = f.type
+            if isinstance(t, ir.RefT) and t.kind == "flags":
+                # an enum bit range holds any value: converting it may refuse one
+                if any(b.enum for b in self.family.flags[t.target].bits):
+                    return False
+            targets = []
+            if isinstance(t, ir.RefT) and t.kind == "record":
+                targets = [t.target]
+            elif isinstance(t, ir.SwitchT):
+                targets = [r for _, _, r in t.cases if r]
+                if t.default not in ("error", "bytes"):
+                    targets.append(t.default)
+            if not all(self.safe_conv(self.family.records[x], seen) for x in targets):
+                return False
+        return True
 
     @staticmethod
     def drop_unused(lines: list[str], rec: ir.Record) -> list[str]:
@@ -515,10 +605,14 @@ class ConstructEmitter:
                             f"retired={tuple(e.retired)!r})")
                 return f"_enum_value({enum_class(e.name)}, {val}, {e.open})"
             if t.kind == "flags":
-                return f"_c2m_flags_{t.target}({val})"
+                fd = self.family.flags[t.target]
+                cls = None if any(b.enum for b in fd.bits) else flags_class(fd.name)
+                return self.nested(f"_c2m_flags_{t.target}", val, "", cls)
             if t.kind == "record":
                 callee = self.family.records[t.target]
-                return f"_c2m_{t.target}({val}{self.call_args(callee, t.args, rec, res)})"
+                return self.nested(f"_c2m_{t.target}", val,
+                                   self.call_args(callee, t.args, rec, res),
+                                   self.model_class(t.target))
             return None
         if isinstance(t, ir.SwitchT):
             parts = []
@@ -527,13 +621,17 @@ class ConstructEmitter:
                     body = "None"
                 else:
                     callee = self.family.records[target]
-                    body = f"_c2m_{target}({val}{self.call_args(callee, t.args, rec, res)})"
+                    body = self.nested(f"_c2m_{target}", val,
+                                       self.call_args(callee, t.args, rec, res),
+                                       self.model_class(target))
                 parts.append((key, body))
             if t.default in ("error", "bytes"):
                 expr = val if t.default == "bytes" else "None"
             else:
                 callee = self.family.records[t.default]
-                expr = f"_c2m_{t.default}({val}{self.call_args(callee, t.args, rec, res)})"
+                expr = self.nested(f"_c2m_{t.default}", val,
+                                   self.call_args(callee, t.args, rec, res),
+                                   self.model_class(t.default))
             tag = t.on.render(res)
             for key, body in reversed(parts):
                 expr = f"({body} if {tag} == {key!r} else {expr})"
@@ -606,5 +704,13 @@ class ConstructEmitter:
                 args.append(f"{b.name}=bool(c[{b.name!r}])")
             else:
                 args.append(f"{b.name}=c[{b.name!r}]")
+        cls = flags_class(fd.name)
+        if any(b.enum for b in fd.bits):
+            return [f"def _c2m_flags_{fd.name}(c):", f"    return {cls}({', '.join(args)})"]
+        # opaque (no expression reads a bit of it by name): compiled parses build the model
+        opaque = not any(b.name in self._attrs for b in fd.bits)
         return [f"def _c2m_flags_{fd.name}(c):",
-                f"    return {flags_class(fd.name)}({', '.join(args)})"]
+                f"    if c.__class__ is {cls}:  # built by a compiled parse",
+                "        return c",
+                f"    return {cls}({', '.join(args)})",
+                f"{cls}._bw_opaque = {opaque}"]

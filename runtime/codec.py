@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import re
 import struct
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,6 +261,16 @@ class WithParams(cs.Subconstruct):
 
 
 
+def _built_aside(code, subcon: cs.Construct, var: str, indent: int = 16) -> str:
+    """Compiled-build statements (for an ``_emitbuild`` template indented ``indent``)
+    building ``obj`` with ``subcon`` into a BytesIO of its own: its result in ``value``,
+    its bytes in ``var``, ``io`` the outer stream again -- for wrappers that write a
+    length or a compressed frame ahead of the bytes."""
+    lines = ["outer = io", "io = BytesIO()", f"value = {subcon._compilebuild(code)}",
+             f"{var} = io.getvalue()", "io = outer"]
+    return ("\n" + " " * indent).join(lines)
+
+
 def _save_plain(context: cs.Container, name: str, plain: bytes) -> None:
     context[f"_plain_{name}"] = plain
 
@@ -363,11 +374,7 @@ class Compressed(cs.Subconstruct):
                 {self.length._compilebuild(code)}"""
         code.append(f"""
             def {fname}(obj, io, this):
-                outer = io
-                io = BytesIO()
-                value = {self.subcon._compilebuild(code)}
-                plain = io.getvalue()
-                io = outer
+                {_built_aside(code, self.subcon, "plain")}
                 this[{"_plain_" + self.fieldname!r}] = plain
                 frame = _bw.compress({self.algorithm!r}, plain, path={self.fieldname!r},
                                      codecs={self.codecs!r}){length}
@@ -1428,11 +1435,7 @@ class FixedSized(cs.FixedSized):
                 length = {self.length!r}
                 if length < 0:
                     raise PaddingError("length cannot be negative")
-                outer = io
-                io = BytesIO()
-                value = {self.subcon._compilebuild(code)}
-                data = io.getvalue()
-                io = outer
+                {_built_aside(code, self.subcon, "data")}
                 pad = length - len(data)
                 if pad < 0:
                     raise PaddingError("subcon build %d bytes but was allowed only %d"
@@ -1456,11 +1459,7 @@ class Prefixed(cs.Prefixed):
         extra = f" + {self.lengthfield.sizeof()}" if self.includelength else ""
         code.append(f"""
             def {fname}(obj, io, this):
-                outer = io
-                io = BytesIO()
-                value = {self.subcon._compilebuild(code)}
-                data = io.getvalue()
-                io = outer
+                {_built_aside(code, self.subcon, "data")}
                 obj = len(data){extra}
                 {self.lengthfield._compilebuild(code)}
                 io.write(data)
@@ -1590,7 +1589,37 @@ def packed_from(values: Any, kind: Any) -> Any:
                 ("s" if kind.signed else "u", kind.size))))
         if key == got[1]:
             return PackedArray(values.raw, kind)
+    elif values.__class__ is PackedArray and values.kind is kind:  # read packed already
+        return values
     return PackedArray.from_values(values, kind)
+
+
+def PackedView(array, kind: Any):  # noqa: N802 -- named as the Construct classes it wraps
+    """``array`` (an ``Array`` or ``PrefixedArray`` of numbers) tagged as a ``view: packed``
+    field of element ``kind``: interpreted it parses to the numbers as before; compiled,
+    when the wire encoding is ``kind``'s, it is one read kept as the
+    :class:`PackedArray` of those bytes (no numbers unpacked only to be packed again)."""
+    array._bw_packed = kind
+    return array
+
+
+def _kind_key(kind: Any) -> tuple:
+    """What :func:`packed_from` compares with an array's ``key``: byte order, number
+    class, element size."""
+    return (kind.order, *(_NUMBER_CLASS.get(kind.code) if kind.code else
+                          ("s" if kind.signed else "u", kind.size)))
+
+
+def read_packed(io, size: int, n: int, kind: Any) -> PackedArray:
+    """``n`` elements of ``size`` bytes as the packed array of their bytes: one checked
+    read (:func:`read_items`'s checks and errors)."""
+    if n < 0:
+        raise cs.RangeError(f"invalid count {n}")
+    total = n * size
+    data = io.read(total)
+    if len(data) != total:
+        raise short_read(total, data)
+    return PackedArray(data, kind)
 
 
 def read_items(io, fmt: str, size: int, n: int) -> cs.ListContainer:
@@ -1628,9 +1657,26 @@ def read_bigints(io, size: int, n: int, order: str, signed: bool) -> cs.ListCont
                     ("<" if order == "little" else ">", "s" if signed else "u", size))
 
 
-def _items_source(item: cs.Construct, count: str) -> str | None:
-    """Source reading ``count`` items of ``item`` at once, when it is a fixed number."""
+def _items_source(item: cs.Construct, count: str, code: Any = None,
+                  packed: Any = None) -> str | None:
+    """Source reading ``count`` items of ``item`` at once, when it is a fixed number:
+    as the packed array of their bytes when ``packed`` (a :class:`PackedView`'s kind)
+    reads the same encoding."""
     item = _inner(item)
+    if packed is not None and code is not None:
+        key = None
+        if isinstance(item, cs.FormatField) and item.fmtstr[1:] in _NUMBER_CLASS:
+            key = (item.fmtstr[0], *_NUMBER_CLASS[item.fmtstr[1:]])
+        elif isinstance(item, cs.BytesInteger) and isinstance(item.length, int) \
+                and isinstance(item.swapped, bool) and isinstance(item.signed, bool):
+            key = ("<" if item.swapped else ">", "s" if item.signed else "u", item.length)
+        if key is not None and key == _kind_key(packed):
+            kname = f"packedkind_{code.allocateId()}"
+            _bw(code)
+            code.append("from bytewright.runtime.packed import packed_kind")
+            code.append(f"{kname} = packed_kind({packed.order!r}, {packed.code!r}, "
+                        f"{packed.size!r}, {packed.signed!r})")
+            return f"_bw.read_packed(io, {key[2]}, {count}, {kname})"
     if isinstance(item, cs.FormatField):
         return f"_bw.read_items(io, {item.fmtstr!r}, {item.length}, {count})"
     if isinstance(item, cs.BytesInteger) and isinstance(item.length, int) \
@@ -1647,7 +1693,7 @@ class Array(cs.Array):
 
     def _emitparse(self, code):
         _bw(code)
-        many = _items_source(self.subcon, "n")
+        many = _items_source(self.subcon, "n", code, getattr(self, "_bw_packed", None))
         fname = f"parse_array_{code.allocateId()}"
         body = many if many is not None else \
             f"ListContainer([{self.subcon._compileparse(code)} for i in range(n)])"
@@ -1762,9 +1808,12 @@ class BitFlags(cs.Subconstruct):
     equivalent ``BitStruct`` gives (``Flag`` -> bool, ranges -> int), but compiles: one
     integer read and shifts instead of a bit stream parsed interpreted."""
 
-    def __init__(self, subcon, fields) -> None:
+    def __init__(self, subcon, fields, model: Any = None) -> None:
         super().__init__(subcon)
         self.fields = tuple(fields)  # (name, lo, width, is_flag)
+        # the flags' model class, built compiled instead of the Container when nothing
+        # reads the Container (the generated module sets ``model._bw_opaque``)
+        self.model = model
         used = 0
         for _, lo, width, _ in self.fields:
             used |= ((1 << width) - 1) << lo
@@ -1794,15 +1843,19 @@ class BitFlags(cs.Subconstruct):
 
     def split_source(self, v: str) -> tuple[str, str]:
         """(check, value): source refusing reserved bits of the integer ``v``, and source
-        of the parsed Container."""
-        items = ", ".join(
-            f"{name!r}: " + (f"bool({v} >> {lo} & 1)" if flag else
-                             f"{v} >> {lo} & {(1 << width) - 1}")
-            for name, lo, width, flag in self.fields)
+        of the parsed Container (or model, see ``model``)."""
+        values = [(name, f"bool({v} >> {lo} & 1)" if flag else
+                   f"{v} >> {lo} & {(1 << width) - 1}")
+                  for name, lo, width, flag in self.fields]
         check = (f"if {v} & {self.reserved}:\n"
                  f"    raise ConstError('parsing expected 0 but parsed %d in the reserved "
                  f"bits' % ({v} & {self.reserved},))")
-        return check, f"Container({{{items}}})"
+        pending = Struct._bw_pending
+        if self.model is not None and getattr(self.model, "_bw_opaque", False) \
+                and pending is not None:
+            name = _bind(pending, "bwflags", self.model)
+            return check, f"{name}({', '.join(f'{k}={x}' for k, x in values)})"
+        return check, f"Container({{{', '.join(f'{k!r}: {x}' for k, x in values)}}})"
 
     def _emitparse(self, code):
         fname = f"parse_bitflags_{code.allocateId()}"
@@ -2228,6 +2281,20 @@ class Compiled(cs.Compiled):
             return None
 
 
+_COMPILING = threading.RLock()  # Struct.compile's state is per compile
+
+
+def _bind(pending: dict, prefix: str, obj: Any) -> str:
+    """The name ``obj`` has in the compiled module being emitted (bound after exec)."""
+    for name, other in pending.items():
+        if other is obj:
+            return name
+    stem = re.sub(r"\W", "_", getattr(obj, "__name__", ""))
+    name = f"{prefix}_{stem}_{len(pending)}"
+    pending[name] = obj
+    return name
+
+
 class Struct(cs.Struct):
     """Construct's ``Struct``; compiled, it is tighter than Construct's own emission.
 
@@ -2238,7 +2305,47 @@ class Struct(cs.Struct):
     byte string or array that ends the run -- read with one checked ``unpack``. Checks
     keep their place (a run never crosses a ``Check``), constants and enums raise the
     same errors as interpreted, at the member's offset.
+
+    A record whose generated module gives it a model builder (``_bw_model``: the
+    converter's conversions as a function of the field values, set only where they cannot
+    fail) returns the model object itself where no compiled code reads its value as a
+    Container -- as the compiled root, as an opaque record, or as a nested record whose
+    members its parent reads as the locals they are -- so ``_c2m_`` has nothing left to do.
     """
+
+    # While a compile runs: the record compiled (its value is the caller's alone) and the
+    # model builders its source names (bound into the compiled module afterwards).
+    _bw_root: Any = None
+    _bw_pending: dict | None = None
+
+    def compile(self, filename=None):
+        """Construct's ``compile()``; records with a model builder (``_bw_model``, set by
+        the generated module) build the model objects in the compiled parse."""
+        with _COMPILING:
+            Struct._bw_root, Struct._bw_pending = self, {}
+            try:
+                compiled = super().compile(filename)
+            finally:
+                pending = Struct._bw_pending
+                Struct._bw_root, Struct._bw_pending = None, None
+        compiled.module.__dict__.update(pending)
+        return compiled
+
+    def _model_expr(self, code, local: dict[str, str], root: bool) -> str | None:
+        """Source building this record's model from its field locals (and parameters),
+        when it has a builder and nothing reads its value as a Container: as the root of
+        the compile (or a member its parent keeps to itself, see :meth:`_flat_body`), or
+        as an opaque record (no expression reads its members)."""
+        model = getattr(self, "_bw_model", None)
+        pending = Struct._bw_pending
+        if model is None or pending is None:
+            return None
+        fn, names, params, opaque = model
+        if not (root or opaque) or any(n not in local for n in names):
+            return None
+        name = _bind(pending, "bwmodel", fn)
+        args = [local[n] for n in names] + [f"this['_params'][{p!r}]" for p in params]
+        return f"{name}({', '.join(args)})"
 
     def _emitparse(self, code):
         fid = code.allocateId()
@@ -2246,9 +2353,12 @@ class Struct(cs.Struct):
         _read_exact(code)
         _bw(code)
         code.append("from bytewright.runtime.codec import Compiled")  # see Compiled
+        root = Struct._bw_root is self
+        if root:
+            Struct._bw_root = None
         subs = list(self.subcons)
         if self._context_free(subs):
-            flat = self._emit_flat(code, fid, subs)
+            flat = self._emit_flat(code, fid, subs, root)
             if flat is not None:
                 return flat
         body: list[str] = [
@@ -2328,7 +2438,8 @@ class Struct(cs.Struct):
                     "    raise StreamError('section size mismatch: %d of %d bytes used' "
                     "% (_fs.tell(), _n))"]
         if isinstance(inner, Array):
-            many = _items_source(inner.subcon, f"({inner.count!r})")
+            many = _items_source(inner.subcon, f"({inner.count!r})", code,
+                                 getattr(inner, "_bw_packed", None))
             return None if many is None else [target + many]
         if isinstance(inner, cs.Bytes) and not isinstance(inner.length, int):
             return [f"_n = {inner.length!r}",
@@ -2377,14 +2488,15 @@ class Struct(cs.Struct):
                     return False
         return True
 
-    def _emit_flat(self, code, fid: int, subs: list) -> str | None:
+    def _emit_flat(self, code, fid: int, subs: list, root: bool = False) -> str | None:
         """The record's parser with its fields in locals (see :meth:`_context_free`), or
         None if some member's source cannot be rewritten so."""
-        got = self._flat_body(code, fid, subs, 0)
+        got = self._flat_body(code, fid, subs, 0, root)
         if got is None:
             return None
-        body, fields = got
-        body.append(f"return Container({{{', '.join(fields)}}})")
+        body, fields, model, _ = got
+        body.append(f"return {model}" if model else
+                    f"return Container({{{', '.join(fields)}}})")
         self._bw_params_read = _params_read(body)
         fname = f"parse_record_{fid}"
         code.append(f"def {fname}(io, this):\n" + "\n".join("    " + b for b in body))
@@ -2410,7 +2522,13 @@ class Struct(cs.Struct):
         got = inner._flat_body(code, cid, subs, depth + 1)
         if got is None or len(got[0]) > self._FLATTEN_LINES:
             return None
-        cbody, cfields = got
+        cbody, cfields, model, clocal = got
+        result = [model] if model else [f"Container({{{', '.join(cfields)}}})"]
+        # not opaque: still a model if its parent reads none of its members (see
+        # _flat_body), which the parent knows once it is emitted
+        late = None if model else inner._model_expr(code, clocal, True)
+        keys = list(clocal)
+        result += [late or "None"] + [clocal[k] for k in keys]
         ctx = "this"
         pre: list[str] = []
         if args is not None:  # its parameters: the caller's with these replaced
@@ -2424,7 +2542,7 @@ class Struct(cs.Struct):
                 return ctx
             return f"{name}_{cid}" if re.fullmatch(r"_f\d+", name) else None
 
-        out = [_retoken(x, own) for x in cbody + cfields]
+        out = [_retoken(x, own) for x in cbody + result]
         if any(x is None for x in out):
             return None
         if args is not None:
@@ -2442,14 +2560,21 @@ class Struct(cs.Struct):
                 pre = binds + pre
             else:
                 pre = binds + ["pass"]  # the last statement is not taken: see caller
-        return pre, out[:len(cbody)], f"Container({{{', '.join(out[len(cbody):])}}})"
+        n = len(cbody)
+        fieldmap = dict(zip(keys, out[n + 2:], strict=True))
+        late = out[n + 1] if late else None
+        return pre, out[:n], out[n], late, fieldmap
 
-    def _flat_body(self, code, fid: int, subs: list, depth: int) -> tuple | None:
+    def _flat_body(self, code, fid: int, subs: list, depth: int,
+                   root: bool = False) -> tuple | None:
+        """(statements, ``'name': local`` of each field, source of the model built from
+        them or None, the field locals) of the record's parse with its fields in locals."""
         import ast
 
         body: list[str] = []
         fields: list[str] = []
         local: dict[str, str] = {}
+        nested: list[tuple] = []  # (its local, result, model or None, its field locals)
         assign = re.compile(r"(\s*)this\[('(?:[^'\\]|\\.)*')\] = (.*)$", re.S)
 
         def take(lines: list[str], params_only: bool = False) -> bool:
@@ -2492,7 +2617,7 @@ class Struct(cs.Struct):
                 else:
                     child = self._flat_child(code, sc, depth)
                     if child is not None:
-                        pre, cbody, result = child
+                        pre, cbody, result, late, fieldmap = child
                         # the preparation reads this record's fields; the child's own
                         # statements read only its context and locals
                         if not take(pre[:-1]):
@@ -2501,6 +2626,8 @@ class Struct(cs.Struct):
                         if not take([f"this[{sc.name!r}] = {result}" if sc.name else result],
                                     params_only=True):
                             return None
+                        if sc.name:
+                            nested.append((local[sc.name], result, late, fieldmap))
                         i += 1
                         continue
                     lines = self._inline(sc, code)
@@ -2532,7 +2659,22 @@ class Struct(cs.Struct):
                 [f"this[{sc.name!r}] = io.tell()" for sc, _ in run if sc.name]
             if not take(lines):
                 return None
-        return body, fields
+        model = self._model_expr(code, local, root)
+        for var, result, late, fieldmap in nested:
+            # a member of a nested record read here is that record's local
+            item = re.compile(rf"\b{var}\[('(?:[^'\\]|\\.)*')\]")
+
+            def member(m: re.Match, fieldmap: dict = fieldmap) -> str:
+                return fieldmap.get(ast.literal_eval(m.group(1)), m.group(0))
+
+            made = f"{var} = {result}"
+            body = [x if x.strip() == made else item.sub(member, x) for x in body]
+            if model is not None and late is not None and not any(
+                    re.search(rf"\b{var}\b", x) for x in body if x.strip() != made):
+                # only this record's model holds it: the nested record's model too
+                body = [x.replace(made, f"{var} = {late}") if x.strip() == made else x
+                        for x in body]
+        return body, fields, model, local
 
     def _emit_run(self, code, fid: int, run: list) -> list[str]:
         sized = [(sc, p) for sc, p in run if p[2]]
@@ -2581,7 +2723,8 @@ class Struct(cs.Struct):
                         f"    raise _bw.short_read({v}, _b)"]
                 v = "_b" if kind == "prefixed" else f"_b.decode({inner._bw_encoding!r})"
             elif kind == "parray":
-                v = _items_source(inner._bw_item, v) or (
+                v = _items_source(inner._bw_item, v, code,
+                                  getattr(inner, "_bw_packed", None)) or (
                     f"ListContainer([{inner._bw_item._compileparse(code)} "
                     f"for i in range({v})])")
             off += n

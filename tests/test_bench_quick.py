@@ -123,3 +123,24 @@ def test_table_prints_every_target(full):
     for t in targets.TARGETS:
         assert t.id in text
     assert "met," in text and "not met" in text
+
+
+def test_contenders_are_timed_in_interleaved_rounds_and_ratios_pair_rounds():
+    calls = []
+    timers = {"hand": (lambda a: calls.append(("hand", a)), 1, 3),
+              "fast": (lambda a: calls.append(("fast", a)), 2, 3),
+              "slow": (lambda a: calls.append(("slow", a)), 3, 1)}
+    times = harness._rounds(timers, 3)
+    # round by round, every contender once; the one-run contender only in round 0
+    assert [c[0] for c in calls] == ["hand", "fast", "slow", "hand", "fast", "hand", "fast"]
+    assert {k: len(v) for k, v in times.items()} == {"hand": 3, "fast": 3, "slow": 1}
+    # a ratio is the median of per-round ratios: one round slowed for both leaves it exact
+    assert harness._ratio([1.0, 5.0, 1.0], [0.5, 2.5, 0.5]) == 2.0
+    assert harness._ratio([2.0, 2.0, 2.0], [1.0]) == 2.0
+
+
+def test_every_contender_is_specialized_before_it_is_timed():
+    calls = []
+    harness._specialize(calls.append, b"x")
+    # CPython 3.11 specializes after 8 calls; the harness gives every contender more
+    assert len(calls) == harness.WARM_CALLS >= 8

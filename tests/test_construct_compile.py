@@ -55,10 +55,11 @@ MODULES = _modules()
 RECORDS = [(fam, mod, rec) for fam, mod in MODULES for rec in mod.RECORDS]
 
 
-def fallbacks(source: str) -> list[str]:
-    """What each interpreted fallback in a compiled source is (Construct's own comment)."""
+def fallbacks(source: str, pattern: re.Pattern = _FALLBACK) -> list[str]:
+    """What each interpreted fallback (``pattern``: parsers by default) in a compiled
+    source is (Construct's own comment)."""
     out = []
-    for m in _FALLBACK.finditer(source):
+    for m in pattern.finditer(source):
         ident = m.group(1) or m.group(2)
         what = re.search(rf"# linkedinstances\[{ident}\] is (.*)", source)
         out.append(what.group(1) if what else f"object {ident}")
@@ -141,13 +142,8 @@ _BUILD_FALLBACK = re.compile(r"linkedbuilders\[(\d+)\]|linkedinstances\[(\d+)\]\
 
 
 def build_fallbacks(source: str) -> list[str]:
-    """What each interpreted builder in a compiled source is (Construct's own comment)."""
-    out = []
-    for m in _BUILD_FALLBACK.finditer(source):
-        ident = m.group(1) or m.group(2)
-        what = re.search(rf"# linkedinstances\[{ident}\] is (.*)", source)
-        out.append(what.group(1) if what else f"object {ident}")
-    return out
+    """What each interpreted builder in a compiled source is."""
+    return fallbacks(source, _BUILD_FALLBACK)
 
 
 @pytest.mark.parametrize("fam,mod,rec", RECORDS, ids=[f"{f}.{r}" for f, _, r in RECORDS])
@@ -347,3 +343,82 @@ def test_compiled_and_interpreted_agree_on_corrupted_example_inputs(fx, proj):
         a = _outcome(lambda d=data: dec(d, **fx.params))
         b = _outcome(lambda d=data: dec(d, compiled=True, **fx.params))
         assert a == b, (fx.path.name, a, b)
+
+
+# -- the compiled parse builds the object model (issue 16) ------------------------------
+
+def test_compiled_parse_builds_the_model_and_keeps_packed_bytes():
+    """The compiled root record, its opaque nested record and its flags are built as
+    model objects in the parse (no Container, no converter pass), the ``view: packed``
+    neighbours are one read of the wire bytes (no numbers unpacked), and the converter
+    passes the model through: equal to converting the interpreted Container."""
+    from bytewright.generated import ze
+    from bytewright.runtime.packed import PackedArray
+
+    node = ze.GraphNodeBlock(bytes(range(64)), ze.Bit4Factors(1.0, 0.5, 2.0), 2,
+                             ze.GraphBlockFlags(hub=True), [1, 2] + [0xFFFFFFFF] * 42)
+    p = {"code_bytes": 64, "max_degree": 44}
+    data = ze.encode_graph_node_block(node, **p)
+    con = ze._compiled("graph_node_block")
+    assert "read_items" not in con.source and "read_packed" in con.source
+    got = con.parse(data, **p)
+    assert type(got) is ze.GraphNodeBlock and type(got.factors) is ze.Bit4Factors
+    assert type(got.flags) is ze.GraphBlockFlags and got.flags.hub
+    assert type(got.neighbours) is PackedArray and got.neighbours.raw == data[80:256]
+    assert ze._c2m_graph_node_block(got, 64, 44) is got
+    assert got == ze._c2m_graph_node_block(ze.C_graph_node_block.parse(data, **p), 64, 44)
+    assert got == node
+    # a plain compile (outside the module's cache) binds the builders it names itself
+    assert ze.C_graph_node_block.compile().parse(data, **p) == node
+
+
+def _model_records(opaque: bool = True):
+    """``outer`` holds ``inner`` (a model builder that is not opaque) and reads its
+    member ``n`` for the length of ``data``; ``opaque``: no expression elsewhere reads
+    a member of ``outer`` (the generator's finding, see ``ConstructEmitter.model_lines``)."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Inner:
+        n: int
+
+    @dataclass
+    class Outer:
+        inner: Inner
+        data: bytes
+
+    inner = codec.Struct("n" / codec.Int8ul)
+    inner._bw_model = (lambda n: Inner(n), ("n",), (), False)
+    outer = codec.Struct("inner" / inner, "data" / codec.Bytes(_code("this['inner']['n']")))
+    outer._bw_model = (lambda i, d: Outer(i, d), ("inner", "data"), (), opaque)
+    return Inner, Outer, inner, outer
+
+
+def test_a_member_read_by_its_parent_is_its_local_and_still_a_model():
+    """The parent reads ``inner.n``: compiled, that read is the nested record's local,
+    so the parent alone holds ``inner`` and both become models; the same record
+    compiled on its own returns a Container where its parent cannot keep it."""
+    Inner, Outer, inner, outer = _model_records()
+    fast = outer.compile()
+    assert "['n']" not in fast.source.split("def build")[0]
+    assert fast.parse(b"\x02ab") == Outer(Inner(2), b"ab")
+    with pytest.raises(cs.StreamError):
+        fast.parse(b"\x03ab")  # the same truncation as interpreted
+    holder = codec.Struct("x" / outer, "y" / codec.Int8ul)  # no builder: a Container
+    got = holder.compile().parse(b"\x01a\x07")
+    assert got["x"] == Outer(Inner(1), b"a") and got["y"] == 7
+    assert holder.parse(b"\x01a\x07")["x"]["inner"]["n"] == 1  # interpreted: Containers
+
+
+def test_a_record_read_elsewhere_stays_a_container():
+    """Not opaque, nested in a record without a builder that reads its members: the
+    Containers stay (the nested ``inner`` too, its parent being one)."""
+    Inner, Outer, _, outer = _model_records(opaque=False)
+    reader = codec.Struct("o" / outer, cs.Check(_code("this['o']['inner']['n'] == 1")))
+    fast = reader.compile()
+    got = fast.parse(b"\x01a")
+    assert type(got["o"]) is cs.Container and type(got["o"]["inner"]) is cs.Container
+    assert got["o"]["inner"]["n"] == 1
+    with pytest.raises(cs.CheckError):
+        fast.parse(b"\x02ab")
+    assert outer.compile().parse(b"\x01a") == Outer(Inner(1), b"a")  # the root: a model

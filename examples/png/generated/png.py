@@ -314,7 +314,9 @@ def _m_png_file(mv, pos, end):
     _S4_unpack_from = _S4.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_signature, = _S0_unpack_from(mv, pos)
             _r0 = pos
@@ -598,7 +600,9 @@ def _m_chunk(mv, pos, end):
     _S4_unpack_from = _S4.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_length, f_chunk_type = _S2_unpack_from(mv, pos)
             _r2 = pos
@@ -775,7 +779,9 @@ def _m_ihdr(mv, pos, end):
     _p0 = _rs = pos
     _S4_unpack_from = _S4.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method = _S4_unpack_from(mv, pos)
             _r4 = pos
@@ -1039,7 +1045,7 @@ def encode_ihdr(value: Ihdr) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -1082,10 +1088,18 @@ C_png_file = Struct(
 )
 
 def _c2m_png_file(c):
+    if c.__class__ is PngFile:  # built by a compiled parse
+        return c
     f_chunks = c['chunks']
     if f_chunks is not None:
         f_chunks = [_c2m_chunk(_x) for _x in f_chunks]
     return PngFile(f_chunks)
+
+def _f2m_png_file(f_chunks):
+    if f_chunks is not None:
+        f_chunks = [(_x if _x.__class__ is Chunk else _c2m_chunk(_x)) for _x in f_chunks]
+    return PngFile(f_chunks)
+C_png_file._bw_model = (_f2m_png_file, ('chunks',), (), True)
 
 def _m2c_png_file(v):
     return {
@@ -1093,6 +1107,8 @@ def _m2c_png_file(v):
     }
 
 def _c2m_chunk(c):
+    if c.__class__ is Chunk:  # built by a compiled parse
+        return c
     f_chunk_type = c['chunk_type']
     if f_chunk_type is not None:
         _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
@@ -1102,6 +1118,15 @@ def _c2m_chunk(c):
         f_data = (_c2m_ihdr(f_data) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
     return Chunk(f_chunk_type, f_data)
 
+def _f2m_chunk(f_chunk_type, f_data):
+    if f_chunk_type is not None:
+        _t = _CHUNKTYPE_BY_VALUE.get(f_chunk_type)
+        f_chunk_type = f_chunk_type if _t is None else _t
+    if f_data is not None:
+        f_data = ((f_data if f_data.__class__ is Ihdr else _c2m_ihdr(f_data)) if f_chunk_type == 1229472850 else (None if f_chunk_type == 1229278788 else f_data))
+    return Chunk(f_chunk_type, f_data)
+C_chunk._bw_model = (_f2m_chunk, ('chunk_type', 'data'), (), True)
+
 def _m2c_chunk(v):
     return {
         'chunk_type': None if v.chunk_type is None else int(v.chunk_type),
@@ -1109,6 +1134,8 @@ def _m2c_chunk(v):
     }
 
 def _c2m_ihdr(c):
+    if c.__class__ is Ihdr:  # built by a compiled parse
+        return c
     f_width = c['width']
     f_height = c['height']
     f_bit_depth = c['bit_depth']
@@ -1120,6 +1147,13 @@ def _c2m_ihdr(c):
     f_filter_method = c['filter_method']
     f_interlace_method = c['interlace_method']
     return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
+
+def _f2m_ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method):
+    if f_color_type is not None:
+        _t = _COLORTYPE_BY_VALUE.get(f_color_type)
+        f_color_type = _enum_value(ColorType, f_color_type, False) if _t is None else _t
+    return Ihdr(f_width, f_height, f_bit_depth, f_color_type, f_compression_method, f_filter_method, f_interlace_method)
+C_ihdr._bw_model = (_f2m_ihdr, ('width', 'height', 'bit_depth', 'color_type', 'compression_method', 'filter_method', 'interlace_method'), (), True)
 
 def _m2c_ihdr(v):
     return {

@@ -137,7 +137,9 @@ def _d_log_file(mv, pos, end):
     f_records = []
     try:
         _i = 0
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _ip = pos
             try:
                 _record___s_body_len = pos
@@ -298,7 +300,9 @@ def _u_log_file(mv, pos, end):
     if f_version < 1 or f_version > 1:
         raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..1', found=f_version)
     f_records = []
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         _record___s_body_len = pos
         _record__f_body_len = mv[pos]
@@ -447,7 +451,9 @@ def _m_log_file(mv, pos, end):
     _S0_unpack_from = _S0.unpack_from
     _S4_unpack_from = _S4.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_magic, f_version = _S0_unpack_from(mv, pos)
             _r0 = pos
@@ -457,7 +463,9 @@ def _m_log_file(mv, pos, end):
             if f_version < 1 or f_version > 1:
                 raise ConstraintError('value out of range', offset=_r0 + 4, path='version', expected='1..1', found=f_version)
             f_records = []
-            while pos < end:
+            while True:
+                if pos >= end:
+                    break
                 _ip = pos
                 _record___s_body_len = pos
                 _record__f_body_len = mv[pos]
@@ -957,7 +965,9 @@ def _m_record(mv, pos, end):
     _p0 = _rs = pos
     _S4_unpack_from = _S4.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             _s_body_len = pos
             f_body_len = mv[pos]
@@ -1375,7 +1385,9 @@ def _m_event(mv, pos, end):
     _append = _out.append
     _p0 = _rs = pos
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_seq = mv[pos]
             if f_seq < 128:
@@ -1752,7 +1764,7 @@ def encode_event(value: Event) -> bytes:
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -1790,11 +1802,19 @@ C_log_file = Struct(
 )
 
 def _c2m_log_file(c):
+    if c.__class__ is LogFile:  # built by a compiled parse
+        return c
     f_version = c['version']
     f_records = c['records']
     if f_records is not None:
         f_records = [_c2m_record(_x) for _x in f_records]
     return LogFile(f_version, f_records)
+
+def _f2m_log_file(f_version, f_records):
+    if f_records is not None:
+        f_records = [(_x if _x.__class__ is Record else _c2m_record(_x)) for _x in f_records]
+    return LogFile(f_version, f_records)
+C_log_file._bw_model = (_f2m_log_file, ('version', 'records'), (), True)
 
 def _m2c_log_file(v):
     return {
@@ -1803,10 +1823,18 @@ def _m2c_log_file(v):
     }
 
 def _c2m_record(c):
+    if c.__class__ is Record:  # built by a compiled parse
+        return c
     f_body = c['body']
     if f_body is not None:
         f_body = _c2m_event(f_body)
     return Record(f_body)
+
+def _f2m_record(f_body):
+    if f_body is not None:
+        f_body = (f_body if f_body.__class__ is Event else _c2m_event(f_body))
+    return Record(f_body)
+C_record._bw_model = (_f2m_record, ('body',), (), True)
 
 def _m2c_record(v):
     return {
@@ -1814,6 +1842,8 @@ def _m2c_record(v):
     }
 
 def _c2m_event(c):
+    if c.__class__ is Event:  # built by a compiled parse
+        return c
     f_seq = c['seq']
     f_kind = c['kind']
     if f_kind is not None:
@@ -1829,6 +1859,15 @@ def _c2m_event(c):
     if f_payload is not None:
         f_payload = bytes(f_payload)
     return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
+
+def _f2m_event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload):
+    if f_kind is not None:
+        _t = _EVENTKIND_BY_VALUE.get(f_kind)
+        f_kind = _enum_value(EventKind, f_kind, False) if _t is None else _t
+    if f_payload is not None:
+        f_payload = bytes(f_payload)
+    return Event(f_seq, f_kind, f_time_delta, f_value, f_offset, f_source, f_tags, f_note, f_payload)
+C_event._bw_model = (_f2m_event, ('seq', 'kind', 'time_delta', 'value', 'offset', 'source', 'tags', 'note', 'payload'), (), True)
 
 def _m2c_event(v):
     return {

@@ -136,7 +136,9 @@ def _d_wal_file(mv, pos, end):
     f__chain = f_hdr_check
     f_frames = _LogList()
     _i = 0
-    while pos < end:
+    while True:
+        if pos >= end:
+            break
         _ip = pos
         try:
             _p0 = pos
@@ -325,7 +327,9 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _S2_unpack_from = _S2.unpack_from
     _S4_unpack_from = _S4.unpack_from
     try:
-        while pos < end:
+        while True:
+            if pos >= end:
+                break
             _rs = pos
             f_page_number, f_commit_size, f_salt1, f_salt2 = _S4_unpack_from(mv, pos)
             _r4 = pos
@@ -527,7 +531,7 @@ def encode_frame(value: Frame, *, prev: int = 0, order: str = 'big', page_size: 
 # -- Construct path -------------------------------------------------------------------
 
 # compiled tighter than Construct's own classes (bytewright.runtime.codec)
-from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PrefixedArray, StringEncoded, Struct, Switch)
+from bytewright.runtime.codec import (Array, BitFlags, Checksum, GreedyString, GreedyBytes, PackedView, PrefixedArray, StringEncoded, Struct, Switch)
 from bytewright.runtime.codec import packed_from as _packed_from, span_range as _span_range
 from bytewright.runtime.codec import (Float32b, Float32l, Float64b, Float64l, Int16sb, Int16sl, Int16ub, Int16ul, Int32sb, Int32sl, Int32ub, Int32ul, Int64sb, Int64sl, Int64ub, Int64ul, Int8sb, Int8sl, Int8ub, Int8ul)
 
@@ -581,6 +585,8 @@ C_wal_file = Struct(
 )
 
 def _c2m_wal_file(c):
+    if c.__class__ is WalFile:  # built by a compiled parse
+        return c
     f_magic = c['magic']
     f_page_size = c['page_size']
     f_checkpoint_seq = c['checkpoint_seq']
@@ -590,6 +596,12 @@ def _c2m_wal_file(c):
     if f_frames is not None:
         f_frames = _LogList([_c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2) for _x in f_frames], f_frames.stop)
     return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
+
+def _f2m_wal_file(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames):
+    if f_frames is not None:
+        f_frames = _LogList([(_x if _x.__class__ is Frame else _c2m_frame(_x, 0, ('big' if (f_magic == 931071619) else 'little'), f_page_size, f_salt1, f_salt2)) for _x in f_frames], f_frames.stop)
+    return WalFile(f_magic, f_page_size, f_checkpoint_seq, f_salt1, f_salt2, f_frames)
+C_wal_file._bw_model = (_f2m_wal_file, ('magic', 'page_size', 'checkpoint_seq', 'salt1', 'salt2', 'frames'), (), True)
 
 def _m2c_wal_file(v):
     return {
@@ -602,6 +614,8 @@ def _m2c_wal_file(v):
     }
 
 def _c2m_frame(c, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+    if c.__class__ is Frame:  # built by a compiled parse
+        return c
     f_page_number = c['page_number']
     f_commit_size = c['commit_size']
     f_salt1 = c['salt1']
@@ -610,6 +624,12 @@ def _c2m_frame(c, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
     if f_data is not None:
         f_data = bytes(f_data)
     return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
+
+def _f2m_frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data):
+    if f_data is not None:
+        f_data = bytes(f_data)
+    return Frame(f_page_number, f_commit_size, f_salt1, f_salt2, f_data)
+C_frame._bw_model = (_f2m_frame, ('page_number', 'commit_size', 'salt1', 'salt2', 'data'), (), True)
 
 def _m2c_frame(v):
     return {
