@@ -1610,27 +1610,28 @@ def _kind_key(kind: Any) -> tuple:
                           ("s" if kind.signed else "u", kind.size)))
 
 
-def read_packed(io, size: int, n: int, kind: Any) -> PackedArray:
-    """``n`` elements of ``size`` bytes as the packed array of their bytes: one checked
-    read (:func:`read_items`'s checks and errors)."""
+def _read_count(io, size: int, n: int) -> bytes:
+    """``n`` elements of ``size`` bytes in one read: a negative count or a short read
+    raise Construct's errors, as the interpreted array would."""
     if n < 0:
         raise cs.RangeError(f"invalid count {n}")
     total = n * size
     data = io.read(total)
     if len(data) != total:
         raise short_read(total, data)
-    return PackedArray(data, kind)
+    return data
+
+
+def read_packed(io, size: int, n: int, kind: Any) -> PackedArray:
+    """``n`` elements of ``size`` bytes as the packed array of their bytes: one checked
+    read (:func:`_read_count`)."""
+    return PackedArray(_read_count(io, size, n), kind)
 
 
 def read_items(io, fmt: str, size: int, n: int) -> cs.ListContainer:
     """``n`` items of the one-item struct format ``fmt`` (``size`` bytes each) in one
     checked read and one unpack: the compiled form of an array of a fixed-size number."""
-    if n < 0:
-        raise cs.RangeError(f"invalid count {n}")
-    total = n * size
-    data = io.read(total)
-    if len(data) != total:
-        raise short_read(total, data)
+    data = _read_count(io, size, n)
     got = _MANY.get((fmt, n))
     if got is None:
         if len(_MANY) > 512:  # counts vary per record: keep the cache bounded
@@ -1645,12 +1646,8 @@ def read_items(io, fmt: str, size: int, n: int) -> cs.ListContainer:
 
 def read_bigints(io, size: int, n: int, order: str, signed: bool) -> cs.ListContainer:
     """``n`` integers of ``size`` bytes (``BytesInteger``) in one checked read."""
-    if n < 0:
-        raise cs.RangeError(f"invalid count {n}")
-    total = n * size
-    data = io.read(total)
-    if len(data) != total:
-        raise short_read(total, data)
+    data = _read_count(io, size, n)
+    total = len(data)
     frm = int.from_bytes
     return _items([frm(data[i:i + size], order, signed=signed)
                      for i in range(0, total, size)], data,
