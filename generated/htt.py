@@ -312,31 +312,32 @@ _S0 = struct.Struct('<4sBBBB16sI')
 _T1 = (('magic', 0, 4), ('version', 4, 1), ('flags', 5, 1), ('dimension', 6, 1), ('semantic_dims', 7, 1), ('tau', 8, 16), ('node_count', 24, 4))
 _S2 = struct.Struct('<I')
 _T3 = (('header_crc', 0, 4),)
-_S4 = struct.Struct('<dd')
-_T5 = (('min', 0, 8), ('max', 8, 8))
-_PK6 = _packed_kind('<', '', 16, True)
-_RC7 = {}  # tail_quantized.user element-count structs
-_RC8 = {}  # tail_quantized_gacl.user element-count structs
-_S9 = struct.Struct('<H')
-_T10 = (('key.length', 0, 2),)
-_T11 = (('value.length', 0, 2),)
-_T12 = (('data.length', 0, 4),)
-_T13 = (('meta.length', 0, 2),)
-_S14 = struct.Struct('<II')
-_T15 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
-_CODECS16 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
-_T17 = (('snapshot_crc', 0, 4),)
-_S18 = struct.Struct('<QB')
-_T19 = (('epoch_id', 0, 8), ('flags', 8, 1))
-_S20 = struct.Struct('<IBH')
-_T21 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
-_T22 = (('entry_crc', 0, 4),)
-_T23 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
-_T24 = (('block_entry_count', 0, 2),)
-_S25 = struct.Struct('<4sBBBBIII')
-_T26 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
-_T27 = (('crc32', 0, 4),)
-_T28 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_S4 = struct.Struct('<4sBBBB16sII')
+_S5 = struct.Struct('<dd')
+_T6 = (('min', 0, 8), ('max', 8, 8))
+_PK7 = _packed_kind('<', '', 16, True)
+_RC8 = {}  # tail_quantized.user element-count structs
+_RC9 = {}  # tail_quantized_gacl.user element-count structs
+_S10 = struct.Struct('<H')
+_T11 = (('key.length', 0, 2),)
+_T12 = (('value.length', 0, 2),)
+_T13 = (('data.length', 0, 4),)
+_T14 = (('meta.length', 0, 2),)
+_S15 = struct.Struct('<II')
+_T16 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
+_CODECS17 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
+_T18 = (('snapshot_crc', 0, 4),)
+_S19 = struct.Struct('<QB')
+_T20 = (('epoch_id', 0, 8), ('flags', 8, 1))
+_S21 = struct.Struct('<IBH')
+_T22 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
+_T23 = (('entry_crc', 0, 4),)
+_T24 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
+_T25 = (('block_entry_count', 0, 2),)
+_S26 = struct.Struct('<4sBBBBIII')
+_T27 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_T28 = (('crc32', 0, 4),)
+_T29 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -374,7 +375,7 @@ def _d_file_header(mv, pos, end):
     return _obj, pos
 
 def _u_file_header(mv, pos, end):
-    f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count = _S0.unpack_from(mv, pos)
+    f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count, f_header_crc = _S4.unpack_from(mv, pos)
     _r0 = pos
     pos += 28
     if f_magic != b'HTT\x00':
@@ -386,7 +387,6 @@ def _u_file_header(mv, pos, end):
     f_flags = HeaderFlags.from_int(f_flags)
     f_tau = int.from_bytes(f_tau, 'little', signed=True)
     _e_node_count = _r0 + 28
-    f_header_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
     _ck = _ck_crc32(mv[_r0:_e_node_count])
@@ -405,14 +405,14 @@ def _m_file_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S0_unpack_from = _S0.unpack_from
-    _S2_unpack_from = _S2.unpack_from
+    _end = end
+    _S4_unpack_from = _S4.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count = _S0_unpack_from(mv, pos)
+            f_magic, f_version, f_flags, f_dimension, f_semantic_dims, f_tau, f_node_count, f_header_crc = _S4_unpack_from(mv, pos)
             _r0 = pos
             pos += 28
             if f_magic != b'HTT\x00':
@@ -424,7 +424,6 @@ def _m_file_header(mv, pos, end):
             f_flags = HeaderFlags.from_int(f_flags)
             f_tau = int.from_bytes(f_tau, 'little', signed=True)
             _e_node_count = _r0 + 28
-            f_header_crc, = _S2_unpack_from(mv, pos)
             _r2 = pos
             pos += 4
             _ck = _ck_crc32(mv[_r0:_e_node_count])
@@ -440,10 +439,10 @@ def _m_file_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_file_header, 'file_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_file_header, 'file_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_file_header, 'file_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_file_header, 'file_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_file_header(out, v):
@@ -466,8 +465,8 @@ def _em_file_header(values):
 
 def _d_bound_pair(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T5)
-    f_min, f_max = _S4.unpack_from(mv, pos)
+        raise _short(pos, end, _T6)
+    f_min, f_max = _S5.unpack_from(mv, pos)
     pos += 16
     _obj = _new(BoundPair)
     _obj.min = f_min
@@ -475,7 +474,7 @@ def _d_bound_pair(mv, pos, end):
     return _obj, pos
 
 def _u_bound_pair(mv, pos, end):
-    f_min, f_max = _S4.unpack_from(mv, pos)
+    f_min, f_max = _S5.unpack_from(mv, pos)
     pos += 16
     _obj = _new(BoundPair)
     _obj.min = f_min
@@ -486,13 +485,14 @@ def _m_bound_pair(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S4_unpack_from = _S4.unpack_from
+    _end = end
+    _S5_unpack_from = _S5.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_min, f_max = _S4_unpack_from(mv, pos)
+            f_min, f_max = _S5_unpack_from(mv, pos)
             pos += 16
             _obj = _new(BoundPair)
             _obj.min = f_min
@@ -500,20 +500,20 @@ def _m_bound_pair(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_bound_pair, 'bound_pair', mv, _rs, end, (), _out)
+        return _decode_many(_d_bound_pair, 'bound_pair', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_bound_pair, 'bound_pair', mv, _rs, end, (), _out)
+        return _decode_many(_d_bound_pair, 'bound_pair', mv, _rs, _end, (), _out)
     return _out
 
 def _e_bound_pair(out, v):
-    out += _S4.pack(v.min, v.max)
+    out += _S5.pack(v.min, v.max)
 
 def _em_bound_pair(values):
     out = bytearray()
-    _S4_pack = _S4.pack
+    _S5_pack = _S5.pack
     for v in values:
-        out += _S4_pack(v.min, v.max)
+        out += _S5_pack(v.min, v.max)
     return bytes(out)
 
 def _d_bounds_section(mv, pos, end, p_semantic_dims):
@@ -524,8 +524,8 @@ def _d_bounds_section(mv, pos, end, p_semantic_dims):
     try:
         for _i in range(_c):
             if pos + 16 > end:
-                raise _short(pos, end, _T5)
-            _bound_pair_f_min, _bound_pair_f_max = _S4.unpack_from(mv, pos)
+                raise _short(pos, end, _T6)
+            _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
             pos += 16
             _bound_pair__obj = _new(BoundPair)
             _bound_pair__obj.min = _bound_pair_f_min
@@ -544,7 +544,7 @@ def _u_bounds_section(mv, pos, end, p_semantic_dims):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
     f_bounds = []
     for _i in range(_c):
-        _bound_pair_f_min, _bound_pair_f_max = _S4.unpack_from(mv, pos)
+        _bound_pair_f_min, _bound_pair_f_max = _S5.unpack_from(mv, pos)
         pos += 16
         _bound_pair__obj = _new(BoundPair)
         _bound_pair__obj.min = _bound_pair_f_min
@@ -558,7 +558,8 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S4_unpack_from = _S4.unpack_from
+    _end = end
+    _S5_unpack_from = _S5.unpack_from
     try:
         while True:
             if pos >= end:
@@ -569,7 +570,7 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='bounds', expected=_c * 16, found=end - pos)
             f_bounds = []
             for _i in range(_c):
-                _bound_pair_f_min, _bound_pair_f_max = _S4_unpack_from(mv, pos)
+                _bound_pair_f_min, _bound_pair_f_max = _S5_unpack_from(mv, pos)
                 pos += 16
                 _bound_pair__obj = _new(BoundPair)
                 _bound_pair__obj.min = _bound_pair_f_min
@@ -582,33 +583,33 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_bounds_section, 'bounds_section', mv, _rs, end, (p_semantic_dims, ), _out)
+        return _decode_many(_d_bounds_section, 'bounds_section', mv, _rs, _end, (p_semantic_dims, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_bounds_section, 'bounds_section', mv, _rs, end, (p_semantic_dims, ), _out)
+        return _decode_many(_d_bounds_section, 'bounds_section', mv, _rs, _end, (p_semantic_dims, ), _out)
     return _out
 
 def _e_bounds_section(out, v, p_semantic_dims):
     if len(v.bounds) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.bounds)), path='bounds')
     for _x in v.bounds:
-        out += _S4.pack(_x.min, _x.max)
+        out += _S5.pack(_x.min, _x.max)
 
 def _em_bounds_section(values, p_semantic_dims):
     out = bytearray()
-    _S4_pack = _S4.pack
+    _S5_pack = _S5.pack
     for v in values:
         if len(v.bounds) != p_semantic_dims - 16:
             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.bounds)), path='bounds')
         for _x in v.bounds:
-            out += _S4_pack(_x.min, _x.max)
+            out += _S5_pack(_x.min, _x.max)
     return bytes(out)
 
 def _d_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-    f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+    f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
     _obj.dims = f_dims
@@ -618,7 +619,7 @@ def _u_tail_full(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-    f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+    f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
     _obj.dims = f_dims
@@ -628,6 +629,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -636,7 +638,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims):
             _c = p_semantic_dims
             if _c < 0 or _c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-            f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+            f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _obj = _new(TailFull)
             _obj.dims = f_dims
@@ -645,40 +647,40 @@ def _m_tail_full(mv, pos, end, p_semantic_dims):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_tail_full, 'tail_full', mv, _rs, end, (p_semantic_dims, ), _out)
+        return _decode_many(_d_tail_full, 'tail_full', mv, _rs, _end, (p_semantic_dims, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_tail_full, 'tail_full', mv, _rs, end, (p_semantic_dims, ), _out)
+        return _decode_many(_d_tail_full, 'tail_full', mv, _rs, _end, (p_semantic_dims, ), _out)
     return _out
 
 def _e_tail_full(out, v, p_semantic_dims):
     if len(v.dims) != p_semantic_dims:
         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(v.dims)), path='dims')
-    if v.dims.__class__ is PackedArray and v.dims.kind is _PK6:
+    if v.dims.__class__ is PackedArray and v.dims.kind is _PK7:
         out += v.dims.raw
     else:
-        out += _PK6.encode_all(v.dims)
+        out += _PK7.encode_all(v.dims)
 
 def _em_tail_full(values, p_semantic_dims):
     out = bytearray()
     for v in values:
         if len(v.dims) != p_semantic_dims:
             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(v.dims)), path='dims')
-        if v.dims.__class__ is PackedArray and v.dims.kind is _PK6:
+        if v.dims.__class__ is PackedArray and v.dims.kind is _PK7:
             out += v.dims.raw
         else:
-            out += _PK6.encode_all(v.dims)
+            out += _PK7.encode_all(v.dims)
     return bytes(out)
 
 def _d_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    _st = _RC7.get(_c)
+    _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC7) < 64:
-            _RC7[_c] = _st
+        if len(_RC8) < 64:
+            _RC8[_c] = _st
     f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     _obj = _new(TailQuantized)
@@ -689,11 +691,11 @@ def _u_tail_quantized(mv, pos, end, p_semantic_dims):
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    _st = _RC7.get(_c)
+    _st = _RC8.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC7) < 64:
-            _RC7[_c] = _st
+        if len(_RC8) < 64:
+            _RC8[_c] = _st
     f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     _obj = _new(TailQuantized)
@@ -704,6 +706,7 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -712,11 +715,11 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims):
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-            _st = _RC7.get(_c)
+            _st = _RC8.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
-                if len(_RC7) < 64:
-                    _RC7[_c] = _st
+                if len(_RC8) < 64:
+                    _RC8[_c] = _st
             f_user = list(_st.unpack_from(mv, pos))
             pos += _c * 2
             _obj = _new(TailQuantized)
@@ -726,10 +729,10 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_tail_quantized, 'tail_quantized', mv, _rs, end, (p_semantic_dims, ), _out)
+        return _decode_many(_d_tail_quantized, 'tail_quantized', mv, _rs, _end, (p_semantic_dims, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_tail_quantized, 'tail_quantized', mv, _rs, end, (p_semantic_dims, ), _out)
+        return _decode_many(_d_tail_quantized, 'tail_quantized', mv, _rs, _end, (p_semantic_dims, ), _out)
     return _out
 
 def _e_tail_quantized(out, v, p_semantic_dims):
@@ -749,16 +752,16 @@ def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-    f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+    f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = (p_semantic_dims - 16)
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    _st = _RC8.get(_c)
+    _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC8) < 64:
-            _RC8[_c] = _st
+        if len(_RC9) < 64:
+            _RC9[_c] = _st
     f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     _obj = _new(TailQuantizedGacl)
@@ -770,16 +773,16 @@ def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-    f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+    f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-    _st = _RC8.get(_c)
+    _st = _RC9.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'h')
-        if len(_RC8) < 64:
-            _RC8[_c] = _st
+        if len(_RC9) < 64:
+            _RC9[_c] = _st
     f_user = list(_st.unpack_from(mv, pos))
     pos += _c * 2
     _obj = _new(TailQuantizedGacl)
@@ -791,6 +794,7 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -799,16 +803,16 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
             _c = min(p_semantic_dims, 16)
             if _c < 0 or _c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-            f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK6)
+            f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='user', expected=_c * 2, found=end - pos)
-            _st = _RC8.get(_c)
+            _st = _RC9.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'h')
-                if len(_RC8) < 64:
-                    _RC8[_c] = _st
+                if len(_RC9) < 64:
+                    _RC9[_c] = _st
             f_user = list(_st.unpack_from(mv, pos))
             pos += _c * 2
             _obj = _new(TailQuantizedGacl)
@@ -819,19 +823,19 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, end, (p_semantic_dims, ), _out)
+        return _decode_many(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, _end, (p_semantic_dims, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, end, (p_semantic_dims, ), _out)
+        return _decode_many(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, _end, (p_semantic_dims, ), _out)
     return _out
 
 def _e_tail_quantized_gacl(out, v, p_semantic_dims):
     if len(v.reserved) != min(p_semantic_dims, 16):
         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
-    if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK6:
+    if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK7:
         out += v.reserved.raw
     else:
-        out += _PK6.encode_all(v.reserved)
+        out += _PK7.encode_all(v.reserved)
     if len(v.user) != (p_semantic_dims - 16):
         raise EncodeError('expected ' + str((p_semantic_dims - 16)) + ' items, found ' + str(len(v.user)), path='user')
     out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
@@ -841,10 +845,10 @@ def _em_tail_quantized_gacl(values, p_semantic_dims):
     for v in values:
         if len(v.reserved) != min(p_semantic_dims, 16):
             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
-        if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK6:
+        if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK7:
             out += v.reserved.raw
         else:
-            out += _PK6.encode_all(v.reserved)
+            out += _PK7.encode_all(v.reserved)
         if len(v.user) != p_semantic_dims - 16:
             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
         out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
@@ -852,8 +856,8 @@ def _em_tail_quantized_gacl(values, p_semantic_dims):
 
 def _d_meta_pair(mv, pos, end):
     if pos + 2 > end:
-        raise _short(pos, end, _T10)
-    n_key, = _S9.unpack_from(mv, pos)
+        raise _short(pos, end, _T11)
+    n_key, = _S10.unpack_from(mv, pos)
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -863,8 +867,8 @@ def _d_meta_pair(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 2 > end:
-        raise _short(pos, end, _T11)
-    n_value, = _S9.unpack_from(mv, pos)
+        raise _short(pos, end, _T12)
+    n_value, = _S10.unpack_from(mv, pos)
     pos += 2
     if pos + n_value > end:
         raise TruncatedError('str truncated', offset=pos, path='value', expected=n_value, found=end - pos)
@@ -879,11 +883,11 @@ def _d_meta_pair(mv, pos, end):
     return _obj, pos
 
 def _u_meta_pair(mv, pos, end):
-    n_key, = _S9.unpack_from(mv, pos)
+    n_key, = _S10.unpack_from(mv, pos)
     pos += 2
     f_key = str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
-    n_value, = _S9.unpack_from(mv, pos)
+    n_value, = _S10.unpack_from(mv, pos)
     pos += 2
     f_value = str(mv[pos:pos + n_value], 'utf-8')
     pos += n_value
@@ -896,17 +900,18 @@ def _m_meta_pair(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S9_unpack_from = _S9.unpack_from
+    _end = end
+    _S10_unpack_from = _S10.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            n_key, = _S9_unpack_from(mv, pos)
+            n_key, = _S10_unpack_from(mv, pos)
             pos += 2
             f_key = str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
-            n_value, = _S9_unpack_from(mv, pos)
+            n_value, = _S10_unpack_from(mv, pos)
             pos += 2
             f_value = str(mv[pos:pos + n_value], 'utf-8')
             pos += n_value
@@ -916,36 +921,36 @@ def _m_meta_pair(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_meta_pair, 'meta_pair', mv, _rs, end, (), _out)
+        return _decode_many(_d_meta_pair, 'meta_pair', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_meta_pair, 'meta_pair', mv, _rs, end, (), _out)
+        return _decode_many(_d_meta_pair, 'meta_pair', mv, _rs, _end, (), _out)
     return _out
 
 def _e_meta_pair(out, v):
     _b_key = v.key.encode()
-    out += _S9.pack(len(_b_key))
+    out += _S10.pack(len(_b_key))
     out += _b_key
     _b_value = v.value.encode()
-    out += _S9.pack(len(_b_value))
+    out += _S10.pack(len(_b_value))
     out += _b_value
 
 def _em_meta_pair(values):
     out = bytearray()
-    _S9_pack = _S9.pack
+    _S10_pack = _S10.pack
     for v in values:
         _b_key = v.key.encode()
-        out += _S9_pack(len(_b_key))
+        out += _S10_pack(len(_b_key))
         out += _b_key
         _b_value = v.value.encode()
-        out += _S9_pack(len(_b_value))
+        out += _S10_pack(len(_b_value))
         out += _b_value
     return bytes(out)
 
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 2 > end:
-        raise _short(pos, end, _T10)
-    n_key, = _S9.unpack_from(mv, pos)
+        raise _short(pos, end, _T11)
+    n_key, = _S10.unpack_from(mv, pos)
     pos += 2
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -955,7 +960,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 4 > end:
-        raise _short(pos, end, _T12)
+        raise _short(pos, end, _T13)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -963,8 +968,8 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T13)
-    n_meta, = _S9.unpack_from(mv, pos)
+        raise _short(pos, end, _T14)
+    n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -972,8 +977,8 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T11)
+            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -983,8 +988,8 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T11)
-            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T12)
+            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -1007,7 +1012,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
                 _tail_full___obj.dims = _tail_full__f_dims
@@ -1019,11 +1024,11 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                    if len(_RC7) < 64:
-                        _RC7[_tail_quantized___c] = _tail_quantized___st
+                    if len(_RC8) < 64:
+                        _RC8[_tail_quantized___c] = _tail_quantized___st
                 _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                 pos += _tail_quantized___c * 2
                 _tail_quantized___obj = _new(TailQuantized)
@@ -1036,16 +1041,16 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    if len(_RC9) < 64:
+                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                 _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _tail_quantized_gacl___c * 2
                 _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1066,7 +1071,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     return _obj, pos
 
 def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
-    n_key, = _S9.unpack_from(mv, pos)
+    n_key, = _S10.unpack_from(mv, pos)
     pos += 2
     f_key = str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
@@ -1074,17 +1079,17 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     pos += 4
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
-    n_meta, = _S9.unpack_from(mv, pos)
+    n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
-        _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+        _meta_pair_n_key, = _S10.unpack_from(mv, pos)
         pos += 2
         _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
         pos += _meta_pair_n_key
-        _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+        _meta_pair_n_value, = _S10.unpack_from(mv, pos)
         pos += 2
         _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
         pos += _meta_pair_n_value
@@ -1098,7 +1103,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
             _tail_full___obj.dims = _tail_full__f_dims
@@ -1107,11 +1112,11 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-            _tail_quantized___st = _RC7.get(_tail_quantized___c)
+            _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                if len(_RC7) < 64:
-                    _RC7[_tail_quantized___c] = _tail_quantized___st
+                if len(_RC8) < 64:
+                    _RC8[_tail_quantized___c] = _tail_quantized___st
             _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
             pos += _tail_quantized___c * 2
             _tail_quantized___obj = _new(TailQuantized)
@@ -1121,16 +1126,16 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-            _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+            _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                if len(_RC8) < 64:
-                    _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                if len(_RC9) < 64:
+                    _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
             _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
             pos += _tail_quantized_gacl___c * 2
             _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1152,14 +1157,15 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S9_unpack_from = _S9.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            n_key, = _S9_unpack_from(mv, pos)
+            n_key, = _S10_unpack_from(mv, pos)
             pos += 2
             f_key = str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
@@ -1167,17 +1173,17 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += 4
             f_data = bytes(mv[pos:pos + n_data])
             pos += n_data
-            n_meta, = _S9_unpack_from(mv, pos)
+            n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
                 raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
-                _meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                _meta_pair_n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
                 _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
                 pos += _meta_pair_n_key
-                _meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                _meta_pair_n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
                 _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
                 pos += _meta_pair_n_value
@@ -1191,7 +1197,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
                     _tail_full___obj.dims = _tail_full__f_dims
@@ -1200,11 +1206,11 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                    _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                    _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                        if len(_RC7) < 64:
-                            _RC7[_tail_quantized___c] = _tail_quantized___st
+                        if len(_RC8) < 64:
+                            _RC8[_tail_quantized___c] = _tail_quantized___st
                     _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                     pos += _tail_quantized___c * 2
                     _tail_quantized___obj = _new(TailQuantized)
@@ -1214,16 +1220,16 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                    _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                    _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                        if len(_RC8) < 64:
-                            _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                        if len(_RC9) < 64:
+                            _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                     _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                     pos += _tail_quantized_gacl___c * 2
                     _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1242,26 +1248,26 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_snapshot_entry, 'snapshot_entry', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _decode_many(_d_snapshot_entry, 'snapshot_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_snapshot_entry, 'snapshot_entry', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _decode_many(_d_snapshot_entry, 'snapshot_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
     _b_key = v.key.encode()
-    out += _S9.pack(len(_b_key))
+    out += _S10.pack(len(_b_key))
     out += _b_key
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S9.pack(len(v.meta))
+    out += _S10.pack(len(v.meta))
     for _x in v.meta:
         _meta_pair_b_key = _x.key.encode()
-        out += _S9.pack(len(_meta_pair_b_key))
+        out += _S10.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
         _meta_pair_b_value = _x.value.encode()
-        out += _S9.pack(len(_meta_pair_b_value))
+        out += _S10.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
@@ -1269,10 +1275,10 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
                 out += _tail_full__v.dims.raw
             else:
-                out += _PK6.encode_all(_tail_full__v.dims)
+                out += _PK7.encode_all(_tail_full__v.dims)
         elif _tag == 1:
             _tail_quantized__v = v.tail
             if len(_tail_quantized__v.user) != p_semantic_dims - 16:
@@ -1282,10 +1288,10 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
                 out += _tail_quantized_gacl__v.reserved.raw
             else:
-                out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
             if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -1296,22 +1302,22 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
 
 def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
     out = bytearray()
+    _S10_pack = _S10.pack
     _S2_pack = _S2.pack
-    _S9_pack = _S9.pack
     for v in values:
         _b_key = v.key.encode()
-        out += _S9_pack(len(_b_key))
+        out += _S10_pack(len(_b_key))
         out += _b_key
         _b_data = v.data
         out += _S2_pack(len(_b_data))
         out += _b_data
-        out += _S9_pack(len(v.meta))
+        out += _S10_pack(len(v.meta))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            out += _S9_pack(len(_meta_pair_b_key))
+            out += _S10_pack(len(_meta_pair_b_key))
             out += _meta_pair_b_key
             _meta_pair_b_value = _x.value.encode()
-            out += _S9_pack(len(_meta_pair_b_value))
+            out += _S10_pack(len(_meta_pair_b_value))
             out += _meta_pair_b_value
         if p_semantic_dims > 0:
             _tag = p_tail_layout
@@ -1319,10 +1325,10 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                 _tail_full__v = v.tail
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
                     out += _tail_full__v.dims.raw
                 else:
-                    out += _PK6.encode_all(_tail_full__v.dims)
+                    out += _PK7.encode_all(_tail_full__v.dims)
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
@@ -1332,10 +1338,10 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
                     out += _tail_quantized_gacl__v.reserved.raw
                 else:
-                    out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                    out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
                 out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -1347,8 +1353,8 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
-        raise _short(pos, end, _T15)
-    f_snap_byte_len, f_snap_node_count = _S14.unpack_from(mv, pos)
+        raise _short(pos, end, _T16)
+    f_snap_byte_len, f_snap_node_count = _S15.unpack_from(mv, pos)
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -1357,7 +1363,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS16)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS17)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -1372,8 +1378,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                 for _i in range(_c):
                     try:
                         if pos + 2 > end:
-                            raise _short(pos, end, _T10)
-                        _snapshot_entry__n_key, = _S9.unpack_from(mv, pos)
+                            raise _short(pos, end, _T11)
+                        _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if pos + _snapshot_entry__n_key > end:
                             raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
@@ -1383,7 +1389,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             raise _text_error(_u, pos, 'utf-8', 'key') from None
                         pos += _snapshot_entry__n_key
                         if pos + 4 > end:
-                            raise _short(pos, end, _T12)
+                            raise _short(pos, end, _T13)
                         _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                         pos += 4
                         if pos + _snapshot_entry__n_data > end:
@@ -1391,8 +1397,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                         pos += _snapshot_entry__n_data
                         if pos + 2 > end:
-                            raise _short(pos, end, _T13)
-                        _snapshot_entry__n_meta, = _S9.unpack_from(mv, pos)
+                            raise _short(pos, end, _T14)
+                        _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
                             raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
@@ -1400,8 +1406,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
                                 if pos + 2 > end:
-                                    raise _short(pos, end, _T10)
-                                _snapshot_entry___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                                    raise _short(pos, end, _T11)
+                                _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
                                 pos += 2
                                 if pos + _snapshot_entry___meta_pair_n_key > end:
                                     raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
@@ -1411,8 +1417,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     raise _text_error(_u, pos, 'utf-8', 'key') from None
                                 pos += _snapshot_entry___meta_pair_n_key
                                 if pos + 2 > end:
-                                    raise _short(pos, end, _T11)
-                                _snapshot_entry___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                                    raise _short(pos, end, _T12)
+                                _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
                                 pos += 2
                                 if pos + _snapshot_entry___meta_pair_n_value > end:
                                     raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
@@ -1435,7 +1441,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
                                         raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
-                                    _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK6)
+                                    _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
                                     _snapshot_entry___tail_full___obj.dims = _snapshot_entry___tail_full__f_dims
@@ -1447,11 +1453,11 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
                                         raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
-                                    _snapshot_entry___tail_quantized___st = _RC7.get(_snapshot_entry___tail_quantized___c)
+                                    _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
-                                        if len(_RC7) < 64:
-                                            _RC7[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                        if len(_RC8) < 64:
+                                            _RC8[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
                                     _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
                                     pos += _snapshot_entry___tail_quantized___c * 2
                                     _snapshot_entry___tail_quantized___obj = _new(TailQuantized)
@@ -1464,16 +1470,16 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
                                         raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
-                                    _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK6)
+                                    _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
                                         raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
-                                    _snapshot_entry___tail_quantized_gacl___st = _RC8.get(_snapshot_entry___tail_quantized_gacl___c)
+                                    _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
-                                        if len(_RC8) < 64:
-                                            _RC8[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                        if len(_RC9) < 64:
+                                            _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
                                     _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 2
                                     _snapshot_entry___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1521,8 +1527,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
             for _i in range(_c):
                 try:
                     if pos + 2 > end:
-                        raise _short(pos, end, _T10)
-                    _snapshot_entry__n_key, = _S9.unpack_from(mv, pos)
+                        raise _short(pos, end, _T11)
+                    _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if pos + _snapshot_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
@@ -1532,7 +1538,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _snapshot_entry__n_key
                     if pos + 4 > end:
-                        raise _short(pos, end, _T12)
+                        raise _short(pos, end, _T13)
                     _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                     pos += 4
                     if pos + _snapshot_entry__n_data > end:
@@ -1540,8 +1546,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                     pos += _snapshot_entry__n_data
                     if pos + 2 > end:
-                        raise _short(pos, end, _T13)
-                    _snapshot_entry__n_meta, = _S9.unpack_from(mv, pos)
+                        raise _short(pos, end, _T14)
+                    _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
                         raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
@@ -1549,8 +1555,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
                             if pos + 2 > end:
-                                raise _short(pos, end, _T10)
-                            _snapshot_entry___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                                raise _short(pos, end, _T11)
+                            _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if pos + _snapshot_entry___meta_pair_n_key > end:
                                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
@@ -1560,8 +1566,8 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 raise _text_error(_u, pos, 'utf-8', 'key') from None
                             pos += _snapshot_entry___meta_pair_n_key
                             if pos + 2 > end:
-                                raise _short(pos, end, _T11)
-                            _snapshot_entry___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                                raise _short(pos, end, _T12)
+                            _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if pos + _snapshot_entry___meta_pair_n_value > end:
                                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
@@ -1584,7 +1590,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
                                     raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
-                                _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK6)
+                                _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
                                 _snapshot_entry___tail_full___obj.dims = _snapshot_entry___tail_full__f_dims
@@ -1596,11 +1602,11 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
                                     raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
-                                _snapshot_entry___tail_quantized___st = _RC7.get(_snapshot_entry___tail_quantized___c)
+                                _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
-                                    if len(_RC7) < 64:
-                                        _RC7[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                    if len(_RC8) < 64:
+                                        _RC8[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
                                 _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
                                 pos += _snapshot_entry___tail_quantized___c * 2
                                 _snapshot_entry___tail_quantized___obj = _new(TailQuantized)
@@ -1613,16 +1619,16 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
                                     raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
-                                _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK6)
+                                _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
                                     raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
-                                _snapshot_entry___tail_quantized_gacl___st = _RC8.get(_snapshot_entry___tail_quantized_gacl___c)
+                                _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
-                                    if len(_RC8) < 64:
-                                        _RC8[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                    if len(_RC9) < 64:
+                                        _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
                                 _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 2
                                 _snapshot_entry___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1655,7 +1661,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
 
 def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _at_snap_byte_len = len(out) + 0
-    out += _S14.pack(0, len(v.entries))
+    out += _S15.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -1663,18 +1669,18 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
             _snapshot_entry___b_key = _x.key.encode()
-            out += _S9.pack(len(_snapshot_entry___b_key))
+            out += _S10.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
             out += _S2.pack(len(_snapshot_entry___b_data))
             out += _snapshot_entry___b_data
-            out += _S9.pack(len(_x.meta))
+            out += _S10.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
                 _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
-                out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
                 _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
-                out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
@@ -1682,10 +1688,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
-                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK6:
+                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK7:
                         out += _snapshot_entry___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_snapshot_entry___tail_full__v.dims)
+                        out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
                     _snapshot_entry___tail_quantized__v = _x.tail
                     if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -1695,10 +1701,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _snapshot_entry___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
                     if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
@@ -1708,7 +1714,7 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                 raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
         out += _S2.pack(len(_frame))
         out += _frame
         _size_entries = len(_plain)
@@ -1718,18 +1724,18 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
             _snapshot_entry___b_key = _x.key.encode()
-            out += _S9.pack(len(_snapshot_entry___b_key))
+            out += _S10.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
             out += _S2.pack(len(_snapshot_entry___b_data))
             out += _snapshot_entry___b_data
-            out += _S9.pack(len(_x.meta))
+            out += _S10.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
                 _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
-                out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
                 _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
-                out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
@@ -1737,10 +1743,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
-                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK6:
+                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK7:
                         out += _snapshot_entry___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_snapshot_entry___tail_full__v.dims)
+                        out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
                     _snapshot_entry___tail_quantized__v = _x.tail
                     if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -1750,10 +1756,10 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _snapshot_entry___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
                     if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
@@ -1766,8 +1772,8 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
 
 def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
-        raise _short(pos, end, _T15)
-    f_snap_byte_len, f_snap_node_count = _S14.unpack_from(mv, pos)
+        raise _short(pos, end, _T16)
+    f_snap_byte_len, f_snap_node_count = _S15.unpack_from(mv, pos)
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -1776,7 +1782,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS16)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS17)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -1791,8 +1797,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                 for _i in range(_c):
                     try:
                         if pos + 2 > end:
-                            raise _short(pos, end, _T10)
-                        _snapshot_entry__n_key, = _S9.unpack_from(mv, pos)
+                            raise _short(pos, end, _T11)
+                        _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if pos + _snapshot_entry__n_key > end:
                             raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
@@ -1802,7 +1808,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             raise _text_error(_u, pos, 'utf-8', 'key') from None
                         pos += _snapshot_entry__n_key
                         if pos + 4 > end:
-                            raise _short(pos, end, _T12)
+                            raise _short(pos, end, _T13)
                         _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                         pos += 4
                         if pos + _snapshot_entry__n_data > end:
@@ -1810,8 +1816,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                         pos += _snapshot_entry__n_data
                         if pos + 2 > end:
-                            raise _short(pos, end, _T13)
-                        _snapshot_entry__n_meta, = _S9.unpack_from(mv, pos)
+                            raise _short(pos, end, _T14)
+                        _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
                             raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
@@ -1819,8 +1825,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         try:
                             for _snapshot_entry___i in range(_snapshot_entry__n_meta):
                                 if pos + 2 > end:
-                                    raise _short(pos, end, _T10)
-                                _snapshot_entry___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                                    raise _short(pos, end, _T11)
+                                _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
                                 pos += 2
                                 if pos + _snapshot_entry___meta_pair_n_key > end:
                                     raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
@@ -1830,8 +1836,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     raise _text_error(_u, pos, 'utf-8', 'key') from None
                                 pos += _snapshot_entry___meta_pair_n_key
                                 if pos + 2 > end:
-                                    raise _short(pos, end, _T11)
-                                _snapshot_entry___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                                    raise _short(pos, end, _T12)
+                                _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
                                 pos += 2
                                 if pos + _snapshot_entry___meta_pair_n_value > end:
                                     raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
@@ -1854,7 +1860,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_full___c = p_semantic_dims
                                     if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
                                         raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
-                                    _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK6)
+                                    _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_full___c * 16
                                     _snapshot_entry___tail_full___obj = _new(TailFull)
                                     _snapshot_entry___tail_full___obj.dims = _snapshot_entry___tail_full__f_dims
@@ -1866,11 +1872,11 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
                                         raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
-                                    _snapshot_entry___tail_quantized___st = _RC7.get(_snapshot_entry___tail_quantized___c)
+                                    _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                     if _snapshot_entry___tail_quantized___st is None:
                                         _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
-                                        if len(_RC7) < 64:
-                                            _RC7[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                        if len(_RC8) < 64:
+                                            _RC8[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
                                     _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
                                     pos += _snapshot_entry___tail_quantized___c * 2
                                     _snapshot_entry___tail_quantized___obj = _new(TailQuantized)
@@ -1883,16 +1889,16 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                     _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
                                         raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
-                                    _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK6)
+                                    _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                     _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                     if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
                                         raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
-                                    _snapshot_entry___tail_quantized_gacl___st = _RC8.get(_snapshot_entry___tail_quantized_gacl___c)
+                                    _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                     if _snapshot_entry___tail_quantized_gacl___st is None:
                                         _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
-                                        if len(_RC8) < 64:
-                                            _RC8[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                        if len(_RC9) < 64:
+                                            _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
                                     _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
                                     pos += _snapshot_entry___tail_quantized_gacl___c * 2
                                     _snapshot_entry___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -1942,8 +1948,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
             for _i in range(_c):
                 try:
                     if pos + 2 > end:
-                        raise _short(pos, end, _T10)
-                    _snapshot_entry__n_key, = _S9.unpack_from(mv, pos)
+                        raise _short(pos, end, _T11)
+                    _snapshot_entry__n_key, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if pos + _snapshot_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry__n_key, found=end - pos)
@@ -1953,7 +1959,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _snapshot_entry__n_key
                     if pos + 4 > end:
-                        raise _short(pos, end, _T12)
+                        raise _short(pos, end, _T13)
                     _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                     pos += 4
                     if pos + _snapshot_entry__n_data > end:
@@ -1961,8 +1967,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                     pos += _snapshot_entry__n_data
                     if pos + 2 > end:
-                        raise _short(pos, end, _T13)
-                    _snapshot_entry__n_meta, = _S9.unpack_from(mv, pos)
+                        raise _short(pos, end, _T14)
+                    _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
                         raise TruncatedError('count ' + str(_snapshot_entry__n_meta) + ' needs at least ' + str(_snapshot_entry__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_snapshot_entry__n_meta * 4, found=end - pos)
@@ -1970,8 +1976,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     try:
                         for _snapshot_entry___i in range(_snapshot_entry__n_meta):
                             if pos + 2 > end:
-                                raise _short(pos, end, _T10)
-                            _snapshot_entry___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                                raise _short(pos, end, _T11)
+                            _snapshot_entry___meta_pair_n_key, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if pos + _snapshot_entry___meta_pair_n_key > end:
                                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_snapshot_entry___meta_pair_n_key, found=end - pos)
@@ -1981,8 +1987,8 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 raise _text_error(_u, pos, 'utf-8', 'key') from None
                             pos += _snapshot_entry___meta_pair_n_key
                             if pos + 2 > end:
-                                raise _short(pos, end, _T11)
-                            _snapshot_entry___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                                raise _short(pos, end, _T12)
+                            _snapshot_entry___meta_pair_n_value, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if pos + _snapshot_entry___meta_pair_n_value > end:
                                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_snapshot_entry___meta_pair_n_value, found=end - pos)
@@ -2005,7 +2011,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_full___c = p_semantic_dims
                                 if _snapshot_entry___tail_full___c < 0 or _snapshot_entry___tail_full___c * 16 > end - pos:
                                     raise TruncatedError('count ' + str(_snapshot_entry___tail_full___c) + ' needs at least ' + str(_snapshot_entry___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_snapshot_entry___tail_full___c * 16, found=end - pos)
-                                _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK6)
+                                _snapshot_entry___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_full___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_full___c * 16
                                 _snapshot_entry___tail_full___obj = _new(TailFull)
                                 _snapshot_entry___tail_full___obj.dims = _snapshot_entry___tail_full__f_dims
@@ -2017,11 +2023,11 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_quantized___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized___c < 0 or _snapshot_entry___tail_quantized___c * 2 > end - pos:
                                     raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized___c * 2, found=end - pos)
-                                _snapshot_entry___tail_quantized___st = _RC7.get(_snapshot_entry___tail_quantized___c)
+                                _snapshot_entry___tail_quantized___st = _RC8.get(_snapshot_entry___tail_quantized___c)
                                 if _snapshot_entry___tail_quantized___st is None:
                                     _snapshot_entry___tail_quantized___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized___c) + 'h')
-                                    if len(_RC7) < 64:
-                                        _RC7[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
+                                    if len(_RC8) < 64:
+                                        _RC8[_snapshot_entry___tail_quantized___c] = _snapshot_entry___tail_quantized___st
                                 _snapshot_entry___tail_quantized__f_user = list(_snapshot_entry___tail_quantized___st.unpack_from(mv, pos))
                                 pos += _snapshot_entry___tail_quantized___c * 2
                                 _snapshot_entry___tail_quantized___obj = _new(TailQuantized)
@@ -2034,16 +2040,16 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                                 _snapshot_entry___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 16 > end - pos:
                                     raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_snapshot_entry___tail_quantized_gacl___c * 16, found=end - pos)
-                                _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK6)
+                                _snapshot_entry___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _snapshot_entry___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 16
                                 _snapshot_entry___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _snapshot_entry___tail_quantized_gacl___c < 0 or _snapshot_entry___tail_quantized_gacl___c * 2 > end - pos:
                                     raise TruncatedError('count ' + str(_snapshot_entry___tail_quantized_gacl___c) + ' needs at least ' + str(_snapshot_entry___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_snapshot_entry___tail_quantized_gacl___c * 2, found=end - pos)
-                                _snapshot_entry___tail_quantized_gacl___st = _RC8.get(_snapshot_entry___tail_quantized_gacl___c)
+                                _snapshot_entry___tail_quantized_gacl___st = _RC9.get(_snapshot_entry___tail_quantized_gacl___c)
                                 if _snapshot_entry___tail_quantized_gacl___st is None:
                                     _snapshot_entry___tail_quantized_gacl___st = struct.Struct('<' + str(_snapshot_entry___tail_quantized_gacl___c) + 'h')
-                                    if len(_RC8) < 64:
-                                        _RC8[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
+                                    if len(_RC9) < 64:
+                                        _RC9[_snapshot_entry___tail_quantized_gacl___c] = _snapshot_entry___tail_quantized_gacl___st
                                 _snapshot_entry___tail_quantized_gacl__f_user = list(_snapshot_entry___tail_quantized_gacl___st.unpack_from(mv, pos))
                                 pos += _snapshot_entry___tail_quantized_gacl___c * 2
                                 _snapshot_entry___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2072,7 +2078,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         end = _outer_end_entries
         _plain_entries = mv[_ps_entries:pos]
     if pos + 4 > end:
-        raise _short(pos, end, _T17)
+        raise _short(pos, end, _T18)
     f_snapshot_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -2085,7 +2091,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
 
 def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _at_snap_byte_len = len(out) + 0
-    out += _S14.pack(0, len(v.entries))
+    out += _S15.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -2093,18 +2099,18 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
             _snapshot_entry___b_key = _x.key.encode()
-            out += _S9.pack(len(_snapshot_entry___b_key))
+            out += _S10.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
             out += _S2.pack(len(_snapshot_entry___b_data))
             out += _snapshot_entry___b_data
-            out += _S9.pack(len(_x.meta))
+            out += _S10.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
                 _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
-                out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
                 _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
-                out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
@@ -2112,10 +2118,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
-                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK6:
+                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK7:
                         out += _snapshot_entry___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_snapshot_entry___tail_full__v.dims)
+                        out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
                     _snapshot_entry___tail_quantized__v = _x.tail
                     if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -2125,10 +2131,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _snapshot_entry___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
                     if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
@@ -2138,7 +2144,7 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                 raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
         out += _S2.pack(len(_frame))
         out += _frame
         _plain_entries = _plain
@@ -2149,18 +2155,18 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
             _snapshot_entry___b_key = _x.key.encode()
-            out += _S9.pack(len(_snapshot_entry___b_key))
+            out += _S10.pack(len(_snapshot_entry___b_key))
             out += _snapshot_entry___b_key
             _snapshot_entry___b_data = _x.data
             out += _S2.pack(len(_snapshot_entry___b_data))
             out += _snapshot_entry___b_data
-            out += _S9.pack(len(_x.meta))
+            out += _S10.pack(len(_x.meta))
             for _snapshot_entry___x in _x.meta:
                 _snapshot_entry___meta_pair_b_key = _snapshot_entry___x.key.encode()
-                out += _S9.pack(len(_snapshot_entry___meta_pair_b_key))
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_key))
                 out += _snapshot_entry___meta_pair_b_key
                 _snapshot_entry___meta_pair_b_value = _snapshot_entry___x.value.encode()
-                out += _S9.pack(len(_snapshot_entry___meta_pair_b_value))
+                out += _S10.pack(len(_snapshot_entry___meta_pair_b_value))
                 out += _snapshot_entry___meta_pair_b_value
             if p_semantic_dims > 0:
                 _snapshot_entry___tag = p_tail_layout
@@ -2168,10 +2174,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_full__v = _x.tail
                     if len(_snapshot_entry___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_snapshot_entry___tail_full__v.dims)), path='dims')
-                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK6:
+                    if _snapshot_entry___tail_full__v.dims.__class__ is PackedArray and _snapshot_entry___tail_full__v.dims.kind is _PK7:
                         out += _snapshot_entry___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_snapshot_entry___tail_full__v.dims)
+                        out += _PK7.encode_all(_snapshot_entry___tail_full__v.dims)
                 elif _snapshot_entry___tag == 1:
                     _snapshot_entry___tail_quantized__v = _x.tail
                     if len(_snapshot_entry___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -2181,10 +2187,10 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                     _snapshot_entry___tail_quantized_gacl__v = _x.tail
                     if len(_snapshot_entry___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _snapshot_entry___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _snapshot_entry___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _snapshot_entry___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_snapshot_entry___tail_quantized_gacl__v.reserved)
                     if len(_snapshot_entry___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_snapshot_entry___tail_quantized_gacl__v.user)) + 'h', *_snapshot_entry___tail_quantized_gacl__v.user)
@@ -2216,7 +2222,7 @@ def _e_snapshot_section(out, v, p_version, p_compressed, p_algorithm, p_semantic
 
 def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 4 > end:
-        raise _short(pos, end, _T12)
+        raise _short(pos, end, _T13)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -2224,8 +2230,8 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T13)
-    n_meta, = _S9.unpack_from(mv, pos)
+        raise _short(pos, end, _T14)
+    n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -2233,8 +2239,8 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T11)
+            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -2244,8 +2250,8 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T11)
-            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T12)
+            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -2268,7 +2274,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
                 _tail_full___obj.dims = _tail_full__f_dims
@@ -2280,11 +2286,11 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                    if len(_RC7) < 64:
-                        _RC7[_tail_quantized___c] = _tail_quantized___st
+                    if len(_RC8) < 64:
+                        _RC8[_tail_quantized___c] = _tail_quantized___st
                 _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                 pos += _tail_quantized___c * 2
                 _tail_quantized___obj = _new(TailQuantized)
@@ -2297,16 +2303,16 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    if len(_RC9) < 64:
+                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                 _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _tail_quantized_gacl___c * 2
                 _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2330,17 +2336,17 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     pos += 4
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
-    n_meta, = _S9.unpack_from(mv, pos)
+    n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
-        _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+        _meta_pair_n_key, = _S10.unpack_from(mv, pos)
         pos += 2
         _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
         pos += _meta_pair_n_key
-        _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+        _meta_pair_n_value, = _S10.unpack_from(mv, pos)
         pos += 2
         _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
         pos += _meta_pair_n_value
@@ -2354,7 +2360,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
             _tail_full___obj.dims = _tail_full__f_dims
@@ -2363,11 +2369,11 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-            _tail_quantized___st = _RC7.get(_tail_quantized___c)
+            _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                if len(_RC7) < 64:
-                    _RC7[_tail_quantized___c] = _tail_quantized___st
+                if len(_RC8) < 64:
+                    _RC8[_tail_quantized___c] = _tail_quantized___st
             _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
             pos += _tail_quantized___c * 2
             _tail_quantized___obj = _new(TailQuantized)
@@ -2377,16 +2383,16 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-            _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+            _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                if len(_RC8) < 64:
-                    _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                if len(_RC9) < 64:
+                    _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
             _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
             pos += _tail_quantized_gacl___c * 2
             _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2407,8 +2413,9 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S9_unpack_from = _S9.unpack_from
     try:
         while True:
             if pos >= end:
@@ -2418,17 +2425,17 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             pos += 4
             f_data = bytes(mv[pos:pos + n_data])
             pos += n_data
-            n_meta, = _S9_unpack_from(mv, pos)
+            n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
                 raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
-                _meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                _meta_pair_n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
                 _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
                 pos += _meta_pair_n_key
-                _meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                _meta_pair_n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
                 _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
                 pos += _meta_pair_n_value
@@ -2442,7 +2449,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
                     _tail_full___obj.dims = _tail_full__f_dims
@@ -2451,11 +2458,11 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                    _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                    _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                        if len(_RC7) < 64:
-                            _RC7[_tail_quantized___c] = _tail_quantized___st
+                        if len(_RC8) < 64:
+                            _RC8[_tail_quantized___c] = _tail_quantized___st
                     _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                     pos += _tail_quantized___c * 2
                     _tail_quantized___obj = _new(TailQuantized)
@@ -2465,16 +2472,16 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                    _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                    _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                        if len(_RC8) < 64:
-                            _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                        if len(_RC9) < 64:
+                            _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                     _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                     pos += _tail_quantized_gacl___c * 2
                     _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2492,23 +2499,23 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_insert_body, 'insert_body', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _decode_many(_d_insert_body, 'insert_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_insert_body, 'insert_body', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _decode_many(_d_insert_body, 'insert_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S9.pack(len(v.meta))
+    out += _S10.pack(len(v.meta))
     for _x in v.meta:
         _meta_pair_b_key = _x.key.encode()
-        out += _S9.pack(len(_meta_pair_b_key))
+        out += _S10.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
         _meta_pair_b_value = _x.value.encode()
-        out += _S9.pack(len(_meta_pair_b_value))
+        out += _S10.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
     if (p_semantic_dims > 0):
         _tag = p_tail_layout
@@ -2516,10 +2523,10 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
                 out += _tail_full__v.dims.raw
             else:
-                out += _PK6.encode_all(_tail_full__v.dims)
+                out += _PK7.encode_all(_tail_full__v.dims)
         elif _tag == 1:
             _tail_quantized__v = v.tail
             if len(_tail_quantized__v.user) != p_semantic_dims - 16:
@@ -2529,10 +2536,10 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
                 out += _tail_quantized_gacl__v.reserved.raw
             else:
-                out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
             if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -2543,19 +2550,19 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
 
 def _em_insert_body(values, p_semantic_dims, p_tail_layout):
     out = bytearray()
+    _S10_pack = _S10.pack
     _S2_pack = _S2.pack
-    _S9_pack = _S9.pack
     for v in values:
         _b_data = v.data
         out += _S2_pack(len(_b_data))
         out += _b_data
-        out += _S9_pack(len(v.meta))
+        out += _S10_pack(len(v.meta))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            out += _S9_pack(len(_meta_pair_b_key))
+            out += _S10_pack(len(_meta_pair_b_key))
             out += _meta_pair_b_key
             _meta_pair_b_value = _x.value.encode()
-            out += _S9_pack(len(_meta_pair_b_value))
+            out += _S10_pack(len(_meta_pair_b_value))
             out += _meta_pair_b_value
         if p_semantic_dims > 0:
             _tag = p_tail_layout
@@ -2563,10 +2570,10 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
                 _tail_full__v = v.tail
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
                     out += _tail_full__v.dims.raw
                 else:
-                    out += _PK6.encode_all(_tail_full__v.dims)
+                    out += _PK7.encode_all(_tail_full__v.dims)
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
@@ -2576,10 +2583,10 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
                     out += _tail_quantized_gacl__v.reserved.raw
                 else:
-                    out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                    out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
                 out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -2591,7 +2598,7 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
 
 def _d_update_body(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T12)
+        raise _short(pos, end, _T13)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -2599,8 +2606,8 @@ def _d_update_body(mv, pos, end):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T13)
-    n_meta, = _S9.unpack_from(mv, pos)
+        raise _short(pos, end, _T14)
+    n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
@@ -2608,8 +2615,8 @@ def _d_update_body(mv, pos, end):
     try:
         for _i in range(n_meta):
             if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T11)
+            _meta_pair_n_key, = _S10.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair_n_key, found=end - pos)
@@ -2619,8 +2626,8 @@ def _d_update_body(mv, pos, end):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair_n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T11)
-            _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T12)
+            _meta_pair_n_value, = _S10.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair_n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair_n_value, found=end - pos)
@@ -2646,17 +2653,17 @@ def _u_update_body(mv, pos, end):
     pos += 4
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
-    n_meta, = _S9.unpack_from(mv, pos)
+    n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta * 4 > end - pos:
         raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
     f_meta = []
     for _i in range(n_meta):
-        _meta_pair_n_key, = _S9.unpack_from(mv, pos)
+        _meta_pair_n_key, = _S10.unpack_from(mv, pos)
         pos += 2
         _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
         pos += _meta_pair_n_key
-        _meta_pair_n_value, = _S9.unpack_from(mv, pos)
+        _meta_pair_n_value, = _S10.unpack_from(mv, pos)
         pos += 2
         _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
         pos += _meta_pair_n_value
@@ -2673,8 +2680,9 @@ def _m_update_body(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S9_unpack_from = _S9.unpack_from
     try:
         while True:
             if pos >= end:
@@ -2684,17 +2692,17 @@ def _m_update_body(mv, pos, end):
             pos += 4
             f_data = bytes(mv[pos:pos + n_data])
             pos += n_data
-            n_meta, = _S9_unpack_from(mv, pos)
+            n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
             if n_meta * 4 > end - pos:
                 raise TruncatedError('count ' + str(n_meta) + ' needs at least ' + str(n_meta * 4) + ' bytes', offset=pos, path='meta', expected=n_meta * 4, found=end - pos)
             f_meta = []
             for _i in range(n_meta):
-                _meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                _meta_pair_n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
                 _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
                 pos += _meta_pair_n_key
-                _meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                _meta_pair_n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
                 _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
                 pos += _meta_pair_n_value
@@ -2708,40 +2716,40 @@ def _m_update_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_update_body, 'update_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_update_body, 'update_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_update_body, 'update_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_update_body, 'update_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_update_body(out, v):
     _b_data = v.data
     out += _S2.pack(len(_b_data))
     out += _b_data
-    out += _S9.pack(len(v.meta))
+    out += _S10.pack(len(v.meta))
     for _x in v.meta:
         _meta_pair_b_key = _x.key.encode()
-        out += _S9.pack(len(_meta_pair_b_key))
+        out += _S10.pack(len(_meta_pair_b_key))
         out += _meta_pair_b_key
         _meta_pair_b_value = _x.value.encode()
-        out += _S9.pack(len(_meta_pair_b_value))
+        out += _S10.pack(len(_meta_pair_b_value))
         out += _meta_pair_b_value
 
 def _em_update_body(values):
     out = bytearray()
+    _S10_pack = _S10.pack
     _S2_pack = _S2.pack
-    _S9_pack = _S9.pack
     for v in values:
         _b_data = v.data
         out += _S2_pack(len(_b_data))
         out += _b_data
-        out += _S9_pack(len(v.meta))
+        out += _S10_pack(len(v.meta))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            out += _S9_pack(len(_meta_pair_b_key))
+            out += _S10_pack(len(_meta_pair_b_key))
             out += _meta_pair_b_key
             _meta_pair_b_value = _x.value.encode()
-            out += _S9_pack(len(_meta_pair_b_value))
+            out += _S10_pack(len(_meta_pair_b_value))
             out += _meta_pair_b_value
     return bytes(out)
 
@@ -2753,7 +2761,7 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_full___c = p_semantic_dims
                 if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                 pos += _tail_full___c * 16
                 _tail_full___obj = _new(TailFull)
                 _tail_full___obj.dims = _tail_full__f_dims
@@ -2765,11 +2773,11 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized___c = p_semantic_dims - 16
                 if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                _tail_quantized___st = _RC8.get(_tail_quantized___c)
                 if _tail_quantized___st is None:
                     _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                    if len(_RC7) < 64:
-                        _RC7[_tail_quantized___c] = _tail_quantized___st
+                    if len(_RC8) < 64:
+                        _RC8[_tail_quantized___c] = _tail_quantized___st
                 _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                 pos += _tail_quantized___c * 2
                 _tail_quantized___obj = _new(TailQuantized)
@@ -2782,16 +2790,16 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                 pos += _tail_quantized_gacl___c * 16
                 _tail_quantized_gacl___c = p_semantic_dims - 16
                 if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                 if _tail_quantized_gacl___st is None:
                     _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                    if len(_RC9) < 64:
+                        _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                 _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _tail_quantized_gacl___c * 2
                 _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2815,7 +2823,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
             _tail_full___obj.dims = _tail_full__f_dims
@@ -2824,11 +2832,11 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized___c = p_semantic_dims - 16
             if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-            _tail_quantized___st = _RC7.get(_tail_quantized___c)
+            _tail_quantized___st = _RC8.get(_tail_quantized___c)
             if _tail_quantized___st is None:
                 _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                if len(_RC7) < 64:
-                    _RC7[_tail_quantized___c] = _tail_quantized___st
+                if len(_RC8) < 64:
+                    _RC8[_tail_quantized___c] = _tail_quantized___st
             _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
             pos += _tail_quantized___c * 2
             _tail_quantized___obj = _new(TailQuantized)
@@ -2838,16 +2846,16 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-            _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+            _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
             if _tail_quantized_gacl___st is None:
                 _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                if len(_RC8) < 64:
-                    _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                if len(_RC9) < 64:
+                    _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
             _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
             pos += _tail_quantized_gacl___c * 2
             _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2866,6 +2874,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -2877,7 +2886,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK6)
+                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
                     _tail_full___obj.dims = _tail_full__f_dims
@@ -2886,11 +2895,11 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_quantized___c = p_semantic_dims - 16
                     if _tail_quantized___c < 0 or _tail_quantized___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized___c) + ' needs at least ' + str(_tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized___c * 2, found=end - pos)
-                    _tail_quantized___st = _RC7.get(_tail_quantized___c)
+                    _tail_quantized___st = _RC8.get(_tail_quantized___c)
                     if _tail_quantized___st is None:
                         _tail_quantized___st = struct.Struct('<' + str(_tail_quantized___c) + 'h')
-                        if len(_RC7) < 64:
-                            _RC7[_tail_quantized___c] = _tail_quantized___st
+                        if len(_RC8) < 64:
+                            _RC8[_tail_quantized___c] = _tail_quantized___st
                     _tail_quantized__f_user = list(_tail_quantized___st.unpack_from(mv, pos))
                     pos += _tail_quantized___c * 2
                     _tail_quantized___obj = _new(TailQuantized)
@@ -2900,16 +2909,16 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK6)
+                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_tail_quantized_gacl___c * 2, found=end - pos)
-                    _tail_quantized_gacl___st = _RC8.get(_tail_quantized_gacl___c)
+                    _tail_quantized_gacl___st = _RC9.get(_tail_quantized_gacl___c)
                     if _tail_quantized_gacl___st is None:
                         _tail_quantized_gacl___st = struct.Struct('<' + str(_tail_quantized_gacl___c) + 'h')
-                        if len(_RC8) < 64:
-                            _RC8[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
+                        if len(_RC9) < 64:
+                            _RC9[_tail_quantized_gacl___c] = _tail_quantized_gacl___st
                     _tail_quantized_gacl__f_user = list(_tail_quantized_gacl___st.unpack_from(mv, pos))
                     pos += _tail_quantized_gacl___c * 2
                     _tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -2927,10 +2936,10 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_set_semantic_body, 'set_semantic_body', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _decode_many(_d_set_semantic_body, 'set_semantic_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_set_semantic_body, 'set_semantic_body', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _decode_many(_d_set_semantic_body, 'set_semantic_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
@@ -2940,10 +2949,10 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
             _tail_full__v = v.tail
             if len(_tail_full__v.dims) != p_semantic_dims:
                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+            if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
                 out += _tail_full__v.dims.raw
             else:
-                out += _PK6.encode_all(_tail_full__v.dims)
+                out += _PK7.encode_all(_tail_full__v.dims)
         elif _tag == 1:
             _tail_quantized__v = v.tail
             if len(_tail_quantized__v.user) != p_semantic_dims - 16:
@@ -2953,10 +2962,10 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl__v = v.tail
             if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+            if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
                 out += _tail_quantized_gacl__v.reserved.raw
             else:
-                out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
             if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
             out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -2974,10 +2983,10 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
                 _tail_full__v = v.tail
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
-                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK6:
+                if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
                     out += _tail_full__v.dims.raw
                 else:
-                    out += _PK6.encode_all(_tail_full__v.dims)
+                    out += _PK7.encode_all(_tail_full__v.dims)
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
@@ -2987,10 +2996,10 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
-                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK6:
+                if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
                     out += _tail_quantized_gacl__v.reserved.raw
                 else:
-                    out += _PK6.encode_all(_tail_quantized_gacl__v.reserved)
+                    out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
                 out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
@@ -3002,12 +3011,12 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
 
 def _d_epoch_body(mv, pos, end):
     if pos + 9 > end:
-        raise _short(pos, end, _T19)
-    f_epoch_id, f_flags = _S18.unpack_from(mv, pos)
-    _r18 = pos
+        raise _short(pos, end, _T20)
+    f_epoch_id, f_flags = _S19.unpack_from(mv, pos)
+    _r19 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r18 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r19 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
@@ -3015,11 +3024,11 @@ def _d_epoch_body(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_body(mv, pos, end):
-    f_epoch_id, f_flags = _S18.unpack_from(mv, pos)
-    _r18 = pos
+    f_epoch_id, f_flags = _S19.unpack_from(mv, pos)
+    _r19 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r18 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r19 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
@@ -3030,17 +3039,18 @@ def _m_epoch_body(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S18_unpack_from = _S18.unpack_from
+    _end = end
+    _S19_unpack_from = _S19.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_epoch_id, f_flags = _S18_unpack_from(mv, pos)
-            _r18 = pos
+            f_epoch_id, f_flags = _S19_unpack_from(mv, pos)
+            _r19 = pos
             pos += 9
             if f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_r18 + 8, path='flags', expected='mask 0x3', found=f_flags)
+                raise ConstraintError('undefined epoch_flags bits set', offset=_r19 + 8, path='flags', expected='mask 0x3', found=f_flags)
             f_flags = EpochFlags.from_int(f_flags)
             _obj = _new(EpochBody)
             _obj.epoch_id = f_epoch_id
@@ -3048,32 +3058,32 @@ def _m_epoch_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_epoch_body, 'epoch_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_epoch_body, 'epoch_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_epoch_body, 'epoch_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_epoch_body, 'epoch_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_epoch_body(out, v):
-    out += _S18.pack(v.epoch_id, v.flags.to_int())
+    out += _S19.pack(v.epoch_id, v.flags.to_int())
 
 def _em_epoch_body(values):
     out = bytearray()
-    _S18_pack = _S18.pack
+    _S19_pack = _S19.pack
     for v in values:
-        out += _S18_pack(v.epoch_id, v.flags.to_int())
+        out += _S19_pack(v.epoch_id, v.flags.to_int())
     return bytes(out)
 
 def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 7 > end:
-        raise _short(pos, end, _T21)
-    f_seq, f_op, n_key = _S20.unpack_from(mv, pos)
-    _r20 = pos
+        raise _short(pos, end, _T22)
+    f_seq, f_op, n_key = _S21.unpack_from(mv, pos)
+    _r21 = pos
     pos += 7
-    _s_seq = _r20
+    _s_seq = _r21
     _v = _WALOP_BY_VALUE.get(f_op)
     if _v is None:
-        raise ConstraintError('unknown wal_op value', offset=_r20 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
+        raise ConstraintError('unknown wal_op value', offset=_r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
     f_op = _v
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -3086,7 +3096,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if _tag == 1:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T12)
+                raise _short(pos, end, _T13)
             _insert_body__n_data, = _S2.unpack_from(mv, pos)
             pos += 4
             if pos + _insert_body__n_data > end:
@@ -3094,8 +3104,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
             pos += _insert_body__n_data
             if pos + 2 > end:
-                raise _short(pos, end, _T13)
-            _insert_body__n_meta, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T14)
+            _insert_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
                 raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
@@ -3103,8 +3113,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 for _insert_body___i in range(_insert_body__n_meta):
                     if pos + 2 > end:
-                        raise _short(pos, end, _T10)
-                    _insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                        raise _short(pos, end, _T11)
+                    _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if pos + _insert_body___meta_pair_n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_insert_body___meta_pair_n_key, found=end - pos)
@@ -3114,8 +3124,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _insert_body___meta_pair_n_key
                     if pos + 2 > end:
-                        raise _short(pos, end, _T11)
-                    _insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                        raise _short(pos, end, _T12)
+                    _insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if pos + _insert_body___meta_pair_n_value > end:
                         raise TruncatedError('str truncated', offset=pos, path='value', expected=_insert_body___meta_pair_n_value, found=end - pos)
@@ -3138,7 +3148,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK6)
+                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
                         _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
@@ -3150,11 +3160,11 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
-                        _insert_body___tail_quantized___st = _RC7.get(_insert_body___tail_quantized___c)
+                        _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
-                            if len(_RC7) < 64:
-                                _RC7[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                            if len(_RC8) < 64:
+                                _RC8[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
                         _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized___c * 2
                         _insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -3167,16 +3177,16 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK6)
+                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _insert_body___tail_quantized_gacl___st = _RC8.get(_insert_body___tail_quantized_gacl___c)
+                        _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                            if len(_RC9) < 64:
+                                _RC9[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
                         _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized_gacl___c * 2
                         _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3199,7 +3209,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 2:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T12)
+                raise _short(pos, end, _T13)
             _update_body__n_data, = _S2.unpack_from(mv, pos)
             pos += 4
             if pos + _update_body__n_data > end:
@@ -3207,8 +3217,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
             pos += _update_body__n_data
             if pos + 2 > end:
-                raise _short(pos, end, _T13)
-            _update_body__n_meta, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T14)
+            _update_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
                 raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
@@ -3216,8 +3226,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             try:
                 for _update_body___i in range(_update_body__n_meta):
                     if pos + 2 > end:
-                        raise _short(pos, end, _T10)
-                    _update_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+                        raise _short(pos, end, _T11)
+                    _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if pos + _update_body___meta_pair_n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_update_body___meta_pair_n_key, found=end - pos)
@@ -3227,8 +3237,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _update_body___meta_pair_n_key
                     if pos + 2 > end:
-                        raise _short(pos, end, _T11)
-                    _update_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+                        raise _short(pos, end, _T12)
+                    _update_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if pos + _update_body___meta_pair_n_value > end:
                         raise TruncatedError('str truncated', offset=pos, path='value', expected=_update_body___meta_pair_n_value, found=end - pos)
@@ -3255,8 +3265,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 4:
         try:
             if pos + 2 > end:
-                raise _short(pos, end, _T10)
-            _meta_pair__n_key, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T11)
+            _meta_pair__n_key, = _S10.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair__n_key > end:
                 raise TruncatedError('str truncated', offset=pos, path='key', expected=_meta_pair__n_key, found=end - pos)
@@ -3266,8 +3276,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 raise _text_error(_u, pos, 'utf-8', 'key') from None
             pos += _meta_pair__n_key
             if pos + 2 > end:
-                raise _short(pos, end, _T11)
-            _meta_pair__n_value, = _S9.unpack_from(mv, pos)
+                raise _short(pos, end, _T12)
+            _meta_pair__n_value, = _S10.unpack_from(mv, pos)
             pos += 2
             if pos + _meta_pair__n_value > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=_meta_pair__n_value, found=end - pos)
@@ -3291,7 +3301,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK6)
+                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
                         _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
@@ -3303,11 +3313,11 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized___st = _RC7.get(_set_semantic_body___tail_quantized___c)
+                        _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
-                            if len(_RC7) < 64:
-                                _RC7[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                            if len(_RC8) < 64:
+                                _RC8[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
                         _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized___c * 2
                         _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
@@ -3320,16 +3330,16 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK6)
+                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl___st = _RC8.get(_set_semantic_body___tail_quantized_gacl___c)
+                        _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                            if len(_RC9) < 64:
+                                _RC9[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
                         _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized_gacl___c * 2
                         _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3350,12 +3360,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 6:
         try:
             if pos + 9 > end:
-                raise _short(pos, end, _T19)
-            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S18.unpack_from(mv, pos)
-            _epoch_body___r18 = pos
+                raise _short(pos, end, _T20)
+            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S19.unpack_from(mv, pos)
+            _epoch_body___r19 = pos
             pos += 9
             if _epoch_body__f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r18 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r19 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
             _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
             _epoch_body___obj = _new(EpochBody)
             _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3367,7 +3377,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
     _e_body = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T22)
+        raise _short(pos, end, _T23)
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -3382,8 +3392,8 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     return _obj, pos
 
 def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
-    f_seq, f_op, n_key = _S20.unpack_from(mv, pos)
-    _r20 = pos
+    f_seq, f_op, n_key = _S21.unpack_from(mv, pos)
+    _r21 = pos
     pos += 7
     _tag = f_op
     f_op = _WALOP_BY_VALUE[f_op]
@@ -3394,17 +3404,17 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         pos += 4
         _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
         pos += _insert_body__n_data
-        _insert_body__n_meta, = _S9.unpack_from(mv, pos)
+        _insert_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _insert_body__n_meta * 4 > end - pos:
             raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
         _insert_body__f_meta = []
         for _insert_body___i in range(_insert_body__n_meta):
-            _insert_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+            _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
             pos += 2
             _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
             pos += _insert_body___meta_pair_n_key
-            _insert_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+            _insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
             pos += 2
             _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
             pos += _insert_body___meta_pair_n_value
@@ -3418,7 +3428,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_full___c = p_semantic_dims
                 if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK6)
+                _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                 pos += _insert_body___tail_full___c * 16
                 _insert_body___tail_full___obj = _new(TailFull)
                 _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
@@ -3427,11 +3437,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
-                _insert_body___tail_quantized___st = _RC7.get(_insert_body___tail_quantized___c)
+                _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                 if _insert_body___tail_quantized___st is None:
                     _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
-                    if len(_RC7) < 64:
-                        _RC7[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                    if len(_RC8) < 64:
+                        _RC8[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
                 _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
                 pos += _insert_body___tail_quantized___c * 2
                 _insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -3441,16 +3451,16 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK6)
+                _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _insert_body___tail_quantized_gacl___c * 16
                 _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                _insert_body___tail_quantized_gacl___st = _RC8.get(_insert_body___tail_quantized_gacl___c)
+                _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                 if _insert_body___tail_quantized_gacl___st is None:
                     _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                    if len(_RC9) < 64:
+                        _RC9[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
                 _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _insert_body___tail_quantized_gacl___c * 2
                 _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3471,17 +3481,17 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         pos += 4
         _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
         pos += _update_body__n_data
-        _update_body__n_meta, = _S9.unpack_from(mv, pos)
+        _update_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
         if _update_body__n_meta * 4 > end - pos:
             raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
         _update_body__f_meta = []
         for _update_body___i in range(_update_body__n_meta):
-            _update_body___meta_pair_n_key, = _S9.unpack_from(mv, pos)
+            _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
             pos += 2
             _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
             pos += _update_body___meta_pair_n_key
-            _update_body___meta_pair_n_value, = _S9.unpack_from(mv, pos)
+            _update_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
             pos += 2
             _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
             pos += _update_body___meta_pair_n_value
@@ -3496,11 +3506,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 3:
         f_body = None
     elif _tag == 4:
-        _meta_pair__n_key, = _S9.unpack_from(mv, pos)
+        _meta_pair__n_key, = _S10.unpack_from(mv, pos)
         pos += 2
         _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
         pos += _meta_pair__n_key
-        _meta_pair__n_value, = _S9.unpack_from(mv, pos)
+        _meta_pair__n_value, = _S10.unpack_from(mv, pos)
         pos += 2
         _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
         pos += _meta_pair__n_value
@@ -3515,7 +3525,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_full___c = p_semantic_dims
                 if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK6)
+                _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_full___c * 16
                 _set_semantic_body___tail_full___obj = _new(TailFull)
                 _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
@@ -3524,11 +3534,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
-                _set_semantic_body___tail_quantized___st = _RC7.get(_set_semantic_body___tail_quantized___c)
+                _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                 if _set_semantic_body___tail_quantized___st is None:
                     _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
-                    if len(_RC7) < 64:
-                        _RC7[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                    if len(_RC8) < 64:
+                        _RC8[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
                 _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
                 pos += _set_semantic_body___tail_quantized___c * 2
                 _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
@@ -3538,16 +3548,16 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK6)
+                _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_quantized_gacl___c * 16
                 _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
-                _set_semantic_body___tail_quantized_gacl___st = _RC8.get(_set_semantic_body___tail_quantized_gacl___c)
+                _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                 if _set_semantic_body___tail_quantized_gacl___st is None:
                     _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
-                    if len(_RC8) < 64:
-                        _RC8[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                    if len(_RC9) < 64:
+                        _RC9[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
                 _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                 pos += _set_semantic_body___tail_quantized_gacl___c * 2
                 _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3562,11 +3572,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _set_semantic_body___obj.tail = _set_semantic_body__f_tail
         f_body = _set_semantic_body___obj
     elif _tag == 6:
-        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S18.unpack_from(mv, pos)
-        _epoch_body___r18 = pos
+        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S19.unpack_from(mv, pos)
+        _epoch_body___r19 = pos
         pos += 9
         if _epoch_body__f_flags & 252:
-            raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r18 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+            raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r19 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
         _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
         _epoch_body___obj = _new(EpochBody)
         _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3578,7 +3588,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
-    _ck = _ck_crc32(mv[_r20:_e_body])
+    _ck = _ck_crc32(mv[_r21:_e_body])
     if f_entry_crc != _ck:
         raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
     _obj = _new(WalEntry)
@@ -3592,17 +3602,18 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S18_unpack_from = _S18.unpack_from
+    _end = end
+    _S10_unpack_from = _S10.unpack_from
+    _S19_unpack_from = _S19.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S20_unpack_from = _S20.unpack_from
-    _S9_unpack_from = _S9.unpack_from
+    _S21_unpack_from = _S21.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_seq, f_op, n_key = _S20_unpack_from(mv, pos)
-            _r20 = pos
+            f_seq, f_op, n_key = _S21_unpack_from(mv, pos)
+            _r21 = pos
             pos += 7
             _tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
@@ -3613,17 +3624,17 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 pos += 4
                 _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
                 pos += _insert_body__n_data
-                _insert_body__n_meta, = _S9_unpack_from(mv, pos)
+                _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _insert_body__n_meta * 4 > end - pos:
                     raise TruncatedError('count ' + str(_insert_body__n_meta) + ' needs at least ' + str(_insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_insert_body__n_meta * 4, found=end - pos)
                 _insert_body__f_meta = []
                 for _insert_body___i in range(_insert_body__n_meta):
-                    _insert_body___meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                    _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
                     pos += 2
                     _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
                     pos += _insert_body___meta_pair_n_key
-                    _insert_body___meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                    _insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
                     pos += 2
                     _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
                     pos += _insert_body___meta_pair_n_value
@@ -3637,7 +3648,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK6)
+                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
                         _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
@@ -3646,11 +3657,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized___c < 0 or _insert_body___tail_quantized___c * 2 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_quantized___c) + ' needs at least ' + str(_insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized___c * 2, found=end - pos)
-                        _insert_body___tail_quantized___st = _RC7.get(_insert_body___tail_quantized___c)
+                        _insert_body___tail_quantized___st = _RC8.get(_insert_body___tail_quantized___c)
                         if _insert_body___tail_quantized___st is None:
                             _insert_body___tail_quantized___st = struct.Struct('<' + str(_insert_body___tail_quantized___c) + 'h')
-                            if len(_RC7) < 64:
-                                _RC7[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
+                            if len(_RC8) < 64:
+                                _RC8[_insert_body___tail_quantized___c] = _insert_body___tail_quantized___st
                         _insert_body___tail_quantized__f_user = list(_insert_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized___c * 2
                         _insert_body___tail_quantized___obj = _new(TailQuantized)
@@ -3660,16 +3671,16 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK6)
+                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_insert_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _insert_body___tail_quantized_gacl___st = _RC8.get(_insert_body___tail_quantized_gacl___c)
+                        _insert_body___tail_quantized_gacl___st = _RC9.get(_insert_body___tail_quantized_gacl___c)
                         if _insert_body___tail_quantized_gacl___st is None:
                             _insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_insert_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
+                            if len(_RC9) < 64:
+                                _RC9[_insert_body___tail_quantized_gacl___c] = _insert_body___tail_quantized_gacl___st
                         _insert_body___tail_quantized_gacl__f_user = list(_insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _insert_body___tail_quantized_gacl___c * 2
                         _insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3690,17 +3701,17 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 pos += 4
                 _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
                 pos += _update_body__n_data
-                _update_body__n_meta, = _S9_unpack_from(mv, pos)
+                _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
                 if _update_body__n_meta * 4 > end - pos:
                     raise TruncatedError('count ' + str(_update_body__n_meta) + ' needs at least ' + str(_update_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_update_body__n_meta * 4, found=end - pos)
                 _update_body__f_meta = []
                 for _update_body___i in range(_update_body__n_meta):
-                    _update_body___meta_pair_n_key, = _S9_unpack_from(mv, pos)
+                    _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
                     pos += 2
                     _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
                     pos += _update_body___meta_pair_n_key
-                    _update_body___meta_pair_n_value, = _S9_unpack_from(mv, pos)
+                    _update_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
                     pos += 2
                     _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
                     pos += _update_body___meta_pair_n_value
@@ -3715,11 +3726,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _tag == 3:
                 f_body = None
             elif _tag == 4:
-                _meta_pair__n_key, = _S9_unpack_from(mv, pos)
+                _meta_pair__n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
                 _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
                 pos += _meta_pair__n_key
-                _meta_pair__n_value, = _S9_unpack_from(mv, pos)
+                _meta_pair__n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
                 _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
                 pos += _meta_pair__n_value
@@ -3734,7 +3745,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK6)
+                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
                         _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
@@ -3743,11 +3754,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized___c < 0 or _set_semantic_body___tail_quantized___c * 2 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized___st = _RC7.get(_set_semantic_body___tail_quantized___c)
+                        _set_semantic_body___tail_quantized___st = _RC8.get(_set_semantic_body___tail_quantized___c)
                         if _set_semantic_body___tail_quantized___st is None:
                             _set_semantic_body___tail_quantized___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized___c) + 'h')
-                            if len(_RC7) < 64:
-                                _RC7[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
+                            if len(_RC8) < 64:
+                                _RC8[_set_semantic_body___tail_quantized___c] = _set_semantic_body___tail_quantized___st
                         _set_semantic_body___tail_quantized__f_user = list(_set_semantic_body___tail_quantized___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized___c * 2
                         _set_semantic_body___tail_quantized___obj = _new(TailQuantized)
@@ -3757,16 +3768,16 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK6)
+                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_set_semantic_body___tail_quantized_gacl___c * 2, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl___st = _RC8.get(_set_semantic_body___tail_quantized_gacl___c)
+                        _set_semantic_body___tail_quantized_gacl___st = _RC9.get(_set_semantic_body___tail_quantized_gacl___c)
                         if _set_semantic_body___tail_quantized_gacl___st is None:
                             _set_semantic_body___tail_quantized_gacl___st = struct.Struct('<' + str(_set_semantic_body___tail_quantized_gacl___c) + 'h')
-                            if len(_RC8) < 64:
-                                _RC8[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
+                            if len(_RC9) < 64:
+                                _RC9[_set_semantic_body___tail_quantized_gacl___c] = _set_semantic_body___tail_quantized_gacl___st
                         _set_semantic_body___tail_quantized_gacl__f_user = list(_set_semantic_body___tail_quantized_gacl___st.unpack_from(mv, pos))
                         pos += _set_semantic_body___tail_quantized_gacl___c * 2
                         _set_semantic_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
@@ -3781,11 +3792,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___obj.tail = _set_semantic_body__f_tail
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
-                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S18_unpack_from(mv, pos)
-                _epoch_body___r18 = pos
+                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S19_unpack_from(mv, pos)
+                _epoch_body___r19 = pos
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r18 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r19 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = _new(EpochBody)
                 _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3797,7 +3808,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             f_entry_crc, = _S2_unpack_from(mv, pos)
             _r2 = pos
             pos += 4
-            _ck = _ck_crc32(mv[_r20:_e_body])
+            _ck = _ck_crc32(mv[_r21:_e_body])
             if f_entry_crc != _ck:
                 raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
             _obj = _new(WalEntry)
@@ -3808,16 +3819,16 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_entry, 'wal_entry', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _decode_many(_d_wal_entry, 'wal_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_entry, 'wal_entry', mv, _rs, end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _decode_many(_d_wal_entry, 'wal_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     _b_key = v.key.encode()
     _s_seq = len(out)
-    out += _S20.pack(v.seq, v.op, len(_b_key))
+    out += _S21.pack(v.seq, v.op, len(_b_key))
     out += _b_key
     _tag = v.op
     if _tag == 1:
@@ -3825,13 +3836,13 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         _insert_body___b_data = _insert_body__v.data
         out += _S2.pack(len(_insert_body___b_data))
         out += _insert_body___b_data
-        out += _S9.pack(len(_insert_body__v.meta))
+        out += _S10.pack(len(_insert_body__v.meta))
         for _insert_body___x in _insert_body__v.meta:
             _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
-            out += _S9.pack(len(_insert_body___meta_pair_b_key))
+            out += _S10.pack(len(_insert_body___meta_pair_b_key))
             out += _insert_body___meta_pair_b_key
             _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
-            out += _S9.pack(len(_insert_body___meta_pair_b_value))
+            out += _S10.pack(len(_insert_body___meta_pair_b_value))
             out += _insert_body___meta_pair_b_value
         if p_semantic_dims > 0:
             _insert_body___tag = p_tail_layout
@@ -3839,10 +3850,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_full__v = _insert_body__v.tail
                 if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
-                if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK6:
+                if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK7:
                     out += _insert_body___tail_full__v.dims.raw
                 else:
-                    out += _PK6.encode_all(_insert_body___tail_full__v.dims)
+                    out += _PK7.encode_all(_insert_body___tail_full__v.dims)
             elif _insert_body___tag == 1:
                 _insert_body___tail_quantized__v = _insert_body__v.tail
                 if len(_insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -3852,10 +3863,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
                 if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                     out += _insert_body___tail_quantized_gacl__v.reserved.raw
                 else:
-                    out += _PK6.encode_all(_insert_body___tail_quantized_gacl__v.reserved)
+                    out += _PK7.encode_all(_insert_body___tail_quantized_gacl__v.reserved)
                 if len(_insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.user)), path='user')
                 out += struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user)
@@ -3868,13 +3879,13 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
         _update_body___b_data = _update_body__v.data
         out += _S2.pack(len(_update_body___b_data))
         out += _update_body___b_data
-        out += _S9.pack(len(_update_body__v.meta))
+        out += _S10.pack(len(_update_body__v.meta))
         for _update_body___x in _update_body__v.meta:
             _update_body___meta_pair_b_key = _update_body___x.key.encode()
-            out += _S9.pack(len(_update_body___meta_pair_b_key))
+            out += _S10.pack(len(_update_body___meta_pair_b_key))
             out += _update_body___meta_pair_b_key
             _update_body___meta_pair_b_value = _update_body___x.value.encode()
-            out += _S9.pack(len(_update_body___meta_pair_b_value))
+            out += _S10.pack(len(_update_body___meta_pair_b_value))
             out += _update_body___meta_pair_b_value
     elif _tag == 3:
         if v.body is not None:
@@ -3882,10 +3893,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     elif _tag == 4:
         _meta_pair__v = v.body
         _meta_pair___b_key = _meta_pair__v.key.encode()
-        out += _S9.pack(len(_meta_pair___b_key))
+        out += _S10.pack(len(_meta_pair___b_key))
         out += _meta_pair___b_key
         _meta_pair___b_value = _meta_pair__v.value.encode()
-        out += _S9.pack(len(_meta_pair___b_value))
+        out += _S10.pack(len(_meta_pair___b_value))
         out += _meta_pair___b_value
     elif _tag == 5:
         _set_semantic_body__v = v.body
@@ -3895,10 +3906,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
                 if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
-                if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK6:
+                if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK7:
                     out += _set_semantic_body___tail_full__v.dims.raw
                 else:
-                    out += _PK6.encode_all(_set_semantic_body___tail_full__v.dims)
+                    out += _PK7.encode_all(_set_semantic_body___tail_full__v.dims)
             elif _set_semantic_body___tag == 1:
                 _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
                 if len(_set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -3908,10 +3919,10 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
                 if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                     out += _set_semantic_body___tail_quantized_gacl__v.reserved.raw
                 else:
-                    out += _PK6.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved)
+                    out += _PK7.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved)
                 if len(_set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                 out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user)
@@ -3921,7 +3932,7 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
             raise EncodeError('field is present but its condition is false', path='tail')
     elif _tag == 6:
         _epoch_body__v = v.body
-        out += _S18.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
+        out += _S19.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
     f_entry_crc = _ck_crc32((out if _s_seq == 0 else memoryview(out)[_s_seq:]))
@@ -3929,14 +3940,14 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
 
 def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
     out = bytearray()
-    _S18_pack = _S18.pack
+    _S10_pack = _S10.pack
+    _S19_pack = _S19.pack
     _S2_pack = _S2.pack
-    _S20_pack = _S20.pack
-    _S9_pack = _S9.pack
+    _S21_pack = _S21.pack
     for v in values:
         _b_key = v.key.encode()
         _s_seq = len(out)
-        out += _S20_pack(v.seq, v.op, len(_b_key))
+        out += _S21_pack(v.seq, v.op, len(_b_key))
         out += _b_key
         _tag = v.op
         if _tag == 1:
@@ -3944,13 +3955,13 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             _insert_body___b_data = _insert_body__v.data
             out += _S2_pack(len(_insert_body___b_data))
             out += _insert_body___b_data
-            out += _S9_pack(len(_insert_body__v.meta))
+            out += _S10_pack(len(_insert_body__v.meta))
             for _insert_body___x in _insert_body__v.meta:
                 _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
-                out += _S9_pack(len(_insert_body___meta_pair_b_key))
+                out += _S10_pack(len(_insert_body___meta_pair_b_key))
                 out += _insert_body___meta_pair_b_key
                 _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
-                out += _S9_pack(len(_insert_body___meta_pair_b_value))
+                out += _S10_pack(len(_insert_body___meta_pair_b_value))
                 out += _insert_body___meta_pair_b_value
             if p_semantic_dims > 0:
                 _insert_body___tag = p_tail_layout
@@ -3958,10 +3969,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     _insert_body___tail_full__v = _insert_body__v.tail
                     if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
-                    if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK6:
+                    if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK7:
                         out += _insert_body___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_insert_body___tail_full__v.dims)
+                        out += _PK7.encode_all(_insert_body___tail_full__v.dims)
                 elif _insert_body___tag == 1:
                     _insert_body___tail_quantized__v = _insert_body__v.tail
                     if len(_insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -3971,10 +3982,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
                     if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _insert_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_insert_body___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_insert_body___tail_quantized_gacl__v.reserved)
                     if len(_insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user)
@@ -3987,13 +3998,13 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
             _update_body___b_data = _update_body__v.data
             out += _S2_pack(len(_update_body___b_data))
             out += _update_body___b_data
-            out += _S9_pack(len(_update_body__v.meta))
+            out += _S10_pack(len(_update_body__v.meta))
             for _update_body___x in _update_body__v.meta:
                 _update_body___meta_pair_b_key = _update_body___x.key.encode()
-                out += _S9_pack(len(_update_body___meta_pair_b_key))
+                out += _S10_pack(len(_update_body___meta_pair_b_key))
                 out += _update_body___meta_pair_b_key
                 _update_body___meta_pair_b_value = _update_body___x.value.encode()
-                out += _S9_pack(len(_update_body___meta_pair_b_value))
+                out += _S10_pack(len(_update_body___meta_pair_b_value))
                 out += _update_body___meta_pair_b_value
         elif _tag == 3:
             if v.body is not None:
@@ -4001,10 +4012,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
         elif _tag == 4:
             _meta_pair__v = v.body
             _meta_pair___b_key = _meta_pair__v.key.encode()
-            out += _S9_pack(len(_meta_pair___b_key))
+            out += _S10_pack(len(_meta_pair___b_key))
             out += _meta_pair___b_key
             _meta_pair___b_value = _meta_pair__v.value.encode()
-            out += _S9_pack(len(_meta_pair___b_value))
+            out += _S10_pack(len(_meta_pair___b_value))
             out += _meta_pair___b_value
         elif _tag == 5:
             _set_semantic_body__v = v.body
@@ -4014,10 +4025,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     _set_semantic_body___tail_full__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK6:
+                    if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK7:
                         out += _set_semantic_body___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_set_semantic_body___tail_full__v.dims)
+                        out += _PK7.encode_all(_set_semantic_body___tail_full__v.dims)
                 elif _set_semantic_body___tag == 1:
                     _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4027,10 +4038,10 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _set_semantic_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved)
                     if len(_set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user)
@@ -4040,7 +4051,7 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _tag == 6:
             _epoch_body__v = v.body
-            out += _S18_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
+            out += _S19_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
         out += _S2_pack(_ck_crc32(memoryview(out)[_s_seq:]))
@@ -4048,8 +4059,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
 
 def _d_wal_header(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T23)
-    f_wal_entry_count, f_wal_base_seq = _S14.unpack_from(mv, pos)
+        raise _short(pos, end, _T24)
+    f_wal_entry_count, f_wal_base_seq = _S15.unpack_from(mv, pos)
     pos += 8
     _obj = _new(WalHeader)
     _obj.wal_entry_count = f_wal_entry_count
@@ -4057,7 +4068,7 @@ def _d_wal_header(mv, pos, end):
     return _obj, pos
 
 def _u_wal_header(mv, pos, end):
-    f_wal_entry_count, f_wal_base_seq = _S14.unpack_from(mv, pos)
+    f_wal_entry_count, f_wal_base_seq = _S15.unpack_from(mv, pos)
     pos += 8
     _obj = _new(WalHeader)
     _obj.wal_entry_count = f_wal_entry_count
@@ -4068,13 +4079,14 @@ def _m_wal_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S14_unpack_from = _S14.unpack_from
+    _end = end
+    _S15_unpack_from = _S15.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_wal_entry_count, f_wal_base_seq = _S14_unpack_from(mv, pos)
+            f_wal_entry_count, f_wal_base_seq = _S15_unpack_from(mv, pos)
             pos += 8
             _obj = _new(WalHeader)
             _obj.wal_entry_count = f_wal_entry_count
@@ -4082,37 +4094,37 @@ def _m_wal_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_header, 'wal_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_header, 'wal_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_header, 'wal_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_header, 'wal_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_header(out, v):
-    out += _S14.pack(v.wal_entry_count, v.wal_base_seq)
+    out += _S15.pack(v.wal_entry_count, v.wal_base_seq)
 
 def _em_wal_header(values):
     out = bytearray()
-    _S14_pack = _S14.pack
+    _S15_pack = _S15.pack
     for v in values:
-        out += _S14_pack(v.wal_entry_count, v.wal_base_seq)
+        out += _S15_pack(v.wal_entry_count, v.wal_base_seq)
     return bytes(out)
 
 def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     if pos + 2 > end:
-        raise _short(pos, end, _T24)
-    f_block_entry_count, = _S9.unpack_from(mv, pos)
-    _r9 = pos
+        raise _short(pos, end, _T25)
+    f_block_entry_count, = _S10.unpack_from(mv, pos)
+    _r10 = pos
     pos += 2
     if f_block_entry_count < 1 or f_block_entry_count > 64:
-        raise ConstraintError('value out of range', offset=_r9, path='block_entry_count', expected='1..64', found=f_block_entry_count)
+        raise ConstraintError('value out of range', offset=_r10, path='block_entry_count', expected='1..64', found=f_block_entry_count)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS16)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS17)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -4126,7 +4138,156 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
         try:
             for _i in range(_c):
                 try:
-                    _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    if pos + 7 > end:
+                        raise _short(pos, end, _T22)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
+                    _wal_entry___r21 = pos
+                    pos += 7
+                    _wal_entry___s_seq = _wal_entry___r21
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    if pos + _wal_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
+                    try:
+                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        try:
+                            if pos + 4 > end:
+                                raise _short(pos, end, _T13)
+                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                            pos += 4
+                            if pos + _wal_entry___insert_body__n_data > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
+                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                            pos += _wal_entry___insert_body__n_data
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T14)
+                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                            pos += 2
+                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
+                                raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            _wal_entry___insert_body__f_meta = []
+                            try:
+                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T11)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_key
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T12)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_value
+                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
+                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
+                            if p_semantic_dims > 0:
+                                _wal_entry___insert_body___tag = p_tail_layout
+                                if _wal_entry___insert_body___tag == 0:
+                                    try:
+                                        _wal_entry___insert_body___tail_full___c = p_semantic_dims
+                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_full___c * 16
+                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 1:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        if _wal_entry___insert_body___tail_quantized___st is None:
+                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                            if len(_RC8) < 64:
+                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 2:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                            if len(_RC9) < 64:
+                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                else:
+                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                            else:
+                                _wal_entry___insert_body__f_tail = None
+                            _wal_entry___insert_body___obj = _new(InsertBody)
+                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                            _wal_entry__f_body = _wal_entry___insert_body___obj
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                        _wal_entry___e_body = pos
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T23)
+                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry__f_body
+                        _x = _wal_entry___obj
+                    else:
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 f_entries.append(_x)
@@ -4144,7 +4305,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     return _obj, pos
 
 def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
-    out += _S9.pack(len(v.entries))
+    out += _S10.pack(len(v.entries))
     _outer = out
     out = bytearray()
     if len(v.entries) != len(v.entries):
@@ -4152,7 +4313,7 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
     for _x in v.entries:
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S20.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -4160,13 +4321,13 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
             out += _wal_entry___insert_body___b_data
-            out += _S9.pack(len(_wal_entry___insert_body__v.meta))
+            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                 _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
                 _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = p_tail_layout
@@ -4174,10 +4335,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
                         out += _wal_entry___insert_body___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                        out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
                     _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4187,10 +4348,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -4203,13 +4364,13 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
             out += _wal_entry___update_body___b_data
-            out += _S9.pack(len(_wal_entry___update_body__v.meta))
+            out += _S10.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                 _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
                 _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
             if _x.body is not None:
@@ -4217,10 +4378,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
         elif _wal_entry___tag == 4:
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-            out += _S9.pack(len(_wal_entry___meta_pair___b_key))
+            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
             _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-            out += _S9.pack(len(_wal_entry___meta_pair___b_value))
+            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
             _wal_entry___set_semantic_body__v = _x.body
@@ -4230,10 +4391,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
                         out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
                     _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4243,10 +4404,10 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -4256,25 +4417,25 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S18.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
         out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
+    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
     out += _S2.pack(len(_frame))
     out += _frame
 
 def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     out = bytearray()
-    _S18_pack = _S18.pack
+    _S10_pack = _S10.pack
+    _S19_pack = _S19.pack
     _S2_pack = _S2.pack
-    _S20_pack = _S20.pack
-    _S9_pack = _S9.pack
+    _S21_pack = _S21.pack
     for v in values:
-        out += _S9_pack(len(v.entries))
+        out += _S10_pack(len(v.entries))
         _outer = out
         out = bytearray()
         if len(v.entries) != len(v.entries):
@@ -4282,7 +4443,7 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S20_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _S21_pack(_x.seq, _x.op, len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
@@ -4290,13 +4451,13 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
                 out += _S2_pack(len(_wal_entry___insert_body___b_data))
                 out += _wal_entry___insert_body___b_data
-                out += _S9_pack(len(_wal_entry___insert_body__v.meta))
+                out += _S10_pack(len(_wal_entry___insert_body__v.meta))
                 for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                     _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                    out += _S9_pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                    out += _S10_pack(len(_wal_entry___insert_body___meta_pair_b_key))
                     out += _wal_entry___insert_body___meta_pair_b_key
                     _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                    out += _S9_pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                    out += _S10_pack(len(_wal_entry___insert_body___meta_pair_b_value))
                     out += _wal_entry___insert_body___meta_pair_b_value
                 if p_semantic_dims > 0:
                     _wal_entry___insert_body___tag = p_tail_layout
@@ -4304,10 +4465,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
                             out += _wal_entry___insert_body___tail_full__v.dims.raw
                         else:
-                            out += _PK6.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                            out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                     elif _wal_entry___insert_body___tag == 1:
                         _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4317,10 +4478,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                             out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                         else:
-                            out += _PK6.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                            out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -4333,13 +4494,13 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
                 out += _S2_pack(len(_wal_entry___update_body___b_data))
                 out += _wal_entry___update_body___b_data
-                out += _S9_pack(len(_wal_entry___update_body__v.meta))
+                out += _S10_pack(len(_wal_entry___update_body__v.meta))
                 for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                     _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                    out += _S9_pack(len(_wal_entry___update_body___meta_pair_b_key))
+                    out += _S10_pack(len(_wal_entry___update_body___meta_pair_b_key))
                     out += _wal_entry___update_body___meta_pair_b_key
                     _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                    out += _S9_pack(len(_wal_entry___update_body___meta_pair_b_value))
+                    out += _S10_pack(len(_wal_entry___update_body___meta_pair_b_value))
                     out += _wal_entry___update_body___meta_pair_b_value
             elif _wal_entry___tag == 3:
                 if _x.body is not None:
@@ -4347,10 +4508,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
             elif _wal_entry___tag == 4:
                 _wal_entry___meta_pair__v = _x.body
                 _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-                out += _S9_pack(len(_wal_entry___meta_pair___b_key))
+                out += _S10_pack(len(_wal_entry___meta_pair___b_key))
                 out += _wal_entry___meta_pair___b_key
                 _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-                out += _S9_pack(len(_wal_entry___meta_pair___b_value))
+                out += _S10_pack(len(_wal_entry___meta_pair___b_value))
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
                 _wal_entry___set_semantic_body__v = _x.body
@@ -4360,10 +4521,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
                             out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                         else:
-                            out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                            out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                     elif _wal_entry___set_semantic_body___tag == 1:
                         _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4373,10 +4534,10 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                         _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                             out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                         else:
-                            out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                            out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -4386,22 +4547,22 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
                 _wal_entry___epoch_body__v = _x.body
-                out += _S18_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                out += _S19_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
             _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
             out += _S2_pack(_wal_entry__f_entry_crc)
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS16)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
         out += _S2_pack(len(_frame))
         out += _frame
     return bytes(out)
 
 def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     if pos + 2 > end:
-        raise _short(pos, end, _T24)
-    f_block_entry_count, = _S9.unpack_from(mv, pos)
+        raise _short(pos, end, _T25)
+    f_block_entry_count, = _S10.unpack_from(mv, pos)
     pos += 2
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='plain.compressed_len', expected=4, found=end - pos)
@@ -4409,7 +4570,7 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='plain', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS16)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS17)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -4433,30 +4594,30 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     return _obj, pos
 
 def _e_wal_block_plain(out, v, p_algorithm, p_block_limit):
-    out += _S9.pack(v.block_entry_count)
+    out += _S10.pack(v.block_entry_count)
     _outer = out
     out = bytearray()
     _b = v.plain
     out += _b
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS16)
+    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS17)
     out += _S2.pack(len(_frame))
     out += _frame
 
 def _em_wal_block_plain(values, p_algorithm, p_block_limit):
     out = bytearray()
+    _S10_pack = _S10.pack
     _S2_pack = _S2.pack
-    _S9_pack = _S9.pack
     for v in values:
-        out += _S9_pack(v.block_entry_count)
+        out += _S10_pack(v.block_entry_count)
         _outer = out
         out = bytearray()
         _b = v.plain
         out += _b
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS16)
+        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS17)
         out += _S2_pack(len(_frame))
         out += _frame
     return bytes(out)
@@ -4464,8 +4625,8 @@ def _em_wal_block_plain(values, p_algorithm, p_block_limit):
 def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T23)
-        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S14.unpack_from(mv, pos)
+            raise _short(pos, end, _T24)
+        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S15.unpack_from(mv, pos)
         pos += 8
         _wal_header___obj = _new(WalHeader)
         _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -4482,7 +4643,156 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     break
                 _ip = pos
                 try:
-                    _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    if pos + 7 > end:
+                        raise _short(pos, end, _T22)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
+                    _wal_entry___r21 = pos
+                    pos += 7
+                    _wal_entry___s_seq = _wal_entry___r21
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    if pos + _wal_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
+                    try:
+                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        try:
+                            if pos + 4 > end:
+                                raise _short(pos, end, _T13)
+                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                            pos += 4
+                            if pos + _wal_entry___insert_body__n_data > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
+                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                            pos += _wal_entry___insert_body__n_data
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T14)
+                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                            pos += 2
+                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
+                                raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            _wal_entry___insert_body__f_meta = []
+                            try:
+                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T11)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_key
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T12)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_value
+                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
+                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
+                            if p_semantic_dims > 0:
+                                _wal_entry___insert_body___tag = p_tail_layout
+                                if _wal_entry___insert_body___tag == 0:
+                                    try:
+                                        _wal_entry___insert_body___tail_full___c = p_semantic_dims
+                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_full___c * 16
+                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 1:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        if _wal_entry___insert_body___tail_quantized___st is None:
+                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                            if len(_RC8) < 64:
+                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 2:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                            if len(_RC9) < 64:
+                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                else:
+                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                            else:
+                                _wal_entry___insert_body__f_tail = None
+                            _wal_entry___insert_body___obj = _new(InsertBody)
+                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                            _wal_entry__f_body = _wal_entry___insert_body___obj
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                        _wal_entry___e_body = pos
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T23)
+                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry__f_body
+                        _x = _wal_entry___obj
+                    else:
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        _x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -4502,49 +4812,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     break
                 _ip = pos
                 try:
-                    if pos + 2 > end:
-                        raise _short(pos, end, _T24)
-                    _wal_block__f_block_entry_count, = _S9.unpack_from(mv, pos)
-                    _wal_block___r9 = pos
-                    pos += 2
-                    if _wal_block__f_block_entry_count < 1 or _wal_block__f_block_entry_count > 64:
-                        raise ConstraintError('value out of range', offset=_wal_block___r9, path='block_entry_count', expected='1..64', found=_wal_block__f_block_entry_count)
-                    if pos + 4 > end:
-                        raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
-                    _wal_block___clen = _S2.unpack_from(mv, pos)[0]
-                    pos += 4
-                    if pos + _wal_block___clen > end:
-                        raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_wal_block___clen, found=end - pos)
-                    _wal_block___plain = _decompress(p_algorithm, mv[pos:pos + _wal_block___clen], 67108864, expected_size=None, offset=pos, path='entries', codecs=_CODECS16)
-                    _wal_block___fpos = pos
-                    pos += _wal_block___clen
-                    _wal_block___save = (mv, pos, end)
-                    mv = memoryview(_wal_block___plain)
-                    pos, end = (0, len(_wal_block___plain))
-                    try:
-                        _wal_block___c = _wal_block__f_block_entry_count
-                        if _wal_block___c < 0 or _wal_block___c * 11 > end - pos:
-                            raise TruncatedError('count ' + str(_wal_block___c) + ' needs at least ' + str(_wal_block___c * 11) + ' bytes', offset=pos, path='entries', expected=_wal_block___c * 11, found=end - pos)
-                        _wal_block__f_entries = []
-                        try:
-                            for _wal_block___i in range(_wal_block___c):
-                                try:
-                                    _wal_block___x, pos = _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
-                                except DecodeError as _exc:
-                                    raise _exc.prefixed('') from None
-                                _wal_block__f_entries.append(_wal_block___x)
-                        except DecodeError as _exc:
-                            raise _exc.prefixed('[' + str(_wal_block___i) + ']').prefixed('entries') from None
-                        if pos != end:
-                            raise ConstraintError('decompressed section has trailing bytes', offset=pos, path='entries', expected=end, found=pos)
-                    except DecodeError as _exc:
-                        _exc.message += f' (at +{_exc.offset} in the section decompressed from offset {_wal_block___fpos})'
-                        _exc.offset = _wal_block___fpos
-                        raise
-                    mv, pos, end = _wal_block___save
-                    _wal_block___obj = _new(WalBlock)
-                    _wal_block___obj.entries = _wal_block__f_entries
-                    _x = _wal_block___obj
+                    _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -4561,14 +4829,322 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     _obj.blocks = f_blocks
     return _obj, pos
 
+def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+    _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S15.unpack_from(mv, pos)
+    pos += 8
+    _wal_header___obj = _new(WalHeader)
+    _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
+    _wal_header___obj.wal_base_seq = _wal_header__f_wal_base_seq
+    if not p_block_compressed:
+        f_entries = []
+        while True:
+            if pos >= end:
+                break
+            _ip = pos
+            _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+            _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
+            _wal_entry___r21 = pos
+            pos += 7
+            _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+            if _wal_entry___v is None:
+                raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+            _wal_entry__f_op = _wal_entry___v
+            _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+            pos += _wal_entry__n_key
+            _wal_entry___tag = _wal_entry__f_op
+            if _wal_entry___tag == 1:
+                _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                pos += 4
+                _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                pos += _wal_entry___insert_body__n_data
+                _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                pos += 2
+                if _wal_entry___insert_body__n_meta * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                _wal_entry___insert_body__f_meta = []
+                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                    pos += 2
+                    _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                    pos += _wal_entry___insert_body___meta_pair_n_key
+                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                    pos += 2
+                    _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                    pos += _wal_entry___insert_body___meta_pair_n_value
+                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___meta_pair__obj)
+                if p_semantic_dims > 0:
+                    _wal_entry___insert_body___tag = p_tail_layout
+                    if _wal_entry___insert_body___tag == 0:
+                        _wal_entry___insert_body___tail_full___c = p_semantic_dims
+                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                        pos += _wal_entry___insert_body___tail_full___c * 16
+                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                    elif _wal_entry___insert_body___tag == 1:
+                        _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
+                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                        if _wal_entry___insert_body___tail_quantized___st is None:
+                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                            if len(_RC8) < 64:
+                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                    elif _wal_entry___insert_body___tag == 2:
+                        _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                        _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                            if len(_RC9) < 64:
+                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                    else:
+                        raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                else:
+                    _wal_entry___insert_body__f_tail = None
+                _wal_entry___insert_body___obj = _new(InsertBody)
+                _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                _wal_entry___e_body = pos
+                _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                _wal_entry___r2 = pos
+                pos += 4
+                _wal_entry___ck = _ck_crc32(mv[_wal_entry___r21:_wal_entry___e_body])
+                if _wal_entry__f_entry_crc != _wal_entry___ck:
+                    raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                _wal_entry___obj = _new(WalEntry)
+                _wal_entry___obj.seq = _wal_entry__f_seq
+                _wal_entry___obj.op = _wal_entry__f_op
+                _wal_entry___obj.key = _wal_entry__f_key
+                _wal_entry___obj.body = _wal_entry___insert_body___obj
+                _x = _wal_entry___obj
+            else:
+                if pos > end:
+                    raise IndexError
+                pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                if pos > end:
+                    raise IndexError
+                _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+            if pos <= _ip:
+                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            f_entries.append(_x)
+    else:
+        f_entries = None
+    if p_block_compressed:
+        f_blocks = []
+        while True:
+            if pos >= end:
+                break
+            _ip = pos
+            if pos > end:
+                raise IndexError
+            _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
+            if pos <= _ip:
+                raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+            f_blocks.append(_x)
+    else:
+        f_blocks = None
+    _obj = _new(WalSection)
+    _obj.header = _wal_header___obj
+    _obj.entries = f_entries
+    _obj.blocks = f_blocks
+    return (_obj, pos)
+
+def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _end = end
+    _S10_unpack_from = _S10.unpack_from
+    _S15_unpack_from = _S15.unpack_from
+    _S2_unpack_from = _S2.unpack_from
+    _S21_unpack_from = _S21.unpack_from
+    try:
+        while True:
+            if pos >= end:
+                break
+            _rs = pos
+            _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S15_unpack_from(mv, pos)
+            pos += 8
+            _wal_header___obj = _new(WalHeader)
+            _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
+            _wal_header___obj.wal_base_seq = _wal_header__f_wal_base_seq
+            if not p_block_compressed:
+                f_entries = []
+                while True:
+                    if pos >= end:
+                        break
+                    _ip = pos
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21_unpack_from(mv, pos)
+                    _wal_entry___r21 = pos
+                    pos += 7
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        _wal_entry___insert_body__n_data, = _S2_unpack_from(mv, pos)
+                        pos += 4
+                        _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                        pos += _wal_entry___insert_body__n_data
+                        _wal_entry___insert_body__n_meta, = _S10_unpack_from(mv, pos)
+                        pos += 2
+                        if _wal_entry___insert_body__n_meta * 4 > end - pos:
+                            raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                        _wal_entry___insert_body__f_meta = []
+                        for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                            _wal_entry___insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
+                            pos += 2
+                            _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                            pos += _wal_entry___insert_body___meta_pair_n_key
+                            _wal_entry___insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
+                            pos += 2
+                            _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                            pos += _wal_entry___insert_body___meta_pair_n_value
+                            _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                            _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                            _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                            _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___meta_pair__obj)
+                        if p_semantic_dims > 0:
+                            _wal_entry___insert_body___tag = p_tail_layout
+                            if _wal_entry___insert_body___tag == 0:
+                                _wal_entry___insert_body___tail_full___c = p_semantic_dims
+                                if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                    raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                pos += _wal_entry___insert_body___tail_full___c * 16
+                                _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                            elif _wal_entry___insert_body___tag == 1:
+                                _wal_entry___insert_body___tail_quantized___c = p_semantic_dims - 16
+                                if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                    raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                if _wal_entry___insert_body___tail_quantized___st is None:
+                                    _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                    if len(_RC8) < 64:
+                                        _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                            elif _wal_entry___insert_body___tag == 2:
+                                _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
+                                if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                    raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
+                                if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                    raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                    _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                    if len(_RC9) < 64:
+                                        _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                            else:
+                                raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                        else:
+                            _wal_entry___insert_body__f_tail = None
+                        _wal_entry___insert_body___obj = _new(InsertBody)
+                        _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                        _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                        _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                        _wal_entry___e_body = pos
+                        _wal_entry__f_entry_crc, = _S2_unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___r21:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry___insert_body___obj
+                        _x = _wal_entry___obj
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        if pos > end:
+                            raise IndexError
+                        _x, pos = _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout)
+                    if pos <= _ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    f_entries.append(_x)
+            else:
+                f_entries = None
+            if p_block_compressed:
+                f_blocks = []
+                while True:
+                    if pos >= end:
+                        break
+                    _ip = pos
+                    if pos > end:
+                        raise IndexError
+                    _x, pos = _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, 67108864)
+                    if pos <= _ip:
+                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
+                    f_blocks.append(_x)
+            else:
+                f_blocks = None
+            _obj = _new(WalSection)
+            _obj.header = _wal_header___obj
+            _obj.entries = f_entries
+            _obj.blocks = f_blocks
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
+    return _out
+
 def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _wal_header__v = v.header
-    out += _S14.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
+    out += _S15.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
     if (not p_block_compressed):
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S20.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
@@ -4576,13 +5152,13 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
                 out += _S2.pack(len(_wal_entry___insert_body___b_data))
                 out += _wal_entry___insert_body___b_data
-                out += _S9.pack(len(_wal_entry___insert_body__v.meta))
+                out += _S10.pack(len(_wal_entry___insert_body__v.meta))
                 for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                     _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                    out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                    out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                     out += _wal_entry___insert_body___meta_pair_b_key
                     _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                    out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                    out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                     out += _wal_entry___insert_body___meta_pair_b_value
                 if p_semantic_dims > 0:
                     _wal_entry___insert_body___tag = p_tail_layout
@@ -4590,10 +5166,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                        if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
                             out += _wal_entry___insert_body___tail_full__v.dims.raw
                         else:
-                            out += _PK6.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                            out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                     elif _wal_entry___insert_body___tag == 1:
                         _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4603,10 +5179,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                        if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                             out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                         else:
-                            out += _PK6.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                            out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                         if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -4619,13 +5195,13 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
                 out += _S2.pack(len(_wal_entry___update_body___b_data))
                 out += _wal_entry___update_body___b_data
-                out += _S9.pack(len(_wal_entry___update_body__v.meta))
+                out += _S10.pack(len(_wal_entry___update_body__v.meta))
                 for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                     _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                    out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                    out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
                     out += _wal_entry___update_body___meta_pair_b_key
                     _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                    out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                    out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
                     out += _wal_entry___update_body___meta_pair_b_value
             elif _wal_entry___tag == 3:
                 if _x.body is not None:
@@ -4633,10 +5209,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
             elif _wal_entry___tag == 4:
                 _wal_entry___meta_pair__v = _x.body
                 _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-                out += _S9.pack(len(_wal_entry___meta_pair___b_key))
+                out += _S10.pack(len(_wal_entry___meta_pair___b_key))
                 out += _wal_entry___meta_pair___b_key
                 _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-                out += _S9.pack(len(_wal_entry___meta_pair___b_value))
+                out += _S10.pack(len(_wal_entry___meta_pair___b_value))
                 out += _wal_entry___meta_pair___b_value
             elif _wal_entry___tag == 5:
                 _wal_entry___set_semantic_body__v = _x.body
@@ -4646,10 +5222,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                             raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                        if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
                             out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                         else:
-                            out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                            out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                     elif _wal_entry___set_semantic_body___tag == 1:
                         _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4659,10 +5235,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                        if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                             out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                         else:
-                            out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                            out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                         if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                         out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -4672,7 +5248,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
                 _wal_entry___epoch_body__v = _x.body
-                out += _S18.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
             _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -4681,7 +5257,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
         raise EncodeError('field is present but its condition is false', path='entries')
     if p_block_compressed:
         for _x in v.blocks:
-            out += _S9.pack(len(_x.entries))
+            out += _S10.pack(len(_x.entries))
             _wal_block___outer = out
             out = bytearray()
             if len(_x.entries) != len(_x.entries):
@@ -4689,7 +5265,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
             for _wal_block___x in _x.entries:
                 _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                 _wal_block___wal_entry___s_seq = len(out)
-                out += _S20.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                out += _S21.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
                 out += _wal_block___wal_entry___b_key
                 _wal_block___wal_entry___tag = _wal_block___x.op
                 if _wal_block___wal_entry___tag == 1:
@@ -4697,13 +5273,13 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
                     out += _S2.pack(len(_wal_block___wal_entry___insert_body___b_data))
                     out += _wal_block___wal_entry___insert_body___b_data
-                    out += _S9.pack(len(_wal_block___wal_entry___insert_body__v.meta))
+                    out += _S10.pack(len(_wal_block___wal_entry___insert_body__v.meta))
                     for _wal_block___wal_entry___insert_body___x in _wal_block___wal_entry___insert_body__v.meta:
                         _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode()
-                        out += _S9.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
+                        out += _S10.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
                         out += _wal_block___wal_entry___insert_body___meta_pair_b_key
                         _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode()
-                        out += _S9.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
+                        out += _S10.pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
                         out += _wal_block___wal_entry___insert_body___meta_pair_b_value
                     if p_semantic_dims > 0:
                         _wal_block___wal_entry___insert_body___tag = p_tail_layout
@@ -4711,10 +5287,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             _wal_block___wal_entry___insert_body___tail_full__v = _wal_block___wal_entry___insert_body__v.tail
                             if len(_wal_block___wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                            if _wal_block___wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                            if _wal_block___wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
                                 out += _wal_block___wal_entry___insert_body___tail_full__v.dims.raw
                             else:
-                                out += _PK6.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
+                                out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
                         elif _wal_block___wal_entry___insert_body___tag == 1:
                             _wal_block___wal_entry___insert_body___tail_quantized__v = _wal_block___wal_entry___insert_body__v.tail
                             if len(_wal_block___wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4724,10 +5300,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             _wal_block___wal_entry___insert_body___tail_quantized_gacl__v = _wal_block___wal_entry___insert_body__v.tail
                             if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                            if _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                            if _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                                 out += _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                             else:
-                                out += _PK6.encode_all(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                                out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                             if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -4740,13 +5316,13 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
                     out += _S2.pack(len(_wal_block___wal_entry___update_body___b_data))
                     out += _wal_block___wal_entry___update_body___b_data
-                    out += _S9.pack(len(_wal_block___wal_entry___update_body__v.meta))
+                    out += _S10.pack(len(_wal_block___wal_entry___update_body__v.meta))
                     for _wal_block___wal_entry___update_body___x in _wal_block___wal_entry___update_body__v.meta:
                         _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode()
-                        out += _S9.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
+                        out += _S10.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
                         out += _wal_block___wal_entry___update_body___meta_pair_b_key
                         _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode()
-                        out += _S9.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
+                        out += _S10.pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
                         out += _wal_block___wal_entry___update_body___meta_pair_b_value
                 elif _wal_block___wal_entry___tag == 3:
                     if _wal_block___x.body is not None:
@@ -4754,10 +5330,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                 elif _wal_block___wal_entry___tag == 4:
                     _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
                     _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
-                    out += _S9.pack(len(_wal_block___wal_entry___meta_pair___b_key))
+                    out += _S10.pack(len(_wal_block___wal_entry___meta_pair___b_key))
                     out += _wal_block___wal_entry___meta_pair___b_key
                     _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode()
-                    out += _S9.pack(len(_wal_block___wal_entry___meta_pair___b_value))
+                    out += _S10.pack(len(_wal_block___wal_entry___meta_pair___b_value))
                     out += _wal_block___wal_entry___meta_pair___b_value
                 elif _wal_block___wal_entry___tag == 5:
                     _wal_block___wal_entry___set_semantic_body__v = _wal_block___x.body
@@ -4767,10 +5343,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             _wal_block___wal_entry___set_semantic_body___tail_full__v = _wal_block___wal_entry___set_semantic_body__v.tail
                             if len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                            if _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                            if _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
                                 out += _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.raw
                             else:
-                                out += _PK6.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
+                                out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
                         elif _wal_block___wal_entry___set_semantic_body___tag == 1:
                             _wal_block___wal_entry___set_semantic_body___tail_quantized__v = _wal_block___wal_entry___set_semantic_body__v.tail
                             if len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4780,10 +5356,10 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                             _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_block___wal_entry___set_semantic_body__v.tail
                             if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                            if _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                            if _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                                 out += _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                             else:
-                                out += _PK6.encode_all(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                                out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                             if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -4793,14 +5369,14 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_block___wal_entry___tag == 6:
                     _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
-                    out += _S18.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                    out += _S19.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                 else:
                     raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
                 _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
                 out += _S2.pack(_wal_block___wal_entry__f_entry_crc)
             _wal_block___plain = bytes(out)
             out = _wal_block___outer
-            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS16)
+            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS17)
             out += _S2.pack(len(_wal_block___frame))
             out += _wal_block___frame
     elif v.blocks is not None:
@@ -4808,19 +5384,19 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
 
 def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     out = bytearray()
-    _S14_pack = _S14.pack
-    _S18_pack = _S18.pack
+    _S10_pack = _S10.pack
+    _S15_pack = _S15.pack
+    _S19_pack = _S19.pack
     _S2_pack = _S2.pack
-    _S20_pack = _S20.pack
-    _S9_pack = _S9.pack
+    _S21_pack = _S21.pack
     for v in values:
         _wal_header__v = v.header
-        out += _S14_pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
+        out += _S15_pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
         if not p_block_compressed:
             for _x in v.entries:
                 _wal_entry___b_key = _x.key.encode()
                 _wal_entry___s_seq = len(out)
-                out += _S20_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+                out += _S21_pack(_x.seq, _x.op, len(_wal_entry___b_key))
                 out += _wal_entry___b_key
                 _wal_entry___tag = _x.op
                 if _wal_entry___tag == 1:
@@ -4828,13 +5404,13 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
                     out += _S2_pack(len(_wal_entry___insert_body___b_data))
                     out += _wal_entry___insert_body___b_data
-                    out += _S9_pack(len(_wal_entry___insert_body__v.meta))
+                    out += _S10_pack(len(_wal_entry___insert_body__v.meta))
                     for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                         _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                        out += _S9_pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                        out += _S10_pack(len(_wal_entry___insert_body___meta_pair_b_key))
                         out += _wal_entry___insert_body___meta_pair_b_key
                         _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                        out += _S9_pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                        out += _S10_pack(len(_wal_entry___insert_body___meta_pair_b_value))
                         out += _wal_entry___insert_body___meta_pair_b_value
                     if p_semantic_dims > 0:
                         _wal_entry___insert_body___tag = p_tail_layout
@@ -4842,10 +5418,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                             if len(_wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                            if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                            if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
                                 out += _wal_entry___insert_body___tail_full__v.dims.raw
                             else:
-                                out += _PK6.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                                out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                         elif _wal_entry___insert_body___tag == 1:
                             _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                             if len(_wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4855,10 +5431,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                             if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                            if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                            if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                                 out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                             else:
-                                out += _PK6.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                                out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                             if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -4871,13 +5447,13 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
                     out += _S2_pack(len(_wal_entry___update_body___b_data))
                     out += _wal_entry___update_body___b_data
-                    out += _S9_pack(len(_wal_entry___update_body__v.meta))
+                    out += _S10_pack(len(_wal_entry___update_body__v.meta))
                     for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                         _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                        out += _S9_pack(len(_wal_entry___update_body___meta_pair_b_key))
+                        out += _S10_pack(len(_wal_entry___update_body___meta_pair_b_key))
                         out += _wal_entry___update_body___meta_pair_b_key
                         _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                        out += _S9_pack(len(_wal_entry___update_body___meta_pair_b_value))
+                        out += _S10_pack(len(_wal_entry___update_body___meta_pair_b_value))
                         out += _wal_entry___update_body___meta_pair_b_value
                 elif _wal_entry___tag == 3:
                     if _x.body is not None:
@@ -4885,10 +5461,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                 elif _wal_entry___tag == 4:
                     _wal_entry___meta_pair__v = _x.body
                     _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-                    out += _S9_pack(len(_wal_entry___meta_pair___b_key))
+                    out += _S10_pack(len(_wal_entry___meta_pair___b_key))
                     out += _wal_entry___meta_pair___b_key
                     _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-                    out += _S9_pack(len(_wal_entry___meta_pair___b_value))
+                    out += _S10_pack(len(_wal_entry___meta_pair___b_value))
                     out += _wal_entry___meta_pair___b_value
                 elif _wal_entry___tag == 5:
                     _wal_entry___set_semantic_body__v = _x.body
@@ -4898,10 +5474,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                             if len(_wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                                 raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                            if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                            if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
                                 out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                             else:
-                                out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                                out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                         elif _wal_entry___set_semantic_body___tag == 1:
                             _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                             if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4911,10 +5487,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                             if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                 raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                            if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                            if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                                 out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                             else:
-                                out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                                out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                             if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                                 raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                             out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -4924,7 +5500,7 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_entry___tag == 6:
                     _wal_entry___epoch_body__v = _x.body
-                    out += _S18_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                    out += _S19_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
                 else:
                     raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
                 _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -4933,7 +5509,7 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
             raise EncodeError('field is present but its condition is false', path='entries')
         if p_block_compressed:
             for _x in v.blocks:
-                out += _S9_pack(len(_x.entries))
+                out += _S10_pack(len(_x.entries))
                 _wal_block___outer = out
                 out = bytearray()
                 if len(_x.entries) != len(_x.entries):
@@ -4941,7 +5517,7 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                 for _wal_block___x in _x.entries:
                     _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                     _wal_block___wal_entry___s_seq = len(out)
-                    out += _S20_pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                    out += _S21_pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
                     out += _wal_block___wal_entry___b_key
                     _wal_block___wal_entry___tag = _wal_block___x.op
                     if _wal_block___wal_entry___tag == 1:
@@ -4949,13 +5525,13 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         _wal_block___wal_entry___insert_body___b_data = _wal_block___wal_entry___insert_body__v.data
                         out += _S2_pack(len(_wal_block___wal_entry___insert_body___b_data))
                         out += _wal_block___wal_entry___insert_body___b_data
-                        out += _S9_pack(len(_wal_block___wal_entry___insert_body__v.meta))
+                        out += _S10_pack(len(_wal_block___wal_entry___insert_body__v.meta))
                         for _wal_block___wal_entry___insert_body___x in _wal_block___wal_entry___insert_body__v.meta:
                             _wal_block___wal_entry___insert_body___meta_pair_b_key = _wal_block___wal_entry___insert_body___x.key.encode()
-                            out += _S9_pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
+                            out += _S10_pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_key))
                             out += _wal_block___wal_entry___insert_body___meta_pair_b_key
                             _wal_block___wal_entry___insert_body___meta_pair_b_value = _wal_block___wal_entry___insert_body___x.value.encode()
-                            out += _S9_pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
+                            out += _S10_pack(len(_wal_block___wal_entry___insert_body___meta_pair_b_value))
                             out += _wal_block___wal_entry___insert_body___meta_pair_b_value
                         if p_semantic_dims > 0:
                             _wal_block___wal_entry___insert_body___tag = p_tail_layout
@@ -4963,10 +5539,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                                 _wal_block___wal_entry___insert_body___tail_full__v = _wal_block___wal_entry___insert_body__v.tail
                                 if len(_wal_block___wal_entry___insert_body___tail_full__v.dims) != p_semantic_dims:
                                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                                if _wal_block___wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                                if _wal_block___wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
                                     out += _wal_block___wal_entry___insert_body___tail_full__v.dims.raw
                                 else:
-                                    out += _PK6.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
+                                    out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_full__v.dims)
                             elif _wal_block___wal_entry___insert_body___tag == 1:
                                 _wal_block___wal_entry___insert_body___tail_quantized__v = _wal_block___wal_entry___insert_body__v.tail
                                 if len(_wal_block___wal_entry___insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -4976,10 +5552,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                                 _wal_block___wal_entry___insert_body___tail_quantized_gacl__v = _wal_block___wal_entry___insert_body__v.tail
                                 if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                                if _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                                if _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                                     out += _wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                                 else:
-                                    out += _PK6.encode_all(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                                    out += _PK7.encode_all(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                                 if len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                                 out += struct.pack('<' + str(len(_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -4992,13 +5568,13 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         _wal_block___wal_entry___update_body___b_data = _wal_block___wal_entry___update_body__v.data
                         out += _S2_pack(len(_wal_block___wal_entry___update_body___b_data))
                         out += _wal_block___wal_entry___update_body___b_data
-                        out += _S9_pack(len(_wal_block___wal_entry___update_body__v.meta))
+                        out += _S10_pack(len(_wal_block___wal_entry___update_body__v.meta))
                         for _wal_block___wal_entry___update_body___x in _wal_block___wal_entry___update_body__v.meta:
                             _wal_block___wal_entry___update_body___meta_pair_b_key = _wal_block___wal_entry___update_body___x.key.encode()
-                            out += _S9_pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
+                            out += _S10_pack(len(_wal_block___wal_entry___update_body___meta_pair_b_key))
                             out += _wal_block___wal_entry___update_body___meta_pair_b_key
                             _wal_block___wal_entry___update_body___meta_pair_b_value = _wal_block___wal_entry___update_body___x.value.encode()
-                            out += _S9_pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
+                            out += _S10_pack(len(_wal_block___wal_entry___update_body___meta_pair_b_value))
                             out += _wal_block___wal_entry___update_body___meta_pair_b_value
                     elif _wal_block___wal_entry___tag == 3:
                         if _wal_block___x.body is not None:
@@ -5006,10 +5582,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                     elif _wal_block___wal_entry___tag == 4:
                         _wal_block___wal_entry___meta_pair__v = _wal_block___x.body
                         _wal_block___wal_entry___meta_pair___b_key = _wal_block___wal_entry___meta_pair__v.key.encode()
-                        out += _S9_pack(len(_wal_block___wal_entry___meta_pair___b_key))
+                        out += _S10_pack(len(_wal_block___wal_entry___meta_pair___b_key))
                         out += _wal_block___wal_entry___meta_pair___b_key
                         _wal_block___wal_entry___meta_pair___b_value = _wal_block___wal_entry___meta_pair__v.value.encode()
-                        out += _S9_pack(len(_wal_block___wal_entry___meta_pair___b_value))
+                        out += _S10_pack(len(_wal_block___wal_entry___meta_pair___b_value))
                         out += _wal_block___wal_entry___meta_pair___b_value
                     elif _wal_block___wal_entry___tag == 5:
                         _wal_block___wal_entry___set_semantic_body__v = _wal_block___x.body
@@ -5019,10 +5595,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                                 _wal_block___wal_entry___set_semantic_body___tail_full__v = _wal_block___wal_entry___set_semantic_body__v.tail
                                 if len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                                if _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                                if _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
                                     out += _wal_block___wal_entry___set_semantic_body___tail_full__v.dims.raw
                                 else:
-                                    out += _PK6.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
+                                    out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_full__v.dims)
                             elif _wal_block___wal_entry___set_semantic_body___tag == 1:
                                 _wal_block___wal_entry___set_semantic_body___tail_quantized__v = _wal_block___wal_entry___set_semantic_body__v.tail
                                 if len(_wal_block___wal_entry___set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
@@ -5032,10 +5608,10 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                                 _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_block___wal_entry___set_semantic_body__v.tail
                                 if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                                if _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                                if _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                                     out += _wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                                 else:
-                                    out += _PK6.encode_all(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                                    out += _PK7.encode_all(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                                 if len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                                 out += struct.pack('<' + str(len(_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_block___wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -5045,14 +5621,14 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             raise EncodeError('field is present but its condition is false', path='tail')
                     elif _wal_block___wal_entry___tag == 6:
                         _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
-                        out += _S18_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                        out += _S19_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                     else:
                         raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
                     _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
                     out += _S2_pack(_wal_block___wal_entry__f_entry_crc)
                 _wal_block___plain = bytes(out)
                 out = _wal_block___outer
-                _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS16)
+                _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS17)
                 out += _S2_pack(len(_wal_block___frame))
                 out += _wal_block___frame
         elif v.blocks is not None:
@@ -5104,8 +5680,8 @@ def _d_htt_file(mv, pos, end):
             try:
                 for _bounds_section___i in range(_bounds_section___c):
                     if pos + 16 > end:
-                        raise _short(pos, end, _T5)
-                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S4.unpack_from(mv, pos)
+                        raise _short(pos, end, _T6)
+                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
                     pos += 16
                     _bounds_section___bound_pair__obj = _new(BoundPair)
                     _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
@@ -5126,108 +5702,7 @@ def _d_htt_file(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('snapshot') from None
     try:
-        _wal_section__p_block_compressed = _attr(f_header.flags, 'wal_block_compressed', pos, 'wal_block_compressed')
-        _wal_section__p_algorithm = _attr(f_header.flags, 'algorithm', pos, 'algorithm')
-        _wal_section__p_semantic_dims = f_header.semantic_dims
-        _wal_section__p_tail_layout = 2 if _attr(f_header.flags, 'quantized', pos, 'quantized') and _attr(f_header.flags, 'gacl', pos, 'gacl') else 1 if _attr(f_header.flags, 'quantized', pos, 'quantized') else 0
-        try:
-            if pos + 8 > end:
-                raise _short(pos, end, _T23)
-            _wal_section___wal_header__f_wal_entry_count, _wal_section___wal_header__f_wal_base_seq = _S14.unpack_from(mv, pos)
-            pos += 8
-            _wal_section___wal_header___obj = _new(WalHeader)
-            _wal_section___wal_header___obj.wal_entry_count = _wal_section___wal_header__f_wal_entry_count
-            _wal_section___wal_header___obj.wal_base_seq = _wal_section___wal_header__f_wal_base_seq
-            _wal_section__f_header = _wal_section___wal_header___obj
-        except DecodeError as _exc:
-            raise _exc.prefixed('header') from None
-        if not _wal_section__p_block_compressed:
-            _wal_section__f_entries = []
-            try:
-                _wal_section___i = 0
-                while True:
-                    if pos >= end:
-                        break
-                    _wal_section___ip = pos
-                    try:
-                        _wal_section___x, pos = _d_wal_entry(mv, pos, end, _wal_section__p_semantic_dims, _wal_section__p_tail_layout)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('') from None
-                    if pos <= _wal_section___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                    _wal_section__f_entries.append(_wal_section___x)
-                    _wal_section___i += 1
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_wal_section___i) + ']').prefixed('entries') from None
-        else:
-            _wal_section__f_entries = None
-        if _wal_section__p_block_compressed:
-            _wal_section__f_blocks = []
-            try:
-                _wal_section___i = 0
-                while True:
-                    if pos >= end:
-                        break
-                    _wal_section___ip = pos
-                    try:
-                        if pos + 2 > end:
-                            raise _short(pos, end, _T24)
-                        _wal_section___wal_block__f_block_entry_count, = _S9.unpack_from(mv, pos)
-                        _wal_section___wal_block___r9 = pos
-                        pos += 2
-                        if _wal_section___wal_block__f_block_entry_count < 1 or _wal_section___wal_block__f_block_entry_count > 64:
-                            raise ConstraintError('value out of range', offset=_wal_section___wal_block___r9, path='block_entry_count', expected='1..64', found=_wal_section___wal_block__f_block_entry_count)
-                        if pos + 4 > end:
-                            raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
-                        _wal_section___wal_block___clen = _S2.unpack_from(mv, pos)[0]
-                        pos += 4
-                        if pos + _wal_section___wal_block___clen > end:
-                            raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_wal_section___wal_block___clen, found=end - pos)
-                        _wal_section___wal_block___plain = _decompress(_wal_section__p_algorithm, mv[pos:pos + _wal_section___wal_block___clen], 67108864, expected_size=None, offset=pos, path='entries', codecs=_CODECS16)
-                        _wal_section___wal_block___fpos = pos
-                        pos += _wal_section___wal_block___clen
-                        _wal_section___wal_block___save = (mv, pos, end)
-                        mv = memoryview(_wal_section___wal_block___plain)
-                        pos, end = (0, len(_wal_section___wal_block___plain))
-                        try:
-                            _wal_section___wal_block___c = _wal_section___wal_block__f_block_entry_count
-                            if _wal_section___wal_block___c < 0 or _wal_section___wal_block___c * 11 > end - pos:
-                                raise TruncatedError('count ' + str(_wal_section___wal_block___c) + ' needs at least ' + str(_wal_section___wal_block___c * 11) + ' bytes', offset=pos, path='entries', expected=_wal_section___wal_block___c * 11, found=end - pos)
-                            _wal_section___wal_block__f_entries = []
-                            try:
-                                for _wal_section___wal_block___i in range(_wal_section___wal_block___c):
-                                    try:
-                                        _wal_section___wal_block___x, pos = _d_wal_entry(mv, pos, end, _wal_section__p_semantic_dims, _wal_section__p_tail_layout)
-                                    except DecodeError as _exc:
-                                        raise _exc.prefixed('') from None
-                                    _wal_section___wal_block__f_entries.append(_wal_section___wal_block___x)
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('[' + str(_wal_section___wal_block___i) + ']').prefixed('entries') from None
-                            if pos != end:
-                                raise ConstraintError('decompressed section has trailing bytes', offset=pos, path='entries', expected=end, found=pos)
-                        except DecodeError as _exc:
-                            _exc.message += f' (at +{_exc.offset} in the section decompressed from offset {_wal_section___wal_block___fpos})'
-                            _exc.offset = _wal_section___wal_block___fpos
-                            raise
-                        mv, pos, end = _wal_section___wal_block___save
-                        _wal_section___wal_block___obj = _new(WalBlock)
-                        _wal_section___wal_block___obj.entries = _wal_section___wal_block__f_entries
-                        _wal_section___x = _wal_section___wal_block___obj
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('') from None
-                    if pos <= _wal_section___ip:
-                        raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                    _wal_section__f_blocks.append(_wal_section___x)
-                    _wal_section___i += 1
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_wal_section___i) + ']').prefixed('blocks') from None
-        else:
-            _wal_section__f_blocks = None
-        _wal_section___obj = _new(WalSection)
-        _wal_section___obj.header = _wal_section__f_header
-        _wal_section___obj.entries = _wal_section__f_entries
-        _wal_section___obj.blocks = _wal_section__f_blocks
-        f_wal = _wal_section___obj
+        f_wal, pos = _d_wal_section(mv, pos, end, _attr(f_header.flags, 'wal_block_compressed', pos, 'wal_block_compressed'), _attr(f_header.flags, 'algorithm', pos, 'algorithm'), f_header.semantic_dims, (2 if (_attr(f_header.flags, 'quantized', pos, 'quantized') and _attr(f_header.flags, 'gacl', pos, 'gacl')) else (1 if _attr(f_header.flags, 'quantized', pos, 'quantized') else 0)))
     except DecodeError as _exc:
         raise _exc.prefixed('wal') from None
     _obj = _new(HttFile)
@@ -5236,6 +5711,136 @@ def _d_htt_file(mv, pos, end):
     _obj.snapshot = f_snapshot
     _obj.wal = f_wal
     return _obj, pos
+
+def _u_htt_file(mv, pos, end):
+    _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count, _file_header__f_header_crc = _S4.unpack_from(mv, pos)
+    _file_header___r0 = pos
+    pos += 28
+    if _file_header__f_magic != b'HTT\x00':
+        raise ConstraintError('bad magic', offset=_file_header___r0, path='magic', expected=b'HTT\x00', found=_file_header__f_magic)
+    if _file_header__f_version < 1 or _file_header__f_version > 4:
+        raise ConstraintError('value out of range', offset=_file_header___r0 + 4, path='version', expected='1..4', found=_file_header__f_version)
+    if _file_header__f_flags & 0:
+        raise ConstraintError('undefined header_flags bits set', offset=_file_header___r0 + 5, path='flags', expected='mask 0xff', found=_file_header__f_flags)
+    _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
+    _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
+    _file_header___e_node_count = _file_header___r0 + 28
+    _file_header___r2 = pos
+    pos += 4
+    _file_header___ck = _ck_crc32(mv[_file_header___r0:_file_header___e_node_count])
+    if _file_header__f_header_crc != _file_header___ck:
+        raise ChecksumError('crc32 mismatch', offset=_file_header___r2, path='header_crc', expected=_file_header___ck, found=_file_header__f_header_crc)
+    _file_header___obj = _new(FileHeader)
+    _file_header___obj.version = _file_header__f_version
+    _file_header___obj.flags = _file_header__f_flags
+    _file_header___obj.dimension = _file_header__f_dimension
+    _file_header___obj.semantic_dims = _file_header__f_semantic_dims
+    _file_header___obj.tau = _file_header__f_tau
+    _file_header___obj.node_count = _file_header__f_node_count
+    if _attr(_file_header___obj.flags, 'meaning_addressed', pos, 'meaning_addressed'):
+        _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
+        _bounds_section___c = _bounds_section__p_semantic_dims - 16
+        if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
+            raise TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+        _bounds_section__f_bounds = []
+        for _bounds_section___i in range(_bounds_section___c):
+            _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5.unpack_from(mv, pos)
+            pos += 16
+            _bounds_section___bound_pair__obj = _new(BoundPair)
+            _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
+            _bounds_section___bound_pair__obj.max = _bounds_section___bound_pair_f_max
+            _bounds_section__f_bounds.append(_bounds_section___bound_pair__obj)
+        _bounds_section___obj = _new(BoundsSection)
+        _bounds_section___obj.bounds = _bounds_section__f_bounds
+        f_bounds = _bounds_section___obj
+    else:
+        f_bounds = None
+    if pos > end:
+        raise IndexError
+    f_snapshot, pos = _d_snapshot_section(mv, pos, end, _file_header___obj.version, _attr(_file_header___obj.flags, 'compressed', pos, 'compressed'), _attr(_file_header___obj.flags, 'algorithm', pos, 'algorithm'), _file_header___obj.semantic_dims, 2 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') and _attr(_file_header___obj.flags, 'gacl', pos, 'gacl') else 1 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') else 0)
+    if pos > end:
+        raise IndexError
+    f_wal, pos = _u_wal_section(mv, pos, end, _attr(_file_header___obj.flags, 'wal_block_compressed', pos, 'wal_block_compressed'), _attr(_file_header___obj.flags, 'algorithm', pos, 'algorithm'), _file_header___obj.semantic_dims, 2 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') and _attr(_file_header___obj.flags, 'gacl', pos, 'gacl') else 1 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') else 0)
+    _obj = _new(HttFile)
+    _obj.header = _file_header___obj
+    _obj.bounds = f_bounds
+    _obj.snapshot = f_snapshot
+    _obj.wal = f_wal
+    return (_obj, pos)
+
+def _m_htt_file(mv, pos, end):
+    _out = []
+    _append = _out.append
+    _p0 = _rs = pos
+    _end = end
+    _S4_unpack_from = _S4.unpack_from
+    _S5_unpack_from = _S5.unpack_from
+    try:
+        while True:
+            if pos >= end:
+                break
+            _rs = pos
+            _file_header__f_magic, _file_header__f_version, _file_header__f_flags, _file_header__f_dimension, _file_header__f_semantic_dims, _file_header__f_tau, _file_header__f_node_count, _file_header__f_header_crc = _S4_unpack_from(mv, pos)
+            _file_header___r0 = pos
+            pos += 28
+            if _file_header__f_magic != b'HTT\x00':
+                raise ConstraintError('bad magic', offset=_file_header___r0, path='magic', expected=b'HTT\x00', found=_file_header__f_magic)
+            if _file_header__f_version < 1 or _file_header__f_version > 4:
+                raise ConstraintError('value out of range', offset=_file_header___r0 + 4, path='version', expected='1..4', found=_file_header__f_version)
+            if _file_header__f_flags & 0:
+                raise ConstraintError('undefined header_flags bits set', offset=_file_header___r0 + 5, path='flags', expected='mask 0xff', found=_file_header__f_flags)
+            _file_header__f_flags = HeaderFlags.from_int(_file_header__f_flags)
+            _file_header__f_tau = int.from_bytes(_file_header__f_tau, 'little', signed=True)
+            _file_header___e_node_count = _file_header___r0 + 28
+            _file_header___r2 = pos
+            pos += 4
+            _file_header___ck = _ck_crc32(mv[_file_header___r0:_file_header___e_node_count])
+            if _file_header__f_header_crc != _file_header___ck:
+                raise ChecksumError('crc32 mismatch', offset=_file_header___r2, path='header_crc', expected=_file_header___ck, found=_file_header__f_header_crc)
+            _file_header___obj = _new(FileHeader)
+            _file_header___obj.version = _file_header__f_version
+            _file_header___obj.flags = _file_header__f_flags
+            _file_header___obj.dimension = _file_header__f_dimension
+            _file_header___obj.semantic_dims = _file_header__f_semantic_dims
+            _file_header___obj.tau = _file_header__f_tau
+            _file_header___obj.node_count = _file_header__f_node_count
+            if _attr(_file_header___obj.flags, 'meaning_addressed', pos, 'meaning_addressed'):
+                _bounds_section__p_semantic_dims = _file_header___obj.semantic_dims
+                _bounds_section___c = _bounds_section__p_semantic_dims - 16
+                if _bounds_section___c < 0 or _bounds_section___c * 16 > end - pos:
+                    raise TruncatedError('count ' + str(_bounds_section___c) + ' needs at least ' + str(_bounds_section___c * 16) + ' bytes', offset=pos, path='bounds', expected=_bounds_section___c * 16, found=end - pos)
+                _bounds_section__f_bounds = []
+                for _bounds_section___i in range(_bounds_section___c):
+                    _bounds_section___bound_pair_f_min, _bounds_section___bound_pair_f_max = _S5_unpack_from(mv, pos)
+                    pos += 16
+                    _bounds_section___bound_pair__obj = _new(BoundPair)
+                    _bounds_section___bound_pair__obj.min = _bounds_section___bound_pair_f_min
+                    _bounds_section___bound_pair__obj.max = _bounds_section___bound_pair_f_max
+                    _bounds_section__f_bounds.append(_bounds_section___bound_pair__obj)
+                _bounds_section___obj = _new(BoundsSection)
+                _bounds_section___obj.bounds = _bounds_section__f_bounds
+                f_bounds = _bounds_section___obj
+            else:
+                f_bounds = None
+            if pos > end:
+                raise IndexError
+            f_snapshot, pos = _d_snapshot_section(mv, pos, end, _file_header___obj.version, _attr(_file_header___obj.flags, 'compressed', pos, 'compressed'), _attr(_file_header___obj.flags, 'algorithm', pos, 'algorithm'), _file_header___obj.semantic_dims, 2 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') and _attr(_file_header___obj.flags, 'gacl', pos, 'gacl') else 1 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') else 0)
+            if pos > end:
+                raise IndexError
+            f_wal, pos = _u_wal_section(mv, pos, end, _attr(_file_header___obj.flags, 'wal_block_compressed', pos, 'wal_block_compressed'), _attr(_file_header___obj.flags, 'algorithm', pos, 'algorithm'), _file_header___obj.semantic_dims, 2 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') and _attr(_file_header___obj.flags, 'gacl', pos, 'gacl') else 1 if _attr(_file_header___obj.flags, 'quantized', pos, 'quantized') else 0)
+            _obj = _new(HttFile)
+            _obj.header = _file_header___obj
+            _obj.bounds = f_bounds
+            _obj.snapshot = f_snapshot
+            _obj.wal = f_wal
+            _append(_obj)
+    except Exception:
+        # the checked decoder re-reads the failing record: its error (or value)
+        return _decode_many(_d_htt_file, 'htt_file', mv, _rs, _end, (), _out)
+    if pos > end and pos != _p0:  # the last record ran past the end
+        _out.pop()
+        return _decode_many(_d_htt_file, 'htt_file', mv, _rs, _end, (), _out)
+    return _out
 
 def _e_htt_file(out, v):
     _file_header__v = v.header
@@ -5250,7 +5855,7 @@ def _e_htt_file(out, v):
         if len(_bounds_section__v.bounds) != _bounds_section__p_semantic_dims - 16:
             raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(len(_bounds_section__v.bounds)), path='bounds')
         for _bounds_section___x in _bounds_section__v.bounds:
-            out += _S4.pack(_bounds_section___x.min, _bounds_section___x.max)
+            out += _S5.pack(_bounds_section___x.min, _bounds_section___x.max)
     elif v.bounds is not None:
         raise EncodeError('field is present but its condition is false', path='bounds')
     _e_snapshot_section(out, v.snapshot, v.header.version, v.header.flags.compressed, v.header.flags.algorithm, v.header.semantic_dims, (2 if (v.header.flags.quantized and v.header.flags.gacl) else (1 if v.header.flags.quantized else 0)))
@@ -5260,7 +5865,7 @@ def _em_htt_file(values):
     out = bytearray()
     _S0_pack = _S0.pack
     _S2_pack = _S2.pack
-    _S4_pack = _S4.pack
+    _S5_pack = _S5.pack
     for v in values:
         _file_header__v = v.header
         _file_header___s_magic = len(out)
@@ -5274,7 +5879,7 @@ def _em_htt_file(values):
             if len(_bounds_section__v.bounds) != _bounds_section__p_semantic_dims - 16:
                 raise EncodeError('expected ' + str(_bounds_section__p_semantic_dims - 16) + ' items, found ' + str(len(_bounds_section__v.bounds)), path='bounds')
             for _bounds_section___x in _bounds_section__v.bounds:
-                out += _S4_pack(_bounds_section___x.min, _bounds_section___x.max)
+                out += _S5_pack(_bounds_section___x.min, _bounds_section___x.max)
         elif v.bounds is not None:
             raise EncodeError('field is present but its condition is false', path='bounds')
         _e_snapshot_section(out, v.snapshot, v.header.version, v.header.flags.compressed, v.header.flags.algorithm, v.header.semantic_dims, 2 if v.header.flags.quantized and v.header.flags.gacl else 1 if v.header.flags.quantized else 0)
@@ -5283,16 +5888,16 @@ def _em_htt_file(values):
 
 def _d_sidecar_segment_v1(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T26)
-    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S25.unpack_from(mv, pos)
-    _r25 = pos
+        raise _short(pos, end, _T27)
+    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S26.unpack_from(mv, pos)
+    _r26 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r25, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r26, path='magic', expected=b'HTTH', found=f_magic)
     if f_reserved6 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r25 + 6, path='reserved6', expected=0, found=f_reserved6)
+        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 6, path='reserved6', expected=0, found=f_reserved6)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r25 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -5314,7 +5919,157 @@ def _d_sidecar_segment_v1(mv, pos, end):
                     break
                 _ip = pos
                 try:
-                    _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, ((2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if ((f_version >= 2) and _attr(f_layout, 'quantized', pos, 'quantized')) else 0))
+                    _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    if pos + 7 > end:
+                        raise _short(pos, end, _T22)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
+                    _wal_entry___r21 = pos
+                    pos += 7
+                    _wal_entry___s_seq = _wal_entry___r21
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    if pos + _wal_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
+                    try:
+                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        try:
+                            if pos + 4 > end:
+                                raise _short(pos, end, _T13)
+                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                            pos += 4
+                            if pos + _wal_entry___insert_body__n_data > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
+                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                            pos += _wal_entry___insert_body__n_data
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T14)
+                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                            pos += 2
+                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
+                                raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            _wal_entry___insert_body__f_meta = []
+                            try:
+                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T11)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_key
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T12)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_value
+                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
+                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
+                            if f_semantic_dims > 0:
+                                _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
+                                if _wal_entry___insert_body___tag == 0:
+                                    try:
+                                        _wal_entry___insert_body___tail_full___c = f_semantic_dims
+                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_full___c * 16
+                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 1:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        if _wal_entry___insert_body___tail_quantized___st is None:
+                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                            if len(_RC8) < 64:
+                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 2:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                            if len(_RC9) < 64:
+                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                else:
+                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                            else:
+                                _wal_entry___insert_body__f_tail = None
+                            _wal_entry___insert_body___obj = _new(InsertBody)
+                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                            _wal_entry__f_body = _wal_entry___insert_body___obj
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                        _wal_entry___e_body = pos
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T23)
+                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry__f_body
+                        _x = _wal_entry___obj
+                    else:
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, _wal_entry__p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -5332,7 +6087,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T27)
+        raise _short(pos, end, _T28)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -5350,7 +6105,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
 
 def _e_sidecar_segment_v1(out, v):
     _at_raw_len = len(out) + 16
-    out += _S25.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
+    out += _S26.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -5358,7 +6113,7 @@ def _e_sidecar_segment_v1(out, v):
         _wal_entry__p_tail_layout = (2 if None.gacl else 1) if v.version >= 2 and None.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S20.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -5366,13 +6121,13 @@ def _e_sidecar_segment_v1(out, v):
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
             out += _wal_entry___insert_body___b_data
-            out += _S9.pack(len(_wal_entry___insert_body__v.meta))
+            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                 _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
                 _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if _wal_entry__p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
@@ -5380,10 +6135,10 @@ def _e_sidecar_segment_v1(out, v):
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
                         out += _wal_entry___insert_body___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                        out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
                     _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
@@ -5393,10 +6148,10 @@ def _e_sidecar_segment_v1(out, v):
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -5409,13 +6164,13 @@ def _e_sidecar_segment_v1(out, v):
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
             out += _wal_entry___update_body___b_data
-            out += _S9.pack(len(_wal_entry___update_body__v.meta))
+            out += _S10.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                 _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
                 _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
             if _x.body is not None:
@@ -5423,10 +6178,10 @@ def _e_sidecar_segment_v1(out, v):
         elif _wal_entry___tag == 4:
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-            out += _S9.pack(len(_wal_entry___meta_pair___b_key))
+            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
             _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-            out += _S9.pack(len(_wal_entry___meta_pair___b_value))
+            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
             _wal_entry___set_semantic_body__v = _x.body
@@ -5436,10 +6191,10 @@ def _e_sidecar_segment_v1(out, v):
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
                         out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
                     _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
@@ -5449,10 +6204,10 @@ def _e_sidecar_segment_v1(out, v):
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -5462,7 +6217,7 @@ def _e_sidecar_segment_v1(out, v):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S18.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -5480,17 +6235,17 @@ def _e_sidecar_segment_v1(out, v):
 
 def _d_sidecar_segment_v2(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T28)
-    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S25.unpack_from(mv, pos)
-    _r25 = pos
+        raise _short(pos, end, _T29)
+    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S26.unpack_from(mv, pos)
+    _r26 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r25, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r26, path='magic', expected=b'HTTH', found=f_magic)
     if f_layout & 252:
-        raise ConstraintError('undefined sidecar_layout bits set', offset=_r25 + 6, path='layout', expected='mask 0x3', found=f_layout)
+        raise ConstraintError('undefined sidecar_layout bits set', offset=_r26 + 6, path='layout', expected='mask 0x3', found=f_layout)
     f_layout = SidecarLayout.from_int(f_layout)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r25 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -5512,7 +6267,157 @@ def _d_sidecar_segment_v2(mv, pos, end):
                     break
                 _ip = pos
                 try:
-                    _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, ((2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if ((f_version >= 2) and _attr(f_layout, 'quantized', pos, 'quantized')) else 0))
+                    _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
+                    _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
+                    if pos + 7 > end:
+                        raise _short(pos, end, _T22)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
+                    _wal_entry___r21 = pos
+                    pos += 7
+                    _wal_entry___s_seq = _wal_entry___r21
+                    _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
+                    if _wal_entry___v is None:
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                    _wal_entry__f_op = _wal_entry___v
+                    if pos + _wal_entry__n_key > end:
+                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
+                    try:
+                        _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    except UnicodeDecodeError as _u:
+                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                    pos += _wal_entry__n_key
+                    _wal_entry___tag = _wal_entry__f_op
+                    if _wal_entry___tag == 1:
+                        try:
+                            if pos + 4 > end:
+                                raise _short(pos, end, _T13)
+                            _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
+                            pos += 4
+                            if pos + _wal_entry___insert_body__n_data > end:
+                                raise TruncatedError('bytes truncated', offset=pos, path='data', expected=_wal_entry___insert_body__n_data, found=end - pos)
+                            _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                            pos += _wal_entry___insert_body__n_data
+                            if pos + 2 > end:
+                                raise _short(pos, end, _T14)
+                            _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
+                            pos += 2
+                            if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
+                                raise TruncatedError('count ' + str(_wal_entry___insert_body__n_meta) + ' needs at least ' + str(_wal_entry___insert_body__n_meta * 4) + ' bytes', offset=pos, path='meta', expected=_wal_entry___insert_body__n_meta * 4, found=end - pos)
+                            _wal_entry___insert_body__f_meta = []
+                            try:
+                                for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T11)
+                                    _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_key > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry___insert_body___meta_pair_n_key, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'key') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_key
+                                    if pos + 2 > end:
+                                        raise _short(pos, end, _T12)
+                                    _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
+                                    pos += 2
+                                    if pos + _wal_entry___insert_body___meta_pair_n_value > end:
+                                        raise TruncatedError('str truncated', offset=pos, path='value', expected=_wal_entry___insert_body___meta_pair_n_value, found=end - pos)
+                                    try:
+                                        _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                                    except UnicodeDecodeError as _u:
+                                        raise _text_error(_u, pos, 'utf-8', 'value') from None
+                                    pos += _wal_entry___insert_body___meta_pair_n_value
+                                    _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
+                                    _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
+                                    _wal_entry___insert_body___meta_pair__obj.value = _wal_entry___insert_body___meta_pair_f_value
+                                    _wal_entry___insert_body___x = _wal_entry___insert_body___meta_pair__obj
+                                    _wal_entry___insert_body__f_meta.append(_wal_entry___insert_body___x)
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('[' + str(_wal_entry___insert_body___i) + ']').prefixed('meta') from None
+                            if f_semantic_dims > 0:
+                                _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
+                                if _wal_entry___insert_body___tag == 0:
+                                    try:
+                                        _wal_entry___insert_body___tail_full___c = f_semantic_dims
+                                        if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_full___c * 16
+                                        _wal_entry___insert_body___tail_full___obj = _new(TailFull)
+                                        _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_full___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 1:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized___c = f_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized___c < 0 or _wal_entry___insert_body___tail_quantized___c * 2 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized___st = _RC8.get(_wal_entry___insert_body___tail_quantized___c)
+                                        if _wal_entry___insert_body___tail_quantized___st is None:
+                                            _wal_entry___insert_body___tail_quantized___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized___c) + 'h')
+                                            if len(_RC8) < 64:
+                                                _RC8[_wal_entry___insert_body___tail_quantized___c] = _wal_entry___insert_body___tail_quantized___st
+                                        _wal_entry___insert_body___tail_quantized__f_user = list(_wal_entry___insert_body___tail_quantized___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized___c * 2
+                                        _wal_entry___insert_body___tail_quantized___obj = _new(TailQuantized)
+                                        _wal_entry___insert_body___tail_quantized___obj.user = _wal_entry___insert_body___tail_quantized__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                elif _wal_entry___insert_body___tag == 2:
+                                    try:
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = min(f_semantic_dims, 16)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
+                                        _wal_entry___insert_body___tail_quantized_gacl___c = f_semantic_dims - 16
+                                        if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
+                                            raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 2) + ' bytes', offset=pos, path='user', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 2, found=end - pos)
+                                        _wal_entry___insert_body___tail_quantized_gacl___st = _RC9.get(_wal_entry___insert_body___tail_quantized_gacl___c)
+                                        if _wal_entry___insert_body___tail_quantized_gacl___st is None:
+                                            _wal_entry___insert_body___tail_quantized_gacl___st = struct.Struct('<' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + 'h')
+                                            if len(_RC9) < 64:
+                                                _RC9[_wal_entry___insert_body___tail_quantized_gacl___c] = _wal_entry___insert_body___tail_quantized_gacl___st
+                                        _wal_entry___insert_body___tail_quantized_gacl__f_user = list(_wal_entry___insert_body___tail_quantized_gacl___st.unpack_from(mv, pos))
+                                        pos += _wal_entry___insert_body___tail_quantized_gacl___c * 2
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj = _new(TailQuantizedGacl)
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.reserved = _wal_entry___insert_body___tail_quantized_gacl__f_reserved
+                                        _wal_entry___insert_body___tail_quantized_gacl___obj.user = _wal_entry___insert_body___tail_quantized_gacl__f_user
+                                        _wal_entry___insert_body__f_tail = _wal_entry___insert_body___tail_quantized_gacl___obj
+                                    except DecodeError as _exc:
+                                        raise _exc.prefixed('tail') from None
+                                else:
+                                    raise ConstraintError('no case for tag', offset=pos, path='tail', expected=[0, 1, 2], found=_wal_entry___insert_body___tag)
+                            else:
+                                _wal_entry___insert_body__f_tail = None
+                            _wal_entry___insert_body___obj = _new(InsertBody)
+                            _wal_entry___insert_body___obj.data = _wal_entry___insert_body__f_data
+                            _wal_entry___insert_body___obj.meta = _wal_entry___insert_body__f_meta
+                            _wal_entry___insert_body___obj.tail = _wal_entry___insert_body__f_tail
+                            _wal_entry__f_body = _wal_entry___insert_body___obj
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('body') from None
+                        _wal_entry___e_body = pos
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T23)
+                        _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
+                        _wal_entry___r2 = pos
+                        pos += 4
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___s_seq:_wal_entry___e_body])
+                        if _wal_entry__f_entry_crc != _wal_entry___ck:
+                            raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
+                        _wal_entry___obj = _new(WalEntry)
+                        _wal_entry___obj.seq = _wal_entry__f_seq
+                        _wal_entry___obj.op = _wal_entry__f_op
+                        _wal_entry___obj.key = _wal_entry__f_key
+                        _wal_entry___obj.body = _wal_entry__f_body
+                        _x = _wal_entry___obj
+                    else:
+                        pos, end = (_wal_entry___re_pos, _wal_entry___re_end)
+                        _x, pos = _d_wal_entry(mv, pos, end, f_semantic_dims, _wal_entry__p_tail_layout)
                 except DecodeError as _exc:
                     raise _exc.prefixed('') from None
                 if pos <= _ip:
@@ -5530,7 +6435,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T27)
+        raise _short(pos, end, _T28)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -5548,7 +6453,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
 
 def _e_sidecar_segment_v2(out, v):
     _at_raw_len = len(out) + 16
-    out += _S25.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
+    out += _S26.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -5556,7 +6461,7 @@ def _e_sidecar_segment_v2(out, v):
         _wal_entry__p_tail_layout = (2 if v.layout.gacl else 1) if v.version >= 2 and v.layout.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S20.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -5564,13 +6469,13 @@ def _e_sidecar_segment_v2(out, v):
             _wal_entry___insert_body___b_data = _wal_entry___insert_body__v.data
             out += _S2.pack(len(_wal_entry___insert_body___b_data))
             out += _wal_entry___insert_body___b_data
-            out += _S9.pack(len(_wal_entry___insert_body__v.meta))
+            out += _S10.pack(len(_wal_entry___insert_body__v.meta))
             for _wal_entry___insert_body___x in _wal_entry___insert_body__v.meta:
                 _wal_entry___insert_body___meta_pair_b_key = _wal_entry___insert_body___x.key.encode()
-                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_key))
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_key))
                 out += _wal_entry___insert_body___meta_pair_b_key
                 _wal_entry___insert_body___meta_pair_b_value = _wal_entry___insert_body___x.value.encode()
-                out += _S9.pack(len(_wal_entry___insert_body___meta_pair_b_value))
+                out += _S10.pack(len(_wal_entry___insert_body___meta_pair_b_value))
                 out += _wal_entry___insert_body___meta_pair_b_value
             if _wal_entry__p_semantic_dims > 0:
                 _wal_entry___insert_body___tag = _wal_entry__p_tail_layout
@@ -5578,10 +6483,10 @@ def _e_sidecar_segment_v2(out, v):
                     _wal_entry___insert_body___tail_full__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___insert_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK6:
+                    if _wal_entry___insert_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___insert_body___tail_full__v.dims.kind is _PK7:
                         out += _wal_entry___insert_body___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___insert_body___tail_full__v.dims)
+                        out += _PK7.encode_all(_wal_entry___insert_body___tail_full__v.dims)
                 elif _wal_entry___insert_body___tag == 1:
                     _wal_entry___insert_body___tail_quantized__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
@@ -5591,10 +6496,10 @@ def _e_sidecar_segment_v2(out, v):
                     _wal_entry___insert_body___tail_quantized_gacl__v = _wal_entry___insert_body__v.tail
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _wal_entry___insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _wal_entry___insert_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_wal_entry___insert_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___insert_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___insert_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___insert_body___tail_quantized_gacl__v.user)
@@ -5607,13 +6512,13 @@ def _e_sidecar_segment_v2(out, v):
             _wal_entry___update_body___b_data = _wal_entry___update_body__v.data
             out += _S2.pack(len(_wal_entry___update_body___b_data))
             out += _wal_entry___update_body___b_data
-            out += _S9.pack(len(_wal_entry___update_body__v.meta))
+            out += _S10.pack(len(_wal_entry___update_body__v.meta))
             for _wal_entry___update_body___x in _wal_entry___update_body__v.meta:
                 _wal_entry___update_body___meta_pair_b_key = _wal_entry___update_body___x.key.encode()
-                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_key))
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_key))
                 out += _wal_entry___update_body___meta_pair_b_key
                 _wal_entry___update_body___meta_pair_b_value = _wal_entry___update_body___x.value.encode()
-                out += _S9.pack(len(_wal_entry___update_body___meta_pair_b_value))
+                out += _S10.pack(len(_wal_entry___update_body___meta_pair_b_value))
                 out += _wal_entry___update_body___meta_pair_b_value
         elif _wal_entry___tag == 3:
             if _x.body is not None:
@@ -5621,10 +6526,10 @@ def _e_sidecar_segment_v2(out, v):
         elif _wal_entry___tag == 4:
             _wal_entry___meta_pair__v = _x.body
             _wal_entry___meta_pair___b_key = _wal_entry___meta_pair__v.key.encode()
-            out += _S9.pack(len(_wal_entry___meta_pair___b_key))
+            out += _S10.pack(len(_wal_entry___meta_pair___b_key))
             out += _wal_entry___meta_pair___b_key
             _wal_entry___meta_pair___b_value = _wal_entry___meta_pair__v.value.encode()
-            out += _S9.pack(len(_wal_entry___meta_pair___b_value))
+            out += _S10.pack(len(_wal_entry___meta_pair___b_value))
             out += _wal_entry___meta_pair___b_value
         elif _wal_entry___tag == 5:
             _wal_entry___set_semantic_body__v = _x.body
@@ -5634,10 +6539,10 @@ def _e_sidecar_segment_v2(out, v):
                     _wal_entry___set_semantic_body___tail_full__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_full__v.dims) != _wal_entry__p_semantic_dims:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_full__v.dims)), path='dims')
-                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK6:
+                    if _wal_entry___set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_full__v.dims.kind is _PK7:
                         out += _wal_entry___set_semantic_body___tail_full__v.dims.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
+                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_full__v.dims)
                 elif _wal_entry___set_semantic_body___tag == 1:
                     _wal_entry___set_semantic_body___tail_quantized__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized__v.user) != _wal_entry__p_semantic_dims - 16:
@@ -5647,10 +6552,10 @@ def _e_sidecar_segment_v2(out, v):
                     _wal_entry___set_semantic_body___tail_quantized_gacl__v = _wal_entry___set_semantic_body__v.tail
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved) != min(_wal_entry__p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(_wal_entry__p_semantic_dims, 16)) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
-                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK6:
+                    if _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
                         out += _wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved.raw
                     else:
-                        out += _PK6.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
+                        out += _PK7.encode_all(_wal_entry___set_semantic_body___tail_quantized_gacl__v.reserved)
                     if len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user) != _wal_entry__p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(_wal_entry__p_semantic_dims - 16) + ' items, found ' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)), path='user')
                     out += struct.pack('<' + str(len(_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_wal_entry___set_semantic_body___tail_quantized_gacl__v.user)
@@ -5660,7 +6565,7 @@ def _e_sidecar_segment_v2(out, v):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S18.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -6988,6 +7893,14 @@ def decode_wal_section(buf, offset: int = 0, *, block_compressed: bool, algorith
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_wal_section(mv, offset, len(mv), block_compressed, algorithm, semantic_dims, tail_layout)
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
+    try:
         return _d_wal_section(mv, offset, len(mv), block_compressed, algorithm, semantic_dims, tail_layout)
     except DecodeError as exc:
         raise exc.prefixed("wal_section") from None
@@ -7029,7 +7942,8 @@ def decode_many_wal_section(buf, offset: int = 0, end: int | None = None, *, blo
         algorithm = CompressionAlgorithm(algorithm)
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
-    return _decode_many(_d_wal_section, "wal_section", buf, offset, end, (block_compressed, algorithm, semantic_dims, tail_layout,))
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_wal_section(mv, offset, len(mv) if end is None else end, block_compressed, algorithm, semantic_dims, tail_layout)
 
 
 def encode_many_wal_section(values, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
@@ -7067,6 +7981,14 @@ def decode_htt_file(buf, offset: int = 0) -> tuple[HttFile, int]:
     # field, no copy back to bytes); other buffers go through a memoryview
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     try:
+        # optimistic first (no per-read bounds tests); anything unusual is re-read by
+        # the checked decoder, whose error is the one raised
+        value = _u_htt_file(mv, offset, len(mv))
+        if value[1] <= len(mv):
+            return value
+    except Exception:
+        pass
+    try:
         return _d_htt_file(mv, offset, len(mv))
     except DecodeError as exc:
         raise exc.prefixed("htt_file") from None
@@ -7100,7 +8022,8 @@ def iter_htt_file(buf, offset: int = 0, end: int | None = None):
 def decode_many_htt_file(buf, offset: int = 0, end: int | None = None) -> list[HttFile]:
     """Decode consecutive `htt_file` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_htt_file``, in one loop: for logs read whole)."""
-    return _decode_many(_d_htt_file, "htt_file", buf, offset, end, ())
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    return _m_htt_file(mv, offset, len(mv) if end is None else end)
 
 
 def encode_many_htt_file(values) -> bytes:

@@ -288,10 +288,11 @@ _EB7 = [_PAGEKIND_BY_VALUE.get(_i, _i) for _i in range(256)]
 _S8 = struct.Struct('<I')
 _T9 = (('crc', 0, 4),)
 _S10 = struct.Struct('<H')
-_S11 = struct.Struct('<4088sII')
-_T12 = (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4))
-_S13 = struct.Struct('<Q')
-_T14 = (('segment_epoch', 0, 8),)
+_S11 = struct.Struct('<11sBHHIII16sIBQH')
+_S12 = struct.Struct('<4088sII')
+_T13 = (('stream', 0, 4088), ('next', 4088, 4), ('crc', 4092, 4))
+_S14 = struct.Struct('<Q')
+_T15 = (('segment_epoch', 0, 8),)
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -337,6 +338,7 @@ def _m_header_fields(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S0_unpack_from = _S0.unpack_from
     try:
         while True:
@@ -361,10 +363,10 @@ def _m_header_fields(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_header_fields, 'header_fields', mv, _rs, end, (), _out)
+        return _decode_many(_d_header_fields, 'header_fields', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_header_fields, 'header_fields', mv, _rs, end, (), _out)
+        return _decode_many(_d_header_fields, 'header_fields', mv, _rs, _end, (), _out)
     return _out
 
 def _e_header_fields(out, v):
@@ -452,6 +454,7 @@ def _m_ref_body(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -494,10 +497,10 @@ def _m_ref_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_ref_body, 'ref_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_ref_body, 'ref_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_ref_body, 'ref_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_ref_body, 'ref_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_ref_body(out, v):
@@ -567,6 +570,7 @@ def _m_zero_body(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -598,10 +602,10 @@ def _m_zero_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zero_body, 'zero_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_zero_body, 'zero_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zero_body, 'zero_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_zero_body, 'zero_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zero_body(out, v):
@@ -648,6 +652,7 @@ def _m_shrink_body(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -668,10 +673,10 @@ def _m_shrink_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_shrink_body, 'shrink_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_shrink_body, 'shrink_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_shrink_body, 'shrink_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_shrink_body, 'shrink_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_shrink_body(out, v):
@@ -716,6 +721,7 @@ def _m_grow_body(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -736,10 +742,10 @@ def _m_grow_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_grow_body, 'grow_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_grow_body, 'grow_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_grow_body, 'grow_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_grow_body, 'grow_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_grow_body(out, v):
@@ -798,6 +804,7 @@ def _m_inline_body(mv, pos, end, p_size_tag):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -824,10 +831,10 @@ def _m_inline_body(mv, pos, end, p_size_tag):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_inline_body, 'inline_body', mv, _rs, end, (p_size_tag, ), _out)
+        return _decode_many(_d_inline_body, 'inline_body', mv, _rs, _end, (p_size_tag, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_inline_body, 'inline_body', mv, _rs, end, (p_size_tag, ), _out)
+        return _decode_many(_d_inline_body, 'inline_body', mv, _rs, _end, (p_size_tag, ), _out)
     return _out
 
 def _e_inline_body(out, v, p_size_tag):
@@ -1125,6 +1132,7 @@ def _m_statement(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -1262,10 +1270,10 @@ def _m_statement(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_statement, 'statement', mv, _rs, end, (), _out)
+        return _decode_many(_d_statement, 'statement', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_statement, 'statement', mv, _rs, end, (), _out)
+        return _decode_many(_d_statement, 'statement', mv, _rs, _end, (), _out)
     return _out
 
 def _e_statement(out, v):
@@ -1367,6 +1375,7 @@ def _m_child_ref(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -1387,10 +1396,10 @@ def _m_child_ref(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_child_ref, 'child_ref', mv, _rs, end, (), _out)
+        return _decode_many(_d_child_ref, 'child_ref', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_child_ref, 'child_ref', mv, _rs, end, (), _out)
+        return _decode_many(_d_child_ref, 'child_ref', mv, _rs, _end, (), _out)
     return _out
 
 def _e_child_ref(out, v):
@@ -1746,6 +1755,7 @@ def _m_table_content(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -1912,10 +1922,10 @@ def _m_table_content(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_table_content, 'table_content', mv, _rs, end, (), _out)
+        return _decode_many(_d_table_content, 'table_content', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_table_content, 'table_content', mv, _rs, end, (), _out)
+        return _decode_many(_d_table_content, 'table_content', mv, _rs, _end, (), _out)
     return _out
 
 def _e_table_content(out, v):
@@ -2069,6 +2079,7 @@ def _m_page(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S5_unpack_from = _S5.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
@@ -2106,10 +2117,10 @@ def _m_page(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_page, 'page', mv, _rs, end, (), _out)
+        return _decode_many(_d_page, 'page', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_page, 'page', mv, _rs, end, (), _out)
+        return _decode_many(_d_page, 'page', mv, _rs, _end, (), _out)
     return _out
 
 def _e_page(out, v):
@@ -2214,7 +2225,7 @@ def _d_header_slot(mv, pos, end):
 def _u_header_slot(mv, pos, end):
     start = pos
     _s_header = pos
-    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0.unpack_from(mv, pos)
+    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
     _header_fields___r0 = pos
     pos += 48
     if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
@@ -2229,7 +2240,6 @@ def _u_header_slot(mv, pos, end):
     _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
     _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
     _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
     _r5 = pos
     pos += 11
     f_kind = _EB7[f_kind]
@@ -2262,8 +2272,8 @@ def _m_header_slot(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S0_unpack_from = _S0.unpack_from
-    _S5_unpack_from = _S5.unpack_from
+    _end = end
+    _S11_unpack_from = _S11.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
         while True:
@@ -2272,7 +2282,7 @@ def _m_header_slot(mv, pos, end):
             _rs = pos
             start = pos
             _s_header = pos
-            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0_unpack_from(mv, pos)
+            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11_unpack_from(mv, pos)
             _header_fields___r0 = pos
             pos += 48
             if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
@@ -2287,7 +2297,6 @@ def _m_header_slot(mv, pos, end):
             _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
             _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
             _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-            f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
             _r5 = pos
             pos += 11
             f_kind = _EB7[f_kind]
@@ -2317,10 +2326,10 @@ def _m_header_slot(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_header_slot, 'header_slot', mv, _rs, end, (), _out)
+        return _decode_many(_d_header_slot, 'header_slot', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_header_slot, 'header_slot', mv, _rs, end, (), _out)
+        return _decode_many(_d_header_slot, 'header_slot', mv, _rs, _end, (), _out)
     return _out
 
 def _e_header_slot(out, v):
@@ -2456,6 +2465,7 @@ def _m_table_page(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S5_unpack_from = _S5.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
@@ -2502,10 +2512,10 @@ def _m_table_page(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_table_page, 'table_page', mv, _rs, end, (), _out)
+        return _decode_many(_d_table_page, 'table_page', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_table_page, 'table_page', mv, _rs, end, (), _out)
+        return _decode_many(_d_table_page, 'table_page', mv, _rs, _end, (), _out)
     return _out
 
 def _e_table_page(out, v):
@@ -2687,7 +2697,7 @@ def _d_header_page(mv, pos, end):
 def _u_header_page(mv, pos, end):
     start = pos
     _s_header = pos
-    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0.unpack_from(mv, pos)
+    _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
     _header_fields___r0 = pos
     pos += 48
     if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
@@ -2702,7 +2712,6 @@ def _u_header_page(mv, pos, end):
     _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
     _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
     _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-    f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
     _r5 = pos
     pos += 11
     f_kind = _EB7[f_kind]
@@ -2744,8 +2753,8 @@ def _m_header_page(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S0_unpack_from = _S0.unpack_from
-    _S5_unpack_from = _S5.unpack_from
+    _end = end
+    _S11_unpack_from = _S11.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
         while True:
@@ -2754,7 +2763,7 @@ def _m_header_page(mv, pos, end):
             _rs = pos
             start = pos
             _s_header = pos
-            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer = _S0_unpack_from(mv, pos)
+            _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11_unpack_from(mv, pos)
             _header_fields___r0 = pos
             pos += 48
             if _header_fields__f_magic != b'\x8bKLADDE\r\n\x1a\n':
@@ -2769,7 +2778,6 @@ def _m_header_page(mv, pos, end):
             _header_fields___obj.consolidator_state = _header_fields__f_consolidator_state
             _header_fields___obj.root_fingerprint = _header_fields__f_root_fingerprint
             _header_fields___obj.journal_pointer = _header_fields__f_journal_pointer
-            f_kind, f_epoch, f_content_size = _S5_unpack_from(mv, pos)
             _r5 = pos
             pos += 11
             f_kind = _EB7[f_kind]
@@ -2808,10 +2816,10 @@ def _m_header_page(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_header_page, 'header_page', mv, _rs, end, (), _out)
+        return _decode_many(_d_header_page, 'header_page', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_header_page, 'header_page', mv, _rs, end, (), _out)
+        return _decode_many(_d_header_page, 'header_page', mv, _rs, _end, (), _out)
     return _out
 
 def _e_header_page(out, v):
@@ -2965,6 +2973,7 @@ def _m_journal_free(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -2988,10 +2997,10 @@ def _m_journal_free(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_free, 'journal_free', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_free, 'journal_free', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_free, 'journal_free', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_free, 'journal_free', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_free(out, v):
@@ -3069,6 +3078,7 @@ def _m_journal_resize(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -3106,10 +3116,10 @@ def _m_journal_resize(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_resize, 'journal_resize', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_resize, 'journal_resize', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_resize, 'journal_resize', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_resize, 'journal_resize', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_resize(out, v):
@@ -3222,6 +3232,7 @@ def _m_journal_write(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -3275,10 +3286,10 @@ def _m_journal_write(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_write, 'journal_write', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_write, 'journal_write', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_write, 'journal_write', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_write, 'journal_write', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_write(out, v):
@@ -3428,6 +3439,7 @@ def _m_journal_splice(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -3495,10 +3507,10 @@ def _m_journal_splice(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_splice, 'journal_splice', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_splice, 'journal_splice', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_splice, 'journal_splice', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_splice, 'journal_splice', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_splice(out, v):
@@ -3665,6 +3677,7 @@ def _m_journal_copy(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -3741,10 +3754,10 @@ def _m_journal_copy(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_copy, 'journal_copy', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_copy, 'journal_copy', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_copy, 'journal_copy', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_copy, 'journal_copy', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_copy(out, v):
@@ -4392,6 +4405,7 @@ def _m_journal_record(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -4705,10 +4719,10 @@ def _m_journal_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_record, 'journal_record', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_record, 'journal_record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_record, 'journal_record', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_record, 'journal_record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_record(out, v):
@@ -4816,7 +4830,43 @@ def _d_journal_records(mv, pos, end):
                 break
             _ip = pos
             try:
-                _x, pos = _d_journal_record(mv, pos, end)
+                _journal_record___re_pos, _journal_record___re_end = (pos, end)
+                if pos + 1 > end:
+                    raise _short(pos, end, _T3)
+                _journal_record__f_tag = mv[pos]
+                _journal_record___r2 = pos
+                pos += 1
+                _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
+                if _journal_record___v is None:
+                    raise ConstraintError('unknown journal_tag value', offset=_journal_record___r2, path='tag', expected=[1, 2, 3, 4, 5, 6], found=_journal_record__f_tag)
+                _journal_record__f_tag = _journal_record___v
+                _journal_record___tag = _journal_record__f_tag
+                if _journal_record___tag == 1:
+                    try:
+                        _journal_record___journal_free___a_id = pos
+                        _journal_record___journal_free___at = pos
+                        if pos < end and mv[pos] < 128:
+                            _journal_record___journal_free__f_id = mv[pos]
+                            pos += 1
+                        elif pos + 1 < end and mv[pos + 1] < 128:
+                            _journal_record___journal_free__f_id = mv[pos] & 127 | mv[pos + 1] << 7
+                            pos += 2
+                        else:
+                            _journal_record___journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
+                        if not (_journal_record___journal_free__f_id >= 1 and _journal_record___journal_free__f_id <= 4294967295):
+                            raise ConstraintError('a journal record names an invalid id', offset=_journal_record___journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_record___journal_free__f_id)
+                        _journal_record___journal_free___obj = _new(JournalFree)
+                        _journal_record___journal_free___obj.id = _journal_record___journal_free__f_id
+                        _journal_record__f_body = _journal_record___journal_free___obj
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('body') from None
+                    _journal_record___obj = _new(JournalRecord)
+                    _journal_record___obj.tag = _journal_record__f_tag
+                    _journal_record___obj.body = _journal_record__f_body
+                    _x = _journal_record___obj
+                else:
+                    pos, end = (_journal_record___re_pos, _journal_record___re_end)
+                    _x, pos = _d_journal_record(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -4835,9 +4885,42 @@ def _u_journal_records(mv, pos, end):
         if pos >= end:
             break
         _ip = pos
-        if pos > end:
-            raise IndexError
-        _x, pos = _u_journal_record(mv, pos, end)
+        _journal_record___re_pos, _journal_record___re_end = (pos, end)
+        _journal_record__f_tag = mv[pos]
+        _journal_record___r2 = pos
+        pos += 1
+        _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
+        if _journal_record___v is None:
+            raise ConstraintError('unknown journal_tag value', offset=_journal_record___r2, path='tag', expected=[1, 2, 3, 4, 5, 6], found=_journal_record__f_tag)
+        _journal_record__f_tag = _journal_record___v
+        _journal_record___tag = _journal_record__f_tag
+        if _journal_record___tag == 1:
+            _journal_record___journal_free___a_id = pos
+            _journal_record___journal_free__f_id = mv[pos]
+            if _journal_record___journal_free__f_id < 128:
+                pos += 1
+            elif mv[pos + 1] < 128:
+                _journal_record___journal_free__f_id = _journal_record___journal_free__f_id & 127 | mv[pos + 1] << 7
+                pos += 2
+            else:
+                if pos > end:
+                    raise IndexError
+                _journal_record___journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
+            if not (_journal_record___journal_free__f_id >= 1 and _journal_record___journal_free__f_id <= 4294967295):
+                raise ConstraintError('a journal record names an invalid id', offset=_journal_record___journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_record___journal_free__f_id)
+            _journal_record___journal_free___obj = _new(JournalFree)
+            _journal_record___journal_free___obj.id = _journal_record___journal_free__f_id
+            _journal_record___obj = _new(JournalRecord)
+            _journal_record___obj.tag = _journal_record__f_tag
+            _journal_record___obj.body = _journal_record___journal_free___obj
+            _x = _journal_record___obj
+        else:
+            if pos > end:
+                raise IndexError
+            pos, end = (_journal_record___re_pos, _journal_record___re_end)
+            if pos > end:
+                raise IndexError
+            _x, pos = _u_journal_record(mv, pos, end)
         if pos <= _ip:
             raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
         f_records.append(_x)
@@ -4849,6 +4932,7 @@ def _m_journal_records(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -4859,9 +4943,42 @@ def _m_journal_records(mv, pos, end):
                 if pos >= end:
                     break
                 _ip = pos
-                if pos > end:
-                    raise IndexError
-                _x, pos = _u_journal_record(mv, pos, end)
+                _journal_record___re_pos, _journal_record___re_end = (pos, end)
+                _journal_record__f_tag = mv[pos]
+                _journal_record___r2 = pos
+                pos += 1
+                _journal_record___v = _JOURNALTAG_BY_VALUE.get(_journal_record__f_tag)
+                if _journal_record___v is None:
+                    raise ConstraintError('unknown journal_tag value', offset=_journal_record___r2, path='tag', expected=[1, 2, 3, 4, 5, 6], found=_journal_record__f_tag)
+                _journal_record__f_tag = _journal_record___v
+                _journal_record___tag = _journal_record__f_tag
+                if _journal_record___tag == 1:
+                    _journal_record___journal_free___a_id = pos
+                    _journal_record___journal_free__f_id = mv[pos]
+                    if _journal_record___journal_free__f_id < 128:
+                        pos += 1
+                    elif mv[pos + 1] < 128:
+                        _journal_record___journal_free__f_id = _journal_record___journal_free__f_id & 127 | mv[pos + 1] << 7
+                        pos += 2
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        _journal_record___journal_free__f_id, pos = _uleb128(mv, pos, end, 'id')
+                    if not (_journal_record___journal_free__f_id >= 1 and _journal_record___journal_free__f_id <= 4294967295):
+                        raise ConstraintError('a journal record names an invalid id', offset=_journal_record___journal_free___a_id, path='id', expected='id >= 1 and id <= 4294967295', found=_journal_record___journal_free__f_id)
+                    _journal_record___journal_free___obj = _new(JournalFree)
+                    _journal_record___journal_free___obj.id = _journal_record___journal_free__f_id
+                    _journal_record___obj = _new(JournalRecord)
+                    _journal_record___obj.tag = _journal_record__f_tag
+                    _journal_record___obj.body = _journal_record___journal_free___obj
+                    _x = _journal_record___obj
+                else:
+                    if pos > end:
+                        raise IndexError
+                    pos, end = (_journal_record___re_pos, _journal_record___re_end)
+                    if pos > end:
+                        raise IndexError
+                    _x, pos = _u_journal_record(mv, pos, end)
                 if pos <= _ip:
                     raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                 f_records.append(_x)
@@ -4872,10 +4989,10 @@ def _m_journal_records(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_records, 'journal_records', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_records, 'journal_records', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_records, 'journal_records', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_records, 'journal_records', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_records(out, v):
@@ -5035,6 +5152,7 @@ def _m_journal_transaction(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S8_unpack_from = _S8.unpack_from
     try:
         while True:
@@ -5067,10 +5185,10 @@ def _m_journal_transaction(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_transaction, 'journal_transaction', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_transaction, 'journal_transaction', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_transaction, 'journal_transaction', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_transaction, 'journal_transaction', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_transaction(out, v):
@@ -5095,8 +5213,8 @@ def _em_journal_transaction(values):
 
 def _d_journal_page(mv, pos, end):
     if pos + 4096 > end:
-        raise _short(pos, end, _T12)
-    f_stream, f_next, f_crc = _S11.unpack_from(mv, pos)
+        raise _short(pos, end, _T13)
+    f_stream, f_next, f_crc = _S12.unpack_from(mv, pos)
     pos += 4096
     _obj = _new(JournalPage)
     _obj.stream = f_stream
@@ -5105,7 +5223,7 @@ def _d_journal_page(mv, pos, end):
     return _obj, pos
 
 def _u_journal_page(mv, pos, end):
-    f_stream, f_next, f_crc = _S11.unpack_from(mv, pos)
+    f_stream, f_next, f_crc = _S12.unpack_from(mv, pos)
     pos += 4096
     _obj = _new(JournalPage)
     _obj.stream = f_stream
@@ -5117,13 +5235,14 @@ def _m_journal_page(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S11_unpack_from = _S11.unpack_from
+    _end = end
+    _S12_unpack_from = _S12.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_stream, f_next, f_crc = _S11_unpack_from(mv, pos)
+            f_stream, f_next, f_crc = _S12_unpack_from(mv, pos)
             pos += 4096
             _obj = _new(JournalPage)
             _obj.stream = f_stream
@@ -5132,33 +5251,33 @@ def _m_journal_page(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_page, 'journal_page', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_page, 'journal_page', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_page, 'journal_page', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_page, 'journal_page', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_page(out, v):
-    out += _S11.pack(v.stream, v.next, v.crc)
+    out += _S12.pack(v.stream, v.next, v.crc)
 
 def _em_journal_page(values):
     out = bytearray()
-    _S11_pack = _S11.pack
+    _S12_pack = _S12.pack
     for v in values:
-        out += _S11_pack(v.stream, v.next, v.crc)
+        out += _S12_pack(v.stream, v.next, v.crc)
     return bytes(out)
 
 def _d_journal_seed(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T14)
-    f_segment_epoch, = _S13.unpack_from(mv, pos)
+        raise _short(pos, end, _T15)
+    f_segment_epoch, = _S14.unpack_from(mv, pos)
     pos += 8
     _obj = _new(JournalSeed)
     _obj.segment_epoch = f_segment_epoch
     return _obj, pos
 
 def _u_journal_seed(mv, pos, end):
-    f_segment_epoch, = _S13.unpack_from(mv, pos)
+    f_segment_epoch, = _S14.unpack_from(mv, pos)
     pos += 8
     _obj = _new(JournalSeed)
     _obj.segment_epoch = f_segment_epoch
@@ -5168,33 +5287,34 @@ def _m_journal_seed(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S13_unpack_from = _S13.unpack_from
+    _end = end
+    _S14_unpack_from = _S14.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_segment_epoch, = _S13_unpack_from(mv, pos)
+            f_segment_epoch, = _S14_unpack_from(mv, pos)
             pos += 8
             _obj = _new(JournalSeed)
             _obj.segment_epoch = f_segment_epoch
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_seed, 'journal_seed', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_seed, 'journal_seed', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_seed, 'journal_seed', mv, _rs, end, (), _out)
+        return _decode_many(_d_journal_seed, 'journal_seed', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_seed(out, v):
-    out += _S13.pack(v.segment_epoch)
+    out += _S14.pack(v.segment_epoch)
 
 def _em_journal_seed(values):
     out = bytearray()
-    _S13_pack = _S13.pack
+    _S14_pack = _S14.pack
     for v in values:
-        out += _S13_pack(v.segment_epoch)
+        out += _S14_pack(v.segment_epoch)
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------

@@ -741,25 +741,32 @@ _T94 = (('collection', 0, 32), ('data', 32, 32), ('metadata', 64, 32), ('author'
 _S95 = struct.Struct('<32s32s32s32s112s')
 _T96 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('reserved', 128, 112))
 _T97 = (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 112))
-_S98 = struct.Struct('<28sI32s')
-_T99 = (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32))
-_S100 = struct.Struct('<B')
-_T101 = (('tag', 0, 1),)
-_S102 = struct.Struct('>40s16sI32s32s32s32s')
-_T103 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32))
-_S104 = struct.Struct('<40s16s32s32s32s32s32s32s32s')
-_T105 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32))
-_S106 = struct.Struct('<41s16s32s32s32s32s32s')
-_T107 = (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32))
-_S108 = struct.Struct('<32s32s32s32s')
-_T109 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32))
-_T110 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32))
-_S111 = struct.Struct('<32s32s32s32s32s32s32s')
-_T112 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
-_T113 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32))
-_S114 = struct.Struct('<32s32s32s32s32s32s32s32s32s')
-_T115 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32))
-_T116 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
+_S98 = struct.Struct('<16s12sI32sQQ16s32s128s')
+_S99 = struct.Struct('<16sIQQ32s172s')
+_S100 = struct.Struct('<12sI32sQQ16s32s128s')
+_S101 = struct.Struct('<B31s32s64s')
+_S102 = struct.Struct('<Q24s32s')
+_S103 = struct.Struct('<Q24s16s32s32s')
+_S104 = struct.Struct('<28sI32s')
+_T105 = (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32))
+_S106 = struct.Struct('<28sI32sQQ16s32s128s')
+_S107 = struct.Struct('<B')
+_T108 = (('tag', 0, 1),)
+_S109 = struct.Struct('>40s16sI32s32s32s32s')
+_T110 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32))
+_S111 = struct.Struct('<40s16s32s32s32s32s32s32s32s')
+_T112 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32))
+_S113 = struct.Struct('<41s16s32s32s32s32s32s')
+_T114 = (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32))
+_S115 = struct.Struct('<32s32s32s32s')
+_T116 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32))
+_T117 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32))
+_S118 = struct.Struct('<32s32s32s32s32s32s32s')
+_T119 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
+_T120 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32))
+_S121 = struct.Struct('<32s32s32s32s32s32s32s32s32s')
+_T122 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32))
+_T123 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -771,12 +778,151 @@ def _d_pile_record(mv, pos, end):
     _tag = f_marker
     if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
         try:
-            f_record, pos = _d_frame_rest(mv, pos, end)
+            _frame_rest___re_pos, _frame_rest___re_end = (pos, end)
+            if pos + 48 > end:
+                raise _short(pos, end, _T3)
+            _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind = _S2.unpack_from(mv, pos)
+            _frame_rest___r2 = pos
+            pos += 48
+            if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
+                raise ConstraintError('bad magic', offset=_frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_frame_rest__f_magic_tail)
+            if not _frame_rest__f_span >= 1:
+                raise ConstraintError('span 0 (CorruptPile)', offset=_frame_rest___r2 + 12, path='span', expected='span >= 1', found=_frame_rest__f_span)
+            _frame_rest___n = _frame_rest__f_span * 256 - 64
+            if _frame_rest___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_frame_rest___n)
+            if pos + _frame_rest___n > end:
+                raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes', offset=pos, path='body', expected=_frame_rest___n, found=end - pos)
+            _frame_rest___outer_end_body = end
+            end = pos + _frame_rest___n
+            _frame_rest___sec_body = pos
+            _frame_rest___tag = _frame_rest__f_kind
+            if _frame_rest___tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                try:
+                    try:
+                        if pos + 192 > end:
+                            raise _short(pos, end, _T5)
+                        _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S4.unpack_from(mv, pos)
+                        _frame_rest___blob_body___blob_head___r4 = pos
+                        pos += 192
+                        if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
+                            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_frame_rest___blob_body___blob_head__f_length)
+                        if _frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                            raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_scalar_pad)
+                        if _frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                            raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_reserved)
+                        _frame_rest___blob_body___blob_head___obj = _new(BlobHead)
+                        _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
+                        _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
+                        _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
+                        _frame_rest___blob_body__f_head = _frame_rest___blob_body___blob_head___obj
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('head') from None
+                    try:
+                        _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body__f_head.length
+                        _frame_rest___blob_body___blob_data__start = pos
+                        _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_data__p_length
+                        if _frame_rest___blob_body___blob_data___n < 0:
+                            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_rest___blob_body___blob_data___n)
+                        if pos + _frame_rest___blob_body___blob_data___n > end:
+                            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_frame_rest___blob_body___blob_data___n, found=end - pos)
+                        _frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
+                        pos += _frame_rest___blob_body___blob_data___n
+                        _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
+                        if pos + _frame_rest___blob_body___blob_data___n > end:
+                            raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_frame_rest___blob_body___blob_data___n, found=end - pos)
+                        pos += _frame_rest___blob_body___blob_data___n
+                        _frame_rest___blob_body___blob_data___obj = _new(BlobData)
+                        _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
+                        _frame_rest___blob_body__f_data = _frame_rest___blob_body___blob_data___obj
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('data') from None
+                    _frame_rest___blob_body___obj = _new(BlobBody)
+                    _frame_rest___blob_body___obj.head = _frame_rest___blob_body__f_head
+                    _frame_rest___blob_body___obj.data = _frame_rest___blob_body__f_data
+                    _frame_rest__f_body = _frame_rest___blob_body___obj
+                except DecodeError as _exc:
+                    raise _exc.prefixed('body') from None
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_frame_rest___sec_body, path='body', expected=end - _frame_rest___sec_body, found=pos - _frame_rest___sec_body)
+                end = _frame_rest___outer_end_body
+                _frame_rest___obj = _new(FrameRest)
+                _frame_rest___obj.span = _frame_rest__f_span
+                _frame_rest___obj.kind = _frame_rest__f_kind
+                _frame_rest___obj.body = _frame_rest__f_body
+                f_record = _frame_rest___obj
+            else:
+                pos, end = (_frame_rest___re_pos, _frame_rest___re_end)
+                f_record, pos = _d_frame_rest(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
         try:
-            f_record, pos = _d_envelope36_rest(mv, pos, end)
+            _envelope36_rest___re_pos, _envelope36_rest___re_end = (pos, end)
+            if pos + 20 > end:
+                raise _short(pos, end, _T53)
+            _envelope36_rest__f_kind, _envelope36_rest__f_span = _S52.unpack_from(mv, pos)
+            _envelope36_rest___r52 = pos
+            pos += 20
+            if not _envelope36_rest__f_span >= 1:
+                raise ConstraintError('span 0 (CorruptPile)', offset=_envelope36_rest___r52 + 16, path='span', expected='span >= 1', found=_envelope36_rest__f_span)
+            _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
+            if _envelope36_rest___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_envelope36_rest___n)
+            if pos + _envelope36_rest___n > end:
+                raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes', offset=pos, path='body', expected=_envelope36_rest___n, found=end - pos)
+            _envelope36_rest___outer_end_body = end
+            end = pos + _envelope36_rest___n
+            _envelope36_rest___sec_body = pos
+            _envelope36_rest___tag = _envelope36_rest__f_kind
+            if _envelope36_rest___tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+                try:
+                    if pos + 220 > end:
+                        raise _short(pos, end, _T55)
+                    _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S54.unpack_from(mv, pos)
+                    _envelope36_rest___env_blob_body___r54 = pos
+                    pos += 220
+                    if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
+                        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_envelope36_rest___env_blob_body___r54 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_envelope36_rest___env_blob_body__f_length)
+                    if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_envelope36_rest___env_blob_body___r54 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_envelope36_rest___env_blob_body__f_reserved)
+                    try:
+                        _envelope36_rest___env_blob_body___blob_data__start = pos
+                        _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
+                        if _envelope36_rest___env_blob_body___blob_data___n < 0:
+                            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_envelope36_rest___env_blob_body___blob_data___n)
+                        if pos + _envelope36_rest___env_blob_body___blob_data___n > end:
+                            raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_envelope36_rest___env_blob_body___blob_data___n, found=end - pos)
+                        _envelope36_rest___env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
+                        pos += _envelope36_rest___env_blob_body___blob_data___n
+                        _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
+                        if pos + _envelope36_rest___env_blob_body___blob_data___n > end:
+                            raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_envelope36_rest___env_blob_body___blob_data___n, found=end - pos)
+                        pos += _envelope36_rest___env_blob_body___blob_data___n
+                        _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
+                        _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
+                        _envelope36_rest___env_blob_body__f_data = _envelope36_rest___env_blob_body___blob_data___obj
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('data') from None
+                    _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
+                    _envelope36_rest___env_blob_body___obj.timestamp = _envelope36_rest___env_blob_body__f_timestamp
+                    _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
+                    _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
+                    _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body__f_data
+                    _envelope36_rest__f_body = _envelope36_rest___env_blob_body___obj
+                except DecodeError as _exc:
+                    raise _exc.prefixed('body') from None
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_envelope36_rest___sec_body, path='body', expected=end - _envelope36_rest___sec_body, found=pos - _envelope36_rest___sec_body)
+                end = _envelope36_rest___outer_end_body
+                _envelope36_rest___obj = _new(Envelope36Rest)
+                _envelope36_rest___obj.kind = _envelope36_rest__f_kind
+                _envelope36_rest___obj.span = _envelope36_rest__f_span
+                _envelope36_rest___obj.body = _envelope36_rest__f_body
+                f_record = _envelope36_rest___obj
+            else:
+                pos, end = (_envelope36_rest___re_pos, _envelope36_rest___re_end)
+                f_record, pos = _d_envelope36_rest(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('record') from None
     elif _tag == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
@@ -1093,16 +1239,118 @@ def _d_pile_record(mv, pos, end):
     return _obj, pos
 
 def _u_pile_record(mv, pos, end):
-    f_marker, = _S0.unpack_from(mv, pos)
+    f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S98.unpack_from(mv, pos)
     pos += 16
     if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-        if pos > end:
-            raise IndexError
-        f_record, pos = _u_frame_rest(mv, pos, end)
+        _frame_rest___re_pos, _frame_rest___re_end = (pos, end)
+        _frame_rest___r2 = pos
+        pos += 48
+        if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
+            raise ConstraintError('bad magic', offset=_frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_frame_rest__f_magic_tail)
+        if not _frame_rest__f_span >= 1:
+            raise ConstraintError('span 0 (CorruptPile)', offset=_frame_rest___r2 + 12, path='span', expected='span >= 1', found=_frame_rest__f_span)
+        _frame_rest___n = _frame_rest__f_span * 256 - 64
+        if _frame_rest___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_frame_rest___n)
+        if pos + _frame_rest___n > end:
+            raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes', offset=pos, path='body', expected=_frame_rest___n, found=end - pos)
+        _frame_rest___outer_end_body = end
+        end = pos + _frame_rest___n
+        _frame_rest___sec_body = pos
+        if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+            _frame_rest___blob_body___blob_head___r4 = pos
+            pos += 192
+            if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_frame_rest___blob_body___blob_head__f_length)
+            if _frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_scalar_pad)
+            if _frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_reserved)
+            _frame_rest___blob_body___blob_head___obj = _new(BlobHead)
+            _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
+            _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
+            _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
+            _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body___blob_head___obj.length
+            _frame_rest___blob_body___blob_data__start = pos
+            _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_data__p_length
+            if _frame_rest___blob_body___blob_data___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_rest___blob_body___blob_data___n)
+            _frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
+            pos += _frame_rest___blob_body___blob_data___n
+            _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
+            pos += _frame_rest___blob_body___blob_data___n
+            _frame_rest___blob_body___blob_data___obj = _new(BlobData)
+            _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
+            _frame_rest___blob_body___obj = _new(BlobBody)
+            _frame_rest___blob_body___obj.head = _frame_rest___blob_body___blob_head___obj
+            _frame_rest___blob_body___obj.data = _frame_rest___blob_body___blob_data___obj
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_frame_rest___sec_body, path='body', expected=end - _frame_rest___sec_body, found=pos - _frame_rest___sec_body)
+            end = _frame_rest___outer_end_body
+            _frame_rest___obj = _new(FrameRest)
+            _frame_rest___obj.span = _frame_rest__f_span
+            _frame_rest___obj.kind = _frame_rest__f_kind
+            _frame_rest___obj.body = _frame_rest___blob_body___obj
+            f_record = _frame_rest___obj
+        else:
+            if pos > end:
+                raise IndexError
+            pos, end = (_frame_rest___re_pos, _frame_rest___re_end)
+            if pos > end:
+                raise IndexError
+            f_record, pos = _u_frame_rest(mv, pos, end)
     elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-        if pos > end:
-            raise IndexError
-        f_record, pos = _u_envelope36_rest(mv, pos, end)
+        _envelope36_rest___re_pos, _envelope36_rest___re_end = (pos, end)
+        _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S99.unpack_from(mv, pos)
+        _envelope36_rest___r52 = pos
+        pos += 20
+        if not _envelope36_rest__f_span >= 1:
+            raise ConstraintError('span 0 (CorruptPile)', offset=_envelope36_rest___r52 + 16, path='span', expected='span >= 1', found=_envelope36_rest__f_span)
+        _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
+        if _envelope36_rest___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_envelope36_rest___n)
+        if pos + _envelope36_rest___n > end:
+            raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes', offset=pos, path='body', expected=_envelope36_rest___n, found=end - pos)
+        _envelope36_rest___outer_end_body = end
+        end = pos + _envelope36_rest___n
+        _envelope36_rest___sec_body = pos
+        if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+            _envelope36_rest___env_blob_body___r54 = pos
+            pos += 220
+            if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
+                raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_envelope36_rest___env_blob_body___r54 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_envelope36_rest___env_blob_body__f_length)
+            if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_envelope36_rest___env_blob_body___r54 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_envelope36_rest___env_blob_body__f_reserved)
+            _envelope36_rest___env_blob_body___blob_data__start = pos
+            _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
+            if _envelope36_rest___env_blob_body___blob_data___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_envelope36_rest___env_blob_body___blob_data___n)
+            _envelope36_rest___env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
+            pos += _envelope36_rest___env_blob_body___blob_data___n
+            _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
+            pos += _envelope36_rest___env_blob_body___blob_data___n
+            _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
+            _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
+            _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
+            _envelope36_rest___env_blob_body___obj.timestamp = _envelope36_rest___env_blob_body__f_timestamp
+            _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
+            _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
+            _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body___blob_data___obj
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_envelope36_rest___sec_body, path='body', expected=end - _envelope36_rest___sec_body, found=pos - _envelope36_rest___sec_body)
+            end = _envelope36_rest___outer_end_body
+            _envelope36_rest___obj = _new(Envelope36Rest)
+            _envelope36_rest___obj.kind = _envelope36_rest__f_kind
+            _envelope36_rest___obj.span = _envelope36_rest__f_span
+            _envelope36_rest___obj.body = _envelope36_rest___env_blob_body___obj
+            f_record = _envelope36_rest___obj
+        else:
+            if pos > end:
+                raise IndexError
+            pos, end = (_envelope36_rest___re_pos, _envelope36_rest___re_end)
+            if pos > end:
+                raise IndexError
+            f_record, pos = _u_envelope36_rest(mv, pos, end)
     elif f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
         _v1_blob__f_timestamp, _v1_blob__f_length, _v1_blob__f_hash = _S71.unpack_from(mv, pos)
         pos += 48
@@ -1319,7 +1567,7 @@ def _m_pile_record(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S0_unpack_from = _S0.unpack_from
+    _end = end
     _S71_unpack_from = _S71.unpack_from
     _S73_unpack_from = _S73.unpack_from
     _S76_unpack_from = _S76.unpack_from
@@ -1332,21 +1580,125 @@ def _m_pile_record(mv, pos, end):
     _S91_unpack_from = _S91.unpack_from
     _S93_unpack_from = _S93.unpack_from
     _S95_unpack_from = _S95.unpack_from
+    _S98_unpack_from = _S98.unpack_from
+    _S99_unpack_from = _S99.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_marker, = _S0_unpack_from(mv, pos)
+            f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S98_unpack_from(mv, pos)
             pos += 16
             if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
-                if pos > end:
-                    raise IndexError
-                f_record, pos = _u_frame_rest(mv, pos, end)
+                _frame_rest___re_pos, _frame_rest___re_end = (pos, end)
+                _frame_rest___r2 = pos
+                pos += 48
+                if _frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
+                    raise ConstraintError('bad magic', offset=_frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_frame_rest__f_magic_tail)
+                if not _frame_rest__f_span >= 1:
+                    raise ConstraintError('span 0 (CorruptPile)', offset=_frame_rest___r2 + 12, path='span', expected='span >= 1', found=_frame_rest__f_span)
+                _frame_rest___n = _frame_rest__f_span * 256 - 64
+                if _frame_rest___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_frame_rest___n)
+                if pos + _frame_rest___n > end:
+                    raise TruncatedError('section needs ' + str(_frame_rest___n) + ' bytes', offset=pos, path='body', expected=_frame_rest___n, found=end - pos)
+                _frame_rest___outer_end_body = end
+                end = pos + _frame_rest___n
+                _frame_rest___sec_body = pos
+                if _frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                    _frame_rest___blob_body___blob_head___r4 = pos
+                    pos += 192
+                    if not _frame_rest__f_span == 1 + (_frame_rest___blob_body___blob_head__f_length + 255) // 256:
+                        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_frame_rest___blob_body___blob_head__f_length)
+                    if _frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_scalar_pad)
+                    if _frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_frame_rest___blob_body___blob_head__f_reserved)
+                    _frame_rest___blob_body___blob_head___obj = _new(BlobHead)
+                    _frame_rest___blob_body___blob_head___obj.timestamp = _frame_rest___blob_body___blob_head__f_timestamp
+                    _frame_rest___blob_body___blob_head___obj.length = _frame_rest___blob_body___blob_head__f_length
+                    _frame_rest___blob_body___blob_head___obj.hash = _frame_rest___blob_body___blob_head__f_hash
+                    _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body___blob_head___obj.length
+                    _frame_rest___blob_body___blob_data__start = pos
+                    _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_data__p_length
+                    if _frame_rest___blob_body___blob_data___n < 0:
+                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_rest___blob_body___blob_data___n)
+                    _frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
+                    pos += _frame_rest___blob_body___blob_data___n
+                    _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
+                    pos += _frame_rest___blob_body___blob_data___n
+                    _frame_rest___blob_body___blob_data___obj = _new(BlobData)
+                    _frame_rest___blob_body___blob_data___obj.payload = _frame_rest___blob_body___blob_data__f_payload
+                    _frame_rest___blob_body___obj = _new(BlobBody)
+                    _frame_rest___blob_body___obj.head = _frame_rest___blob_body___blob_head___obj
+                    _frame_rest___blob_body___obj.data = _frame_rest___blob_body___blob_data___obj
+                    if pos != end:
+                        raise ConstraintError('section size mismatch', offset=_frame_rest___sec_body, path='body', expected=end - _frame_rest___sec_body, found=pos - _frame_rest___sec_body)
+                    end = _frame_rest___outer_end_body
+                    _frame_rest___obj = _new(FrameRest)
+                    _frame_rest___obj.span = _frame_rest__f_span
+                    _frame_rest___obj.kind = _frame_rest__f_kind
+                    _frame_rest___obj.body = _frame_rest___blob_body___obj
+                    f_record = _frame_rest___obj
+                else:
+                    if pos > end:
+                        raise IndexError
+                    pos, end = (_frame_rest___re_pos, _frame_rest___re_end)
+                    if pos > end:
+                        raise IndexError
+                    f_record, pos = _u_frame_rest(mv, pos, end)
             elif f_marker == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
-                if pos > end:
-                    raise IndexError
-                f_record, pos = _u_envelope36_rest(mv, pos, end)
+                _envelope36_rest___re_pos, _envelope36_rest___re_end = (pos, end)
+                _envelope36_rest__f_kind, _envelope36_rest__f_span, _envelope36_rest___env_blob_body__f_timestamp, _envelope36_rest___env_blob_body__f_length, _envelope36_rest___env_blob_body__f_hash, _envelope36_rest___env_blob_body__f_reserved = _S99_unpack_from(mv, pos)
+                _envelope36_rest___r52 = pos
+                pos += 20
+                if not _envelope36_rest__f_span >= 1:
+                    raise ConstraintError('span 0 (CorruptPile)', offset=_envelope36_rest___r52 + 16, path='span', expected='span >= 1', found=_envelope36_rest__f_span)
+                _envelope36_rest___n = _envelope36_rest__f_span * 256 - 36
+                if _envelope36_rest___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_envelope36_rest___n)
+                if pos + _envelope36_rest___n > end:
+                    raise TruncatedError('section needs ' + str(_envelope36_rest___n) + ' bytes', offset=pos, path='body', expected=_envelope36_rest___n, found=end - pos)
+                _envelope36_rest___outer_end_body = end
+                end = pos + _envelope36_rest___n
+                _envelope36_rest___sec_body = pos
+                if _envelope36_rest__f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
+                    _envelope36_rest___env_blob_body___r54 = pos
+                    pos += 220
+                    if not _envelope36_rest__f_span == 1 + (_envelope36_rest___env_blob_body__f_length + 255) // 256:
+                        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_envelope36_rest___env_blob_body___r54 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_envelope36_rest___env_blob_body__f_length)
+                    if _envelope36_rest___env_blob_body__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_envelope36_rest___env_blob_body___r54 + 48, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_envelope36_rest___env_blob_body__f_reserved)
+                    _envelope36_rest___env_blob_body___blob_data__start = pos
+                    _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
+                    if _envelope36_rest___env_blob_body___blob_data___n < 0:
+                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_envelope36_rest___env_blob_body___blob_data___n)
+                    _envelope36_rest___env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
+                    pos += _envelope36_rest___env_blob_body___blob_data___n
+                    _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
+                    pos += _envelope36_rest___env_blob_body___blob_data___n
+                    _envelope36_rest___env_blob_body___blob_data___obj = _new(BlobData)
+                    _envelope36_rest___env_blob_body___blob_data___obj.payload = _envelope36_rest___env_blob_body___blob_data__f_payload
+                    _envelope36_rest___env_blob_body___obj = _new(EnvBlobBody)
+                    _envelope36_rest___env_blob_body___obj.timestamp = _envelope36_rest___env_blob_body__f_timestamp
+                    _envelope36_rest___env_blob_body___obj.length = _envelope36_rest___env_blob_body__f_length
+                    _envelope36_rest___env_blob_body___obj.hash = _envelope36_rest___env_blob_body__f_hash
+                    _envelope36_rest___env_blob_body___obj.data = _envelope36_rest___env_blob_body___blob_data___obj
+                    if pos != end:
+                        raise ConstraintError('section size mismatch', offset=_envelope36_rest___sec_body, path='body', expected=end - _envelope36_rest___sec_body, found=pos - _envelope36_rest___sec_body)
+                    end = _envelope36_rest___outer_end_body
+                    _envelope36_rest___obj = _new(Envelope36Rest)
+                    _envelope36_rest___obj.kind = _envelope36_rest__f_kind
+                    _envelope36_rest___obj.span = _envelope36_rest__f_span
+                    _envelope36_rest___obj.body = _envelope36_rest___env_blob_body___obj
+                    f_record = _envelope36_rest___obj
+                else:
+                    if pos > end:
+                        raise IndexError
+                    pos, end = (_envelope36_rest___re_pos, _envelope36_rest___re_end)
+                    if pos > end:
+                        raise IndexError
+                    f_record, pos = _u_envelope36_rest(mv, pos, end)
             elif f_marker == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
                 _v1_blob__f_timestamp, _v1_blob__f_length, _v1_blob__f_hash = _S71_unpack_from(mv, pos)
                 pos += 48
@@ -1560,10 +1912,10 @@ def _m_pile_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_pile_record, 'pile_record', mv, _rs, end, (), _out)
+        return _decode_many(_d_pile_record, 'pile_record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_pile_record, 'pile_record', mv, _rs, end, (), _out)
+        return _decode_many(_d_pile_record, 'pile_record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_pile_record(out, v):
@@ -2751,7 +3103,7 @@ def _d_frame_rest(mv, pos, end):
     return _obj, pos
 
 def _u_frame_rest(mv, pos, end):
-    f_magic_tail, f_span, f_kind = _S2.unpack_from(mv, pos)
+    f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
     _r2 = pos
     pos += 48
     if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
@@ -2767,7 +3119,6 @@ def _u_frame_rest(mv, pos, end):
     end = pos + _n
     _sec_body = pos
     if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-        _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S4.unpack_from(mv, pos)
         _blob_body___blob_head___r4 = pos
         pos += 192
         if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
@@ -2825,7 +3176,7 @@ def _u_frame_rest(mv, pos, end):
         _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
         f_body = _pin_tombstone_body___obj
     elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
-        _want_v3_body__f_tag, _want_v3_body__f_reserved1 = _S10.unpack_from(mv, pos)
+        _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S101.unpack_from(mv, pos)
         _want_v3_body___r10 = pos
         pos += 32
         _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
@@ -2840,7 +3191,6 @@ def _u_frame_rest(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved1)
         _want_v3_body___tag = _want_v3_body__f_tag
         if _want_v3_body___tag == 1:
-            _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S12.unpack_from(mv, pos)
             _want_v3_body___want_blob___r12 = pos
             pos += 96
             if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
@@ -3074,7 +3424,7 @@ def _u_frame_rest(mv, pos, end):
         _artifact_offer_body___obj.content = _artifact_offer_body__f_content
         f_body = _artifact_offer_body___obj
     elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
-        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved = _S42.unpack_from(mv, pos)
+        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S102.unpack_from(mv, pos)
         _proof_v1_body___r42 = pos
         pos += 32
         if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
@@ -3085,10 +3435,11 @@ def _u_frame_rest(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_proof_v1_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v1_body__f_reserved)
         if _proof_v1_body__f_body_len < 0:
             raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v1_body__f_body_len)
+        if pos + _proof_v1_body__f_body_len > end:
+            raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v1_body__f_body_len, found=end - pos)
         _proof_v1_body___proof_v1_data___outer_end_body = end
         end = pos + _proof_v1_body__f_body_len
         _proof_v1_body___proof_v1_data___sec_body = pos
-        _proof_v1_body___proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
         pos += 32
         _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
         while True:
@@ -3126,7 +3477,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
         f_body = _proof_v1_body___obj
     elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
-        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved = _S42.unpack_from(mv, pos)
+        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S103.unpack_from(mv, pos)
         _proof_v2_body___r42 = pos
         pos += 32
         if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
@@ -3137,10 +3488,11 @@ def _u_frame_rest(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_proof_v2_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v2_body__f_reserved)
         if _proof_v2_body__f_body_len < 0:
             raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v2_body__f_body_len)
+        if pos + _proof_v2_body__f_body_len > end:
+            raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v2_body__f_body_len, found=end - pos)
         _proof_v2_body___proof_v2_data___outer_end_body = end
         end = pos + _proof_v2_body__f_body_len
         _proof_v2_body___proof_v2_data___sec_body = pos
-        _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S48.unpack_from(mv, pos)
         _proof_v2_body___proof_v2_data___proof_v2_content___r48 = pos
         pos += 80
         if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
@@ -3212,12 +3564,14 @@ def _m_frame_rest(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S10_unpack_from = _S10.unpack_from
-    _S12_unpack_from = _S12.unpack_from
+    _end = end
+    _S100_unpack_from = _S100.unpack_from
+    _S101_unpack_from = _S101.unpack_from
+    _S102_unpack_from = _S102.unpack_from
+    _S103_unpack_from = _S103.unpack_from
     _S14_unpack_from = _S14.unpack_from
     _S17_unpack_from = _S17.unpack_from
     _S19_unpack_from = _S19.unpack_from
-    _S2_unpack_from = _S2.unpack_from
     _S21_unpack_from = _S21.unpack_from
     _S23_unpack_from = _S23.unpack_from
     _S25_unpack_from = _S25.unpack_from
@@ -3227,12 +3581,8 @@ def _m_frame_rest(mv, pos, end):
     _S33_unpack_from = _S33.unpack_from
     _S35_unpack_from = _S35.unpack_from
     _S37_unpack_from = _S37.unpack_from
-    _S4_unpack_from = _S4.unpack_from
     _S40_unpack_from = _S40.unpack_from
-    _S42_unpack_from = _S42.unpack_from
-    _S44_unpack_from = _S44.unpack_from
     _S46_unpack_from = _S46.unpack_from
-    _S48_unpack_from = _S48.unpack_from
     _S50_unpack_from = _S50.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S8_unpack_from = _S8.unpack_from
@@ -3241,7 +3591,7 @@ def _m_frame_rest(mv, pos, end):
             if pos >= end:
                 break
             _rs = pos
-            f_magic_tail, f_span, f_kind = _S2_unpack_from(mv, pos)
+            f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S100_unpack_from(mv, pos)
             _r2 = pos
             pos += 48
             if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
@@ -3257,7 +3607,6 @@ def _m_frame_rest(mv, pos, end):
             end = pos + _n
             _sec_body = pos
             if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S4_unpack_from(mv, pos)
                 _blob_body___blob_head___r4 = pos
                 pos += 192
                 if not f_span == 1 + (_blob_body___blob_head__f_length + 255) // 256:
@@ -3315,7 +3664,7 @@ def _m_frame_rest(mv, pos, end):
                 _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
                 f_body = _pin_tombstone_body___obj
             elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
-                _want_v3_body__f_tag, _want_v3_body__f_reserved1 = _S10_unpack_from(mv, pos)
+                _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S101_unpack_from(mv, pos)
                 _want_v3_body___r10 = pos
                 pos += 32
                 _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
@@ -3330,7 +3679,6 @@ def _m_frame_rest(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_want_v3_body___r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_want_v3_body__f_reserved1)
                 _want_v3_body___tag = _want_v3_body__f_tag
                 if _want_v3_body___tag == 1:
-                    _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S12_unpack_from(mv, pos)
                     _want_v3_body___want_blob___r12 = pos
                     pos += 96
                     if _want_v3_body___want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
@@ -3564,7 +3912,7 @@ def _m_frame_rest(mv, pos, end):
                 _artifact_offer_body___obj.content = _artifact_offer_body__f_content
                 f_body = _artifact_offer_body___obj
             elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
-                _proof_v1_body__f_body_len, _proof_v1_body__f_reserved = _S42_unpack_from(mv, pos)
+                _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S102_unpack_from(mv, pos)
                 _proof_v1_body___r42 = pos
                 pos += 32
                 if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
@@ -3575,10 +3923,11 @@ def _m_frame_rest(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_proof_v1_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v1_body__f_reserved)
                 if _proof_v1_body__f_body_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v1_body__f_body_len)
+                if pos + _proof_v1_body__f_body_len > end:
+                    raise TruncatedError('section needs ' + str(_proof_v1_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v1_body__f_body_len, found=end - pos)
                 _proof_v1_body___proof_v1_data___outer_end_body = end
                 end = pos + _proof_v1_body__f_body_len
                 _proof_v1_body___proof_v1_data___sec_body = pos
-                _proof_v1_body___proof_v1_data___proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
                 pos += 32
                 _proof_v1_body___proof_v1_data___proof_v1_content__f_edges = []
                 while True:
@@ -3616,7 +3965,7 @@ def _m_frame_rest(mv, pos, end):
                 _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
                 f_body = _proof_v1_body___obj
             elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
-                _proof_v2_body__f_body_len, _proof_v2_body__f_reserved = _S42_unpack_from(mv, pos)
+                _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S103_unpack_from(mv, pos)
                 _proof_v2_body___r42 = pos
                 pos += 32
                 if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
@@ -3627,10 +3976,11 @@ def _m_frame_rest(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_proof_v2_body___r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_proof_v2_body__f_reserved)
                 if _proof_v2_body__f_body_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_proof_v2_body__f_body_len)
+                if pos + _proof_v2_body__f_body_len > end:
+                    raise TruncatedError('section needs ' + str(_proof_v2_body__f_body_len) + ' bytes', offset=pos, path='body', expected=_proof_v2_body__f_body_len, found=end - pos)
                 _proof_v2_body___proof_v2_data___outer_end_body = end
                 end = pos + _proof_v2_body__f_body_len
                 _proof_v2_body___proof_v2_data___sec_body = pos
-                _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S48_unpack_from(mv, pos)
                 _proof_v2_body___proof_v2_data___proof_v2_content___r48 = pos
                 pos += 80
                 if _proof_v2_body___proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
@@ -3699,10 +4049,10 @@ def _m_frame_rest(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame_rest, 'frame_rest', mv, _rs, end, (), _out)
+        return _decode_many(_d_frame_rest, 'frame_rest', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame_rest, 'frame_rest', mv, _rs, end, (), _out)
+        return _decode_many(_d_frame_rest, 'frame_rest', mv, _rs, _end, (), _out)
     return _out
 
 def _e_frame_rest(out, v):
@@ -3978,14 +4328,14 @@ def _em_frame_rest(values):
 
 def _d_frame_head(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T99)
-    f_magic, f_span, f_kind = _S98.unpack_from(mv, pos)
-    _r98 = pos
+        raise _short(pos, end, _T105)
+    f_magic, f_span, f_kind = _S104.unpack_from(mv, pos)
+    _r104 = pos
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r104, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
     if not (f_span >= 1):
-        raise ConstraintError('span 0 (CorruptPile)', offset=_r98 + 28, path='span', expected='span >= 1', found=f_span)
+        raise ConstraintError('span 0 (CorruptPile)', offset=_r104 + 28, path='span', expected='span >= 1', found=f_span)
     _n = 192
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
@@ -4028,13 +4378,13 @@ def _d_frame_head(mv, pos, end):
     return _obj, pos
 
 def _u_frame_head(mv, pos, end):
-    f_magic, f_span, f_kind = _S98.unpack_from(mv, pos)
-    _r98 = pos
+    f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S106.unpack_from(mv, pos)
+    _r104 = pos
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r104, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
     if not f_span >= 1:
-        raise ConstraintError('span 0 (CorruptPile)', offset=_r98 + 28, path='span', expected='span >= 1', found=f_span)
+        raise ConstraintError('span 0 (CorruptPile)', offset=_r104 + 28, path='span', expected='span >= 1', found=f_span)
     _n = 192
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
@@ -4044,7 +4394,6 @@ def _u_frame_head(mv, pos, end):
     end = pos + _n
     _sec_head = pos
     if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-        _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4.unpack_from(mv, pos)
         _blob_head___r4 = pos
         pos += 192
         if not f_span == 1 + (_blob_head__f_length + 255) // 256:
@@ -4076,20 +4425,20 @@ def _m_frame_head(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S4_unpack_from = _S4.unpack_from
-    _S98_unpack_from = _S98.unpack_from
+    _end = end
+    _S106_unpack_from = _S106.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_span, f_kind = _S98_unpack_from(mv, pos)
-            _r98 = pos
+            f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S106_unpack_from(mv, pos)
+            _r104 = pos
             pos += 64
             if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r104, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
             if not f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)', offset=_r98 + 28, path='span', expected='span >= 1', found=f_span)
+                raise ConstraintError('span 0 (CorruptPile)', offset=_r104 + 28, path='span', expected='span >= 1', found=f_span)
             _n = 192
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
@@ -4099,7 +4448,6 @@ def _m_frame_head(mv, pos, end):
             end = pos + _n
             _sec_head = pos
             if f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
-                _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4_unpack_from(mv, pos)
                 _blob_head___r4 = pos
                 pos += 192
                 if not f_span == 1 + (_blob_head__f_length + 255) // 256:
@@ -4128,14 +4476,14 @@ def _m_frame_head(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame_head, 'frame_head', mv, _rs, end, (), _out)
+        return _decode_many(_d_frame_head, 'frame_head', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame_head, 'frame_head', mv, _rs, end, (), _out)
+        return _decode_many(_d_frame_head, 'frame_head', mv, _rs, _end, (), _out)
     return _out
 
 def _e_frame_head(out, v):
-    out += _S98.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+    out += _S104.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
     _tag = v.kind
     if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
         _blob_head__v = v.head
@@ -4146,10 +4494,10 @@ def _e_frame_head(out, v):
 
 def _em_frame_head(values):
     out = bytearray()
+    _S104_pack = _S104.pack
     _S4_pack = _S4.pack
-    _S98_pack = _S98.pack
     for v in values:
-        out += _S98_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+        out += _S104_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
         _tag = v.kind
         if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
             _blob_head__v = v.head
@@ -4197,6 +4545,7 @@ def _m_blob_head(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S4_unpack_from = _S4.unpack_from
     try:
         while True:
@@ -4219,10 +4568,10 @@ def _m_blob_head(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_blob_head, 'blob_head', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_blob_head, 'blob_head', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_blob_head, 'blob_head', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_blob_head, 'blob_head', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_blob_head(out, v, p_span):
@@ -4269,6 +4618,7 @@ def _m_blob_data(mv, pos, end, p_length):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -4289,10 +4639,10 @@ def _m_blob_data(mv, pos, end, p_length):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_blob_data, 'blob_data', mv, _rs, end, (p_length, ), _out)
+        return _decode_many(_d_blob_data, 'blob_data', mv, _rs, _end, (p_length, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_blob_data, 'blob_data', mv, _rs, end, (p_length, ), _out)
+        return _decode_many(_d_blob_data, 'blob_data', mv, _rs, _end, (p_length, ), _out)
     return _out
 
 def _e_blob_data(out, v, p_length):
@@ -4392,6 +4742,7 @@ def _m_blob_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S4_unpack_from = _S4.unpack_from
     try:
         while True:
@@ -4428,10 +4779,10 @@ def _m_blob_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_blob_body, 'blob_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_blob_body, 'blob_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_blob_body, 'blob_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_blob_body, 'blob_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_blob_body(out, v, p_span):
@@ -4502,6 +4853,7 @@ def _m_pin_head_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
@@ -4525,10 +4877,10 @@ def _m_pin_head_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_pin_head_body, 'pin_head_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_pin_head_body, 'pin_head_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_pin_head_body, 'pin_head_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_pin_head_body, 'pin_head_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_pin_head_body(out, v, p_span):
@@ -4575,6 +4927,7 @@ def _m_pin_tombstone_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S8_unpack_from = _S8.unpack_from
     try:
         while True:
@@ -4595,10 +4948,10 @@ def _m_pin_tombstone_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_pin_tombstone_body(out, v, p_span):
@@ -4637,6 +4990,7 @@ def _m_want_blob(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S12_unpack_from = _S12.unpack_from
     try:
         while True:
@@ -4653,10 +5007,10 @@ def _m_want_blob(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_blob, 'want_blob', mv, _rs, end, (), _out)
+        return _decode_many(_d_want_blob, 'want_blob', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_blob, 'want_blob', mv, _rs, end, (), _out)
+        return _decode_many(_d_want_blob, 'want_blob', mv, _rs, _end, (), _out)
     return _out
 
 def _e_want_blob(out, v):
@@ -4699,6 +5053,7 @@ def _m_want_merge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S14_unpack_from = _S14.unpack_from
     try:
         while True:
@@ -4717,10 +5072,10 @@ def _m_want_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_merge, 'want_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_want_merge, 'want_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_merge, 'want_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_want_merge, 'want_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_want_merge(out, v):
@@ -4761,6 +5116,7 @@ def _m_want_derive(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S14_unpack_from = _S14.unpack_from
     try:
         while True:
@@ -4778,10 +5134,10 @@ def _m_want_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_derive, 'want_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_want_derive, 'want_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_derive, 'want_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_want_derive, 'want_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_want_derive(out, v):
@@ -4796,15 +5152,15 @@ def _em_want_derive(values):
 
 def _d_want_request(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T101)
+        raise _short(pos, end, _T108)
     f_tag = mv[pos]
-    _r100 = pos
+    _r107 = pos
     pos += 1
     _v = _WANTTAG_BY_VALUE.get(f_tag)
     if _v is None:
         if f_tag in (3,):
-            raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_r100, path='tag', expected=[1, 2, 4], found=f_tag)
-        raise ConstraintError('unknown want_tag value', offset=_r100, path='tag', expected=[1, 2, 4], found=f_tag)
+            raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_r107, path='tag', expected=[1, 2, 4], found=f_tag)
+        raise ConstraintError('unknown want_tag value', offset=_r107, path='tag', expected=[1, 2, 4], found=f_tag)
     f_tag = _v
     _tag = f_tag
     if _tag == 1:
@@ -4905,6 +5261,7 @@ def _m_want_request(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S12_unpack_from = _S12.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
@@ -4954,14 +5311,14 @@ def _m_want_request(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_request, 'want_request', mv, _rs, end, (), _out)
+        return _decode_many(_d_want_request, 'want_request', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_request, 'want_request', mv, _rs, end, (), _out)
+        return _decode_many(_d_want_request, 'want_request', mv, _rs, _end, (), _out)
     return _out
 
 def _e_want_request(out, v):
-    out += _S100.pack(v.tag)
+    out += _S107.pack(v.tag)
     _tag = v.tag
     if _tag == 1:
         _want_blob__v = v.request
@@ -4977,11 +5334,11 @@ def _e_want_request(out, v):
 
 def _em_want_request(values):
     out = bytearray()
-    _S100_pack = _S100.pack
+    _S107_pack = _S107.pack
     _S12_pack = _S12.pack
     _S14_pack = _S14.pack
     for v in values:
-        out += _S100_pack(v.tag)
+        out += _S107_pack(v.tag)
         _tag = v.tag
         if _tag == 1:
             _want_blob__v = v.request
@@ -5073,7 +5430,7 @@ def _d_want_v3_body(mv, pos, end, p_span):
     return _obj, pos
 
 def _u_want_v3_body(mv, pos, end, p_span):
-    f_tag, f_reserved1 = _S10.unpack_from(mv, pos)
+    f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S101.unpack_from(mv, pos)
     _r10 = pos
     pos += 32
     f_tag = _WANTTAG_BY_VALUE[f_tag]
@@ -5083,7 +5440,6 @@ def _u_want_v3_body(mv, pos, end, p_span):
         raise ConstraintError('reserved bytes must be zero', offset=_r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
     _tag = f_tag
     if _tag == 1:
-        _want_blob__f_blob, _want_blob__f_zero = _S12.unpack_from(mv, pos)
         _want_blob___r12 = pos
         pos += 96
         if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
@@ -5128,8 +5484,8 @@ def _m_want_v3_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S10_unpack_from = _S10.unpack_from
-    _S12_unpack_from = _S12.unpack_from
+    _end = end
+    _S101_unpack_from = _S101.unpack_from
     _S14_unpack_from = _S14.unpack_from
     _S17_unpack_from = _S17.unpack_from
     try:
@@ -5137,7 +5493,7 @@ def _m_want_v3_body(mv, pos, end, p_span):
             if pos >= end:
                 break
             _rs = pos
-            f_tag, f_reserved1 = _S10_unpack_from(mv, pos)
+            f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S101_unpack_from(mv, pos)
             _r10 = pos
             pos += 32
             f_tag = _WANTTAG_BY_VALUE[f_tag]
@@ -5147,7 +5503,6 @@ def _m_want_v3_body(mv, pos, end, p_span):
                 raise ConstraintError('reserved bytes must be zero', offset=_r10 + 1, path='reserved1', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved1)
             _tag = f_tag
             if _tag == 1:
-                _want_blob__f_blob, _want_blob__f_zero = _S12_unpack_from(mv, pos)
                 _want_blob___r12 = pos
                 pos += 96
                 if _want_blob__f_zero != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
@@ -5189,10 +5544,10 @@ def _m_want_v3_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_v3_body, 'want_v3_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_want_v3_body, 'want_v3_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_v3_body, 'want_v3_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_want_v3_body, 'want_v3_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_want_v3_body(out, v, p_span):
@@ -5270,6 +5625,7 @@ def _m_commit_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S19_unpack_from = _S19.unpack_from
     try:
         while True:
@@ -5291,10 +5647,10 @@ def _m_commit_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_commit_body, 'commit_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_commit_body, 'commit_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_commit_body, 'commit_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_commit_body, 'commit_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_commit_body(out, v, p_span):
@@ -5357,6 +5713,7 @@ def _m_merge_v6_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S21_unpack_from = _S21.unpack_from
     try:
         while True:
@@ -5385,10 +5742,10 @@ def _m_merge_v6_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_merge_v6_body, 'merge_v6_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_merge_v6_body, 'merge_v6_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_merge_v6_body, 'merge_v6_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_merge_v6_body, 'merge_v6_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_merge_v6_body(out, v, p_span):
@@ -5443,6 +5800,7 @@ def _m_derive_v7_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S23_unpack_from = _S23.unpack_from
     try:
         while True:
@@ -5467,10 +5825,10 @@ def _m_derive_v7_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_derive_v7_body, 'derive_v7_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_derive_v7_body, 'derive_v7_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_derive_v7_body, 'derive_v7_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_derive_v7_body, 'derive_v7_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_derive_v7_body(out, v, p_span):
@@ -5507,6 +5865,7 @@ def _m_proof_edge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S27_unpack_from = _S27.unpack_from
     try:
         while True:
@@ -5522,10 +5881,10 @@ def _m_proof_edge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_edge, 'proof_edge', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_edge, 'proof_edge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_edge, 'proof_edge', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_edge, 'proof_edge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_edge(out, v):
@@ -5598,6 +5957,7 @@ def _m_proof_v5_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S25_unpack_from = _S25.unpack_from
     _S27_unpack_from = _S27.unpack_from
     try:
@@ -5628,10 +5988,10 @@ def _m_proof_v5_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v5_body, 'proof_v5_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_proof_v5_body, 'proof_v5_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v5_body, 'proof_v5_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_proof_v5_body, 'proof_v5_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_proof_v5_body(out, v, p_span):
@@ -5679,6 +6039,7 @@ def _m_retired_blob_want_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S29_unpack_from = _S29.unpack_from
     try:
         while True:
@@ -5697,10 +6058,10 @@ def _m_retired_blob_want_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_retired_blob_want_body(out, v, p_span):
@@ -5757,6 +6118,7 @@ def _m_retired_typed_want_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S31_unpack_from = _S31.unpack_from
     try:
         while True:
@@ -5782,10 +6144,10 @@ def _m_retired_typed_want_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_retired_typed_want_body(out, v, p_span):
@@ -5838,6 +6200,7 @@ def _m_unsigned_merge_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S33_unpack_from = _S33.unpack_from
     try:
         while True:
@@ -5861,10 +6224,10 @@ def _m_unsigned_merge_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_unsigned_merge_body(out, v, p_span):
@@ -5911,6 +6274,7 @@ def _m_unsigned_derive_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S35_unpack_from = _S35.unpack_from
     try:
         while True:
@@ -5931,10 +6295,10 @@ def _m_unsigned_derive_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_unsigned_derive_body(out, v, p_span):
@@ -5979,6 +6343,7 @@ def _m_peer_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S37_unpack_from = _S37.unpack_from
     try:
         while True:
@@ -5998,10 +6363,10 @@ def _m_peer_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_peer_body, 'peer_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_peer_body, 'peer_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_peer_body, 'peer_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_peer_body, 'peer_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_peer_body(out, v, p_span):
@@ -6044,6 +6409,7 @@ def _m_store_scope_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S29_unpack_from = _S29.unpack_from
     try:
         while True:
@@ -6062,10 +6428,10 @@ def _m_store_scope_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_store_scope_body, 'store_scope_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_store_scope_body, 'store_scope_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_store_scope_body, 'store_scope_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_store_scope_body, 'store_scope_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_store_scope_body(out, v, p_span):
@@ -6104,6 +6470,7 @@ def _m_artifact_offer_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S40_unpack_from = _S40.unpack_from
     try:
         while True:
@@ -6120,10 +6487,10 @@ def _m_artifact_offer_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_artifact_offer_body(out, v, p_span):
@@ -6158,6 +6525,7 @@ def _m_proof_v1_edge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S46_unpack_from = _S46.unpack_from
     try:
         while True:
@@ -6172,10 +6540,10 @@ def _m_proof_v1_edge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_v1_edge(out, v):
@@ -6244,6 +6612,7 @@ def _m_proof_v1_content(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S44_unpack_from = _S44.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
@@ -6272,10 +6641,10 @@ def _m_proof_v1_content(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v1_content, 'proof_v1_content', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_v1_content, 'proof_v1_content', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v1_content, 'proof_v1_content', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_v1_content, 'proof_v1_content', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_v1_content(out, v):
@@ -6341,6 +6710,7 @@ def _m_proof_v2_edge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S50_unpack_from = _S50.unpack_from
     try:
         while True:
@@ -6368,10 +6738,10 @@ def _m_proof_v2_edge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_v2_edge(out, v):
@@ -6474,6 +6844,7 @@ def _m_proof_v2_content(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S48_unpack_from = _S48.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
@@ -6519,10 +6890,10 @@ def _m_proof_v2_content(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v2_content, 'proof_v2_content', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_v2_content, 'proof_v2_content', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v2_content, 'proof_v2_content', mv, _rs, end, (), _out)
+        return _decode_many(_d_proof_v2_content, 'proof_v2_content', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_v2_content(out, v):
@@ -6644,6 +7015,7 @@ def _m_proof_v1_data(mv, pos, end, p_body_len):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S44_unpack_from = _S44.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
@@ -6695,10 +7067,10 @@ def _m_proof_v1_data(mv, pos, end, p_body_len):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v1_data, 'proof_v1_data', mv, _rs, end, (p_body_len, ), _out)
+        return _decode_many(_d_proof_v1_data, 'proof_v1_data', mv, _rs, _end, (p_body_len, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v1_data, 'proof_v1_data', mv, _rs, end, (p_body_len, ), _out)
+        return _decode_many(_d_proof_v1_data, 'proof_v1_data', mv, _rs, _end, (p_body_len, ), _out)
     return _out
 
 def _e_proof_v1_data(out, v, p_body_len):
@@ -6860,6 +7232,7 @@ def _m_proof_v2_data(mv, pos, end, p_body_len):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S48_unpack_from = _S48.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
@@ -6928,10 +7301,10 @@ def _m_proof_v2_data(mv, pos, end, p_body_len):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v2_data, 'proof_v2_data', mv, _rs, end, (p_body_len, ), _out)
+        return _decode_many(_d_proof_v2_data, 'proof_v2_data', mv, _rs, _end, (p_body_len, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v2_data, 'proof_v2_data', mv, _rs, end, (p_body_len, ), _out)
+        return _decode_many(_d_proof_v2_data, 'proof_v2_data', mv, _rs, _end, (p_body_len, ), _out)
     return _out
 
 def _e_proof_v2_data(out, v, p_body_len):
@@ -7030,7 +7403,7 @@ def _d_proof_v1_body(mv, pos, end, p_span):
     return _obj, pos
 
 def _u_proof_v1_body(mv, pos, end, p_span):
-    f_body_len, f_reserved = _S42.unpack_from(mv, pos)
+    f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S102.unpack_from(mv, pos)
     _r42 = pos
     pos += 32
     if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
@@ -7041,10 +7414,11 @@ def _u_proof_v1_body(mv, pos, end, p_span):
         raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if f_body_len < 0:
         raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+    if pos + f_body_len > end:
+        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
     _proof_v1_data___outer_end_body = end
     end = pos + f_body_len
     _proof_v1_data___sec_body = pos
-    _proof_v1_data___proof_v1_content__f_root, = _S44.unpack_from(mv, pos)
     pos += 32
     _proof_v1_data___proof_v1_content__f_edges = []
     while True:
@@ -7086,15 +7460,15 @@ def _m_proof_v1_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S42_unpack_from = _S42.unpack_from
-    _S44_unpack_from = _S44.unpack_from
+    _end = end
+    _S102_unpack_from = _S102.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_body_len, f_reserved = _S42_unpack_from(mv, pos)
+            f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S102_unpack_from(mv, pos)
             _r42 = pos
             pos += 32
             if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
@@ -7105,10 +7479,11 @@ def _m_proof_v1_body(mv, pos, end, p_span):
                 raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if f_body_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+            if pos + f_body_len > end:
+                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
             _proof_v1_data___outer_end_body = end
             end = pos + f_body_len
             _proof_v1_data___sec_body = pos
-            _proof_v1_data___proof_v1_content__f_root, = _S44_unpack_from(mv, pos)
             pos += 32
             _proof_v1_data___proof_v1_content__f_edges = []
             while True:
@@ -7147,10 +7522,10 @@ def _m_proof_v1_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v1_body, 'proof_v1_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_proof_v1_body, 'proof_v1_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v1_body, 'proof_v1_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_proof_v1_body, 'proof_v1_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_proof_v1_body(out, v, p_span):
@@ -7273,7 +7648,7 @@ def _d_proof_v2_body(mv, pos, end, p_span):
     return _obj, pos
 
 def _u_proof_v2_body(mv, pos, end, p_span):
-    f_body_len, f_reserved = _S42.unpack_from(mv, pos)
+    f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S103.unpack_from(mv, pos)
     _r42 = pos
     pos += 32
     if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
@@ -7284,10 +7659,11 @@ def _u_proof_v2_body(mv, pos, end, p_span):
         raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if f_body_len < 0:
         raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+    if pos + f_body_len > end:
+        raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
     _proof_v2_data___outer_end_body = end
     end = pos + f_body_len
     _proof_v2_data___sec_body = pos
-    _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S48.unpack_from(mv, pos)
     _proof_v2_data___proof_v2_content___r48 = pos
     pos += 80
     if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
@@ -7346,15 +7722,15 @@ def _m_proof_v2_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S42_unpack_from = _S42.unpack_from
-    _S48_unpack_from = _S48.unpack_from
+    _end = end
+    _S103_unpack_from = _S103.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_body_len, f_reserved = _S42_unpack_from(mv, pos)
+            f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S103_unpack_from(mv, pos)
             _r42 = pos
             pos += 32
             if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
@@ -7365,10 +7741,11 @@ def _m_proof_v2_body(mv, pos, end, p_span):
                 raise ConstraintError('reserved bytes must be zero', offset=_r42 + 8, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if f_body_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=f_body_len)
+            if pos + f_body_len > end:
+                raise TruncatedError('section needs ' + str(f_body_len) + ' bytes', offset=pos, path='body', expected=f_body_len, found=end - pos)
             _proof_v2_data___outer_end_body = end
             end = pos + f_body_len
             _proof_v2_data___sec_body = pos
-            _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S48_unpack_from(mv, pos)
             _proof_v2_data___proof_v2_content___r48 = pos
             pos += 80
             if _proof_v2_data___proof_v2_content__f_magic != b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d':
@@ -7424,10 +7801,10 @@ def _m_proof_v2_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v2_body, 'proof_v2_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_proof_v2_body, 'proof_v2_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v2_body, 'proof_v2_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_proof_v2_body, 'proof_v2_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_proof_v2_body(out, v, p_span):
@@ -7492,6 +7869,7 @@ def _m_v1_blob_data(mv, pos, end, p_length):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -7512,10 +7890,10 @@ def _m_v1_blob_data(mv, pos, end, p_length):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v1_blob_data, 'v1_blob_data', mv, _rs, end, (p_length, ), _out)
+        return _decode_many(_d_v1_blob_data, 'v1_blob_data', mv, _rs, _end, (p_length, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v1_blob_data, 'v1_blob_data', mv, _rs, end, (p_length, ), _out)
+        return _decode_many(_d_v1_blob_data, 'v1_blob_data', mv, _rs, _end, (p_length, ), _out)
     return _out
 
 def _e_v1_blob_data(out, v, p_length):
@@ -7591,6 +7969,7 @@ def _m_v1_blob(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S71_unpack_from = _S71.unpack_from
     try:
         while True:
@@ -7617,10 +7996,10 @@ def _m_v1_blob(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v1_blob, 'v1_blob', mv, _rs, end, (), _out)
+        return _decode_many(_d_v1_blob, 'v1_blob', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v1_blob, 'v1_blob', mv, _rs, end, (), _out)
+        return _decode_many(_d_v1_blob, 'v1_blob', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v1_blob(out, v):
@@ -7677,6 +8056,7 @@ def _m_v1_branch(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S73_unpack_from = _S73.unpack_from
     try:
         while True:
@@ -7694,10 +8074,10 @@ def _m_v1_branch(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v1_branch, 'v1_branch', mv, _rs, end, (), _out)
+        return _decode_many(_d_v1_branch, 'v1_branch', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v1_branch, 'v1_branch', mv, _rs, end, (), _out)
+        return _decode_many(_d_v1_branch, 'v1_branch', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v1_branch(out, v):
@@ -7738,6 +8118,7 @@ def _m_v1_tombstone(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S73_unpack_from = _S73.unpack_from
     try:
         while True:
@@ -7755,10 +8136,10 @@ def _m_v1_tombstone(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v1_tombstone, 'v1_tombstone', mv, _rs, end, (), _out)
+        return _decode_many(_d_v1_tombstone, 'v1_tombstone', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v1_tombstone, 'v1_tombstone', mv, _rs, end, (), _out)
+        return _decode_many(_d_v1_tombstone, 'v1_tombstone', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v1_tombstone(out, v):
@@ -7827,6 +8208,7 @@ def _m_v3_blob(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S76_unpack_from = _S76.unpack_from
     try:
         while True:
@@ -7854,10 +8236,10 @@ def _m_v3_blob(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_blob, 'v3_blob', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_blob, 'v3_blob', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_blob, 'v3_blob', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_blob, 'v3_blob', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_blob(out, v):
@@ -7916,6 +8298,7 @@ def _m_v3_branch(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S78_unpack_from = _S78.unpack_from
     try:
         while True:
@@ -7934,10 +8317,10 @@ def _m_v3_branch(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_branch, 'v3_branch', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_branch, 'v3_branch', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_branch, 'v3_branch', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_branch, 'v3_branch', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_branch(out, v):
@@ -7978,6 +8361,7 @@ def _m_v3_tombstone(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S80_unpack_from = _S80.unpack_from
     try:
         while True:
@@ -7995,10 +8379,10 @@ def _m_v3_tombstone(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_tombstone, 'v3_tombstone', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_tombstone, 'v3_tombstone', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_tombstone, 'v3_tombstone', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_tombstone, 'v3_tombstone', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_tombstone(out, v):
@@ -8033,6 +8417,7 @@ def _m_v3_blob_want(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S82_unpack_from = _S82.unpack_from
     try:
         while True:
@@ -8047,10 +8432,10 @@ def _m_v3_blob_want(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_blob_want, 'v3_blob_want', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_blob_want, 'v3_blob_want', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_blob_want, 'v3_blob_want', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_blob_want, 'v3_blob_want', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_blob_want(out, v):
@@ -8085,6 +8470,7 @@ def _m_v3_local_cell(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S80_unpack_from = _S80.unpack_from
     try:
         while True:
@@ -8099,10 +8485,10 @@ def _m_v3_local_cell(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_local_cell, 'v3_local_cell', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_local_cell, 'v3_local_cell', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_local_cell, 'v3_local_cell', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_local_cell, 'v3_local_cell', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_local_cell(out, v):
@@ -8157,6 +8543,7 @@ def _m_v3_collection_definition(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S85_unpack_from = _S85.unpack_from
     try:
         while True:
@@ -8181,10 +8568,10 @@ def _m_v3_collection_definition(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_collection_definition(out, v):
@@ -8233,6 +8620,7 @@ def _m_v3_commit(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S87_unpack_from = _S87.unpack_from
     try:
         while True:
@@ -8254,10 +8642,10 @@ def _m_v3_commit(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_commit, 'v3_commit', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_commit, 'v3_commit', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_commit, 'v3_commit', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_commit, 'v3_commit', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_commit(out, v):
@@ -8306,6 +8694,7 @@ def _m_v3_merge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S89_unpack_from = _S89.unpack_from
     try:
         while True:
@@ -8327,10 +8716,10 @@ def _m_v3_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_merge, 'v3_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_merge, 'v3_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_merge, 'v3_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_merge, 'v3_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_merge(out, v):
@@ -8375,6 +8764,7 @@ def _m_v3_derive(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S91_unpack_from = _S91.unpack_from
     try:
         while True:
@@ -8394,10 +8784,10 @@ def _m_v3_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_derive, 'v3_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_derive, 'v3_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_derive, 'v3_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_v3_derive, 'v3_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_derive(out, v):
@@ -8446,6 +8836,7 @@ def _m_v4_commit(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S93_unpack_from = _S93.unpack_from
     try:
         while True:
@@ -8467,10 +8858,10 @@ def _m_v4_commit(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v4_commit, 'v4_commit', mv, _rs, end, (), _out)
+        return _decode_many(_d_v4_commit, 'v4_commit', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v4_commit, 'v4_commit', mv, _rs, end, (), _out)
+        return _decode_many(_d_v4_commit, 'v4_commit', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v4_commit(out, v):
@@ -8519,6 +8910,7 @@ def _m_v4_merge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S95_unpack_from = _S95.unpack_from
     try:
         while True:
@@ -8540,10 +8932,10 @@ def _m_v4_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v4_merge, 'v4_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_v4_merge, 'v4_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v4_merge, 'v4_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_v4_merge, 'v4_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v4_merge(out, v):
@@ -8588,6 +8980,7 @@ def _m_v4_derive(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S95_unpack_from = _S95.unpack_from
     try:
         while True:
@@ -8607,10 +9000,10 @@ def _m_v4_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v4_derive, 'v4_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_v4_derive, 'v4_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v4_derive, 'v4_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_v4_derive, 'v4_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v4_derive(out, v):
@@ -8878,7 +9271,7 @@ def _d_envelope36_rest(mv, pos, end):
     return _obj, pos
 
 def _u_envelope36_rest(mv, pos, end):
-    f_kind, f_span = _S52.unpack_from(mv, pos)
+    f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S99.unpack_from(mv, pos)
     _r52 = pos
     pos += 20
     if not f_span >= 1:
@@ -8892,7 +9285,6 @@ def _u_envelope36_rest(mv, pos, end):
     end = pos + _n
     _sec_body = pos
     if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-        _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S54.unpack_from(mv, pos)
         _env_blob_body___r54 = pos
         pos += 220
         if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
@@ -9071,8 +9463,7 @@ def _m_envelope36_rest(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S52_unpack_from = _S52.unpack_from
-    _S54_unpack_from = _S54.unpack_from
+    _end = end
     _S56_unpack_from = _S56.unpack_from
     _S58_unpack_from = _S58.unpack_from
     _S60_unpack_from = _S60.unpack_from
@@ -9080,12 +9471,13 @@ def _m_envelope36_rest(mv, pos, end):
     _S64_unpack_from = _S64.unpack_from
     _S66_unpack_from = _S66.unpack_from
     _S69_unpack_from = _S69.unpack_from
+    _S99_unpack_from = _S99.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_kind, f_span = _S52_unpack_from(mv, pos)
+            f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S99_unpack_from(mv, pos)
             _r52 = pos
             pos += 20
             if not f_span >= 1:
@@ -9099,7 +9491,6 @@ def _m_envelope36_rest(mv, pos, end):
             end = pos + _n
             _sec_body = pos
             if f_kind == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
-                _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S54_unpack_from(mv, pos)
                 _env_blob_body___r54 = pos
                 pos += 220
                 if not f_span == 1 + (_env_blob_body__f_length + 255) // 256:
@@ -9275,10 +9666,10 @@ def _m_envelope36_rest(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_envelope36_rest, 'envelope36_rest', mv, _rs, end, (), _out)
+        return _decode_many(_d_envelope36_rest, 'envelope36_rest', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_envelope36_rest, 'envelope36_rest', mv, _rs, end, (), _out)
+        return _decode_many(_d_envelope36_rest, 'envelope36_rest', mv, _rs, _end, (), _out)
     return _out
 
 def _e_envelope36_rest(out, v):
@@ -9473,6 +9864,7 @@ def _m_env_blob_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S54_unpack_from = _S54.unpack_from
     try:
         while True:
@@ -9504,10 +9896,10 @@ def _m_env_blob_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_blob_body, 'env_blob_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_blob_body, 'env_blob_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_blob_body, 'env_blob_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_blob_body, 'env_blob_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_blob_body(out, v, p_span):
@@ -9572,6 +9964,7 @@ def _m_env_branch_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S56_unpack_from = _S56.unpack_from
     try:
         while True:
@@ -9593,10 +9986,10 @@ def _m_env_branch_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_branch_body, 'env_branch_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_branch_body, 'env_branch_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_branch_body, 'env_branch_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_branch_body, 'env_branch_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_branch_body(out, v, p_span):
@@ -9639,6 +10032,7 @@ def _m_env_tombstone_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S58_unpack_from = _S58.unpack_from
     try:
         while True:
@@ -9657,10 +10051,10 @@ def _m_env_tombstone_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_tombstone_body(out, v, p_span):
@@ -9703,6 +10097,7 @@ def _m_env_blob_want_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S60_unpack_from = _S60.unpack_from
     try:
         while True:
@@ -9721,10 +10116,10 @@ def _m_env_blob_want_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_blob_want_body(out, v, p_span):
@@ -9777,6 +10172,7 @@ def _m_env_typed_want_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S62_unpack_from = _S62.unpack_from
     try:
         while True:
@@ -9800,10 +10196,10 @@ def _m_env_typed_want_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_typed_want_body(out, v, p_span):
@@ -9856,6 +10252,7 @@ def _m_env_commit_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S64_unpack_from = _S64.unpack_from
     try:
         while True:
@@ -9879,10 +10276,10 @@ def _m_env_commit_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_commit_body, 'env_commit_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_commit_body, 'env_commit_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_commit_body, 'env_commit_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_commit_body, 'env_commit_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_commit_body(out, v, p_span):
@@ -9935,6 +10332,7 @@ def _m_env_merge_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S66_unpack_from = _S66.unpack_from
     try:
         while True:
@@ -9958,10 +10356,10 @@ def _m_env_merge_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_merge_body, 'env_merge_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_merge_body, 'env_merge_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_merge_body, 'env_merge_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_merge_body, 'env_merge_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_merge_body(out, v, p_span):
@@ -10010,6 +10408,7 @@ def _m_env_derive_v4_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S66_unpack_from = _S66.unpack_from
     try:
         while True:
@@ -10031,10 +10430,10 @@ def _m_env_derive_v4_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_derive_v4_body(out, v, p_span):
@@ -10081,6 +10480,7 @@ def _m_env_derive_v5_body(mv, pos, end, p_span):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S69_unpack_from = _S69.unpack_from
     try:
         while True:
@@ -10101,10 +10501,10 @@ def _m_env_derive_v5_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, end, (p_span, ), _out)
+        return _decode_many(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_derive_v5_body(out, v, p_span):
@@ -10119,16 +10519,16 @@ def _em_env_derive_v5_body(values, p_span):
 
 def _d_commit_transcript(mv, pos, end):
     if pos + 188 > end:
-        raise _short(pos, end, _T103)
-    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S102.unpack_from(mv, pos)
-    _r102 = pos
+        raise _short(pos, end, _T110)
+    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S109.unpack_from(mv, pos)
+    _r109 = pos
     pos += 188
     if f_domain != b'triblespace.collection.commit.transcript':
-        raise ConstraintError('bad magic', offset=_r102, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r109, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
     if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-        raise ConstraintError('bad magic', offset=_r102 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r109 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
     if f_version != 2:
-        raise ConstraintError('bad magic', offset=_r102 + 56, path='version', expected=2, found=f_version)
+        raise ConstraintError('bad magic', offset=_r109 + 56, path='version', expected=2, found=f_version)
     _obj = _new(CommitTranscript)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -10137,15 +10537,15 @@ def _d_commit_transcript(mv, pos, end):
     return _obj, pos
 
 def _u_commit_transcript(mv, pos, end):
-    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S102.unpack_from(mv, pos)
-    _r102 = pos
+    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S109.unpack_from(mv, pos)
+    _r109 = pos
     pos += 188
     if f_domain != b'triblespace.collection.commit.transcript':
-        raise ConstraintError('bad magic', offset=_r102, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r109, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
     if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-        raise ConstraintError('bad magic', offset=_r102 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r109 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
     if f_version != 2:
-        raise ConstraintError('bad magic', offset=_r102 + 56, path='version', expected=2, found=f_version)
+        raise ConstraintError('bad magic', offset=_r109 + 56, path='version', expected=2, found=f_version)
     _obj = _new(CommitTranscript)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -10157,21 +10557,22 @@ def _m_commit_transcript(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S102_unpack_from = _S102.unpack_from
+    _end = end
+    _S109_unpack_from = _S109.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S102_unpack_from(mv, pos)
-            _r102 = pos
+            f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S109_unpack_from(mv, pos)
+            _r109 = pos
             pos += 188
             if f_domain != b'triblespace.collection.commit.transcript':
-                raise ConstraintError('bad magic', offset=_r102, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+                raise ConstraintError('bad magic', offset=_r109, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
             if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-                raise ConstraintError('bad magic', offset=_r102 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+                raise ConstraintError('bad magic', offset=_r109 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
             if f_version != 2:
-                raise ConstraintError('bad magic', offset=_r102 + 56, path='version', expected=2, found=f_version)
+                raise ConstraintError('bad magic', offset=_r109 + 56, path='version', expected=2, found=f_version)
             _obj = _new(CommitTranscript)
             _obj.author = f_author
             _obj.collection = f_collection
@@ -10180,32 +10581,32 @@ def _m_commit_transcript(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_commit_transcript, 'commit_transcript', mv, _rs, end, (), _out)
+        return _decode_many(_d_commit_transcript, 'commit_transcript', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_commit_transcript, 'commit_transcript', mv, _rs, end, (), _out)
+        return _decode_many(_d_commit_transcript, 'commit_transcript', mv, _rs, _end, (), _out)
     return _out
 
 def _e_commit_transcript(out, v):
-    out += _S102.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
+    out += _S109.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
 
 def _em_commit_transcript(values):
     out = bytearray()
-    _S102_pack = _S102.pack
+    _S109_pack = _S109.pack
     for v in values:
-        out += _S102_pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
+        out += _S109_pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
     return bytes(out)
 
 def _d_merge_endorsement(mv, pos, end):
     if pos + 280 > end:
-        raise _short(pos, end, _T105)
-    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S104.unpack_from(mv, pos)
-    _r104 = pos
+        raise _short(pos, end, _T112)
+    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S111.unpack_from(mv, pos)
+    _r111 = pos
     pos += 280
     if f_domain != b'triblespace.collection.merge.endorsement':
-        raise ConstraintError('bad magic', offset=_r104, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
     if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-        raise ConstraintError('bad magic', offset=_r104 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
     _obj = _new(MergeEndorsement)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -10217,13 +10618,13 @@ def _d_merge_endorsement(mv, pos, end):
     return _obj, pos
 
 def _u_merge_endorsement(mv, pos, end):
-    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S104.unpack_from(mv, pos)
-    _r104 = pos
+    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S111.unpack_from(mv, pos)
+    _r111 = pos
     pos += 280
     if f_domain != b'triblespace.collection.merge.endorsement':
-        raise ConstraintError('bad magic', offset=_r104, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
     if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-        raise ConstraintError('bad magic', offset=_r104 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
     _obj = _new(MergeEndorsement)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -10238,19 +10639,20 @@ def _m_merge_endorsement(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S104_unpack_from = _S104.unpack_from
+    _end = end
+    _S111_unpack_from = _S111.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S104_unpack_from(mv, pos)
-            _r104 = pos
+            f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S111_unpack_from(mv, pos)
+            _r111 = pos
             pos += 280
             if f_domain != b'triblespace.collection.merge.endorsement':
-                raise ConstraintError('bad magic', offset=_r104, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+                raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
             if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-                raise ConstraintError('bad magic', offset=_r104 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+                raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
             _obj = _new(MergeEndorsement)
             _obj.author = f_author
             _obj.collection = f_collection
@@ -10262,32 +10664,32 @@ def _m_merge_endorsement(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_merge_endorsement, 'merge_endorsement', mv, _rs, end, (), _out)
+        return _decode_many(_d_merge_endorsement, 'merge_endorsement', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_merge_endorsement, 'merge_endorsement', mv, _rs, end, (), _out)
+        return _decode_many(_d_merge_endorsement, 'merge_endorsement', mv, _rs, _end, (), _out)
     return _out
 
 def _e_merge_endorsement(out, v):
-    out += _S104.pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
+    out += _S111.pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
 
 def _em_merge_endorsement(values):
     out = bytearray()
-    _S104_pack = _S104.pack
+    _S111_pack = _S111.pack
     for v in values:
-        out += _S104_pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
+        out += _S111_pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
     return bytes(out)
 
 def _d_derive_endorsement(mv, pos, end):
     if pos + 217 > end:
-        raise _short(pos, end, _T107)
-    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S106.unpack_from(mv, pos)
-    _r106 = pos
+        raise _short(pos, end, _T114)
+    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S113.unpack_from(mv, pos)
+    _r113 = pos
     pos += 217
     if f_domain != b'triblespace.collection.derive.endorsement':
-        raise ConstraintError('bad magic', offset=_r106, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r113, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
     if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-        raise ConstraintError('bad magic', offset=_r106 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r113 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
     _obj = _new(DeriveEndorsement)
     _obj.author = f_author
     _obj.target = f_target
@@ -10297,13 +10699,13 @@ def _d_derive_endorsement(mv, pos, end):
     return _obj, pos
 
 def _u_derive_endorsement(mv, pos, end):
-    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S106.unpack_from(mv, pos)
-    _r106 = pos
+    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S113.unpack_from(mv, pos)
+    _r113 = pos
     pos += 217
     if f_domain != b'triblespace.collection.derive.endorsement':
-        raise ConstraintError('bad magic', offset=_r106, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r113, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
     if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-        raise ConstraintError('bad magic', offset=_r106 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r113 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
     _obj = _new(DeriveEndorsement)
     _obj.author = f_author
     _obj.target = f_target
@@ -10316,19 +10718,20 @@ def _m_derive_endorsement(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S106_unpack_from = _S106.unpack_from
+    _end = end
+    _S113_unpack_from = _S113.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S106_unpack_from(mv, pos)
-            _r106 = pos
+            f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S113_unpack_from(mv, pos)
+            _r113 = pos
             pos += 217
             if f_domain != b'triblespace.collection.derive.endorsement':
-                raise ConstraintError('bad magic', offset=_r106, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+                raise ConstraintError('bad magic', offset=_r113, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
             if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-                raise ConstraintError('bad magic', offset=_r106 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+                raise ConstraintError('bad magic', offset=_r113 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
             _obj = _new(DeriveEndorsement)
             _obj.author = f_author
             _obj.target = f_target
@@ -10338,20 +10741,20 @@ def _m_derive_endorsement(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_derive_endorsement, 'derive_endorsement', mv, _rs, end, (), _out)
+        return _decode_many(_d_derive_endorsement, 'derive_endorsement', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_derive_endorsement, 'derive_endorsement', mv, _rs, end, (), _out)
+        return _decode_many(_d_derive_endorsement, 'derive_endorsement', mv, _rs, _end, (), _out)
     return _out
 
 def _e_derive_endorsement(out, v):
-    out += _S106.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
+    out += _S113.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
 
 def _em_derive_endorsement(values):
     out = bytearray()
-    _S106_pack = _S106.pack
+    _S113_pack = _S113.pack
     for v in values:
-        out += _S106_pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
+        out += _S113_pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
     return bytes(out)
 
 def _d_dense_commit(mv, pos, end):
@@ -10384,6 +10787,7 @@ def _m_dense_commit(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S19_unpack_from = _S19.unpack_from
     try:
         while True:
@@ -10402,10 +10806,10 @@ def _m_dense_commit(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_commit, 'dense_commit', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_commit, 'dense_commit', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_commit, 'dense_commit', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_commit, 'dense_commit', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_commit(out, v):
@@ -10420,8 +10824,8 @@ def _em_dense_commit(values):
 
 def _d_dense_unsigned_merge(mv, pos, end):
     if pos + 128 > end:
-        raise _short(pos, end, _T109)
-    f_collection, f_low, f_high, f_result = _S108.unpack_from(mv, pos)
+        raise _short(pos, end, _T116)
+    f_collection, f_low, f_high, f_result = _S115.unpack_from(mv, pos)
     pos += 128
     _obj = _new(DenseUnsignedMerge)
     _obj.collection = f_collection
@@ -10431,7 +10835,7 @@ def _d_dense_unsigned_merge(mv, pos, end):
     return _obj, pos
 
 def _u_dense_unsigned_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result = _S108.unpack_from(mv, pos)
+    f_collection, f_low, f_high, f_result = _S115.unpack_from(mv, pos)
     pos += 128
     _obj = _new(DenseUnsignedMerge)
     _obj.collection = f_collection
@@ -10444,13 +10848,14 @@ def _m_dense_unsigned_merge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S108_unpack_from = _S108.unpack_from
+    _end = end
+    _S115_unpack_from = _S115.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_collection, f_low, f_high, f_result = _S108_unpack_from(mv, pos)
+            f_collection, f_low, f_high, f_result = _S115_unpack_from(mv, pos)
             pos += 128
             _obj = _new(DenseUnsignedMerge)
             _obj.collection = f_collection
@@ -10460,25 +10865,25 @@ def _m_dense_unsigned_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_unsigned_merge(out, v):
-    out += _S108.pack(v.collection, v.low, v.high, v.result)
+    out += _S115.pack(v.collection, v.low, v.high, v.result)
 
 def _em_dense_unsigned_merge(values):
     out = bytearray()
-    _S108_pack = _S108.pack
+    _S115_pack = _S115.pack
     for v in values:
-        out += _S108_pack(v.collection, v.low, v.high, v.result)
+        out += _S115_pack(v.collection, v.low, v.high, v.result)
     return bytes(out)
 
 def _d_dense_unsigned_derive(mv, pos, end):
     if pos + 96 > end:
-        raise _short(pos, end, _T110)
+        raise _short(pos, end, _T117)
     f_target, f_input, f_output = _S14.unpack_from(mv, pos)
     pos += 96
     _obj = _new(DenseUnsignedDerive)
@@ -10500,6 +10905,7 @@ def _m_dense_unsigned_derive(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S14_unpack_from = _S14.unpack_from
     try:
         while True:
@@ -10515,10 +10921,10 @@ def _m_dense_unsigned_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_unsigned_derive(out, v):
@@ -10533,8 +10939,8 @@ def _em_dense_unsigned_derive(values):
 
 def _d_dense_signed_merge(mv, pos, end):
     if pos + 224 > end:
-        raise _short(pos, end, _T112)
-    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
+        raise _short(pos, end, _T119)
+    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S118.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseSignedMerge)
     _obj.collection = f_collection
@@ -10547,7 +10953,7 @@ def _d_dense_signed_merge(mv, pos, end):
     return _obj, pos
 
 def _u_dense_signed_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
+    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S118.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseSignedMerge)
     _obj.collection = f_collection
@@ -10563,13 +10969,14 @@ def _m_dense_signed_merge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S111_unpack_from = _S111.unpack_from
+    _end = end
+    _S118_unpack_from = _S118.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S111_unpack_from(mv, pos)
+            f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S118_unpack_from(mv, pos)
             pos += 224
             _obj = _new(DenseSignedMerge)
             _obj.collection = f_collection
@@ -10582,25 +10989,25 @@ def _m_dense_signed_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_signed_merge(out, v):
-    out += _S111.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
+    out += _S118.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
 
 def _em_dense_signed_merge(values):
     out = bytearray()
-    _S111_pack = _S111.pack
+    _S118_pack = _S118.pack
     for v in values:
-        out += _S111_pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
+        out += _S118_pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
     return bytes(out)
 
 def _d_dense_signed_derive(mv, pos, end):
     if pos + 192 > end:
-        raise _short(pos, end, _T113)
+        raise _short(pos, end, _T120)
     f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
     pos += 192
     _obj = _new(DenseSignedDerive)
@@ -10628,6 +11035,7 @@ def _m_dense_signed_derive(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S19_unpack_from = _S19.unpack_from
     try:
         while True:
@@ -10646,10 +11054,10 @@ def _m_dense_signed_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_signed_derive(out, v):
@@ -10664,8 +11072,8 @@ def _em_dense_signed_derive(values):
 
 def _d_dense_witness_merge(mv, pos, end):
     if pos + 288 > end:
-        raise _short(pos, end, _T115)
-    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S114.unpack_from(mv, pos)
+        raise _short(pos, end, _T122)
+    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S121.unpack_from(mv, pos)
     pos += 288
     _obj = _new(DenseWitnessMerge)
     _obj.collection = f_collection
@@ -10680,7 +11088,7 @@ def _d_dense_witness_merge(mv, pos, end):
     return _obj, pos
 
 def _u_dense_witness_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S114.unpack_from(mv, pos)
+    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S121.unpack_from(mv, pos)
     pos += 288
     _obj = _new(DenseWitnessMerge)
     _obj.collection = f_collection
@@ -10698,13 +11106,14 @@ def _m_dense_witness_merge(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S114_unpack_from = _S114.unpack_from
+    _end = end
+    _S121_unpack_from = _S121.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S114_unpack_from(mv, pos)
+            f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S121_unpack_from(mv, pos)
             pos += 288
             _obj = _new(DenseWitnessMerge)
             _obj.collection = f_collection
@@ -10719,26 +11128,26 @@ def _m_dense_witness_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_witness_merge(out, v):
-    out += _S114.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
+    out += _S121.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
 
 def _em_dense_witness_merge(values):
     out = bytearray()
-    _S114_pack = _S114.pack
+    _S121_pack = _S121.pack
     for v in values:
-        out += _S114_pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
+        out += _S121_pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
     return bytes(out)
 
 def _d_dense_witness_derive(mv, pos, end):
     if pos + 224 > end:
-        raise _short(pos, end, _T116)
-    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
+        raise _short(pos, end, _T123)
+    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S118.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseWitnessDerive)
     _obj.target = f_target
@@ -10751,7 +11160,7 @@ def _d_dense_witness_derive(mv, pos, end):
     return _obj, pos
 
 def _u_dense_witness_derive(mv, pos, end):
-    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S111.unpack_from(mv, pos)
+    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S118.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseWitnessDerive)
     _obj.target = f_target
@@ -10767,13 +11176,14 @@ def _m_dense_witness_derive(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S111_unpack_from = _S111.unpack_from
+    _end = end
+    _S118_unpack_from = _S118.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S111_unpack_from(mv, pos)
+            f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S118_unpack_from(mv, pos)
             pos += 224
             _obj = _new(DenseWitnessDerive)
             _obj.target = f_target
@@ -10786,31 +11196,31 @@ def _m_dense_witness_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_witness_derive(out, v):
-    out += _S111.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
+    out += _S118.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
 
 def _em_dense_witness_derive(values):
     out = bytearray()
-    _S111_pack = _S111.pack
+    _S118_pack = _S118.pack
     for v in values:
-        out += _S111_pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
+        out += _S118_pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
     return bytes(out)
 
 def _d_dense_record(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T101)
+        raise _short(pos, end, _T108)
     f_tag = mv[pos]
-    _r100 = pos
+    _r107 = pos
     pos += 1
     _v = _DENSETAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown dense_tag value', offset=_r100, path='tag', expected=[1, 2, 3, 4, 5, 6, 7], found=f_tag)
+        raise ConstraintError('unknown dense_tag value', offset=_r107, path='tag', expected=[1, 2, 3, 4, 5, 6, 7], found=f_tag)
     f_tag = _v
     _tag = f_tag
     if _tag == 1:
@@ -10832,8 +11242,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 2:
         try:
             if pos + 128 > end:
-                raise _short(pos, end, _T109)
-            _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S108.unpack_from(mv, pos)
+                raise _short(pos, end, _T116)
+            _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S115.unpack_from(mv, pos)
             pos += 128
             _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
             _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -10846,7 +11256,7 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 3:
         try:
             if pos + 96 > end:
-                raise _short(pos, end, _T110)
+                raise _short(pos, end, _T117)
             _dense_unsigned_derive__f_target, _dense_unsigned_derive__f_input, _dense_unsigned_derive__f_output = _S14.unpack_from(mv, pos)
             pos += 96
             _dense_unsigned_derive___obj = _new(DenseUnsignedDerive)
@@ -10859,8 +11269,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 4:
         try:
             if pos + 224 > end:
-                raise _short(pos, end, _T112)
-            _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S111.unpack_from(mv, pos)
+                raise _short(pos, end, _T119)
+            _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S118.unpack_from(mv, pos)
             pos += 224
             _dense_signed_merge___obj = _new(DenseSignedMerge)
             _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -10876,7 +11286,7 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 5:
         try:
             if pos + 192 > end:
-                raise _short(pos, end, _T113)
+                raise _short(pos, end, _T120)
             _dense_signed_derive__f_target, _dense_signed_derive__f_input, _dense_signed_derive__f_output, _dense_signed_derive__f_author, _dense_signed_derive__f_sig_r, _dense_signed_derive__f_sig_s = _S19.unpack_from(mv, pos)
             pos += 192
             _dense_signed_derive___obj = _new(DenseSignedDerive)
@@ -10892,8 +11302,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 6:
         try:
             if pos + 288 > end:
-                raise _short(pos, end, _T115)
-            _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S114.unpack_from(mv, pos)
+                raise _short(pos, end, _T122)
+            _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S121.unpack_from(mv, pos)
             pos += 288
             _dense_witness_merge___obj = _new(DenseWitnessMerge)
             _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -10911,8 +11321,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 7:
         try:
             if pos + 224 > end:
-                raise _short(pos, end, _T116)
-            _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S111.unpack_from(mv, pos)
+                raise _short(pos, end, _T123)
+            _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S118.unpack_from(mv, pos)
             pos += 224
             _dense_witness_derive___obj = _new(DenseWitnessDerive)
             _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -10949,7 +11359,7 @@ def _u_dense_record(mv, pos, end):
         _dense_commit___obj.sig_s = _dense_commit__f_sig_s
         f_payload = _dense_commit___obj
     elif _tag == 2:
-        _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S108.unpack_from(mv, pos)
+        _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S115.unpack_from(mv, pos)
         pos += 128
         _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
         _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -10966,7 +11376,7 @@ def _u_dense_record(mv, pos, end):
         _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
         f_payload = _dense_unsigned_derive___obj
     elif _tag == 4:
-        _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S111.unpack_from(mv, pos)
+        _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S118.unpack_from(mv, pos)
         pos += 224
         _dense_signed_merge___obj = _new(DenseSignedMerge)
         _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -10989,7 +11399,7 @@ def _u_dense_record(mv, pos, end):
         _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
         f_payload = _dense_signed_derive___obj
     elif _tag == 6:
-        _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S114.unpack_from(mv, pos)
+        _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S121.unpack_from(mv, pos)
         pos += 288
         _dense_witness_merge___obj = _new(DenseWitnessMerge)
         _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -11003,7 +11413,7 @@ def _u_dense_record(mv, pos, end):
         _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
         f_payload = _dense_witness_merge___obj
     elif _tag == 7:
-        _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S111.unpack_from(mv, pos)
+        _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S118.unpack_from(mv, pos)
         pos += 224
         _dense_witness_derive___obj = _new(DenseWitnessDerive)
         _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -11025,9 +11435,10 @@ def _m_dense_record(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S108_unpack_from = _S108.unpack_from
-    _S111_unpack_from = _S111.unpack_from
-    _S114_unpack_from = _S114.unpack_from
+    _end = end
+    _S115_unpack_from = _S115.unpack_from
+    _S118_unpack_from = _S118.unpack_from
+    _S121_unpack_from = _S121.unpack_from
     _S14_unpack_from = _S14.unpack_from
     _S19_unpack_from = _S19.unpack_from
     try:
@@ -11051,7 +11462,7 @@ def _m_dense_record(mv, pos, end):
                 _dense_commit___obj.sig_s = _dense_commit__f_sig_s
                 f_payload = _dense_commit___obj
             elif _tag == 2:
-                _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S108_unpack_from(mv, pos)
+                _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S115_unpack_from(mv, pos)
                 pos += 128
                 _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
                 _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -11068,7 +11479,7 @@ def _m_dense_record(mv, pos, end):
                 _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
                 f_payload = _dense_unsigned_derive___obj
             elif _tag == 4:
-                _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S111_unpack_from(mv, pos)
+                _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S118_unpack_from(mv, pos)
                 pos += 224
                 _dense_signed_merge___obj = _new(DenseSignedMerge)
                 _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -11091,7 +11502,7 @@ def _m_dense_record(mv, pos, end):
                 _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
                 f_payload = _dense_signed_derive___obj
             elif _tag == 6:
-                _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S114_unpack_from(mv, pos)
+                _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S121_unpack_from(mv, pos)
                 pos += 288
                 _dense_witness_merge___obj = _new(DenseWitnessMerge)
                 _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -11105,7 +11516,7 @@ def _m_dense_record(mv, pos, end):
                 _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
                 f_payload = _dense_witness_merge___obj
             elif _tag == 7:
-                _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S111_unpack_from(mv, pos)
+                _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S118_unpack_from(mv, pos)
                 pos += 224
                 _dense_witness_derive___obj = _new(DenseWitnessDerive)
                 _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -11124,71 +11535,71 @@ def _m_dense_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_record, 'dense_record', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_record, 'dense_record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_record, 'dense_record', mv, _rs, end, (), _out)
+        return _decode_many(_d_dense_record, 'dense_record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_record(out, v):
-    out += _S100.pack(v.tag)
+    out += _S107.pack(v.tag)
     _tag = v.tag
     if _tag == 1:
         _dense_commit__v = v.payload
         out += _S19.pack(_dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s)
     elif _tag == 2:
         _dense_unsigned_merge__v = v.payload
-        out += _S108.pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
+        out += _S115.pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
     elif _tag == 3:
         _dense_unsigned_derive__v = v.payload
         out += _S14.pack(_dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output)
     elif _tag == 4:
         _dense_signed_merge__v = v.payload
-        out += _S111.pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
+        out += _S118.pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
     elif _tag == 5:
         _dense_signed_derive__v = v.payload
         out += _S19.pack(_dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s)
     elif _tag == 6:
         _dense_witness_merge__v = v.payload
-        out += _S114.pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
+        out += _S121.pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
     elif _tag == 7:
         _dense_witness_derive__v = v.payload
-        out += _S111.pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
+        out += _S118.pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='payload')
 
 def _em_dense_record(values):
     out = bytearray()
-    _S100_pack = _S100.pack
-    _S108_pack = _S108.pack
-    _S111_pack = _S111.pack
-    _S114_pack = _S114.pack
+    _S107_pack = _S107.pack
+    _S115_pack = _S115.pack
+    _S118_pack = _S118.pack
+    _S121_pack = _S121.pack
     _S14_pack = _S14.pack
     _S19_pack = _S19.pack
     for v in values:
-        out += _S100_pack(v.tag)
+        out += _S107_pack(v.tag)
         _tag = v.tag
         if _tag == 1:
             _dense_commit__v = v.payload
             out += _S19_pack(_dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s)
         elif _tag == 2:
             _dense_unsigned_merge__v = v.payload
-            out += _S108_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
+            out += _S115_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
         elif _tag == 3:
             _dense_unsigned_derive__v = v.payload
             out += _S14_pack(_dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output)
         elif _tag == 4:
             _dense_signed_merge__v = v.payload
-            out += _S111_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
+            out += _S118_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
         elif _tag == 5:
             _dense_signed_derive__v = v.payload
             out += _S19_pack(_dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s)
         elif _tag == 6:
             _dense_witness_merge__v = v.payload
-            out += _S114_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
+            out += _S121_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
         elif _tag == 7:
             _dense_witness_derive__v = v.payload
-            out += _S111_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
+            out += _S118_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
     return bytes(out)
@@ -11202,7 +11613,99 @@ def _d_pile_file(mv, pos, end):
                 break
             _ip = pos
             try:
-                _x, pos = _d_pile_record(mv, pos, end)
+                _pile_record___re_pos, _pile_record___re_end = (pos, end)
+                if pos + 16 > end:
+                    raise _short(pos, end, _T1)
+                _pile_record__f_marker, = _S0.unpack_from(mv, pos)
+                pos += 16
+                _pile_record___tag = _pile_record__f_marker
+                if _pile_record___tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
+                    try:
+                        _pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end = (pos, end)
+                        if pos + 48 > end:
+                            raise _short(pos, end, _T3)
+                        _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind = _S2.unpack_from(mv, pos)
+                        _pile_record___frame_rest___r2 = pos
+                        pos += 48
+                        if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
+                            raise ConstraintError('bad magic', offset=_pile_record___frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_pile_record___frame_rest__f_magic_tail)
+                        if not _pile_record___frame_rest__f_span >= 1:
+                            raise ConstraintError('span 0 (CorruptPile)', offset=_pile_record___frame_rest___r2 + 12, path='span', expected='span >= 1', found=_pile_record___frame_rest__f_span)
+                        _pile_record___frame_rest___n = _pile_record___frame_rest__f_span * 256 - 64
+                        if _pile_record___frame_rest___n < 0:
+                            raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_pile_record___frame_rest___n)
+                        if pos + _pile_record___frame_rest___n > end:
+                            raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes', offset=pos, path='body', expected=_pile_record___frame_rest___n, found=end - pos)
+                        _pile_record___frame_rest___outer_end_body = end
+                        end = pos + _pile_record___frame_rest___n
+                        _pile_record___frame_rest___sec_body = pos
+                        _pile_record___frame_rest___tag = _pile_record___frame_rest__f_kind
+                        if _pile_record___frame_rest___tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                            try:
+                                try:
+                                    if pos + 192 > end:
+                                        raise _short(pos, end, _T5)
+                                    _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S4.unpack_from(mv, pos)
+                                    _pile_record___frame_rest___blob_body___blob_head___r4 = pos
+                                    pos += 192
+                                    if not _pile_record___frame_rest__f_span == 1 + (_pile_record___frame_rest___blob_body___blob_head__f_length + 255) // 256:
+                                        raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_pile_record___frame_rest___blob_body___blob_head__f_length)
+                                    if _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                                        raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_scalar_pad)
+                                    if _pile_record___frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                                        raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_reserved)
+                                    _pile_record___frame_rest___blob_body___blob_head___obj = _new(BlobHead)
+                                    _pile_record___frame_rest___blob_body___blob_head___obj.timestamp = _pile_record___frame_rest___blob_body___blob_head__f_timestamp
+                                    _pile_record___frame_rest___blob_body___blob_head___obj.length = _pile_record___frame_rest___blob_body___blob_head__f_length
+                                    _pile_record___frame_rest___blob_body___blob_head___obj.hash = _pile_record___frame_rest___blob_body___blob_head__f_hash
+                                    _pile_record___frame_rest___blob_body__f_head = _pile_record___frame_rest___blob_body___blob_head___obj
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('head') from None
+                                try:
+                                    _pile_record___frame_rest___blob_body___blob_data__p_length = _pile_record___frame_rest___blob_body__f_head.length
+                                    _pile_record___frame_rest___blob_body___blob_data__start = pos
+                                    _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_data__p_length
+                                    if _pile_record___frame_rest___blob_body___blob_data___n < 0:
+                                        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_pile_record___frame_rest___blob_body___blob_data___n)
+                                    if pos + _pile_record___frame_rest___blob_body___blob_data___n > end:
+                                        raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=_pile_record___frame_rest___blob_body___blob_data___n, found=end - pos)
+                                    _pile_record___frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
+                                    pos += _pile_record___frame_rest___blob_body___blob_data___n
+                                    _pile_record___frame_rest___blob_body___blob_data___n = -(pos - _pile_record___frame_rest___blob_body___blob_data__start) % 256
+                                    if pos + _pile_record___frame_rest___blob_body___blob_data___n > end:
+                                        raise TruncatedError('padding truncated', offset=pos, path='post_pad', expected=_pile_record___frame_rest___blob_body___blob_data___n, found=end - pos)
+                                    pos += _pile_record___frame_rest___blob_body___blob_data___n
+                                    _pile_record___frame_rest___blob_body___blob_data___obj = _new(BlobData)
+                                    _pile_record___frame_rest___blob_body___blob_data___obj.payload = _pile_record___frame_rest___blob_body___blob_data__f_payload
+                                    _pile_record___frame_rest___blob_body__f_data = _pile_record___frame_rest___blob_body___blob_data___obj
+                                except DecodeError as _exc:
+                                    raise _exc.prefixed('data') from None
+                                _pile_record___frame_rest___blob_body___obj = _new(BlobBody)
+                                _pile_record___frame_rest___blob_body___obj.head = _pile_record___frame_rest___blob_body__f_head
+                                _pile_record___frame_rest___blob_body___obj.data = _pile_record___frame_rest___blob_body__f_data
+                                _pile_record___frame_rest__f_body = _pile_record___frame_rest___blob_body___obj
+                            except DecodeError as _exc:
+                                raise _exc.prefixed('body') from None
+                            if pos != end:
+                                raise ConstraintError('section size mismatch', offset=_pile_record___frame_rest___sec_body, path='body', expected=end - _pile_record___frame_rest___sec_body, found=pos - _pile_record___frame_rest___sec_body)
+                            end = _pile_record___frame_rest___outer_end_body
+                            _pile_record___frame_rest___obj = _new(FrameRest)
+                            _pile_record___frame_rest___obj.span = _pile_record___frame_rest__f_span
+                            _pile_record___frame_rest___obj.kind = _pile_record___frame_rest__f_kind
+                            _pile_record___frame_rest___obj.body = _pile_record___frame_rest__f_body
+                            _pile_record__f_record = _pile_record___frame_rest___obj
+                        else:
+                            pos, end = (_pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end)
+                            _pile_record__f_record, pos = _d_frame_rest(mv, pos, end)
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('record') from None
+                    _pile_record___obj = _new(PileRecord)
+                    _pile_record___obj.marker = _pile_record__f_marker
+                    _pile_record___obj.record = _pile_record__f_record
+                    _x = _pile_record___obj
+                else:
+                    pos, end = (_pile_record___re_pos, _pile_record___re_end)
+                    _x, pos = _d_pile_record(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -11221,9 +11724,78 @@ def _u_pile_file(mv, pos, end):
         if pos >= end:
             break
         _ip = pos
-        if pos > end:
-            raise IndexError
-        _x, pos = _u_pile_record(mv, pos, end)
+        _pile_record___re_pos, _pile_record___re_end = (pos, end)
+        _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S98.unpack_from(mv, pos)
+        pos += 16
+        if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
+            _pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end = (pos, end)
+            _pile_record___frame_rest___r2 = pos
+            pos += 48
+            if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
+                raise ConstraintError('bad magic', offset=_pile_record___frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_pile_record___frame_rest__f_magic_tail)
+            if not _pile_record___frame_rest__f_span >= 1:
+                raise ConstraintError('span 0 (CorruptPile)', offset=_pile_record___frame_rest___r2 + 12, path='span', expected='span >= 1', found=_pile_record___frame_rest__f_span)
+            _pile_record___frame_rest___n = _pile_record___frame_rest__f_span * 256 - 64
+            if _pile_record___frame_rest___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_pile_record___frame_rest___n)
+            if pos + _pile_record___frame_rest___n > end:
+                raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes', offset=pos, path='body', expected=_pile_record___frame_rest___n, found=end - pos)
+            _pile_record___frame_rest___outer_end_body = end
+            end = pos + _pile_record___frame_rest___n
+            _pile_record___frame_rest___sec_body = pos
+            if _pile_record___frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                _pile_record___frame_rest___blob_body___blob_head___r4 = pos
+                pos += 192
+                if not _pile_record___frame_rest__f_span == 1 + (_pile_record___frame_rest___blob_body___blob_head__f_length + 255) // 256:
+                    raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_pile_record___frame_rest___blob_body___blob_head__f_length)
+                if _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_scalar_pad)
+                if _pile_record___frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_reserved)
+                _pile_record___frame_rest___blob_body___blob_head___obj = _new(BlobHead)
+                _pile_record___frame_rest___blob_body___blob_head___obj.timestamp = _pile_record___frame_rest___blob_body___blob_head__f_timestamp
+                _pile_record___frame_rest___blob_body___blob_head___obj.length = _pile_record___frame_rest___blob_body___blob_head__f_length
+                _pile_record___frame_rest___blob_body___blob_head___obj.hash = _pile_record___frame_rest___blob_body___blob_head__f_hash
+                _pile_record___frame_rest___blob_body___blob_data__p_length = _pile_record___frame_rest___blob_body___blob_head___obj.length
+                _pile_record___frame_rest___blob_body___blob_data__start = pos
+                _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_data__p_length
+                if _pile_record___frame_rest___blob_body___blob_data___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_pile_record___frame_rest___blob_body___blob_data___n)
+                _pile_record___frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
+                pos += _pile_record___frame_rest___blob_body___blob_data___n
+                _pile_record___frame_rest___blob_body___blob_data___n = -(pos - _pile_record___frame_rest___blob_body___blob_data__start) % 256
+                pos += _pile_record___frame_rest___blob_body___blob_data___n
+                _pile_record___frame_rest___blob_body___blob_data___obj = _new(BlobData)
+                _pile_record___frame_rest___blob_body___blob_data___obj.payload = _pile_record___frame_rest___blob_body___blob_data__f_payload
+                _pile_record___frame_rest___blob_body___obj = _new(BlobBody)
+                _pile_record___frame_rest___blob_body___obj.head = _pile_record___frame_rest___blob_body___blob_head___obj
+                _pile_record___frame_rest___blob_body___obj.data = _pile_record___frame_rest___blob_body___blob_data___obj
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_pile_record___frame_rest___sec_body, path='body', expected=end - _pile_record___frame_rest___sec_body, found=pos - _pile_record___frame_rest___sec_body)
+                end = _pile_record___frame_rest___outer_end_body
+                _pile_record___frame_rest___obj = _new(FrameRest)
+                _pile_record___frame_rest___obj.span = _pile_record___frame_rest__f_span
+                _pile_record___frame_rest___obj.kind = _pile_record___frame_rest__f_kind
+                _pile_record___frame_rest___obj.body = _pile_record___frame_rest___blob_body___obj
+                _pile_record__f_record = _pile_record___frame_rest___obj
+            else:
+                if pos > end:
+                    raise IndexError
+                pos, end = (_pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end)
+                if pos > end:
+                    raise IndexError
+                _pile_record__f_record, pos = _u_frame_rest(mv, pos, end)
+            _pile_record___obj = _new(PileRecord)
+            _pile_record___obj.marker = _pile_record__f_marker
+            _pile_record___obj.record = _pile_record__f_record
+            _x = _pile_record___obj
+        else:
+            if pos > end:
+                raise IndexError
+            pos, end = (_pile_record___re_pos, _pile_record___re_end)
+            if pos > end:
+                raise IndexError
+            _x, pos = _u_pile_record(mv, pos, end)
         if pos <= _ip:
             raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
         f_records.append(_x)
@@ -11235,6 +11807,8 @@ def _m_pile_file(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S98_unpack_from = _S98.unpack_from
     try:
         while True:
             if pos >= end:
@@ -11245,9 +11819,78 @@ def _m_pile_file(mv, pos, end):
                 if pos >= end:
                     break
                 _ip = pos
-                if pos > end:
-                    raise IndexError
-                _x, pos = _u_pile_record(mv, pos, end)
+                _pile_record___re_pos, _pile_record___re_end = (pos, end)
+                _pile_record__f_marker, _pile_record___frame_rest__f_magic_tail, _pile_record___frame_rest__f_span, _pile_record___frame_rest__f_kind, _pile_record___frame_rest___blob_body___blob_head__f_timestamp, _pile_record___frame_rest___blob_body___blob_head__f_length, _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad, _pile_record___frame_rest___blob_body___blob_head__f_hash, _pile_record___frame_rest___blob_body___blob_head__f_reserved = _S98_unpack_from(mv, pos)
+                pos += 16
+                if _pile_record__f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
+                    _pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end = (pos, end)
+                    _pile_record___frame_rest___r2 = pos
+                    pos += 48
+                    if _pile_record___frame_rest__f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
+                        raise ConstraintError('bad magic', offset=_pile_record___frame_rest___r2, path='magic_tail', expected=b'\x9d\x96V\xa5\xeaZIs 5\x1f;', found=_pile_record___frame_rest__f_magic_tail)
+                    if not _pile_record___frame_rest__f_span >= 1:
+                        raise ConstraintError('span 0 (CorruptPile)', offset=_pile_record___frame_rest___r2 + 12, path='span', expected='span >= 1', found=_pile_record___frame_rest__f_span)
+                    _pile_record___frame_rest___n = _pile_record___frame_rest__f_span * 256 - 64
+                    if _pile_record___frame_rest___n < 0:
+                        raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_pile_record___frame_rest___n)
+                    if pos + _pile_record___frame_rest___n > end:
+                        raise TruncatedError('section needs ' + str(_pile_record___frame_rest___n) + ' bytes', offset=pos, path='body', expected=_pile_record___frame_rest___n, found=end - pos)
+                    _pile_record___frame_rest___outer_end_body = end
+                    end = pos + _pile_record___frame_rest___n
+                    _pile_record___frame_rest___sec_body = pos
+                    if _pile_record___frame_rest__f_kind == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
+                        _pile_record___frame_rest___blob_body___blob_head___r4 = pos
+                        pos += 192
+                        if not _pile_record___frame_rest__f_span == 1 + (_pile_record___frame_rest___blob_body___blob_head__f_length + 255) // 256:
+                            raise ConstraintError('blob span is not 1 + ceil(length / 256)', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 8, path='length', expected='span == 1 + (length + 255) // 256', found=_pile_record___frame_rest___blob_body___blob_head__f_length)
+                        if _pile_record___frame_rest___blob_body___blob_head__f_scalar_pad != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                            raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 16, path='scalar_pad', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_scalar_pad)
+                        if _pile_record___frame_rest___blob_body___blob_head__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                            raise ConstraintError('reserved bytes must be zero', offset=_pile_record___frame_rest___blob_body___blob_head___r4 + 64, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_pile_record___frame_rest___blob_body___blob_head__f_reserved)
+                        _pile_record___frame_rest___blob_body___blob_head___obj = _new(BlobHead)
+                        _pile_record___frame_rest___blob_body___blob_head___obj.timestamp = _pile_record___frame_rest___blob_body___blob_head__f_timestamp
+                        _pile_record___frame_rest___blob_body___blob_head___obj.length = _pile_record___frame_rest___blob_body___blob_head__f_length
+                        _pile_record___frame_rest___blob_body___blob_head___obj.hash = _pile_record___frame_rest___blob_body___blob_head__f_hash
+                        _pile_record___frame_rest___blob_body___blob_data__p_length = _pile_record___frame_rest___blob_body___blob_head___obj.length
+                        _pile_record___frame_rest___blob_body___blob_data__start = pos
+                        _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_data__p_length
+                        if _pile_record___frame_rest___blob_body___blob_data___n < 0:
+                            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_pile_record___frame_rest___blob_body___blob_data___n)
+                        _pile_record___frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
+                        pos += _pile_record___frame_rest___blob_body___blob_data___n
+                        _pile_record___frame_rest___blob_body___blob_data___n = -(pos - _pile_record___frame_rest___blob_body___blob_data__start) % 256
+                        pos += _pile_record___frame_rest___blob_body___blob_data___n
+                        _pile_record___frame_rest___blob_body___blob_data___obj = _new(BlobData)
+                        _pile_record___frame_rest___blob_body___blob_data___obj.payload = _pile_record___frame_rest___blob_body___blob_data__f_payload
+                        _pile_record___frame_rest___blob_body___obj = _new(BlobBody)
+                        _pile_record___frame_rest___blob_body___obj.head = _pile_record___frame_rest___blob_body___blob_head___obj
+                        _pile_record___frame_rest___blob_body___obj.data = _pile_record___frame_rest___blob_body___blob_data___obj
+                        if pos != end:
+                            raise ConstraintError('section size mismatch', offset=_pile_record___frame_rest___sec_body, path='body', expected=end - _pile_record___frame_rest___sec_body, found=pos - _pile_record___frame_rest___sec_body)
+                        end = _pile_record___frame_rest___outer_end_body
+                        _pile_record___frame_rest___obj = _new(FrameRest)
+                        _pile_record___frame_rest___obj.span = _pile_record___frame_rest__f_span
+                        _pile_record___frame_rest___obj.kind = _pile_record___frame_rest__f_kind
+                        _pile_record___frame_rest___obj.body = _pile_record___frame_rest___blob_body___obj
+                        _pile_record__f_record = _pile_record___frame_rest___obj
+                    else:
+                        if pos > end:
+                            raise IndexError
+                        pos, end = (_pile_record___frame_rest___re_pos, _pile_record___frame_rest___re_end)
+                        if pos > end:
+                            raise IndexError
+                        _pile_record__f_record, pos = _u_frame_rest(mv, pos, end)
+                    _pile_record___obj = _new(PileRecord)
+                    _pile_record___obj.marker = _pile_record__f_marker
+                    _pile_record___obj.record = _pile_record__f_record
+                    _x = _pile_record___obj
+                else:
+                    if pos > end:
+                        raise IndexError
+                    pos, end = (_pile_record___re_pos, _pile_record___re_end)
+                    if pos > end:
+                        raise IndexError
+                    _x, pos = _u_pile_record(mv, pos, end)
                 if pos <= _ip:
                     raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                 f_records.append(_x)
@@ -11258,10 +11901,10 @@ def _m_pile_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_pile_file, 'pile_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_pile_file, 'pile_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_pile_file, 'pile_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_pile_file, 'pile_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_pile_file(out, v):

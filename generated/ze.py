@@ -1233,95 +1233,130 @@ _T83 = (('store', 0, 16), ('generation', 16, 8), ('sequence', 24, 8), ('node_hig
 _RC84 = {}  # commit_state.symbol_high_water element-count structs
 _T85 = (('creation_serial', 0, 8),)
 _T86 = (('prepared_count', 0, 4), ('reserved', 4, 4))
-_S87 = struct.Struct('<8sHHIQQ16sQ')
-_T88 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
-_T89 = (('size', 0, 8),)
-_T90 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
-_S91 = struct.Struct('<8s')
-_T92 = (('unpinned', 0, 8),)
-_S93 = struct.Struct('<QQII')
-_T94 = (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4))
-_S95 = struct.Struct('<4sHH')
-_T96 = (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2))
-_RC97 = {}  # fold_authority.values element-count structs
-_S98 = struct.Struct('<72s')
-_T99 = (('reserved', 0, 72),)
-_T100 = (('sequence', 0, 8),)
-_T101 = (('tag', 0, 1), ('reserved', 1, 7))
-_T102 = (('block_len', 0, 8),)
-_T103 = (('block_checksum', 0, 8),)
-_S104 = struct.Struct('<QQIIII')
-_T105 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
-_S106 = struct.Struct('<B7sQQ')
-_T107 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
-_S108 = struct.Struct('<16sIHHIQB7sQ')
-_T109 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
-_T110 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
-_T111 = (('model_id.length', 0, 4),)
-_T112 = (('model_version.length', 0, 4),)
-_T113 = (('weights_digest.length', 0, 4),)
-_S114 = struct.Struct('<IHI')
-_T115 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
-_S116 = struct.Struct('<IHHB3s')
-_T117 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
-_T118 = (('alignment_digest.length', 0, 4),)
-_S119 = struct.Struct('<IHHI')
-_T120 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
-_T121 = (('tag', 0, 4),)
-_S122 = struct.Struct('<B7sqq')
-_T123 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
-_T124 = (('section_len', 0, 4),)
-_S125 = struct.Struct('<B7sQI')
-_T126 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
-_T127 = (('object_count', 0, 4),)
-_S128 = struct.Struct('<16sQQ')
-_T129 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
-_T130 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
-_T131 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
-_T132 = (('generation', 0, 8),)
-_T133 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
-_RC134 = {}  # purge_payload.doc_ids element-count structs
-_T135 = (('magic', 0, 8),)
-_S136 = struct.Struct('<IHHB')
-_T137 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1))
-_S138 = struct.Struct('<HHIQQQ')
-_T139 = (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8))
-_S140 = struct.Struct('<8sHHIQQ16sIHHHHI')
-_T141 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
-_S142 = struct.Struct('<HHIIHHQII')
-_T143 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
-_DT144 = numpy.dtype('<u1')
-_S145 = struct.Struct('<fff')
-_T146 = (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4))
-_S147 = struct.Struct('<ff')
-_T148 = (('scale', 0, 4), ('offset', 4, 4))
-_DT149 = numpy.dtype('<f4')
-_T150 = (('row_count', 0, 4), ('column_count', 4, 4))
-_T151 = (('dict_count', 0, 4),)
-_T152 = (('code_width', 0, 2), ('reserved', 2, 2))
-_RC153 = {}  # dictionary_column.codes16 element-count structs
-_RC154 = {}  # dictionary_column.codes32 element-count structs
-_T155 = (('presence_len', 0, 4),)
-_RC156 = {}  # column_data.u64s element-count structs
-_RC157 = {}  # column_data.i64s element-count structs
-_RC158 = {}  # column_data.f64s element-count structs
-_RC159 = {}  # column_data.bools element-count structs
-_T160 = (('row_count', 0, 4), ('bitmap_len', 4, 4))
-_S161 = struct.Struct('<HHIQ')
-_T162 = (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8))
-_T163 = (('entry_count', 0, 4), ('chunk_size', 4, 4))
-_T164 = (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8))
-_RC165 = {}  # stored_metadata_region.ends element-count structs
-_T166 = (('row_count', 0, 4), ('reserved', 4, 4))
-_RC167 = {}  # stored_text_region.ends element-count structs
-_S168 = struct.Struct('<BBH')
-_T169 = (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2))
-_PK170 = _packed_kind('<', 'I', 4, False)
-_S171 = struct.Struct('<8sHHIIB3sII')
-_T172 = (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))
-_S173 = struct.Struct('<Q88s')
-_T174 = (('checksum', 0, 8), ('reserved_tail', 8, 88))
-_S175 = struct.Struct('<88s')
+_S87 = struct.Struct('<IQHHH16sQI')
+_S88 = struct.Struct('<HH16sQI')
+_S89 = struct.Struct('<HHI')
+_S90 = struct.Struct('<HH16sQIB3sI')
+_S91 = struct.Struct('<HH16sQqI')
+_S92 = struct.Struct('<HH16sQII')
+_S93 = struct.Struct('<HH16sQqII')
+_S94 = struct.Struct('<HH16s16sQQQQIIHHH16sQI')
+_S95 = struct.Struct('<IIHHHI')
+_S96 = struct.Struct('<IB3sI')
+_S97 = struct.Struct('<I16sQI')
+_S98 = struct.Struct('<8sHHIQQ16sQ')
+_T99 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
+_S100 = struct.Struct('<8sHHIQQ16sQQ')
+_S101 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQ')
+_S102 = struct.Struct('<16s16sQQIHHQB7s16s')
+_S103 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHHQ')
+_S104 = struct.Struct('<16s16sQQIHHQ16sQIHHQII')
+_S105 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7sII')
+_S106 = struct.Struct('<4sHHIIQ16s16sQ')
+_T107 = (('size', 0, 8),)
+_S108 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQQ')
+_S109 = struct.Struct('<16s16sQQIHHQ16sQIHH')
+_S110 = struct.Struct('<B7s16s16sQQIHHQ16sQIHH')
+_S111 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ16sQIHH')
+_S112 = struct.Struct('<4sHBBBQ')
+_S113 = struct.Struct('<BB6sQ4sHBBBQ')
+_S114 = struct.Struct('<B16sBQB7s16s16sQQIHHQ16sQIHH')
+_T115 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
+_S116 = struct.Struct('<8s')
+_T117 = (('unpinned', 0, 8),)
+_S118 = struct.Struct('<QQII')
+_T119 = (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4))
+_S120 = struct.Struct('<8s16s16sQQQQQQII')
+_S121 = struct.Struct('<4sHH')
+_T122 = (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2))
+_S123 = struct.Struct('<4sHHII')
+_RC124 = {}  # fold_authority.values element-count structs
+_S125 = struct.Struct('<72s')
+_T126 = (('reserved', 0, 72),)
+_T127 = (('sequence', 0, 8),)
+_S128 = struct.Struct('<16s16sQQIHHQ16sQIHHQ')
+_T129 = (('tag', 0, 1), ('reserved', 1, 7))
+_T130 = (('block_len', 0, 8),)
+_T131 = (('block_checksum', 0, 8),)
+_S132 = struct.Struct('<QQIIII')
+_T133 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
+_S134 = struct.Struct('<B7sQQ')
+_T135 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
+_S136 = struct.Struct('<16sIHHIQB7sQ')
+_T137 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
+_T138 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
+_T139 = (('model_id.length', 0, 4),)
+_T140 = (('model_version.length', 0, 4),)
+_T141 = (('weights_digest.length', 0, 4),)
+_S142 = struct.Struct('<IHI')
+_T143 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
+_S144 = struct.Struct('<IHHB3s')
+_T145 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
+_T146 = (('alignment_digest.length', 0, 4),)
+_S147 = struct.Struct('<IHHI')
+_T148 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
+_T149 = (('tag', 0, 4),)
+_S150 = struct.Struct('<B7sqq')
+_T151 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
+_T152 = (('section_len', 0, 4),)
+_S153 = struct.Struct('<B7sQI')
+_T154 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
+_T155 = (('object_count', 0, 4),)
+_S156 = struct.Struct('<16sQQ')
+_T157 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
+_T158 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
+_T159 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
+_S160 = struct.Struct('<QQI')
+_S161 = struct.Struct('<IB7sQI')
+_S162 = struct.Struct('<QQIIIIB7sQQ')
+_T163 = (('generation', 0, 8),)
+_T164 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
+_RC165 = {}  # purge_payload.doc_ids element-count structs
+_S166 = struct.Struct('<8sHHIQQQQII')
+_T167 = (('magic', 0, 8),)
+_S168 = struct.Struct('<IHHB')
+_T169 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1))
+_S170 = struct.Struct('<8sI')
+_S171 = struct.Struct('<HHIQQQ')
+_T172 = (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8))
+_S173 = struct.Struct('<8sHHIQQ16sIHHHHI')
+_T174 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
+_S175 = struct.Struct('<HHIIHHQII')
+_T176 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
+_DT177 = numpy.dtype('<u1')
+_S178 = struct.Struct('<fff')
+_T179 = (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4))
+_S180 = struct.Struct('<ff')
+_T181 = (('scale', 0, 4), ('offset', 4, 4))
+_DT182 = numpy.dtype('<f4')
+_T183 = (('row_count', 0, 4), ('column_count', 4, 4))
+_T184 = (('dict_count', 0, 4),)
+_T185 = (('code_width', 0, 2), ('reserved', 2, 2))
+_RC186 = {}  # dictionary_column.codes16 element-count structs
+_RC187 = {}  # dictionary_column.codes32 element-count structs
+_T188 = (('presence_len', 0, 4),)
+_RC189 = {}  # column_data.u64s element-count structs
+_RC190 = {}  # column_data.i64s element-count structs
+_RC191 = {}  # column_data.f64s element-count structs
+_RC192 = {}  # column_data.bools element-count structs
+_T193 = (('row_count', 0, 4), ('bitmap_len', 4, 4))
+_S194 = struct.Struct('<HHIQ')
+_T195 = (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8))
+_T196 = (('entry_count', 0, 4), ('chunk_size', 4, 4))
+_T197 = (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8))
+_RC198 = {}  # stored_metadata_region.ends element-count structs
+_T199 = (('row_count', 0, 4), ('reserved', 4, 4))
+_RC200 = {}  # stored_text_region.ends element-count structs
+_S201 = struct.Struct('<BBH')
+_T202 = (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2))
+_PK203 = _packed_kind('<', 'I', 4, False)
+_S204 = struct.Struct('<fffBBH')
+_S205 = struct.Struct('<8sHHIIB3sII')
+_T206 = (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))
+_S207 = struct.Struct('<Q88s')
+_T208 = (('checksum', 0, 8), ('reserved_tail', 8, 88))
+_S209 = struct.Struct('<8sHHIIB3sIIQ88s')
+_S210 = struct.Struct('<88s')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -1363,6 +1398,7 @@ def _m_ze_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S0_unpack_from = _S0.unpack_from
     try:
         while True:
@@ -1385,10 +1421,10 @@ def _m_ze_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_ze_header, 'ze_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_ze_header, 'ze_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_ze_header, 'ze_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_ze_header, 'ze_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_ze_header(out, v):
@@ -1429,6 +1465,7 @@ def _m_ze_header_ident(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S2_unpack_from = _S2.unpack_from
     try:
         while True:
@@ -1446,10 +1483,10 @@ def _m_ze_header_ident(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_ze_header_ident, 'ze_header_ident', mv, _rs, end, (), _out)
+        return _decode_many(_d_ze_header_ident, 'ze_header_ident', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_ze_header_ident, 'ze_header_ident', mv, _rs, end, (), _out)
+        return _decode_many(_d_ze_header_ident, 'ze_header_ident', mv, _rs, _end, (), _out)
     return _out
 
 def _e_ze_header_ident(out, v):
@@ -1515,6 +1552,7 @@ def _m_framed_trailer_check(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S4_unpack_from = _S4.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -1543,10 +1581,10 @@ def _m_framed_trailer_check(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_framed_trailer_check, 'framed_trailer_check', mv, _rs, end, (), _out)
+        return _decode_many(_d_framed_trailer_check, 'framed_trailer_check', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_framed_trailer_check, 'framed_trailer_check', mv, _rs, end, (), _out)
+        return _decode_many(_d_framed_trailer_check, 'framed_trailer_check', mv, _rs, _end, (), _out)
     return _out
 
 def _e_framed_trailer_check(out, v):
@@ -1597,6 +1635,7 @@ def _m_segment_trailer(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
@@ -1610,10 +1649,10 @@ def _m_segment_trailer(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_segment_trailer, 'segment_trailer', mv, _rs, end, (), _out)
+        return _decode_many(_d_segment_trailer, 'segment_trailer', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_segment_trailer, 'segment_trailer', mv, _rs, end, (), _out)
+        return _decode_many(_d_segment_trailer, 'segment_trailer', mv, _rs, _end, (), _out)
     return _out
 
 def _e_segment_trailer(out, v):
@@ -1672,6 +1711,7 @@ def _m_wal_file_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S9_unpack_from = _S9.unpack_from
     try:
         while True:
@@ -1698,10 +1738,10 @@ def _m_wal_file_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_file_header, 'wal_file_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_file_header, 'wal_file_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_file_header, 'wal_file_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_file_header, 'wal_file_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_file_header(out, v):
@@ -1738,6 +1778,7 @@ def _m_wal_record_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S11_unpack_from = _S11.unpack_from
     try:
         while True:
@@ -1753,10 +1794,10 @@ def _m_wal_record_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_record_header, 'wal_record_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_record_header, 'wal_record_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_record_header, 'wal_record_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_record_header, 'wal_record_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_record_header(out, v):
@@ -1823,6 +1864,7 @@ def _m_wal_frame(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S11_unpack_from = _S11.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -1851,10 +1893,10 @@ def _m_wal_frame(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_frame, 'wal_frame', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_frame, 'wal_frame', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_frame, 'wal_frame', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_frame, 'wal_frame', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_frame(out, v):
@@ -2010,6 +2052,7 @@ def _m_wal_file(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S11_unpack_from = _S11.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S9_unpack_from = _S9.unpack_from
@@ -2067,10 +2110,10 @@ def _m_wal_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_file, 'wal_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_file, 'wal_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_file, 'wal_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_file, 'wal_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_file(out, v):
@@ -2129,7 +2172,61 @@ def _d_wal_record(mv, pos, end):
     end = pos + _n
     _sec_payload = pos
     try:
-        f_payload, pos = _d_wal_payload(mv, pos, end, f_op)
+        _wal_payload___re_pos, _wal_payload___re_end = (pos, end)
+        _wal_payload___tag = f_op
+        if _wal_payload___tag == 1:
+            try:
+                try:
+                    if pos + 4 > end:
+                        raise _short(pos, end, _T15)
+                    _wal_payload___op_upsert_v1___payload_v1_header__f_version, _wal_payload___op_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                    _wal_payload___op_upsert_v1___payload_v1_header___r14 = pos
+                    pos += 4
+                    if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
+                        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_wal_payload___op_upsert_v1___payload_v1_header__f_version)
+                    if not _wal_payload___op_upsert_v1___payload_v1_header__f_flags == 0:
+                        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_wal_payload___op_upsert_v1___payload_v1_header__f_flags)
+                    _wal_payload___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
+                    _wal_payload___op_upsert_v1__f_header = _wal_payload___op_upsert_v1___payload_v1_header___obj
+                except DecodeError as _exc:
+                    raise _exc.prefixed('header') from None
+                if pos + 24 > end:
+                    raise _short(pos, end, _T17)
+                _wal_payload___op_upsert_v1__f_doc_id, _wal_payload___op_upsert_v1__f_revision = _S16.unpack_from(mv, pos)
+                pos += 24
+                _wal_payload___op_upsert_v1__f_doc_id = int.from_bytes(_wal_payload___op_upsert_v1__f_doc_id, 'little', signed=False)
+                try:
+                    if pos + 4 > end:
+                        raise _short(pos, end, _T18)
+                    _wal_payload___op_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+                    _wal_payload___op_upsert_v1___f32_vector___r13 = pos
+                    pos += 4
+                    if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
+                        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
+                    _wal_payload___op_upsert_v1___f32_vector___c = _wal_payload___op_upsert_v1___f32_vector__f_dims
+                    if _wal_payload___op_upsert_v1___f32_vector___c < 0 or _wal_payload___op_upsert_v1___f32_vector___c * 4 > end - pos:
+                        raise TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                    _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector___c * 4]), _PK19)
+                    pos += _wal_payload___op_upsert_v1___f32_vector___c * 4
+                    _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
+                    _wal_payload___op_upsert_v1___f32_vector___obj.values = _wal_payload___op_upsert_v1___f32_vector__f_values
+                    _wal_payload___op_upsert_v1__f_vector = _wal_payload___op_upsert_v1___f32_vector___obj
+                except DecodeError as _exc:
+                    raise _exc.prefixed('vector') from None
+                _wal_payload___op_upsert_v1___obj = _new(OpUpsertV1)
+                _wal_payload___op_upsert_v1___obj.header = _wal_payload___op_upsert_v1__f_header
+                _wal_payload___op_upsert_v1___obj.doc_id = _wal_payload___op_upsert_v1__f_doc_id
+                _wal_payload___op_upsert_v1___obj.revision = _wal_payload___op_upsert_v1__f_revision
+                _wal_payload___op_upsert_v1___obj.vector = _wal_payload___op_upsert_v1__f_vector
+                _wal_payload__f_body = _wal_payload___op_upsert_v1___obj
+            except DecodeError as _exc:
+                raise _exc.prefixed('body') from None
+            _wal_payload___obj = _new(WalPayload)
+            _wal_payload___obj.body = _wal_payload__f_body
+            f_payload = _wal_payload___obj
+        else:
+            pos, end = (_wal_payload___re_pos, _wal_payload___re_end)
+            f_payload, pos = _d_wal_payload(mv, pos, end, f_op)
     except DecodeError as _exc:
         raise _exc.prefixed('payload') from None
     if pos != end:
@@ -2151,9 +2248,10 @@ def _d_wal_record(mv, pos, end):
     return _obj, pos
 
 def _u_wal_record(mv, pos, end):
-    f_payload_len, f_seq, f_op = _S11.unpack_from(mv, pos)
+    f_payload_len, f_seq, f_op, _wal_payload___op_upsert_v1___payload_v1_header__f_version, _wal_payload___op_upsert_v1___payload_v1_header__f_flags, _wal_payload___op_upsert_v1__f_doc_id, _wal_payload___op_upsert_v1__f_revision, _wal_payload___op_upsert_v1___f32_vector__f_dims = _S87.unpack_from(mv, pos)
     _r11 = pos
     pos += 14
+    _wal_payload___tag = f_op
     f_op = _WALOP_BY_VALUE[f_op]
     if f_payload_len < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
@@ -2162,9 +2260,42 @@ def _u_wal_record(mv, pos, end):
     _outer_end_payload = end
     end = pos + f_payload_len
     _sec_payload = pos
-    if pos > end:
-        raise IndexError
-    f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
+    _wal_payload___re_pos, _wal_payload___re_end = (pos, end)
+    if _wal_payload___tag == 1:
+        _wal_payload___op_upsert_v1___payload_v1_header___r14 = pos
+        pos += 4
+        if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_wal_payload___op_upsert_v1___payload_v1_header__f_version)
+        if not _wal_payload___op_upsert_v1___payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_wal_payload___op_upsert_v1___payload_v1_header__f_flags)
+        _wal_payload___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
+        pos += 24
+        _wal_payload___op_upsert_v1__f_doc_id = int.from_bytes(_wal_payload___op_upsert_v1__f_doc_id, 'little', signed=False)
+        _wal_payload___op_upsert_v1___f32_vector___r13 = pos
+        pos += 4
+        if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
+            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
+        if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
+            raise TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+        _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+        pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
+        _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
+        _wal_payload___op_upsert_v1___f32_vector___obj.values = _wal_payload___op_upsert_v1___f32_vector__f_values
+        _wal_payload___op_upsert_v1___obj = _new(OpUpsertV1)
+        _wal_payload___op_upsert_v1___obj.header = _wal_payload___op_upsert_v1___payload_v1_header___obj
+        _wal_payload___op_upsert_v1___obj.doc_id = _wal_payload___op_upsert_v1__f_doc_id
+        _wal_payload___op_upsert_v1___obj.revision = _wal_payload___op_upsert_v1__f_revision
+        _wal_payload___op_upsert_v1___obj.vector = _wal_payload___op_upsert_v1___f32_vector___obj
+        _wal_payload___obj = _new(WalPayload)
+        _wal_payload___obj.body = _wal_payload___op_upsert_v1___obj
+        f_payload = _wal_payload___obj
+    else:
+        if pos > end:
+            raise IndexError
+        pos, end = (_wal_payload___re_pos, _wal_payload___re_end)
+        if pos > end:
+            raise IndexError
+        f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
     if pos != end:
         raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
     end = _outer_end_payload
@@ -2185,16 +2316,18 @@ def _m_wal_record(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S11_unpack_from = _S11.unpack_from
+    _end = end
     _S6_unpack_from = _S6.unpack_from
+    _S87_unpack_from = _S87.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_payload_len, f_seq, f_op = _S11_unpack_from(mv, pos)
+            f_payload_len, f_seq, f_op, _wal_payload___op_upsert_v1___payload_v1_header__f_version, _wal_payload___op_upsert_v1___payload_v1_header__f_flags, _wal_payload___op_upsert_v1__f_doc_id, _wal_payload___op_upsert_v1__f_revision, _wal_payload___op_upsert_v1___f32_vector__f_dims = _S87_unpack_from(mv, pos)
             _r11 = pos
             pos += 14
+            _wal_payload___tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
             if f_payload_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
@@ -2203,9 +2336,42 @@ def _m_wal_record(mv, pos, end):
             _outer_end_payload = end
             end = pos + f_payload_len
             _sec_payload = pos
-            if pos > end:
-                raise IndexError
-            f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
+            _wal_payload___re_pos, _wal_payload___re_end = (pos, end)
+            if _wal_payload___tag == 1:
+                _wal_payload___op_upsert_v1___payload_v1_header___r14 = pos
+                pos += 4
+                if not _wal_payload___op_upsert_v1___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_wal_payload___op_upsert_v1___payload_v1_header__f_version)
+                if not _wal_payload___op_upsert_v1___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_wal_payload___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_wal_payload___op_upsert_v1___payload_v1_header__f_flags)
+                _wal_payload___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
+                pos += 24
+                _wal_payload___op_upsert_v1__f_doc_id = int.from_bytes(_wal_payload___op_upsert_v1__f_doc_id, 'little', signed=False)
+                _wal_payload___op_upsert_v1___f32_vector___r13 = pos
+                pos += 4
+                if not _wal_payload___op_upsert_v1___f32_vector__f_dims >= 1:
+                    raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
+                if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
+                    raise TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+                pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
+                _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
+                _wal_payload___op_upsert_v1___f32_vector___obj.values = _wal_payload___op_upsert_v1___f32_vector__f_values
+                _wal_payload___op_upsert_v1___obj = _new(OpUpsertV1)
+                _wal_payload___op_upsert_v1___obj.header = _wal_payload___op_upsert_v1___payload_v1_header___obj
+                _wal_payload___op_upsert_v1___obj.doc_id = _wal_payload___op_upsert_v1__f_doc_id
+                _wal_payload___op_upsert_v1___obj.revision = _wal_payload___op_upsert_v1__f_revision
+                _wal_payload___op_upsert_v1___obj.vector = _wal_payload___op_upsert_v1___f32_vector___obj
+                _wal_payload___obj = _new(WalPayload)
+                _wal_payload___obj.body = _wal_payload___op_upsert_v1___obj
+                f_payload = _wal_payload___obj
+            else:
+                if pos > end:
+                    raise IndexError
+                pos, end = (_wal_payload___re_pos, _wal_payload___re_end)
+                if pos > end:
+                    raise IndexError
+                f_payload, pos = _u_wal_payload(mv, pos, end, f_op)
             if pos != end:
                 raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
             end = _outer_end_payload
@@ -2223,10 +2389,10 @@ def _m_wal_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_record, 'wal_record', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_record, 'wal_record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_record, 'wal_record', mv, _rs, end, (), _out)
+        return _decode_many(_d_wal_record, 'wal_record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_record(out, v):
@@ -2647,37 +2813,124 @@ def _d_wal_payload(mv, pos, end, p_op):
             raise _exc.prefixed('body') from None
     elif _tag == 9:
         try:
-            f_body, pos = _d_op_prepared_mutation(mv, pos, end)
+            _op_prepared_mutation___re_pos, _op_prepared_mutation___re_end = (pos, end)
+            try:
+                if pos + 4 > end:
+                    raise _short(pos, end, _T15)
+                _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                _op_prepared_mutation___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_prepared_mutation___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___payload_v1_header__f_version)
+                if not _op_prepared_mutation___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___payload_v1_header__f_flags)
+                _op_prepared_mutation___payload_v1_header___obj = PayloadV1Header()
+                _op_prepared_mutation__f_header = _op_prepared_mutation___payload_v1_header___obj
+            except DecodeError as _exc:
+                raise _exc.prefixed('header') from None
+            try:
+                if pos + 64 > end:
+                    raise _short(pos, end, _T44)
+                _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation = _S43.unpack_from(mv, pos)
+                _op_prepared_mutation___transaction_binding___r43 = pos
+                pos += 64
+                _op_prepared_mutation___transaction_binding__f_transaction = int.from_bytes(_op_prepared_mutation___transaction_binding__f_transaction, 'little', signed=False)
+                if not _op_prepared_mutation___transaction_binding__f_transaction != 0:
+                    raise ConstraintError('transaction id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43, path='transaction', expected='transaction != 0', found=_op_prepared_mutation___transaction_binding__f_transaction)
+                _op_prepared_mutation___transaction_binding__f_participant = int.from_bytes(_op_prepared_mutation___transaction_binding__f_participant, 'little', signed=False)
+                if not _op_prepared_mutation___transaction_binding__f_participant != 0:
+                    raise ConstraintError('participant id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 16, path='participant', expected='participant != 0', found=_op_prepared_mutation___transaction_binding__f_participant)
+                if not _op_prepared_mutation___transaction_binding__f_first_seq != 0:
+                    raise ConstraintError('first_seq must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 32, path='first_seq', expected='first_seq != 0', found=_op_prepared_mutation___transaction_binding__f_first_seq)
+                if not (_op_prepared_mutation___transaction_binding__f_last_seq >= _op_prepared_mutation___transaction_binding__f_first_seq and _op_prepared_mutation___transaction_binding__f_last_seq - _op_prepared_mutation___transaction_binding__f_first_seq < 4294967295):
+                    raise ConstraintError('binding sequence span must fit u32', offset=_op_prepared_mutation___transaction_binding___r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_op_prepared_mutation___transaction_binding__f_last_seq)
+                if not _op_prepared_mutation___transaction_binding__f_final_generation != 0:
+                    raise ConstraintError('final_generation must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 56, path='final_generation', expected='final_generation != 0', found=_op_prepared_mutation___transaction_binding__f_final_generation)
+                _op_prepared_mutation___transaction_binding___obj = _new(TransactionBinding)
+                _op_prepared_mutation___transaction_binding___obj.transaction = _op_prepared_mutation___transaction_binding__f_transaction
+                _op_prepared_mutation___transaction_binding___obj.participant = _op_prepared_mutation___transaction_binding__f_participant
+                _op_prepared_mutation___transaction_binding___obj.first_seq = _op_prepared_mutation___transaction_binding__f_first_seq
+                _op_prepared_mutation___transaction_binding___obj.last_seq = _op_prepared_mutation___transaction_binding__f_last_seq
+                _op_prepared_mutation___transaction_binding___obj.manifest_digest = _op_prepared_mutation___transaction_binding__f_manifest_digest
+                _op_prepared_mutation___transaction_binding___obj.final_generation = _op_prepared_mutation___transaction_binding__f_final_generation
+                _op_prepared_mutation__f_binding = _op_prepared_mutation___transaction_binding___obj
+            except DecodeError as _exc:
+                raise _exc.prefixed('binding') from None
+            if pos + 10 > end:
+                raise _short(pos, end, _T46)
+            _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op = _S45.unpack_from(mv, pos)
+            _op_prepared_mutation___r45 = pos
+            pos += 10
+            if not _op_prepared_mutation__f_count == _op_prepared_mutation__f_binding.last_seq - _op_prepared_mutation__f_binding.first_seq + 1:
+                raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_op_prepared_mutation___r45 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=_op_prepared_mutation__f_count)
+            if not _op_prepared_mutation__f_index < _op_prepared_mutation__f_count:
+                raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_prepared_mutation___r45 + 4, path='count', expected='index < count', found=_op_prepared_mutation__f_count)
+            if not (_op_prepared_mutation__f_inner_op >= 1 and _op_prepared_mutation__f_inner_op <= 7):
+                raise ConstraintError('prepared mutation inner op must be 1..7', offset=_op_prepared_mutation___r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=_op_prepared_mutation__f_inner_op)
+            _op_prepared_mutation___tag = _op_prepared_mutation__f_inner_op
+            if _op_prepared_mutation___tag == 1:
+                try:
+                    try:
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T15)
+                        _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+                        _op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 = pos
+                        pos += 4
+                        if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version == 1:
+                            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version)
+                        if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags == 0:
+                            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags)
+                        _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
+                        _op_prepared_mutation___op_upsert_v1__f_header = _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('header') from None
+                    if pos + 24 > end:
+                        raise _short(pos, end, _T17)
+                    _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision = _S16.unpack_from(mv, pos)
+                    pos += 24
+                    _op_prepared_mutation___op_upsert_v1__f_doc_id = int.from_bytes(_op_prepared_mutation___op_upsert_v1__f_doc_id, 'little', signed=False)
+                    try:
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T18)
+                        _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
+                        _op_prepared_mutation___op_upsert_v1___f32_vector___r13 = pos
+                        pos += 4
+                        if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
+                            raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
+                        _op_prepared_mutation___op_upsert_v1___f32_vector___c = _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims
+                        if _op_prepared_mutation___op_upsert_v1___f32_vector___c < 0 or _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4 > end - pos:
+                            raise TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector___c * 4, found=end - pos)
+                        _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4]), _PK19)
+                        pos += _op_prepared_mutation___op_upsert_v1___f32_vector___c * 4
+                        _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
+                        _op_prepared_mutation___op_upsert_v1___f32_vector___obj.values = _op_prepared_mutation___op_upsert_v1___f32_vector__f_values
+                        _op_prepared_mutation___op_upsert_v1__f_vector = _op_prepared_mutation___op_upsert_v1___f32_vector___obj
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('vector') from None
+                    _op_prepared_mutation___op_upsert_v1___obj = _new(OpUpsertV1)
+                    _op_prepared_mutation___op_upsert_v1___obj.header = _op_prepared_mutation___op_upsert_v1__f_header
+                    _op_prepared_mutation___op_upsert_v1___obj.doc_id = _op_prepared_mutation___op_upsert_v1__f_doc_id
+                    _op_prepared_mutation___op_upsert_v1___obj.revision = _op_prepared_mutation___op_upsert_v1__f_revision
+                    _op_prepared_mutation___op_upsert_v1___obj.vector = _op_prepared_mutation___op_upsert_v1__f_vector
+                    _op_prepared_mutation__f_inner = _op_prepared_mutation___op_upsert_v1___obj
+                except DecodeError as _exc:
+                    raise _exc.prefixed('inner') from None
+                _op_prepared_mutation___obj = _new(OpPreparedMutation)
+                _op_prepared_mutation___obj.header = _op_prepared_mutation__f_header
+                _op_prepared_mutation___obj.binding = _op_prepared_mutation__f_binding
+                _op_prepared_mutation___obj.index = _op_prepared_mutation__f_index
+                _op_prepared_mutation___obj.count = _op_prepared_mutation__f_count
+                _op_prepared_mutation___obj.inner_op = _op_prepared_mutation__f_inner_op
+                _op_prepared_mutation___obj.inner = _op_prepared_mutation__f_inner
+                f_body = _op_prepared_mutation___obj
+            else:
+                pos, end = (_op_prepared_mutation___re_pos, _op_prepared_mutation___re_end)
+                f_body, pos = _d_op_prepared_mutation(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 10:
         try:
-            try:
-                _graph_envelope__f_begin, pos = _d_zgw_frame(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('begin') from None
-            _graph_envelope___c = _attr(_graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-            if _graph_envelope___c < 0 or _graph_envelope___c * 128 > end - pos:
-                raise TruncatedError('count ' + str(_graph_envelope___c) + ' needs at least ' + str(_graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_graph_envelope___c * 128, found=end - pos)
-            _graph_envelope__f_changes = []
-            try:
-                for _graph_envelope___i in range(_graph_envelope___c):
-                    try:
-                        _graph_envelope___x, pos = _d_zgw_frame(mv, pos, end)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('') from None
-                    _graph_envelope__f_changes.append(_graph_envelope___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_graph_envelope___i) + ']').prefixed('changes') from None
-            try:
-                _graph_envelope__f_commit, pos = _d_zgw_frame(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('commit') from None
-            _graph_envelope___obj = _new(GraphEnvelope)
-            _graph_envelope___obj.begin = _graph_envelope__f_begin
-            _graph_envelope___obj.changes = _graph_envelope__f_changes
-            _graph_envelope___obj.commit = _graph_envelope__f_commit
-            f_body = _graph_envelope___obj
+            f_body, pos = _d_graph_envelope(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('body') from None
     elif _tag == 11:
@@ -2739,32 +2992,7 @@ def _d_wal_payload(mv, pos, end, p_op):
                     raise _exc.prefixed('inner') from None
             elif _op_mixed_member___tag == 10:
                 try:
-                    try:
-                        _op_mixed_member___graph_envelope__f_begin, pos = _d_zgw_frame(mv, pos, end)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('begin') from None
-                    _op_mixed_member___graph_envelope___c = _attr(_op_mixed_member___graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-                    if _op_mixed_member___graph_envelope___c < 0 or _op_mixed_member___graph_envelope___c * 128 > end - pos:
-                        raise TruncatedError('count ' + str(_op_mixed_member___graph_envelope___c) + ' needs at least ' + str(_op_mixed_member___graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_op_mixed_member___graph_envelope___c * 128, found=end - pos)
-                    _op_mixed_member___graph_envelope__f_changes = []
-                    try:
-                        for _op_mixed_member___graph_envelope___i in range(_op_mixed_member___graph_envelope___c):
-                            try:
-                                _op_mixed_member___graph_envelope___x, pos = _d_zgw_frame(mv, pos, end)
-                            except DecodeError as _exc:
-                                raise _exc.prefixed('') from None
-                            _op_mixed_member___graph_envelope__f_changes.append(_op_mixed_member___graph_envelope___x)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('[' + str(_op_mixed_member___graph_envelope___i) + ']').prefixed('changes') from None
-                    try:
-                        _op_mixed_member___graph_envelope__f_commit, pos = _d_zgw_frame(mv, pos, end)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('commit') from None
-                    _op_mixed_member___graph_envelope___obj = _new(GraphEnvelope)
-                    _op_mixed_member___graph_envelope___obj.begin = _op_mixed_member___graph_envelope__f_begin
-                    _op_mixed_member___graph_envelope___obj.changes = _op_mixed_member___graph_envelope__f_changes
-                    _op_mixed_member___graph_envelope___obj.commit = _op_mixed_member___graph_envelope__f_commit
-                    _op_mixed_member__f_inner = _op_mixed_member___graph_envelope___obj
+                    _op_mixed_member__f_inner, pos = _d_graph_envelope(mv, pos, end)
                 except DecodeError as _exc:
                     raise _exc.prefixed('inner') from None
             else:
@@ -2786,7 +3014,7 @@ def _d_wal_payload(mv, pos, end, p_op):
 def _u_wal_payload(mv, pos, end, p_op):
     _tag = p_op
     if _tag == 1:
-        _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S88.unpack_from(mv, pos)
         _op_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_v1___payload_v1_header__f_version == 1:
@@ -2794,10 +3022,8 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_upsert_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
         _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision = _S16.unpack_from(mv, pos)
         pos += 24
         _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-        _op_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
         _op_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
@@ -2815,7 +3041,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_v1___obj.vector = _op_upsert_v1___f32_vector___obj
         f_body = _op_upsert_v1___obj
     elif _tag == 2:
-        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89.unpack_from(mv, pos)
         _op_delete_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
@@ -2823,7 +3049,6 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_delete_v1__f_count, = _S13.unpack_from(mv, pos)
         _op_delete_v1___r13 = pos
         pos += 4
         if not _op_delete_v1__f_count >= 1:
@@ -2843,7 +3068,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_delete_v1___obj.doc_ids = _op_delete_v1__f_doc_ids
         f_body = _op_delete_v1___obj
     elif _tag == 3:
-        _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90.unpack_from(mv, pos)
         _op_metadata_edit_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
@@ -2851,10 +3076,8 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
         _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id = _S22.unpack_from(mv, pos)
         pos += 28
         _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-        _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S24.unpack_from(mv, pos)
         _op_metadata_edit_v1___metadata_value___r24 = pos
         pos += 8
         _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
@@ -2865,6 +3088,8 @@ def _u_wal_payload(mv, pos, end, p_op):
             raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
         if _op_metadata_edit_v1___metadata_value__f_value_len < 0:
             raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value__f_value_len)
+        if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
+            raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value__f_value_len, found=end - pos)
         _op_metadata_edit_v1___metadata_value___outer_end_value = end
         end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
         _op_metadata_edit_v1___metadata_value___sec_value = pos
@@ -2931,7 +3156,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_metadata_edit_v1___obj.value = _op_metadata_edit_v1___metadata_value___obj
         f_body = _op_metadata_edit_v1___obj
     elif _tag == 4:
-        _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91.unpack_from(mv, pos)
         _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
@@ -2939,10 +3164,8 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
         _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts = _S32.unpack_from(mv, pos)
         pos += 32
         _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-        _op_timestamped_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
         _op_timestamped_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
@@ -2961,7 +3184,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_timestamped_upsert_v1___obj.vector = _op_timestamped_upsert_v1___f32_vector___obj
         f_body = _op_timestamped_upsert_v1___obj
     elif _tag == 5:
-        _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92.unpack_from(mv, pos)
         _op_upsert_metadata_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
@@ -2969,7 +3192,6 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
         _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S34.unpack_from(mv, pos)
         _op_upsert_metadata_v1___r34 = pos
         pos += 32
         _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
@@ -2991,7 +3213,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_upsert_metadata_v1___obj.vector = _op_upsert_metadata_v1__f_vector
         f_body = _op_upsert_metadata_v1___obj
     elif _tag == 6:
-        _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93.unpack_from(mv, pos)
         _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
@@ -2999,7 +3221,6 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
         _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S36.unpack_from(mv, pos)
         _op_upsert_ts_metadata_v1___r36 = pos
         pos += 40
         _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
@@ -3040,32 +3261,90 @@ def _u_wal_payload(mv, pos, end, p_op):
         _op_batch_member___obj.body = _op_batch_member__f_body
         f_body = _op_batch_member___obj
     elif _tag == 9:
-        if pos > end:
-            raise IndexError
-        f_body, pos = _u_op_prepared_mutation(mv, pos, end)
+        _op_prepared_mutation___re_pos, _op_prepared_mutation___re_end = (pos, end)
+        _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S94.unpack_from(mv, pos)
+        _op_prepared_mutation___payload_v1_header___r14 = pos
+        pos += 4
+        if not _op_prepared_mutation___payload_v1_header__f_version == 1:
+            raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___payload_v1_header__f_version)
+        if not _op_prepared_mutation___payload_v1_header__f_flags == 0:
+            raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___payload_v1_header__f_flags)
+        _op_prepared_mutation___payload_v1_header___obj = PayloadV1Header()
+        _op_prepared_mutation___transaction_binding___r43 = pos
+        pos += 64
+        _op_prepared_mutation___transaction_binding__f_transaction = int.from_bytes(_op_prepared_mutation___transaction_binding__f_transaction, 'little', signed=False)
+        if not _op_prepared_mutation___transaction_binding__f_transaction != 0:
+            raise ConstraintError('transaction id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43, path='transaction', expected='transaction != 0', found=_op_prepared_mutation___transaction_binding__f_transaction)
+        _op_prepared_mutation___transaction_binding__f_participant = int.from_bytes(_op_prepared_mutation___transaction_binding__f_participant, 'little', signed=False)
+        if not _op_prepared_mutation___transaction_binding__f_participant != 0:
+            raise ConstraintError('participant id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 16, path='participant', expected='participant != 0', found=_op_prepared_mutation___transaction_binding__f_participant)
+        if not _op_prepared_mutation___transaction_binding__f_first_seq != 0:
+            raise ConstraintError('first_seq must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 32, path='first_seq', expected='first_seq != 0', found=_op_prepared_mutation___transaction_binding__f_first_seq)
+        if not (_op_prepared_mutation___transaction_binding__f_last_seq >= _op_prepared_mutation___transaction_binding__f_first_seq and _op_prepared_mutation___transaction_binding__f_last_seq - _op_prepared_mutation___transaction_binding__f_first_seq < 4294967295):
+            raise ConstraintError('binding sequence span must fit u32', offset=_op_prepared_mutation___transaction_binding___r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_op_prepared_mutation___transaction_binding__f_last_seq)
+        if not _op_prepared_mutation___transaction_binding__f_final_generation != 0:
+            raise ConstraintError('final_generation must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 56, path='final_generation', expected='final_generation != 0', found=_op_prepared_mutation___transaction_binding__f_final_generation)
+        _op_prepared_mutation___transaction_binding___obj = _new(TransactionBinding)
+        _op_prepared_mutation___transaction_binding___obj.transaction = _op_prepared_mutation___transaction_binding__f_transaction
+        _op_prepared_mutation___transaction_binding___obj.participant = _op_prepared_mutation___transaction_binding__f_participant
+        _op_prepared_mutation___transaction_binding___obj.first_seq = _op_prepared_mutation___transaction_binding__f_first_seq
+        _op_prepared_mutation___transaction_binding___obj.last_seq = _op_prepared_mutation___transaction_binding__f_last_seq
+        _op_prepared_mutation___transaction_binding___obj.manifest_digest = _op_prepared_mutation___transaction_binding__f_manifest_digest
+        _op_prepared_mutation___transaction_binding___obj.final_generation = _op_prepared_mutation___transaction_binding__f_final_generation
+        _op_prepared_mutation___r45 = pos
+        pos += 10
+        if not _op_prepared_mutation__f_count == _op_prepared_mutation___transaction_binding___obj.last_seq - _op_prepared_mutation___transaction_binding___obj.first_seq + 1:
+            raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_op_prepared_mutation___r45 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=_op_prepared_mutation__f_count)
+        if not _op_prepared_mutation__f_index < _op_prepared_mutation__f_count:
+            raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_prepared_mutation___r45 + 4, path='count', expected='index < count', found=_op_prepared_mutation__f_count)
+        if not (_op_prepared_mutation__f_inner_op >= 1 and _op_prepared_mutation__f_inner_op <= 7):
+            raise ConstraintError('prepared mutation inner op must be 1..7', offset=_op_prepared_mutation___r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=_op_prepared_mutation__f_inner_op)
+        if _op_prepared_mutation__f_inner_op == 1:
+            _op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 = pos
+            pos += 4
+            if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version == 1:
+                raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version)
+            if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags == 0:
+                raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags)
+            _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
+            pos += 24
+            _op_prepared_mutation___op_upsert_v1__f_doc_id = int.from_bytes(_op_prepared_mutation___op_upsert_v1__f_doc_id, 'little', signed=False)
+            _op_prepared_mutation___op_upsert_v1___f32_vector___r13 = pos
+            pos += 4
+            if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
+                raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
+            if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
+                raise TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+            _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+            pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
+            _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
+            _op_prepared_mutation___op_upsert_v1___f32_vector___obj.values = _op_prepared_mutation___op_upsert_v1___f32_vector__f_values
+            _op_prepared_mutation___op_upsert_v1___obj = _new(OpUpsertV1)
+            _op_prepared_mutation___op_upsert_v1___obj.header = _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj
+            _op_prepared_mutation___op_upsert_v1___obj.doc_id = _op_prepared_mutation___op_upsert_v1__f_doc_id
+            _op_prepared_mutation___op_upsert_v1___obj.revision = _op_prepared_mutation___op_upsert_v1__f_revision
+            _op_prepared_mutation___op_upsert_v1___obj.vector = _op_prepared_mutation___op_upsert_v1___f32_vector___obj
+            _op_prepared_mutation___obj = _new(OpPreparedMutation)
+            _op_prepared_mutation___obj.header = _op_prepared_mutation___payload_v1_header___obj
+            _op_prepared_mutation___obj.binding = _op_prepared_mutation___transaction_binding___obj
+            _op_prepared_mutation___obj.index = _op_prepared_mutation__f_index
+            _op_prepared_mutation___obj.count = _op_prepared_mutation__f_count
+            _op_prepared_mutation___obj.inner_op = _op_prepared_mutation__f_inner_op
+            _op_prepared_mutation___obj.inner = _op_prepared_mutation___op_upsert_v1___obj
+            f_body = _op_prepared_mutation___obj
+        else:
+            if pos > end:
+                raise IndexError
+            pos, end = (_op_prepared_mutation___re_pos, _op_prepared_mutation___re_end)
+            if pos > end:
+                raise IndexError
+            f_body, pos = _u_op_prepared_mutation(mv, pos, end)
     elif _tag == 10:
         if pos > end:
             raise IndexError
-        _graph_envelope__f_begin, pos = _u_zgw_frame(mv, pos, end)
-        _graph_envelope___c = _attr(_graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-        if _graph_envelope___c < 0 or _graph_envelope___c * 128 > end - pos:
-            raise TruncatedError('count ' + str(_graph_envelope___c) + ' needs at least ' + str(_graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_graph_envelope___c * 128, found=end - pos)
-        _graph_envelope__f_changes = []
-        for _graph_envelope___i in range(_graph_envelope___c):
-            if pos > end:
-                raise IndexError
-            _graph_envelope___x, pos = _u_zgw_frame(mv, pos, end)
-            _graph_envelope__f_changes.append(_graph_envelope___x)
-        if pos > end:
-            raise IndexError
-        _graph_envelope__f_commit, pos = _u_zgw_frame(mv, pos, end)
-        _graph_envelope___obj = _new(GraphEnvelope)
-        _graph_envelope___obj.begin = _graph_envelope__f_begin
-        _graph_envelope___obj.changes = _graph_envelope__f_changes
-        _graph_envelope___obj.commit = _graph_envelope__f_commit
-        f_body = _graph_envelope___obj
+        f_body, pos = _u_graph_envelope(mv, pos, end)
     elif _tag == 11:
-        _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op = _S45.unpack_from(mv, pos)
+        _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags, _op_mixed_member___op_delete_v1__f_count = _S95.unpack_from(mv, pos)
         _op_mixed_member___r45 = pos
         pos += 10
         if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
@@ -3073,7 +3352,6 @@ def _u_wal_payload(mv, pos, end, p_op):
         if not (_op_mixed_member__f_inner_op == 2 or _op_mixed_member__f_inner_op == 7 or _op_mixed_member__f_inner_op == 10):
             raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_op_mixed_member___r45 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=_op_mixed_member__f_inner_op)
         if _op_mixed_member__f_inner_op == 2:
-            _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
             _op_mixed_member___op_delete_v1___payload_v1_header___r14 = pos
             pos += 4
             if not _op_mixed_member___op_delete_v1___payload_v1_header__f_version == 1:
@@ -3081,7 +3359,6 @@ def _u_wal_payload(mv, pos, end, p_op):
             if not _op_mixed_member___op_delete_v1___payload_v1_header__f_flags == 0:
                 raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_flags)
             _op_mixed_member___op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-            _op_mixed_member___op_delete_v1__f_count, = _S13.unpack_from(mv, pos)
             _op_mixed_member___op_delete_v1___r13 = pos
             pos += 4
             if not _op_mixed_member___op_delete_v1__f_count >= 1:
@@ -3107,24 +3384,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         elif _op_mixed_member__f_inner_op == 10:
             if pos > end:
                 raise IndexError
-            _op_mixed_member___graph_envelope__f_begin, pos = _u_zgw_frame(mv, pos, end)
-            _op_mixed_member___graph_envelope___c = _attr(_op_mixed_member___graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-            if _op_mixed_member___graph_envelope___c < 0 or _op_mixed_member___graph_envelope___c * 128 > end - pos:
-                raise TruncatedError('count ' + str(_op_mixed_member___graph_envelope___c) + ' needs at least ' + str(_op_mixed_member___graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_op_mixed_member___graph_envelope___c * 128, found=end - pos)
-            _op_mixed_member___graph_envelope__f_changes = []
-            for _op_mixed_member___graph_envelope___i in range(_op_mixed_member___graph_envelope___c):
-                if pos > end:
-                    raise IndexError
-                _op_mixed_member___graph_envelope___x, pos = _u_zgw_frame(mv, pos, end)
-                _op_mixed_member___graph_envelope__f_changes.append(_op_mixed_member___graph_envelope___x)
-            if pos > end:
-                raise IndexError
-            _op_mixed_member___graph_envelope__f_commit, pos = _u_zgw_frame(mv, pos, end)
-            _op_mixed_member___graph_envelope___obj = _new(GraphEnvelope)
-            _op_mixed_member___graph_envelope___obj.begin = _op_mixed_member___graph_envelope__f_begin
-            _op_mixed_member___graph_envelope___obj.changes = _op_mixed_member___graph_envelope__f_changes
-            _op_mixed_member___graph_envelope___obj.commit = _op_mixed_member___graph_envelope__f_commit
-            _op_mixed_member__f_inner = _op_mixed_member___graph_envelope___obj
+            _op_mixed_member__f_inner, pos = _u_graph_envelope(mv, pos, end)
         else:
             raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=_op_mixed_member__f_inner_op)
         _op_mixed_member___obj = _new(OpMixedMember)
@@ -3143,19 +3403,19 @@ def _m_wal_payload(mv, pos, end, p_op):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S13_unpack_from = _S13.unpack_from
-    _S14_unpack_from = _S14.unpack_from
-    _S16_unpack_from = _S16.unpack_from
-    _S22_unpack_from = _S22.unpack_from
-    _S24_unpack_from = _S24.unpack_from
+    _end = end
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
-    _S32_unpack_from = _S32.unpack_from
-    _S34_unpack_from = _S34.unpack_from
-    _S36_unpack_from = _S36.unpack_from
     _S41_unpack_from = _S41.unpack_from
-    _S45_unpack_from = _S45.unpack_from
     _S6_unpack_from = _S6.unpack_from
+    _S88_unpack_from = _S88.unpack_from
+    _S89_unpack_from = _S89.unpack_from
+    _S90_unpack_from = _S90.unpack_from
+    _S91_unpack_from = _S91.unpack_from
+    _S92_unpack_from = _S92.unpack_from
+    _S93_unpack_from = _S93.unpack_from
+    _S94_unpack_from = _S94.unpack_from
+    _S95_unpack_from = _S95.unpack_from
     try:
         while True:
             if pos >= end:
@@ -3163,7 +3423,7 @@ def _m_wal_payload(mv, pos, end, p_op):
             _rs = pos
             _tag = p_op
             if _tag == 1:
-                _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S88_unpack_from(mv, pos)
                 _op_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_v1___payload_v1_header__f_version == 1:
@@ -3171,10 +3431,8 @@ def _m_wal_payload(mv, pos, end, p_op):
                 if not _op_upsert_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
                 _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision = _S16_unpack_from(mv, pos)
                 pos += 24
                 _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-                _op_upsert_v1___f32_vector__f_dims, = _S13_unpack_from(mv, pos)
                 _op_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
@@ -3192,7 +3450,7 @@ def _m_wal_payload(mv, pos, end, p_op):
                 _op_upsert_v1___obj.vector = _op_upsert_v1___f32_vector___obj
                 f_body = _op_upsert_v1___obj
             elif _tag == 2:
-                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89_unpack_from(mv, pos)
                 _op_delete_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
@@ -3200,7 +3458,6 @@ def _m_wal_payload(mv, pos, end, p_op):
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_delete_v1__f_count, = _S13_unpack_from(mv, pos)
                 _op_delete_v1___r13 = pos
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
@@ -3220,7 +3477,7 @@ def _m_wal_payload(mv, pos, end, p_op):
                 _op_delete_v1___obj.doc_ids = _op_delete_v1__f_doc_ids
                 f_body = _op_delete_v1___obj
             elif _tag == 3:
-                _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90_unpack_from(mv, pos)
                 _op_metadata_edit_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
@@ -3228,10 +3485,8 @@ def _m_wal_payload(mv, pos, end, p_op):
                 if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
                 _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id = _S22_unpack_from(mv, pos)
                 pos += 28
                 _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-                _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S24_unpack_from(mv, pos)
                 _op_metadata_edit_v1___metadata_value___r24 = pos
                 pos += 8
                 _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
@@ -3242,6 +3497,8 @@ def _m_wal_payload(mv, pos, end, p_op):
                     raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
                 if _op_metadata_edit_v1___metadata_value__f_value_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value__f_value_len)
+                if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
+                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value__f_value_len, found=end - pos)
                 _op_metadata_edit_v1___metadata_value___outer_end_value = end
                 end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
                 _op_metadata_edit_v1___metadata_value___sec_value = pos
@@ -3308,7 +3565,7 @@ def _m_wal_payload(mv, pos, end, p_op):
                 _op_metadata_edit_v1___obj.value = _op_metadata_edit_v1___metadata_value___obj
                 f_body = _op_metadata_edit_v1___obj
             elif _tag == 4:
-                _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91_unpack_from(mv, pos)
                 _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
@@ -3316,10 +3573,8 @@ def _m_wal_payload(mv, pos, end, p_op):
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
                 _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts = _S32_unpack_from(mv, pos)
                 pos += 32
                 _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-                _op_timestamped_upsert_v1___f32_vector__f_dims, = _S13_unpack_from(mv, pos)
                 _op_timestamped_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
@@ -3338,7 +3593,7 @@ def _m_wal_payload(mv, pos, end, p_op):
                 _op_timestamped_upsert_v1___obj.vector = _op_timestamped_upsert_v1___f32_vector___obj
                 f_body = _op_timestamped_upsert_v1___obj
             elif _tag == 5:
-                _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92_unpack_from(mv, pos)
                 _op_upsert_metadata_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
@@ -3346,7 +3601,6 @@ def _m_wal_payload(mv, pos, end, p_op):
                 if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
                 _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S34_unpack_from(mv, pos)
                 _op_upsert_metadata_v1___r34 = pos
                 pos += 32
                 _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
@@ -3368,7 +3622,7 @@ def _m_wal_payload(mv, pos, end, p_op):
                 _op_upsert_metadata_v1___obj.vector = _op_upsert_metadata_v1__f_vector
                 f_body = _op_upsert_metadata_v1___obj
             elif _tag == 6:
-                _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93_unpack_from(mv, pos)
                 _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
@@ -3376,7 +3630,6 @@ def _m_wal_payload(mv, pos, end, p_op):
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
                 _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S36_unpack_from(mv, pos)
                 _op_upsert_ts_metadata_v1___r36 = pos
                 pos += 40
                 _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
@@ -3417,32 +3670,90 @@ def _m_wal_payload(mv, pos, end, p_op):
                 _op_batch_member___obj.body = _op_batch_member__f_body
                 f_body = _op_batch_member___obj
             elif _tag == 9:
-                if pos > end:
-                    raise IndexError
-                f_body, pos = _u_op_prepared_mutation(mv, pos, end)
+                _op_prepared_mutation___re_pos, _op_prepared_mutation___re_end = (pos, end)
+                _op_prepared_mutation___payload_v1_header__f_version, _op_prepared_mutation___payload_v1_header__f_flags, _op_prepared_mutation___transaction_binding__f_transaction, _op_prepared_mutation___transaction_binding__f_participant, _op_prepared_mutation___transaction_binding__f_first_seq, _op_prepared_mutation___transaction_binding__f_last_seq, _op_prepared_mutation___transaction_binding__f_manifest_digest, _op_prepared_mutation___transaction_binding__f_final_generation, _op_prepared_mutation__f_index, _op_prepared_mutation__f_count, _op_prepared_mutation__f_inner_op, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version, _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags, _op_prepared_mutation___op_upsert_v1__f_doc_id, _op_prepared_mutation___op_upsert_v1__f_revision, _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims = _S94_unpack_from(mv, pos)
+                _op_prepared_mutation___payload_v1_header___r14 = pos
+                pos += 4
+                if not _op_prepared_mutation___payload_v1_header__f_version == 1:
+                    raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___payload_v1_header__f_version)
+                if not _op_prepared_mutation___payload_v1_header__f_flags == 0:
+                    raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___payload_v1_header__f_flags)
+                _op_prepared_mutation___payload_v1_header___obj = PayloadV1Header()
+                _op_prepared_mutation___transaction_binding___r43 = pos
+                pos += 64
+                _op_prepared_mutation___transaction_binding__f_transaction = int.from_bytes(_op_prepared_mutation___transaction_binding__f_transaction, 'little', signed=False)
+                if not _op_prepared_mutation___transaction_binding__f_transaction != 0:
+                    raise ConstraintError('transaction id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43, path='transaction', expected='transaction != 0', found=_op_prepared_mutation___transaction_binding__f_transaction)
+                _op_prepared_mutation___transaction_binding__f_participant = int.from_bytes(_op_prepared_mutation___transaction_binding__f_participant, 'little', signed=False)
+                if not _op_prepared_mutation___transaction_binding__f_participant != 0:
+                    raise ConstraintError('participant id must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 16, path='participant', expected='participant != 0', found=_op_prepared_mutation___transaction_binding__f_participant)
+                if not _op_prepared_mutation___transaction_binding__f_first_seq != 0:
+                    raise ConstraintError('first_seq must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 32, path='first_seq', expected='first_seq != 0', found=_op_prepared_mutation___transaction_binding__f_first_seq)
+                if not (_op_prepared_mutation___transaction_binding__f_last_seq >= _op_prepared_mutation___transaction_binding__f_first_seq and _op_prepared_mutation___transaction_binding__f_last_seq - _op_prepared_mutation___transaction_binding__f_first_seq < 4294967295):
+                    raise ConstraintError('binding sequence span must fit u32', offset=_op_prepared_mutation___transaction_binding___r43 + 40, path='last_seq', expected='last_seq >= first_seq and last_seq - first_seq < 4294967295', found=_op_prepared_mutation___transaction_binding__f_last_seq)
+                if not _op_prepared_mutation___transaction_binding__f_final_generation != 0:
+                    raise ConstraintError('final_generation must be non-zero', offset=_op_prepared_mutation___transaction_binding___r43 + 56, path='final_generation', expected='final_generation != 0', found=_op_prepared_mutation___transaction_binding__f_final_generation)
+                _op_prepared_mutation___transaction_binding___obj = _new(TransactionBinding)
+                _op_prepared_mutation___transaction_binding___obj.transaction = _op_prepared_mutation___transaction_binding__f_transaction
+                _op_prepared_mutation___transaction_binding___obj.participant = _op_prepared_mutation___transaction_binding__f_participant
+                _op_prepared_mutation___transaction_binding___obj.first_seq = _op_prepared_mutation___transaction_binding__f_first_seq
+                _op_prepared_mutation___transaction_binding___obj.last_seq = _op_prepared_mutation___transaction_binding__f_last_seq
+                _op_prepared_mutation___transaction_binding___obj.manifest_digest = _op_prepared_mutation___transaction_binding__f_manifest_digest
+                _op_prepared_mutation___transaction_binding___obj.final_generation = _op_prepared_mutation___transaction_binding__f_final_generation
+                _op_prepared_mutation___r45 = pos
+                pos += 10
+                if not _op_prepared_mutation__f_count == _op_prepared_mutation___transaction_binding___obj.last_seq - _op_prepared_mutation___transaction_binding___obj.first_seq + 1:
+                    raise ConstraintError('count must equal last_seq - first_seq + 1', offset=_op_prepared_mutation___r45 + 4, path='count', expected='count == binding.last_seq - binding.first_seq + 1', found=_op_prepared_mutation__f_count)
+                if not _op_prepared_mutation__f_index < _op_prepared_mutation__f_count:
+                    raise ConstraintError('batch position out of range (BatchPosition)', offset=_op_prepared_mutation___r45 + 4, path='count', expected='index < count', found=_op_prepared_mutation__f_count)
+                if not (_op_prepared_mutation__f_inner_op >= 1 and _op_prepared_mutation__f_inner_op <= 7):
+                    raise ConstraintError('prepared mutation inner op must be 1..7', offset=_op_prepared_mutation___r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=_op_prepared_mutation__f_inner_op)
+                if _op_prepared_mutation__f_inner_op == 1:
+                    _op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 = pos
+                    pos += 4
+                    if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version == 1:
+                        raise UnsupportedError('unsupported WAL payload version (Version)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14, path='version', expected='version == 1', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_version)
+                    if not _op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags == 0:
+                        raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_prepared_mutation___op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_prepared_mutation___op_upsert_v1___payload_v1_header__f_flags)
+                    _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
+                    pos += 24
+                    _op_prepared_mutation___op_upsert_v1__f_doc_id = int.from_bytes(_op_prepared_mutation___op_upsert_v1__f_doc_id, 'little', signed=False)
+                    _op_prepared_mutation___op_upsert_v1___f32_vector___r13 = pos
+                    pos += 4
+                    if not _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims >= 1:
+                        raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
+                    if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
+                        raise TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
+                    _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+                    pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
+                    _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
+                    _op_prepared_mutation___op_upsert_v1___f32_vector___obj.values = _op_prepared_mutation___op_upsert_v1___f32_vector__f_values
+                    _op_prepared_mutation___op_upsert_v1___obj = _new(OpUpsertV1)
+                    _op_prepared_mutation___op_upsert_v1___obj.header = _op_prepared_mutation___op_upsert_v1___payload_v1_header___obj
+                    _op_prepared_mutation___op_upsert_v1___obj.doc_id = _op_prepared_mutation___op_upsert_v1__f_doc_id
+                    _op_prepared_mutation___op_upsert_v1___obj.revision = _op_prepared_mutation___op_upsert_v1__f_revision
+                    _op_prepared_mutation___op_upsert_v1___obj.vector = _op_prepared_mutation___op_upsert_v1___f32_vector___obj
+                    _op_prepared_mutation___obj = _new(OpPreparedMutation)
+                    _op_prepared_mutation___obj.header = _op_prepared_mutation___payload_v1_header___obj
+                    _op_prepared_mutation___obj.binding = _op_prepared_mutation___transaction_binding___obj
+                    _op_prepared_mutation___obj.index = _op_prepared_mutation__f_index
+                    _op_prepared_mutation___obj.count = _op_prepared_mutation__f_count
+                    _op_prepared_mutation___obj.inner_op = _op_prepared_mutation__f_inner_op
+                    _op_prepared_mutation___obj.inner = _op_prepared_mutation___op_upsert_v1___obj
+                    f_body = _op_prepared_mutation___obj
+                else:
+                    if pos > end:
+                        raise IndexError
+                    pos, end = (_op_prepared_mutation___re_pos, _op_prepared_mutation___re_end)
+                    if pos > end:
+                        raise IndexError
+                    f_body, pos = _u_op_prepared_mutation(mv, pos, end)
             elif _tag == 10:
                 if pos > end:
                     raise IndexError
-                _graph_envelope__f_begin, pos = _u_zgw_frame(mv, pos, end)
-                _graph_envelope___c = _attr(_graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-                if _graph_envelope___c < 0 or _graph_envelope___c * 128 > end - pos:
-                    raise TruncatedError('count ' + str(_graph_envelope___c) + ' needs at least ' + str(_graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_graph_envelope___c * 128, found=end - pos)
-                _graph_envelope__f_changes = []
-                for _graph_envelope___i in range(_graph_envelope___c):
-                    if pos > end:
-                        raise IndexError
-                    _graph_envelope___x, pos = _u_zgw_frame(mv, pos, end)
-                    _graph_envelope__f_changes.append(_graph_envelope___x)
-                if pos > end:
-                    raise IndexError
-                _graph_envelope__f_commit, pos = _u_zgw_frame(mv, pos, end)
-                _graph_envelope___obj = _new(GraphEnvelope)
-                _graph_envelope___obj.begin = _graph_envelope__f_begin
-                _graph_envelope___obj.changes = _graph_envelope__f_changes
-                _graph_envelope___obj.commit = _graph_envelope__f_commit
-                f_body = _graph_envelope___obj
+                f_body, pos = _u_graph_envelope(mv, pos, end)
             elif _tag == 11:
-                _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op = _S45_unpack_from(mv, pos)
+                _op_mixed_member__f_index, _op_mixed_member__f_count, _op_mixed_member__f_inner_op, _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags, _op_mixed_member___op_delete_v1__f_count = _S95_unpack_from(mv, pos)
                 _op_mixed_member___r45 = pos
                 pos += 10
                 if not (_op_mixed_member__f_count >= 2 and _op_mixed_member__f_index < _op_mixed_member__f_count):
@@ -3450,7 +3761,6 @@ def _m_wal_payload(mv, pos, end, p_op):
                 if not (_op_mixed_member__f_inner_op == 2 or _op_mixed_member__f_inner_op == 7 or _op_mixed_member__f_inner_op == 10):
                     raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_op_mixed_member___r45 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=_op_mixed_member__f_inner_op)
                 if _op_mixed_member__f_inner_op == 2:
-                    _op_mixed_member___op_delete_v1___payload_v1_header__f_version, _op_mixed_member___op_delete_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
                     _op_mixed_member___op_delete_v1___payload_v1_header___r14 = pos
                     pos += 4
                     if not _op_mixed_member___op_delete_v1___payload_v1_header__f_version == 1:
@@ -3458,7 +3768,6 @@ def _m_wal_payload(mv, pos, end, p_op):
                     if not _op_mixed_member___op_delete_v1___payload_v1_header__f_flags == 0:
                         raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_mixed_member___op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_mixed_member___op_delete_v1___payload_v1_header__f_flags)
                     _op_mixed_member___op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                    _op_mixed_member___op_delete_v1__f_count, = _S13_unpack_from(mv, pos)
                     _op_mixed_member___op_delete_v1___r13 = pos
                     pos += 4
                     if not _op_mixed_member___op_delete_v1__f_count >= 1:
@@ -3484,24 +3793,7 @@ def _m_wal_payload(mv, pos, end, p_op):
                 elif _op_mixed_member__f_inner_op == 10:
                     if pos > end:
                         raise IndexError
-                    _op_mixed_member___graph_envelope__f_begin, pos = _u_zgw_frame(mv, pos, end)
-                    _op_mixed_member___graph_envelope___c = _attr(_op_mixed_member___graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-                    if _op_mixed_member___graph_envelope___c < 0 or _op_mixed_member___graph_envelope___c * 128 > end - pos:
-                        raise TruncatedError('count ' + str(_op_mixed_member___graph_envelope___c) + ' needs at least ' + str(_op_mixed_member___graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_op_mixed_member___graph_envelope___c * 128, found=end - pos)
-                    _op_mixed_member___graph_envelope__f_changes = []
-                    for _op_mixed_member___graph_envelope___i in range(_op_mixed_member___graph_envelope___c):
-                        if pos > end:
-                            raise IndexError
-                        _op_mixed_member___graph_envelope___x, pos = _u_zgw_frame(mv, pos, end)
-                        _op_mixed_member___graph_envelope__f_changes.append(_op_mixed_member___graph_envelope___x)
-                    if pos > end:
-                        raise IndexError
-                    _op_mixed_member___graph_envelope__f_commit, pos = _u_zgw_frame(mv, pos, end)
-                    _op_mixed_member___graph_envelope___obj = _new(GraphEnvelope)
-                    _op_mixed_member___graph_envelope___obj.begin = _op_mixed_member___graph_envelope__f_begin
-                    _op_mixed_member___graph_envelope___obj.changes = _op_mixed_member___graph_envelope__f_changes
-                    _op_mixed_member___graph_envelope___obj.commit = _op_mixed_member___graph_envelope__f_commit
-                    _op_mixed_member__f_inner = _op_mixed_member___graph_envelope___obj
+                    _op_mixed_member__f_inner, pos = _u_graph_envelope(mv, pos, end)
                 else:
                     raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=_op_mixed_member__f_inner_op)
                 _op_mixed_member___obj = _new(OpMixedMember)
@@ -3517,10 +3809,10 @@ def _m_wal_payload(mv, pos, end, p_op):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_payload, 'wal_payload', mv, _rs, end, (p_op, ), _out)
+        return _decode_many(_d_wal_payload, 'wal_payload', mv, _rs, _end, (p_op, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_payload, 'wal_payload', mv, _rs, end, (p_op, ), _out)
+        return _decode_many(_d_wal_payload, 'wal_payload', mv, _rs, _end, (p_op, ), _out)
     return _out
 
 def _e_wal_payload(out, v, p_op):
@@ -4257,6 +4549,7 @@ def _m_payload_v1_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S14_unpack_from = _S14.unpack_from
     try:
         while True:
@@ -4274,10 +4567,10 @@ def _m_payload_v1_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_payload_v1_header, 'payload_v1_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_payload_v1_header, 'payload_v1_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_payload_v1_header, 'payload_v1_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_payload_v1_header, 'payload_v1_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_payload_v1_header(out, v):
@@ -4325,6 +4618,7 @@ def _m_f32_vector(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S13_unpack_from = _S13.unpack_from
     try:
         while True:
@@ -4345,10 +4639,10 @@ def _m_f32_vector(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_f32_vector, 'f32_vector', mv, _rs, end, (), _out)
+        return _decode_many(_d_f32_vector, 'f32_vector', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_f32_vector, 'f32_vector', mv, _rs, end, (), _out)
+        return _decode_many(_d_f32_vector, 'f32_vector', mv, _rs, _end, (), _out)
     return _out
 
 def _e_f32_vector(out, v):
@@ -4419,7 +4713,7 @@ def _d_op_upsert_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_upsert_v1(mv, pos, end):
-    _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+    _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, _f32_vector__f_dims = _S88.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
@@ -4427,10 +4721,8 @@ def _u_op_upsert_v1(mv, pos, end):
     if not _payload_v1_header__f_flags == 0:
         raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
     _payload_v1_header___obj = PayloadV1Header()
-    f_doc_id, f_revision = _S16.unpack_from(mv, pos)
     pos += 24
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-    _f32_vector__f_dims, = _S13.unpack_from(mv, pos)
     _f32_vector___r13 = pos
     pos += 4
     if not _f32_vector__f_dims >= 1:
@@ -4452,15 +4744,14 @@ def _m_op_upsert_v1(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S13_unpack_from = _S13.unpack_from
-    _S14_unpack_from = _S14.unpack_from
-    _S16_unpack_from = _S16.unpack_from
+    _end = end
+    _S88_unpack_from = _S88.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+            _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, _f32_vector__f_dims = _S88_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
@@ -4468,10 +4759,8 @@ def _m_op_upsert_v1(mv, pos, end):
             if not _payload_v1_header__f_flags == 0:
                 raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
             _payload_v1_header___obj = PayloadV1Header()
-            f_doc_id, f_revision = _S16_unpack_from(mv, pos)
             pos += 24
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-            _f32_vector__f_dims, = _S13_unpack_from(mv, pos)
             _f32_vector___r13 = pos
             pos += 4
             if not _f32_vector__f_dims >= 1:
@@ -4490,10 +4779,10 @@ def _m_op_upsert_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_upsert_v1, 'op_upsert_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_upsert_v1, 'op_upsert_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_upsert_v1, 'op_upsert_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_upsert_v1, 'op_upsert_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_upsert_v1(out, v):
@@ -4567,7 +4856,7 @@ def _d_op_delete_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_delete_v1(mv, pos, end):
-    _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+    _payload_v1_header__f_version, _payload_v1_header__f_flags, f_count = _S89.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
@@ -4575,7 +4864,6 @@ def _u_op_delete_v1(mv, pos, end):
     if not _payload_v1_header__f_flags == 0:
         raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
     _payload_v1_header___obj = PayloadV1Header()
-    f_count, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
     if not f_count >= 1:
@@ -4599,14 +4887,14 @@ def _m_op_delete_v1(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S13_unpack_from = _S13.unpack_from
-    _S14_unpack_from = _S14.unpack_from
+    _end = end
+    _S89_unpack_from = _S89.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+            _payload_v1_header__f_version, _payload_v1_header__f_flags, f_count = _S89_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
@@ -4614,7 +4902,6 @@ def _m_op_delete_v1(mv, pos, end):
             if not _payload_v1_header__f_flags == 0:
                 raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
             _payload_v1_header___obj = PayloadV1Header()
-            f_count, = _S13_unpack_from(mv, pos)
             _r13 = pos
             pos += 4
             if not f_count >= 1:
@@ -4635,10 +4922,10 @@ def _m_op_delete_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_delete_v1, 'op_delete_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_delete_v1, 'op_delete_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_delete_v1, 'op_delete_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_delete_v1, 'op_delete_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_delete_v1(out, v):
@@ -4843,6 +5130,7 @@ def _m_metadata_value(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S24_unpack_from = _S24.unpack_from
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
@@ -4923,10 +5211,10 @@ def _m_metadata_value(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_metadata_value, 'metadata_value', mv, _rs, end, (), _out)
+        return _decode_many(_d_metadata_value, 'metadata_value', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_metadata_value, 'metadata_value', mv, _rs, end, (), _out)
+        return _decode_many(_d_metadata_value, 'metadata_value', mv, _rs, _end, (), _out)
     return _out
 
 def _e_metadata_value(out, v):
@@ -5021,6 +5309,7 @@ def _m_value_u64(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
@@ -5034,10 +5323,10 @@ def _m_value_u64(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_u64, 'value_u64', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_u64, 'value_u64', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_u64, 'value_u64', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_u64, 'value_u64', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_u64(out, v):
@@ -5070,6 +5359,7 @@ def _m_value_i64(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S27_unpack_from = _S27.unpack_from
     try:
         while True:
@@ -5083,10 +5373,10 @@ def _m_value_i64(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_i64, 'value_i64', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_i64, 'value_i64', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_i64, 'value_i64', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_i64, 'value_i64', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_i64(out, v):
@@ -5119,6 +5409,7 @@ def _m_value_f64(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
@@ -5132,10 +5423,10 @@ def _m_value_f64(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_f64, 'value_f64', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_f64, 'value_f64', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_f64, 'value_f64', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_f64, 'value_f64', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_f64(out, v):
@@ -5174,6 +5465,7 @@ def _m_value_bool(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -5189,10 +5481,10 @@ def _m_value_bool(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_bool, 'value_bool', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_bool, 'value_bool', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_bool, 'value_bool', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_bool, 'value_bool', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_bool(out, v):
@@ -5232,6 +5524,7 @@ def _m_value_string(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -5250,10 +5543,10 @@ def _m_value_string(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_string, 'value_string', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_string, 'value_string', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_string, 'value_string', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_string, 'value_string', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_string(out, v):
@@ -5289,6 +5582,7 @@ def _m_value_id128(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S30_unpack_from = _S30.unpack_from
     try:
         while True:
@@ -5303,10 +5597,10 @@ def _m_value_id128(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_id128, 'value_id128', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_id128, 'value_id128', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_id128, 'value_id128', mv, _rs, end, (), _out)
+        return _decode_many(_d_value_id128, 'value_id128', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_id128(out, v):
@@ -5455,7 +5749,7 @@ def _d_op_metadata_edit_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_metadata_edit_v1(mv, pos, end):
-    _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+    _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S90.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
@@ -5463,10 +5757,8 @@ def _u_op_metadata_edit_v1(mv, pos, end):
     if not _payload_v1_header__f_flags == 0:
         raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
     _payload_v1_header___obj = PayloadV1Header()
-    f_doc_id, f_revision, f_column_id = _S22.unpack_from(mv, pos)
     pos += 28
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-    _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S24.unpack_from(mv, pos)
     _metadata_value___r24 = pos
     pos += 8
     _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
@@ -5477,6 +5769,8 @@ def _u_op_metadata_edit_v1(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
     if _metadata_value__f_value_len < 0:
         raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value__f_value_len)
+    if pos + _metadata_value__f_value_len > end:
+        raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_metadata_value__f_value_len, found=end - pos)
     _metadata_value___outer_end_value = end
     end = pos + _metadata_value__f_value_len
     _metadata_value___sec_value = pos
@@ -5547,18 +5841,17 @@ def _m_op_metadata_edit_v1(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S14_unpack_from = _S14.unpack_from
-    _S22_unpack_from = _S22.unpack_from
-    _S24_unpack_from = _S24.unpack_from
+    _end = end
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
+    _S90_unpack_from = _S90.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+            _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S90_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
@@ -5566,10 +5859,8 @@ def _m_op_metadata_edit_v1(mv, pos, end):
             if not _payload_v1_header__f_flags == 0:
                 raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
             _payload_v1_header___obj = PayloadV1Header()
-            f_doc_id, f_revision, f_column_id = _S22_unpack_from(mv, pos)
             pos += 28
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-            _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S24_unpack_from(mv, pos)
             _metadata_value___r24 = pos
             pos += 8
             _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
@@ -5580,6 +5871,8 @@ def _m_op_metadata_edit_v1(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
             if _metadata_value__f_value_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value__f_value_len)
+            if pos + _metadata_value__f_value_len > end:
+                raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_metadata_value__f_value_len, found=end - pos)
             _metadata_value___outer_end_value = end
             end = pos + _metadata_value__f_value_len
             _metadata_value___sec_value = pos
@@ -5647,10 +5940,10 @@ def _m_op_metadata_edit_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_metadata_edit_v1, 'op_metadata_edit_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_metadata_edit_v1, 'op_metadata_edit_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_metadata_edit_v1, 'op_metadata_edit_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_metadata_edit_v1, 'op_metadata_edit_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_metadata_edit_v1(out, v):
@@ -5782,7 +6075,7 @@ def _d_op_timestamped_upsert_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_timestamped_upsert_v1(mv, pos, end):
-    _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+    _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, _f32_vector__f_dims = _S91.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
@@ -5790,10 +6083,8 @@ def _u_op_timestamped_upsert_v1(mv, pos, end):
     if not _payload_v1_header__f_flags == 0:
         raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
     _payload_v1_header___obj = PayloadV1Header()
-    f_doc_id, f_revision, f_ts = _S32.unpack_from(mv, pos)
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-    _f32_vector__f_dims, = _S13.unpack_from(mv, pos)
     _f32_vector___r13 = pos
     pos += 4
     if not _f32_vector__f_dims >= 1:
@@ -5816,15 +6107,14 @@ def _m_op_timestamped_upsert_v1(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S13_unpack_from = _S13.unpack_from
-    _S14_unpack_from = _S14.unpack_from
-    _S32_unpack_from = _S32.unpack_from
+    _end = end
+    _S91_unpack_from = _S91.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+            _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, _f32_vector__f_dims = _S91_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
@@ -5832,10 +6122,8 @@ def _m_op_timestamped_upsert_v1(mv, pos, end):
             if not _payload_v1_header__f_flags == 0:
                 raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
             _payload_v1_header___obj = PayloadV1Header()
-            f_doc_id, f_revision, f_ts = _S32_unpack_from(mv, pos)
             pos += 32
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
-            _f32_vector__f_dims, = _S13_unpack_from(mv, pos)
             _f32_vector___r13 = pos
             pos += 4
             if not _f32_vector__f_dims >= 1:
@@ -5855,10 +6143,10 @@ def _m_op_timestamped_upsert_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_timestamped_upsert_v1, 'op_timestamped_upsert_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_timestamped_upsert_v1, 'op_timestamped_upsert_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_timestamped_upsert_v1, 'op_timestamped_upsert_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_timestamped_upsert_v1, 'op_timestamped_upsert_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_timestamped_upsert_v1(out, v):
@@ -5937,7 +6225,7 @@ def _d_op_upsert_metadata_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_upsert_metadata_v1(mv, pos, end):
-    _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+    _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_metadata_len, f_dims = _S92.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
@@ -5945,7 +6233,6 @@ def _u_op_upsert_metadata_v1(mv, pos, end):
     if not _payload_v1_header__f_flags == 0:
         raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
     _payload_v1_header___obj = PayloadV1Header()
-    f_doc_id, f_revision, f_metadata_len, f_dims = _S34.unpack_from(mv, pos)
     _r34 = pos
     pos += 32
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
@@ -5971,14 +6258,14 @@ def _m_op_upsert_metadata_v1(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S14_unpack_from = _S14.unpack_from
-    _S34_unpack_from = _S34.unpack_from
+    _end = end
+    _S92_unpack_from = _S92.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+            _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_metadata_len, f_dims = _S92_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
@@ -5986,7 +6273,6 @@ def _m_op_upsert_metadata_v1(mv, pos, end):
             if not _payload_v1_header__f_flags == 0:
                 raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
             _payload_v1_header___obj = PayloadV1Header()
-            f_doc_id, f_revision, f_metadata_len, f_dims = _S34_unpack_from(mv, pos)
             _r34 = pos
             pos += 32
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
@@ -6009,10 +6295,10 @@ def _m_op_upsert_metadata_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_upsert_metadata_v1, 'op_upsert_metadata_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_upsert_metadata_v1, 'op_upsert_metadata_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_upsert_metadata_v1, 'op_upsert_metadata_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_upsert_metadata_v1, 'op_upsert_metadata_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_upsert_metadata_v1(out, v):
@@ -6099,7 +6385,7 @@ def _d_op_upsert_ts_metadata_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_upsert_ts_metadata_v1(mv, pos, end):
-    _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+    _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S93.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
@@ -6107,7 +6393,6 @@ def _u_op_upsert_ts_metadata_v1(mv, pos, end):
     if not _payload_v1_header__f_flags == 0:
         raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
     _payload_v1_header___obj = PayloadV1Header()
-    f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S36.unpack_from(mv, pos)
     _r36 = pos
     pos += 40
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
@@ -6134,14 +6419,14 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S14_unpack_from = _S14.unpack_from
-    _S36_unpack_from = _S36.unpack_from
+    _end = end
+    _S93_unpack_from = _S93.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+            _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S93_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
@@ -6149,7 +6434,6 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end):
             if not _payload_v1_header__f_flags == 0:
                 raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
             _payload_v1_header___obj = PayloadV1Header()
-            f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S36_unpack_from(mv, pos)
             _r36 = pos
             pos += 40
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
@@ -6173,10 +6457,10 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_upsert_ts_metadata_v1, 'op_upsert_ts_metadata_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_upsert_ts_metadata_v1, 'op_upsert_ts_metadata_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_upsert_ts_metadata_v1, 'op_upsert_ts_metadata_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_upsert_ts_metadata_v1, 'op_upsert_ts_metadata_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_upsert_ts_metadata_v1(out, v):
@@ -6339,10 +6623,9 @@ def _d_typed_column(mv, pos, end):
     return _obj, pos
 
 def _u_typed_column(mv, pos, end):
-    f_column_id, = _S13.unpack_from(mv, pos)
+    f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S96.unpack_from(mv, pos)
     pos += 4
     _a_value = pos
-    _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S24.unpack_from(mv, pos)
     _metadata_value___r24 = pos
     pos += 8
     _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
@@ -6353,6 +6636,8 @@ def _u_typed_column(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
     if _metadata_value__f_value_len < 0:
         raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value__f_value_len)
+    if pos + _metadata_value__f_value_len > end:
+        raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_metadata_value__f_value_len, found=end - pos)
     _metadata_value___outer_end_value = end
     end = pos + _metadata_value__f_value_len
     _metadata_value___sec_value = pos
@@ -6422,20 +6707,19 @@ def _m_typed_column(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S13_unpack_from = _S13.unpack_from
-    _S24_unpack_from = _S24.unpack_from
+    _end = end
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
+    _S96_unpack_from = _S96.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_column_id, = _S13_unpack_from(mv, pos)
+            f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S96_unpack_from(mv, pos)
             pos += 4
             _a_value = pos
-            _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S24_unpack_from(mv, pos)
             _metadata_value___r24 = pos
             pos += 8
             _metadata_value___v = _VALUEKIND_BY_VALUE.get(_metadata_value__f_kind)
@@ -6446,6 +6730,8 @@ def _m_typed_column(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_metadata_value__f_reserved)
             if _metadata_value__f_value_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_metadata_value__f_value_len)
+            if pos + _metadata_value__f_value_len > end:
+                raise TruncatedError('section needs ' + str(_metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_metadata_value__f_value_len, found=end - pos)
             _metadata_value___outer_end_value = end
             end = pos + _metadata_value__f_value_len
             _metadata_value___sec_value = pos
@@ -6512,10 +6798,10 @@ def _m_typed_column(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_typed_column, 'typed_column', mv, _rs, end, (), _out)
+        return _decode_many(_d_typed_column, 'typed_column', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_typed_column, 'typed_column', mv, _rs, end, (), _out)
+        return _decode_many(_d_typed_column, 'typed_column', mv, _rs, _end, (), _out)
     return _out
 
 def _e_typed_column(out, v):
@@ -6807,7 +7093,7 @@ def _d_op_upsert_v2(mv, pos, end):
     return _obj, pos
 
 def _u_op_upsert_v2(mv, pos, end):
-    f_fields, f_doc_id, f_revision = _S38.unpack_from(mv, pos)
+    f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S97.unpack_from(mv, pos)
     _r38 = pos
     pos += 28
     if f_fields & 4294967264:
@@ -6815,7 +7101,6 @@ def _u_op_upsert_v2(mv, pos, end):
     f_fields = UpsertFields.from_int(f_fields)
     f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
     if _attr(f_fields, 'vector', pos, 'vector'):
-        _f32_vector__f_dims, = _S13.unpack_from(mv, pos)
         _f32_vector___r13 = pos
         pos += 4
         if not _f32_vector__f_dims >= 1:
@@ -6855,10 +7140,9 @@ def _u_op_upsert_v2(mv, pos, end):
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
         f_columns = []
         for _i in range(_c):
-            _typed_column__f_column_id, = _S13.unpack_from(mv, pos)
+            _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S96.unpack_from(mv, pos)
             pos += 4
             _typed_column___a_value = pos
-            _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S24.unpack_from(mv, pos)
             _typed_column___metadata_value___r24 = pos
             pos += 8
             _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
@@ -6869,6 +7153,8 @@ def _u_op_upsert_v2(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_typed_column___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_typed_column___metadata_value__f_reserved)
             if _typed_column___metadata_value__f_value_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_typed_column___metadata_value__f_value_len)
+            if pos + _typed_column___metadata_value__f_value_len > end:
+                raise TruncatedError('section needs ' + str(_typed_column___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_typed_column___metadata_value__f_value_len, found=end - pos)
             _typed_column___metadata_value___outer_end_value = end
             end = pos + _typed_column___metadata_value__f_value_len
             _typed_column___metadata_value___sec_value = pos
@@ -6950,18 +7236,19 @@ def _m_op_upsert_v2(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S24_unpack_from = _S24.unpack_from
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
-    _S38_unpack_from = _S38.unpack_from
     _S6_unpack_from = _S6.unpack_from
+    _S96_unpack_from = _S96.unpack_from
+    _S97_unpack_from = _S97.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_fields, f_doc_id, f_revision = _S38_unpack_from(mv, pos)
+            f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S97_unpack_from(mv, pos)
             _r38 = pos
             pos += 28
             if f_fields & 4294967264:
@@ -6969,7 +7256,6 @@ def _m_op_upsert_v2(mv, pos, end):
             f_fields = UpsertFields.from_int(f_fields)
             f_doc_id = int.from_bytes(f_doc_id, 'little', signed=False)
             if _attr(f_fields, 'vector', pos, 'vector'):
-                _f32_vector__f_dims, = _S13_unpack_from(mv, pos)
                 _f32_vector___r13 = pos
                 pos += 4
                 if not _f32_vector__f_dims >= 1:
@@ -7009,10 +7295,9 @@ def _m_op_upsert_v2(mv, pos, end):
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
                 f_columns = []
                 for _i in range(_c):
-                    _typed_column__f_column_id, = _S13_unpack_from(mv, pos)
+                    _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S96_unpack_from(mv, pos)
                     pos += 4
                     _typed_column___a_value = pos
-                    _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S24_unpack_from(mv, pos)
                     _typed_column___metadata_value___r24 = pos
                     pos += 8
                     _typed_column___metadata_value___v = _VALUEKIND_BY_VALUE.get(_typed_column___metadata_value__f_kind)
@@ -7023,6 +7308,8 @@ def _m_op_upsert_v2(mv, pos, end):
                         raise ConstraintError('reserved bytes must be zero', offset=_typed_column___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_typed_column___metadata_value__f_reserved)
                     if _typed_column___metadata_value__f_value_len < 0:
                         raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_typed_column___metadata_value__f_value_len)
+                    if pos + _typed_column___metadata_value__f_value_len > end:
+                        raise TruncatedError('section needs ' + str(_typed_column___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_typed_column___metadata_value__f_value_len, found=end - pos)
                     _typed_column___metadata_value___outer_end_value = end
                     end = pos + _typed_column___metadata_value__f_value_len
                     _typed_column___metadata_value___sec_value = pos
@@ -7101,10 +7388,10 @@ def _m_op_upsert_v2(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_upsert_v2, 'op_upsert_v2', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_upsert_v2, 'op_upsert_v2', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_upsert_v2, 'op_upsert_v2', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_upsert_v2, 'op_upsert_v2', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_upsert_v2(out, v):
@@ -7288,6 +7575,7 @@ def _m_op_batch_member(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -7309,10 +7597,10 @@ def _m_op_batch_member(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_batch_member, 'op_batch_member', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_batch_member, 'op_batch_member', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_batch_member, 'op_batch_member', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_batch_member, 'op_batch_member', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_batch_member(out, v):
@@ -7520,6 +7808,7 @@ def _m_transaction_binding(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S43_unpack_from = _S43.unpack_from
     try:
         while True:
@@ -7551,10 +7840,10 @@ def _m_transaction_binding(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_transaction_binding, 'transaction_binding', mv, _rs, end, (), _out)
+        return _decode_many(_d_transaction_binding, 'transaction_binding', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_transaction_binding, 'transaction_binding', mv, _rs, end, (), _out)
+        return _decode_many(_d_transaction_binding, 'transaction_binding', mv, _rs, _end, (), _out)
     return _out
 
 def _e_transaction_binding(out, v):
@@ -8002,7 +8291,7 @@ def _d_op_prepared_mutation(mv, pos, end):
     return _obj, pos
 
 def _u_op_prepared_mutation(mv, pos, end):
-    _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+    _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S94.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
     if not _payload_v1_header__f_version == 1:
@@ -8010,7 +8299,6 @@ def _u_op_prepared_mutation(mv, pos, end):
     if not _payload_v1_header__f_flags == 0:
         raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
     _payload_v1_header___obj = PayloadV1Header()
-    _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation = _S43.unpack_from(mv, pos)
     _transaction_binding___r43 = pos
     pos += 64
     _transaction_binding__f_transaction = int.from_bytes(_transaction_binding__f_transaction, 'little', signed=False)
@@ -8032,7 +8320,6 @@ def _u_op_prepared_mutation(mv, pos, end):
     _transaction_binding___obj.last_seq = _transaction_binding__f_last_seq
     _transaction_binding___obj.manifest_digest = _transaction_binding__f_manifest_digest
     _transaction_binding___obj.final_generation = _transaction_binding__f_final_generation
-    f_index, f_count, f_inner_op = _S45.unpack_from(mv, pos)
     _r45 = pos
     pos += 10
     if not f_count == _transaction_binding___obj.last_seq - _transaction_binding___obj.first_seq + 1:
@@ -8042,7 +8329,6 @@ def _u_op_prepared_mutation(mv, pos, end):
     if not (f_inner_op >= 1 and f_inner_op <= 7):
         raise ConstraintError('prepared mutation inner op must be 1..7', offset=_r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=f_inner_op)
     if f_inner_op == 1:
-        _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
         _op_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_v1___payload_v1_header__f_version == 1:
@@ -8050,10 +8336,8 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_upsert_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
         _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision = _S16.unpack_from(mv, pos)
         pos += 24
         _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-        _op_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
         _op_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _op_upsert_v1___f32_vector__f_dims >= 1:
@@ -8071,7 +8355,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_v1___obj.vector = _op_upsert_v1___f32_vector___obj
         f_inner = _op_upsert_v1___obj
     elif f_inner_op == 2:
-        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89.unpack_from(mv, pos)
         _op_delete_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
@@ -8079,7 +8363,6 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_delete_v1__f_count, = _S13.unpack_from(mv, pos)
         _op_delete_v1___r13 = pos
         pos += 4
         if not _op_delete_v1__f_count >= 1:
@@ -8099,7 +8382,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_delete_v1___obj.doc_ids = _op_delete_v1__f_doc_ids
         f_inner = _op_delete_v1___obj
     elif f_inner_op == 3:
-        _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90.unpack_from(mv, pos)
         _op_metadata_edit_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
@@ -8107,10 +8390,8 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
         _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id = _S22.unpack_from(mv, pos)
         pos += 28
         _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-        _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S24.unpack_from(mv, pos)
         _op_metadata_edit_v1___metadata_value___r24 = pos
         pos += 8
         _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
@@ -8121,6 +8402,8 @@ def _u_op_prepared_mutation(mv, pos, end):
             raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
         if _op_metadata_edit_v1___metadata_value__f_value_len < 0:
             raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value__f_value_len)
+        if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
+            raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value__f_value_len, found=end - pos)
         _op_metadata_edit_v1___metadata_value___outer_end_value = end
         end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
         _op_metadata_edit_v1___metadata_value___sec_value = pos
@@ -8187,7 +8470,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_metadata_edit_v1___obj.value = _op_metadata_edit_v1___metadata_value___obj
         f_inner = _op_metadata_edit_v1___obj
     elif f_inner_op == 4:
-        _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91.unpack_from(mv, pos)
         _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
@@ -8195,10 +8478,8 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
         _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts = _S32.unpack_from(mv, pos)
         pos += 32
         _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-        _op_timestamped_upsert_v1___f32_vector__f_dims, = _S13.unpack_from(mv, pos)
         _op_timestamped_upsert_v1___f32_vector___r13 = pos
         pos += 4
         if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
@@ -8217,7 +8498,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_timestamped_upsert_v1___obj.vector = _op_timestamped_upsert_v1___f32_vector___obj
         f_inner = _op_timestamped_upsert_v1___obj
     elif f_inner_op == 5:
-        _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92.unpack_from(mv, pos)
         _op_upsert_metadata_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
@@ -8225,7 +8506,6 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
         _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S34.unpack_from(mv, pos)
         _op_upsert_metadata_v1___r34 = pos
         pos += 32
         _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
@@ -8247,7 +8527,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         _op_upsert_metadata_v1___obj.vector = _op_upsert_metadata_v1__f_vector
         f_inner = _op_upsert_metadata_v1___obj
     elif f_inner_op == 6:
-        _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
+        _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93.unpack_from(mv, pos)
         _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
@@ -8255,7 +8535,6 @@ def _u_op_prepared_mutation(mv, pos, end):
         if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
         _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S36.unpack_from(mv, pos)
         _op_upsert_ts_metadata_v1___r36 = pos
         pos += 40
         _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
@@ -8296,25 +8575,22 @@ def _m_op_prepared_mutation(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S13_unpack_from = _S13.unpack_from
-    _S14_unpack_from = _S14.unpack_from
-    _S16_unpack_from = _S16.unpack_from
-    _S22_unpack_from = _S22.unpack_from
-    _S24_unpack_from = _S24.unpack_from
+    _end = end
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
-    _S32_unpack_from = _S32.unpack_from
-    _S34_unpack_from = _S34.unpack_from
-    _S36_unpack_from = _S36.unpack_from
-    _S43_unpack_from = _S43.unpack_from
-    _S45_unpack_from = _S45.unpack_from
     _S6_unpack_from = _S6.unpack_from
+    _S89_unpack_from = _S89.unpack_from
+    _S90_unpack_from = _S90.unpack_from
+    _S91_unpack_from = _S91.unpack_from
+    _S92_unpack_from = _S92.unpack_from
+    _S93_unpack_from = _S93.unpack_from
+    _S94_unpack_from = _S94.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _payload_v1_header__f_version, _payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+            _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S94_unpack_from(mv, pos)
             _payload_v1_header___r14 = pos
             pos += 4
             if not _payload_v1_header__f_version == 1:
@@ -8322,7 +8598,6 @@ def _m_op_prepared_mutation(mv, pos, end):
             if not _payload_v1_header__f_flags == 0:
                 raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_payload_v1_header__f_flags)
             _payload_v1_header___obj = PayloadV1Header()
-            _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation = _S43_unpack_from(mv, pos)
             _transaction_binding___r43 = pos
             pos += 64
             _transaction_binding__f_transaction = int.from_bytes(_transaction_binding__f_transaction, 'little', signed=False)
@@ -8344,7 +8619,6 @@ def _m_op_prepared_mutation(mv, pos, end):
             _transaction_binding___obj.last_seq = _transaction_binding__f_last_seq
             _transaction_binding___obj.manifest_digest = _transaction_binding__f_manifest_digest
             _transaction_binding___obj.final_generation = _transaction_binding__f_final_generation
-            f_index, f_count, f_inner_op = _S45_unpack_from(mv, pos)
             _r45 = pos
             pos += 10
             if not f_count == _transaction_binding___obj.last_seq - _transaction_binding___obj.first_seq + 1:
@@ -8354,7 +8628,6 @@ def _m_op_prepared_mutation(mv, pos, end):
             if not (f_inner_op >= 1 and f_inner_op <= 7):
                 raise ConstraintError('prepared mutation inner op must be 1..7', offset=_r45 + 8, path='inner_op', expected='inner_op >= 1 and inner_op <= 7', found=f_inner_op)
             if f_inner_op == 1:
-                _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
                 _op_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_v1___payload_v1_header__f_version == 1:
@@ -8362,10 +8635,8 @@ def _m_op_prepared_mutation(mv, pos, end):
                 if not _op_upsert_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_v1___payload_v1_header__f_flags)
                 _op_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision = _S16_unpack_from(mv, pos)
                 pos += 24
                 _op_upsert_v1__f_doc_id = int.from_bytes(_op_upsert_v1__f_doc_id, 'little', signed=False)
-                _op_upsert_v1___f32_vector__f_dims, = _S13_unpack_from(mv, pos)
                 _op_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _op_upsert_v1___f32_vector__f_dims >= 1:
@@ -8383,7 +8654,7 @@ def _m_op_prepared_mutation(mv, pos, end):
                 _op_upsert_v1___obj.vector = _op_upsert_v1___f32_vector___obj
                 f_inner = _op_upsert_v1___obj
             elif f_inner_op == 2:
-                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S89_unpack_from(mv, pos)
                 _op_delete_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
@@ -8391,7 +8662,6 @@ def _m_op_prepared_mutation(mv, pos, end):
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_delete_v1__f_count, = _S13_unpack_from(mv, pos)
                 _op_delete_v1___r13 = pos
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
@@ -8411,7 +8681,7 @@ def _m_op_prepared_mutation(mv, pos, end):
                 _op_delete_v1___obj.doc_ids = _op_delete_v1__f_doc_ids
                 f_inner = _op_delete_v1___obj
             elif f_inner_op == 3:
-                _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_metadata_edit_v1___payload_v1_header__f_version, _op_metadata_edit_v1___payload_v1_header__f_flags, _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id, _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S90_unpack_from(mv, pos)
                 _op_metadata_edit_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_metadata_edit_v1___payload_v1_header__f_version == 1:
@@ -8419,10 +8689,8 @@ def _m_op_prepared_mutation(mv, pos, end):
                 if not _op_metadata_edit_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_metadata_edit_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_metadata_edit_v1___payload_v1_header__f_flags)
                 _op_metadata_edit_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_metadata_edit_v1__f_doc_id, _op_metadata_edit_v1__f_revision, _op_metadata_edit_v1__f_column_id = _S22_unpack_from(mv, pos)
                 pos += 28
                 _op_metadata_edit_v1__f_doc_id = int.from_bytes(_op_metadata_edit_v1__f_doc_id, 'little', signed=False)
-                _op_metadata_edit_v1___metadata_value__f_kind, _op_metadata_edit_v1___metadata_value__f_reserved, _op_metadata_edit_v1___metadata_value__f_value_len = _S24_unpack_from(mv, pos)
                 _op_metadata_edit_v1___metadata_value___r24 = pos
                 pos += 8
                 _op_metadata_edit_v1___metadata_value___v = _VALUEKIND_BY_VALUE.get(_op_metadata_edit_v1___metadata_value__f_kind)
@@ -8433,6 +8701,8 @@ def _m_op_prepared_mutation(mv, pos, end):
                     raise ConstraintError('reserved bytes must be zero', offset=_op_metadata_edit_v1___metadata_value___r24 + 1, path='reserved', expected=b'\x00\x00\x00', found=_op_metadata_edit_v1___metadata_value__f_reserved)
                 if _op_metadata_edit_v1___metadata_value__f_value_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='value', expected='>= 0', found=_op_metadata_edit_v1___metadata_value__f_value_len)
+                if pos + _op_metadata_edit_v1___metadata_value__f_value_len > end:
+                    raise TruncatedError('section needs ' + str(_op_metadata_edit_v1___metadata_value__f_value_len) + ' bytes', offset=pos, path='value', expected=_op_metadata_edit_v1___metadata_value__f_value_len, found=end - pos)
                 _op_metadata_edit_v1___metadata_value___outer_end_value = end
                 end = pos + _op_metadata_edit_v1___metadata_value__f_value_len
                 _op_metadata_edit_v1___metadata_value___sec_value = pos
@@ -8499,7 +8769,7 @@ def _m_op_prepared_mutation(mv, pos, end):
                 _op_metadata_edit_v1___obj.value = _op_metadata_edit_v1___metadata_value___obj
                 f_inner = _op_metadata_edit_v1___obj
             elif f_inner_op == 4:
-                _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_timestamped_upsert_v1___payload_v1_header__f_version, _op_timestamped_upsert_v1___payload_v1_header__f_flags, _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts, _op_timestamped_upsert_v1___f32_vector__f_dims = _S91_unpack_from(mv, pos)
                 _op_timestamped_upsert_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_version == 1:
@@ -8507,10 +8777,8 @@ def _m_op_prepared_mutation(mv, pos, end):
                 if not _op_timestamped_upsert_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_timestamped_upsert_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_timestamped_upsert_v1___payload_v1_header__f_flags)
                 _op_timestamped_upsert_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_timestamped_upsert_v1__f_doc_id, _op_timestamped_upsert_v1__f_revision, _op_timestamped_upsert_v1__f_ts = _S32_unpack_from(mv, pos)
                 pos += 32
                 _op_timestamped_upsert_v1__f_doc_id = int.from_bytes(_op_timestamped_upsert_v1__f_doc_id, 'little', signed=False)
-                _op_timestamped_upsert_v1___f32_vector__f_dims, = _S13_unpack_from(mv, pos)
                 _op_timestamped_upsert_v1___f32_vector___r13 = pos
                 pos += 4
                 if not _op_timestamped_upsert_v1___f32_vector__f_dims >= 1:
@@ -8529,7 +8797,7 @@ def _m_op_prepared_mutation(mv, pos, end):
                 _op_timestamped_upsert_v1___obj.vector = _op_timestamped_upsert_v1___f32_vector___obj
                 f_inner = _op_timestamped_upsert_v1___obj
             elif f_inner_op == 5:
-                _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_upsert_metadata_v1___payload_v1_header__f_version, _op_upsert_metadata_v1___payload_v1_header__f_flags, _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S92_unpack_from(mv, pos)
                 _op_upsert_metadata_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_metadata_v1___payload_v1_header__f_version == 1:
@@ -8537,7 +8805,6 @@ def _m_op_prepared_mutation(mv, pos, end):
                 if not _op_upsert_metadata_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_metadata_v1___payload_v1_header__f_flags)
                 _op_upsert_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_metadata_v1__f_doc_id, _op_upsert_metadata_v1__f_revision, _op_upsert_metadata_v1__f_metadata_len, _op_upsert_metadata_v1__f_dims = _S34_unpack_from(mv, pos)
                 _op_upsert_metadata_v1___r34 = pos
                 pos += 32
                 _op_upsert_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_metadata_v1__f_doc_id, 'little', signed=False)
@@ -8559,7 +8826,7 @@ def _m_op_prepared_mutation(mv, pos, end):
                 _op_upsert_metadata_v1___obj.vector = _op_upsert_metadata_v1__f_vector
                 f_inner = _op_upsert_metadata_v1___obj
             elif f_inner_op == 6:
-                _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
+                _op_upsert_ts_metadata_v1___payload_v1_header__f_version, _op_upsert_ts_metadata_v1___payload_v1_header__f_flags, _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S93_unpack_from(mv, pos)
                 _op_upsert_ts_metadata_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_version == 1:
@@ -8567,7 +8834,6 @@ def _m_op_prepared_mutation(mv, pos, end):
                 if not _op_upsert_ts_metadata_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_upsert_ts_metadata_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_upsert_ts_metadata_v1___payload_v1_header__f_flags)
                 _op_upsert_ts_metadata_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_upsert_ts_metadata_v1__f_doc_id, _op_upsert_ts_metadata_v1__f_revision, _op_upsert_ts_metadata_v1__f_ts, _op_upsert_ts_metadata_v1__f_metadata_len, _op_upsert_ts_metadata_v1__f_dims = _S36_unpack_from(mv, pos)
                 _op_upsert_ts_metadata_v1___r36 = pos
                 pos += 40
                 _op_upsert_ts_metadata_v1__f_doc_id = int.from_bytes(_op_upsert_ts_metadata_v1__f_doc_id, 'little', signed=False)
@@ -8605,10 +8871,10 @@ def _m_op_prepared_mutation(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_prepared_mutation, 'op_prepared_mutation', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_prepared_mutation, 'op_prepared_mutation', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_prepared_mutation, 'op_prepared_mutation', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_prepared_mutation, 'op_prepared_mutation', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_prepared_mutation(out, v):
@@ -9049,32 +9315,7 @@ def _d_op_mixed_member(mv, pos, end):
             raise _exc.prefixed('inner') from None
     elif _tag == 10:
         try:
-            try:
-                _graph_envelope__f_begin, pos = _d_zgw_frame(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('begin') from None
-            _graph_envelope___c = _attr(_graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-            if _graph_envelope___c < 0 or _graph_envelope___c * 128 > end - pos:
-                raise TruncatedError('count ' + str(_graph_envelope___c) + ' needs at least ' + str(_graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_graph_envelope___c * 128, found=end - pos)
-            _graph_envelope__f_changes = []
-            try:
-                for _graph_envelope___i in range(_graph_envelope___c):
-                    try:
-                        _graph_envelope___x, pos = _d_zgw_frame(mv, pos, end)
-                    except DecodeError as _exc:
-                        raise _exc.prefixed('') from None
-                    _graph_envelope__f_changes.append(_graph_envelope___x)
-            except DecodeError as _exc:
-                raise _exc.prefixed('[' + str(_graph_envelope___i) + ']').prefixed('changes') from None
-            try:
-                _graph_envelope__f_commit, pos = _d_zgw_frame(mv, pos, end)
-            except DecodeError as _exc:
-                raise _exc.prefixed('commit') from None
-            _graph_envelope___obj = _new(GraphEnvelope)
-            _graph_envelope___obj.begin = _graph_envelope__f_begin
-            _graph_envelope___obj.changes = _graph_envelope__f_changes
-            _graph_envelope___obj.commit = _graph_envelope__f_commit
-            f_inner = _graph_envelope___obj
+            f_inner, pos = _d_graph_envelope(mv, pos, end)
         except DecodeError as _exc:
             raise _exc.prefixed('inner') from None
     else:
@@ -9087,7 +9328,7 @@ def _d_op_mixed_member(mv, pos, end):
     return _obj, pos
 
 def _u_op_mixed_member(mv, pos, end):
-    f_index, f_count, f_inner_op = _S45.unpack_from(mv, pos)
+    f_index, f_count, f_inner_op, _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S95.unpack_from(mv, pos)
     _r45 = pos
     pos += 10
     if not (f_count >= 2 and f_index < f_count):
@@ -9095,7 +9336,6 @@ def _u_op_mixed_member(mv, pos, end):
     if not (f_inner_op == 2 or f_inner_op == 7 or f_inner_op == 10):
         raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_r45 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=f_inner_op)
     if f_inner_op == 2:
-        _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14.unpack_from(mv, pos)
         _op_delete_v1___payload_v1_header___r14 = pos
         pos += 4
         if not _op_delete_v1___payload_v1_header__f_version == 1:
@@ -9103,7 +9343,6 @@ def _u_op_mixed_member(mv, pos, end):
         if not _op_delete_v1___payload_v1_header__f_flags == 0:
             raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
         _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-        _op_delete_v1__f_count, = _S13.unpack_from(mv, pos)
         _op_delete_v1___r13 = pos
         pos += 4
         if not _op_delete_v1__f_count >= 1:
@@ -9129,24 +9368,7 @@ def _u_op_mixed_member(mv, pos, end):
     elif f_inner_op == 10:
         if pos > end:
             raise IndexError
-        _graph_envelope__f_begin, pos = _u_zgw_frame(mv, pos, end)
-        _graph_envelope___c = _attr(_graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-        if _graph_envelope___c < 0 or _graph_envelope___c * 128 > end - pos:
-            raise TruncatedError('count ' + str(_graph_envelope___c) + ' needs at least ' + str(_graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_graph_envelope___c * 128, found=end - pos)
-        _graph_envelope__f_changes = []
-        for _graph_envelope___i in range(_graph_envelope___c):
-            if pos > end:
-                raise IndexError
-            _graph_envelope___x, pos = _u_zgw_frame(mv, pos, end)
-            _graph_envelope__f_changes.append(_graph_envelope___x)
-        if pos > end:
-            raise IndexError
-        _graph_envelope__f_commit, pos = _u_zgw_frame(mv, pos, end)
-        _graph_envelope___obj = _new(GraphEnvelope)
-        _graph_envelope___obj.begin = _graph_envelope__f_begin
-        _graph_envelope___obj.changes = _graph_envelope__f_changes
-        _graph_envelope___obj.commit = _graph_envelope__f_commit
-        f_inner = _graph_envelope___obj
+        f_inner, pos = _u_graph_envelope(mv, pos, end)
     else:
         raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=f_inner_op)
     _obj = _new(OpMixedMember)
@@ -9160,15 +9382,14 @@ def _m_op_mixed_member(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S13_unpack_from = _S13.unpack_from
-    _S14_unpack_from = _S14.unpack_from
-    _S45_unpack_from = _S45.unpack_from
+    _end = end
+    _S95_unpack_from = _S95.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_index, f_count, f_inner_op = _S45_unpack_from(mv, pos)
+            f_index, f_count, f_inner_op, _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags, _op_delete_v1__f_count = _S95_unpack_from(mv, pos)
             _r45 = pos
             pos += 10
             if not (f_count >= 2 and f_index < f_count):
@@ -9176,7 +9397,6 @@ def _m_op_mixed_member(mv, pos, end):
             if not (f_inner_op == 2 or f_inner_op == 7 or f_inner_op == 10):
                 raise ConstraintError('mixed batch inner op must be 2, 7 or 10', offset=_r45 + 8, path='inner_op', expected='inner_op == 2 or inner_op == 7 or inner_op == 10', found=f_inner_op)
             if f_inner_op == 2:
-                _op_delete_v1___payload_v1_header__f_version, _op_delete_v1___payload_v1_header__f_flags = _S14_unpack_from(mv, pos)
                 _op_delete_v1___payload_v1_header___r14 = pos
                 pos += 4
                 if not _op_delete_v1___payload_v1_header__f_version == 1:
@@ -9184,7 +9404,6 @@ def _m_op_mixed_member(mv, pos, end):
                 if not _op_delete_v1___payload_v1_header__f_flags == 0:
                     raise ConstraintError('WAL payload flags must be zero (Flags)', offset=_op_delete_v1___payload_v1_header___r14 + 2, path='flags', expected='flags == 0', found=_op_delete_v1___payload_v1_header__f_flags)
                 _op_delete_v1___payload_v1_header___obj = PayloadV1Header()
-                _op_delete_v1__f_count, = _S13_unpack_from(mv, pos)
                 _op_delete_v1___r13 = pos
                 pos += 4
                 if not _op_delete_v1__f_count >= 1:
@@ -9210,24 +9429,7 @@ def _m_op_mixed_member(mv, pos, end):
             elif f_inner_op == 10:
                 if pos > end:
                     raise IndexError
-                _graph_envelope__f_begin, pos = _u_zgw_frame(mv, pos, end)
-                _graph_envelope___c = _attr(_graph_envelope__f_begin.payload, 'change_count', pos, 'change_count')
-                if _graph_envelope___c < 0 or _graph_envelope___c * 128 > end - pos:
-                    raise TruncatedError('count ' + str(_graph_envelope___c) + ' needs at least ' + str(_graph_envelope___c * 128) + ' bytes', offset=pos, path='changes', expected=_graph_envelope___c * 128, found=end - pos)
-                _graph_envelope__f_changes = []
-                for _graph_envelope___i in range(_graph_envelope___c):
-                    if pos > end:
-                        raise IndexError
-                    _graph_envelope___x, pos = _u_zgw_frame(mv, pos, end)
-                    _graph_envelope__f_changes.append(_graph_envelope___x)
-                if pos > end:
-                    raise IndexError
-                _graph_envelope__f_commit, pos = _u_zgw_frame(mv, pos, end)
-                _graph_envelope___obj = _new(GraphEnvelope)
-                _graph_envelope___obj.begin = _graph_envelope__f_begin
-                _graph_envelope___obj.changes = _graph_envelope__f_changes
-                _graph_envelope___obj.commit = _graph_envelope__f_commit
-                f_inner = _graph_envelope___obj
+                f_inner, pos = _u_graph_envelope(mv, pos, end)
             else:
                 raise ConstraintError('no case for tag', offset=pos, path='inner', expected=[2, 7, 10], found=f_inner_op)
             _obj = _new(OpMixedMember)
@@ -9238,10 +9440,10 @@ def _m_op_mixed_member(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_mixed_member, 'op_mixed_member', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_mixed_member, 'op_mixed_member', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_mixed_member, 'op_mixed_member', mv, _rs, end, (), _out)
+        return _decode_many(_d_op_mixed_member, 'op_mixed_member', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_mixed_member(out, v):
@@ -9436,29 +9638,29 @@ def _em_op_mixed_member(values):
 
 def _d_zgw_file_header(mv, pos, end):
     if pos + 56 > end:
-        raise _short(pos, end, _T88)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S87.unpack_from(mv, pos)
-    _r87 = pos
+        raise _short(pos, end, _T99)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S98.unpack_from(mv, pos)
+    _r98 = pos
     pos += 56
-    _s_magic = _r87
+    _s_magic = _r98
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r87, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 19):
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r87 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r98 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r87 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r98 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r87 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero', offset=_r98 + 12, path='flags', expected='flags == 0', found=f_flags)
     if not (f_header_length == 64):
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r87 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r98 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
     if not (f_file_length == 0):
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r87 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero', offset=_r98 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not (f_store != 0):
-        raise ConstraintError('store instance id must be non-zero', offset=_r87 + 32, path='store', expected='store != 0', found=f_store)
-    _e_first_commit_sequence = _r87 + 56
+        raise ConstraintError('store instance id must be non-zero', offset=_r98 + 32, path='store', expected='store != 0', found=f_store)
+    _e_first_commit_sequence = _r98 + 56
     if not (f_first_commit_sequence != 0):
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r87 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+        raise ConstraintError('first commit sequence must be non-zero', offset=_r98 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
     if pos + 8 > end:
         raise _short(pos, end, _T8)
     f_checksum, = _S6.unpack_from(mv, pos)
@@ -9473,31 +9675,30 @@ def _d_zgw_file_header(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_file_header(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S87.unpack_from(mv, pos)
-    _r87 = pos
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S100.unpack_from(mv, pos)
+    _r98 = pos
     pos += 56
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r87, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not f_family_id == 19:
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r87 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r98 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r87 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r98 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not f_flags == 0:
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r87 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero', offset=_r98 + 12, path='flags', expected='flags == 0', found=f_flags)
     if not f_header_length == 64:
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r87 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r98 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
     if not f_file_length == 0:
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r87 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero', offset=_r98 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not f_store != 0:
-        raise ConstraintError('store instance id must be non-zero', offset=_r87 + 32, path='store', expected='store != 0', found=f_store)
-    _e_first_commit_sequence = _r87 + 56
+        raise ConstraintError('store instance id must be non-zero', offset=_r98 + 32, path='store', expected='store != 0', found=f_store)
+    _e_first_commit_sequence = _r98 + 56
     if not f_first_commit_sequence != 0:
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r87 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
-    f_checksum, = _S6.unpack_from(mv, pos)
+        raise ConstraintError('first commit sequence must be non-zero', offset=_r98 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
     _r6 = pos
     pos += 8
-    _ck = _ck_xxh3_64(mv[_r87:_e_first_commit_sequence])
+    _ck = _ck_xxh3_64(mv[_r98:_e_first_commit_sequence])
     if f_checksum != _ck:
         raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
     _obj = _new(ZgwFileHeader)
@@ -9509,38 +9710,37 @@ def _m_zgw_file_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S6_unpack_from = _S6.unpack_from
-    _S87_unpack_from = _S87.unpack_from
+    _end = end
+    _S100_unpack_from = _S100.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S87_unpack_from(mv, pos)
-            _r87 = pos
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S100_unpack_from(mv, pos)
+            _r98 = pos
             pos += 56
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r87, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'ZEPEMBED', found=f_magic)
             if not f_family_id == 19:
-                raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r87 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r98 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r87 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r98 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
             if not f_flags == 0:
-                raise ConstraintError('graph WAL header flags must be zero', offset=_r87 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('graph WAL header flags must be zero', offset=_r98 + 12, path='flags', expected='flags == 0', found=f_flags)
             if not f_header_length == 64:
-                raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r87 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+                raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r98 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
             if not f_file_length == 0:
-                raise ConstraintError('graph WAL file_length must be zero', offset=_r87 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+                raise ConstraintError('graph WAL file_length must be zero', offset=_r98 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
             f_store = int.from_bytes(f_store, 'little', signed=False)
             if not f_store != 0:
-                raise ConstraintError('store instance id must be non-zero', offset=_r87 + 32, path='store', expected='store != 0', found=f_store)
-            _e_first_commit_sequence = _r87 + 56
+                raise ConstraintError('store instance id must be non-zero', offset=_r98 + 32, path='store', expected='store != 0', found=f_store)
+            _e_first_commit_sequence = _r98 + 56
             if not f_first_commit_sequence != 0:
-                raise ConstraintError('first commit sequence must be non-zero', offset=_r87 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
-            f_checksum, = _S6_unpack_from(mv, pos)
+                raise ConstraintError('first commit sequence must be non-zero', offset=_r98 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
             _r6 = pos
             pos += 8
-            _ck = _ck_xxh3_64(mv[_r87:_e_first_commit_sequence])
+            _ck = _ck_xxh3_64(mv[_r98:_e_first_commit_sequence])
             if f_checksum != _ck:
                 raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
             _obj = _new(ZgwFileHeader)
@@ -9549,27 +9749,27 @@ def _m_zgw_file_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_file_header, 'zgw_file_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_file_header, 'zgw_file_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_file_header, 'zgw_file_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_file_header, 'zgw_file_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_file_header(out, v):
     _s_magic = len(out)
     _e_first_commit_sequence = len(out) + 56
-    out += _S87.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
+    out += _S98.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
     f_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_first_commit_sequence == len(out) else memoryview(out)[_s_magic:_e_first_commit_sequence]))
     out += _S6.pack(f_checksum)
 
 def _em_zgw_file_header(values):
     out = bytearray()
     _S6_pack = _S6.pack
-    _S87_pack = _S87.pack
+    _S98_pack = _S98.pack
     for v in values:
         _s_magic = len(out)
         _e_first_commit_sequence = len(out) + 56
-        out += _S87_pack(b'ZEPEMBED', 19, 1, 0, 64, 0, v.store.to_bytes(16, 'little', signed=False), v.first_commit_sequence)
+        out += _S98_pack(b'ZEPEMBED', 19, 1, 0, 64, 0, v.store.to_bytes(16, 'little', signed=False), v.first_commit_sequence)
         out += _S6_pack(_ck_xxh3_64(out if _s_magic == 0 and _e_first_commit_sequence == len(out) else memoryview(out)[_s_magic:_e_first_commit_sequence]))
     return bytes(out)
 
@@ -10010,7 +10210,7 @@ def _d_zgw_frame(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_frame(mv, pos, end):
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S47.unpack_from(mv, pos)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S101.unpack_from(mv, pos)
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
@@ -10025,7 +10225,6 @@ def _u_zgw_frame(mv, pos, end):
     _e_reserved = _r47 + 56
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
@@ -10039,7 +10238,6 @@ def _u_zgw_frame(mv, pos, end):
     end = pos + f_payload_len
     _sec_payload = pos
     if _tag == 1:
-        _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S50.unpack_from(mv, pos)
         _zgw_begin___r50 = pos
         pos += 56
         _zgw_begin__f_store = int.from_bytes(_zgw_begin__f_store, 'little', signed=False)
@@ -10070,7 +10268,7 @@ def _u_zgw_frame(mv, pos, end):
             raise IndexError
         f_payload, pos = _u_zgw_mutation(mv, pos, end)
     elif _tag == 3:
-        _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+        _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S102.unpack_from(mv, pos)
         pos += 64
         _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10083,7 +10281,6 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_inventory___artifact_descriptor___obj.family = _zgw_inventory___artifact_descriptor__f_family
         _zgw_inventory___artifact_descriptor___obj.version = _zgw_inventory___artifact_descriptor__f_version
         _zgw_inventory___artifact_descriptor___obj.whole_file_checksum = _zgw_inventory___artifact_descriptor__f_whole_file_checksum
-        _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S70.unpack_from(mv, pos)
         _zgw_inventory___r70 = pos
         pos += 24
         _zgw_inventory___v = _INVENTORYSTATE_BY_VALUE.get(_zgw_inventory__f_state)
@@ -10101,7 +10298,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_inventory___obj.intent = _zgw_inventory__f_intent
         f_payload = _zgw_inventory___obj
     elif _tag == 4:
-        _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved = _S72.unpack_from(mv, pos)
+        _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S103.unpack_from(mv, pos)
         _zgw_reclaim_intent___r72 = pos
         pos += 48
         _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
@@ -10109,7 +10306,6 @@ def _u_zgw_frame(mv, pos, end):
             raise ConstraintError('completed-mark state must be 1', offset=_zgw_reclaim_intent___r72 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=_zgw_reclaim_intent__f_completed_mark_state)
         if _zgw_reclaim_intent__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
             raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r72 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_intent__f_reserved)
-        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
         pos += 64
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10123,7 +10319,6 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
         _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
         _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-        _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _zgw_reclaim_intent___required_ref___r68 = pos
         pos += 32
         _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
@@ -10137,9 +10332,8 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___obj.block_kind = _zgw_reclaim_intent___required_ref__f_block_kind
         _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
         _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
-        _zgw_reclaim_intent__f_protected_digest, = _S6.unpack_from(mv, pos)
         pos += 8
-        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S104.unpack_from(mv, pos)
         pos += 64
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10153,7 +10347,6 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
         _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
         _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-        _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _zgw_reclaim_intent___required_ref___r68 = pos
         pos += 32
         _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
@@ -10167,7 +10360,6 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___obj.block_kind = _zgw_reclaim_intent___required_ref__f_block_kind
         _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
         _zgw_reclaim_intent__f_completed_mark = _zgw_reclaim_intent___required_ref___obj
-        _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S75.unpack_from(mv, pos)
         _zgw_reclaim_intent___r75 = pos
         pos += 16
         if _zgw_reclaim_intent__f_reserved2 != 0:
@@ -10203,10 +10395,9 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
         f_payload = _zgw_reclaim_intent___obj
     elif _tag == 5:
-        _zgw_reclaim_complete__f_id, = _S30.unpack_from(mv, pos)
+        _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S105.unpack_from(mv, pos)
         pos += 16
         _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
-        _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
         pos += 64
         _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10219,7 +10410,6 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.family = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family
         _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version
         _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum
-        _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _zgw_reclaim_complete___required_ref___r68 = pos
         pos += 32
         _zgw_reclaim_complete___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref__f_artifact, 'little', signed=False)
@@ -10232,14 +10422,12 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_complete___required_ref___obj.length = _zgw_reclaim_complete___required_ref__f_length
         _zgw_reclaim_complete___required_ref___obj.block_kind = _zgw_reclaim_complete___required_ref__f_block_kind
         _zgw_reclaim_complete___required_ref___obj.block_version = _zgw_reclaim_complete___required_ref__f_block_version
-        _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved = _S64.unpack_from(mv, pos)
         _zgw_reclaim_complete___r64 = pos
         pos += 8
         if not _zgw_reclaim_complete__f_durable_state == 3:
             raise ConstraintError('durable state must be 3', offset=_zgw_reclaim_complete___r64, path='durable_state', expected='durable_state == 3', found=_zgw_reclaim_complete__f_durable_state)
         if _zgw_reclaim_complete__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
             raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_complete__f_reserved)
-        _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S41.unpack_from(mv, pos)
         _zgw_reclaim_complete___descriptor_list___r41 = pos
         pos += 8
         if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
@@ -10340,24 +10528,22 @@ def _m_zgw_frame(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S30_unpack_from = _S30.unpack_from
+    _end = end
+    _S101_unpack_from = _S101.unpack_from
+    _S102_unpack_from = _S102.unpack_from
+    _S103_unpack_from = _S103.unpack_from
+    _S104_unpack_from = _S104.unpack_from
+    _S105_unpack_from = _S105.unpack_from
     _S41_unpack_from = _S41.unpack_from
-    _S47_unpack_from = _S47.unpack_from
-    _S50_unpack_from = _S50.unpack_from
     _S6_unpack_from = _S6.unpack_from
-    _S64_unpack_from = _S64.unpack_from
     _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
-    _S70_unpack_from = _S70.unpack_from
-    _S72_unpack_from = _S72.unpack_from
-    _S75_unpack_from = _S75.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S47_unpack_from(mv, pos)
+            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S101_unpack_from(mv, pos)
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
@@ -10372,7 +10558,6 @@ def _m_zgw_frame(mv, pos, end):
             _e_reserved = _r47 + 56
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            f_header_checksum, = _S6_unpack_from(mv, pos)
             _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
@@ -10386,7 +10571,6 @@ def _m_zgw_frame(mv, pos, end):
             end = pos + f_payload_len
             _sec_payload = pos
             if _tag == 1:
-                _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S50_unpack_from(mv, pos)
                 _zgw_begin___r50 = pos
                 pos += 56
                 _zgw_begin__f_store = int.from_bytes(_zgw_begin__f_store, 'little', signed=False)
@@ -10417,7 +10601,7 @@ def _m_zgw_frame(mv, pos, end):
                     raise IndexError
                 f_payload, pos = _u_zgw_mutation(mv, pos, end)
             elif _tag == 3:
-                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S102_unpack_from(mv, pos)
                 pos += 64
                 _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10430,7 +10614,6 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_inventory___artifact_descriptor___obj.family = _zgw_inventory___artifact_descriptor__f_family
                 _zgw_inventory___artifact_descriptor___obj.version = _zgw_inventory___artifact_descriptor__f_version
                 _zgw_inventory___artifact_descriptor___obj.whole_file_checksum = _zgw_inventory___artifact_descriptor__f_whole_file_checksum
-                _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S70_unpack_from(mv, pos)
                 _zgw_inventory___r70 = pos
                 pos += 24
                 _zgw_inventory___v = _INVENTORYSTATE_BY_VALUE.get(_zgw_inventory__f_state)
@@ -10448,7 +10631,7 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_inventory___obj.intent = _zgw_inventory__f_intent
                 f_payload = _zgw_inventory___obj
             elif _tag == 4:
-                _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved = _S72_unpack_from(mv, pos)
+                _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S103_unpack_from(mv, pos)
                 _zgw_reclaim_intent___r72 = pos
                 pos += 48
                 _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
@@ -10456,7 +10639,6 @@ def _m_zgw_frame(mv, pos, end):
                     raise ConstraintError('completed-mark state must be 1', offset=_zgw_reclaim_intent___r72 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=_zgw_reclaim_intent__f_completed_mark_state)
                 if _zgw_reclaim_intent__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_intent___r72 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_intent__f_reserved)
-                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
                 pos += 64
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10470,7 +10652,6 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
                 _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
                 _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-                _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _zgw_reclaim_intent___required_ref___r68 = pos
                 pos += 32
                 _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
@@ -10484,9 +10665,8 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_reclaim_intent___required_ref___obj.block_kind = _zgw_reclaim_intent___required_ref__f_block_kind
                 _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
                 _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
-                _zgw_reclaim_intent__f_protected_digest, = _S6_unpack_from(mv, pos)
                 pos += 8
-                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S104_unpack_from(mv, pos)
                 pos += 64
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10500,7 +10680,6 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version
                 _zgw_reclaim_intent___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum
                 _zgw_reclaim_intent___required_ref__f_descriptor = _zgw_reclaim_intent___required_ref___artifact_descriptor___obj
-                _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _zgw_reclaim_intent___required_ref___r68 = pos
                 pos += 32
                 _zgw_reclaim_intent___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref__f_artifact, 'little', signed=False)
@@ -10514,7 +10693,6 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_reclaim_intent___required_ref___obj.block_kind = _zgw_reclaim_intent___required_ref__f_block_kind
                 _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
                 _zgw_reclaim_intent__f_completed_mark = _zgw_reclaim_intent___required_ref___obj
-                _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S75_unpack_from(mv, pos)
                 _zgw_reclaim_intent___r75 = pos
                 pos += 16
                 if _zgw_reclaim_intent__f_reserved2 != 0:
@@ -10550,10 +10728,9 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
                 f_payload = _zgw_reclaim_intent___obj
             elif _tag == 5:
-                _zgw_reclaim_complete__f_id, = _S30_unpack_from(mv, pos)
+                _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S105_unpack_from(mv, pos)
                 pos += 16
                 _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
-                _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
                 pos += 64
                 _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10566,7 +10743,6 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.family = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family
                 _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.version = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version
                 _zgw_reclaim_complete___required_ref___artifact_descriptor___obj.whole_file_checksum = _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum
-                _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _zgw_reclaim_complete___required_ref___r68 = pos
                 pos += 32
                 _zgw_reclaim_complete___required_ref__f_artifact = int.from_bytes(_zgw_reclaim_complete___required_ref__f_artifact, 'little', signed=False)
@@ -10579,14 +10755,12 @@ def _m_zgw_frame(mv, pos, end):
                 _zgw_reclaim_complete___required_ref___obj.length = _zgw_reclaim_complete___required_ref__f_length
                 _zgw_reclaim_complete___required_ref___obj.block_kind = _zgw_reclaim_complete___required_ref__f_block_kind
                 _zgw_reclaim_complete___required_ref___obj.block_version = _zgw_reclaim_complete___required_ref__f_block_version
-                _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved = _S64_unpack_from(mv, pos)
                 _zgw_reclaim_complete___r64 = pos
                 pos += 8
                 if not _zgw_reclaim_complete__f_durable_state == 3:
                     raise ConstraintError('durable state must be 3', offset=_zgw_reclaim_complete___r64, path='durable_state', expected='durable_state == 3', found=_zgw_reclaim_complete__f_durable_state)
                 if _zgw_reclaim_complete__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                     raise ConstraintError('reserved bytes must be zero', offset=_zgw_reclaim_complete___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_reclaim_complete__f_reserved)
-                _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S41_unpack_from(mv, pos)
                 _zgw_reclaim_complete___descriptor_list___r41 = pos
                 pos += 8
                 if _zgw_reclaim_complete___descriptor_list__f_reserved != 0:
@@ -10684,10 +10858,10 @@ def _m_zgw_frame(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_frame, 'zgw_frame', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_frame, 'zgw_frame', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_frame, 'zgw_frame', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_frame, 'zgw_frame', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_frame(out, v):
@@ -11069,14 +11243,13 @@ def _d_zgw_frame_header(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_frame_header(mv, pos, end):
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S47.unpack_from(mv, pos)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S106.unpack_from(mv, pos)
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
         raise ConstraintError('bad magic', offset=_r47, path='magic', expected=b'ZGWF', found=f_magic)
     f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
     _e_reserved = _r47 + 56
-    f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
@@ -11096,21 +11269,20 @@ def _m_zgw_frame_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S47_unpack_from = _S47.unpack_from
-    _S6_unpack_from = _S6.unpack_from
+    _end = end
+    _S106_unpack_from = _S106.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved = _S47_unpack_from(mv, pos)
+            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S106_unpack_from(mv, pos)
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
                 raise ConstraintError('bad magic', offset=_r47, path='magic', expected=b'ZGWF', found=f_magic)
             f_batch_id = int.from_bytes(f_batch_id, 'little', signed=False)
             _e_reserved = _r47 + 56
-            f_header_checksum, = _S6_unpack_from(mv, pos)
             _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r47:_e_reserved])
@@ -11127,10 +11299,10 @@ def _m_zgw_frame_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_frame_header, 'zgw_frame_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_frame_header, 'zgw_frame_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_frame_header, 'zgw_frame_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_frame_header, 'zgw_frame_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_frame_header(out, v):
@@ -11153,7 +11325,7 @@ def _em_zgw_frame_header(values):
 
 def _d_zgw_envelope_size(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T89)
+        raise _short(pos, end, _T107)
     f_size, = _S6.unpack_from(mv, pos)
     pos += 8
     _obj = _new(ZgwEnvelopeSize)
@@ -11171,6 +11343,7 @@ def _m_zgw_envelope_size(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
@@ -11184,10 +11357,10 @@ def _m_zgw_envelope_size(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_envelope_size, 'zgw_envelope_size', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_envelope_size, 'zgw_envelope_size', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_envelope_size, 'zgw_envelope_size', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_envelope_size, 'zgw_envelope_size', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_envelope_size(out, v):
@@ -11202,7 +11375,98 @@ def _em_zgw_envelope_size(values):
 
 def _d_graph_envelope(mv, pos, end):
     try:
-        f_begin, pos = _d_zgw_frame(mv, pos, end)
+        _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+        if pos + 56 > end:
+            raise _short(pos, end, _T48)
+        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved = _S47.unpack_from(mv, pos)
+        _zgw_frame___r47 = pos
+        pos += 56
+        _zgw_frame___s_magic = _zgw_frame___r47
+        if _zgw_frame__f_magic != b'ZGWF':
+            raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+        _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+        if _zgw_frame___v is None:
+            raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+        _zgw_frame__f_kind = _zgw_frame___v
+        if not _zgw_frame__f_version == 1:
+            raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+        _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+        if not _zgw_frame__f_batch_id != 0:
+            raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+        _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+        if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+        if pos + 8 > end:
+            raise _short(pos, end, _T49)
+        _zgw_frame__f_header_checksum, = _S6.unpack_from(mv, pos)
+        _zgw_frame___r6 = pos
+        pos += 8
+        _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+        if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+        _zgw_frame___n = _zgw_frame__f_payload_len
+        if _zgw_frame___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+        if pos + _zgw_frame___n > end:
+            raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+        _zgw_frame___outer_end_payload = end
+        end = pos + _zgw_frame___n
+        _zgw_frame___sec_payload = pos
+        _zgw_frame___tag = _zgw_frame__f_kind
+        if _zgw_frame___tag == 1:
+            try:
+                if pos + 56 > end:
+                    raise _short(pos, end, _T51)
+                _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes = _S50.unpack_from(mv, pos)
+                _zgw_frame___zgw_begin___r50 = pos
+                pos += 56
+                _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+                _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+                if _zgw_frame___zgw_begin___v is None:
+                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+                if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+                    raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                if _zgw_frame___zgw_begin__f_change_count > 16384:
+                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                if _zgw_frame___zgw_begin__f_reserved2 != 0:
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+                _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+                _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+                _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+                _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+                _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+                _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+                _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+            except DecodeError as _exc:
+                raise _exc.prefixed('payload') from None
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+            end = _zgw_frame___outer_end_payload
+            _zgw_frame___e_payload = pos
+            if pos + 8 > end:
+                raise _short(pos, end, _T8)
+            _zgw_frame__f_checksum, = _S6.unpack_from(mv, pos)
+            _zgw_frame___r6 = pos
+            pos += 8
+            _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+            if _zgw_frame__f_checksum != _zgw_frame___ck:
+                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+            _zgw_frame___obj = _new(ZgwFrame)
+            _zgw_frame___obj.kind = _zgw_frame__f_kind
+            _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+            _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+            _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+            _zgw_frame___obj.payload = _zgw_frame__f_payload
+            f_begin = _zgw_frame___obj
+        else:
+            pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+            f_begin, pos = _d_zgw_frame(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('begin') from None
     _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
@@ -11212,14 +11476,196 @@ def _d_graph_envelope(mv, pos, end):
     try:
         for _i in range(_c):
             try:
-                _x, pos = _d_zgw_frame(mv, pos, end)
+                _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+                if pos + 56 > end:
+                    raise _short(pos, end, _T48)
+                _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved = _S47.unpack_from(mv, pos)
+                _zgw_frame___r47 = pos
+                pos += 56
+                _zgw_frame___s_magic = _zgw_frame___r47
+                if _zgw_frame__f_magic != b'ZGWF':
+                    raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+                _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+                if _zgw_frame___v is None:
+                    raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+                _zgw_frame__f_kind = _zgw_frame___v
+                if not _zgw_frame__f_version == 1:
+                    raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+                _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+                if not _zgw_frame__f_batch_id != 0:
+                    raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+                _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+                if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+                if pos + 8 > end:
+                    raise _short(pos, end, _T49)
+                _zgw_frame__f_header_checksum, = _S6.unpack_from(mv, pos)
+                _zgw_frame___r6 = pos
+                pos += 8
+                _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+                if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+                    raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+                _zgw_frame___n = _zgw_frame__f_payload_len
+                if _zgw_frame___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+                if pos + _zgw_frame___n > end:
+                    raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+                _zgw_frame___outer_end_payload = end
+                end = pos + _zgw_frame___n
+                _zgw_frame___sec_payload = pos
+                _zgw_frame___tag = _zgw_frame__f_kind
+                if _zgw_frame___tag == 1:
+                    try:
+                        if pos + 56 > end:
+                            raise _short(pos, end, _T51)
+                        _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes = _S50.unpack_from(mv, pos)
+                        _zgw_frame___zgw_begin___r50 = pos
+                        pos += 56
+                        _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+                        _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+                        if _zgw_frame___zgw_begin___v is None:
+                            raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                        _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+                        if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                        if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+                            raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                        if _zgw_frame___zgw_begin__f_change_count > 16384:
+                            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                        if _zgw_frame___zgw_begin__f_reserved2 != 0:
+                            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                        if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+                            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                        _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+                        _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+                        _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+                        _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+                        _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+                        _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+                        _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+                        _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('payload') from None
+                    if pos != end:
+                        raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+                    end = _zgw_frame___outer_end_payload
+                    _zgw_frame___e_payload = pos
+                    if pos + 8 > end:
+                        raise _short(pos, end, _T8)
+                    _zgw_frame__f_checksum, = _S6.unpack_from(mv, pos)
+                    _zgw_frame___r6 = pos
+                    pos += 8
+                    _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+                    if _zgw_frame__f_checksum != _zgw_frame___ck:
+                        raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+                    _zgw_frame___obj = _new(ZgwFrame)
+                    _zgw_frame___obj.kind = _zgw_frame__f_kind
+                    _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+                    _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+                    _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+                    _zgw_frame___obj.payload = _zgw_frame__f_payload
+                    _x = _zgw_frame___obj
+                else:
+                    pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+                    _x, pos = _d_zgw_frame(mv, pos, end)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             f_changes.append(_x)
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('changes') from None
     try:
-        f_commit, pos = _d_zgw_frame(mv, pos, end)
+        _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+        if pos + 56 > end:
+            raise _short(pos, end, _T48)
+        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved = _S47.unpack_from(mv, pos)
+        _zgw_frame___r47 = pos
+        pos += 56
+        _zgw_frame___s_magic = _zgw_frame___r47
+        if _zgw_frame__f_magic != b'ZGWF':
+            raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+        _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+        if _zgw_frame___v is None:
+            raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+        _zgw_frame__f_kind = _zgw_frame___v
+        if not _zgw_frame__f_version == 1:
+            raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+        _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+        if not _zgw_frame__f_batch_id != 0:
+            raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+        _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+        if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+        if pos + 8 > end:
+            raise _short(pos, end, _T49)
+        _zgw_frame__f_header_checksum, = _S6.unpack_from(mv, pos)
+        _zgw_frame___r6 = pos
+        pos += 8
+        _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+        if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+        _zgw_frame___n = _zgw_frame__f_payload_len
+        if _zgw_frame___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+        if pos + _zgw_frame___n > end:
+            raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+        _zgw_frame___outer_end_payload = end
+        end = pos + _zgw_frame___n
+        _zgw_frame___sec_payload = pos
+        _zgw_frame___tag = _zgw_frame__f_kind
+        if _zgw_frame___tag == 1:
+            try:
+                if pos + 56 > end:
+                    raise _short(pos, end, _T51)
+                _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes = _S50.unpack_from(mv, pos)
+                _zgw_frame___zgw_begin___r50 = pos
+                pos += 56
+                _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+                _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+                if _zgw_frame___zgw_begin___v is None:
+                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+                if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+                    raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                if _zgw_frame___zgw_begin__f_change_count > 16384:
+                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                if _zgw_frame___zgw_begin__f_reserved2 != 0:
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+                _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+                _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+                _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+                _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+                _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+                _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+                _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+            except DecodeError as _exc:
+                raise _exc.prefixed('payload') from None
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+            end = _zgw_frame___outer_end_payload
+            _zgw_frame___e_payload = pos
+            if pos + 8 > end:
+                raise _short(pos, end, _T8)
+            _zgw_frame__f_checksum, = _S6.unpack_from(mv, pos)
+            _zgw_frame___r6 = pos
+            pos += 8
+            _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+            if _zgw_frame__f_checksum != _zgw_frame___ck:
+                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+            _zgw_frame___obj = _new(ZgwFrame)
+            _zgw_frame___obj.kind = _zgw_frame__f_kind
+            _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+            _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+            _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+            _zgw_frame___obj.payload = _zgw_frame__f_payload
+            f_commit = _zgw_frame___obj
+        else:
+            pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+            f_commit, pos = _d_zgw_frame(mv, pos, end)
     except DecodeError as _exc:
         raise _exc.prefixed('commit') from None
     _obj = _new(GraphEnvelope)
@@ -11229,21 +11675,258 @@ def _d_graph_envelope(mv, pos, end):
     return _obj, pos
 
 def _u_graph_envelope(mv, pos, end):
-    if pos > end:
-        raise IndexError
-    f_begin, pos = _u_zgw_frame(mv, pos, end)
+    _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108.unpack_from(mv, pos)
+    _zgw_frame___r47 = pos
+    pos += 56
+    _zgw_frame___s_magic = _zgw_frame___r47
+    if _zgw_frame__f_magic != b'ZGWF':
+        raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+    _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+    if _zgw_frame___v is None:
+        raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+    _zgw_frame__f_kind = _zgw_frame___v
+    if not _zgw_frame__f_version == 1:
+        raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+    _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+    if not _zgw_frame__f_batch_id != 0:
+        raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+    _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+    if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+    _zgw_frame___r6 = pos
+    pos += 8
+    _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+    if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+        raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+    _zgw_frame___n = _zgw_frame__f_payload_len
+    if _zgw_frame___n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+    if pos + _zgw_frame___n > end:
+        raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+    _zgw_frame___outer_end_payload = end
+    end = pos + _zgw_frame___n
+    _zgw_frame___sec_payload = pos
+    _zgw_frame___tag = _zgw_frame__f_kind
+    if _zgw_frame___tag == 1:
+        _zgw_frame___zgw_begin___r50 = pos
+        pos += 56
+        _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+        _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+        if _zgw_frame___zgw_begin___v is None:
+            raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+        _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+        if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+        if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+            raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+        if _zgw_frame___zgw_begin__f_change_count > 16384:
+            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+        if _zgw_frame___zgw_begin__f_reserved2 != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+        if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+        _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+        _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+        _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+        _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+        _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+        _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+        _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+        _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+        end = _zgw_frame___outer_end_payload
+        _zgw_frame___e_payload = pos
+        _zgw_frame___r6 = pos
+        pos += 8
+        _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+        if _zgw_frame__f_checksum != _zgw_frame___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+        _zgw_frame___obj = _new(ZgwFrame)
+        _zgw_frame___obj.kind = _zgw_frame__f_kind
+        _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+        _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+        _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+        _zgw_frame___obj.payload = _zgw_frame__f_payload
+        f_begin = _zgw_frame___obj
+    else:
+        if pos > end:
+            raise IndexError
+        pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+        if pos > end:
+            raise IndexError
+        f_begin, pos = _u_zgw_frame(mv, pos, end)
     _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
     if _c < 0 or _c * 128 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
     f_changes = []
     for _i in range(_c):
+        _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108.unpack_from(mv, pos)
+        _zgw_frame___r47 = pos
+        pos += 56
+        _zgw_frame___s_magic = _zgw_frame___r47
+        if _zgw_frame__f_magic != b'ZGWF':
+            raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+        _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+        if _zgw_frame___v is None:
+            raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+        _zgw_frame__f_kind = _zgw_frame___v
+        if not _zgw_frame__f_version == 1:
+            raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+        _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+        if not _zgw_frame__f_batch_id != 0:
+            raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+        _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+        if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+        _zgw_frame___r6 = pos
+        pos += 8
+        _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+        if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+        _zgw_frame___n = _zgw_frame__f_payload_len
+        if _zgw_frame___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+        if pos + _zgw_frame___n > end:
+            raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+        _zgw_frame___outer_end_payload = end
+        end = pos + _zgw_frame___n
+        _zgw_frame___sec_payload = pos
+        _zgw_frame___tag = _zgw_frame__f_kind
+        if _zgw_frame___tag == 1:
+            _zgw_frame___zgw_begin___r50 = pos
+            pos += 56
+            _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+            _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+            if _zgw_frame___zgw_begin___v is None:
+                raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+            _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+            if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+            if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+                raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+            if _zgw_frame___zgw_begin__f_change_count > 16384:
+                raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+            if _zgw_frame___zgw_begin__f_reserved2 != 0:
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+            if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+                raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+            _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+            _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+            _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+            _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+            _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+            _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+            _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+            _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+            if pos != end:
+                raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+            end = _zgw_frame___outer_end_payload
+            _zgw_frame___e_payload = pos
+            _zgw_frame___r6 = pos
+            pos += 8
+            _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+            if _zgw_frame__f_checksum != _zgw_frame___ck:
+                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+            _zgw_frame___obj = _new(ZgwFrame)
+            _zgw_frame___obj.kind = _zgw_frame__f_kind
+            _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+            _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+            _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+            _zgw_frame___obj.payload = _zgw_frame__f_payload
+            _x = _zgw_frame___obj
+        else:
+            if pos > end:
+                raise IndexError
+            pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+            if pos > end:
+                raise IndexError
+            _x, pos = _u_zgw_frame(mv, pos, end)
+        f_changes.append(_x)
+    _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108.unpack_from(mv, pos)
+    _zgw_frame___r47 = pos
+    pos += 56
+    _zgw_frame___s_magic = _zgw_frame___r47
+    if _zgw_frame__f_magic != b'ZGWF':
+        raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+    _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+    if _zgw_frame___v is None:
+        raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+    _zgw_frame__f_kind = _zgw_frame___v
+    if not _zgw_frame__f_version == 1:
+        raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+    _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+    if not _zgw_frame__f_batch_id != 0:
+        raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+    _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+    if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+        raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+    _zgw_frame___r6 = pos
+    pos += 8
+    _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+    if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+        raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+    _zgw_frame___n = _zgw_frame__f_payload_len
+    if _zgw_frame___n < 0:
+        raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+    if pos + _zgw_frame___n > end:
+        raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+    _zgw_frame___outer_end_payload = end
+    end = pos + _zgw_frame___n
+    _zgw_frame___sec_payload = pos
+    _zgw_frame___tag = _zgw_frame__f_kind
+    if _zgw_frame___tag == 1:
+        _zgw_frame___zgw_begin___r50 = pos
+        pos += 56
+        _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+        _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+        if _zgw_frame___zgw_begin___v is None:
+            raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+        _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+        if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+        if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+            raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+        if _zgw_frame___zgw_begin__f_change_count > 16384:
+            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+        if _zgw_frame___zgw_begin__f_reserved2 != 0:
+            raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+        if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+            raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+        _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+        _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+        _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+        _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+        _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+        _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+        _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+        _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+        end = _zgw_frame___outer_end_payload
+        _zgw_frame___e_payload = pos
+        _zgw_frame___r6 = pos
+        pos += 8
+        _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+        if _zgw_frame__f_checksum != _zgw_frame___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+        _zgw_frame___obj = _new(ZgwFrame)
+        _zgw_frame___obj.kind = _zgw_frame__f_kind
+        _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+        _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+        _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+        _zgw_frame___obj.payload = _zgw_frame__f_payload
+        f_commit = _zgw_frame___obj
+    else:
         if pos > end:
             raise IndexError
-        _x, pos = _u_zgw_frame(mv, pos, end)
-        f_changes.append(_x)
-    if pos > end:
-        raise IndexError
-    f_commit, pos = _u_zgw_frame(mv, pos, end)
+        pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+        if pos > end:
+            raise IndexError
+        f_commit, pos = _u_zgw_frame(mv, pos, end)
     _obj = _new(GraphEnvelope)
     _obj.begin = f_begin
     _obj.changes = f_changes
@@ -11254,26 +11937,265 @@ def _m_graph_envelope(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S108_unpack_from = _S108.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            if pos > end:
-                raise IndexError
-            f_begin, pos = _u_zgw_frame(mv, pos, end)
+            _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108_unpack_from(mv, pos)
+            _zgw_frame___r47 = pos
+            pos += 56
+            _zgw_frame___s_magic = _zgw_frame___r47
+            if _zgw_frame__f_magic != b'ZGWF':
+                raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+            _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+            if _zgw_frame___v is None:
+                raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+            _zgw_frame__f_kind = _zgw_frame___v
+            if not _zgw_frame__f_version == 1:
+                raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+            _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+            if not _zgw_frame__f_batch_id != 0:
+                raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+            _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+            if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+            _zgw_frame___r6 = pos
+            pos += 8
+            _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+            if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+            _zgw_frame___n = _zgw_frame__f_payload_len
+            if _zgw_frame___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+            if pos + _zgw_frame___n > end:
+                raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+            _zgw_frame___outer_end_payload = end
+            end = pos + _zgw_frame___n
+            _zgw_frame___sec_payload = pos
+            _zgw_frame___tag = _zgw_frame__f_kind
+            if _zgw_frame___tag == 1:
+                _zgw_frame___zgw_begin___r50 = pos
+                pos += 56
+                _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+                _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+                if _zgw_frame___zgw_begin___v is None:
+                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+                if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+                    raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                if _zgw_frame___zgw_begin__f_change_count > 16384:
+                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                if _zgw_frame___zgw_begin__f_reserved2 != 0:
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+                _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+                _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+                _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+                _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+                _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+                _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+                _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+                end = _zgw_frame___outer_end_payload
+                _zgw_frame___e_payload = pos
+                _zgw_frame___r6 = pos
+                pos += 8
+                _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+                if _zgw_frame__f_checksum != _zgw_frame___ck:
+                    raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+                _zgw_frame___obj = _new(ZgwFrame)
+                _zgw_frame___obj.kind = _zgw_frame__f_kind
+                _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+                _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+                _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+                _zgw_frame___obj.payload = _zgw_frame__f_payload
+                f_begin = _zgw_frame___obj
+            else:
+                if pos > end:
+                    raise IndexError
+                pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+                if pos > end:
+                    raise IndexError
+                f_begin, pos = _u_zgw_frame(mv, pos, end)
             _c = _attr(f_begin.payload, 'change_count', pos, 'change_count')
             if _c < 0 or _c * 128 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 128) + ' bytes', offset=pos, path='changes', expected=_c * 128, found=end - pos)
             f_changes = []
             for _i in range(_c):
+                _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+                _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108_unpack_from(mv, pos)
+                _zgw_frame___r47 = pos
+                pos += 56
+                _zgw_frame___s_magic = _zgw_frame___r47
+                if _zgw_frame__f_magic != b'ZGWF':
+                    raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+                _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+                if _zgw_frame___v is None:
+                    raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+                _zgw_frame__f_kind = _zgw_frame___v
+                if not _zgw_frame__f_version == 1:
+                    raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+                _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+                if not _zgw_frame__f_batch_id != 0:
+                    raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+                _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+                if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+                _zgw_frame___r6 = pos
+                pos += 8
+                _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+                if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+                    raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+                _zgw_frame___n = _zgw_frame__f_payload_len
+                if _zgw_frame___n < 0:
+                    raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+                if pos + _zgw_frame___n > end:
+                    raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+                _zgw_frame___outer_end_payload = end
+                end = pos + _zgw_frame___n
+                _zgw_frame___sec_payload = pos
+                _zgw_frame___tag = _zgw_frame__f_kind
+                if _zgw_frame___tag == 1:
+                    _zgw_frame___zgw_begin___r50 = pos
+                    pos += 56
+                    _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+                    _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+                    if _zgw_frame___zgw_begin___v is None:
+                        raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                    _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+                    if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                        raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                    if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+                        raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                    if _zgw_frame___zgw_begin__f_change_count > 16384:
+                        raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                    if _zgw_frame___zgw_begin__f_reserved2 != 0:
+                        raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                    if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+                        raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                    _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+                    _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+                    _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+                    _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+                    _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+                    _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+                    _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+                    _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+                    if pos != end:
+                        raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+                    end = _zgw_frame___outer_end_payload
+                    _zgw_frame___e_payload = pos
+                    _zgw_frame___r6 = pos
+                    pos += 8
+                    _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+                    if _zgw_frame__f_checksum != _zgw_frame___ck:
+                        raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+                    _zgw_frame___obj = _new(ZgwFrame)
+                    _zgw_frame___obj.kind = _zgw_frame__f_kind
+                    _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+                    _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+                    _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+                    _zgw_frame___obj.payload = _zgw_frame__f_payload
+                    _x = _zgw_frame___obj
+                else:
+                    if pos > end:
+                        raise IndexError
+                    pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+                    if pos > end:
+                        raise IndexError
+                    _x, pos = _u_zgw_frame(mv, pos, end)
+                f_changes.append(_x)
+            _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
+            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108_unpack_from(mv, pos)
+            _zgw_frame___r47 = pos
+            pos += 56
+            _zgw_frame___s_magic = _zgw_frame___r47
+            if _zgw_frame__f_magic != b'ZGWF':
+                raise ConstraintError('bad magic', offset=_zgw_frame___r47, path='magic', expected=b'ZGWF', found=_zgw_frame__f_magic)
+            _zgw_frame___v = _ZGWFRAMEKIND_BY_VALUE.get(_zgw_frame__f_kind)
+            if _zgw_frame___v is None:
+                raise ConstraintError('unknown zgw_frame_kind value', offset=_zgw_frame___r47 + 4, path='kind', expected=[1, 2, 3, 4, 5, 6], found=_zgw_frame__f_kind)
+            _zgw_frame__f_kind = _zgw_frame___v
+            if not _zgw_frame__f_version == 1:
+                raise UnsupportedError('unsupported graph frame version', offset=_zgw_frame___r47 + 6, path='version', expected='version == 1', found=_zgw_frame__f_version)
+            _zgw_frame__f_batch_id = int.from_bytes(_zgw_frame__f_batch_id, 'little', signed=False)
+            if not _zgw_frame__f_batch_id != 0:
+                raise ConstraintError('batch id must be non-zero', offset=_zgw_frame___r47 + 24, path='batch_id', expected='batch_id != 0', found=_zgw_frame__f_batch_id)
+            _zgw_frame___e_reserved = _zgw_frame___r47 + 56
+            if _zgw_frame__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
+                raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___r47 + 40, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame__f_reserved)
+            _zgw_frame___r6 = pos
+            pos += 8
+            _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_reserved])
+            if _zgw_frame__f_header_checksum != _zgw_frame___ck:
+                raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='header_checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_header_checksum)
+            _zgw_frame___n = _zgw_frame__f_payload_len
+            if _zgw_frame___n < 0:
+                raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_zgw_frame___n)
+            if pos + _zgw_frame___n > end:
+                raise TruncatedError('section needs ' + str(_zgw_frame___n) + ' bytes', offset=pos, path='payload', expected=_zgw_frame___n, found=end - pos)
+            _zgw_frame___outer_end_payload = end
+            end = pos + _zgw_frame___n
+            _zgw_frame___sec_payload = pos
+            _zgw_frame___tag = _zgw_frame__f_kind
+            if _zgw_frame___tag == 1:
+                _zgw_frame___zgw_begin___r50 = pos
+                pos += 56
+                _zgw_frame___zgw_begin__f_store = int.from_bytes(_zgw_frame___zgw_begin__f_store, 'little', signed=False)
+                _zgw_frame___zgw_begin___v = _ENVELOPEKIND_BY_VALUE.get(_zgw_frame___zgw_begin__f_envelope_kind)
+                if _zgw_frame___zgw_begin___v is None:
+                    raise ConstraintError('unknown envelope_kind value', offset=_zgw_frame___zgw_begin___r50 + 16, path='envelope_kind', expected=[1, 2], found=_zgw_frame___zgw_begin__f_envelope_kind)
+                _zgw_frame___zgw_begin__f_envelope_kind = _zgw_frame___zgw_begin___v
+                if _zgw_frame___zgw_begin__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 17, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgw_frame___zgw_begin__f_reserved)
+                if not _zgw_frame___zgw_begin__f_target_generation == _zgw_frame___zgw_begin__f_base_generation + 1:
+                    raise ConstraintError('target generation must be base + 1', offset=_zgw_frame___zgw_begin___r50 + 32, path='target_generation', expected='target_generation == base_generation + 1', found=_zgw_frame___zgw_begin__f_target_generation)
+                if _zgw_frame___zgw_begin__f_change_count > 16384:
+                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 40, path='change_count', expected='None..16384', found=_zgw_frame___zgw_begin__f_change_count)
+                if _zgw_frame___zgw_begin__f_reserved2 != 0:
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgw_frame___zgw_begin___r50 + 44, path='reserved2', expected=0, found=_zgw_frame___zgw_begin__f_reserved2)
+                if _zgw_frame___zgw_begin__f_complete_envelope_bytes > 16777216:
+                    raise ConstraintError('value out of range', offset=_zgw_frame___zgw_begin___r50 + 48, path='complete_envelope_bytes', expected='None..16777216', found=_zgw_frame___zgw_begin__f_complete_envelope_bytes)
+                _zgw_frame___zgw_begin___obj = _new(ZgwBegin)
+                _zgw_frame___zgw_begin___obj.store = _zgw_frame___zgw_begin__f_store
+                _zgw_frame___zgw_begin___obj.envelope_kind = _zgw_frame___zgw_begin__f_envelope_kind
+                _zgw_frame___zgw_begin___obj.base_generation = _zgw_frame___zgw_begin__f_base_generation
+                _zgw_frame___zgw_begin___obj.target_generation = _zgw_frame___zgw_begin__f_target_generation
+                _zgw_frame___zgw_begin___obj.change_count = _zgw_frame___zgw_begin__f_change_count
+                _zgw_frame___zgw_begin___obj.complete_envelope_bytes = _zgw_frame___zgw_begin__f_complete_envelope_bytes
+                _zgw_frame__f_payload = _zgw_frame___zgw_begin___obj
+                if pos != end:
+                    raise ConstraintError('section size mismatch', offset=_zgw_frame___sec_payload, path='payload', expected=end - _zgw_frame___sec_payload, found=pos - _zgw_frame___sec_payload)
+                end = _zgw_frame___outer_end_payload
+                _zgw_frame___e_payload = pos
+                _zgw_frame___r6 = pos
+                pos += 8
+                _zgw_frame___ck = _ck_xxh3_64(mv[_zgw_frame___s_magic:_zgw_frame___e_payload])
+                if _zgw_frame__f_checksum != _zgw_frame___ck:
+                    raise ChecksumError('xxh3_64 mismatch', offset=_zgw_frame___r6, path='checksum', expected=_zgw_frame___ck, found=_zgw_frame__f_checksum)
+                _zgw_frame___obj = _new(ZgwFrame)
+                _zgw_frame___obj.kind = _zgw_frame__f_kind
+                _zgw_frame___obj.frame_index = _zgw_frame__f_frame_index
+                _zgw_frame___obj.sequence = _zgw_frame__f_sequence
+                _zgw_frame___obj.batch_id = _zgw_frame__f_batch_id
+                _zgw_frame___obj.payload = _zgw_frame__f_payload
+                f_commit = _zgw_frame___obj
+            else:
                 if pos > end:
                     raise IndexError
-                _x, pos = _u_zgw_frame(mv, pos, end)
-                f_changes.append(_x)
-            if pos > end:
-                raise IndexError
-            f_commit, pos = _u_zgw_frame(mv, pos, end)
+                pos, end = (_zgw_frame___re_pos, _zgw_frame___re_end)
+                if pos > end:
+                    raise IndexError
+                f_commit, pos = _u_zgw_frame(mv, pos, end)
             _obj = _new(GraphEnvelope)
             _obj.begin = f_begin
             _obj.changes = f_changes
@@ -11281,10 +12203,10 @@ def _m_graph_envelope(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_envelope, 'graph_envelope', mv, _rs, end, (), _out)
+        return _decode_many(_d_graph_envelope, 'graph_envelope', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_envelope, 'graph_envelope', mv, _rs, end, (), _out)
+        return _decode_many(_d_graph_envelope, 'graph_envelope', mv, _rs, _end, (), _out)
     return _out
 
 def _e_graph_envelope(out, v):
@@ -11365,6 +12287,7 @@ def _m_zgw_begin(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S50_unpack_from = _S50.unpack_from
     try:
         while True:
@@ -11396,10 +12319,10 @@ def _m_zgw_begin(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_begin, 'zgw_begin', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_begin, 'zgw_begin', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_begin, 'zgw_begin', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_begin, 'zgw_begin', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_begin(out, v):
@@ -11450,6 +12373,7 @@ def _m_artifact_descriptor(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S66_unpack_from = _S66.unpack_from
     try:
         while True:
@@ -11472,10 +12396,10 @@ def _m_artifact_descriptor(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_artifact_descriptor, 'artifact_descriptor', mv, _rs, end, (), _out)
+        return _decode_many(_d_artifact_descriptor, 'artifact_descriptor', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_artifact_descriptor, 'artifact_descriptor', mv, _rs, end, (), _out)
+        return _decode_many(_d_artifact_descriptor, 'artifact_descriptor', mv, _rs, _end, (), _out)
     return _out
 
 def _e_artifact_descriptor(out, v):
@@ -11526,7 +12450,7 @@ def _d_required_ref(mv, pos, end):
     return _obj, pos
 
 def _u_required_ref(mv, pos, end):
-    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S109.unpack_from(mv, pos)
     pos += 64
     _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
     _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -11539,7 +12463,6 @@ def _u_required_ref(mv, pos, end):
     _artifact_descriptor___obj.family = _artifact_descriptor__f_family
     _artifact_descriptor___obj.version = _artifact_descriptor__f_version
     _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-    f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S68.unpack_from(mv, pos)
     _r68 = pos
     pos += 32
     f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
@@ -11558,14 +12481,14 @@ def _m_required_ref(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
+    _end = end
+    _S109_unpack_from = _S109.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S109_unpack_from(mv, pos)
             pos += 64
             _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
             _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -11578,7 +12501,6 @@ def _m_required_ref(mv, pos, end):
             _artifact_descriptor___obj.family = _artifact_descriptor__f_family
             _artifact_descriptor___obj.version = _artifact_descriptor__f_version
             _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-            f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S68_unpack_from(mv, pos)
             _r68 = pos
             pos += 32
             f_artifact = int.from_bytes(f_artifact, 'little', signed=False)
@@ -11594,10 +12516,10 @@ def _m_required_ref(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_required_ref, 'required_ref', mv, _rs, end, (), _out)
+        return _decode_many(_d_required_ref, 'required_ref', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_required_ref, 'required_ref', mv, _rs, end, (), _out)
+        return _decode_many(_d_required_ref, 'required_ref', mv, _rs, _end, (), _out)
     return _out
 
 def _e_required_ref(out, v):
@@ -11672,7 +12594,7 @@ def _d_optional_ref(mv, pos, end):
     return _obj, pos
 
 def _u_optional_ref(mv, pos, end):
-    f_present, f_reserved = _S64.unpack_from(mv, pos)
+    f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S110.unpack_from(mv, pos)
     _r64 = pos
     pos += 8
     if not (f_present == 0 or f_present == 1):
@@ -11680,7 +12602,6 @@ def _u_optional_ref(mv, pos, end):
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if f_present == 1:
-        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
         pos += 64
         _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -11693,7 +12614,6 @@ def _u_optional_ref(mv, pos, end):
         _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
         _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
         _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-        _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _required_ref___r68 = pos
         pos += 32
         _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -11718,15 +12638,14 @@ def _m_optional_ref(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S64_unpack_from = _S64.unpack_from
-    _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
+    _end = end
+    _S110_unpack_from = _S110.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_present, f_reserved = _S64_unpack_from(mv, pos)
+            f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S110_unpack_from(mv, pos)
             _r64 = pos
             pos += 8
             if not (f_present == 0 or f_present == 1):
@@ -11734,7 +12653,6 @@ def _m_optional_ref(mv, pos, end):
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if f_present == 1:
-                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
                 pos += 64
                 _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -11747,7 +12665,6 @@ def _m_optional_ref(mv, pos, end):
                 _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
                 _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
                 _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-                _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _required_ref___r68 = pos
                 pos += 32
                 _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -11769,10 +12686,10 @@ def _m_optional_ref(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_optional_ref, 'optional_ref', mv, _rs, end, (), _out)
+        return _decode_many(_d_optional_ref, 'optional_ref', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_optional_ref, 'optional_ref', mv, _rs, end, (), _out)
+        return _decode_many(_d_optional_ref, 'optional_ref', mv, _rs, _end, (), _out)
     return _out
 
 def _e_optional_ref(out, v):
@@ -12191,7 +13108,7 @@ def _u_commit_state(mv, pos, end):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
     f_roots = []
     for _i in range(_c):
-        _optional_ref__f_present, _optional_ref__f_reserved = _S64.unpack_from(mv, pos)
+        _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110.unpack_from(mv, pos)
         _optional_ref___r64 = pos
         pos += 8
         if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -12199,7 +13116,6 @@ def _u_commit_state(mv, pos, end):
         if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
             raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
         if _optional_ref__f_present == 1:
-            _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
             pos += 64
             _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12213,7 +13129,6 @@ def _u_commit_state(mv, pos, end):
             _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
             _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
             _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-            _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68.unpack_from(mv, pos)
             _optional_ref___required_ref___r68 = pos
             pos += 32
             _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -12234,7 +13149,7 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___obj.ref = _optional_ref__f_ref
         _x = _optional_ref___obj
         f_roots.append(_x)
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12248,7 +13163,6 @@ def _u_commit_state(mv, pos, end):
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
     _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-    _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68.unpack_from(mv, pos)
     _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -12262,7 +13176,6 @@ def _u_commit_state(mv, pos, end):
     _required_ref___obj.block_kind = _required_ref__f_block_kind
     _required_ref___obj.block_version = _required_ref__f_block_version
     f_catalog = _required_ref___obj
-    _optional_ref__f_present, _optional_ref__f_reserved = _S64.unpack_from(mv, pos)
     _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -12270,7 +13183,6 @@ def _u_commit_state(mv, pos, end):
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
     if _optional_ref__f_present == 1:
-        _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12284,7 +13196,6 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
         _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
         _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-        _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _optional_ref___required_ref___r68 = pos
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -12304,7 +13215,7 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.present = _optional_ref__f_present
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_vector = _optional_ref___obj
-    _optional_ref__f_present, _optional_ref__f_reserved = _S64.unpack_from(mv, pos)
+    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110.unpack_from(mv, pos)
     _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -12312,7 +13223,6 @@ def _u_commit_state(mv, pos, end):
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
     if _optional_ref__f_present == 1:
-        _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12326,7 +13236,6 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
         _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
         _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-        _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _optional_ref___required_ref___r68 = pos
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -12346,7 +13255,7 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.present = _optional_ref__f_present
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_text = _optional_ref___obj
-    _optional_ref__f_present, _optional_ref__f_reserved = _S64.unpack_from(mv, pos)
+    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110.unpack_from(mv, pos)
     _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -12354,7 +13263,6 @@ def _u_commit_state(mv, pos, end):
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
     if _optional_ref__f_present == 1:
-        _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12368,7 +13276,6 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
         _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
         _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-        _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _optional_ref___required_ref___r68 = pos
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -12398,7 +13305,7 @@ def _u_commit_state(mv, pos, end):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
     f_prepared = []
     for _i in range(_c):
-        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S109.unpack_from(mv, pos)
         pos += 64
         _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12412,7 +13319,6 @@ def _u_commit_state(mv, pos, end):
         _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
         _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
         _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-        _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _required_ref___r68 = pos
         pos += 32
         _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -12447,11 +13353,12 @@ def _m_commit_state(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S109_unpack_from = _S109.unpack_from
+    _S110_unpack_from = _S110.unpack_from
+    _S111_unpack_from = _S111.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S6_unpack_from = _S6.unpack_from
-    _S64_unpack_from = _S64.unpack_from
-    _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
     _S82_unpack_from = _S82.unpack_from
     try:
         while True:
@@ -12480,7 +13387,7 @@ def _m_commit_state(mv, pos, end):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
             f_roots = []
             for _i in range(_c):
-                _optional_ref__f_present, _optional_ref__f_reserved = _S64_unpack_from(mv, pos)
+                _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110_unpack_from(mv, pos)
                 _optional_ref___r64 = pos
                 pos += 8
                 if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -12488,7 +13395,6 @@ def _m_commit_state(mv, pos, end):
                 if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                     raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
                 if _optional_ref__f_present == 1:
-                    _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
                     pos += 64
                     _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                     _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12502,7 +13408,6 @@ def _m_commit_state(mv, pos, end):
                     _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                     _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
                     _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                    _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                     _optional_ref___required_ref___r68 = pos
                     pos += 32
                     _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -12523,7 +13428,7 @@ def _m_commit_state(mv, pos, end):
                 _optional_ref___obj.ref = _optional_ref__f_ref
                 _x = _optional_ref___obj
                 f_roots.append(_x)
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12537,7 +13442,6 @@ def _m_commit_state(mv, pos, end):
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
             _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-            _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68_unpack_from(mv, pos)
             _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -12551,7 +13455,6 @@ def _m_commit_state(mv, pos, end):
             _required_ref___obj.block_kind = _required_ref__f_block_kind
             _required_ref___obj.block_version = _required_ref__f_block_version
             f_catalog = _required_ref___obj
-            _optional_ref__f_present, _optional_ref__f_reserved = _S64_unpack_from(mv, pos)
             _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -12559,7 +13462,6 @@ def _m_commit_state(mv, pos, end):
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
             if _optional_ref__f_present == 1:
-                _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12573,7 +13475,6 @@ def _m_commit_state(mv, pos, end):
                 _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                 _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
                 _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _optional_ref___required_ref___r68 = pos
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -12593,7 +13494,7 @@ def _m_commit_state(mv, pos, end):
             _optional_ref___obj.present = _optional_ref__f_present
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_vector = _optional_ref___obj
-            _optional_ref__f_present, _optional_ref__f_reserved = _S64_unpack_from(mv, pos)
+            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110_unpack_from(mv, pos)
             _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -12601,7 +13502,6 @@ def _m_commit_state(mv, pos, end):
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
             if _optional_ref__f_present == 1:
-                _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12615,7 +13515,6 @@ def _m_commit_state(mv, pos, end):
                 _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                 _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
                 _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _optional_ref___required_ref___r68 = pos
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -12635,7 +13534,7 @@ def _m_commit_state(mv, pos, end):
             _optional_ref___obj.present = _optional_ref__f_present
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_text = _optional_ref___obj
-            _optional_ref__f_present, _optional_ref__f_reserved = _S64_unpack_from(mv, pos)
+            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110_unpack_from(mv, pos)
             _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -12643,7 +13542,6 @@ def _m_commit_state(mv, pos, end):
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
             if _optional_ref__f_present == 1:
-                _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12657,7 +13555,6 @@ def _m_commit_state(mv, pos, end):
                 _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                 _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
                 _optional_ref___required_ref__f_descriptor = _optional_ref___required_ref___artifact_descriptor___obj
-                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _optional_ref___required_ref___r68 = pos
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -12687,7 +13584,7 @@ def _m_commit_state(mv, pos, end):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
             f_prepared = []
             for _i in range(_c):
-                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S109_unpack_from(mv, pos)
                 pos += 64
                 _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12701,7 +13598,6 @@ def _m_commit_state(mv, pos, end):
                 _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
                 _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
                 _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-                _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _required_ref___r68 = pos
                 pos += 32
                 _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -12733,10 +13629,10 @@ def _m_commit_state(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_commit_state, 'commit_state', mv, _rs, end, (), _out)
+        return _decode_many(_d_commit_state, 'commit_state', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_commit_state, 'commit_state', mv, _rs, end, (), _out)
+        return _decode_many(_d_commit_state, 'commit_state', mv, _rs, _end, (), _out)
     return _out
 
 def _e_commit_state(out, v):
@@ -12897,6 +13793,7 @@ def _m_zgw_commit(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S80_unpack_from = _S80.unpack_from
     try:
         while True:
@@ -12918,10 +13815,10 @@ def _m_zgw_commit(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_commit, 'zgw_commit', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_commit, 'zgw_commit', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_commit, 'zgw_commit', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_commit, 'zgw_commit', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_commit(out, v):
@@ -13104,6 +14001,7 @@ def _m_zgop_key(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S56_unpack_from = _S56.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -13127,10 +14025,10 @@ def _m_zgop_key(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgop_key, 'zgop_key', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgop_key, 'zgop_key', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgop_key, 'zgop_key', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgop_key, 'zgop_key', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgop_key(out, v):
@@ -13232,6 +14130,7 @@ def _m_zgop_expected(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S28_unpack_from = _S28.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
@@ -13270,10 +14169,10 @@ def _m_zgop_expected(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgop_expected, 'zgop_expected', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgop_expected, 'zgop_expected', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgop_expected, 'zgop_expected', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgop_expected, 'zgop_expected', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgop_expected(out, v):
@@ -13454,7 +14353,7 @@ def _d_zgop(mv, pos, end):
     return _obj, pos
 
 def _u_zgop(mv, pos, end):
-    f_magic, f_version, f_operation, f_key_present = _S54.unpack_from(mv, pos)
+    f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S112.unpack_from(mv, pos)
     _r54 = pos
     pos += 8
     if f_magic != b'ZGOP':
@@ -13465,7 +14364,6 @@ def _u_zgop(mv, pos, end):
     if not (f_key_present == 0 or f_key_present == 1):
         raise ConstraintError('unknown presence tag', offset=_r54 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=f_key_present)
     if f_key_present == 1:
-        _zgop_key__f_entity, _zgop_key__n_namespace = _S56.unpack_from(mv, pos)
         _zgop_key___r56 = pos
         pos += 9
         _zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop_key__f_entity)
@@ -13554,10 +14452,10 @@ def _m_zgop(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S112_unpack_from = _S112.unpack_from
     _S28_unpack_from = _S28.unpack_from
     _S30_unpack_from = _S30.unpack_from
-    _S54_unpack_from = _S54.unpack_from
-    _S56_unpack_from = _S56.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S62_unpack_from = _S62.unpack_from
@@ -13566,7 +14464,7 @@ def _m_zgop(mv, pos, end):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_version, f_operation, f_key_present = _S54_unpack_from(mv, pos)
+            f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S112_unpack_from(mv, pos)
             _r54 = pos
             pos += 8
             if f_magic != b'ZGOP':
@@ -13577,7 +14475,6 @@ def _m_zgop(mv, pos, end):
             if not (f_key_present == 0 or f_key_present == 1):
                 raise ConstraintError('unknown presence tag', offset=_r54 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=f_key_present)
             if f_key_present == 1:
-                _zgop_key__f_entity, _zgop_key__n_namespace = _S56_unpack_from(mv, pos)
                 _zgop_key___r56 = pos
                 pos += 9
                 _zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop_key__f_entity)
@@ -13663,10 +14560,10 @@ def _m_zgop(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgop, 'zgop', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgop, 'zgop', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgop, 'zgop', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgop, 'zgop', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgop(out, v):
@@ -13970,7 +14867,7 @@ def _d_zgw_mutation(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_mutation(mv, pos, end):
-    f_live, f_membership, f_reserved, f_zgop_len = _S52.unpack_from(mv, pos)
+    f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S113.unpack_from(mv, pos)
     _r52 = pos
     pos += 16
     if not (f_live == 0 or f_live == 1):
@@ -13989,7 +14886,6 @@ def _u_zgw_mutation(mv, pos, end):
     _outer_end_zgop = end
     end = pos + f_zgop_len
     _sec_zgop = pos
-    _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present = _S54.unpack_from(mv, pos)
     _zgop___r54 = pos
     pos += 8
     if _zgop__f_magic != b'ZGOP':
@@ -14003,7 +14899,6 @@ def _u_zgw_mutation(mv, pos, end):
     if not (_zgop__f_key_present == 0 or _zgop__f_key_present == 1):
         raise ConstraintError('unknown presence tag', offset=_zgop___r54 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=_zgop__f_key_present)
     if _zgop__f_key_present == 1:
-        _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S56.unpack_from(mv, pos)
         _zgop___zgop_key___r56 = pos
         pos += 9
         _zgop___zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_key__f_entity)
@@ -14063,7 +14958,7 @@ def _u_zgw_mutation(mv, pos, end):
     _zgop___zgop_expected___obj.entity = _zgop___zgop_expected__f_entity
     _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
     _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
-    _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation = _S62.unpack_from(mv, pos)
+    _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S114.unpack_from(mv, pos)
     _zgop___r62 = pos
     pos += 26
     _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
@@ -14095,7 +14990,6 @@ def _u_zgw_mutation(mv, pos, end):
     if pos != end:
         raise ConstraintError('section size mismatch', offset=_sec_zgop, path='zgop', expected=end - _sec_zgop, found=pos - _sec_zgop)
     end = _outer_end_zgop
-    _optional_ref__f_present, _optional_ref__f_reserved = _S64.unpack_from(mv, pos)
     _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -14103,7 +14997,6 @@ def _u_zgw_mutation(mv, pos, end):
     if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
     if _optional_ref__f_present == 1:
-        _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
         pos += 64
         _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -14116,7 +15009,6 @@ def _u_zgw_mutation(mv, pos, end):
         _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
         _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
         _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-        _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _optional_ref___required_ref___r68 = pos
         pos += 32
         _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -14146,23 +15038,19 @@ def _m_zgw_mutation(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S113_unpack_from = _S113.unpack_from
+    _S114_unpack_from = _S114.unpack_from
     _S28_unpack_from = _S28.unpack_from
     _S30_unpack_from = _S30.unpack_from
-    _S52_unpack_from = _S52.unpack_from
-    _S54_unpack_from = _S54.unpack_from
-    _S56_unpack_from = _S56.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S6_unpack_from = _S6.unpack_from
-    _S62_unpack_from = _S62.unpack_from
-    _S64_unpack_from = _S64.unpack_from
-    _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_live, f_membership, f_reserved, f_zgop_len = _S52_unpack_from(mv, pos)
+            f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S113_unpack_from(mv, pos)
             _r52 = pos
             pos += 16
             if not (f_live == 0 or f_live == 1):
@@ -14181,7 +15069,6 @@ def _m_zgw_mutation(mv, pos, end):
             _outer_end_zgop = end
             end = pos + f_zgop_len
             _sec_zgop = pos
-            _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present = _S54_unpack_from(mv, pos)
             _zgop___r54 = pos
             pos += 8
             if _zgop__f_magic != b'ZGOP':
@@ -14195,7 +15082,6 @@ def _m_zgw_mutation(mv, pos, end):
             if not (_zgop__f_key_present == 0 or _zgop__f_key_present == 1):
                 raise ConstraintError('unknown presence tag', offset=_zgop___r54 + 7, path='key_present', expected='key_present == 0 or key_present == 1', found=_zgop__f_key_present)
             if _zgop__f_key_present == 1:
-                _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S56_unpack_from(mv, pos)
                 _zgop___zgop_key___r56 = pos
                 pos += 9
                 _zgop___zgop_key___v = _ENTITYKIND_BY_VALUE.get(_zgop___zgop_key__f_entity)
@@ -14255,7 +15141,7 @@ def _m_zgw_mutation(mv, pos, end):
             _zgop___zgop_expected___obj.entity = _zgop___zgop_expected__f_entity
             _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
             _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
-            _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation = _S62_unpack_from(mv, pos)
+            _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S114_unpack_from(mv, pos)
             _zgop___r62 = pos
             pos += 26
             _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
@@ -14287,7 +15173,6 @@ def _m_zgw_mutation(mv, pos, end):
             if pos != end:
                 raise ConstraintError('section size mismatch', offset=_sec_zgop, path='zgop', expected=end - _sec_zgop, found=pos - _sec_zgop)
             end = _outer_end_zgop
-            _optional_ref__f_present, _optional_ref__f_reserved = _S64_unpack_from(mv, pos)
             _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -14295,7 +15180,6 @@ def _m_zgw_mutation(mv, pos, end):
             if _optional_ref__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_optional_ref___r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_optional_ref__f_reserved)
             if _optional_ref__f_present == 1:
-                _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
                 pos += 64
                 _optional_ref___required_ref___artifact_descriptor__f_store = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _optional_ref___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_optional_ref___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -14308,7 +15192,6 @@ def _m_zgw_mutation(mv, pos, end):
                 _optional_ref___required_ref___artifact_descriptor___obj.family = _optional_ref___required_ref___artifact_descriptor__f_family
                 _optional_ref___required_ref___artifact_descriptor___obj.version = _optional_ref___required_ref___artifact_descriptor__f_version
                 _optional_ref___required_ref___artifact_descriptor___obj.whole_file_checksum = _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum
-                _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _optional_ref___required_ref___r68 = pos
                 pos += 32
                 _optional_ref___required_ref__f_artifact = int.from_bytes(_optional_ref___required_ref__f_artifact, 'little', signed=False)
@@ -14335,10 +15218,10 @@ def _m_zgw_mutation(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_mutation, 'zgw_mutation', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_mutation, 'zgw_mutation', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_mutation, 'zgw_mutation', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_mutation, 'zgw_mutation', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_mutation(out, v):
@@ -14484,7 +15367,7 @@ def _d_zgw_inventory(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_inventory(mv, pos, end):
-    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S102.unpack_from(mv, pos)
     pos += 64
     _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
     _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -14497,7 +15380,6 @@ def _u_zgw_inventory(mv, pos, end):
     _artifact_descriptor___obj.family = _artifact_descriptor__f_family
     _artifact_descriptor___obj.version = _artifact_descriptor__f_version
     _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-    f_state, f_reserved, f_intent = _S70.unpack_from(mv, pos)
     _r70 = pos
     pos += 24
     f_state = _INVENTORYSTATE_BY_VALUE[f_state]
@@ -14516,14 +15398,14 @@ def _m_zgw_inventory(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S66_unpack_from = _S66.unpack_from
-    _S70_unpack_from = _S70.unpack_from
+    _end = end
+    _S102_unpack_from = _S102.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S102_unpack_from(mv, pos)
             pos += 64
             _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
             _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -14536,7 +15418,6 @@ def _m_zgw_inventory(mv, pos, end):
             _artifact_descriptor___obj.family = _artifact_descriptor__f_family
             _artifact_descriptor___obj.version = _artifact_descriptor__f_version
             _artifact_descriptor___obj.whole_file_checksum = _artifact_descriptor__f_whole_file_checksum
-            f_state, f_reserved, f_intent = _S70_unpack_from(mv, pos)
             _r70 = pos
             pos += 24
             f_state = _INVENTORYSTATE_BY_VALUE[f_state]
@@ -14552,10 +15433,10 @@ def _m_zgw_inventory(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_inventory, 'zgw_inventory', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_inventory, 'zgw_inventory', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_inventory, 'zgw_inventory', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_inventory, 'zgw_inventory', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_inventory(out, v):
@@ -14710,7 +15591,7 @@ def _d_zgw_reclaim_intent(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_reclaim_intent(mv, pos, end):
-    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved = _S72.unpack_from(mv, pos)
+    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S103.unpack_from(mv, pos)
     _r72 = pos
     pos += 48
     f_id = int.from_bytes(f_id, 'little', signed=False)
@@ -14718,7 +15599,6 @@ def _u_zgw_reclaim_intent(mv, pos, end):
         raise ConstraintError('completed-mark state must be 1', offset=_r72 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=f_completed_mark_state)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r72 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -14732,7 +15612,6 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
     _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-    _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68.unpack_from(mv, pos)
     _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -14746,9 +15625,8 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___obj.block_kind = _required_ref__f_block_kind
     _required_ref___obj.block_version = _required_ref__f_block_version
     f_protected = _required_ref___obj
-    f_protected_digest, = _S6.unpack_from(mv, pos)
     pos += 8
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S104.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -14762,7 +15640,6 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
     _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-    _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68.unpack_from(mv, pos)
     _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -14776,7 +15653,6 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___obj.block_kind = _required_ref__f_block_kind
     _required_ref___obj.block_version = _required_ref__f_block_version
     f_completed_mark = _required_ref___obj
-    f_mark_digest, f_candidate_count, f_reserved2 = _S75.unpack_from(mv, pos)
     _r75 = pos
     pos += 16
     if f_reserved2 != 0:
@@ -14816,17 +15692,16 @@ def _m_zgw_reclaim_intent(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S6_unpack_from = _S6.unpack_from
+    _end = end
+    _S103_unpack_from = _S103.unpack_from
+    _S104_unpack_from = _S104.unpack_from
     _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
-    _S72_unpack_from = _S72.unpack_from
-    _S75_unpack_from = _S75.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved = _S72_unpack_from(mv, pos)
+            f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S103_unpack_from(mv, pos)
             _r72 = pos
             pos += 48
             f_id = int.from_bytes(f_id, 'little', signed=False)
@@ -14834,7 +15709,6 @@ def _m_zgw_reclaim_intent(mv, pos, end):
                 raise ConstraintError('completed-mark state must be 1', offset=_r72 + 40, path='completed_mark_state', expected='completed_mark_state == 1', found=f_completed_mark_state)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_r72 + 41, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -14848,7 +15722,6 @@ def _m_zgw_reclaim_intent(mv, pos, end):
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
             _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-            _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68_unpack_from(mv, pos)
             _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -14862,9 +15735,8 @@ def _m_zgw_reclaim_intent(mv, pos, end):
             _required_ref___obj.block_kind = _required_ref__f_block_kind
             _required_ref___obj.block_version = _required_ref__f_block_version
             f_protected = _required_ref___obj
-            f_protected_digest, = _S6_unpack_from(mv, pos)
             pos += 8
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S104_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -14878,7 +15750,6 @@ def _m_zgw_reclaim_intent(mv, pos, end):
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
             _required_ref__f_descriptor = _required_ref___artifact_descriptor___obj
-            _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68_unpack_from(mv, pos)
             _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -14892,7 +15763,6 @@ def _m_zgw_reclaim_intent(mv, pos, end):
             _required_ref___obj.block_kind = _required_ref__f_block_kind
             _required_ref___obj.block_version = _required_ref__f_block_version
             f_completed_mark = _required_ref___obj
-            f_mark_digest, f_candidate_count, f_reserved2 = _S75_unpack_from(mv, pos)
             _r75 = pos
             pos += 16
             if f_reserved2 != 0:
@@ -14929,10 +15799,10 @@ def _m_zgw_reclaim_intent(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_reclaim_intent, 'zgw_reclaim_intent', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_reclaim_intent, 'zgw_reclaim_intent', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_reclaim_intent, 'zgw_reclaim_intent', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_reclaim_intent, 'zgw_reclaim_intent', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_reclaim_intent(out, v):
@@ -15046,6 +15916,7 @@ def _m_descriptor_list(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S41_unpack_from = _S41.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
@@ -15081,10 +15952,10 @@ def _m_descriptor_list(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_descriptor_list, 'descriptor_list', mv, _rs, end, (), _out)
+        return _decode_many(_d_descriptor_list, 'descriptor_list', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_descriptor_list, 'descriptor_list', mv, _rs, end, (), _out)
+        return _decode_many(_d_descriptor_list, 'descriptor_list', mv, _rs, _end, (), _out)
     return _out
 
 def _e_descriptor_list(out, v):
@@ -15244,10 +16115,9 @@ def _d_zgw_reclaim_complete(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_reclaim_complete(mv, pos, end):
-    f_id, = _S30.unpack_from(mv, pos)
+    f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S105.unpack_from(mv, pos)
     pos += 16
     f_id = int.from_bytes(f_id, 'little', signed=False)
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15260,7 +16130,6 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-    _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68.unpack_from(mv, pos)
     _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -15273,14 +16142,12 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     _required_ref___obj.length = _required_ref__f_length
     _required_ref___obj.block_kind = _required_ref__f_block_kind
     _required_ref___obj.block_version = _required_ref__f_block_version
-    f_durable_state, f_reserved = _S64.unpack_from(mv, pos)
     _r64 = pos
     pos += 8
     if not f_durable_state == 3:
         raise ConstraintError('durable state must be 3', offset=_r64, path='durable_state', expected='durable_state == 3', found=f_durable_state)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
         raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-    _descriptor_list__f_count, _descriptor_list__f_reserved = _S41.unpack_from(mv, pos)
     _descriptor_list___r41 = pos
     pos += 8
     if _descriptor_list__f_reserved != 0:
@@ -15348,20 +16215,18 @@ def _m_zgw_reclaim_complete(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S30_unpack_from = _S30.unpack_from
+    _end = end
+    _S105_unpack_from = _S105.unpack_from
     _S41_unpack_from = _S41.unpack_from
-    _S64_unpack_from = _S64.unpack_from
     _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_id, = _S30_unpack_from(mv, pos)
+            f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S105_unpack_from(mv, pos)
             pos += 16
             f_id = int.from_bytes(f_id, 'little', signed=False)
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15374,7 +16239,6 @@ def _m_zgw_reclaim_complete(mv, pos, end):
             _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-            _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68_unpack_from(mv, pos)
             _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -15387,14 +16251,12 @@ def _m_zgw_reclaim_complete(mv, pos, end):
             _required_ref___obj.length = _required_ref__f_length
             _required_ref___obj.block_kind = _required_ref__f_block_kind
             _required_ref___obj.block_version = _required_ref__f_block_version
-            f_durable_state, f_reserved = _S64_unpack_from(mv, pos)
             _r64 = pos
             pos += 8
             if not f_durable_state == 3:
                 raise ConstraintError('durable state must be 3', offset=_r64, path='durable_state', expected='durable_state == 3', found=f_durable_state)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
                 raise ConstraintError('reserved bytes must be zero', offset=_r64 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
-            _descriptor_list__f_count, _descriptor_list__f_reserved = _S41_unpack_from(mv, pos)
             _descriptor_list___r41 = pos
             pos += 8
             if _descriptor_list__f_reserved != 0:
@@ -15459,10 +16321,10 @@ def _m_zgw_reclaim_complete(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_reclaim_complete, 'zgw_reclaim_complete', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_reclaim_complete, 'zgw_reclaim_complete', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_reclaim_complete, 'zgw_reclaim_complete', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgw_reclaim_complete, 'zgw_reclaim_complete', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_reclaim_complete(out, v):
@@ -15515,7 +16377,7 @@ def _em_zgw_reclaim_complete(values):
 
 def _d_spill_binding(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T90)
+        raise _short(pos, end, _T115)
     f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence = _S43.unpack_from(mv, pos)
     pos += 64
     f_store = int.from_bytes(f_store, 'little', signed=False)
@@ -15547,6 +16409,7 @@ def _m_spill_binding(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S43_unpack_from = _S43.unpack_from
     try:
         while True:
@@ -15567,10 +16430,10 @@ def _m_spill_binding(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_spill_binding, 'spill_binding', mv, _rs, end, (), _out)
+        return _decode_many(_d_spill_binding, 'spill_binding', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_spill_binding, 'spill_binding', mv, _rs, end, (), _out)
+        return _decode_many(_d_spill_binding, 'spill_binding', mv, _rs, _end, (), _out)
     return _out
 
 def _e_spill_binding(out, v):
@@ -15652,6 +16515,7 @@ def _m_zgcp_prepared_inventory(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S41_unpack_from = _S41.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
@@ -15687,10 +16551,10 @@ def _m_zgcp_prepared_inventory(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgcp_prepared_inventory, 'zgcp_prepared_inventory', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgcp_prepared_inventory, 'zgcp_prepared_inventory', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgcp_prepared_inventory, 'zgcp_prepared_inventory', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgcp_prepared_inventory, 'zgcp_prepared_inventory', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgcp_prepared_inventory(out, v):
@@ -15714,12 +16578,12 @@ def _em_zgcp_prepared_inventory(values):
 
 def _d_zgcp_captured_base(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T92)
-    f_unpinned, = _S91.unpack_from(mv, pos)
+        raise _short(pos, end, _T117)
+    f_unpinned, = _S116.unpack_from(mv, pos)
     pos += 8
     try:
         if pos + 64 > end:
-            raise _short(pos, end, _T90)
+            raise _short(pos, end, _T115)
         _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence = _S43.unpack_from(mv, pos)
         pos += 64
         _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
@@ -15735,12 +16599,12 @@ def _d_zgcp_captured_base(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('binding') from None
     if pos + 24 > end:
-        raise _short(pos, end, _T94)
-    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S93.unpack_from(mv, pos)
-    _r93 = pos
+        raise _short(pos, end, _T119)
+    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S118.unpack_from(mv, pos)
+    _r118 = pos
     pos += 24
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r93 + 20, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r118 + 20, path='reserved', expected=0, found=f_reserved)
     _n = f_state_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_n)
@@ -15765,9 +16629,8 @@ def _d_zgcp_captured_base(mv, pos, end):
     return _obj, pos
 
 def _u_zgcp_captured_base(mv, pos, end):
-    f_unpinned, = _S91.unpack_from(mv, pos)
+    f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S120.unpack_from(mv, pos)
     pos += 8
-    _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence = _S43.unpack_from(mv, pos)
     pos += 64
     _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
     _spill_binding__f_session = int.from_bytes(_spill_binding__f_session, 'little', signed=False)
@@ -15778,11 +16641,10 @@ def _u_zgcp_captured_base(mv, pos, end):
     _spill_binding___obj.target_generation = _spill_binding__f_target_generation
     _spill_binding___obj.sequence = _spill_binding__f_sequence
     _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
-    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S93.unpack_from(mv, pos)
-    _r93 = pos
+    _r118 = pos
     pos += 24
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r93 + 20, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r118 + 20, path='reserved', expected=0, found=f_reserved)
     if f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
     if pos + f_state_len > end:
@@ -15808,17 +16670,15 @@ def _m_zgcp_captured_base(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S43_unpack_from = _S43.unpack_from
-    _S91_unpack_from = _S91.unpack_from
-    _S93_unpack_from = _S93.unpack_from
+    _end = end
+    _S120_unpack_from = _S120.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_unpinned, = _S91_unpack_from(mv, pos)
+            f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S120_unpack_from(mv, pos)
             pos += 8
-            _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence = _S43_unpack_from(mv, pos)
             pos += 64
             _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
             _spill_binding__f_session = int.from_bytes(_spill_binding__f_session, 'little', signed=False)
@@ -15829,11 +16689,10 @@ def _m_zgcp_captured_base(mv, pos, end):
             _spill_binding___obj.target_generation = _spill_binding__f_target_generation
             _spill_binding___obj.sequence = _spill_binding__f_sequence
             _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
-            f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S93_unpack_from(mv, pos)
-            _r93 = pos
+            _r118 = pos
             pos += 24
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r93 + 20, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r118 + 20, path='reserved', expected=0, found=f_reserved)
             if f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
             if pos + f_state_len > end:
@@ -15856,18 +16715,18 @@ def _m_zgcp_captured_base(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgcp_captured_base, 'zgcp_captured_base', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgcp_captured_base, 'zgcp_captured_base', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgcp_captured_base, 'zgcp_captured_base', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgcp_captured_base, 'zgcp_captured_base', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgcp_captured_base(out, v):
-    out += _S91.pack(v.unpinned)
+    out += _S116.pack(v.unpinned)
     _spill_binding__v = v.binding
     out += _S43.pack(_spill_binding__v.store.to_bytes(16, 'little', signed=False), _spill_binding__v.session.to_bytes(16, 'little', signed=False), _spill_binding__v.capture_generation, _spill_binding__v.target_generation, _spill_binding__v.sequence, _spill_binding__v.serial_fence)
     _at_state_len = len(out) + 16
-    out += _S93.pack(v.absorbed_through, v.manifest_generation, 0, 0)
+    out += _S118.pack(v.absorbed_through, v.manifest_generation, 0, 0)
     _ps = len(out)
     _commit_state__v = v.state
     out += _S82.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -15929,6 +16788,8 @@ def _e_zgcp_captured_base(out, v):
 
 def _em_zgcp_captured_base(values):
     out = bytearray()
+    _S116_pack = _S116.pack
+    _S118_pack = _S118.pack
     _S41_pack = _S41.pack
     _S43_pack = _S43.pack
     _S6_pack = _S6.pack
@@ -15936,14 +16797,12 @@ def _em_zgcp_captured_base(values):
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     _S82_pack = _S82.pack
-    _S91_pack = _S91.pack
-    _S93_pack = _S93.pack
     for v in values:
-        out += _S91_pack(v.unpinned)
+        out += _S116_pack(v.unpinned)
         _spill_binding__v = v.binding
         out += _S43_pack(_spill_binding__v.store.to_bytes(16, 'little', signed=False), _spill_binding__v.session.to_bytes(16, 'little', signed=False), _spill_binding__v.capture_generation, _spill_binding__v.target_generation, _spill_binding__v.sequence, _spill_binding__v.serial_fence)
         _at_state_len = len(out) + 16
-        out += _S93_pack(v.absorbed_through, v.manifest_generation, 0, 0)
+        out += _S118_pack(v.absorbed_through, v.manifest_generation, 0, 0)
         _ps = len(out)
         _commit_state__v = v.state
         out += _S82_pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -16006,19 +16865,19 @@ def _em_zgcp_captured_base(values):
 
 def _d_zgcp_participant(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T96)
-    f_magic, f_role, f_version = _S95.unpack_from(mv, pos)
-    _r95 = pos
+        raise _short(pos, end, _T122)
+    f_magic, f_role, f_version = _S121.unpack_from(mv, pos)
+    _r121 = pos
     pos += 8
-    _s_magic = _r95
+    _s_magic = _r121
     if f_magic != b'ZGCP':
-        raise ConstraintError('bad magic', offset=_r95, path='magic', expected=b'ZGCP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r121, path='magic', expected=b'ZGCP', found=f_magic)
     _v = _ZGCPROLE_BY_VALUE.get(f_role)
     if _v is None:
-        raise ConstraintError('unknown zgcp_role value', offset=_r95 + 4, path='role', expected=[1, 2, 3, 4, 5, 6, 7], found=f_role)
+        raise ConstraintError('unknown zgcp_role value', offset=_r121 + 4, path='role', expected=[1, 2, 3, 4, 5, 6, 7], found=f_role)
     f_role = _v
     if not (f_version == 1):
-        raise UnsupportedError('unsupported ZGCP participant version', offset=_r95 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGCP participant version', offset=_r121 + 6, path='version', expected='version == 1', found=f_version)
     _tag = f_role
     if _tag == 2:
         try:
@@ -16062,12 +16921,12 @@ def _d_zgcp_participant(mv, pos, end):
     elif _tag == 7:
         try:
             if pos + 8 > end:
-                raise _short(pos, end, _T92)
-            _zgcp_captured_base__f_unpinned, = _S91.unpack_from(mv, pos)
+                raise _short(pos, end, _T117)
+            _zgcp_captured_base__f_unpinned, = _S116.unpack_from(mv, pos)
             pos += 8
             try:
                 if pos + 64 > end:
-                    raise _short(pos, end, _T90)
+                    raise _short(pos, end, _T115)
                 _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence = _S43.unpack_from(mv, pos)
                 pos += 64
                 _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -16083,12 +16942,12 @@ def _d_zgcp_participant(mv, pos, end):
             except DecodeError as _exc:
                 raise _exc.prefixed('binding') from None
             if pos + 24 > end:
-                raise _short(pos, end, _T94)
-            _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S93.unpack_from(mv, pos)
-            _zgcp_captured_base___r93 = pos
+                raise _short(pos, end, _T119)
+            _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S118.unpack_from(mv, pos)
+            _zgcp_captured_base___r118 = pos
             pos += 24
             if _zgcp_captured_base__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r93 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r118 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
             _zgcp_captured_base___n = _zgcp_captured_base__f_state_len
             if _zgcp_captured_base___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base___n)
@@ -16135,17 +16994,16 @@ def _d_zgcp_participant(mv, pos, end):
     return _obj, pos
 
 def _u_zgcp_participant(mv, pos, end):
-    f_magic, f_role, f_version = _S95.unpack_from(mv, pos)
-    _r95 = pos
+    f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S123.unpack_from(mv, pos)
+    _r121 = pos
     pos += 8
     if f_magic != b'ZGCP':
-        raise ConstraintError('bad magic', offset=_r95, path='magic', expected=b'ZGCP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r121, path='magic', expected=b'ZGCP', found=f_magic)
     _tag = f_role
     f_role = _ZGCPROLE_BY_VALUE[f_role]
     if not f_version == 1:
-        raise UnsupportedError('unsupported ZGCP participant version', offset=_r95 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGCP participant version', offset=_r121 + 6, path='version', expected='version == 1', found=f_version)
     if _tag == 2:
-        _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S41.unpack_from(mv, pos)
         _zgcp_prepared_inventory___r41 = pos
         pos += 8
         if _zgcp_prepared_inventory__f_reserved != 0:
@@ -16172,9 +17030,8 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
         f_body = _zgcp_prepared_inventory___obj
     elif _tag == 7:
-        _zgcp_captured_base__f_unpinned, = _S91.unpack_from(mv, pos)
+        _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S120.unpack_from(mv, pos)
         pos += 8
-        _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence = _S43.unpack_from(mv, pos)
         pos += 64
         _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
         _zgcp_captured_base___spill_binding__f_session = int.from_bytes(_zgcp_captured_base___spill_binding__f_session, 'little', signed=False)
@@ -16185,13 +17042,14 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
         _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
         _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-        _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S93.unpack_from(mv, pos)
-        _zgcp_captured_base___r93 = pos
+        _zgcp_captured_base___r118 = pos
         pos += 24
         if _zgcp_captured_base__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r93 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r118 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
         if _zgcp_captured_base__f_state_len < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base__f_state_len)
+        if pos + _zgcp_captured_base__f_state_len > end:
+            raise TruncatedError('section needs ' + str(_zgcp_captured_base__f_state_len) + ' bytes', offset=pos, path='state', expected=_zgcp_captured_base__f_state_len, found=end - pos)
         _zgcp_captured_base___outer_end_state = end
         end = pos + _zgcp_captured_base__f_state_len
         _zgcp_captured_base___sec_state = pos
@@ -16220,7 +17078,7 @@ def _u_zgcp_participant(mv, pos, end):
     else:
         f_checksum = None
     if f_checksum is not None:
-        _ck = _ck_xxh3_64(mv[_r95:_e_body])
+        _ck = _ck_xxh3_64(mv[_r121:_e_body])
         if f_checksum != _ck:
             raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_ck, found=f_checksum)
     _obj = _new(ZgcpParticipant)
@@ -16232,29 +17090,26 @@ def _m_zgcp_participant(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S41_unpack_from = _S41.unpack_from
-    _S43_unpack_from = _S43.unpack_from
+    _end = end
+    _S120_unpack_from = _S120.unpack_from
+    _S123_unpack_from = _S123.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S66_unpack_from = _S66.unpack_from
-    _S91_unpack_from = _S91.unpack_from
-    _S93_unpack_from = _S93.unpack_from
-    _S95_unpack_from = _S95.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_role, f_version = _S95_unpack_from(mv, pos)
-            _r95 = pos
+            f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S123_unpack_from(mv, pos)
+            _r121 = pos
             pos += 8
             if f_magic != b'ZGCP':
-                raise ConstraintError('bad magic', offset=_r95, path='magic', expected=b'ZGCP', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r121, path='magic', expected=b'ZGCP', found=f_magic)
             _tag = f_role
             f_role = _ZGCPROLE_BY_VALUE[f_role]
             if not f_version == 1:
-                raise UnsupportedError('unsupported ZGCP participant version', offset=_r95 + 6, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported ZGCP participant version', offset=_r121 + 6, path='version', expected='version == 1', found=f_version)
             if _tag == 2:
-                _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S41_unpack_from(mv, pos)
                 _zgcp_prepared_inventory___r41 = pos
                 pos += 8
                 if _zgcp_prepared_inventory__f_reserved != 0:
@@ -16281,9 +17136,8 @@ def _m_zgcp_participant(mv, pos, end):
                 _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
                 f_body = _zgcp_prepared_inventory___obj
             elif _tag == 7:
-                _zgcp_captured_base__f_unpinned, = _S91_unpack_from(mv, pos)
+                _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S120_unpack_from(mv, pos)
                 pos += 8
-                _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence = _S43_unpack_from(mv, pos)
                 pos += 64
                 _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
                 _zgcp_captured_base___spill_binding__f_session = int.from_bytes(_zgcp_captured_base___spill_binding__f_session, 'little', signed=False)
@@ -16294,13 +17148,14 @@ def _m_zgcp_participant(mv, pos, end):
                 _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
                 _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
                 _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-                _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S93_unpack_from(mv, pos)
-                _zgcp_captured_base___r93 = pos
+                _zgcp_captured_base___r118 = pos
                 pos += 24
                 if _zgcp_captured_base__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r93 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r118 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
                 if _zgcp_captured_base__f_state_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base__f_state_len)
+                if pos + _zgcp_captured_base__f_state_len > end:
+                    raise TruncatedError('section needs ' + str(_zgcp_captured_base__f_state_len) + ' bytes', offset=pos, path='state', expected=_zgcp_captured_base__f_state_len, found=end - pos)
                 _zgcp_captured_base___outer_end_state = end
                 end = pos + _zgcp_captured_base__f_state_len
                 _zgcp_captured_base___sec_state = pos
@@ -16329,7 +17184,7 @@ def _m_zgcp_participant(mv, pos, end):
             else:
                 f_checksum = None
             if f_checksum is not None:
-                _ck = _ck_xxh3_64(mv[_r95:_e_body])
+                _ck = _ck_xxh3_64(mv[_r121:_e_body])
                 if f_checksum != _ck:
                     raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_ck, found=f_checksum)
             _obj = _new(ZgcpParticipant)
@@ -16338,15 +17193,15 @@ def _m_zgcp_participant(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgcp_participant, 'zgcp_participant', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgcp_participant, 'zgcp_participant', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgcp_participant, 'zgcp_participant', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgcp_participant, 'zgcp_participant', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgcp_participant(out, v):
     _s_magic = len(out)
-    out += _S95.pack(b'ZGCP', v.role, 1)
+    out += _S121.pack(b'ZGCP', v.role, 1)
     _tag = v.role
     if _tag == 2:
         _zgcp_prepared_inventory__v = v.body
@@ -16357,11 +17212,11 @@ def _e_zgcp_participant(out, v):
             out += _S66.pack(_zgcp_prepared_inventory___x.store.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.creation_generation, _zgcp_prepared_inventory___x.creation_serial, _zgcp_prepared_inventory___x.complete_file_length, _zgcp_prepared_inventory___x.family, _zgcp_prepared_inventory___x.version, _zgcp_prepared_inventory___x.whole_file_checksum)
     elif _tag == 7:
         _zgcp_captured_base__v = v.body
-        out += _S91.pack(_zgcp_captured_base__v.unpinned)
+        out += _S116.pack(_zgcp_captured_base__v.unpinned)
         _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
         out += _S43.pack(_zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
         _zgcp_captured_base___at_state_len = len(out) + 16
-        out += _S93.pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
+        out += _S118.pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
         _zgcp_captured_base___ps = len(out)
         _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
         out += _S82.pack(_zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -16429,6 +17284,9 @@ def _e_zgcp_participant(out, v):
 
 def _em_zgcp_participant(values):
     out = bytearray()
+    _S116_pack = _S116.pack
+    _S118_pack = _S118.pack
+    _S121_pack = _S121.pack
     _S41_pack = _S41.pack
     _S43_pack = _S43.pack
     _S6_pack = _S6.pack
@@ -16436,12 +17294,9 @@ def _em_zgcp_participant(values):
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     _S82_pack = _S82.pack
-    _S91_pack = _S91.pack
-    _S93_pack = _S93.pack
-    _S95_pack = _S95.pack
     for v in values:
         _s_magic = len(out)
-        out += _S95_pack(b'ZGCP', v.role, 1)
+        out += _S121_pack(b'ZGCP', v.role, 1)
         _tag = v.role
         if _tag == 2:
             _zgcp_prepared_inventory__v = v.body
@@ -16452,11 +17307,11 @@ def _em_zgcp_participant(values):
                 out += _S66_pack(_zgcp_prepared_inventory___x.store.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.creation_generation, _zgcp_prepared_inventory___x.creation_serial, _zgcp_prepared_inventory___x.complete_file_length, _zgcp_prepared_inventory___x.family, _zgcp_prepared_inventory___x.version, _zgcp_prepared_inventory___x.whole_file_checksum)
         elif _tag == 7:
             _zgcp_captured_base__v = v.body
-            out += _S91_pack(_zgcp_captured_base__v.unpinned)
+            out += _S116_pack(_zgcp_captured_base__v.unpinned)
             _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
             out += _S43_pack(_zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
             _zgcp_captured_base___at_state_len = len(out) + 16
-            out += _S93_pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
+            out += _S118_pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
             _zgcp_captured_base___ps = len(out)
             _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
             out += _S82_pack(_zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -16526,20 +17381,20 @@ def _d_fold_authority(mv, pos, end):
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-    _st = _RC97.get(_c)
+    _st = _RC124.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC97) < 64:
-            _RC97[_c] = _st
+        if len(_RC124) < 64:
+            _RC124[_c] = _st
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + 72 > end:
-        raise _short(pos, end, _T99)
-    f_reserved, = _S98.unpack_from(mv, pos)
-    _r98 = pos
+        raise _short(pos, end, _T126)
+    f_reserved, = _S125.unpack_from(mv, pos)
+    _r125 = pos
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r98, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _obj = _new(FoldAuthority)
     _obj.values = f_values
     return _obj, pos
@@ -16548,18 +17403,18 @@ def _u_fold_authority(mv, pos, end):
     _c = 4
     if _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-    _st = _RC97.get(_c)
+    _st = _RC124.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC97) < 64:
-            _RC97[_c] = _st
+        if len(_RC124) < 64:
+            _RC124[_c] = _st
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 8
-    f_reserved, = _S98.unpack_from(mv, pos)
-    _r98 = pos
+    f_reserved, = _S125.unpack_from(mv, pos)
+    _r125 = pos
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r98, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _obj = _new(FoldAuthority)
     _obj.values = f_values
     return (_obj, pos)
@@ -16568,7 +17423,8 @@ def _m_fold_authority(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S98_unpack_from = _S98.unpack_from
+    _end = end
+    _S125_unpack_from = _S125.unpack_from
     try:
         while True:
             if pos >= end:
@@ -16577,43 +17433,43 @@ def _m_fold_authority(mv, pos, end):
             _c = 4
             if _c * 8 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-            _st = _RC97.get(_c)
+            _st = _RC124.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
-                if len(_RC97) < 64:
-                    _RC97[_c] = _st
+                if len(_RC124) < 64:
+                    _RC124[_c] = _st
             f_values = list(_st.unpack_from(mv, pos))
             pos += _c * 8
-            f_reserved, = _S98_unpack_from(mv, pos)
-            _r98 = pos
+            f_reserved, = _S125_unpack_from(mv, pos)
+            _r125 = pos
             pos += 72
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r98, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             _obj = _new(FoldAuthority)
             _obj.values = f_values
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_fold_authority, 'fold_authority', mv, _rs, end, (), _out)
+        return _decode_many(_d_fold_authority, 'fold_authority', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_fold_authority, 'fold_authority', mv, _rs, end, (), _out)
+        return _decode_many(_d_fold_authority, 'fold_authority', mv, _rs, _end, (), _out)
     return _out
 
 def _e_fold_authority(out, v):
     if len(v.values) != 4:
         raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.values)), path='values')
     out += struct.pack('<' + str(len(v.values)) + 'Q', *v.values)
-    out += _S98.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S125.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _em_fold_authority(values):
     out = bytearray()
-    _S98_pack = _S98.pack
+    _S125_pack = _S125.pack
     for v in values:
         if len(v.values) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.values)), path='values')
         out += struct.pack('<' + str(len(v.values)) + 'Q', *v.values)
-        out += _S98_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S125_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     return bytes(out)
 
 def _d_captured_base_value(mv, pos, end):
@@ -16656,7 +17512,7 @@ def _d_captured_base_value(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('ref') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T100)
+        raise _short(pos, end, _T127)
     f_sequence, = _S6.unpack_from(mv, pos)
     pos += 8
     _obj = _new(CapturedBaseValue)
@@ -16665,7 +17521,7 @@ def _d_captured_base_value(mv, pos, end):
     return _obj, pos
 
 def _u_captured_base_value(mv, pos, end):
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S128.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -16678,7 +17534,6 @@ def _u_captured_base_value(mv, pos, end):
     _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
     _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
     _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-    _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68.unpack_from(mv, pos)
     _required_ref___r68 = pos
     pos += 32
     _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -16691,7 +17546,6 @@ def _u_captured_base_value(mv, pos, end):
     _required_ref___obj.length = _required_ref__f_length
     _required_ref___obj.block_kind = _required_ref__f_block_kind
     _required_ref___obj.block_version = _required_ref__f_block_version
-    f_sequence, = _S6.unpack_from(mv, pos)
     pos += 8
     _obj = _new(CapturedBaseValue)
     _obj.ref = _required_ref___obj
@@ -16702,15 +17556,14 @@ def _m_captured_base_value(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S6_unpack_from = _S6.unpack_from
-    _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
+    _end = end
+    _S128_unpack_from = _S128.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S128_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -16723,7 +17576,6 @@ def _m_captured_base_value(mv, pos, end):
             _required_ref___artifact_descriptor___obj.family = _required_ref___artifact_descriptor__f_family
             _required_ref___artifact_descriptor___obj.version = _required_ref___artifact_descriptor__f_version
             _required_ref___artifact_descriptor___obj.whole_file_checksum = _required_ref___artifact_descriptor__f_whole_file_checksum
-            _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S68_unpack_from(mv, pos)
             _required_ref___r68 = pos
             pos += 32
             _required_ref__f_artifact = int.from_bytes(_required_ref__f_artifact, 'little', signed=False)
@@ -16736,7 +17588,6 @@ def _m_captured_base_value(mv, pos, end):
             _required_ref___obj.length = _required_ref__f_length
             _required_ref___obj.block_kind = _required_ref__f_block_kind
             _required_ref___obj.block_version = _required_ref__f_block_version
-            f_sequence, = _S6_unpack_from(mv, pos)
             pos += 8
             _obj = _new(CapturedBaseValue)
             _obj.ref = _required_ref___obj
@@ -16744,10 +17595,10 @@ def _m_captured_base_value(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_captured_base_value, 'captured_base_value', mv, _rs, end, (), _out)
+        return _decode_many(_d_captured_base_value, 'captured_base_value', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_captured_base_value, 'captured_base_value', mv, _rs, end, (), _out)
+        return _decode_many(_d_captured_base_value, 'captured_base_value', mv, _rs, _end, (), _out)
     return _out
 
 def _e_captured_base_value(out, v):
@@ -16772,7 +17623,7 @@ def _em_captured_base_value(values):
 
 def _d_protected_value(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T101)
+        raise _short(pos, end, _T129)
     f_tag, f_reserved = _S64.unpack_from(mv, pos)
     _r64 = pos
     pos += 8
@@ -16796,20 +17647,20 @@ def _d_protected_value(mv, pos, end):
             _fold_authority___c = 4
             if _fold_authority___c < 0 or _fold_authority___c * 8 > end - pos:
                 raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-            _fold_authority___st = _RC97.get(_fold_authority___c)
+            _fold_authority___st = _RC124.get(_fold_authority___c)
             if _fold_authority___st is None:
                 _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-                if len(_RC97) < 64:
-                    _RC97[_fold_authority___c] = _fold_authority___st
+                if len(_RC124) < 64:
+                    _RC124[_fold_authority___c] = _fold_authority___st
             _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
             pos += _fold_authority___c * 8
             if pos + 72 > end:
-                raise _short(pos, end, _T99)
-            _fold_authority__f_reserved, = _S98.unpack_from(mv, pos)
-            _fold_authority___r98 = pos
+                raise _short(pos, end, _T126)
+            _fold_authority__f_reserved, = _S125.unpack_from(mv, pos)
+            _fold_authority___r125 = pos
             pos += 72
             if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r98, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
             _fold_authority___obj = _new(FoldAuthority)
             _fold_authority___obj.values = _fold_authority__f_values
             f_value = _fold_authority___obj
@@ -16856,7 +17707,7 @@ def _d_protected_value(mv, pos, end):
             except DecodeError as _exc:
                 raise _exc.prefixed('ref') from None
             if pos + 8 > end:
-                raise _short(pos, end, _T100)
+                raise _short(pos, end, _T127)
             _captured_base_value__f_sequence, = _S6.unpack_from(mv, pos)
             pos += 8
             _captured_base_value___obj = _new(CapturedBaseValue)
@@ -16897,23 +17748,23 @@ def _u_protected_value(mv, pos, end):
         _fold_authority___c = 4
         if _fold_authority___c * 8 > end - pos:
             raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-        _fold_authority___st = _RC97.get(_fold_authority___c)
+        _fold_authority___st = _RC124.get(_fold_authority___c)
         if _fold_authority___st is None:
             _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-            if len(_RC97) < 64:
-                _RC97[_fold_authority___c] = _fold_authority___st
+            if len(_RC124) < 64:
+                _RC124[_fold_authority___c] = _fold_authority___st
         _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
         pos += _fold_authority___c * 8
-        _fold_authority__f_reserved, = _S98.unpack_from(mv, pos)
-        _fold_authority___r98 = pos
+        _fold_authority__f_reserved, = _S125.unpack_from(mv, pos)
+        _fold_authority___r125 = pos
         pos += 72
         if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r98, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
         _fold_authority___obj = _new(FoldAuthority)
         _fold_authority___obj.values = _fold_authority__f_values
         f_value = _fold_authority___obj
     elif f_tag == 6:
-        _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum = _S66.unpack_from(mv, pos)
+        _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S128.unpack_from(mv, pos)
         pos += 64
         _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -16926,7 +17777,6 @@ def _u_protected_value(mv, pos, end):
         _captured_base_value___required_ref___artifact_descriptor___obj.family = _captured_base_value___required_ref___artifact_descriptor__f_family
         _captured_base_value___required_ref___artifact_descriptor___obj.version = _captured_base_value___required_ref___artifact_descriptor__f_version
         _captured_base_value___required_ref___artifact_descriptor___obj.whole_file_checksum = _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum
-        _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version = _S68.unpack_from(mv, pos)
         _captured_base_value___required_ref___r68 = pos
         pos += 32
         _captured_base_value___required_ref__f_artifact = int.from_bytes(_captured_base_value___required_ref__f_artifact, 'little', signed=False)
@@ -16939,7 +17789,6 @@ def _u_protected_value(mv, pos, end):
         _captured_base_value___required_ref___obj.length = _captured_base_value___required_ref__f_length
         _captured_base_value___required_ref___obj.block_kind = _captured_base_value___required_ref__f_block_kind
         _captured_base_value___required_ref___obj.block_version = _captured_base_value___required_ref__f_block_version
-        _captured_base_value__f_sequence, = _S6.unpack_from(mv, pos)
         pos += 8
         _captured_base_value___obj = _new(CapturedBaseValue)
         _captured_base_value___obj.ref = _captured_base_value___required_ref___obj
@@ -16959,11 +17808,10 @@ def _m_protected_value(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S6_unpack_from = _S6.unpack_from
+    _end = end
+    _S125_unpack_from = _S125.unpack_from
+    _S128_unpack_from = _S128.unpack_from
     _S64_unpack_from = _S64.unpack_from
-    _S66_unpack_from = _S66.unpack_from
-    _S68_unpack_from = _S68.unpack_from
-    _S98_unpack_from = _S98.unpack_from
     try:
         while True:
             if pos >= end:
@@ -16990,23 +17838,23 @@ def _m_protected_value(mv, pos, end):
                 _fold_authority___c = 4
                 if _fold_authority___c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-                _fold_authority___st = _RC97.get(_fold_authority___c)
+                _fold_authority___st = _RC124.get(_fold_authority___c)
                 if _fold_authority___st is None:
                     _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-                    if len(_RC97) < 64:
-                        _RC97[_fold_authority___c] = _fold_authority___st
+                    if len(_RC124) < 64:
+                        _RC124[_fold_authority___c] = _fold_authority___st
                 _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
                 pos += _fold_authority___c * 8
-                _fold_authority__f_reserved, = _S98_unpack_from(mv, pos)
-                _fold_authority___r98 = pos
+                _fold_authority__f_reserved, = _S125_unpack_from(mv, pos)
+                _fold_authority___r125 = pos
                 pos += 72
                 if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r98, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
                 _fold_authority___obj = _new(FoldAuthority)
                 _fold_authority___obj.values = _fold_authority__f_values
                 f_value = _fold_authority___obj
             elif f_tag == 6:
-                _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum = _S66_unpack_from(mv, pos)
+                _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S128_unpack_from(mv, pos)
                 pos += 64
                 _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17019,7 +17867,6 @@ def _m_protected_value(mv, pos, end):
                 _captured_base_value___required_ref___artifact_descriptor___obj.family = _captured_base_value___required_ref___artifact_descriptor__f_family
                 _captured_base_value___required_ref___artifact_descriptor___obj.version = _captured_base_value___required_ref___artifact_descriptor__f_version
                 _captured_base_value___required_ref___artifact_descriptor___obj.whole_file_checksum = _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum
-                _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version = _S68_unpack_from(mv, pos)
                 _captured_base_value___required_ref___r68 = pos
                 pos += 32
                 _captured_base_value___required_ref__f_artifact = int.from_bytes(_captured_base_value___required_ref__f_artifact, 'little', signed=False)
@@ -17032,7 +17879,6 @@ def _m_protected_value(mv, pos, end):
                 _captured_base_value___required_ref___obj.length = _captured_base_value___required_ref__f_length
                 _captured_base_value___required_ref___obj.block_kind = _captured_base_value___required_ref__f_block_kind
                 _captured_base_value___required_ref___obj.block_version = _captured_base_value___required_ref__f_block_version
-                _captured_base_value__f_sequence, = _S6_unpack_from(mv, pos)
                 pos += 8
                 _captured_base_value___obj = _new(CapturedBaseValue)
                 _captured_base_value___obj.ref = _captured_base_value___required_ref___obj
@@ -17049,10 +17895,10 @@ def _m_protected_value(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_protected_value, 'protected_value', mv, _rs, end, (), _out)
+        return _decode_many(_d_protected_value, 'protected_value', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_protected_value, 'protected_value', mv, _rs, end, (), _out)
+        return _decode_many(_d_protected_value, 'protected_value', mv, _rs, _end, (), _out)
     return _out
 
 def _e_protected_value(out, v):
@@ -17063,7 +17909,7 @@ def _e_protected_value(out, v):
         if len(_fold_authority__v.values) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
         out += struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values)
-        out += _S98.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S125.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     elif _tag == 6:
         _captured_base_value__v = v.value
         _captured_base_value___required_ref__v = _captured_base_value__v.ref
@@ -17076,11 +17922,11 @@ def _e_protected_value(out, v):
 
 def _em_protected_value(values):
     out = bytearray()
+    _S125_pack = _S125.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
-    _S98_pack = _S98.pack
     for v in values:
         out += _S64_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00')
         _tag = v.tag
@@ -17089,7 +17935,7 @@ def _em_protected_value(values):
             if len(_fold_authority__v.values) != 4:
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
             out += struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values)
-            out += _S98_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            out += _S125_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
         elif _tag == 6:
             _captured_base_value__v = v.value
             _captured_base_value___required_ref__v = _captured_base_value__v.ref
@@ -17103,7 +17949,7 @@ def _em_protected_value(values):
 
 def _d_frame_block(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T102)
+        raise _short(pos, end, _T130)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -17116,7 +17962,7 @@ def _d_frame_block(mv, pos, end):
     pos += _n
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T103)
+        raise _short(pos, end, _T131)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -17150,6 +17996,7 @@ def _m_frame_block(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
@@ -17175,10 +18022,10 @@ def _m_frame_block(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame_block, 'frame_block', mv, _rs, end, (), _out)
+        return _decode_many(_d_frame_block, 'frame_block', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame_block, 'frame_block', mv, _rs, end, (), _out)
+        return _decode_many(_d_frame_block, 'frame_block', mv, _rs, _end, (), _out)
     return _out
 
 def _e_frame_block(out, v):
@@ -17233,7 +18080,7 @@ def _d_frame_file(mv, pos, end):
     _sec_block = pos
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T102)
+            raise _short(pos, end, _T130)
         _frame_block__f_block_len, = _S6.unpack_from(mv, pos)
         pos += 8
         _frame_block___s_payload = pos
@@ -17246,7 +18093,7 @@ def _d_frame_file(mv, pos, end):
         pos += _frame_block___n
         _frame_block___e_payload = pos
         if pos + 8 > end:
-            raise _short(pos, end, _T103)
+            raise _short(pos, end, _T131)
         _frame_block__f_block_checksum, = _S6.unpack_from(mv, pos)
         _frame_block___r6 = pos
         pos += 8
@@ -17276,7 +18123,7 @@ def _d_frame_file(mv, pos, end):
     return _obj, pos
 
 def _u_frame_file(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0.unpack_from(mv, pos)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _frame_block__f_block_len = _S9.unpack_from(mv, pos)
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
@@ -17295,7 +18142,6 @@ def _u_frame_file(mv, pos, end):
     _outer_end_block = end
     end = pos + _n
     _sec_block = pos
-    _frame_block__f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _frame_block___s_payload = pos
     if _frame_block__f_block_len < 0:
@@ -17303,7 +18149,7 @@ def _u_frame_file(mv, pos, end):
     _frame_block__f_payload = bytes(mv[pos:pos + _frame_block__f_block_len])
     pos += _frame_block__f_block_len
     _frame_block___e_payload = pos
-    _frame_block__f_block_checksum, = _S6.unpack_from(mv, pos)
+    _frame_block__f_block_checksum, f_file_checksum = _S59.unpack_from(mv, pos)
     _frame_block___r6 = pos
     pos += 8
     _frame_block___ck = _ck_xxh3_64(mv[_frame_block___s_payload:_frame_block___e_payload])
@@ -17315,7 +18161,6 @@ def _u_frame_file(mv, pos, end):
         raise ConstraintError('section size mismatch', offset=_sec_block, path='block', expected=end - _sec_block, found=pos - _sec_block)
     end = _outer_end_block
     _e_block = pos
-    f_file_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r0:_e_block])
@@ -17330,14 +18175,15 @@ def _m_frame_file(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S0_unpack_from = _S0.unpack_from
-    _S6_unpack_from = _S6.unpack_from
+    _end = end
+    _S59_unpack_from = _S59.unpack_from
+    _S9_unpack_from = _S9.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0_unpack_from(mv, pos)
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _frame_block__f_block_len = _S9_unpack_from(mv, pos)
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
@@ -17356,7 +18202,6 @@ def _m_frame_file(mv, pos, end):
             _outer_end_block = end
             end = pos + _n
             _sec_block = pos
-            _frame_block__f_block_len, = _S6_unpack_from(mv, pos)
             pos += 8
             _frame_block___s_payload = pos
             if _frame_block__f_block_len < 0:
@@ -17364,7 +18209,7 @@ def _m_frame_file(mv, pos, end):
             _frame_block__f_payload = bytes(mv[pos:pos + _frame_block__f_block_len])
             pos += _frame_block__f_block_len
             _frame_block___e_payload = pos
-            _frame_block__f_block_checksum, = _S6_unpack_from(mv, pos)
+            _frame_block__f_block_checksum, f_file_checksum = _S59_unpack_from(mv, pos)
             _frame_block___r6 = pos
             pos += 8
             _frame_block___ck = _ck_xxh3_64(mv[_frame_block___s_payload:_frame_block___e_payload])
@@ -17376,7 +18221,6 @@ def _m_frame_file(mv, pos, end):
                 raise ConstraintError('section size mismatch', offset=_sec_block, path='block', expected=end - _sec_block, found=pos - _sec_block)
             end = _outer_end_block
             _e_block = pos
-            f_file_checksum, = _S6_unpack_from(mv, pos)
             _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r0:_e_block])
@@ -17388,10 +18232,10 @@ def _m_frame_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame_file, 'frame_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_frame_file, 'frame_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame_file, 'frame_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_frame_file, 'frame_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_frame_file(out, v):
@@ -17442,7 +18286,7 @@ def _em_frame_file(values):
 
 def _d_manifest_block(mv, pos, end, p_version):
     if pos + 8 > end:
-        raise _short(pos, end, _T102)
+        raise _short(pos, end, _T130)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -17455,141 +18299,7 @@ def _d_manifest_block(mv, pos, end, p_version):
     end = pos + _n
     _sec_payload = pos
     try:
-        if pos + 32 > end:
-            raise _short(pos, end, _T105)
-        _manifest_payload__f_generation, _manifest_payload__f_log_seq, _manifest_payload__f_segment_count, _manifest_payload__f_epoch_count, _manifest_payload__f_user_column_count, _manifest_payload__f_reserved = _S104.unpack_from(mv, pos)
-        _manifest_payload___r104 = pos
-        pos += 32
-        if _manifest_payload__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r104 + 28, path='reserved', expected=0, found=_manifest_payload__f_reserved)
-        try:
-            if pos + 24 > end:
-                raise _short(pos, end, _T107)
-            _manifest_payload___epoch_alias__f_present, _manifest_payload___epoch_alias__f_reserved, _manifest_payload___epoch_alias__f_embedding_epoch_id, _manifest_payload___epoch_alias__f_tokenizer_epoch_id = _S106.unpack_from(mv, pos)
-            _manifest_payload___epoch_alias___r106 = pos
-            pos += 24
-            if not (_manifest_payload___epoch_alias__f_present == 0 or _manifest_payload___epoch_alias__f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_manifest_payload___epoch_alias___r106, path='present', expected='present == 0 or present == 1', found=_manifest_payload___epoch_alias__f_present)
-            if _manifest_payload___epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___epoch_alias___r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_payload___epoch_alias__f_reserved)
-            if not (_manifest_payload___epoch_alias__f_present == 1 or (_manifest_payload___epoch_alias__f_embedding_epoch_id == 0 and _manifest_payload___epoch_alias__f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_manifest_payload___epoch_alias___r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_manifest_payload___epoch_alias__f_tokenizer_epoch_id)
-            _manifest_payload___epoch_alias___obj = _new(EpochAlias)
-            _manifest_payload___epoch_alias___obj.present = _manifest_payload___epoch_alias__f_present
-            _manifest_payload___epoch_alias___obj.embedding_epoch_id = _manifest_payload___epoch_alias__f_embedding_epoch_id
-            _manifest_payload___epoch_alias___obj.tokenizer_epoch_id = _manifest_payload___epoch_alias__f_tokenizer_epoch_id
-            _manifest_payload__f_alias = _manifest_payload___epoch_alias___obj
-        except DecodeError as _exc:
-            raise _exc.prefixed('alias') from None
-        _manifest_payload___c = _manifest_payload__f_segment_count
-        if _manifest_payload___c < 0 or _manifest_payload___c * 52 > end - pos:
-            raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 52) + ' bytes', offset=pos, path='segments', expected=_manifest_payload___c * 52, found=end - pos)
-        _manifest_payload__f_segments = []
-        try:
-            for _manifest_payload___i in range(_manifest_payload___c):
-                if pos + 52 > end:
-                    raise _short(pos, end, _T109)
-                _manifest_payload___manifest_segment_f_segment_id, _manifest_payload___manifest_segment_f_row_count, _manifest_payload___manifest_segment_f_scheme, _manifest_payload___manifest_segment_f_reserved, _manifest_payload___manifest_segment_f_dims, _manifest_payload___manifest_segment_f_file_size, _manifest_payload___manifest_segment_f_epoch_present, _manifest_payload___manifest_segment_f_reserved2, _manifest_payload___manifest_segment_f_embedding_epoch_id = _S108.unpack_from(mv, pos)
-                _manifest_payload___r108 = pos
-                pos += 52
-                _manifest_payload___v = _QUANTSCHEME_BY_VALUE.get(_manifest_payload___manifest_segment_f_scheme)
-                if _manifest_payload___v is None:
-                    if _manifest_payload___manifest_segment_f_scheme in (3, 5):
-                        raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_manifest_payload___r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_payload___manifest_segment_f_scheme)
-                    raise ConstraintError('unknown quant_scheme value', offset=_manifest_payload___r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_payload___manifest_segment_f_scheme)
-                _manifest_payload___manifest_segment_f_scheme = _manifest_payload___v
-                if _manifest_payload___manifest_segment_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r108 + 22, path='reserved', expected=0, found=_manifest_payload___manifest_segment_f_reserved)
-                if not (_manifest_payload___manifest_segment_f_epoch_present == 0 or _manifest_payload___manifest_segment_f_epoch_present == 1):
-                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_manifest_payload___r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_payload___manifest_segment_f_epoch_present)
-                if _manifest_payload___manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_payload___manifest_segment_f_reserved2)
-                if not (_manifest_payload___manifest_segment_f_epoch_present == 1 or _manifest_payload___manifest_segment_f_embedding_epoch_id == 0):
-                    raise ConstraintError('absent segment epoch must be zero', offset=_manifest_payload___r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_payload___manifest_segment_f_embedding_epoch_id)
-                _manifest_payload___manifest_segment__obj = _new(ManifestSegment)
-                _manifest_payload___manifest_segment__obj.segment_id = _manifest_payload___manifest_segment_f_segment_id
-                _manifest_payload___manifest_segment__obj.row_count = _manifest_payload___manifest_segment_f_row_count
-                _manifest_payload___manifest_segment__obj.scheme = _manifest_payload___manifest_segment_f_scheme
-                _manifest_payload___manifest_segment__obj.dims = _manifest_payload___manifest_segment_f_dims
-                _manifest_payload___manifest_segment__obj.file_size = _manifest_payload___manifest_segment_f_file_size
-                _manifest_payload___manifest_segment__obj.epoch_present = _manifest_payload___manifest_segment_f_epoch_present
-                _manifest_payload___manifest_segment__obj.embedding_epoch_id = _manifest_payload___manifest_segment_f_embedding_epoch_id
-                _manifest_payload___x = _manifest_payload___manifest_segment__obj
-                _manifest_payload__f_segments.append(_manifest_payload___x)
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_manifest_payload___i) + ']').prefixed('segments') from None
-        _manifest_payload___c = _manifest_payload__f_epoch_count
-        if _manifest_payload___c < 0 or _manifest_payload___c * 88 > end - pos:
-            raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 88) + ' bytes', offset=pos, path='epochs', expected=_manifest_payload___c * 88, found=end - pos)
-        _manifest_payload__f_epochs = []
-        try:
-            for _manifest_payload___i in range(_manifest_payload___c):
-                try:
-                    _manifest_payload___x, pos = _d_embedding_epoch(mv, pos, end)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('') from None
-                _manifest_payload__f_epochs.append(_manifest_payload___x)
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_manifest_payload___i) + ']').prefixed('epochs') from None
-        _manifest_payload___c = _manifest_payload__f_user_column_count
-        if _manifest_payload___c < 0 or _manifest_payload___c * 12 > end - pos:
-            raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 12) + ' bytes', offset=pos, path='columns', expected=_manifest_payload___c * 12, found=end - pos)
-        _manifest_payload__f_columns = []
-        try:
-            for _manifest_payload___i in range(_manifest_payload___c):
-                if pos + 12 > end:
-                    raise _short(pos, end, _T120)
-                _manifest_payload___column_def_f_column_id, _manifest_payload___column_def_f_type, _manifest_payload___column_def_f_nullable, _manifest_payload___column_def_n_name = _S119.unpack_from(mv, pos)
-                _manifest_payload___r119 = pos
-                pos += 12
-                _manifest_payload___v = _COLUMNTYPE_BY_VALUE.get(_manifest_payload___column_def_f_type)
-                if _manifest_payload___v is None:
-                    raise ConstraintError('unknown column_type value', offset=_manifest_payload___r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_manifest_payload___column_def_f_type)
-                _manifest_payload___column_def_f_type = _manifest_payload___v
-                if not (_manifest_payload___column_def_f_nullable == 0 or _manifest_payload___column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_manifest_payload___r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_manifest_payload___column_def_f_nullable)
-                if pos + _manifest_payload___column_def_n_name > end:
-                    raise TruncatedError('str truncated', offset=pos, path='name', expected=_manifest_payload___column_def_n_name, found=end - pos)
-                try:
-                    _manifest_payload___column_def_f_name = str(mv[pos:pos + _manifest_payload___column_def_n_name], 'utf-8')
-                except UnicodeDecodeError as _u:
-                    raise _text_error(_u, pos, 'utf-8', 'name') from None
-                pos += _manifest_payload___column_def_n_name
-                _manifest_payload___column_def__obj = _new(ColumnDef)
-                _manifest_payload___column_def__obj.column_id = _manifest_payload___column_def_f_column_id
-                _manifest_payload___column_def__obj.type = _manifest_payload___column_def_f_type
-                _manifest_payload___column_def__obj.nullable = _manifest_payload___column_def_f_nullable
-                _manifest_payload___column_def__obj.name = _manifest_payload___column_def_f_name
-                _manifest_payload___x = _manifest_payload___column_def__obj
-                _manifest_payload__f_columns.append(_manifest_payload___x)
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_manifest_payload___i) + ']').prefixed('columns') from None
-        _manifest_payload__f_extensions = []
-        try:
-            _manifest_payload___i = 0
-            while True:
-                if pos >= end:
-                    break
-                _manifest_payload___ip = pos
-                try:
-                    _manifest_payload___x, pos = _d_manifest_extension(mv, pos, end, p_version, _manifest_payload__f_segment_count)
-                except DecodeError as _exc:
-                    raise _exc.prefixed('') from None
-                if pos <= _manifest_payload___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                _manifest_payload__f_extensions.append(_manifest_payload___x)
-                _manifest_payload___i += 1
-        except DecodeError as _exc:
-            raise _exc.prefixed('[' + str(_manifest_payload___i) + ']').prefixed('extensions') from None
-        _manifest_payload___obj = _new(ManifestPayload)
-        _manifest_payload___obj.generation = _manifest_payload__f_generation
-        _manifest_payload___obj.log_seq = _manifest_payload__f_log_seq
-        _manifest_payload___obj.alias = _manifest_payload__f_alias
-        _manifest_payload___obj.segments = _manifest_payload__f_segments
-        _manifest_payload___obj.epochs = _manifest_payload__f_epochs
-        _manifest_payload___obj.columns = _manifest_payload__f_columns
-        _manifest_payload___obj.extensions = _manifest_payload__f_extensions
-        f_payload = _manifest_payload___obj
+        f_payload, pos = _d_manifest_payload(mv, pos, end, p_version)
     except DecodeError as _exc:
         raise _exc.prefixed('payload') from None
     if pos != end:
@@ -17597,7 +18307,7 @@ def _d_manifest_block(mv, pos, end, p_version):
     end = _outer_end_payload
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T103)
+        raise _short(pos, end, _T131)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -17619,107 +18329,9 @@ def _u_manifest_block(mv, pos, end, p_version):
     _outer_end_payload = end
     end = pos + f_block_len
     _sec_payload = pos
-    _manifest_payload__f_generation, _manifest_payload__f_log_seq, _manifest_payload__f_segment_count, _manifest_payload__f_epoch_count, _manifest_payload__f_user_column_count, _manifest_payload__f_reserved = _S104.unpack_from(mv, pos)
-    _manifest_payload___r104 = pos
-    pos += 32
-    if _manifest_payload__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r104 + 28, path='reserved', expected=0, found=_manifest_payload__f_reserved)
-    _manifest_payload___epoch_alias__f_present, _manifest_payload___epoch_alias__f_reserved, _manifest_payload___epoch_alias__f_embedding_epoch_id, _manifest_payload___epoch_alias__f_tokenizer_epoch_id = _S106.unpack_from(mv, pos)
-    _manifest_payload___epoch_alias___r106 = pos
-    pos += 24
-    if not (_manifest_payload___epoch_alias__f_present == 0 or _manifest_payload___epoch_alias__f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_manifest_payload___epoch_alias___r106, path='present', expected='present == 0 or present == 1', found=_manifest_payload___epoch_alias__f_present)
-    if _manifest_payload___epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___epoch_alias___r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_payload___epoch_alias__f_reserved)
-    if not (_manifest_payload___epoch_alias__f_present == 1 or (_manifest_payload___epoch_alias__f_embedding_epoch_id == 0 and _manifest_payload___epoch_alias__f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_manifest_payload___epoch_alias___r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_manifest_payload___epoch_alias__f_tokenizer_epoch_id)
-    _manifest_payload___epoch_alias___obj = _new(EpochAlias)
-    _manifest_payload___epoch_alias___obj.present = _manifest_payload___epoch_alias__f_present
-    _manifest_payload___epoch_alias___obj.embedding_epoch_id = _manifest_payload___epoch_alias__f_embedding_epoch_id
-    _manifest_payload___epoch_alias___obj.tokenizer_epoch_id = _manifest_payload___epoch_alias__f_tokenizer_epoch_id
-    _manifest_payload___c = _manifest_payload__f_segment_count
-    if _manifest_payload___c * 52 > end - pos:
-        raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 52) + ' bytes', offset=pos, path='segments', expected=_manifest_payload___c * 52, found=end - pos)
-    _manifest_payload__f_segments = []
-    for _manifest_payload___i in range(_manifest_payload___c):
-        _manifest_payload___manifest_segment_f_segment_id, _manifest_payload___manifest_segment_f_row_count, _manifest_payload___manifest_segment_f_scheme, _manifest_payload___manifest_segment_f_reserved, _manifest_payload___manifest_segment_f_dims, _manifest_payload___manifest_segment_f_file_size, _manifest_payload___manifest_segment_f_epoch_present, _manifest_payload___manifest_segment_f_reserved2, _manifest_payload___manifest_segment_f_embedding_epoch_id = _S108.unpack_from(mv, pos)
-        _manifest_payload___r108 = pos
-        pos += 52
-        _manifest_payload___v = _QUANTSCHEME_BY_VALUE.get(_manifest_payload___manifest_segment_f_scheme)
-        if _manifest_payload___v is None:
-            if _manifest_payload___manifest_segment_f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_manifest_payload___r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_payload___manifest_segment_f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_manifest_payload___r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_payload___manifest_segment_f_scheme)
-        _manifest_payload___manifest_segment_f_scheme = _manifest_payload___v
-        if _manifest_payload___manifest_segment_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r108 + 22, path='reserved', expected=0, found=_manifest_payload___manifest_segment_f_reserved)
-        if not (_manifest_payload___manifest_segment_f_epoch_present == 0 or _manifest_payload___manifest_segment_f_epoch_present == 1):
-            raise ConstraintError('unknown presence tag (segment epoch)', offset=_manifest_payload___r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_payload___manifest_segment_f_epoch_present)
-        if _manifest_payload___manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_payload___manifest_segment_f_reserved2)
-        if not (_manifest_payload___manifest_segment_f_epoch_present == 1 or _manifest_payload___manifest_segment_f_embedding_epoch_id == 0):
-            raise ConstraintError('absent segment epoch must be zero', offset=_manifest_payload___r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_payload___manifest_segment_f_embedding_epoch_id)
-        _manifest_payload___manifest_segment__obj = _new(ManifestSegment)
-        _manifest_payload___manifest_segment__obj.segment_id = _manifest_payload___manifest_segment_f_segment_id
-        _manifest_payload___manifest_segment__obj.row_count = _manifest_payload___manifest_segment_f_row_count
-        _manifest_payload___manifest_segment__obj.scheme = _manifest_payload___manifest_segment_f_scheme
-        _manifest_payload___manifest_segment__obj.dims = _manifest_payload___manifest_segment_f_dims
-        _manifest_payload___manifest_segment__obj.file_size = _manifest_payload___manifest_segment_f_file_size
-        _manifest_payload___manifest_segment__obj.epoch_present = _manifest_payload___manifest_segment_f_epoch_present
-        _manifest_payload___manifest_segment__obj.embedding_epoch_id = _manifest_payload___manifest_segment_f_embedding_epoch_id
-        _manifest_payload___x = _manifest_payload___manifest_segment__obj
-        _manifest_payload__f_segments.append(_manifest_payload___x)
-    _manifest_payload___c = _manifest_payload__f_epoch_count
-    if _manifest_payload___c * 88 > end - pos:
-        raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 88) + ' bytes', offset=pos, path='epochs', expected=_manifest_payload___c * 88, found=end - pos)
-    _manifest_payload__f_epochs = []
-    for _manifest_payload___i in range(_manifest_payload___c):
-        if pos > end:
-            raise IndexError
-        _manifest_payload___x, pos = _u_embedding_epoch(mv, pos, end)
-        _manifest_payload__f_epochs.append(_manifest_payload___x)
-    _manifest_payload___c = _manifest_payload__f_user_column_count
-    if _manifest_payload___c * 12 > end - pos:
-        raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 12) + ' bytes', offset=pos, path='columns', expected=_manifest_payload___c * 12, found=end - pos)
-    _manifest_payload__f_columns = []
-    for _manifest_payload___i in range(_manifest_payload___c):
-        _manifest_payload___column_def_f_column_id, _manifest_payload___column_def_f_type, _manifest_payload___column_def_f_nullable, _manifest_payload___column_def_n_name = _S119.unpack_from(mv, pos)
-        _manifest_payload___r119 = pos
-        pos += 12
-        _manifest_payload___v = _COLUMNTYPE_BY_VALUE.get(_manifest_payload___column_def_f_type)
-        if _manifest_payload___v is None:
-            raise ConstraintError('unknown column_type value', offset=_manifest_payload___r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_manifest_payload___column_def_f_type)
-        _manifest_payload___column_def_f_type = _manifest_payload___v
-        if not (_manifest_payload___column_def_f_nullable == 0 or _manifest_payload___column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_manifest_payload___r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_manifest_payload___column_def_f_nullable)
-        _manifest_payload___column_def_f_name = str(mv[pos:pos + _manifest_payload___column_def_n_name], 'utf-8')
-        pos += _manifest_payload___column_def_n_name
-        _manifest_payload___column_def__obj = _new(ColumnDef)
-        _manifest_payload___column_def__obj.column_id = _manifest_payload___column_def_f_column_id
-        _manifest_payload___column_def__obj.type = _manifest_payload___column_def_f_type
-        _manifest_payload___column_def__obj.nullable = _manifest_payload___column_def_f_nullable
-        _manifest_payload___column_def__obj.name = _manifest_payload___column_def_f_name
-        _manifest_payload___x = _manifest_payload___column_def__obj
-        _manifest_payload__f_columns.append(_manifest_payload___x)
-    _manifest_payload__f_extensions = []
-    while True:
-        if pos >= end:
-            break
-        _manifest_payload___ip = pos
-        if pos > end:
-            raise IndexError
-        _manifest_payload___x, pos = _u_manifest_extension(mv, pos, end, p_version, _manifest_payload__f_segment_count)
-        if pos <= _manifest_payload___ip:
-            raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-        _manifest_payload__f_extensions.append(_manifest_payload___x)
-    _manifest_payload___obj = _new(ManifestPayload)
-    _manifest_payload___obj.generation = _manifest_payload__f_generation
-    _manifest_payload___obj.log_seq = _manifest_payload__f_log_seq
-    _manifest_payload___obj.alias = _manifest_payload___epoch_alias___obj
-    _manifest_payload___obj.segments = _manifest_payload__f_segments
-    _manifest_payload___obj.epochs = _manifest_payload__f_epochs
-    _manifest_payload___obj.columns = _manifest_payload__f_columns
-    _manifest_payload___obj.extensions = _manifest_payload__f_extensions
+    if pos > end:
+        raise IndexError
+    f_payload, pos = _u_manifest_payload(mv, pos, end, p_version)
     if pos != end:
         raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
     end = _outer_end_payload
@@ -17731,17 +18343,14 @@ def _u_manifest_block(mv, pos, end, p_version):
     if f_block_checksum != _ck:
         raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='block_checksum', expected=_ck, found=f_block_checksum)
     _obj = _new(ManifestBlock)
-    _obj.payload = _manifest_payload___obj
+    _obj.payload = f_payload
     return (_obj, pos)
 
 def _m_manifest_block(mv, pos, end, p_version):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S104_unpack_from = _S104.unpack_from
-    _S106_unpack_from = _S106.unpack_from
-    _S108_unpack_from = _S108.unpack_from
-    _S119_unpack_from = _S119.unpack_from
+    _end = end
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
@@ -17758,107 +18367,9 @@ def _m_manifest_block(mv, pos, end, p_version):
             _outer_end_payload = end
             end = pos + f_block_len
             _sec_payload = pos
-            _manifest_payload__f_generation, _manifest_payload__f_log_seq, _manifest_payload__f_segment_count, _manifest_payload__f_epoch_count, _manifest_payload__f_user_column_count, _manifest_payload__f_reserved = _S104_unpack_from(mv, pos)
-            _manifest_payload___r104 = pos
-            pos += 32
-            if _manifest_payload__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r104 + 28, path='reserved', expected=0, found=_manifest_payload__f_reserved)
-            _manifest_payload___epoch_alias__f_present, _manifest_payload___epoch_alias__f_reserved, _manifest_payload___epoch_alias__f_embedding_epoch_id, _manifest_payload___epoch_alias__f_tokenizer_epoch_id = _S106_unpack_from(mv, pos)
-            _manifest_payload___epoch_alias___r106 = pos
-            pos += 24
-            if not (_manifest_payload___epoch_alias__f_present == 0 or _manifest_payload___epoch_alias__f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_manifest_payload___epoch_alias___r106, path='present', expected='present == 0 or present == 1', found=_manifest_payload___epoch_alias__f_present)
-            if _manifest_payload___epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___epoch_alias___r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_payload___epoch_alias__f_reserved)
-            if not (_manifest_payload___epoch_alias__f_present == 1 or (_manifest_payload___epoch_alias__f_embedding_epoch_id == 0 and _manifest_payload___epoch_alias__f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_manifest_payload___epoch_alias___r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_manifest_payload___epoch_alias__f_tokenizer_epoch_id)
-            _manifest_payload___epoch_alias___obj = _new(EpochAlias)
-            _manifest_payload___epoch_alias___obj.present = _manifest_payload___epoch_alias__f_present
-            _manifest_payload___epoch_alias___obj.embedding_epoch_id = _manifest_payload___epoch_alias__f_embedding_epoch_id
-            _manifest_payload___epoch_alias___obj.tokenizer_epoch_id = _manifest_payload___epoch_alias__f_tokenizer_epoch_id
-            _manifest_payload___c = _manifest_payload__f_segment_count
-            if _manifest_payload___c * 52 > end - pos:
-                raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 52) + ' bytes', offset=pos, path='segments', expected=_manifest_payload___c * 52, found=end - pos)
-            _manifest_payload__f_segments = []
-            for _manifest_payload___i in range(_manifest_payload___c):
-                _manifest_payload___manifest_segment_f_segment_id, _manifest_payload___manifest_segment_f_row_count, _manifest_payload___manifest_segment_f_scheme, _manifest_payload___manifest_segment_f_reserved, _manifest_payload___manifest_segment_f_dims, _manifest_payload___manifest_segment_f_file_size, _manifest_payload___manifest_segment_f_epoch_present, _manifest_payload___manifest_segment_f_reserved2, _manifest_payload___manifest_segment_f_embedding_epoch_id = _S108_unpack_from(mv, pos)
-                _manifest_payload___r108 = pos
-                pos += 52
-                _manifest_payload___v = _QUANTSCHEME_BY_VALUE.get(_manifest_payload___manifest_segment_f_scheme)
-                if _manifest_payload___v is None:
-                    if _manifest_payload___manifest_segment_f_scheme in (3, 5):
-                        raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_manifest_payload___r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_payload___manifest_segment_f_scheme)
-                    raise ConstraintError('unknown quant_scheme value', offset=_manifest_payload___r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_payload___manifest_segment_f_scheme)
-                _manifest_payload___manifest_segment_f_scheme = _manifest_payload___v
-                if _manifest_payload___manifest_segment_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r108 + 22, path='reserved', expected=0, found=_manifest_payload___manifest_segment_f_reserved)
-                if not (_manifest_payload___manifest_segment_f_epoch_present == 0 or _manifest_payload___manifest_segment_f_epoch_present == 1):
-                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_manifest_payload___r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_payload___manifest_segment_f_epoch_present)
-                if _manifest_payload___manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_payload___r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_payload___manifest_segment_f_reserved2)
-                if not (_manifest_payload___manifest_segment_f_epoch_present == 1 or _manifest_payload___manifest_segment_f_embedding_epoch_id == 0):
-                    raise ConstraintError('absent segment epoch must be zero', offset=_manifest_payload___r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_payload___manifest_segment_f_embedding_epoch_id)
-                _manifest_payload___manifest_segment__obj = _new(ManifestSegment)
-                _manifest_payload___manifest_segment__obj.segment_id = _manifest_payload___manifest_segment_f_segment_id
-                _manifest_payload___manifest_segment__obj.row_count = _manifest_payload___manifest_segment_f_row_count
-                _manifest_payload___manifest_segment__obj.scheme = _manifest_payload___manifest_segment_f_scheme
-                _manifest_payload___manifest_segment__obj.dims = _manifest_payload___manifest_segment_f_dims
-                _manifest_payload___manifest_segment__obj.file_size = _manifest_payload___manifest_segment_f_file_size
-                _manifest_payload___manifest_segment__obj.epoch_present = _manifest_payload___manifest_segment_f_epoch_present
-                _manifest_payload___manifest_segment__obj.embedding_epoch_id = _manifest_payload___manifest_segment_f_embedding_epoch_id
-                _manifest_payload___x = _manifest_payload___manifest_segment__obj
-                _manifest_payload__f_segments.append(_manifest_payload___x)
-            _manifest_payload___c = _manifest_payload__f_epoch_count
-            if _manifest_payload___c * 88 > end - pos:
-                raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 88) + ' bytes', offset=pos, path='epochs', expected=_manifest_payload___c * 88, found=end - pos)
-            _manifest_payload__f_epochs = []
-            for _manifest_payload___i in range(_manifest_payload___c):
-                if pos > end:
-                    raise IndexError
-                _manifest_payload___x, pos = _u_embedding_epoch(mv, pos, end)
-                _manifest_payload__f_epochs.append(_manifest_payload___x)
-            _manifest_payload___c = _manifest_payload__f_user_column_count
-            if _manifest_payload___c * 12 > end - pos:
-                raise TruncatedError('count ' + str(_manifest_payload___c) + ' needs at least ' + str(_manifest_payload___c * 12) + ' bytes', offset=pos, path='columns', expected=_manifest_payload___c * 12, found=end - pos)
-            _manifest_payload__f_columns = []
-            for _manifest_payload___i in range(_manifest_payload___c):
-                _manifest_payload___column_def_f_column_id, _manifest_payload___column_def_f_type, _manifest_payload___column_def_f_nullable, _manifest_payload___column_def_n_name = _S119_unpack_from(mv, pos)
-                _manifest_payload___r119 = pos
-                pos += 12
-                _manifest_payload___v = _COLUMNTYPE_BY_VALUE.get(_manifest_payload___column_def_f_type)
-                if _manifest_payload___v is None:
-                    raise ConstraintError('unknown column_type value', offset=_manifest_payload___r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_manifest_payload___column_def_f_type)
-                _manifest_payload___column_def_f_type = _manifest_payload___v
-                if not (_manifest_payload___column_def_f_nullable == 0 or _manifest_payload___column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_manifest_payload___r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_manifest_payload___column_def_f_nullable)
-                _manifest_payload___column_def_f_name = str(mv[pos:pos + _manifest_payload___column_def_n_name], 'utf-8')
-                pos += _manifest_payload___column_def_n_name
-                _manifest_payload___column_def__obj = _new(ColumnDef)
-                _manifest_payload___column_def__obj.column_id = _manifest_payload___column_def_f_column_id
-                _manifest_payload___column_def__obj.type = _manifest_payload___column_def_f_type
-                _manifest_payload___column_def__obj.nullable = _manifest_payload___column_def_f_nullable
-                _manifest_payload___column_def__obj.name = _manifest_payload___column_def_f_name
-                _manifest_payload___x = _manifest_payload___column_def__obj
-                _manifest_payload__f_columns.append(_manifest_payload___x)
-            _manifest_payload__f_extensions = []
-            while True:
-                if pos >= end:
-                    break
-                _manifest_payload___ip = pos
-                if pos > end:
-                    raise IndexError
-                _manifest_payload___x, pos = _u_manifest_extension(mv, pos, end, p_version, _manifest_payload__f_segment_count)
-                if pos <= _manifest_payload___ip:
-                    raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
-                _manifest_payload__f_extensions.append(_manifest_payload___x)
-            _manifest_payload___obj = _new(ManifestPayload)
-            _manifest_payload___obj.generation = _manifest_payload__f_generation
-            _manifest_payload___obj.log_seq = _manifest_payload__f_log_seq
-            _manifest_payload___obj.alias = _manifest_payload___epoch_alias___obj
-            _manifest_payload___obj.segments = _manifest_payload__f_segments
-            _manifest_payload___obj.epochs = _manifest_payload__f_epochs
-            _manifest_payload___obj.columns = _manifest_payload__f_columns
-            _manifest_payload___obj.extensions = _manifest_payload__f_extensions
+            if pos > end:
+                raise IndexError
+            f_payload, pos = _u_manifest_payload(mv, pos, end, p_version)
             if pos != end:
                 raise ConstraintError('section size mismatch', offset=_sec_payload, path='payload', expected=end - _sec_payload, found=pos - _sec_payload)
             end = _outer_end_payload
@@ -17870,14 +18381,14 @@ def _m_manifest_block(mv, pos, end, p_version):
             if f_block_checksum != _ck:
                 raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='block_checksum', expected=_ck, found=f_block_checksum)
             _obj = _new(ManifestBlock)
-            _obj.payload = _manifest_payload___obj
+            _obj.payload = f_payload
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_manifest_block, 'manifest_block', mv, _rs, end, (p_version, ), _out)
+        return _decode_many(_d_manifest_block, 'manifest_block', mv, _rs, _end, (p_version, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_manifest_block, 'manifest_block', mv, _rs, end, (p_version, ), _out)
+        return _decode_many(_d_manifest_block, 'manifest_block', mv, _rs, _end, (p_version, ), _out)
     return _out
 
 def _e_manifest_block(out, v, p_version):
@@ -17929,7 +18440,38 @@ def _d_manifest_file_v2(mv, pos, end):
     end = pos + _n
     _sec_block = pos
     try:
-        f_block, pos = _d_manifest_block(mv, pos, end, f_family_version)
+        if pos + 8 > end:
+            raise _short(pos, end, _T130)
+        _manifest_block__f_block_len, = _S6.unpack_from(mv, pos)
+        pos += 8
+        _manifest_block___s_payload = pos
+        _manifest_block___n = _manifest_block__f_block_len
+        if _manifest_block___n < 0:
+            raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_manifest_block___n)
+        if pos + _manifest_block___n > end:
+            raise TruncatedError('section needs ' + str(_manifest_block___n) + ' bytes', offset=pos, path='payload', expected=_manifest_block___n, found=end - pos)
+        _manifest_block___outer_end_payload = end
+        end = pos + _manifest_block___n
+        _manifest_block___sec_payload = pos
+        try:
+            _manifest_block__f_payload, pos = _d_manifest_payload(mv, pos, end, f_family_version)
+        except DecodeError as _exc:
+            raise _exc.prefixed('payload') from None
+        if pos != end:
+            raise ConstraintError('section size mismatch', offset=_manifest_block___sec_payload, path='payload', expected=end - _manifest_block___sec_payload, found=pos - _manifest_block___sec_payload)
+        end = _manifest_block___outer_end_payload
+        _manifest_block___e_payload = pos
+        if pos + 8 > end:
+            raise _short(pos, end, _T131)
+        _manifest_block__f_block_checksum, = _S6.unpack_from(mv, pos)
+        _manifest_block___r6 = pos
+        pos += 8
+        _manifest_block___ck = _ck_xxh3_64(mv[_manifest_block___s_payload:_manifest_block___e_payload])
+        if _manifest_block__f_block_checksum != _manifest_block___ck:
+            raise ChecksumError('xxh3_64 mismatch', offset=_manifest_block___r6, path='block_checksum', expected=_manifest_block___ck, found=_manifest_block__f_block_checksum)
+        _manifest_block___obj = _new(ManifestBlock)
+        _manifest_block___obj.payload = _manifest_block__f_payload
+        f_block = _manifest_block___obj
     except DecodeError as _exc:
         raise _exc.prefixed('block') from None
     if pos != end:
@@ -17986,16 +18528,16 @@ def _e_manifest_file(out, v):
 
 def _d_epoch_alias(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T107)
-    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S106.unpack_from(mv, pos)
-    _r106 = pos
+        raise _short(pos, end, _T135)
+    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S134.unpack_from(mv, pos)
+    _r134 = pos
     pos += 24
     if not ((f_present == 0) or (f_present == 1)):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r106, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_r134, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_present == 1) or ((f_embedding_epoch_id == 0) and (f_tokenizer_epoch_id == 0))):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
     _obj = _new(EpochAlias)
     _obj.present = f_present
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18003,15 +18545,15 @@ def _d_epoch_alias(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_alias(mv, pos, end):
-    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S106.unpack_from(mv, pos)
-    _r106 = pos
+    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S134.unpack_from(mv, pos)
+    _r134 = pos
     pos += 24
     if not (f_present == 0 or f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r106, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_r134, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
     _obj = _new(EpochAlias)
     _obj.present = f_present
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18022,21 +18564,22 @@ def _m_epoch_alias(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S106_unpack_from = _S106.unpack_from
+    _end = end
+    _S134_unpack_from = _S134.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S106_unpack_from(mv, pos)
-            _r106 = pos
+            f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S134_unpack_from(mv, pos)
+            _r134 = pos
             pos += 24
             if not (f_present == 0 or f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_r106, path='present', expected='present == 0 or present == 1', found=f_present)
+                raise ConstraintError('unknown presence tag (alias)', offset=_r134, path='present', expected='present == 0 or present == 1', found=f_present)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+                raise ConstraintError('absent alias must carry zero ids', offset=_r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
             _obj = _new(EpochAlias)
             _obj.present = f_present
             _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18044,42 +18587,42 @@ def _m_epoch_alias(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_epoch_alias, 'epoch_alias', mv, _rs, end, (), _out)
+        return _decode_many(_d_epoch_alias, 'epoch_alias', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_epoch_alias, 'epoch_alias', mv, _rs, end, (), _out)
+        return _decode_many(_d_epoch_alias, 'epoch_alias', mv, _rs, _end, (), _out)
     return _out
 
 def _e_epoch_alias(out, v):
-    out += _S106.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
+    out += _S134.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
 
 def _em_epoch_alias(values):
     out = bytearray()
-    _S106_pack = _S106.pack
+    _S134_pack = _S134.pack
     for v in values:
-        out += _S106_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
+        out += _S134_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
     return bytes(out)
 
 def _d_manifest_segment(mv, pos, end):
     if pos + 52 > end:
-        raise _short(pos, end, _T109)
-    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S108.unpack_from(mv, pos)
-    _r108 = pos
+        raise _short(pos, end, _T137)
+    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S136.unpack_from(mv, pos)
+    _r136 = pos
     pos += 52
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r136 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r136 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=f_reserved)
     if not ((f_epoch_present == 0) or (f_epoch_present == 1)):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
     if not ((f_epoch_present == 1) or (f_embedding_epoch_id == 0)):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
     _obj = _new(ManifestSegment)
     _obj.segment_id = f_segment_id
     _obj.row_count = f_row_count
@@ -18091,18 +18634,18 @@ def _d_manifest_segment(mv, pos, end):
     return _obj, pos
 
 def _u_manifest_segment(mv, pos, end):
-    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S108.unpack_from(mv, pos)
-    _r108 = pos
+    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S136.unpack_from(mv, pos)
+    _r136 = pos
     pos += 52
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=f_reserved)
     if not (f_epoch_present == 0 or f_epoch_present == 1):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
     if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
     _obj = _new(ManifestSegment)
     _obj.segment_id = f_segment_id
     _obj.row_count = f_row_count
@@ -18117,24 +18660,25 @@ def _m_manifest_segment(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S108_unpack_from = _S108.unpack_from
+    _end = end
+    _S136_unpack_from = _S136.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S108_unpack_from(mv, pos)
-            _r108 = pos
+            f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S136_unpack_from(mv, pos)
+            _r136 = pos
             pos += 52
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=f_reserved)
             if not (f_epoch_present == 0 or f_epoch_present == 1):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
             if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
             _obj = _new(ManifestSegment)
             _obj.segment_id = f_segment_id
             _obj.row_count = f_row_count
@@ -18146,25 +18690,25 @@ def _m_manifest_segment(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_manifest_segment, 'manifest_segment', mv, _rs, end, (), _out)
+        return _decode_many(_d_manifest_segment, 'manifest_segment', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_manifest_segment, 'manifest_segment', mv, _rs, end, (), _out)
+        return _decode_many(_d_manifest_segment, 'manifest_segment', mv, _rs, _end, (), _out)
     return _out
 
 def _e_manifest_segment(out, v):
-    out += _S108.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+    out += _S136.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
 
 def _em_manifest_segment(values):
     out = bytearray()
-    _S108_pack = _S108.pack
+    _S136_pack = _S136.pack
     for v in values:
-        out += _S108_pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+        out += _S136_pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
     return bytes(out)
 
 def _d_embedding_tower(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T111)
+        raise _short(pos, end, _T139)
     n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_id > end:
@@ -18175,7 +18719,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T112)
+        raise _short(pos, end, _T140)
     n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_version > end:
@@ -18186,7 +18730,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T113)
+        raise _short(pos, end, _T141)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_weights_digest > end:
@@ -18194,13 +18738,13 @@ def _d_embedding_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T115)
-    f_dims, f_normalization, n_prompt_prefix = _S114.unpack_from(mv, pos)
-    _r114 = pos
+        raise _short(pos, end, _T143)
+    f_dims, f_normalization, n_prompt_prefix = _S142.unpack_from(mv, pos)
+    _r142 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r114 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r142 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -18210,22 +18754,22 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 12 > end:
-        raise _short(pos, end, _T117)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S116.unpack_from(mv, pos)
-    _r116 = pos
+        raise _short(pos, end, _T145)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S144.unpack_from(mv, pos)
+    _r144 = pos
     pos += 12
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r116 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r144 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r116 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -18267,20 +18811,20 @@ def _u_embedding_tower(mv, pos, end):
     pos += 4
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
-    f_dims, f_normalization, n_prompt_prefix = _S114.unpack_from(mv, pos)
+    f_dims, f_normalization, n_prompt_prefix = _S142.unpack_from(mv, pos)
     pos += 10
     f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
     f_prompt_prefix = str(mv[pos:pos + n_prompt_prefix], 'utf-8')
     pos += n_prompt_prefix
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S116.unpack_from(mv, pos)
-    _r116 = pos
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S144.unpack_from(mv, pos)
+    _r144 = pos
     pos += 12
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -18306,9 +18850,10 @@ def _m_embedding_tower(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S114_unpack_from = _S114.unpack_from
-    _S116_unpack_from = _S116.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
+    _S142_unpack_from = _S142.unpack_from
+    _S144_unpack_from = _S144.unpack_from
     try:
         while True:
             if pos >= end:
@@ -18326,20 +18871,20 @@ def _m_embedding_tower(mv, pos, end):
             pos += 4
             f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
             pos += n_weights_digest
-            f_dims, f_normalization, n_prompt_prefix = _S114_unpack_from(mv, pos)
+            f_dims, f_normalization, n_prompt_prefix = _S142_unpack_from(mv, pos)
             pos += 10
             f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
             f_prompt_prefix = str(mv[pos:pos + n_prompt_prefix], 'utf-8')
             pos += n_prompt_prefix
-            f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S116_unpack_from(mv, pos)
-            _r116 = pos
+            f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S144_unpack_from(mv, pos)
+            _r144 = pos
             pos += 12
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -18362,10 +18907,10 @@ def _m_embedding_tower(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_embedding_tower, 'embedding_tower', mv, _rs, end, (), _out)
+        return _decode_many(_d_embedding_tower, 'embedding_tower', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_embedding_tower, 'embedding_tower', mv, _rs, end, (), _out)
+        return _decode_many(_d_embedding_tower, 'embedding_tower', mv, _rs, _end, (), _out)
     return _out
 
 def _e_embedding_tower(out, v):
@@ -18379,9 +18924,9 @@ def _e_embedding_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode()
-    out += _S114.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S142.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S116.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
+    out += _S144.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
     if (v.os_build_present == 1):
         _b = v.os_build.encode()
         out += _S13.pack(len(_b))
@@ -18391,9 +18936,9 @@ def _e_embedding_tower(out, v):
 
 def _em_embedding_tower(values):
     out = bytearray()
-    _S114_pack = _S114.pack
-    _S116_pack = _S116.pack
     _S13_pack = _S13.pack
+    _S142_pack = _S142.pack
+    _S144_pack = _S144.pack
     for v in values:
         _b_model_id = v.model_id.encode()
         out += _S13_pack(len(_b_model_id))
@@ -18405,9 +18950,9 @@ def _em_embedding_tower(values):
         out += _S13_pack(len(_b_weights_digest))
         out += _b_weights_digest
         _b_prompt_prefix = v.prompt_prefix.encode()
-        out += _S114_pack(v.dims, v.normalization, len(_b_prompt_prefix))
+        out += _S142_pack(v.dims, v.normalization, len(_b_prompt_prefix))
         out += _b_prompt_prefix
-        out += _S116_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
+        out += _S144_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
         if v.os_build_present == 1:
             _b = v.os_build.encode()
             out += _S13_pack(len(_b))
@@ -18418,12 +18963,12 @@ def _em_embedding_tower(values):
 
 def _d_embedding_epoch(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T110)
+        raise _short(pos, end, _T138)
     f_embedding_epoch_id, f_tokenizer_epoch_id = _S59.unpack_from(mv, pos)
     pos += 16
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T111)
+            raise _short(pos, end, _T139)
         _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_id > end:
@@ -18434,7 +18979,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _embedding_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T112)
+            raise _short(pos, end, _T140)
         _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_version > end:
@@ -18445,7 +18990,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _embedding_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T113)
+            raise _short(pos, end, _T141)
         _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_weights_digest > end:
@@ -18453,13 +18998,13 @@ def _d_embedding_epoch(mv, pos, end):
         _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
         pos += _embedding_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T115)
-        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-        _embedding_tower___r114 = pos
+            raise _short(pos, end, _T143)
+        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+        _embedding_tower___r142 = pos
         pos += 10
         _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r114 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
         _embedding_tower__f_normalization = _embedding_tower___v
         if pos + _embedding_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
@@ -18469,22 +19014,22 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _embedding_tower__n_prompt_prefix
         if pos + 12 > end:
-            raise _short(pos, end, _T117)
-        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S116.unpack_from(mv, pos)
-        _embedding_tower___r116 = pos
+            raise _short(pos, end, _T145)
+        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144.unpack_from(mv, pos)
+        _embedding_tower___r144 = pos
         pos += 12
         _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r116 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
         _embedding_tower__f_runtime = _embedding_tower___v
         _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r116 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
         _embedding_tower__f_compute_units = _embedding_tower___v
         if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
         if _embedding_tower__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
         if _embedding_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -18516,7 +19061,7 @@ def _d_embedding_epoch(mv, pos, end):
         raise _exc.prefixed('document') from None
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T111)
+            raise _short(pos, end, _T139)
         _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_id > end:
@@ -18527,7 +19072,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _embedding_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T112)
+            raise _short(pos, end, _T140)
         _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_version > end:
@@ -18538,7 +19083,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _embedding_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T113)
+            raise _short(pos, end, _T141)
         _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_weights_digest > end:
@@ -18546,13 +19091,13 @@ def _d_embedding_epoch(mv, pos, end):
         _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
         pos += _embedding_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T115)
-        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-        _embedding_tower___r114 = pos
+            raise _short(pos, end, _T143)
+        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+        _embedding_tower___r142 = pos
         pos += 10
         _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r114 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
         _embedding_tower__f_normalization = _embedding_tower___v
         if pos + _embedding_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
@@ -18562,22 +19107,22 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _embedding_tower__n_prompt_prefix
         if pos + 12 > end:
-            raise _short(pos, end, _T117)
-        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S116.unpack_from(mv, pos)
-        _embedding_tower___r116 = pos
+            raise _short(pos, end, _T145)
+        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144.unpack_from(mv, pos)
+        _embedding_tower___r144 = pos
         pos += 12
         _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r116 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
         _embedding_tower__f_runtime = _embedding_tower___v
         _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r116 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
         _embedding_tower__f_compute_units = _embedding_tower___v
         if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
         if _embedding_tower__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
         if _embedding_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -18608,7 +19153,7 @@ def _d_embedding_epoch(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T118)
+        raise _short(pos, end, _T146)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_alignment_digest > end:
@@ -18624,9 +19169,8 @@ def _d_embedding_epoch(mv, pos, end):
     return _obj, pos
 
 def _u_embedding_epoch(mv, pos, end):
-    f_embedding_epoch_id, f_tokenizer_epoch_id = _S59.unpack_from(mv, pos)
+    f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S160.unpack_from(mv, pos)
     pos += 16
-    _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
     _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
     pos += _embedding_tower__n_model_id
@@ -18638,30 +19182,30 @@ def _u_embedding_epoch(mv, pos, end):
     pos += 4
     _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
     pos += _embedding_tower__n_weights_digest
-    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-    _embedding_tower___r114 = pos
+    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+    _embedding_tower___r142 = pos
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r114 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
     _embedding_tower__f_normalization = _embedding_tower___v
     _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
-    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S116.unpack_from(mv, pos)
-    _embedding_tower___r116 = pos
+    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144.unpack_from(mv, pos)
+    _embedding_tower___r144 = pos
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r116 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r116 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -18694,30 +19238,30 @@ def _u_embedding_epoch(mv, pos, end):
     pos += 4
     _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
     pos += _embedding_tower__n_weights_digest
-    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-    _embedding_tower___r114 = pos
+    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+    _embedding_tower___r142 = pos
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r114 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
     _embedding_tower__f_normalization = _embedding_tower___v
     _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
-    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S116.unpack_from(mv, pos)
-    _embedding_tower___r116 = pos
+    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144.unpack_from(mv, pos)
+    _embedding_tower___r144 = pos
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r116 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r116 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -18754,18 +19298,18 @@ def _m_embedding_epoch(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S114_unpack_from = _S114.unpack_from
-    _S116_unpack_from = _S116.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S59_unpack_from = _S59.unpack_from
+    _S142_unpack_from = _S142.unpack_from
+    _S144_unpack_from = _S144.unpack_from
+    _S160_unpack_from = _S160.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_embedding_epoch_id, f_tokenizer_epoch_id = _S59_unpack_from(mv, pos)
+            f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S160_unpack_from(mv, pos)
             pos += 16
-            _embedding_tower__n_model_id, = _S13_unpack_from(mv, pos)
             pos += 4
             _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
             pos += _embedding_tower__n_model_id
@@ -18777,30 +19321,30 @@ def _m_embedding_epoch(mv, pos, end):
             pos += 4
             _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
             pos += _embedding_tower__n_weights_digest
-            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S114_unpack_from(mv, pos)
-            _embedding_tower___r114 = pos
+            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
+            _embedding_tower___r142 = pos
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r114 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
             _embedding_tower__f_normalization = _embedding_tower___v
             _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
-            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S116_unpack_from(mv, pos)
-            _embedding_tower___r116 = pos
+            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144_unpack_from(mv, pos)
+            _embedding_tower___r144 = pos
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r116 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r116 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -18833,30 +19377,30 @@ def _m_embedding_epoch(mv, pos, end):
             pos += 4
             _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
             pos += _embedding_tower__n_weights_digest
-            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S114_unpack_from(mv, pos)
-            _embedding_tower___r114 = pos
+            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
+            _embedding_tower___r142 = pos
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r114 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
             _embedding_tower__f_normalization = _embedding_tower___v
             _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
-            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S116_unpack_from(mv, pos)
-            _embedding_tower___r116 = pos
+            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144_unpack_from(mv, pos)
+            _embedding_tower___r144 = pos
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r116 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r116 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r116 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r116 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -18890,10 +19434,10 @@ def _m_embedding_epoch(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_embedding_epoch, 'embedding_epoch', mv, _rs, end, (), _out)
+        return _decode_many(_d_embedding_epoch, 'embedding_epoch', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_embedding_epoch, 'embedding_epoch', mv, _rs, end, (), _out)
+        return _decode_many(_d_embedding_epoch, 'embedding_epoch', mv, _rs, _end, (), _out)
     return _out
 
 def _e_embedding_epoch(out, v):
@@ -18909,9 +19453,9 @@ def _e_embedding_epoch(out, v):
     out += _S13.pack(len(_embedding_tower___b_weights_digest))
     out += _embedding_tower___b_weights_digest
     _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-    out += _S114.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+    out += _S142.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
     out += _embedding_tower___b_prompt_prefix
-    out += _S116.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+    out += _S144.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
     if _embedding_tower__v.os_build_present == 1:
         _embedding_tower___b = _embedding_tower__v.os_build.encode()
         out += _S13.pack(len(_embedding_tower___b))
@@ -18929,9 +19473,9 @@ def _e_embedding_epoch(out, v):
     out += _S13.pack(len(_embedding_tower___b_weights_digest))
     out += _embedding_tower___b_weights_digest
     _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-    out += _S114.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+    out += _S142.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
     out += _embedding_tower___b_prompt_prefix
-    out += _S116.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+    out += _S144.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
     if _embedding_tower__v.os_build_present == 1:
         _embedding_tower___b = _embedding_tower__v.os_build.encode()
         out += _S13.pack(len(_embedding_tower___b))
@@ -18944,9 +19488,9 @@ def _e_embedding_epoch(out, v):
 
 def _em_embedding_epoch(values):
     out = bytearray()
-    _S114_pack = _S114.pack
-    _S116_pack = _S116.pack
     _S13_pack = _S13.pack
+    _S142_pack = _S142.pack
+    _S144_pack = _S144.pack
     _S59_pack = _S59.pack
     for v in values:
         out += _S59_pack(v.embedding_epoch_id, v.tokenizer_epoch_id)
@@ -18961,9 +19505,9 @@ def _em_embedding_epoch(values):
         out += _S13_pack(len(_embedding_tower___b_weights_digest))
         out += _embedding_tower___b_weights_digest
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        out += _S114_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+        out += _S142_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
         out += _embedding_tower___b_prompt_prefix
-        out += _S116_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        out += _S144_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
             out += _S13_pack(len(_embedding_tower___b))
@@ -18981,9 +19525,9 @@ def _em_embedding_epoch(values):
         out += _S13_pack(len(_embedding_tower___b_weights_digest))
         out += _embedding_tower___b_weights_digest
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        out += _S114_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+        out += _S142_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
         out += _embedding_tower___b_prompt_prefix
-        out += _S116_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        out += _S144_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
             out += _S13_pack(len(_embedding_tower___b))
@@ -18997,16 +19541,16 @@ def _em_embedding_epoch(values):
 
 def _d_column_def(mv, pos, end):
     if pos + 12 > end:
-        raise _short(pos, end, _T120)
-    f_column_id, f_type, f_nullable, n_name = _S119.unpack_from(mv, pos)
-    _r119 = pos
+        raise _short(pos, end, _T148)
+    f_column_id, f_type, f_nullable, n_name = _S147.unpack_from(mv, pos)
+    _r147 = pos
     pos += 12
     _v = _COLUMNTYPE_BY_VALUE.get(f_type)
     if _v is None:
-        raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
+        raise ConstraintError('unknown column_type value', offset=_r147 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
     f_type = _v
     if not ((f_nullable == 0) or (f_nullable == 1)):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+        raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
     if pos + n_name > end:
         raise TruncatedError('str truncated', offset=pos, path='name', expected=n_name, found=end - pos)
     try:
@@ -19022,12 +19566,12 @@ def _d_column_def(mv, pos, end):
     return _obj, pos
 
 def _u_column_def(mv, pos, end):
-    f_column_id, f_type, f_nullable, n_name = _S119.unpack_from(mv, pos)
-    _r119 = pos
+    f_column_id, f_type, f_nullable, n_name = _S147.unpack_from(mv, pos)
+    _r147 = pos
     pos += 12
     f_type = _COLUMNTYPE_BY_VALUE[f_type]
     if not (f_nullable == 0 or f_nullable == 1):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+        raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
     f_name = str(mv[pos:pos + n_name], 'utf-8')
     pos += n_name
     _obj = _new(ColumnDef)
@@ -19041,18 +19585,19 @@ def _m_column_def(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S119_unpack_from = _S119.unpack_from
+    _end = end
+    _S147_unpack_from = _S147.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_column_id, f_type, f_nullable, n_name = _S119_unpack_from(mv, pos)
-            _r119 = pos
+            f_column_id, f_type, f_nullable, n_name = _S147_unpack_from(mv, pos)
+            _r147 = pos
             pos += 12
             f_type = _COLUMNTYPE_BY_VALUE[f_type]
             if not (f_nullable == 0 or f_nullable == 1):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
             f_name = str(mv[pos:pos + n_name], 'utf-8')
             pos += n_name
             _obj = _new(ColumnDef)
@@ -19063,42 +19608,42 @@ def _m_column_def(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_column_def, 'column_def', mv, _rs, end, (), _out)
+        return _decode_many(_d_column_def, 'column_def', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_column_def, 'column_def', mv, _rs, end, (), _out)
+        return _decode_many(_d_column_def, 'column_def', mv, _rs, _end, (), _out)
     return _out
 
 def _e_column_def(out, v):
     _b_name = v.name.encode()
-    out += _S119.pack(v.column_id, v.type, v.nullable, len(_b_name))
+    out += _S147.pack(v.column_id, v.type, v.nullable, len(_b_name))
     out += _b_name
 
 def _em_column_def(values):
     out = bytearray()
-    _S119_pack = _S119.pack
+    _S147_pack = _S147.pack
     for v in values:
         _b_name = v.name.encode()
-        out += _S119_pack(v.column_id, v.type, v.nullable, len(_b_name))
+        out += _S147_pack(v.column_id, v.type, v.nullable, len(_b_name))
         out += _b_name
     return bytes(out)
 
 def _d_clustering_range(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T123)
-    f_tag, f_reserved, f_min_ts, f_max_ts = _S122.unpack_from(mv, pos)
-    _r122 = pos
+        raise _short(pos, end, _T151)
+    f_tag, f_reserved, f_min_ts, f_max_ts = _S150.unpack_from(mv, pos)
+    _r150 = pos
     pos += 24
     _v = _RANGETAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown range_tag value', offset=_r122, path='tag', expected=[0, 1, 2], found=f_tag)
+        raise ConstraintError('unknown range_tag value', offset=_r150, path='tag', expected=[0, 1, 2], found=f_tag)
     f_tag = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_tag == 2) or ((f_min_ts == 0) and (f_max_ts == 0))):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
     if not ((f_tag != 2) or (f_min_ts <= f_max_ts)):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
     _obj = _new(ClusteringRange)
     _obj.tag = f_tag
     _obj.min_ts = f_min_ts
@@ -19106,16 +19651,16 @@ def _d_clustering_range(mv, pos, end):
     return _obj, pos
 
 def _u_clustering_range(mv, pos, end):
-    f_tag, f_reserved, f_min_ts, f_max_ts = _S122.unpack_from(mv, pos)
-    _r122 = pos
+    f_tag, f_reserved, f_min_ts, f_max_ts = _S150.unpack_from(mv, pos)
+    _r150 = pos
     pos += 24
     f_tag = _RANGETAG_BY_VALUE[f_tag]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
     if not (f_tag != 2 or f_min_ts <= f_max_ts):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
     _obj = _new(ClusteringRange)
     _obj.tag = f_tag
     _obj.min_ts = f_min_ts
@@ -19126,22 +19671,23 @@ def _m_clustering_range(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S122_unpack_from = _S122.unpack_from
+    _end = end
+    _S150_unpack_from = _S150.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_tag, f_reserved, f_min_ts, f_max_ts = _S122_unpack_from(mv, pos)
-            _r122 = pos
+            f_tag, f_reserved, f_min_ts, f_max_ts = _S150_unpack_from(mv, pos)
+            _r150 = pos
             pos += 24
             f_tag = _RANGETAG_BY_VALUE[f_tag]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
             if not (f_tag != 2 or f_min_ts <= f_max_ts):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
             _obj = _new(ClusteringRange)
             _obj.tag = f_tag
             _obj.min_ts = f_min_ts
@@ -19149,20 +19695,20 @@ def _m_clustering_range(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_clustering_range, 'clustering_range', mv, _rs, end, (), _out)
+        return _decode_many(_d_clustering_range, 'clustering_range', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_clustering_range, 'clustering_range', mv, _rs, end, (), _out)
+        return _decode_many(_d_clustering_range, 'clustering_range', mv, _rs, _end, (), _out)
     return _out
 
 def _e_clustering_range(out, v):
-    out += _S122.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+    out += _S150.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
 
 def _em_clustering_range(values):
     out = bytearray()
-    _S122_pack = _S122.pack
+    _S150_pack = _S150.pack
     for v in values:
-        out += _S122_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+        out += _S150_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
     return bytes(out)
 
 def _d_tsr1_body(mv, pos, end, p_segment_count):
@@ -19180,20 +19726,20 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
     try:
         for _i in range(_c):
             if pos + 24 > end:
-                raise _short(pos, end, _T123)
-            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S122.unpack_from(mv, pos)
-            _r122 = pos
+                raise _short(pos, end, _T151)
+            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
+            _r150 = pos
             pos += 24
             _v = _RANGETAG_BY_VALUE.get(_clustering_range_f_tag)
             if _v is None:
-                raise ConstraintError('unknown range_tag value', offset=_r122, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value', offset=_r150, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
             _clustering_range_f_tag = _v
             if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
             if not ((_clustering_range_f_tag == 2) or ((_clustering_range_f_min_ts == 0) and (_clustering_range_f_max_ts == 0))):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
             if not ((_clustering_range_f_tag != 2) or (_clustering_range_f_min_ts <= _clustering_range_f_max_ts)):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
             _clustering_range__obj = _new(ClusteringRange)
             _clustering_range__obj.tag = _clustering_range_f_tag
             _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19216,16 +19762,16 @@ def _u_tsr1_body(mv, pos, end, p_segment_count):
         raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
     f_ranges = []
     for _i in range(f_count):
-        _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S122.unpack_from(mv, pos)
-        _r122 = pos
+        _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
+        _r150 = pos
         pos += 24
         _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
         if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
         if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
         if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
         _clustering_range__obj = _new(ClusteringRange)
         _clustering_range__obj.tag = _clustering_range_f_tag
         _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19239,8 +19785,9 @@ def _m_tsr1_body(mv, pos, end, p_segment_count):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S122_unpack_from = _S122.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
+    _S150_unpack_from = _S150.unpack_from
     try:
         while True:
             if pos >= end:
@@ -19255,16 +19802,16 @@ def _m_tsr1_body(mv, pos, end, p_segment_count):
                 raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
             f_ranges = []
             for _i in range(f_count):
-                _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S122_unpack_from(mv, pos)
-                _r122 = pos
+                _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S150_unpack_from(mv, pos)
+                _r150 = pos
                 pos += 24
                 _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
                 if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
                 if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
                 if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
                 _clustering_range__obj = _new(ClusteringRange)
                 _clustering_range__obj.tag = _clustering_range_f_tag
                 _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19275,10 +19822,10 @@ def _m_tsr1_body(mv, pos, end, p_segment_count):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_tsr1_body, 'tsr1_body', mv, _rs, end, (p_segment_count, ), _out)
+        return _decode_many(_d_tsr1_body, 'tsr1_body', mv, _rs, _end, (p_segment_count, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_tsr1_body, 'tsr1_body', mv, _rs, end, (p_segment_count, ), _out)
+        return _decode_many(_d_tsr1_body, 'tsr1_body', mv, _rs, _end, (p_segment_count, ), _out)
     return _out
 
 def _e_tsr1_body(out, v, p_segment_count):
@@ -19286,29 +19833,29 @@ def _e_tsr1_body(out, v, p_segment_count):
     if len(v.ranges) != len(v.ranges):
         raise EncodeError('expected ' + str(len(v.ranges)) + ' items, found ' + str(len(v.ranges)), path='ranges')
     for _x in v.ranges:
-        out += _S122.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
+        out += _S150.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
 
 def _em_tsr1_body(values, p_segment_count):
     out = bytearray()
-    _S122_pack = _S122.pack
     _S13_pack = _S13.pack
+    _S150_pack = _S150.pack
     for v in values:
         out += _S13_pack(len(v.ranges))
         if len(v.ranges) != len(v.ranges):
             raise EncodeError('expected ' + str(len(v.ranges)) + ' items, found ' + str(len(v.ranges)), path='ranges')
         for _x in v.ranges:
-            out += _S122_pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
+            out += _S150_pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
     return bytes(out)
 
 def _d_graph_object(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T129)
-    f_artifact_id, f_length, f_checksum = _S128.unpack_from(mv, pos)
-    _r128 = pos
+        raise _short(pos, end, _T157)
+    f_artifact_id, f_length, f_checksum = _S156.unpack_from(mv, pos)
+    _r156 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not (f_artifact_id != 0):
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r128, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
     _obj = _new(GraphObject)
     _obj.artifact_id = f_artifact_id
     _obj.length = f_length
@@ -19316,12 +19863,12 @@ def _d_graph_object(mv, pos, end):
     return _obj, pos
 
 def _u_graph_object(mv, pos, end):
-    f_artifact_id, f_length, f_checksum = _S128.unpack_from(mv, pos)
-    _r128 = pos
+    f_artifact_id, f_length, f_checksum = _S156.unpack_from(mv, pos)
+    _r156 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not f_artifact_id != 0:
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r128, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
     _obj = _new(GraphObject)
     _obj.artifact_id = f_artifact_id
     _obj.length = f_length
@@ -19332,18 +19879,19 @@ def _m_graph_object(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S128_unpack_from = _S128.unpack_from
+    _end = end
+    _S156_unpack_from = _S156.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_artifact_id, f_length, f_checksum = _S128_unpack_from(mv, pos)
-            _r128 = pos
+            f_artifact_id, f_length, f_checksum = _S156_unpack_from(mv, pos)
+            _r156 = pos
             pos += 32
             f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
             if not f_artifact_id != 0:
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r128, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
             _obj = _new(GraphObject)
             _obj.artifact_id = f_artifact_id
             _obj.length = f_length
@@ -19351,25 +19899,25 @@ def _m_graph_object(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_object, 'graph_object', mv, _rs, end, (), _out)
+        return _decode_many(_d_graph_object, 'graph_object', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_object, 'graph_object', mv, _rs, end, (), _out)
+        return _decode_many(_d_graph_object, 'graph_object', mv, _rs, _end, (), _out)
     return _out
 
 def _e_graph_object(out, v):
-    out += _S128.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
+    out += _S156.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
 
 def _em_graph_object(values):
     out = bytearray()
-    _S128_pack = _S128.pack
+    _S156_pack = _S156.pack
     for v in values:
-        out += _S128_pack(v.artifact_id.to_bytes(16, 'little', signed=False), v.length, v.checksum)
+        out += _S156_pack(v.artifact_id.to_bytes(16, 'little', signed=False), v.length, v.checksum)
     return bytes(out)
 
 def _d_zgen_row(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T131)
+        raise _short(pos, end, _T159)
     f_after_sequence, f_increment_count = _S59.unpack_from(mv, pos)
     _r59 = pos
     pos += 16
@@ -19395,6 +19943,7 @@ def _m_zgen_row(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S59_unpack_from = _S59.unpack_from
     try:
         while True:
@@ -19412,10 +19961,10 @@ def _m_zgen_row(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgen_row, 'zgen_row', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgen_row, 'zgen_row', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgen_row, 'zgen_row', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgen_row, 'zgen_row', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgen_row(out, v):
@@ -19430,7 +19979,7 @@ def _em_zgen_row(values):
 
 def _d_zgen_extension(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T130)
+        raise _short(pos, end, _T158)
     f_magic, f_version, f_counted_through = _S80.unpack_from(mv, pos)
     _r80 = pos
     pos += 16
@@ -19468,7 +20017,7 @@ def _d_zgen_extension(mv, pos, end):
         try:
             for _i in range(_c):
                 if pos + 16 > end:
-                    raise _short(pos, end, _T131)
+                    raise _short(pos, end, _T159)
                 _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                 _r59 = pos
                 pos += 16
@@ -19542,6 +20091,7 @@ def _m_zgen_extension(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S13_unpack_from = _S13.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
@@ -19599,10 +20149,10 @@ def _m_zgen_extension(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgen_extension, 'zgen_extension', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgen_extension, 'zgen_extension', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgen_extension, 'zgen_extension', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgen_extension, 'zgen_extension', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgen_extension(out, v):
@@ -19641,14 +20191,14 @@ def _em_zgen_extension(values):
 
 def _d_graph_section(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T126)
-    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S125.unpack_from(mv, pos)
-    _r125 = pos
+        raise _short(pos, end, _T154)
+    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S153.unpack_from(mv, pos)
+    _r153 = pos
     pos += 20
     if not (f_graph_present == 1):
-        raise ConstraintError('graph_present must be 1', offset=_r125, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_r153, path='graph_present', expected='graph_present == 1', found=f_graph_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _n = f_state_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_n)
@@ -19665,7 +20215,7 @@ def _d_graph_section(mv, pos, end):
         raise ConstraintError('section size mismatch', offset=_sec_state, path='state', expected=end - _sec_state, found=pos - _sec_state)
     end = _outer_end_state
     if pos + 4 > end:
-        raise _short(pos, end, _T127)
+        raise _short(pos, end, _T155)
     f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     _c = f_object_count
@@ -19675,13 +20225,13 @@ def _d_graph_section(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T129)
-            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S128.unpack_from(mv, pos)
-            _r128 = pos
+                raise _short(pos, end, _T157)
+            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S156.unpack_from(mv, pos)
+            _r156 = pos
             pos += 32
             _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
             if not (_graph_object_f_artifact_id != 0):
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r128, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
             _graph_object__obj = _new(GraphObject)
             _graph_object__obj.artifact_id = _graph_object_f_artifact_id
             _graph_object__obj.length = _graph_object_f_length
@@ -19699,7 +20249,7 @@ def _d_graph_section(mv, pos, end):
             _ip = pos
             try:
                 if pos + 16 > end:
-                    raise _short(pos, end, _T130)
+                    raise _short(pos, end, _T158)
                 _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                 _zgen_extension___r80 = pos
                 pos += 16
@@ -19737,7 +20287,7 @@ def _d_graph_section(mv, pos, end):
                     try:
                         for _zgen_extension___i in range(_zgen_extension___c):
                             if pos + 16 > end:
-                                raise _short(pos, end, _T131)
+                                raise _short(pos, end, _T159)
                             _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                             _zgen_extension___r59 = pos
                             pos += 16
@@ -19774,13 +20324,13 @@ def _d_graph_section(mv, pos, end):
     return _obj, pos
 
 def _u_graph_section(mv, pos, end):
-    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S125.unpack_from(mv, pos)
-    _r125 = pos
+    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S153.unpack_from(mv, pos)
+    _r153 = pos
     pos += 20
     if not f_graph_present == 1:
-        raise ConstraintError('graph_present must be 1', offset=_r125, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_r153, path='graph_present', expected='graph_present == 1', found=f_graph_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
     if pos + f_state_len > end:
@@ -19800,12 +20350,12 @@ def _u_graph_section(mv, pos, end):
         raise TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
     f_objects = []
     for _i in range(f_object_count):
-        _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S128.unpack_from(mv, pos)
-        _r128 = pos
+        _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S156.unpack_from(mv, pos)
+        _r156 = pos
         pos += 32
         _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_object_f_artifact_id != 0:
-            raise ConstraintError('artifact ids are non-zero nonces', offset=_r128, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+            raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
         _graph_object__obj = _new(GraphObject)
         _graph_object__obj.artifact_id = _graph_object_f_artifact_id
         _graph_object__obj.length = _graph_object_f_length
@@ -19879,9 +20429,10 @@ def _m_graph_section(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S125_unpack_from = _S125.unpack_from
-    _S128_unpack_from = _S128.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
+    _S153_unpack_from = _S153.unpack_from
+    _S156_unpack_from = _S156.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
@@ -19889,13 +20440,13 @@ def _m_graph_section(mv, pos, end):
             if pos >= end:
                 break
             _rs = pos
-            f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S125_unpack_from(mv, pos)
-            _r125 = pos
+            f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S153_unpack_from(mv, pos)
+            _r153 = pos
             pos += 20
             if not f_graph_present == 1:
-                raise ConstraintError('graph_present must be 1', offset=_r125, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+                raise ConstraintError('graph_present must be 1', offset=_r153, path='graph_present', expected='graph_present == 1', found=f_graph_present)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
             if pos + f_state_len > end:
@@ -19915,12 +20466,12 @@ def _m_graph_section(mv, pos, end):
                 raise TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
             f_objects = []
             for _i in range(f_object_count):
-                _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S128_unpack_from(mv, pos)
-                _r128 = pos
+                _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S156_unpack_from(mv, pos)
+                _r156 = pos
                 pos += 32
                 _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_r128, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
                 _graph_object__obj = _new(GraphObject)
                 _graph_object__obj.artifact_id = _graph_object_f_artifact_id
                 _graph_object__obj.length = _graph_object_f_length
@@ -19991,15 +20542,15 @@ def _m_graph_section(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_section, 'graph_section', mv, _rs, end, (), _out)
+        return _decode_many(_d_graph_section, 'graph_section', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_section, 'graph_section', mv, _rs, end, (), _out)
+        return _decode_many(_d_graph_section, 'graph_section', mv, _rs, _end, (), _out)
     return _out
 
 def _e_graph_section(out, v):
     _at_state_len = len(out) + 16
-    out += _S125.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
+    out += _S153.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
     _ps = len(out)
     _commit_state__v = v.state
     out += _S82.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -20062,7 +20613,7 @@ def _e_graph_section(out, v):
     if len(v.objects) != len(v.objects):
         raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
     for _x in v.objects:
-        out += _S128.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
+        out += _S156.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
     for _x in v.zgen:
         out += _S80.pack(1313163098, _x.version, _x.counted_through)
         if _x.version == 2:
@@ -20079,9 +20630,9 @@ def _e_graph_section(out, v):
 
 def _em_graph_section(values):
     out = bytearray()
-    _S125_pack = _S125.pack
-    _S128_pack = _S128.pack
     _S13_pack = _S13.pack
+    _S153_pack = _S153.pack
+    _S156_pack = _S156.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -20092,7 +20643,7 @@ def _em_graph_section(values):
     _S82_pack = _S82.pack
     for v in values:
         _at_state_len = len(out) + 16
-        out += _S125_pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
+        out += _S153_pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
         _ps = len(out)
         _commit_state__v = v.state
         out += _S82_pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -20155,7 +20706,7 @@ def _em_graph_section(values):
         if len(v.objects) != len(v.objects):
             raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
         for _x in v.objects:
-            out += _S128_pack(_x.artifact_id.to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
+            out += _S156_pack(_x.artifact_id.to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
         for _x in v.zgen:
             out += _S80_pack(1313163098, _x.version, _x.counted_through)
             if _x.version == 2:
@@ -20173,7 +20724,7 @@ def _em_graph_section(values):
 
 def _d_zgr3_body(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T124)
+        raise _short(pos, end, _T152)
     f_section_len, = _S13.unpack_from(mv, pos)
     pos += 4
     _n = f_section_len
@@ -20186,14 +20737,14 @@ def _d_zgr3_body(mv, pos, end):
     _sec_graph = pos
     try:
         if pos + 20 > end:
-            raise _short(pos, end, _T126)
-        _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S125.unpack_from(mv, pos)
-        _graph_section___r125 = pos
+            raise _short(pos, end, _T154)
+        _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S153.unpack_from(mv, pos)
+        _graph_section___r153 = pos
         pos += 20
         if not _graph_section__f_graph_present == 1:
-            raise ConstraintError('graph_present must be 1', offset=_graph_section___r125, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+            raise ConstraintError('graph_present must be 1', offset=_graph_section___r153, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
         if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
         _graph_section___n = _graph_section__f_state_len
         if _graph_section___n < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section___n)
@@ -20210,7 +20761,7 @@ def _d_zgr3_body(mv, pos, end):
             raise ConstraintError('section size mismatch', offset=_graph_section___sec_state, path='state', expected=end - _graph_section___sec_state, found=pos - _graph_section___sec_state)
         end = _graph_section___outer_end_state
         if pos + 4 > end:
-            raise _short(pos, end, _T127)
+            raise _short(pos, end, _T155)
         _graph_section__f_object_count, = _S13.unpack_from(mv, pos)
         pos += 4
         _graph_section___c = _graph_section__f_object_count
@@ -20220,13 +20771,13 @@ def _d_zgr3_body(mv, pos, end):
         try:
             for _graph_section___i in range(_graph_section___c):
                 if pos + 32 > end:
-                    raise _short(pos, end, _T129)
-                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S128.unpack_from(mv, pos)
-                _graph_section___r128 = pos
+                    raise _short(pos, end, _T157)
+                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S156.unpack_from(mv, pos)
+                _graph_section___r156 = pos
                 pos += 32
                 _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_section___graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r128, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
                 _graph_section___graph_object__obj = _new(GraphObject)
                 _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
                 _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -20244,7 +20795,7 @@ def _d_zgr3_body(mv, pos, end):
                 _graph_section___ip = pos
                 try:
                     if pos + 16 > end:
-                        raise _short(pos, end, _T130)
+                        raise _short(pos, end, _T158)
                     _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                     _graph_section___zgen_extension___r80 = pos
                     pos += 16
@@ -20282,7 +20833,7 @@ def _d_zgr3_body(mv, pos, end):
                         try:
                             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                                 if pos + 16 > end:
-                                    raise _short(pos, end, _T131)
+                                    raise _short(pos, end, _T159)
                                 _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                                 _graph_section___zgen_extension___r59 = pos
                                 pos += 16
@@ -20327,7 +20878,7 @@ def _d_zgr3_body(mv, pos, end):
     return _obj, pos
 
 def _u_zgr3_body(mv, pos, end):
-    f_section_len, = _S13.unpack_from(mv, pos)
+    f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S161.unpack_from(mv, pos)
     pos += 4
     if f_section_len < 0:
         raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=f_section_len)
@@ -20336,15 +20887,16 @@ def _u_zgr3_body(mv, pos, end):
     _outer_end_graph = end
     end = pos + f_section_len
     _sec_graph = pos
-    _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S125.unpack_from(mv, pos)
-    _graph_section___r125 = pos
+    _graph_section___r153 = pos
     pos += 20
     if not _graph_section__f_graph_present == 1:
-        raise ConstraintError('graph_present must be 1', offset=_graph_section___r125, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_graph_section___r153, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
     if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
     if _graph_section__f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section__f_state_len)
+    if pos + _graph_section__f_state_len > end:
+        raise TruncatedError('section needs ' + str(_graph_section__f_state_len) + ' bytes', offset=pos, path='state', expected=_graph_section__f_state_len, found=end - pos)
     _graph_section___outer_end_state = end
     end = pos + _graph_section__f_state_len
     _graph_section___sec_state = pos
@@ -20360,12 +20912,12 @@ def _u_zgr3_body(mv, pos, end):
         raise TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
     _graph_section__f_objects = []
     for _graph_section___i in range(_graph_section__f_object_count):
-        _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S128.unpack_from(mv, pos)
-        _graph_section___r128 = pos
+        _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S156.unpack_from(mv, pos)
+        _graph_section___r156 = pos
         pos += 32
         _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_section___graph_object_f_artifact_id != 0:
-            raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r128, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+            raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
         _graph_section___graph_object__obj = _new(GraphObject)
         _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
         _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -20444,9 +20996,10 @@ def _m_zgr3_body(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S125_unpack_from = _S125.unpack_from
-    _S128_unpack_from = _S128.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
+    _S156_unpack_from = _S156.unpack_from
+    _S161_unpack_from = _S161.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
@@ -20454,7 +21007,7 @@ def _m_zgr3_body(mv, pos, end):
             if pos >= end:
                 break
             _rs = pos
-            f_section_len, = _S13_unpack_from(mv, pos)
+            f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S161_unpack_from(mv, pos)
             pos += 4
             if f_section_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=f_section_len)
@@ -20463,15 +21016,16 @@ def _m_zgr3_body(mv, pos, end):
             _outer_end_graph = end
             end = pos + f_section_len
             _sec_graph = pos
-            _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S125_unpack_from(mv, pos)
-            _graph_section___r125 = pos
+            _graph_section___r153 = pos
             pos += 20
             if not _graph_section__f_graph_present == 1:
-                raise ConstraintError('graph_present must be 1', offset=_graph_section___r125, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+                raise ConstraintError('graph_present must be 1', offset=_graph_section___r153, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
             if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
             if _graph_section__f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section__f_state_len)
+            if pos + _graph_section__f_state_len > end:
+                raise TruncatedError('section needs ' + str(_graph_section__f_state_len) + ' bytes', offset=pos, path='state', expected=_graph_section__f_state_len, found=end - pos)
             _graph_section___outer_end_state = end
             end = pos + _graph_section__f_state_len
             _graph_section___sec_state = pos
@@ -20487,12 +21041,12 @@ def _m_zgr3_body(mv, pos, end):
                 raise TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
             _graph_section__f_objects = []
             for _graph_section___i in range(_graph_section__f_object_count):
-                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S128_unpack_from(mv, pos)
-                _graph_section___r128 = pos
+                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S156_unpack_from(mv, pos)
+                _graph_section___r156 = pos
                 pos += 32
                 _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_section___graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r128, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
                 _graph_section___graph_object__obj = _new(GraphObject)
                 _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
                 _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -20568,10 +21122,10 @@ def _m_zgr3_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgr3_body, 'zgr3_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgr3_body, 'zgr3_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgr3_body, 'zgr3_body', mv, _rs, end, (), _out)
+        return _decode_many(_d_zgr3_body, 'zgr3_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgr3_body(out, v):
@@ -20580,7 +21134,7 @@ def _e_zgr3_body(out, v):
     _ps = len(out)
     _graph_section__v = v.graph
     _graph_section___at_state_len = len(out) + 16
-    out += _S125.pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
+    out += _S153.pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
     _graph_section___ps = len(out)
     _graph_section___commit_state__v = _graph_section__v.state
     out += _S82.pack(_graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.generation, _graph_section___commit_state__v.sequence, _graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -20643,7 +21197,7 @@ def _e_zgr3_body(out, v):
     if len(_graph_section__v.objects) != len(_graph_section__v.objects):
         raise EncodeError('expected ' + str(len(_graph_section__v.objects)) + ' items, found ' + str(len(_graph_section__v.objects)), path='objects')
     for _graph_section___x in _graph_section__v.objects:
-        out += _S128.pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
+        out += _S156.pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
     for _graph_section___x in _graph_section__v.zgen:
         out += _S80.pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through)
         if _graph_section___x.version == 2:
@@ -20662,9 +21216,9 @@ def _e_zgr3_body(out, v):
 
 def _em_zgr3_body(values):
     out = bytearray()
-    _S125_pack = _S125.pack
-    _S128_pack = _S128.pack
     _S13_pack = _S13.pack
+    _S153_pack = _S153.pack
+    _S156_pack = _S156.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -20679,7 +21233,7 @@ def _em_zgr3_body(values):
         _ps = len(out)
         _graph_section__v = v.graph
         _graph_section___at_state_len = len(out) + 16
-        out += _S125_pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
+        out += _S153_pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
         _graph_section___ps = len(out)
         _graph_section___commit_state__v = _graph_section__v.state
         out += _S82_pack(_graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.generation, _graph_section___commit_state__v.sequence, _graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -20742,7 +21296,7 @@ def _em_zgr3_body(values):
         if len(_graph_section__v.objects) != len(_graph_section__v.objects):
             raise EncodeError('expected ' + str(len(_graph_section__v.objects)) + ' items, found ' + str(len(_graph_section__v.objects)), path='objects')
         for _graph_section___x in _graph_section__v.objects:
-            out += _S128_pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
+            out += _S156_pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
         for _graph_section___x in _graph_section__v.zgen:
             out += _S80_pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through)
             if _graph_section___x.version == 2:
@@ -20762,7 +21316,7 @@ def _em_zgr3_body(values):
 
 def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     if pos + 4 > end:
-        raise _short(pos, end, _T121)
+        raise _short(pos, end, _T149)
     f_tag, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -20788,20 +21342,20 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
             try:
                 for _tsr1_body___i in range(_tsr1_body___c):
                     if pos + 24 > end:
-                        raise _short(pos, end, _T123)
-                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S122.unpack_from(mv, pos)
-                    _tsr1_body___r122 = pos
+                        raise _short(pos, end, _T151)
+                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
+                    _tsr1_body___r150 = pos
                     pos += 24
                     _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
                     if _tsr1_body___v is None:
-                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r122, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
                     _tsr1_body___clustering_range_f_tag = _tsr1_body___v
                     if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
                     if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
                     if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
                     _tsr1_body___clustering_range__obj = _new(ClusteringRange)
                     _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
                     _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -20818,7 +21372,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     elif _tag == 861030234:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T124)
+                raise _short(pos, end, _T152)
             _zgr3_body__f_section_len, = _S13.unpack_from(mv, pos)
             pos += 4
             _zgr3_body___n = _zgr3_body__f_section_len
@@ -20831,14 +21385,14 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _zgr3_body___sec_graph = pos
             try:
                 if pos + 20 > end:
-                    raise _short(pos, end, _T126)
-                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S125.unpack_from(mv, pos)
-                _zgr3_body___graph_section___r125 = pos
+                    raise _short(pos, end, _T154)
+                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S153.unpack_from(mv, pos)
+                _zgr3_body___graph_section___r153 = pos
                 pos += 20
                 if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r125, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r153, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
                 if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
                 _zgr3_body___graph_section___n = _zgr3_body___graph_section__f_state_len
                 if _zgr3_body___graph_section___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section___n)
@@ -20855,7 +21409,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                     raise ConstraintError('section size mismatch', offset=_zgr3_body___graph_section___sec_state, path='state', expected=end - _zgr3_body___graph_section___sec_state, found=pos - _zgr3_body___graph_section___sec_state)
                 end = _zgr3_body___graph_section___outer_end_state
                 if pos + 4 > end:
-                    raise _short(pos, end, _T127)
+                    raise _short(pos, end, _T155)
                 _zgr3_body___graph_section__f_object_count, = _S13.unpack_from(mv, pos)
                 pos += 4
                 _zgr3_body___graph_section___c = _zgr3_body___graph_section__f_object_count
@@ -20865,13 +21419,13 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 try:
                     for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section___c):
                         if pos + 32 > end:
-                            raise _short(pos, end, _T129)
-                        _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S128.unpack_from(mv, pos)
-                        _zgr3_body___graph_section___r128 = pos
+                            raise _short(pos, end, _T157)
+                        _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S156.unpack_from(mv, pos)
+                        _zgr3_body___graph_section___r156 = pos
                         pos += 32
                         _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
                         if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                            raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r128, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                            raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
                         _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
                         _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
                         _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -20889,7 +21443,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                         _zgr3_body___graph_section___ip = pos
                         try:
                             if pos + 16 > end:
-                                raise _short(pos, end, _T130)
+                                raise _short(pos, end, _T158)
                             _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                             _zgr3_body___graph_section___zgen_extension___r80 = pos
                             pos += 16
@@ -20927,7 +21481,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                                 try:
                                     for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                                         if pos + 16 > end:
-                                            raise _short(pos, end, _T131)
+                                            raise _short(pos, end, _T159)
                                         _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                                         _zgr3_body___graph_section___zgen_extension___r59 = pos
                                         pos += 16
@@ -20993,7 +21547,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     return _obj, pos
 
 def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
-    f_tag, = _S13.unpack_from(mv, pos)
+    f_tag, _tsr1_body__f_count = _S41.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
     if not (f_tag == 827478868 or f_tag == 861030234):
@@ -21001,7 +21555,6 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
     if not (f_tag != 861030234 or p_version == 3):
         raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_r13, path='tag', expected='tag != 0x3352475a or version == 3', found=f_tag)
     if f_tag == 827478868:
-        _tsr1_body__f_count, = _S13.unpack_from(mv, pos)
         _tsr1_body___r13 = pos
         pos += 4
         if not _tsr1_body__f_count == p_segment_count:
@@ -21010,19 +21563,19 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             raise TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
         _tsr1_body__f_ranges = []
         for _tsr1_body___i in range(_tsr1_body__f_count):
-            _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S122.unpack_from(mv, pos)
-            _tsr1_body___r122 = pos
+            _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
+            _tsr1_body___r150 = pos
             pos += 24
             _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
             if _tsr1_body___v is None:
-                raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r122, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
             _tsr1_body___clustering_range_f_tag = _tsr1_body___v
             if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
             if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
             if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
             _tsr1_body___clustering_range__obj = _new(ClusteringRange)
             _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
             _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -21032,22 +21585,25 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _tsr1_body___obj.ranges = _tsr1_body__f_ranges
         f_body = _tsr1_body___obj
     elif f_tag == 861030234:
-        _zgr3_body__f_section_len, = _S13.unpack_from(mv, pos)
+        _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S161.unpack_from(mv, pos)
         pos += 4
         if _zgr3_body__f_section_len < 0:
             raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body__f_section_len)
+        if pos + _zgr3_body__f_section_len > end:
+            raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes', offset=pos, path='graph', expected=_zgr3_body__f_section_len, found=end - pos)
         _zgr3_body___outer_end_graph = end
         end = pos + _zgr3_body__f_section_len
         _zgr3_body___sec_graph = pos
-        _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S125.unpack_from(mv, pos)
-        _zgr3_body___graph_section___r125 = pos
+        _zgr3_body___graph_section___r153 = pos
         pos += 20
         if not _zgr3_body___graph_section__f_graph_present == 1:
-            raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r125, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+            raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r153, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
         if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
         if _zgr3_body___graph_section__f_state_len < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section__f_state_len)
+        if pos + _zgr3_body___graph_section__f_state_len > end:
+            raise TruncatedError('section needs ' + str(_zgr3_body___graph_section__f_state_len) + ' bytes', offset=pos, path='state', expected=_zgr3_body___graph_section__f_state_len, found=end - pos)
         _zgr3_body___graph_section___outer_end_state = end
         end = pos + _zgr3_body___graph_section__f_state_len
         _zgr3_body___graph_section___sec_state = pos
@@ -21063,12 +21619,12 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             raise TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
         _zgr3_body___graph_section__f_objects = []
         for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
-            _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S128.unpack_from(mv, pos)
-            _zgr3_body___graph_section___r128 = pos
+            _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S156.unpack_from(mv, pos)
+            _zgr3_body___graph_section___r156 = pos
             pos += 32
             _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
             if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r128, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
             _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
             _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
             _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -21163,10 +21719,12 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S122_unpack_from = _S122.unpack_from
-    _S125_unpack_from = _S125.unpack_from
-    _S128_unpack_from = _S128.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
+    _S150_unpack_from = _S150.unpack_from
+    _S156_unpack_from = _S156.unpack_from
+    _S161_unpack_from = _S161.unpack_from
+    _S41_unpack_from = _S41.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S80_unpack_from = _S80.unpack_from
@@ -21175,7 +21733,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
             if pos >= end:
                 break
             _rs = pos
-            f_tag, = _S13_unpack_from(mv, pos)
+            f_tag, _tsr1_body__f_count = _S41_unpack_from(mv, pos)
             _r13 = pos
             pos += 4
             if not (f_tag == 827478868 or f_tag == 861030234):
@@ -21183,7 +21741,6 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
             if not (f_tag != 861030234 or p_version == 3):
                 raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_r13, path='tag', expected='tag != 0x3352475a or version == 3', found=f_tag)
             if f_tag == 827478868:
-                _tsr1_body__f_count, = _S13_unpack_from(mv, pos)
                 _tsr1_body___r13 = pos
                 pos += 4
                 if not _tsr1_body__f_count == p_segment_count:
@@ -21192,19 +21749,19 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
                     raise TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
                 _tsr1_body__f_ranges = []
                 for _tsr1_body___i in range(_tsr1_body__f_count):
-                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S122_unpack_from(mv, pos)
-                    _tsr1_body___r122 = pos
+                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S150_unpack_from(mv, pos)
+                    _tsr1_body___r150 = pos
                     pos += 24
                     _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
                     if _tsr1_body___v is None:
-                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r122, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
                     _tsr1_body___clustering_range_f_tag = _tsr1_body___v
                     if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r122 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
                     if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r122 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
                     if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r122 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
                     _tsr1_body___clustering_range__obj = _new(ClusteringRange)
                     _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
                     _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -21214,22 +21771,25 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 _tsr1_body___obj.ranges = _tsr1_body__f_ranges
                 f_body = _tsr1_body___obj
             elif f_tag == 861030234:
-                _zgr3_body__f_section_len, = _S13_unpack_from(mv, pos)
+                _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S161_unpack_from(mv, pos)
                 pos += 4
                 if _zgr3_body__f_section_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body__f_section_len)
+                if pos + _zgr3_body__f_section_len > end:
+                    raise TruncatedError('section needs ' + str(_zgr3_body__f_section_len) + ' bytes', offset=pos, path='graph', expected=_zgr3_body__f_section_len, found=end - pos)
                 _zgr3_body___outer_end_graph = end
                 end = pos + _zgr3_body__f_section_len
                 _zgr3_body___sec_graph = pos
-                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S125_unpack_from(mv, pos)
-                _zgr3_body___graph_section___r125 = pos
+                _zgr3_body___graph_section___r153 = pos
                 pos += 20
                 if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r125, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r153, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
                 if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r125 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
                 if _zgr3_body___graph_section__f_state_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section__f_state_len)
+                if pos + _zgr3_body___graph_section__f_state_len > end:
+                    raise TruncatedError('section needs ' + str(_zgr3_body___graph_section__f_state_len) + ' bytes', offset=pos, path='state', expected=_zgr3_body___graph_section__f_state_len, found=end - pos)
                 _zgr3_body___graph_section___outer_end_state = end
                 end = pos + _zgr3_body___graph_section__f_state_len
                 _zgr3_body___graph_section___sec_state = pos
@@ -21245,12 +21805,12 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
                     raise TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
                 _zgr3_body___graph_section__f_objects = []
                 for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
-                    _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S128_unpack_from(mv, pos)
-                    _zgr3_body___graph_section___r128 = pos
+                    _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S156_unpack_from(mv, pos)
+                    _zgr3_body___graph_section___r156 = pos
                     pos += 32
                     _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
                     if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                        raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r128, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                        raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
                     _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
                     _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
                     _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -21342,10 +21902,10 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_manifest_extension, 'manifest_extension', mv, _rs, end, (p_version, p_segment_count, ), _out)
+        return _decode_many(_d_manifest_extension, 'manifest_extension', mv, _rs, _end, (p_version, p_segment_count, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_manifest_extension, 'manifest_extension', mv, _rs, end, (p_version, p_segment_count, ), _out)
+        return _decode_many(_d_manifest_extension, 'manifest_extension', mv, _rs, _end, (p_version, p_segment_count, ), _out)
     return _out
 
 def _e_manifest_extension(out, v, p_version, p_segment_count):
@@ -21358,7 +21918,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
             raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
         for _tsr1_body___x in _tsr1_body__v.ranges:
-            out += _S122.pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
+            out += _S150.pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
     elif _tag == 861030234:
         _zgr3_body__v = v.body
         _zgr3_body___at_section_len = len(out) + 0
@@ -21366,7 +21926,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         _zgr3_body___ps = len(out)
         _zgr3_body___graph_section__v = _zgr3_body__v.graph
         _zgr3_body___graph_section___at_state_len = len(out) + 16
-        out += _S125.pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
+        out += _S153.pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
         _zgr3_body___graph_section___ps = len(out)
         _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
         out += _S82.pack(_zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -21429,7 +21989,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
             raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
         for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
-            out += _S128.pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
+            out += _S156.pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
         for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.zgen:
             out += _S80.pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
             if _zgr3_body___graph_section___x.version == 2:
@@ -21454,10 +22014,10 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
 
 def _em_manifest_extension(values, p_version, p_segment_count):
     out = bytearray()
-    _S122_pack = _S122.pack
-    _S125_pack = _S125.pack
-    _S128_pack = _S128.pack
     _S13_pack = _S13.pack
+    _S150_pack = _S150.pack
+    _S153_pack = _S153.pack
+    _S156_pack = _S156.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -21476,7 +22036,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
                 raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
             for _tsr1_body___x in _tsr1_body__v.ranges:
-                out += _S122_pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
+                out += _S150_pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
         elif _tag == 861030234:
             _zgr3_body__v = v.body
             _zgr3_body___at_section_len = len(out) + 0
@@ -21484,7 +22044,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             _zgr3_body___ps = len(out)
             _zgr3_body___graph_section__v = _zgr3_body__v.graph
             _zgr3_body___graph_section___at_state_len = len(out) + 16
-            out += _S125_pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
+            out += _S153_pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
             _zgr3_body___graph_section___ps = len(out)
             _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
             out += _S82_pack(_zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -21547,7 +22107,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
                 raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
             for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
-                out += _S128_pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
+                out += _S156_pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
             for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.zgen:
                 out += _S80_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
                 if _zgr3_body___graph_section___x.version == 2:
@@ -21572,24 +22132,24 @@ def _em_manifest_extension(values, p_version, p_segment_count):
 
 def _d_manifest_payload(mv, pos, end, p_version):
     if pos + 32 > end:
-        raise _short(pos, end, _T105)
-    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S104.unpack_from(mv, pos)
-    _r104 = pos
+        raise _short(pos, end, _T133)
+    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S132.unpack_from(mv, pos)
+    _r132 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r104 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r132 + 28, path='reserved', expected=0, found=f_reserved)
     try:
         if pos + 24 > end:
-            raise _short(pos, end, _T107)
-        _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S106.unpack_from(mv, pos)
-        _epoch_alias___r106 = pos
+            raise _short(pos, end, _T135)
+        _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S134.unpack_from(mv, pos)
+        _epoch_alias___r134 = pos
         pos += 24
         if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-            raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r106, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+            raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r134, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
         if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
         if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-            raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+            raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
         _epoch_alias___obj = _new(EpochAlias)
         _epoch_alias___obj.present = _epoch_alias__f_present
         _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -21604,24 +22164,24 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 52 > end:
-                raise _short(pos, end, _T109)
-            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S108.unpack_from(mv, pos)
-            _r108 = pos
+                raise _short(pos, end, _T137)
+            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S136.unpack_from(mv, pos)
+            _r136 = pos
             pos += 52
             _v = _QUANTSCHEME_BY_VALUE.get(_manifest_segment_f_scheme)
             if _v is None:
                 if _manifest_segment_f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_r108 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r136 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_r136 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
             _manifest_segment_f_scheme = _v
             if _manifest_segment_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
             if not ((_manifest_segment_f_epoch_present == 0) or (_manifest_segment_f_epoch_present == 1)):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
             if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
             if not ((_manifest_segment_f_epoch_present == 1) or (_manifest_segment_f_embedding_epoch_id == 0)):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
             _manifest_segment__obj = _new(ManifestSegment)
             _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
             _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -21654,16 +22214,16 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T120)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119.unpack_from(mv, pos)
-            _r119 = pos
+                raise _short(pos, end, _T148)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147.unpack_from(mv, pos)
+            _r147 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r147 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -21688,7 +22248,81 @@ def _d_manifest_payload(mv, pos, end, p_version):
                 break
             _ip = pos
             try:
-                _x, pos = _d_manifest_extension(mv, pos, end, p_version, f_segment_count)
+                _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
+                if pos + 4 > end:
+                    raise _short(pos, end, _T149)
+                _manifest_extension__f_tag, = _S13.unpack_from(mv, pos)
+                _manifest_extension___r13 = pos
+                pos += 4
+                _manifest_extension___s_tag = _manifest_extension___r13
+                if not (_manifest_extension__f_tag == 827478868 or _manifest_extension__f_tag == 861030234):
+                    raise ConstraintError('unknown manifest extension', offset=_manifest_extension___r13, path='tag', expected='tag == 0x31525354 or tag == 0x3352475a', found=_manifest_extension__f_tag)
+                if not (_manifest_extension__f_tag != 861030234 or p_version == 3):
+                    raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_manifest_extension___r13, path='tag', expected='tag != 0x3352475a or version == 3', found=_manifest_extension__f_tag)
+                _manifest_extension___tag = _manifest_extension__f_tag
+                if _manifest_extension___tag == 827478868:
+                    try:
+                        if pos + 4 > end:
+                            raise _short(pos, end, _T20)
+                        _manifest_extension___tsr1_body__f_count, = _S13.unpack_from(mv, pos)
+                        _manifest_extension___tsr1_body___r13 = pos
+                        pos += 4
+                        if not _manifest_extension___tsr1_body__f_count == f_segment_count:
+                            raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
+                        _manifest_extension___tsr1_body___c = _manifest_extension___tsr1_body__f_count
+                        if _manifest_extension___tsr1_body___c < 0 or _manifest_extension___tsr1_body___c * 24 > end - pos:
+                            raise TruncatedError('count ' + str(_manifest_extension___tsr1_body___c) + ' needs at least ' + str(_manifest_extension___tsr1_body___c * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body___c * 24, found=end - pos)
+                        _manifest_extension___tsr1_body__f_ranges = []
+                        try:
+                            for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body___c):
+                                if pos + 24 > end:
+                                    raise _short(pos, end, _T151)
+                                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
+                                _manifest_extension___tsr1_body___r150 = pos
+                                pos += 24
+                                _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
+                                if _manifest_extension___tsr1_body___v is None:
+                                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                                _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
+                                if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                                if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
+                                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                                if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
+                                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                                _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
+                                _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
+                                _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
+                                _manifest_extension___tsr1_body___clustering_range__obj.max_ts = _manifest_extension___tsr1_body___clustering_range_f_max_ts
+                                _manifest_extension___tsr1_body___x = _manifest_extension___tsr1_body___clustering_range__obj
+                                _manifest_extension___tsr1_body__f_ranges.append(_manifest_extension___tsr1_body___x)
+                        except DecodeError as _exc:
+                            raise _exc.prefixed('[' + str(_manifest_extension___tsr1_body___i) + ']').prefixed('ranges') from None
+                        _manifest_extension___tsr1_body___obj = _new(Tsr1Body)
+                        _manifest_extension___tsr1_body___obj.ranges = _manifest_extension___tsr1_body__f_ranges
+                        _manifest_extension__f_body = _manifest_extension___tsr1_body___obj
+                    except DecodeError as _exc:
+                        raise _exc.prefixed('body') from None
+                    _manifest_extension___e_body = pos
+                    if _manifest_extension__f_tag == 861030234:
+                        if pos + 8 > end:
+                            raise TruncatedError('field truncated', offset=pos, path='checksum', expected=8, found=end - pos)
+                        _manifest_extension__f_checksum = _S6.unpack_from(mv, pos)[0]
+                        _manifest_extension___at = pos
+                        pos += 8
+                    else:
+                        _manifest_extension__f_checksum = None
+                    if _manifest_extension__f_checksum is not None:
+                        _manifest_extension___ck = _ck_xxh3_64(mv[_manifest_extension___s_tag:_manifest_extension___e_body])
+                        if _manifest_extension__f_checksum != _manifest_extension___ck:
+                            raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_manifest_extension___ck, found=_manifest_extension__f_checksum)
+                    _manifest_extension___obj = _new(ManifestExtension)
+                    _manifest_extension___obj.tag = _manifest_extension__f_tag
+                    _manifest_extension___obj.body = _manifest_extension__f_body
+                    _x = _manifest_extension___obj
+                else:
+                    pos, end = (_manifest_extension___re_pos, _manifest_extension___re_end)
+                    _x, pos = _d_manifest_extension(mv, pos, end, p_version, f_segment_count)
             except DecodeError as _exc:
                 raise _exc.prefixed('') from None
             if pos <= _ip:
@@ -21708,20 +22342,19 @@ def _d_manifest_payload(mv, pos, end, p_version):
     return _obj, pos
 
 def _u_manifest_payload(mv, pos, end, p_version):
-    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S104.unpack_from(mv, pos)
-    _r104 = pos
+    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S162.unpack_from(mv, pos)
+    _r132 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r104 + 28, path='reserved', expected=0, found=f_reserved)
-    _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S106.unpack_from(mv, pos)
-    _epoch_alias___r106 = pos
+        raise ConstraintError('reserved bytes must be zero', offset=_r132 + 28, path='reserved', expected=0, found=f_reserved)
+    _epoch_alias___r134 = pos
     pos += 24
     if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r106, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r134, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
     if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
     if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
     _epoch_alias___obj = _new(EpochAlias)
     _epoch_alias___obj.present = _epoch_alias__f_present
     _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -21731,18 +22364,18 @@ def _u_manifest_payload(mv, pos, end, p_version):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
     f_segments = []
     for _i in range(_c):
-        _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S108.unpack_from(mv, pos)
-        _r108 = pos
+        _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S136.unpack_from(mv, pos)
+        _r136 = pos
         pos += 52
         _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
         if _manifest_segment_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
         if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-            raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+            raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
         if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+            raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
         if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-            raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+            raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
         _manifest_segment__obj = _new(ManifestSegment)
         _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
         _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -21767,12 +22400,12 @@ def _u_manifest_payload(mv, pos, end, p_version):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
     f_columns = []
     for _i in range(_c):
-        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119.unpack_from(mv, pos)
-        _r119 = pos
+        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147.unpack_from(mv, pos)
+        _r147 = pos
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+            raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
         _column_def_f_name = str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
@@ -21787,9 +22420,64 @@ def _u_manifest_payload(mv, pos, end, p_version):
         if pos >= end:
             break
         _ip = pos
-        if pos > end:
-            raise IndexError
-        _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
+        _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
+        _manifest_extension__f_tag, _manifest_extension___tsr1_body__f_count = _S41.unpack_from(mv, pos)
+        _manifest_extension___r13 = pos
+        pos += 4
+        if not (_manifest_extension__f_tag == 827478868 or _manifest_extension__f_tag == 861030234):
+            raise ConstraintError('unknown manifest extension', offset=_manifest_extension___r13, path='tag', expected='tag == 0x31525354 or tag == 0x3352475a', found=_manifest_extension__f_tag)
+        if not (_manifest_extension__f_tag != 861030234 or p_version == 3):
+            raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_manifest_extension___r13, path='tag', expected='tag != 0x3352475a or version == 3', found=_manifest_extension__f_tag)
+        if _manifest_extension__f_tag == 827478868:
+            _manifest_extension___tsr1_body___r13 = pos
+            pos += 4
+            if not _manifest_extension___tsr1_body__f_count == f_segment_count:
+                raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
+            if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
+                raise TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
+            _manifest_extension___tsr1_body__f_ranges = []
+            for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
+                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
+                _manifest_extension___tsr1_body___r150 = pos
+                pos += 24
+                _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
+                if _manifest_extension___tsr1_body___v is None:
+                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
+                if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
+                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
+                _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
+                _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
+                _manifest_extension___tsr1_body___clustering_range__obj.max_ts = _manifest_extension___tsr1_body___clustering_range_f_max_ts
+                _manifest_extension___tsr1_body__f_ranges.append(_manifest_extension___tsr1_body___clustering_range__obj)
+            _manifest_extension___tsr1_body___obj = _new(Tsr1Body)
+            _manifest_extension___tsr1_body___obj.ranges = _manifest_extension___tsr1_body__f_ranges
+            _manifest_extension___e_body = pos
+            if _manifest_extension__f_tag == 861030234:
+                _manifest_extension__f_checksum = _S6.unpack_from(mv, pos)[0]
+                pos += 8
+            else:
+                _manifest_extension__f_checksum = None
+            if _manifest_extension__f_checksum is not None:
+                _manifest_extension___ck = _ck_xxh3_64(mv[_manifest_extension___r13:_manifest_extension___e_body])
+                if _manifest_extension__f_checksum != _manifest_extension___ck:
+                    raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_manifest_extension___ck, found=_manifest_extension__f_checksum)
+            _manifest_extension___obj = _new(ManifestExtension)
+            _manifest_extension___obj.tag = _manifest_extension__f_tag
+            _manifest_extension___obj.body = _manifest_extension___tsr1_body___obj
+            _x = _manifest_extension___obj
+        else:
+            if pos > end:
+                raise IndexError
+            pos, end = (_manifest_extension___re_pos, _manifest_extension___re_end)
+            if pos > end:
+                raise IndexError
+            _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
         if pos <= _ip:
             raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
         f_extensions.append(_x)
@@ -21807,29 +22495,31 @@ def _m_manifest_payload(mv, pos, end, p_version):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S104_unpack_from = _S104.unpack_from
-    _S106_unpack_from = _S106.unpack_from
-    _S108_unpack_from = _S108.unpack_from
-    _S119_unpack_from = _S119.unpack_from
+    _end = end
+    _S136_unpack_from = _S136.unpack_from
+    _S147_unpack_from = _S147.unpack_from
+    _S150_unpack_from = _S150.unpack_from
+    _S162_unpack_from = _S162.unpack_from
+    _S41_unpack_from = _S41.unpack_from
+    _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S104_unpack_from(mv, pos)
-            _r104 = pos
+            f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S162_unpack_from(mv, pos)
+            _r132 = pos
             pos += 32
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r104 + 28, path='reserved', expected=0, found=f_reserved)
-            _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S106_unpack_from(mv, pos)
-            _epoch_alias___r106 = pos
+                raise ConstraintError('reserved bytes must be zero', offset=_r132 + 28, path='reserved', expected=0, found=f_reserved)
+            _epoch_alias___r134 = pos
             pos += 24
             if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r106, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+                raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r134, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
             if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r106 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
             if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r106 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+                raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
             _epoch_alias___obj = _new(EpochAlias)
             _epoch_alias___obj.present = _epoch_alias__f_present
             _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -21839,18 +22529,18 @@ def _m_manifest_payload(mv, pos, end, p_version):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
             f_segments = []
             for _i in range(_c):
-                _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S108_unpack_from(mv, pos)
-                _r108 = pos
+                _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S136_unpack_from(mv, pos)
+                _r136 = pos
                 pos += 52
                 _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
                 if _manifest_segment_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r108 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
                 if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_r108 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
                 if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_r108 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
                 if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-                    raise ConstraintError('absent segment epoch must be zero', offset=_r108 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                    raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
                 _manifest_segment__obj = _new(ManifestSegment)
                 _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
                 _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -21875,12 +22565,12 @@ def _m_manifest_payload(mv, pos, end, p_version):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
             f_columns = []
             for _i in range(_c):
-                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119_unpack_from(mv, pos)
-                _r119 = pos
+                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147_unpack_from(mv, pos)
+                _r147 = pos
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                    raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
                 _column_def_f_name = str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
@@ -21895,9 +22585,64 @@ def _m_manifest_payload(mv, pos, end, p_version):
                 if pos >= end:
                     break
                 _ip = pos
-                if pos > end:
-                    raise IndexError
-                _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
+                _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
+                _manifest_extension__f_tag, _manifest_extension___tsr1_body__f_count = _S41_unpack_from(mv, pos)
+                _manifest_extension___r13 = pos
+                pos += 4
+                if not (_manifest_extension__f_tag == 827478868 or _manifest_extension__f_tag == 861030234):
+                    raise ConstraintError('unknown manifest extension', offset=_manifest_extension___r13, path='tag', expected='tag == 0x31525354 or tag == 0x3352475a', found=_manifest_extension__f_tag)
+                if not (_manifest_extension__f_tag != 861030234 or p_version == 3):
+                    raise ConstraintError('ZGR3 graph section requires manifest v3', offset=_manifest_extension___r13, path='tag', expected='tag != 0x3352475a or version == 3', found=_manifest_extension__f_tag)
+                if _manifest_extension__f_tag == 827478868:
+                    _manifest_extension___tsr1_body___r13 = pos
+                    pos += 4
+                    if not _manifest_extension___tsr1_body__f_count == f_segment_count:
+                        raise ConstraintError('TSR1 count must equal segment_count', offset=_manifest_extension___tsr1_body___r13, path='count', expected='count == segment_count', found=_manifest_extension___tsr1_body__f_count)
+                    if _manifest_extension___tsr1_body__f_count * 24 > end - pos:
+                        raise TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
+                    _manifest_extension___tsr1_body__f_ranges = []
+                    for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
+                        _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S150_unpack_from(mv, pos)
+                        _manifest_extension___tsr1_body___r150 = pos
+                        pos += 24
+                        _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
+                        if _manifest_extension___tsr1_body___v is None:
+                            raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                        _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
+                        if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
+                            raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                        if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
+                            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                        if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
+                            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                        _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
+                        _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
+                        _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
+                        _manifest_extension___tsr1_body___clustering_range__obj.max_ts = _manifest_extension___tsr1_body___clustering_range_f_max_ts
+                        _manifest_extension___tsr1_body__f_ranges.append(_manifest_extension___tsr1_body___clustering_range__obj)
+                    _manifest_extension___tsr1_body___obj = _new(Tsr1Body)
+                    _manifest_extension___tsr1_body___obj.ranges = _manifest_extension___tsr1_body__f_ranges
+                    _manifest_extension___e_body = pos
+                    if _manifest_extension__f_tag == 861030234:
+                        _manifest_extension__f_checksum = _S6_unpack_from(mv, pos)[0]
+                        pos += 8
+                    else:
+                        _manifest_extension__f_checksum = None
+                    if _manifest_extension__f_checksum is not None:
+                        _manifest_extension___ck = _ck_xxh3_64(mv[_manifest_extension___r13:_manifest_extension___e_body])
+                        if _manifest_extension__f_checksum != _manifest_extension___ck:
+                            raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_manifest_extension___ck, found=_manifest_extension__f_checksum)
+                    _manifest_extension___obj = _new(ManifestExtension)
+                    _manifest_extension___obj.tag = _manifest_extension__f_tag
+                    _manifest_extension___obj.body = _manifest_extension___tsr1_body___obj
+                    _x = _manifest_extension___obj
+                else:
+                    if pos > end:
+                        raise IndexError
+                    pos, end = (_manifest_extension___re_pos, _manifest_extension___re_end)
+                    if pos > end:
+                        raise IndexError
+                    _x, pos = _u_manifest_extension(mv, pos, end, p_version, f_segment_count)
                 if pos <= _ip:
                     raise ConstraintError('repeated item consumes no bytes', offset=pos, path='')
                 f_extensions.append(_x)
@@ -21912,20 +22657,20 @@ def _m_manifest_payload(mv, pos, end, p_version):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_manifest_payload, 'manifest_payload', mv, _rs, end, (p_version, ), _out)
+        return _decode_many(_d_manifest_payload, 'manifest_payload', mv, _rs, _end, (p_version, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_manifest_payload, 'manifest_payload', mv, _rs, end, (p_version, ), _out)
+        return _decode_many(_d_manifest_payload, 'manifest_payload', mv, _rs, _end, (p_version, ), _out)
     return _out
 
 def _e_manifest_payload(out, v, p_version):
-    out += _S104.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
+    out += _S132.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
     _epoch_alias__v = v.alias
-    out += _S106.pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
+    out += _S134.pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
     if len(v.segments) != len(v.segments):
         raise EncodeError('expected ' + str(len(v.segments)) + ' items, found ' + str(len(v.segments)), path='segments')
     for _x in v.segments:
-        out += _S108.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
+        out += _S136.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
     if len(v.epochs) != len(v.epochs):
         raise EncodeError('expected ' + str(len(v.epochs)) + ' items, found ' + str(len(v.epochs)), path='epochs')
     for _x in v.epochs:
@@ -21941,9 +22686,9 @@ def _e_manifest_payload(out, v, p_version):
         out += _S13.pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
         out += _embedding_epoch___embedding_tower___b_weights_digest
         _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-        out += _S114.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+        out += _S142.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
         out += _embedding_epoch___embedding_tower___b_prompt_prefix
-        out += _S116.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        out += _S144.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
         if _embedding_epoch___embedding_tower__v.os_build_present == 1:
             _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
             out += _S13.pack(len(_embedding_epoch___embedding_tower___b))
@@ -21961,9 +22706,9 @@ def _e_manifest_payload(out, v, p_version):
         out += _S13.pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
         out += _embedding_epoch___embedding_tower___b_weights_digest
         _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-        out += _S114.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+        out += _S142.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
         out += _embedding_epoch___embedding_tower___b_prompt_prefix
-        out += _S116.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        out += _S144.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
         if _embedding_epoch___embedding_tower__v.os_build_present == 1:
             _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
             out += _S13.pack(len(_embedding_epoch___embedding_tower___b))
@@ -21977,7 +22722,7 @@ def _e_manifest_payload(out, v, p_version):
         raise EncodeError('expected ' + str(len(v.columns)) + ' items, found ' + str(len(v.columns)), path='columns')
     for _x in v.columns:
         _column_def_b_name = _x.name.encode()
-        out += _S119.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _S147.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
         out += _column_def_b_name
     for _x in v.extensions:
         _manifest_extension__p_segment_count = len(v.segments)
@@ -21990,7 +22735,7 @@ def _e_manifest_payload(out, v, p_version):
             if len(_manifest_extension___tsr1_body__v.ranges) != len(_manifest_extension___tsr1_body__v.ranges):
                 raise EncodeError('expected ' + str(len(_manifest_extension___tsr1_body__v.ranges)) + ' items, found ' + str(len(_manifest_extension___tsr1_body__v.ranges)), path='ranges')
             for _manifest_extension___tsr1_body___x in _manifest_extension___tsr1_body__v.ranges:
-                out += _S122.pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
+                out += _S150.pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
         elif _manifest_extension___tag == 861030234:
             _manifest_extension___zgr3_body__v = _x.body
             _manifest_extension___zgr3_body___at_section_len = len(out) + 0
@@ -21998,7 +22743,7 @@ def _e_manifest_payload(out, v, p_version):
             _manifest_extension___zgr3_body___ps = len(out)
             _manifest_extension___zgr3_body___graph_section__v = _manifest_extension___zgr3_body__v.graph
             _manifest_extension___zgr3_body___graph_section___at_state_len = len(out) + 16
-            out += _S125.pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
+            out += _S153.pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
             _manifest_extension___zgr3_body___graph_section___ps = len(out)
             _manifest_extension___zgr3_body___graph_section___commit_state__v = _manifest_extension___zgr3_body___graph_section__v.state
             out += _S82.pack(_manifest_extension___zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.generation, _manifest_extension___zgr3_body___graph_section___commit_state__v.sequence, _manifest_extension___zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -22061,7 +22806,7 @@ def _e_manifest_payload(out, v, p_version):
             if len(_manifest_extension___zgr3_body___graph_section__v.objects) != len(_manifest_extension___zgr3_body___graph_section__v.objects):
                 raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)), path='objects')
             for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.objects:
-                out += _S128.pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
+                out += _S156.pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
             for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.zgen:
                 out += _S80.pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through)
                 if _manifest_extension___zgr3_body___graph_section___x.version == 2:
@@ -22086,16 +22831,16 @@ def _e_manifest_payload(out, v, p_version):
 
 def _em_manifest_payload(values, p_version):
     out = bytearray()
-    _S104_pack = _S104.pack
-    _S106_pack = _S106.pack
-    _S108_pack = _S108.pack
-    _S114_pack = _S114.pack
-    _S116_pack = _S116.pack
-    _S119_pack = _S119.pack
-    _S122_pack = _S122.pack
-    _S125_pack = _S125.pack
-    _S128_pack = _S128.pack
     _S13_pack = _S13.pack
+    _S132_pack = _S132.pack
+    _S134_pack = _S134.pack
+    _S136_pack = _S136.pack
+    _S142_pack = _S142.pack
+    _S144_pack = _S144.pack
+    _S147_pack = _S147.pack
+    _S150_pack = _S150.pack
+    _S153_pack = _S153.pack
+    _S156_pack = _S156.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -22105,13 +22850,13 @@ def _em_manifest_payload(values, p_version):
     _S80_pack = _S80.pack
     _S82_pack = _S82.pack
     for v in values:
-        out += _S104_pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
+        out += _S132_pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
         _epoch_alias__v = v.alias
-        out += _S106_pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
+        out += _S134_pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
         if len(v.segments) != len(v.segments):
             raise EncodeError('expected ' + str(len(v.segments)) + ' items, found ' + str(len(v.segments)), path='segments')
         for _x in v.segments:
-            out += _S108_pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
+            out += _S136_pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
         if len(v.epochs) != len(v.epochs):
             raise EncodeError('expected ' + str(len(v.epochs)) + ' items, found ' + str(len(v.epochs)), path='epochs')
         for _x in v.epochs:
@@ -22127,9 +22872,9 @@ def _em_manifest_payload(values, p_version):
             out += _S13_pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
             out += _embedding_epoch___embedding_tower___b_weights_digest
             _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-            out += _S114_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+            out += _S142_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
             out += _embedding_epoch___embedding_tower___b_prompt_prefix
-            out += _S116_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+            out += _S144_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
             if _embedding_epoch___embedding_tower__v.os_build_present == 1:
                 _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
                 out += _S13_pack(len(_embedding_epoch___embedding_tower___b))
@@ -22147,9 +22892,9 @@ def _em_manifest_payload(values, p_version):
             out += _S13_pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
             out += _embedding_epoch___embedding_tower___b_weights_digest
             _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-            out += _S114_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+            out += _S142_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
             out += _embedding_epoch___embedding_tower___b_prompt_prefix
-            out += _S116_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+            out += _S144_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
             if _embedding_epoch___embedding_tower__v.os_build_present == 1:
                 _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
                 out += _S13_pack(len(_embedding_epoch___embedding_tower___b))
@@ -22163,7 +22908,7 @@ def _em_manifest_payload(values, p_version):
             raise EncodeError('expected ' + str(len(v.columns)) + ' items, found ' + str(len(v.columns)), path='columns')
         for _x in v.columns:
             _column_def_b_name = _x.name.encode()
-            out += _S119_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+            out += _S147_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
             out += _column_def_b_name
         for _x in v.extensions:
             _manifest_extension__p_segment_count = len(v.segments)
@@ -22176,7 +22921,7 @@ def _em_manifest_payload(values, p_version):
                 if len(_manifest_extension___tsr1_body__v.ranges) != len(_manifest_extension___tsr1_body__v.ranges):
                     raise EncodeError('expected ' + str(len(_manifest_extension___tsr1_body__v.ranges)) + ' items, found ' + str(len(_manifest_extension___tsr1_body__v.ranges)), path='ranges')
                 for _manifest_extension___tsr1_body___x in _manifest_extension___tsr1_body__v.ranges:
-                    out += _S122_pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
+                    out += _S150_pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
             elif _manifest_extension___tag == 861030234:
                 _manifest_extension___zgr3_body__v = _x.body
                 _manifest_extension___zgr3_body___at_section_len = len(out) + 0
@@ -22184,7 +22929,7 @@ def _em_manifest_payload(values, p_version):
                 _manifest_extension___zgr3_body___ps = len(out)
                 _manifest_extension___zgr3_body___graph_section__v = _manifest_extension___zgr3_body__v.graph
                 _manifest_extension___zgr3_body___graph_section___at_state_len = len(out) + 16
-                out += _S125_pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
+                out += _S153_pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
                 _manifest_extension___zgr3_body___graph_section___ps = len(out)
                 _manifest_extension___zgr3_body___graph_section___commit_state__v = _manifest_extension___zgr3_body___graph_section__v.state
                 out += _S82_pack(_manifest_extension___zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.generation, _manifest_extension___zgr3_body___graph_section___commit_state__v.sequence, _manifest_extension___zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -22247,7 +22992,7 @@ def _em_manifest_payload(values, p_version):
                 if len(_manifest_extension___zgr3_body___graph_section__v.objects) != len(_manifest_extension___zgr3_body___graph_section__v.objects):
                     raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)), path='objects')
                 for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.objects:
-                    out += _S128_pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
+                    out += _S156_pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
                 for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.zgen:
                     out += _S80_pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through)
                     if _manifest_extension___zgr3_body___graph_section___x.version == 2:
@@ -22273,7 +23018,7 @@ def _em_manifest_payload(values, p_version):
 
 def _d_purge_token_input(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T132)
+        raise _short(pos, end, _T163)
     f_generation, = _S6.unpack_from(mv, pos)
     pos += 8
     f_doc_ids = []
@@ -22323,6 +23068,7 @@ def _m_purge_token_input(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -22349,10 +23095,10 @@ def _m_purge_token_input(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_purge_token_input, 'purge_token_input', mv, _rs, end, (), _out)
+        return _decode_many(_d_purge_token_input, 'purge_token_input', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_purge_token_input, 'purge_token_input', mv, _rs, end, (), _out)
+        return _decode_many(_d_purge_token_input, 'purge_token_input', mv, _rs, _end, (), _out)
     return _out
 
 def _e_purge_token_input(out, v):
@@ -22369,7 +23115,7 @@ def _em_purge_token_input(values):
 
 def _d_purge_payload(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T133)
+        raise _short(pos, end, _T164)
     f_token_id, f_id_count, f_reserved = _S75.unpack_from(mv, pos)
     _r75 = pos
     pos += 16
@@ -22378,11 +23124,11 @@ def _d_purge_payload(mv, pos, end):
     _c = f_id_count
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
-    _st = _RC134.get(_c)
+    _st = _RC165.get(_c)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * _c)
-        if len(_RC134) < 64:
-            _RC134[_c] = _st
+        if len(_RC165) < 64:
+            _RC165[_c] = _st
     _it = iter(_st.unpack_from(mv, pos))
     f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += _c * 16
@@ -22399,11 +23145,11 @@ def _u_purge_payload(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
     if f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
-    _st = _RC134.get(f_id_count)
+    _st = _RC165.get(f_id_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_id_count)
-        if len(_RC134) < 64:
-            _RC134[f_id_count] = _st
+        if len(_RC165) < 64:
+            _RC165[f_id_count] = _st
     _it = iter(_st.unpack_from(mv, pos))
     f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += f_id_count * 16
@@ -22416,6 +23162,7 @@ def _m_purge_payload(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S75_unpack_from = _S75.unpack_from
     try:
         while True:
@@ -22429,11 +23176,11 @@ def _m_purge_payload(mv, pos, end):
                 raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
             if f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
-            _st = _RC134.get(f_id_count)
+            _st = _RC165.get(f_id_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_id_count)
-                if len(_RC134) < 64:
-                    _RC134[f_id_count] = _st
+                if len(_RC165) < 64:
+                    _RC165[f_id_count] = _st
             _it = iter(_st.unpack_from(mv, pos))
             f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
             pos += f_id_count * 16
@@ -22443,10 +23190,10 @@ def _m_purge_payload(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_purge_payload, 'purge_payload', mv, _rs, end, (), _out)
+        return _decode_many(_d_purge_payload, 'purge_payload', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_purge_payload, 'purge_payload', mv, _rs, end, (), _out)
+        return _decode_many(_d_purge_payload, 'purge_payload', mv, _rs, _end, (), _out)
     return _out
 
 def _e_purge_payload(out, v):
@@ -22467,7 +23214,7 @@ def _em_purge_payload(values):
 
 def _d_purge_block(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T102)
+        raise _short(pos, end, _T130)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -22481,7 +23228,7 @@ def _d_purge_block(mv, pos, end):
     _sec_payload = pos
     try:
         if pos + 16 > end:
-            raise _short(pos, end, _T133)
+            raise _short(pos, end, _T164)
         _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S75.unpack_from(mv, pos)
         _purge_payload___r75 = pos
         pos += 16
@@ -22490,11 +23237,11 @@ def _d_purge_block(mv, pos, end):
         _purge_payload___c = _purge_payload__f_id_count
         if _purge_payload___c < 0 or _purge_payload___c * 16 > end - pos:
             raise TruncatedError('count ' + str(_purge_payload___c) + ' needs at least ' + str(_purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload___c * 16, found=end - pos)
-        _purge_payload___st = _RC134.get(_purge_payload___c)
+        _purge_payload___st = _RC165.get(_purge_payload___c)
         if _purge_payload___st is None:
             _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload___c)
-            if len(_RC134) < 64:
-                _RC134[_purge_payload___c] = _purge_payload___st
+            if len(_RC165) < 64:
+                _RC165[_purge_payload___c] = _purge_payload___st
         _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
         _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
         pos += _purge_payload___c * 16
@@ -22509,7 +23256,7 @@ def _d_purge_block(mv, pos, end):
     end = _outer_end_payload
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T103)
+        raise _short(pos, end, _T131)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -22521,7 +23268,7 @@ def _d_purge_block(mv, pos, end):
     return _obj, pos
 
 def _u_purge_block(mv, pos, end):
-    f_block_len, = _S6.unpack_from(mv, pos)
+    f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S118.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
     if f_block_len < 0:
@@ -22531,18 +23278,17 @@ def _u_purge_block(mv, pos, end):
     _outer_end_payload = end
     end = pos + f_block_len
     _sec_payload = pos
-    _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S75.unpack_from(mv, pos)
     _purge_payload___r75 = pos
     pos += 16
     if _purge_payload__f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
     if _purge_payload__f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
-    _purge_payload___st = _RC134.get(_purge_payload__f_id_count)
+    _purge_payload___st = _RC165.get(_purge_payload__f_id_count)
     if _purge_payload___st is None:
         _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
-        if len(_RC134) < 64:
-            _RC134[_purge_payload__f_id_count] = _purge_payload___st
+        if len(_RC165) < 64:
+            _RC165[_purge_payload__f_id_count] = _purge_payload___st
     _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
     _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
     pos += _purge_payload__f_id_count * 16
@@ -22567,14 +23313,15 @@ def _m_purge_block(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
+    _S118_unpack_from = _S118.unpack_from
     _S6_unpack_from = _S6.unpack_from
-    _S75_unpack_from = _S75.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_block_len, = _S6_unpack_from(mv, pos)
+            f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S118_unpack_from(mv, pos)
             pos += 8
             _s_payload = pos
             if f_block_len < 0:
@@ -22584,18 +23331,17 @@ def _m_purge_block(mv, pos, end):
             _outer_end_payload = end
             end = pos + f_block_len
             _sec_payload = pos
-            _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S75_unpack_from(mv, pos)
             _purge_payload___r75 = pos
             pos += 16
             if _purge_payload__f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
             if _purge_payload__f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
-            _purge_payload___st = _RC134.get(_purge_payload__f_id_count)
+            _purge_payload___st = _RC165.get(_purge_payload__f_id_count)
             if _purge_payload___st is None:
                 _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
-                if len(_RC134) < 64:
-                    _RC134[_purge_payload__f_id_count] = _purge_payload___st
+                if len(_RC165) < 64:
+                    _RC165[_purge_payload__f_id_count] = _purge_payload___st
             _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
             _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
             pos += _purge_payload__f_id_count * 16
@@ -22617,10 +23363,10 @@ def _m_purge_block(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_purge_block, 'purge_block', mv, _rs, end, (), _out)
+        return _decode_many(_d_purge_block, 'purge_block', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_purge_block, 'purge_block', mv, _rs, end, (), _out)
+        return _decode_many(_d_purge_block, 'purge_block', mv, _rs, _end, (), _out)
     return _out
 
 def _e_purge_block(out, v):
@@ -22684,7 +23430,7 @@ def _d_purge_file(mv, pos, end):
     _sec_block = pos
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T102)
+            raise _short(pos, end, _T130)
         _purge_block__f_block_len, = _S6.unpack_from(mv, pos)
         pos += 8
         _purge_block___s_payload = pos
@@ -22698,7 +23444,7 @@ def _d_purge_file(mv, pos, end):
         _purge_block___sec_payload = pos
         try:
             if pos + 16 > end:
-                raise _short(pos, end, _T133)
+                raise _short(pos, end, _T164)
             _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S75.unpack_from(mv, pos)
             _purge_block___purge_payload___r75 = pos
             pos += 16
@@ -22707,11 +23453,11 @@ def _d_purge_file(mv, pos, end):
             _purge_block___purge_payload___c = _purge_block___purge_payload__f_id_count
             if _purge_block___purge_payload___c < 0 or _purge_block___purge_payload___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
-            _purge_block___purge_payload___st = _RC134.get(_purge_block___purge_payload___c)
+            _purge_block___purge_payload___st = _RC165.get(_purge_block___purge_payload___c)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload___c)
-                if len(_RC134) < 64:
-                    _RC134[_purge_block___purge_payload___c] = _purge_block___purge_payload___st
+                if len(_RC165) < 64:
+                    _RC165[_purge_block___purge_payload___c] = _purge_block___purge_payload___st
             _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
             _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
             pos += _purge_block___purge_payload___c * 16
@@ -22726,7 +23472,7 @@ def _d_purge_file(mv, pos, end):
         end = _purge_block___outer_end_payload
         _purge_block___e_payload = pos
         if pos + 8 > end:
-            raise _short(pos, end, _T103)
+            raise _short(pos, end, _T131)
         _purge_block__f_block_checksum, = _S6.unpack_from(mv, pos)
         _purge_block___r6 = pos
         pos += 8
@@ -22755,7 +23501,7 @@ def _d_purge_file(mv, pos, end):
     return _obj, pos
 
 def _u_purge_file(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0.unpack_from(mv, pos)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S166.unpack_from(mv, pos)
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
@@ -22776,26 +23522,26 @@ def _u_purge_file(mv, pos, end):
     _outer_end_block = end
     end = pos + _n
     _sec_block = pos
-    _purge_block__f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _purge_block___s_payload = pos
     if _purge_block__f_block_len < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_purge_block__f_block_len)
+    if pos + _purge_block__f_block_len > end:
+        raise TruncatedError('section needs ' + str(_purge_block__f_block_len) + ' bytes', offset=pos, path='payload', expected=_purge_block__f_block_len, found=end - pos)
     _purge_block___outer_end_payload = end
     end = pos + _purge_block__f_block_len
     _purge_block___sec_payload = pos
-    _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S75.unpack_from(mv, pos)
     _purge_block___purge_payload___r75 = pos
     pos += 16
     if _purge_block___purge_payload__f_reserved != 0:
         raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
     if _purge_block___purge_payload__f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
-    _purge_block___purge_payload___st = _RC134.get(_purge_block___purge_payload__f_id_count)
+    _purge_block___purge_payload___st = _RC165.get(_purge_block___purge_payload__f_id_count)
     if _purge_block___purge_payload___st is None:
         _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
-        if len(_RC134) < 64:
-            _RC134[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
+        if len(_RC165) < 64:
+            _RC165[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
     _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
     _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
     pos += _purge_block___purge_payload__f_id_count * 16
@@ -22806,7 +23552,7 @@ def _u_purge_file(mv, pos, end):
         raise ConstraintError('section size mismatch', offset=_purge_block___sec_payload, path='payload', expected=end - _purge_block___sec_payload, found=pos - _purge_block___sec_payload)
     end = _purge_block___outer_end_payload
     _purge_block___e_payload = pos
-    _purge_block__f_block_checksum, = _S6.unpack_from(mv, pos)
+    _purge_block__f_block_checksum, f_file_checksum = _S59.unpack_from(mv, pos)
     _purge_block___r6 = pos
     pos += 8
     _purge_block___ck = _ck_xxh3_64(mv[_purge_block___s_payload:_purge_block___e_payload])
@@ -22818,7 +23564,6 @@ def _u_purge_file(mv, pos, end):
         raise ConstraintError('section size mismatch', offset=_sec_block, path='block', expected=end - _sec_block, found=pos - _sec_block)
     end = _outer_end_block
     _e_block = pos
-    f_file_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
     _ck = _ck_xxh3_64(mv[_r0:_e_block])
@@ -22832,15 +23577,15 @@ def _m_purge_file(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S0_unpack_from = _S0.unpack_from
-    _S6_unpack_from = _S6.unpack_from
-    _S75_unpack_from = _S75.unpack_from
+    _end = end
+    _S166_unpack_from = _S166.unpack_from
+    _S59_unpack_from = _S59.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length = _S0_unpack_from(mv, pos)
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S166_unpack_from(mv, pos)
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
@@ -22861,26 +23606,26 @@ def _m_purge_file(mv, pos, end):
             _outer_end_block = end
             end = pos + _n
             _sec_block = pos
-            _purge_block__f_block_len, = _S6_unpack_from(mv, pos)
             pos += 8
             _purge_block___s_payload = pos
             if _purge_block__f_block_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_purge_block__f_block_len)
+            if pos + _purge_block__f_block_len > end:
+                raise TruncatedError('section needs ' + str(_purge_block__f_block_len) + ' bytes', offset=pos, path='payload', expected=_purge_block__f_block_len, found=end - pos)
             _purge_block___outer_end_payload = end
             end = pos + _purge_block__f_block_len
             _purge_block___sec_payload = pos
-            _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S75_unpack_from(mv, pos)
             _purge_block___purge_payload___r75 = pos
             pos += 16
             if _purge_block___purge_payload__f_reserved != 0:
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
             if _purge_block___purge_payload__f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
-            _purge_block___purge_payload___st = _RC134.get(_purge_block___purge_payload__f_id_count)
+            _purge_block___purge_payload___st = _RC165.get(_purge_block___purge_payload__f_id_count)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
-                if len(_RC134) < 64:
-                    _RC134[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
+                if len(_RC165) < 64:
+                    _RC165[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
             _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
             _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
             pos += _purge_block___purge_payload__f_id_count * 16
@@ -22891,7 +23636,7 @@ def _m_purge_file(mv, pos, end):
                 raise ConstraintError('section size mismatch', offset=_purge_block___sec_payload, path='payload', expected=end - _purge_block___sec_payload, found=pos - _purge_block___sec_payload)
             end = _purge_block___outer_end_payload
             _purge_block___e_payload = pos
-            _purge_block__f_block_checksum, = _S6_unpack_from(mv, pos)
+            _purge_block__f_block_checksum, f_file_checksum = _S59_unpack_from(mv, pos)
             _purge_block___r6 = pos
             pos += 8
             _purge_block___ck = _ck_xxh3_64(mv[_purge_block___s_payload:_purge_block___e_payload])
@@ -22903,7 +23648,6 @@ def _m_purge_file(mv, pos, end):
                 raise ConstraintError('section size mismatch', offset=_sec_block, path='block', expected=end - _sec_block, found=pos - _sec_block)
             end = _outer_end_block
             _e_block = pos
-            f_file_checksum, = _S6_unpack_from(mv, pos)
             _r6 = pos
             pos += 8
             _ck = _ck_xxh3_64(mv[_r0:_e_block])
@@ -22914,10 +23658,10 @@ def _m_purge_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_purge_file, 'purge_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_purge_file, 'purge_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_purge_file, 'purge_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_purge_file, 'purge_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_purge_file(out, v):
@@ -22975,15 +23719,15 @@ def _em_purge_file(values):
 
 def _d_epoch_digest_input(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T135)
-    f_magic, = _S91.unpack_from(mv, pos)
-    _r91 = pos
+        raise _short(pos, end, _T167)
+    f_magic, = _S116.unpack_from(mv, pos)
+    _r116 = pos
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise ConstraintError('bad magic', offset=_r91, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T111)
+            raise _short(pos, end, _T139)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -22994,7 +23738,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T112)
+            raise _short(pos, end, _T140)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -23005,7 +23749,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T113)
+            raise _short(pos, end, _T141)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -23013,13 +23757,13 @@ def _d_epoch_digest_input(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T115)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-        _digest_tower___r114 = pos
+            raise _short(pos, end, _T143)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+        _digest_tower___r142 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -23029,20 +23773,20 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T137)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136.unpack_from(mv, pos)
-        _digest_tower___r136 = pos
+            raise _short(pos, end, _T169)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
+        _digest_tower___r168 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -23074,7 +23818,7 @@ def _d_epoch_digest_input(mv, pos, end):
         raise _exc.prefixed('document') from None
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T111)
+            raise _short(pos, end, _T139)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -23085,7 +23829,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T112)
+            raise _short(pos, end, _T140)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -23096,7 +23840,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T113)
+            raise _short(pos, end, _T141)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -23104,13 +23848,13 @@ def _d_epoch_digest_input(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T115)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-        _digest_tower___r114 = pos
+            raise _short(pos, end, _T143)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+        _digest_tower___r142 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -23120,20 +23864,20 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T137)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136.unpack_from(mv, pos)
-        _digest_tower___r136 = pos
+            raise _short(pos, end, _T169)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
+        _digest_tower___r168 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -23164,7 +23908,7 @@ def _d_epoch_digest_input(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T118)
+        raise _short(pos, end, _T146)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_alignment_digest > end:
@@ -23178,12 +23922,11 @@ def _d_epoch_digest_input(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_digest_input(mv, pos, end):
-    f_magic, = _S91.unpack_from(mv, pos)
-    _r91 = pos
+    f_magic, _digest_tower__n_model_id = _S170.unpack_from(mv, pos)
+    _r116 = pos
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise ConstraintError('bad magic', offset=_r91, path='magic', expected=b'ZEEMBEP2', found=f_magic)
-    _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
+        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     pos += 4
     _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
@@ -23195,28 +23938,28 @@ def _u_epoch_digest_input(mv, pos, end):
     pos += 4
     _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-    _digest_tower___r114 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+    _digest_tower___r142 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136.unpack_from(mv, pos)
-    _digest_tower___r136 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
+    _digest_tower___r168 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -23249,28 +23992,28 @@ def _u_epoch_digest_input(mv, pos, end):
     pos += 4
     _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-    _digest_tower___r114 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+    _digest_tower___r142 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136.unpack_from(mv, pos)
-    _digest_tower___r136 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
+    _digest_tower___r168 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -23305,21 +24048,21 @@ def _m_epoch_digest_input(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S114_unpack_from = _S114.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S136_unpack_from = _S136.unpack_from
-    _S91_unpack_from = _S91.unpack_from
+    _S142_unpack_from = _S142.unpack_from
+    _S168_unpack_from = _S168.unpack_from
+    _S170_unpack_from = _S170.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, = _S91_unpack_from(mv, pos)
-            _r91 = pos
+            f_magic, _digest_tower__n_model_id = _S170_unpack_from(mv, pos)
+            _r116 = pos
             pos += 8
             if f_magic != b'ZEEMBEP2':
-                raise ConstraintError('bad magic', offset=_r91, path='magic', expected=b'ZEEMBEP2', found=f_magic)
-            _digest_tower__n_model_id, = _S13_unpack_from(mv, pos)
+                raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP2', found=f_magic)
             pos += 4
             _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
@@ -23331,28 +24074,28 @@ def _m_epoch_digest_input(mv, pos, end):
             pos += 4
             _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114_unpack_from(mv, pos)
-            _digest_tower___r114 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
+            _digest_tower___r142 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136_unpack_from(mv, pos)
-            _digest_tower___r136 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168_unpack_from(mv, pos)
+            _digest_tower___r168 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -23385,28 +24128,28 @@ def _m_epoch_digest_input(mv, pos, end):
             pos += 4
             _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114_unpack_from(mv, pos)
-            _digest_tower___r114 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
+            _digest_tower___r142 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136_unpack_from(mv, pos)
-            _digest_tower___r136 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168_unpack_from(mv, pos)
+            _digest_tower___r168 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -23438,14 +24181,14 @@ def _m_epoch_digest_input(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_epoch_digest_input, 'epoch_digest_input', mv, _rs, end, (), _out)
+        return _decode_many(_d_epoch_digest_input, 'epoch_digest_input', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_epoch_digest_input, 'epoch_digest_input', mv, _rs, end, (), _out)
+        return _decode_many(_d_epoch_digest_input, 'epoch_digest_input', mv, _rs, _end, (), _out)
     return _out
 
 def _e_epoch_digest_input(out, v):
-    out += _S91.pack(b'ZEEMBEP2')
+    out += _S116.pack(b'ZEEMBEP2')
     _digest_tower__v = v.document
     _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
     out += _S13.pack(len(_digest_tower___b_model_id))
@@ -23457,9 +24200,9 @@ def _e_epoch_digest_input(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S114.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S142.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S136.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S168.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -23477,9 +24220,9 @@ def _e_epoch_digest_input(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S114.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S142.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S136.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S168.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -23492,12 +24235,12 @@ def _e_epoch_digest_input(out, v):
 
 def _em_epoch_digest_input(values):
     out = bytearray()
-    _S114_pack = _S114.pack
+    _S116_pack = _S116.pack
     _S13_pack = _S13.pack
-    _S136_pack = _S136.pack
-    _S91_pack = _S91.pack
+    _S142_pack = _S142.pack
+    _S168_pack = _S168.pack
     for v in values:
-        out += _S91_pack(b'ZEEMBEP2')
+        out += _S116_pack(b'ZEEMBEP2')
         _digest_tower__v = v.document
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
         out += _S13_pack(len(_digest_tower___b_model_id))
@@ -23509,9 +24252,9 @@ def _em_epoch_digest_input(values):
         out += _S13_pack(len(_digest_tower___b_weights_digest))
         out += _digest_tower___b_weights_digest
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        out += _S114_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+        out += _S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
         out += _digest_tower___b_prompt_prefix
-        out += _S136_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+        out += _S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
             out += _S13_pack(len(_digest_tower___b))
@@ -23529,9 +24272,9 @@ def _em_epoch_digest_input(values):
         out += _S13_pack(len(_digest_tower___b_weights_digest))
         out += _digest_tower___b_weights_digest
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        out += _S114_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+        out += _S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
         out += _digest_tower___b_prompt_prefix
-        out += _S136_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+        out += _S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
             out += _S13_pack(len(_digest_tower___b))
@@ -23545,15 +24288,15 @@ def _em_epoch_digest_input(values):
 
 def _d_epoch_digest_input_v1(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T135)
-    f_magic, = _S91.unpack_from(mv, pos)
-    _r91 = pos
+        raise _short(pos, end, _T167)
+    f_magic, = _S116.unpack_from(mv, pos)
+    _r116 = pos
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise ConstraintError('bad magic', offset=_r91, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T111)
+            raise _short(pos, end, _T139)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -23564,7 +24307,7 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T112)
+            raise _short(pos, end, _T140)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -23575,7 +24318,7 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T113)
+            raise _short(pos, end, _T141)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -23583,13 +24326,13 @@ def _d_epoch_digest_input_v1(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T115)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-        _digest_tower___r114 = pos
+            raise _short(pos, end, _T143)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+        _digest_tower___r142 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -23599,20 +24342,20 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T137)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136.unpack_from(mv, pos)
-        _digest_tower___r136 = pos
+            raise _short(pos, end, _T169)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
+        _digest_tower___r168 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -23647,12 +24390,11 @@ def _d_epoch_digest_input_v1(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_digest_input_v1(mv, pos, end):
-    f_magic, = _S91.unpack_from(mv, pos)
-    _r91 = pos
+    f_magic, _digest_tower__n_model_id = _S170.unpack_from(mv, pos)
+    _r116 = pos
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise ConstraintError('bad magic', offset=_r91, path='magic', expected=b'ZEEMBEP1', found=f_magic)
-    _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
+        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     pos += 4
     _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
@@ -23664,28 +24406,28 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     pos += 4
     _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114.unpack_from(mv, pos)
-    _digest_tower___r114 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
+    _digest_tower___r142 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
     _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136.unpack_from(mv, pos)
-    _digest_tower___r136 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
+    _digest_tower___r168 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -23713,21 +24455,21 @@ def _m_epoch_digest_input_v1(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S114_unpack_from = _S114.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S136_unpack_from = _S136.unpack_from
-    _S91_unpack_from = _S91.unpack_from
+    _S142_unpack_from = _S142.unpack_from
+    _S168_unpack_from = _S168.unpack_from
+    _S170_unpack_from = _S170.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, = _S91_unpack_from(mv, pos)
-            _r91 = pos
+            f_magic, _digest_tower__n_model_id = _S170_unpack_from(mv, pos)
+            _r116 = pos
             pos += 8
             if f_magic != b'ZEEMBEP1':
-                raise ConstraintError('bad magic', offset=_r91, path='magic', expected=b'ZEEMBEP1', found=f_magic)
-            _digest_tower__n_model_id, = _S13_unpack_from(mv, pos)
+                raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP1', found=f_magic)
             pos += 4
             _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
@@ -23739,28 +24481,28 @@ def _m_epoch_digest_input_v1(mv, pos, end):
             pos += 4
             _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S114_unpack_from(mv, pos)
-            _digest_tower___r114 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
+            _digest_tower___r142 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r114 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
             _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S136_unpack_from(mv, pos)
-            _digest_tower___r136 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168_unpack_from(mv, pos)
+            _digest_tower___r168 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r136 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -23785,14 +24527,14 @@ def _m_epoch_digest_input_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_epoch_digest_input_v1, 'epoch_digest_input_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_epoch_digest_input_v1, 'epoch_digest_input_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_epoch_digest_input_v1, 'epoch_digest_input_v1', mv, _rs, end, (), _out)
+        return _decode_many(_d_epoch_digest_input_v1, 'epoch_digest_input_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_epoch_digest_input_v1(out, v):
-    out += _S91.pack(b'ZEEMBEP1')
+    out += _S116.pack(b'ZEEMBEP1')
     _digest_tower__v = v.tower
     _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
     out += _S13.pack(len(_digest_tower___b_model_id))
@@ -23804,9 +24546,9 @@ def _e_epoch_digest_input_v1(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S114.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S142.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S136.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S168.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -23816,12 +24558,12 @@ def _e_epoch_digest_input_v1(out, v):
 
 def _em_epoch_digest_input_v1(values):
     out = bytearray()
-    _S114_pack = _S114.pack
+    _S116_pack = _S116.pack
     _S13_pack = _S13.pack
-    _S136_pack = _S136.pack
-    _S91_pack = _S91.pack
+    _S142_pack = _S142.pack
+    _S168_pack = _S168.pack
     for v in values:
-        out += _S91_pack(b'ZEEMBEP1')
+        out += _S116_pack(b'ZEEMBEP1')
         _digest_tower__v = v.tower
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
         out += _S13_pack(len(_digest_tower___b_model_id))
@@ -23833,9 +24575,9 @@ def _em_epoch_digest_input_v1(values):
         out += _S13_pack(len(_digest_tower___b_weights_digest))
         out += _digest_tower___b_weights_digest
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        out += _S114_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+        out += _S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
         out += _digest_tower___b_prompt_prefix
-        out += _S136_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+        out += _S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
             out += _S13_pack(len(_digest_tower___b))
@@ -23846,7 +24588,7 @@ def _em_epoch_digest_input_v1(values):
 
 def _d_digest_tower(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T111)
+        raise _short(pos, end, _T139)
     n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_id > end:
@@ -23857,7 +24599,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T112)
+        raise _short(pos, end, _T140)
     n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_version > end:
@@ -23868,7 +24610,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T113)
+        raise _short(pos, end, _T141)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_weights_digest > end:
@@ -23876,13 +24618,13 @@ def _d_digest_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T115)
-    f_dims, f_normalization, n_prompt_prefix = _S114.unpack_from(mv, pos)
-    _r114 = pos
+        raise _short(pos, end, _T143)
+    f_dims, f_normalization, n_prompt_prefix = _S142.unpack_from(mv, pos)
+    _r142 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r114 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r142 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -23892,20 +24634,20 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 9 > end:
-        raise _short(pos, end, _T137)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S136.unpack_from(mv, pos)
-    _r136 = pos
+        raise _short(pos, end, _T169)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S168.unpack_from(mv, pos)
+    _r168 = pos
     pos += 9
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r136 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r168 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r136 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -23947,18 +24689,18 @@ def _u_digest_tower(mv, pos, end):
     pos += 4
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
-    f_dims, f_normalization, n_prompt_prefix = _S114.unpack_from(mv, pos)
+    f_dims, f_normalization, n_prompt_prefix = _S142.unpack_from(mv, pos)
     pos += 10
     f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
     f_prompt_prefix = str(mv[pos:pos + n_prompt_prefix], 'utf-8')
     pos += n_prompt_prefix
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S136.unpack_from(mv, pos)
-    _r136 = pos
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S168.unpack_from(mv, pos)
+    _r168 = pos
     pos += 9
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
@@ -23984,9 +24726,10 @@ def _m_digest_tower(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S114_unpack_from = _S114.unpack_from
+    _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S136_unpack_from = _S136.unpack_from
+    _S142_unpack_from = _S142.unpack_from
+    _S168_unpack_from = _S168.unpack_from
     try:
         while True:
             if pos >= end:
@@ -24004,18 +24747,18 @@ def _m_digest_tower(mv, pos, end):
             pos += 4
             f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
             pos += n_weights_digest
-            f_dims, f_normalization, n_prompt_prefix = _S114_unpack_from(mv, pos)
+            f_dims, f_normalization, n_prompt_prefix = _S142_unpack_from(mv, pos)
             pos += 10
             f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
             f_prompt_prefix = str(mv[pos:pos + n_prompt_prefix], 'utf-8')
             pos += n_prompt_prefix
-            f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S136_unpack_from(mv, pos)
-            _r136 = pos
+            f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S168_unpack_from(mv, pos)
+            _r168 = pos
             pos += 9
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_r136 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
@@ -24038,10 +24781,10 @@ def _m_digest_tower(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_digest_tower, 'digest_tower', mv, _rs, end, (), _out)
+        return _decode_many(_d_digest_tower, 'digest_tower', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_digest_tower, 'digest_tower', mv, _rs, end, (), _out)
+        return _decode_many(_d_digest_tower, 'digest_tower', mv, _rs, _end, (), _out)
     return _out
 
 def _e_digest_tower(out, v):
@@ -24055,9 +24798,9 @@ def _e_digest_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode()
-    out += _S114.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S142.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S136.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
+    out += _S168.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
     if (v.os_build_present == 1):
         _b = v.os_build.encode()
         out += _S13.pack(len(_b))
@@ -24067,9 +24810,9 @@ def _e_digest_tower(out, v):
 
 def _em_digest_tower(values):
     out = bytearray()
-    _S114_pack = _S114.pack
     _S13_pack = _S13.pack
-    _S136_pack = _S136.pack
+    _S142_pack = _S142.pack
+    _S168_pack = _S168.pack
     for v in values:
         _b_model_id = v.model_id.encode()
         out += _S13_pack(len(_b_model_id))
@@ -24081,9 +24824,9 @@ def _em_digest_tower(values):
         out += _S13_pack(len(_b_weights_digest))
         out += _b_weights_digest
         _b_prompt_prefix = v.prompt_prefix.encode()
-        out += _S114_pack(v.dims, v.normalization, len(_b_prompt_prefix))
+        out += _S142_pack(v.dims, v.normalization, len(_b_prompt_prefix))
         out += _b_prompt_prefix
-        out += _S136_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
+        out += _S168_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
         if v.os_build_present == 1:
             _b = v.os_build.encode()
             out += _S13_pack(len(_b))
@@ -24094,14 +24837,14 @@ def _em_digest_tower(values):
 
 def _d_region_entry(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T139)
-    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S138.unpack_from(mv, pos)
-    _r138 = pos
+        raise _short(pos, end, _T172)
+    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S171.unpack_from(mv, pos)
+    _r171 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r138 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=f_reserved)
     if not ((f_offset % 16384) == 0):
-        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r138 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
     _obj = _new(RegionEntry)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -24111,13 +24854,13 @@ def _d_region_entry(mv, pos, end):
     return _obj, pos
 
 def _u_region_entry(mv, pos, end):
-    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S138.unpack_from(mv, pos)
-    _r138 = pos
+    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S171.unpack_from(mv, pos)
+    _r171 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r138 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=f_reserved)
     if not f_offset % 16384 == 0:
-        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r138 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
     _obj = _new(RegionEntry)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -24130,19 +24873,20 @@ def _m_region_entry(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S138_unpack_from = _S138.unpack_from
+    _end = end
+    _S171_unpack_from = _S171.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S138_unpack_from(mv, pos)
-            _r138 = pos
+            f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S171_unpack_from(mv, pos)
+            _r171 = pos
             pos += 32
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r138 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=f_reserved)
             if not f_offset % 16384 == 0:
-                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r138 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
             _obj = _new(RegionEntry)
             _obj.kind = f_kind
             _obj.version = f_version
@@ -24152,51 +24896,51 @@ def _m_region_entry(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_region_entry, 'region_entry', mv, _rs, end, (), _out)
+        return _decode_many(_d_region_entry, 'region_entry', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_region_entry, 'region_entry', mv, _rs, end, (), _out)
+        return _decode_many(_d_region_entry, 'region_entry', mv, _rs, _end, (), _out)
     return _out
 
 def _e_region_entry(out, v):
-    out += _S138.pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
+    out += _S171.pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
 
 def _em_region_entry(values):
     out = bytearray()
-    _S138_pack = _S138.pack
+    _S171_pack = _S171.pack
     for v in values:
-        out += _S138_pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
+        out += _S171_pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
     return bytes(out)
 
 def _d_segment_header(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T141)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S140.unpack_from(mv, pos)
-    _r140 = pos
+        raise _short(pos, end, _T174)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S173.unpack_from(mv, pos)
+    _r173 = pos
     pos += 64
-    _s_magic = _r140
+    _s_magic = _r173
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r140, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r173, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 2):
-        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r140 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r173 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r140 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r173 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('segment header flags must be zero', offset=_r140 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('segment header flags must be zero', offset=_r173 + 12, path='flags', expected='flags == 0', found=f_flags)
     if f_header_length < 72 or f_header_length > 1048576:
-        raise ConstraintError('value out of range', offset=_r140 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+        raise ConstraintError('value out of range', offset=_r173 + 16, path='header_length', expected='72..1048576', found=f_header_length)
     if not (f_header_length == (72 + (32 * f_region_count))):
-        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r140 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r173 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r140 + 54, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 54, path='reserved', expected=0, found=f_reserved)
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r140 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r140 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r173 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r173 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r140 + 58, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 58, path='reserved2', expected=0, found=f_reserved2)
     _c = f_region_count
     if _c < 0 or _c * 32 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='regions', expected=_c * 32, found=end - pos)
@@ -24204,14 +24948,14 @@ def _d_segment_header(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T139)
-            _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S138.unpack_from(mv, pos)
-            _r138 = pos
+                raise _short(pos, end, _T172)
+            _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S171.unpack_from(mv, pos)
+            _r171 = pos
             pos += 32
             if _region_entry_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r138 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
             if not ((_region_entry_f_offset % 16384) == 0):
-                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r138 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
             _region_entry__obj = _new(RegionEntry)
             _region_entry__obj.kind = _region_entry_f_kind
             _region_entry__obj.version = _region_entry_f_version
@@ -24241,37 +24985,37 @@ def _d_segment_header(mv, pos, end):
     return _obj, pos
 
 def _u_segment_header(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S140.unpack_from(mv, pos)
-    _r140 = pos
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S173.unpack_from(mv, pos)
+    _r173 = pos
     pos += 64
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r140, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r173, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not f_family_id == 2:
-        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r140 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r173 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r140 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r173 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not f_flags == 0:
-        raise ConstraintError('segment header flags must be zero', offset=_r140 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('segment header flags must be zero', offset=_r173 + 12, path='flags', expected='flags == 0', found=f_flags)
     if f_header_length < 72 or f_header_length > 1048576:
-        raise ConstraintError('value out of range', offset=_r140 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+        raise ConstraintError('value out of range', offset=_r173 + 16, path='header_length', expected='72..1048576', found=f_header_length)
     if not f_header_length == 72 + 32 * f_region_count:
-        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r140 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r173 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r140 + 54, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 54, path='reserved', expected=0, found=f_reserved)
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r140 + 58, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 58, path='reserved2', expected=0, found=f_reserved2)
     if f_region_count * 32 > end - pos:
         raise TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
     f_regions = []
     for _i in range(f_region_count):
-        _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S138.unpack_from(mv, pos)
-        _r138 = pos
+        _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S171.unpack_from(mv, pos)
+        _r171 = pos
         pos += 32
         if _region_entry_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r138 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
         if not _region_entry_f_offset % 16384 == 0:
-            raise ConstraintError('region offset must be 16 KiB aligned', offset=_r138 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+            raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
         _region_entry__obj = _new(RegionEntry)
         _region_entry__obj.kind = _region_entry_f_kind
         _region_entry__obj.version = _region_entry_f_version
@@ -24283,7 +25027,7 @@ def _u_segment_header(mv, pos, end):
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
-    _ck = _ck_xxh3_64(mv[_r140:_e_regions])
+    _ck = _ck_xxh3_64(mv[_r173:_e_regions])
     if f_header_checksum != _ck:
         raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
     _obj = _new(SegmentHeader)
@@ -24299,45 +25043,46 @@ def _m_segment_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S138_unpack_from = _S138.unpack_from
-    _S140_unpack_from = _S140.unpack_from
+    _end = end
+    _S171_unpack_from = _S171.unpack_from
+    _S173_unpack_from = _S173.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S140_unpack_from(mv, pos)
-            _r140 = pos
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S173_unpack_from(mv, pos)
+            _r173 = pos
             pos += 64
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r140, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r173, path='magic', expected=b'ZEPEMBED', found=f_magic)
             if not f_family_id == 2:
-                raise ConstraintError('wrong family id (expected 2, segment)', offset=_r140 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 2, segment)', offset=_r173 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r140 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r173 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
             if not f_flags == 0:
-                raise ConstraintError('segment header flags must be zero', offset=_r140 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('segment header flags must be zero', offset=_r173 + 12, path='flags', expected='flags == 0', found=f_flags)
             if f_header_length < 72 or f_header_length > 1048576:
-                raise ConstraintError('value out of range', offset=_r140 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+                raise ConstraintError('value out of range', offset=_r173 + 16, path='header_length', expected='72..1048576', found=f_header_length)
             if not f_header_length == 72 + 32 * f_region_count:
-                raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r140 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+                raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r173 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r140 + 54, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r173 + 54, path='reserved', expected=0, found=f_reserved)
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r140 + 58, path='reserved2', expected=0, found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r173 + 58, path='reserved2', expected=0, found=f_reserved2)
             if f_region_count * 32 > end - pos:
                 raise TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
             f_regions = []
             for _i in range(f_region_count):
-                _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S138_unpack_from(mv, pos)
-                _r138 = pos
+                _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S171_unpack_from(mv, pos)
+                _r171 = pos
                 pos += 32
                 if _region_entry_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r138 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
                 if not _region_entry_f_offset % 16384 == 0:
-                    raise ConstraintError('region offset must be 16 KiB aligned', offset=_r138 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+                    raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
                 _region_entry__obj = _new(RegionEntry)
                 _region_entry__obj.kind = _region_entry_f_kind
                 _region_entry__obj.version = _region_entry_f_version
@@ -24349,7 +25094,7 @@ def _m_segment_header(mv, pos, end):
             f_header_checksum, = _S6_unpack_from(mv, pos)
             _r6 = pos
             pos += 8
-            _ck = _ck_xxh3_64(mv[_r140:_e_regions])
+            _ck = _ck_xxh3_64(mv[_r173:_e_regions])
             if f_header_checksum != _ck:
                 raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
             _obj = _new(SegmentHeader)
@@ -24362,57 +25107,57 @@ def _m_segment_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_segment_header, 'segment_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_segment_header, 'segment_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_segment_header, 'segment_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_segment_header, 'segment_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_segment_header(out, v):
     _s_magic = len(out)
-    out += _S140.pack(b'ZEPEMBED', 2, 1, 0, (72 + (32 * len(v.regions))), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
+    out += _S173.pack(b'ZEPEMBED', 2, 1, 0, (72 + (32 * len(v.regions))), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
     if len(v.regions) != len(v.regions):
         raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
     for _x in v.regions:
-        out += _S138.pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
+        out += _S171.pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
     f_header_checksum = _ck_xxh3_64((out if _s_magic == 0 else memoryview(out)[_s_magic:]))
     out += _S6.pack(f_header_checksum)
 
 def _em_segment_header(values):
     out = bytearray()
-    _S138_pack = _S138.pack
-    _S140_pack = _S140.pack
+    _S171_pack = _S171.pack
+    _S173_pack = _S173.pack
     _S6_pack = _S6.pack
     for v in values:
         _s_magic = len(out)
-        out += _S140_pack(b'ZEPEMBED', 2, 1, 0, 72 + 32 * len(v.regions), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
+        out += _S173_pack(b'ZEPEMBED', 2, 1, 0, 72 + 32 * len(v.regions), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
         if len(v.regions) != len(v.regions):
             raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
         for _x in v.regions:
-            out += _S138_pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
+            out += _S171_pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
         out += _S6_pack(_ck_xxh3_64(memoryview(out)[_s_magic:]))
     return bytes(out)
 
 def _d_vector_header(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T143)
-    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S142.unpack_from(mv, pos)
-    _r142 = pos
+        raise _short(pos, end, _T176)
+    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S175.unpack_from(mv, pos)
+    _r175 = pos
     pos += 32
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r142, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r142, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r175, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r175, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
     if f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 14, path='transform_kind', expected=0, found=f_transform_kind)
     if f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 16, path='transform_seed', expected=0, found=f_transform_seed)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 28, path='reserved', expected=0, found=f_reserved)
     _obj = _new(VectorHeader)
     _obj.scheme = f_scheme
     _obj.dims = f_dims
@@ -24422,18 +25167,18 @@ def _d_vector_header(mv, pos, end):
     return _obj, pos
 
 def _u_vector_header(mv, pos, end):
-    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S142.unpack_from(mv, pos)
-    _r142 = pos
+    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S175.unpack_from(mv, pos)
+    _r175 = pos
     pos += 32
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
     if f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 14, path='transform_kind', expected=0, found=f_transform_kind)
     if f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 16, path='transform_seed', expected=0, found=f_transform_seed)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r142 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 28, path='reserved', expected=0, found=f_reserved)
     _obj = _new(VectorHeader)
     _obj.scheme = f_scheme
     _obj.dims = f_dims
@@ -24446,24 +25191,25 @@ def _m_vector_header(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S142_unpack_from = _S142.unpack_from
+    _end = end
+    _S175_unpack_from = _S175.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S142_unpack_from(mv, pos)
-            _r142 = pos
+            f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S175_unpack_from(mv, pos)
+            _r175 = pos
             pos += 32
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r142 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_r175 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
             if f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r142 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_r175 + 14, path='transform_kind', expected=0, found=f_transform_kind)
             if f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r142 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_r175 + 16, path='transform_seed', expected=0, found=f_transform_seed)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r142 + 28, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r175 + 28, path='reserved', expected=0, found=f_reserved)
             _obj = _new(VectorHeader)
             _obj.scheme = f_scheme
             _obj.dims = f_dims
@@ -24473,43 +25219,43 @@ def _m_vector_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_vector_header, 'vector_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_vector_header, 'vector_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_vector_header, 'vector_header', mv, _rs, end, (), _out)
+        return _decode_many(_d_vector_header, 'vector_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_vector_header(out, v):
-    out += _S142.pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
+    out += _S175.pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
 
 def _em_vector_header(values):
     out = bytearray()
-    _S142_pack = _S142.pack
+    _S175_pack = _S175.pack
     for v in values:
-        out += _S142_pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
+        out += _S175_pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
     return bytes(out)
 
 def _d_vector_codes_region(mv, pos, end):
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T143)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142.unpack_from(mv, pos)
-        _vector_header___r142 = pos
+            raise _short(pos, end, _T176)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
+        _vector_header___r175 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -24522,7 +25268,7 @@ def _d_vector_codes_region(mv, pos, end):
     _c = (f_header.row_stride * f_header.row_count)
     if _c < 0 or _c * 1 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-    f_codes = numpy.frombuffer(mv, _DT144, _c, pos)
+    f_codes = numpy.frombuffer(mv, _DT177, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
     _obj.header = f_header
@@ -24530,23 +25276,23 @@ def _d_vector_codes_region(mv, pos, end):
     return _obj, pos
 
 def _u_vector_codes_region(mv, pos, end):
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142.unpack_from(mv, pos)
-    _vector_header___r142 = pos
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
+    _vector_header___r175 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -24556,7 +25302,7 @@ def _u_vector_codes_region(mv, pos, end):
     _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
     if _c < 0 or _c * 1 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-    f_codes = numpy.frombuffer(mv, _DT144, _c, pos)
+    f_codes = numpy.frombuffer(mv, _DT177, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
     _obj.header = _vector_header___obj
@@ -24567,29 +25313,30 @@ def _m_vector_codes_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S142_unpack_from = _S142.unpack_from
+    _end = end
+    _S175_unpack_from = _S175.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142_unpack_from(mv, pos)
-            _vector_header___r142 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175_unpack_from(mv, pos)
+            _vector_header___r175 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -24599,7 +25346,7 @@ def _m_vector_codes_region(mv, pos, end):
             _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
             if _c < 0 or _c * 1 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-            f_codes = numpy.frombuffer(mv, _DT144, _c, pos)
+            f_codes = numpy.frombuffer(mv, _DT177, _c, pos)
             pos += _c * 1
             _obj = _new(VectorCodesRegion)
             _obj.header = _vector_header___obj
@@ -24607,25 +25354,25 @@ def _m_vector_codes_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_vector_codes_region, 'vector_codes_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_vector_codes_region, 'vector_codes_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_vector_codes_region, 'vector_codes_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_vector_codes_region, 'vector_codes_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_vector_codes_region(out, v):
     _vector_header__v = v.header
-    out += _S142.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S175.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if len(v.codes) != (v.header.row_stride * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.row_stride * v.header.row_count)) + ' items, found ' + str(len(v.codes)), path='codes')
     out += numpy.asarray(v.codes, dtype='<u1').tobytes()
 
 def _em_vector_codes_region(values):
     out = bytearray()
-    _S142_pack = _S142.pack
+    _S175_pack = _S175.pack
     for v in values:
         _vector_header__v = v.header
-        out += _S142_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+        out += _S175_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
         if len(v.codes) != v.header.row_stride * v.header.row_count:
             raise EncodeError('expected ' + str(v.header.row_stride * v.header.row_count) + ' items, found ' + str(len(v.codes)), path='codes')
         out += numpy.asarray(v.codes, dtype='<u1').tobytes()
@@ -24633,8 +25380,8 @@ def _em_vector_codes_region(values):
 
 def _d_bit4_factors(mv, pos, end):
     if pos + 12 > end:
-        raise _short(pos, end, _T146)
-    f_scale, f_normalized_norm, f_normalized_correction = _S145.unpack_from(mv, pos)
+        raise _short(pos, end, _T179)
+    f_scale, f_normalized_norm, f_normalized_correction = _S178.unpack_from(mv, pos)
     pos += 12
     _obj = _new(Bit4Factors)
     _obj.scale = f_scale
@@ -24643,7 +25390,7 @@ def _d_bit4_factors(mv, pos, end):
     return _obj, pos
 
 def _u_bit4_factors(mv, pos, end):
-    f_scale, f_normalized_norm, f_normalized_correction = _S145.unpack_from(mv, pos)
+    f_scale, f_normalized_norm, f_normalized_correction = _S178.unpack_from(mv, pos)
     pos += 12
     _obj = _new(Bit4Factors)
     _obj.scale = f_scale
@@ -24655,13 +25402,14 @@ def _m_bit4_factors(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S145_unpack_from = _S145.unpack_from
+    _end = end
+    _S178_unpack_from = _S178.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scale, f_normalized_norm, f_normalized_correction = _S145_unpack_from(mv, pos)
+            f_scale, f_normalized_norm, f_normalized_correction = _S178_unpack_from(mv, pos)
             pos += 12
             _obj = _new(Bit4Factors)
             _obj.scale = f_scale
@@ -24670,26 +25418,26 @@ def _m_bit4_factors(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_bit4_factors, 'bit4_factors', mv, _rs, end, (), _out)
+        return _decode_many(_d_bit4_factors, 'bit4_factors', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_bit4_factors, 'bit4_factors', mv, _rs, end, (), _out)
+        return _decode_many(_d_bit4_factors, 'bit4_factors', mv, _rs, _end, (), _out)
     return _out
 
 def _e_bit4_factors(out, v):
-    out += _S145.pack(v.scale, v.normalized_norm, v.normalized_correction)
+    out += _S178.pack(v.scale, v.normalized_norm, v.normalized_correction)
 
 def _em_bit4_factors(values):
     out = bytearray()
-    _S145_pack = _S145.pack
+    _S178_pack = _S178.pack
     for v in values:
-        out += _S145_pack(v.scale, v.normalized_norm, v.normalized_correction)
+        out += _S178_pack(v.scale, v.normalized_norm, v.normalized_correction)
     return bytes(out)
 
 def _d_int8_factors(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T148)
-    f_scale, f_offset = _S147.unpack_from(mv, pos)
+        raise _short(pos, end, _T181)
+    f_scale, f_offset = _S180.unpack_from(mv, pos)
     pos += 8
     _obj = _new(Int8Factors)
     _obj.scale = f_scale
@@ -24697,7 +25445,7 @@ def _d_int8_factors(mv, pos, end):
     return _obj, pos
 
 def _u_int8_factors(mv, pos, end):
-    f_scale, f_offset = _S147.unpack_from(mv, pos)
+    f_scale, f_offset = _S180.unpack_from(mv, pos)
     pos += 8
     _obj = _new(Int8Factors)
     _obj.scale = f_scale
@@ -24708,13 +25456,14 @@ def _m_int8_factors(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S147_unpack_from = _S147.unpack_from
+    _end = end
+    _S180_unpack_from = _S180.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scale, f_offset = _S147_unpack_from(mv, pos)
+            f_scale, f_offset = _S180_unpack_from(mv, pos)
             pos += 8
             _obj = _new(Int8Factors)
             _obj.scale = f_scale
@@ -24722,43 +25471,43 @@ def _m_int8_factors(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_int8_factors, 'int8_factors', mv, _rs, end, (), _out)
+        return _decode_many(_d_int8_factors, 'int8_factors', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_int8_factors, 'int8_factors', mv, _rs, end, (), _out)
+        return _decode_many(_d_int8_factors, 'int8_factors', mv, _rs, _end, (), _out)
     return _out
 
 def _e_int8_factors(out, v):
-    out += _S147.pack(v.scale, v.offset)
+    out += _S180.pack(v.scale, v.offset)
 
 def _em_int8_factors(values):
     out = bytearray()
-    _S147_pack = _S147.pack
+    _S180_pack = _S180.pack
     for v in values:
-        out += _S147_pack(v.scale, v.offset)
+        out += _S180_pack(v.scale, v.offset)
     return bytes(out)
 
 def _d_vector_factors_region(mv, pos, end):
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T143)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142.unpack_from(mv, pos)
-        _vector_header___r142 = pos
+            raise _short(pos, end, _T176)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
+        _vector_header___r175 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -24802,23 +25551,23 @@ def _d_vector_factors_region(mv, pos, end):
     return _obj, pos
 
 def _u_vector_factors_region(mv, pos, end):
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142.unpack_from(mv, pos)
-    _vector_header___r142 = pos
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
+    _vector_header___r175 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -24860,29 +25609,30 @@ def _m_vector_factors_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S142_unpack_from = _S142.unpack_from
+    _end = end
+    _S175_unpack_from = _S175.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142_unpack_from(mv, pos)
-            _vector_header___r142 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175_unpack_from(mv, pos)
+            _vector_header___r175 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -24921,15 +25671,15 @@ def _m_vector_factors_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_vector_factors_region, 'vector_factors_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_vector_factors_region, 'vector_factors_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_vector_factors_region, 'vector_factors_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_vector_factors_region, 'vector_factors_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_vector_factors_region(out, v):
     _vector_header__v = v.header
-    out += _S142.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S175.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if ((v.header.scheme == 4) and (v.header.factor_stride == 12)):
         if len(v.bit4) != v.header.row_count:
             raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
@@ -24952,10 +25702,10 @@ def _e_vector_factors_region(out, v):
 
 def _em_vector_factors_region(values):
     out = bytearray()
-    _S142_pack = _S142.pack
+    _S175_pack = _S175.pack
     for v in values:
         _vector_header__v = v.header
-        out += _S142_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+        out += _S175_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
         if v.header.scheme == 4 and v.header.factor_stride == 12:
             if len(v.bit4) != v.header.row_count:
                 raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
@@ -24981,24 +25731,24 @@ def _d_vector_rescore_region(mv, pos, end):
     _a_header = pos
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T143)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142.unpack_from(mv, pos)
-        _vector_header___r142 = pos
+            raise _short(pos, end, _T176)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
+        _vector_header___r175 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -25013,7 +25763,7 @@ def _d_vector_rescore_region(mv, pos, end):
     _c = (f_header.dims * f_header.row_count)
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-    f_values = numpy.frombuffer(mv, _DT149, _c, pos)
+    f_values = numpy.frombuffer(mv, _DT182, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
     _obj.header = f_header
@@ -25022,23 +25772,23 @@ def _d_vector_rescore_region(mv, pos, end):
 
 def _u_vector_rescore_region(mv, pos, end):
     _a_header = pos
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142.unpack_from(mv, pos)
-    _vector_header___r142 = pos
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
+    _vector_header___r175 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -25050,7 +25800,7 @@ def _u_vector_rescore_region(mv, pos, end):
     _c = _vector_header___obj.dims * _vector_header___obj.row_count
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-    f_values = numpy.frombuffer(mv, _DT149, _c, pos)
+    f_values = numpy.frombuffer(mv, _DT182, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
     _obj.header = _vector_header___obj
@@ -25061,30 +25811,31 @@ def _m_vector_rescore_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S142_unpack_from = _S142.unpack_from
+    _end = end
+    _S175_unpack_from = _S175.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
             _a_header = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S142_unpack_from(mv, pos)
-            _vector_header___r142 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175_unpack_from(mv, pos)
+            _vector_header___r175 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r142, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r142 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -25096,7 +25847,7 @@ def _m_vector_rescore_region(mv, pos, end):
             _c = _vector_header___obj.dims * _vector_header___obj.row_count
             if _c < 0 or _c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-            f_values = numpy.frombuffer(mv, _DT149, _c, pos)
+            f_values = numpy.frombuffer(mv, _DT182, _c, pos)
             pos += _c * 4
             _obj = _new(VectorRescoreRegion)
             _obj.header = _vector_header___obj
@@ -25104,25 +25855,25 @@ def _m_vector_rescore_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_vector_rescore_region, 'vector_rescore_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_vector_rescore_region, 'vector_rescore_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_vector_rescore_region, 'vector_rescore_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_vector_rescore_region, 'vector_rescore_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_vector_rescore_region(out, v):
     _vector_header__v = v.header
-    out += _S142.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S175.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if len(v.values) != (v.header.dims * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.dims * v.header.row_count)) + ' items, found ' + str(len(v.values)), path='values')
     out += numpy.asarray(v.values, dtype='<f4').tobytes()
 
 def _em_vector_rescore_region(values):
     out = bytearray()
-    _S142_pack = _S142.pack
+    _S175_pack = _S175.pack
     for v in values:
         _vector_header__v = v.header
-        out += _S142_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+        out += _S175_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
         if len(v.values) != v.header.dims * v.header.row_count:
             raise EncodeError('expected ' + str(v.header.dims * v.header.row_count) + ' items, found ' + str(len(v.values)), path='values')
         out += numpy.asarray(v.values, dtype='<f4').tobytes()
@@ -25130,7 +25881,7 @@ def _em_vector_rescore_region(values):
 
 def _d_columns_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T150)
+        raise _short(pos, end, _T183)
     f_row_count, f_column_count = _S41.unpack_from(mv, pos)
     pos += 8
     _c = f_column_count
@@ -25140,16 +25891,16 @@ def _d_columns_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T120)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119.unpack_from(mv, pos)
-            _r119 = pos
+                raise _short(pos, end, _T148)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147.unpack_from(mv, pos)
+            _r147 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r119 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r147 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -25183,12 +25934,12 @@ def _u_columns_region(mv, pos, end):
         raise TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
     f_defs = []
     for _i in range(f_column_count):
-        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119.unpack_from(mv, pos)
-        _r119 = pos
+        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147.unpack_from(mv, pos)
+        _r147 = pos
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+            raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
         _column_def_f_name = str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
@@ -25213,7 +25964,8 @@ def _m_columns_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S119_unpack_from = _S119.unpack_from
+    _end = end
+    _S147_unpack_from = _S147.unpack_from
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -25226,12 +25978,12 @@ def _m_columns_region(mv, pos, end):
                 raise TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
             f_defs = []
             for _i in range(f_column_count):
-                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S119_unpack_from(mv, pos)
-                _r119 = pos
+                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147_unpack_from(mv, pos)
+                _r147 = pos
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_r119 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                    raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
                 _column_def_f_name = str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
@@ -25253,10 +26005,10 @@ def _m_columns_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_columns_region, 'columns_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_columns_region, 'columns_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_columns_region, 'columns_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_columns_region, 'columns_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_columns_region(out, v):
@@ -25265,14 +26017,14 @@ def _e_columns_region(out, v):
         raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
     for _x in v.defs:
         _column_def_b_name = _x.name.encode()
-        out += _S119.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _S147.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
         out += _column_def_b_name
     _b = v.data
     out += _b
 
 def _em_columns_region(values):
     out = bytearray()
-    _S119_pack = _S119.pack
+    _S147_pack = _S147.pack
     _S41_pack = _S41.pack
     for v in values:
         out += _S41_pack(v.row_count, len(v.defs))
@@ -25280,7 +26032,7 @@ def _em_columns_region(values):
             raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
         for _x in v.defs:
             _column_def_b_name = _x.name.encode()
-            out += _S119_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+            out += _S147_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
             out += _column_def_b_name
         _b = v.data
         out += _b
@@ -25288,7 +26040,7 @@ def _em_columns_region(values):
 
 def _d_dictionary_column(mv, pos, end, p_rows):
     if pos + 4 > end:
-        raise _short(pos, end, _T151)
+        raise _short(pos, end, _T184)
     f_dict_count, = _S13.unpack_from(mv, pos)
     pos += 4
     _c = f_dict_count
@@ -25312,7 +26064,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('strings') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T152)
+        raise _short(pos, end, _T185)
     f_code_width, f_reserved = _S14.unpack_from(mv, pos)
     _r14 = pos
     pos += 4
@@ -25324,11 +26076,11 @@ def _d_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-        _st = _RC153.get(_c)
+        _st = _RC186.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
-            if len(_RC153) < 64:
-                _RC153[_c] = _st
+            if len(_RC186) < 64:
+                _RC186[_c] = _st
         f_codes16 = list(_st.unpack_from(mv, pos))
         pos += _c * 2
     else:
@@ -25337,11 +26089,11 @@ def _d_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-        _st = _RC154.get(_c)
+        _st = _RC187.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
-            if len(_RC154) < 64:
-                _RC154[_c] = _st
+            if len(_RC187) < 64:
+                _RC187[_c] = _st
         f_codes32 = list(_st.unpack_from(mv, pos))
         pos += _c * 4
     else:
@@ -25377,11 +26129,11 @@ def _u_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-        _st = _RC153.get(_c)
+        _st = _RC186.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
-            if len(_RC153) < 64:
-                _RC153[_c] = _st
+            if len(_RC186) < 64:
+                _RC186[_c] = _st
         f_codes16 = list(_st.unpack_from(mv, pos))
         pos += _c * 2
     else:
@@ -25390,11 +26142,11 @@ def _u_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-        _st = _RC154.get(_c)
+        _st = _RC187.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
-            if len(_RC154) < 64:
-                _RC154[_c] = _st
+            if len(_RC187) < 64:
+                _RC187[_c] = _st
         f_codes32 = list(_st.unpack_from(mv, pos))
         pos += _c * 4
     else:
@@ -25410,6 +26162,7 @@ def _m_dictionary_column(mv, pos, end, p_rows):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S13_unpack_from = _S13.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
@@ -25440,11 +26193,11 @@ def _m_dictionary_column(mv, pos, end, p_rows):
                 _c = p_rows
                 if _c < 0 or _c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-                _st = _RC153.get(_c)
+                _st = _RC186.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'H')
-                    if len(_RC153) < 64:
-                        _RC153[_c] = _st
+                    if len(_RC186) < 64:
+                        _RC186[_c] = _st
                 f_codes16 = list(_st.unpack_from(mv, pos))
                 pos += _c * 2
             else:
@@ -25453,11 +26206,11 @@ def _m_dictionary_column(mv, pos, end, p_rows):
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-                _st = _RC154.get(_c)
+                _st = _RC187.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'I')
-                    if len(_RC154) < 64:
-                        _RC154[_c] = _st
+                    if len(_RC187) < 64:
+                        _RC187[_c] = _st
                 f_codes32 = list(_st.unpack_from(mv, pos))
                 pos += _c * 4
             else:
@@ -25470,10 +26223,10 @@ def _m_dictionary_column(mv, pos, end, p_rows):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dictionary_column, 'dictionary_column', mv, _rs, end, (p_rows, ), _out)
+        return _decode_many(_d_dictionary_column, 'dictionary_column', mv, _rs, _end, (p_rows, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dictionary_column, 'dictionary_column', mv, _rs, end, (p_rows, ), _out)
+        return _decode_many(_d_dictionary_column, 'dictionary_column', mv, _rs, _end, (p_rows, ), _out)
     return _out
 
 def _e_dictionary_column(out, v, p_rows):
@@ -25527,7 +26280,7 @@ def _em_dictionary_column(values, p_rows):
 
 def _d_column_data(mv, pos, end, p_type, p_rows):
     if pos + 4 > end:
-        raise _short(pos, end, _T155)
+        raise _short(pos, end, _T188)
     f_presence_len, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -25544,11 +26297,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-        _st = _RC156.get(_c)
+        _st = _RC189.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
-            if len(_RC156) < 64:
-                _RC156[_c] = _st
+            if len(_RC189) < 64:
+                _RC189[_c] = _st
         f_u64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -25557,11 +26310,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-        _st = _RC157.get(_c)
+        _st = _RC190.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
-            if len(_RC157) < 64:
-                _RC157[_c] = _st
+            if len(_RC190) < 64:
+                _RC190[_c] = _st
         f_i64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -25570,11 +26323,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-        _st = _RC158.get(_c)
+        _st = _RC191.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
-            if len(_RC158) < 64:
-                _RC158[_c] = _st
+            if len(_RC191) < 64:
+                _RC191[_c] = _st
         f_f64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -25583,11 +26336,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-        _st = _RC159.get(_c)
+        _st = _RC192.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
-            if len(_RC159) < 64:
-                _RC159[_c] = _st
+            if len(_RC192) < 64:
+                _RC192[_c] = _st
         f_bools = list(_st.unpack_from(mv, pos))
         pos += _c * 1
     else:
@@ -25595,7 +26348,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 5):
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T151)
+                raise _short(pos, end, _T184)
             _dictionary_column__f_dict_count, = _S13.unpack_from(mv, pos)
             pos += 4
             _dictionary_column___c = _dictionary_column__f_dict_count
@@ -25619,7 +26372,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             except DecodeError as _exc:
                 raise _exc.prefixed('[' + str(_dictionary_column___i) + ']').prefixed('strings') from None
             if pos + 4 > end:
-                raise _short(pos, end, _T152)
+                raise _short(pos, end, _T185)
             _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14.unpack_from(mv, pos)
             _dictionary_column___r14 = pos
             pos += 4
@@ -25631,11 +26384,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-                _dictionary_column___st = _RC153.get(_dictionary_column___c)
+                _dictionary_column___st = _RC186.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                    if len(_RC153) < 64:
-                        _RC153[_dictionary_column___c] = _dictionary_column___st
+                    if len(_RC186) < 64:
+                        _RC186[_dictionary_column___c] = _dictionary_column___st
                 _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
                 pos += _dictionary_column___c * 2
             else:
@@ -25644,11 +26397,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                     raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-                _dictionary_column___st = _RC154.get(_dictionary_column___c)
+                _dictionary_column___st = _RC187.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                    if len(_RC154) < 64:
-                        _RC154[_dictionary_column___c] = _dictionary_column___st
+                    if len(_RC187) < 64:
+                        _RC187[_dictionary_column___c] = _dictionary_column___st
                 _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
                 pos += _dictionary_column___c * 4
             else:
@@ -25711,11 +26464,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-        _st = _RC156.get(_c)
+        _st = _RC189.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
-            if len(_RC156) < 64:
-                _RC156[_c] = _st
+            if len(_RC189) < 64:
+                _RC189[_c] = _st
         f_u64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -25724,11 +26477,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-        _st = _RC157.get(_c)
+        _st = _RC190.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
-            if len(_RC157) < 64:
-                _RC157[_c] = _st
+            if len(_RC190) < 64:
+                _RC190[_c] = _st
         f_i64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -25737,11 +26490,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-        _st = _RC158.get(_c)
+        _st = _RC191.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
-            if len(_RC158) < 64:
-                _RC158[_c] = _st
+            if len(_RC191) < 64:
+                _RC191[_c] = _st
         f_f64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -25750,11 +26503,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-        _st = _RC159.get(_c)
+        _st = _RC192.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
-            if len(_RC159) < 64:
-                _RC159[_c] = _st
+            if len(_RC192) < 64:
+                _RC192[_c] = _st
         f_bools = list(_st.unpack_from(mv, pos))
         pos += _c * 1
     else:
@@ -25783,11 +26536,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-            _dictionary_column___st = _RC153.get(_dictionary_column___c)
+            _dictionary_column___st = _RC186.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                if len(_RC153) < 64:
-                    _RC153[_dictionary_column___c] = _dictionary_column___st
+                if len(_RC186) < 64:
+                    _RC186[_dictionary_column___c] = _dictionary_column___st
             _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
             pos += _dictionary_column___c * 2
         else:
@@ -25796,11 +26549,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-            _dictionary_column___st = _RC154.get(_dictionary_column___c)
+            _dictionary_column___st = _RC187.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                if len(_RC154) < 64:
-                    _RC154[_dictionary_column___c] = _dictionary_column___st
+                if len(_RC187) < 64:
+                    _RC187[_dictionary_column___c] = _dictionary_column___st
             _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
             pos += _dictionary_column___c * 4
         else:
@@ -25840,6 +26593,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S13_unpack_from = _S13.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
@@ -25861,11 +26615,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-                _st = _RC156.get(_c)
+                _st = _RC189.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'Q')
-                    if len(_RC156) < 64:
-                        _RC156[_c] = _st
+                    if len(_RC189) < 64:
+                        _RC189[_c] = _st
                 f_u64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -25874,11 +26628,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-                _st = _RC157.get(_c)
+                _st = _RC190.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'q')
-                    if len(_RC157) < 64:
-                        _RC157[_c] = _st
+                    if len(_RC190) < 64:
+                        _RC190[_c] = _st
                 f_i64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -25887,11 +26641,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-                _st = _RC158.get(_c)
+                _st = _RC191.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'd')
-                    if len(_RC158) < 64:
-                        _RC158[_c] = _st
+                    if len(_RC191) < 64:
+                        _RC191[_c] = _st
                 f_f64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -25900,11 +26654,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
                 _c = p_rows
                 if _c < 0 or _c * 1 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-                _st = _RC159.get(_c)
+                _st = _RC192.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'B')
-                    if len(_RC159) < 64:
-                        _RC159[_c] = _st
+                    if len(_RC192) < 64:
+                        _RC192[_c] = _st
                 f_bools = list(_st.unpack_from(mv, pos))
                 pos += _c * 1
             else:
@@ -25933,11 +26687,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-                    _dictionary_column___st = _RC153.get(_dictionary_column___c)
+                    _dictionary_column___st = _RC186.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                        if len(_RC153) < 64:
-                            _RC153[_dictionary_column___c] = _dictionary_column___st
+                        if len(_RC186) < 64:
+                            _RC186[_dictionary_column___c] = _dictionary_column___st
                     _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
                     pos += _dictionary_column___c * 2
                 else:
@@ -25946,11 +26700,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                         raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-                    _dictionary_column___st = _RC154.get(_dictionary_column___c)
+                    _dictionary_column___st = _RC187.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                        if len(_RC154) < 64:
-                            _RC154[_dictionary_column___c] = _dictionary_column___st
+                        if len(_RC187) < 64:
+                            _RC187[_dictionary_column___c] = _dictionary_column___st
                     _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
                     pos += _dictionary_column___c * 4
                 else:
@@ -25987,10 +26741,10 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_column_data, 'column_data', mv, _rs, end, (p_type, p_rows, ), _out)
+        return _decode_many(_d_column_data, 'column_data', mv, _rs, _end, (p_type, p_rows, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_column_data, 'column_data', mv, _rs, end, (p_type, p_rows, ), _out)
+        return _decode_many(_d_column_data, 'column_data', mv, _rs, _end, (p_type, p_rows, ), _out)
     return _out
 
 def _e_column_data(out, v, p_type, p_rows):
@@ -26132,7 +26886,7 @@ def _em_column_data(values, p_type, p_rows):
 
 def _d_alive_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T160)
+        raise _short(pos, end, _T193)
     f_row_count, f_bitmap_len = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -26169,6 +26923,7 @@ def _m_alive_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -26190,10 +26945,10 @@ def _m_alive_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_alive_region, 'alive_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_alive_region, 'alive_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_alive_region, 'alive_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_alive_region, 'alive_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_alive_region(out, v):
@@ -26220,12 +26975,12 @@ def _em_alive_region(values):
 
 def _d_checksum_entry(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T162)
-    f_kind, f_reserved, f_chunk_index, f_checksum = _S161.unpack_from(mv, pos)
-    _r161 = pos
+        raise _short(pos, end, _T195)
+    f_kind, f_reserved, f_chunk_index, f_checksum = _S194.unpack_from(mv, pos)
+    _r194 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r161 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=f_reserved)
     _obj = _new(ChecksumEntry)
     _obj.kind = f_kind
     _obj.chunk_index = f_chunk_index
@@ -26233,11 +26988,11 @@ def _d_checksum_entry(mv, pos, end):
     return _obj, pos
 
 def _u_checksum_entry(mv, pos, end):
-    f_kind, f_reserved, f_chunk_index, f_checksum = _S161.unpack_from(mv, pos)
-    _r161 = pos
+    f_kind, f_reserved, f_chunk_index, f_checksum = _S194.unpack_from(mv, pos)
+    _r194 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r161 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=f_reserved)
     _obj = _new(ChecksumEntry)
     _obj.kind = f_kind
     _obj.chunk_index = f_chunk_index
@@ -26248,17 +27003,18 @@ def _m_checksum_entry(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S161_unpack_from = _S161.unpack_from
+    _end = end
+    _S194_unpack_from = _S194.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_kind, f_reserved, f_chunk_index, f_checksum = _S161_unpack_from(mv, pos)
-            _r161 = pos
+            f_kind, f_reserved, f_chunk_index, f_checksum = _S194_unpack_from(mv, pos)
+            _r194 = pos
             pos += 16
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r161 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=f_reserved)
             _obj = _new(ChecksumEntry)
             _obj.kind = f_kind
             _obj.chunk_index = f_chunk_index
@@ -26266,25 +27022,25 @@ def _m_checksum_entry(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_checksum_entry, 'checksum_entry', mv, _rs, end, (), _out)
+        return _decode_many(_d_checksum_entry, 'checksum_entry', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_checksum_entry, 'checksum_entry', mv, _rs, end, (), _out)
+        return _decode_many(_d_checksum_entry, 'checksum_entry', mv, _rs, _end, (), _out)
     return _out
 
 def _e_checksum_entry(out, v):
-    out += _S161.pack(v.kind, 0, v.chunk_index, v.checksum)
+    out += _S194.pack(v.kind, 0, v.chunk_index, v.checksum)
 
 def _em_checksum_entry(values):
     out = bytearray()
-    _S161_pack = _S161.pack
+    _S194_pack = _S194.pack
     for v in values:
-        out += _S161_pack(v.kind, 0, v.chunk_index, v.checksum)
+        out += _S194_pack(v.kind, 0, v.chunk_index, v.checksum)
     return bytes(out)
 
 def _d_checksum_table_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T163)
+        raise _short(pos, end, _T196)
     f_entry_count, f_chunk_size = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -26297,12 +27053,12 @@ def _d_checksum_table_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 16 > end:
-                raise _short(pos, end, _T162)
-            _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S161.unpack_from(mv, pos)
-            _r161 = pos
+                raise _short(pos, end, _T195)
+            _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S194.unpack_from(mv, pos)
+            _r194 = pos
             pos += 16
             if _checksum_entry_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r161 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
             _checksum_entry__obj = _new(ChecksumEntry)
             _checksum_entry__obj.kind = _checksum_entry_f_kind
             _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -26325,11 +27081,11 @@ def _u_checksum_table_region(mv, pos, end):
         raise TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
     f_entries = []
     for _i in range(f_entry_count):
-        _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S161.unpack_from(mv, pos)
-        _r161 = pos
+        _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S194.unpack_from(mv, pos)
+        _r194 = pos
         pos += 16
         if _checksum_entry_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r161 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
         _checksum_entry__obj = _new(ChecksumEntry)
         _checksum_entry__obj.kind = _checksum_entry_f_kind
         _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -26343,7 +27099,8 @@ def _m_checksum_table_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S161_unpack_from = _S161.unpack_from
+    _end = end
+    _S194_unpack_from = _S194.unpack_from
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -26359,11 +27116,11 @@ def _m_checksum_table_region(mv, pos, end):
                 raise TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
             f_entries = []
             for _i in range(f_entry_count):
-                _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S161_unpack_from(mv, pos)
-                _r161 = pos
+                _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S194_unpack_from(mv, pos)
+                _r194 = pos
                 pos += 16
                 if _checksum_entry_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r161 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
                 _checksum_entry__obj = _new(ChecksumEntry)
                 _checksum_entry__obj.kind = _checksum_entry_f_kind
                 _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -26374,10 +27131,10 @@ def _m_checksum_table_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_checksum_table_region, 'checksum_table_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_checksum_table_region, 'checksum_table_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_checksum_table_region, 'checksum_table_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_checksum_table_region, 'checksum_table_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_checksum_table_region(out, v):
@@ -26385,18 +27142,18 @@ def _e_checksum_table_region(out, v):
     if len(v.entries) != len(v.entries):
         raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
     for _x in v.entries:
-        out += _S161.pack(_x.kind, 0, _x.chunk_index, _x.checksum)
+        out += _S194.pack(_x.kind, 0, _x.chunk_index, _x.checksum)
 
 def _em_checksum_table_region(values):
     out = bytearray()
-    _S161_pack = _S161.pack
+    _S194_pack = _S194.pack
     _S41_pack = _S41.pack
     for v in values:
         out += _S41_pack(len(v.entries), 65536)
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            out += _S161_pack(_x.kind, 0, _x.chunk_index, _x.checksum)
+            out += _S194_pack(_x.kind, 0, _x.chunk_index, _x.checksum)
     return bytes(out)
 
 def _d_document_version(mv, pos, end):
@@ -26423,6 +27180,7 @@ def _m_document_version(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S16_unpack_from = _S16.unpack_from
     try:
         while True:
@@ -26438,10 +27196,10 @@ def _m_document_version(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_document_version, 'document_version', mv, _rs, end, (), _out)
+        return _decode_many(_d_document_version, 'document_version', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_document_version, 'document_version', mv, _rs, end, (), _out)
+        return _decode_many(_d_document_version, 'document_version', mv, _rs, _end, (), _out)
     return _out
 
 def _e_document_version(out, v):
@@ -26504,6 +27262,7 @@ def _m_document_versions_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S16_unpack_from = _S16.unpack_from
     try:
         while True:
@@ -26531,10 +27290,10 @@ def _m_document_versions_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_document_versions_region, 'document_versions_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_document_versions_region, 'document_versions_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_document_versions_region, 'document_versions_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_document_versions_region, 'document_versions_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_document_versions_region(out, v):
@@ -26552,7 +27311,7 @@ def _em_document_versions_region(values):
 def _d_stored_metadata_region(mv, pos, end):
     start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T164)
+        raise _short(pos, end, _T197)
     f_row_count, f_reserved, f_start = _S80.unpack_from(mv, pos)
     _r80 = pos
     pos += 16
@@ -26563,11 +27322,11 @@ def _d_stored_metadata_region(mv, pos, end):
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
-    _st = _RC165.get(_c)
+    _st = _RC198.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC165) < 64:
-            _RC165[_c] = _st
+        if len(_RC198) < 64:
+            _RC198[_c] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + (end - pos) > end:
@@ -26589,11 +27348,11 @@ def _u_stored_metadata_region(mv, pos, end):
         raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
     if f_row_count * 8 > end - pos:
         raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-    _st = _RC165.get(f_row_count)
+    _st = _RC198.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
-        if len(_RC165) < 64:
-            _RC165[f_row_count] = _st
+        if len(_RC198) < 64:
+            _RC198[f_row_count] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
@@ -26611,6 +27370,7 @@ def _m_stored_metadata_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S80_unpack_from = _S80.unpack_from
     try:
         while True:
@@ -26626,11 +27386,11 @@ def _m_stored_metadata_region(mv, pos, end):
                 raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
             if f_row_count * 8 > end - pos:
                 raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-            _st = _RC165.get(f_row_count)
+            _st = _RC198.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
-                if len(_RC165) < 64:
-                    _RC165[f_row_count] = _st
+                if len(_RC198) < 64:
+                    _RC198[f_row_count] = _st
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
@@ -26645,10 +27405,10 @@ def _m_stored_metadata_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_stored_metadata_region, 'stored_metadata_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_stored_metadata_region, 'stored_metadata_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_stored_metadata_region, 'stored_metadata_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_stored_metadata_region, 'stored_metadata_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_stored_metadata_region(out, v):
@@ -26673,7 +27433,7 @@ def _em_stored_metadata_region(values):
 
 def _d_stored_text_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T166)
+        raise _short(pos, end, _T199)
     f_row_count, f_reserved = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -26689,11 +27449,11 @@ def _d_stored_text_region(mv, pos, end):
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
-    _st = _RC167.get(_c)
+    _st = _RC200.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC167) < 64:
-            _RC167[_c] = _st
+        if len(_RC200) < 64:
+            _RC200[_c] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + (end - pos) > end:
@@ -26719,11 +27479,11 @@ def _u_stored_text_region(mv, pos, end):
     pos += _n
     if f_row_count * 8 > end - pos:
         raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-    _st = _RC167.get(f_row_count)
+    _st = _RC200.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
-        if len(_RC167) < 64:
-            _RC167[f_row_count] = _st
+        if len(_RC200) < 64:
+            _RC200[f_row_count] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
@@ -26742,6 +27502,7 @@ def _m_stored_text_region(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -26760,11 +27521,11 @@ def _m_stored_text_region(mv, pos, end):
             pos += _n
             if f_row_count * 8 > end - pos:
                 raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-            _st = _RC167.get(f_row_count)
+            _st = _RC200.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
-                if len(_RC167) < 64:
-                    _RC167[f_row_count] = _st
+                if len(_RC200) < 64:
+                    _RC200[f_row_count] = _st
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
@@ -26780,10 +27541,10 @@ def _m_stored_text_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_stored_text_region, 'stored_text_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_stored_text_region, 'stored_text_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_stored_text_region, 'stored_text_region', mv, _rs, end, (), _out)
+        return _decode_many(_d_stored_text_region, 'stored_text_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_stored_text_region(out, v):
@@ -26825,8 +27586,8 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     pos += _n
     try:
         if pos + 12 > end:
-            raise _short(pos, end, _T146)
-        _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S145.unpack_from(mv, pos)
+            raise _short(pos, end, _T179)
+        _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S178.unpack_from(mv, pos)
         pos += 12
         _bit4_factors___obj = _new(Bit4Factors)
         _bit4_factors___obj.scale = _bit4_factors__f_scale
@@ -26836,21 +27597,21 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     except DecodeError as _exc:
         raise _exc.prefixed('factors') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T169)
-    f_degree, f_flags, f_reserved = _S168.unpack_from(mv, pos)
-    _r168 = pos
+        raise _short(pos, end, _T202)
+    f_degree, f_flags, f_reserved = _S201.unpack_from(mv, pos)
+    _r201 = pos
     pos += 4
     if not (f_degree <= p_max_degree):
-        raise ConstraintError('degree exceeds max_degree', offset=_r168, path='degree', expected='degree <= max_degree', found=f_degree)
+        raise ConstraintError('degree exceeds max_degree', offset=_r201, path='degree', expected='degree <= max_degree', found=f_degree)
     if f_flags & 252:
-        raise ConstraintError('undefined graph_block_flags bits set', offset=_r168 + 1, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined graph_block_flags bits set', offset=_r201 + 1, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r201 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK170)
+    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK203)
     pos += _c * 4
     _n = (-(pos - start)) % 128
     if pos + _n > end:
@@ -26873,26 +27634,25 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
         raise ConstraintError('negative size', offset=pos, path='codes', expected='>= 0', found=_n)
     f_codes = bytes(mv[pos:pos + _n])
     pos += _n
-    _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S145.unpack_from(mv, pos)
+    _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S204.unpack_from(mv, pos)
     pos += 12
     _bit4_factors___obj = _new(Bit4Factors)
     _bit4_factors___obj.scale = _bit4_factors__f_scale
     _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
     _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-    f_degree, f_flags, f_reserved = _S168.unpack_from(mv, pos)
-    _r168 = pos
+    _r201 = pos
     pos += 4
     if not f_degree <= p_max_degree:
-        raise ConstraintError('degree exceeds max_degree', offset=_r168, path='degree', expected='degree <= max_degree', found=f_degree)
+        raise ConstraintError('degree exceeds max_degree', offset=_r201, path='degree', expected='degree <= max_degree', found=f_degree)
     if f_flags & 252:
-        raise ConstraintError('undefined graph_block_flags bits set', offset=_r168 + 1, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined graph_block_flags bits set', offset=_r201 + 1, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r168 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r201 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK170)
+    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK203)
     pos += _c * 4
     _n = -(pos - start) % 128
     if any(mv[pos:pos + _n]):
@@ -26910,8 +27670,8 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S145_unpack_from = _S145.unpack_from
-    _S168_unpack_from = _S168.unpack_from
+    _end = end
+    _S204_unpack_from = _S204.unpack_from
     try:
         while True:
             if pos >= end:
@@ -26923,26 +27683,25 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
                 raise ConstraintError('negative size', offset=pos, path='codes', expected='>= 0', found=_n)
             f_codes = bytes(mv[pos:pos + _n])
             pos += _n
-            _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S145_unpack_from(mv, pos)
+            _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S204_unpack_from(mv, pos)
             pos += 12
             _bit4_factors___obj = _new(Bit4Factors)
             _bit4_factors___obj.scale = _bit4_factors__f_scale
             _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
             _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-            f_degree, f_flags, f_reserved = _S168_unpack_from(mv, pos)
-            _r168 = pos
+            _r201 = pos
             pos += 4
             if not f_degree <= p_max_degree:
-                raise ConstraintError('degree exceeds max_degree', offset=_r168, path='degree', expected='degree <= max_degree', found=f_degree)
+                raise ConstraintError('degree exceeds max_degree', offset=_r201, path='degree', expected='degree <= max_degree', found=f_degree)
             if f_flags & 252:
-                raise ConstraintError('undefined graph_block_flags bits set', offset=_r168 + 1, path='flags', expected='mask 0x3', found=f_flags)
+                raise ConstraintError('undefined graph_block_flags bits set', offset=_r201 + 1, path='flags', expected='mask 0x3', found=f_flags)
             f_flags = GraphBlockFlags.from_int(f_flags)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r168 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r201 + 2, path='reserved', expected=0, found=f_reserved)
             _c = p_max_degree
             if _c < 0 or _c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-            f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK170)
+            f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK203)
             pos += _c * 4
             _n = -(pos - start) % 128
             if any(mv[pos:pos + _n]):
@@ -26957,10 +27716,10 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_node_block, 'graph_node_block', mv, _rs, end, (p_code_bytes, p_max_degree, ), _out)
+        return _decode_many(_d_graph_node_block, 'graph_node_block', mv, _rs, _end, (p_code_bytes, p_max_degree, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_node_block, 'graph_node_block', mv, _rs, end, (p_code_bytes, p_max_degree, ), _out)
+        return _decode_many(_d_graph_node_block, 'graph_node_block', mv, _rs, _end, (p_code_bytes, p_max_degree, ), _out)
     return _out
 
 def _e_graph_node_block(out, v, p_code_bytes, p_max_degree):
@@ -26970,20 +27729,20 @@ def _e_graph_node_block(out, v, p_code_bytes, p_max_degree):
         raise EncodeError('wrong length ' + str(len(_b)), path='codes')
     out += _b
     _bit4_factors__v = v.factors
-    out += _S145.pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
-    out += _S168.pack(v.degree, v.flags.to_int(), 0)
+    out += _S178.pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
+    out += _S201.pack(v.degree, v.flags.to_int(), 0)
     if len(v.neighbours) != p_max_degree:
         raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
-    if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK170:
+    if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK203:
         out += v.neighbours.raw
     else:
-        out += _PK170.encode_all(v.neighbours)
+        out += _PK203.encode_all(v.neighbours)
     out += bytes((-(len(out) - start)) % 128)
 
 def _em_graph_node_block(values, p_code_bytes, p_max_degree):
     out = bytearray()
-    _S145_pack = _S145.pack
-    _S168_pack = _S168.pack
+    _S178_pack = _S178.pack
+    _S201_pack = _S201.pack
     for v in values:
         start = len(out)
         _b = v.codes
@@ -26991,14 +27750,14 @@ def _em_graph_node_block(values, p_code_bytes, p_max_degree):
             raise EncodeError('wrong length ' + str(len(_b)), path='codes')
         out += _b
         _bit4_factors__v = v.factors
-        out += _S145_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
-        out += _S168_pack(v.degree, v.flags.to_int(), 0)
+        out += _S178_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
+        out += _S201_pack(v.degree, v.flags.to_int(), 0)
         if len(v.neighbours) != p_max_degree:
             raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
-        if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK170:
+        if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK203:
             out += v.neighbours.raw
         else:
-            out += _PK170.encode_all(v.neighbours)
+            out += _PK203.encode_all(v.neighbours)
         out += bytes(-(len(out) - start) % 128)
     return bytes(out)
 
@@ -27012,37 +27771,37 @@ def _d_graph_node_blocks_region(mv, pos, end, p_region_len):
     f_blocks = bytes(mv[pos:pos + _n])
     pos += _n
     if pos + 32 > end:
-        raise _short(pos, end, _T172)
-    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S171.unpack_from(mv, pos)
-    _r171 = pos
+        raise _short(pos, end, _T206)
+    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S205.unpack_from(mv, pos)
+    _r205 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise ConstraintError('bad magic', offset=_r171, path='magic', expected=b'ZEGRNB01', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r205, path='magic', expected=b'ZEGRNB01', found=f_magic)
     if not (f_version == 1):
-        raise UnsupportedError('unsupported graph node block version', offset=_r171 + 8, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph node block version', offset=_r205 + 8, path='version', expected='version == 1', found=f_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph trailer flags must be zero', offset=_r171 + 10, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph trailer flags must be zero', offset=_r205 + 10, path='flags', expected='flags == 0', found=f_flags)
     if not (f_dims > 0):
-        raise ConstraintError('graph dims must be positive', offset=_r171 + 12, path='dims', expected='dims > 0', found=f_dims)
+        raise ConstraintError('graph dims must be positive', offset=_r205 + 12, path='dims', expected='dims > 0', found=f_dims)
     if not (((f_padded_dims % 128) == 0) and (f_padded_dims >= f_dims)):
-        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r171 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r205 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r171 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r205 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if not (f_stride == (((((((f_padded_dims + 1) // 2) + 16) + (4 * f_max_degree)) + 127) // 128) * 128)):
-        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r171 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-    _e_node_count = _r171 + 32
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r205 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+    _e_node_count = _r205 + 32
     if not (len(f_blocks) == (f_stride * f_node_count)):
-        raise ConstraintError('region length must be stride x node_count + 128', offset=_r171 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+        raise ConstraintError('region length must be stride x node_count + 128', offset=_r205 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
     if pos + 96 > end:
-        raise _short(pos, end, _T174)
-    f_checksum, f_reserved_tail = _S173.unpack_from(mv, pos)
-    _r173 = pos
+        raise _short(pos, end, _T208)
+    f_checksum, f_reserved_tail = _S207.unpack_from(mv, pos)
+    _r207 = pos
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r173, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch', offset=_r207, path='checksum', expected=_ck, found=f_checksum)
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+        raise ConstraintError('reserved bytes must be zero', offset=_r207 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
     _obj = _new(GraphNodeBlocksRegion)
     _obj.blocks = f_blocks
     _obj.dims = f_dims
@@ -27059,34 +27818,33 @@ def _u_graph_node_blocks_region(mv, pos, end, p_region_len):
         raise ConstraintError('negative size', offset=pos, path='blocks', expected='>= 0', found=_n)
     f_blocks = bytes(mv[pos:pos + _n])
     pos += _n
-    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S171.unpack_from(mv, pos)
-    _r171 = pos
+    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S209.unpack_from(mv, pos)
+    _r205 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise ConstraintError('bad magic', offset=_r171, path='magic', expected=b'ZEGRNB01', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r205, path='magic', expected=b'ZEGRNB01', found=f_magic)
     if not f_version == 1:
-        raise UnsupportedError('unsupported graph node block version', offset=_r171 + 8, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph node block version', offset=_r205 + 8, path='version', expected='version == 1', found=f_version)
     if not f_flags == 0:
-        raise ConstraintError('graph trailer flags must be zero', offset=_r171 + 10, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph trailer flags must be zero', offset=_r205 + 10, path='flags', expected='flags == 0', found=f_flags)
     if not f_dims > 0:
-        raise ConstraintError('graph dims must be positive', offset=_r171 + 12, path='dims', expected='dims > 0', found=f_dims)
+        raise ConstraintError('graph dims must be positive', offset=_r205 + 12, path='dims', expected='dims > 0', found=f_dims)
     if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r171 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r205 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r171 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r205 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r171 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-    _e_node_count = _r171 + 32
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r205 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+    _e_node_count = _r205 + 32
     if not len(f_blocks) == f_stride * f_node_count:
-        raise ConstraintError('region length must be stride x node_count + 128', offset=_r171 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
-    f_checksum, f_reserved_tail = _S173.unpack_from(mv, pos)
-    _r173 = pos
+        raise ConstraintError('region length must be stride x node_count + 128', offset=_r205 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+    _r207 = pos
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r173, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch', offset=_r207, path='checksum', expected=_ck, found=f_checksum)
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+        raise ConstraintError('reserved bytes must be zero', offset=_r207 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
     _obj = _new(GraphNodeBlocksRegion)
     _obj.blocks = f_blocks
     _obj.dims = f_dims
@@ -27100,8 +27858,8 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S171_unpack_from = _S171.unpack_from
-    _S173_unpack_from = _S173.unpack_from
+    _end = end
+    _S209_unpack_from = _S209.unpack_from
     try:
         while True:
             if pos >= end:
@@ -27113,34 +27871,33 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len):
                 raise ConstraintError('negative size', offset=pos, path='blocks', expected='>= 0', found=_n)
             f_blocks = bytes(mv[pos:pos + _n])
             pos += _n
-            f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S171_unpack_from(mv, pos)
-            _r171 = pos
+            f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S209_unpack_from(mv, pos)
+            _r205 = pos
             pos += 32
             if f_magic != b'ZEGRNB01':
-                raise ConstraintError('bad magic', offset=_r171, path='magic', expected=b'ZEGRNB01', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r205, path='magic', expected=b'ZEGRNB01', found=f_magic)
             if not f_version == 1:
-                raise UnsupportedError('unsupported graph node block version', offset=_r171 + 8, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported graph node block version', offset=_r205 + 8, path='version', expected='version == 1', found=f_version)
             if not f_flags == 0:
-                raise ConstraintError('graph trailer flags must be zero', offset=_r171 + 10, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('graph trailer flags must be zero', offset=_r205 + 10, path='flags', expected='flags == 0', found=f_flags)
             if not f_dims > 0:
-                raise ConstraintError('graph dims must be positive', offset=_r171 + 12, path='dims', expected='dims > 0', found=f_dims)
+                raise ConstraintError('graph dims must be positive', offset=_r205 + 12, path='dims', expected='dims > 0', found=f_dims)
             if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r171 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r205 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r171 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r205 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
             if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r171 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-            _e_node_count = _r171 + 32
+                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r205 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+            _e_node_count = _r205 + 32
             if not len(f_blocks) == f_stride * f_node_count:
-                raise ConstraintError('region length must be stride x node_count + 128', offset=_r171 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
-            f_checksum, f_reserved_tail = _S173_unpack_from(mv, pos)
-            _r173 = pos
+                raise ConstraintError('region length must be stride x node_count + 128', offset=_r205 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+            _r207 = pos
             pos += 96
             _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
             if f_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r173, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('xxh3_64 mismatch', offset=_r207, path='checksum', expected=_ck, found=f_checksum)
             if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r173 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+                raise ConstraintError('reserved bytes must be zero', offset=_r207 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
             _obj = _new(GraphNodeBlocksRegion)
             _obj.blocks = f_blocks
             _obj.dims = f_dims
@@ -27151,10 +27908,10 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_node_blocks_region, 'graph_node_blocks_region', mv, _rs, end, (p_region_len, ), _out)
+        return _decode_many(_d_graph_node_blocks_region, 'graph_node_blocks_region', mv, _rs, _end, (p_region_len, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_node_blocks_region, 'graph_node_blocks_region', mv, _rs, end, (p_region_len, ), _out)
+        return _decode_many(_d_graph_node_blocks_region, 'graph_node_blocks_region', mv, _rs, _end, (p_region_len, ), _out)
     return _out
 
 def _e_graph_node_blocks_region(out, v, p_region_len):
@@ -27164,15 +27921,15 @@ def _e_graph_node_blocks_region(out, v, p_region_len):
         raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
     out += _b
     _e_node_count = len(out) + 32
-    out += _S171.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
+    out += _S205.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
     f_checksum = _ck_xxh3_64((out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count]))
     out += _S6.pack(f_checksum)
-    out += _S175.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S210.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _em_graph_node_blocks_region(values, p_region_len):
     out = bytearray()
-    _S171_pack = _S171.pack
-    _S175_pack = _S175.pack
+    _S205_pack = _S205.pack
+    _S210_pack = _S210.pack
     _S6_pack = _S6.pack
     for v in values:
         _s_blocks = len(out)
@@ -27181,9 +27938,9 @@ def _em_graph_node_blocks_region(values, p_region_len):
             raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
         out += _b
         _e_node_count = len(out) + 32
-        out += _S171_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
+        out += _S205_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
         out += _S6_pack(_ck_xxh3_64(out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count]))
-        out += _S175_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S210_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------

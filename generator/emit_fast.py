@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import struct
 from dataclasses import dataclass
 
 from . import ir
@@ -242,8 +243,13 @@ class FastEmitter:
         lay = callee.layouts[0]
         src = sub.decoder(callee, lay) if kind == "d" else sub.encoder(callee, lay)
         if len(src) > self.INLINE_MAX_LINES:
-            return None
-        fn = ast.parse("\n".join(src)).body[0]
+            if kind != "d":
+                return None
+            fn = self._first_case_only(ast.parse("\n".join(src)).body[0], callee.name)
+            if fn is None or len(ast.unparse(fn).splitlines()) > self.INLINE_MAX_LINES:
+                return None
+        else:
+            fn = ast.parse("\n".join(src)).body[0]
         fixed = {"mv", "pos", "end"} if kind == "d" else {"out"}
         params = [a.arg for a in fn.args.args]
         bound_params = params[3:] if kind == "d" else params[1:]
@@ -258,11 +264,8 @@ class FastEmitter:
         returns = [n for n in nodes if isinstance(n, ast.Return)]
         body = list(fn.body)
         if kind == "d":
-            last = body[-1]
-            if returns != [last] or not (isinstance(last.value, ast.Tuple)
-                                         and len(last.value.elts) == 2
-                                         and isinstance(last.value.elts[1], ast.Name)
-                                         and last.value.elts[1].id == "pos"):
+            tails = _tail_returns(body)
+            if tails is None or {id(r) for r in returns} != {id(r) for r in tails}:
                 return None
         elif returns:
             return None
@@ -273,12 +276,56 @@ class FastEmitter:
             if isinstance(n, ast.Name) and n.id in rename:
                 n.id = rename[n.id]
         if kind == "d":
-            last = body[-1]
-            body[-1] = ast.Assign(targets=[ast.Name("__TARGET__", ast.Store())],
-                                  value=last.value.elts[0], lineno=0)
+            _returns_to_target(body)
         mod = ast.Module(body=body, type_ignores=[])
         ast.fix_missing_locations(mod)
         return bound_params, ast.unparse(mod).splitlines()
+
+    @staticmethod
+    def _first_case_only(fn: ast.FunctionDef, name: str) -> ast.FunctionDef | None:
+        """A decoder too large to inline, cut to what its first switch case runs: the
+        fields before the switch, the first case, the fields after it; any other tag
+        restores ``pos``/``end`` and calls the whole decoder from the record's start.
+
+        The decoders are pure (locals and raises only), so reading the head twice on
+        the other cases gives the same value and the same errors; the common case (a
+        schema lists it first) pays no call and no frame of the decoder's many locals.
+        None when the body has no such switch or cannot be re-entered."""
+        body = fn.body
+        best = None
+        for i, st in enumerate(body):
+            if isinstance(st, ast.If) and st.orelse and isinstance(st.test, ast.Compare) \
+                    and isinstance(st.test.left, ast.Name) \
+                    and [type(o) for o in st.test.ops] == [ast.Eq] \
+                    and isinstance(st.test.comparators[0], ast.Constant) \
+                    and not _raises(st.body):
+                size = st.end_lineno - st.lineno
+                if best is None or size > best[1]:
+                    best = (i, size)
+        if best is None:
+            return None
+        i = best[0]
+        prefix, switch, suffix = body[:i], body[i], body[i + 1:]
+        if not suffix or any(isinstance(n, ast.Return) for s in prefix + switch.body
+                             for n in ast.walk(s)):
+            return None
+        if any(isinstance(n, ast.Name) and n.id == "mv" and not isinstance(n.ctx, ast.Load)
+               for s in prefix for n in ast.walk(s)):
+            return None  # the head replaced the buffer: the call could not start over
+        params = "".join(f", {a.arg}" for a in fn.args.args[3:])
+        src = (f"def _f(mv, pos, end{params}):\n"
+               "    _re_pos, _re_end = pos, end\n"
+               "    if _t:\n"
+               "        pass\n"
+               "    else:\n"
+               "        pos, end = _re_pos, _re_end\n"
+               f"        return _d_{name}(mv, pos, end{params})\n")
+        out = ast.parse(src).body[0]
+        fork = out.body[1]
+        fork.test = switch.test
+        fork.body = list(switch.body) + list(suffix)
+        out.body[1:1] = prefix
+        return out
 
     def call_or_inline_decode(self, callee: ir.Record, args: str, target: str, label: str,
                               suffix: str = "") -> list[str]:
@@ -414,6 +461,7 @@ class FastEmitter:
         if not opt.eligible(fn):
             return []
         opt.transform(fn)
+        fuse_reads(fn, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))
         name = rec.name
         params = [a.arg for a in fn.args.args[3:]]
         fn.name = f"_u_{name}"
@@ -433,7 +481,9 @@ class FastEmitter:
         body = ast.unparse(ast.Module(body=fn.body[:-1], type_ignores=[])).splitlines()
         value = ast.unparse(ret.value.elts[0])
         ptuple = "(" + "".join(f"{p}, " for p in params) + ")"
-        fallback = f"_decode_many(_d_{name}, {name!r}, mv, _rs, end, {ptuple}, _out)"
+        # ``_end``, not ``end``: a section inlined into the body narrows ``end`` while
+        # it runs, and a record that fails inside one leaves it narrowed
+        fallback = f"_decode_many(_d_{name}, {name!r}, mv, _rs, _end, {ptuple}, _out)"
         # Loops over records are `while True:` with the end test inside, never
         # `while pos < end:`. CPython 3.11 specializes a function's bytecode after 8
         # calls or unconditional back-jumps; a `while cond:` loop jumps back
@@ -443,7 +493,8 @@ class FastEmitter:
         loop = [f"def _m_{name}(mv, pos, end{''.join(', ' + p for p in params)}):",
                 "    _out = []",
                 "    _append = _out.append",
-                "    _p0 = _rs = pos"] + [
+                "    _p0 = _rs = pos",
+                "    _end = end"] + [
                 f"    {h}_unpack_from = {h}.unpack_from" for h in sorted(hoisted)] + [
                 "    try:",
                 "        while True:",
@@ -1777,6 +1828,42 @@ def struct_items(fmt: str) -> list[str]:
     return out
 
 
+def _tail_returns(body: list[ast.stmt]) -> list[ast.Return] | None:
+    """The returns that end ``body`` (its last statement, or the last statement of
+    each branch of a final ``if``), when each returns ``(value, pos)`` or a decoder
+    call's result; None when the body ends otherwise."""
+    last = body[-1] if body else None
+    if isinstance(last, ast.If) and last.orelse:
+        a, b = _tail_returns(last.body), _tail_returns(last.orelse)
+        return None if a is None or b is None else a + b
+    if not isinstance(last, ast.Return):
+        return None
+    v = last.value
+    if isinstance(v, ast.Tuple) and len(v.elts) == 2 and _is_name(v.elts[1], "pos"):
+        return [last]
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id.startswith("_d_"):
+        return [last]
+    return None
+
+
+def _returns_to_target(body: list[ast.stmt]) -> None:
+    """Turn the tail returns of ``body`` (see :func:`_tail_returns`) into stores to
+    ``__TARGET__`` (and ``pos``), for a body inlined into its caller."""
+    last = body[-1]
+    if isinstance(last, ast.If):
+        _returns_to_target(last.body)
+        _returns_to_target(last.orelse)
+        return
+    v = last.value
+    if isinstance(v, ast.Tuple):
+        body[-1] = ast.Assign(targets=[ast.Name("__TARGET__", ast.Store())],
+                              value=v.elts[0], lineno=0)
+    else:
+        body[-1] = ast.Assign(targets=[ast.Tuple([ast.Name("__TARGET__", ast.Store()),
+                                                  ast.Name("pos", ast.Store())], ast.Store())],
+                              value=v, lineno=0)
+
+
 def _is_name(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
@@ -1921,8 +2008,10 @@ class Optimist:
                     and isinstance(t.left.op, ast.Add) and _is_name(t.left.left, "pos")):
                 return False
             if isinstance(nxt, ast.Assign) and isinstance(nxt.targets[0], ast.Name) \
-                    and nxt.targets[0].id.startswith("_outer_end_"):
-                return False  # a sized section's own size (kept: once per section)
+                    and "_outer_end_" in nxt.targets[0].id:
+                # a sized section's own size (kept: once per section; an inlined
+                # callee's section has its locals prefixed)
+                return False
             return self.expr_nonneg(t.left.right, ok)
 
         def monotone(st: ast.stmt) -> bool:
@@ -2119,6 +2208,117 @@ def raw_switch_tags(stmts: list[ast.stmt]) -> None:
                 if any(isinstance(n, ast.Name) and n.id in (x, y) for n in ast.walk(prev)):
                     break  # read or written in between: leave it
         i += 1
+
+
+FUSE_MAX_BYTES = 512  # a speculative read longer than this could miss near every end
+
+
+def _struct_read(st: ast.stmt, formats: dict[str, str]) -> str | None:
+    """The struct constant of ``a, b = _Sn.unpack_from(mv, pos)``, else None."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Tuple)
+            and all(isinstance(e, ast.Name) for e in st.targets[0].elts)):
+        return None
+    v = st.value
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+            and v.func.attr == "unpack_from" and isinstance(v.func.value, ast.Name) \
+            and v.func.value.id in formats and len(v.args) == 2 and not v.keywords \
+            and _is_name(v.args[0], "mv") and _is_name(v.args[1], "pos"):
+        return v.func.value.id
+    return None
+
+
+def _stores(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+            and not isinstance(n.ctx, ast.Load)}
+
+
+def _next_read(stmts: list[ast.stmt], start: int, delta: int, formats: dict[str, str],
+               written: set[str]):
+    """Follow the path the first case of every switch takes from ``stmts[start]`` to the
+    next fixed read: ``(list, index, offset from the first read)``, or None when ``pos``
+    moves by an amount not known here, or a loop, a ``try`` or the buffer comes first.
+    ``written`` collects the names stored on the way."""
+    for j in range(start, len(stmts)):
+        st = stmts[j]
+        if _struct_read(st, formats):
+            return stmts, j, delta
+        if isinstance(st, ast.AugAssign) and _is_name(st.target, "pos"):
+            if not (isinstance(st.op, ast.Add) and isinstance(st.value, ast.Constant)
+                    and isinstance(st.value.value, int)):
+                return None
+            delta += st.value.value
+            continue
+        if isinstance(st, ast.If):
+            if {"pos", "mv"} & _stores(st.test):
+                return None
+            if _raises(st.body) and not st.orelse:
+                continue  # a check: past it, the path goes on
+            written |= _stores(st.test)
+            return _next_read(st.body, 0, delta, formats, written)
+        if not isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)):
+            return None
+        got = _stores(st)
+        if {"pos", "mv"} & got:
+            return None
+        written |= got
+    return None
+
+
+def fuse_reads(fn: ast.FunctionDef, formats: dict[str, str], new_struct) -> None:
+    """Speculative fixed runs, for an optimistic twin: a fixed read followed, on the
+    path the first switch cases take, by further fixed reads at known offsets becomes
+    one read of all of them (one ``unpack_from`` per record where a schema's common
+    case nests a switch or two deep, as a frame whose kind selects its body).
+
+    The values are those the separate reads would see, read earlier; on another case
+    they are unused. A fused read may reach past the buffer where the separate reads
+    would not: ``struct.error``, which sends the twin's caller to the checked decoder
+    like any other miss. ``new_struct(fmt)`` names the fused ``Struct``."""
+    for _parent, _attr, stmts in list(_stmt_lists(fn)):
+        i = 0
+        while i < len(stmts):
+            sname = _struct_read(stmts[i], formats)
+            if sname is None:
+                i += 1
+                continue
+            fmt = formats[sname]
+            head, body = fmt[:1], fmt[1:]
+            size = struct.calcsize(fmt)
+            targets = list(stmts[i].targets[0].elts)
+            fused = False
+            where = (stmts, i + 1, 0)
+            while True:
+                written: set[str] = set()
+                found = _next_read(where[0], where[1], where[2], formats, written)
+                if found is None:
+                    break
+                lst, j, delta = found
+                other = formats[_struct_read(lst[j], formats)]
+                names = {e.id for e in lst[j].targets[0].elts}
+                gap = delta - size
+                osize = struct.calcsize(other)
+                if other[:1] != head or head not in "<>!=" or gap < 0 \
+                        or delta + osize > FUSE_MAX_BYTES or names & written \
+                        or names & {e.id for e in targets}:
+                    break
+                body += (f"{gap}x" if gap else "") + other[1:]
+                size = delta + osize
+                targets += lst[j].targets[0].elts
+                del lst[j]
+                if not lst:
+                    lst.append(ast.Pass())
+                fused = True
+                where = (lst, j, delta)
+            if fused:
+                fmt = head + body
+                name = new_struct(fmt)
+                formats[name] = fmt
+                stmts[i] = ast.Assign(
+                    targets=[ast.Tuple(targets, ast.Store())],
+                    value=ast.parse(f"{name}.unpack_from(mv, pos)").body[0].value, lineno=0)
+                ast.fix_missing_locations(stmts[i])
+            i += 1
 
 
 def propagate_copies(fn: ast.FunctionDef) -> None:

@@ -209,3 +209,94 @@ def test_one_call_over_many_records_runs_specialized_bytecode():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert int(out) > 20
+
+
+def _many_cases_schema(n_cases: int = 14) -> str:
+    """A frame whose body record switches over many kinds (too large to inline whole)."""
+    cases = "\n".join(f"          {k}: c{k}" for k in range(n_cases))
+    bodies = "\n".join(f"""  c{k}:
+    fields:
+      - {{name: a, type: u32, assert: [{{check: "a != {k + 7}", message: "bad a"}}]}}
+      - {{name: n, type: u8}}
+      - {{name: data, type: bytes, size: n}}""" for k in range(n_cases))
+    return f"""
+bytewright: 1
+family: spec
+records:
+  frame:
+    fields:
+      - {{name: tag, type: u8}}
+      - name: body
+        switch: tag
+        cases:
+          1: rest
+        default: error
+  rest:
+    fields:
+      - {{name: kind, type: u8}}
+      - {{name: size, type: u16}}
+      - name: body
+        switch: kind
+        size: size
+        cases:
+{cases}
+        default: bytes
+{bodies}
+"""
+
+
+def _frames(m) -> tuple[bytes, list]:
+    vals, out = [], b""
+    for i, kind in enumerate([0, 0, 3, 0, 13, 0, 99, 0]):
+        body = m.__dict__[f"C{kind}"](100 + i, bytes([i, i])) if kind < 14 else b"xyz"
+        v = m.Frame(1, m.Rest(kind, body))
+        vals.append(v)
+        out += m.encode_frame(v)
+    return out, vals
+
+
+def test_a_large_callee_is_inlined_for_its_first_case_and_called_for_the_others(schema_module):
+    import inspect
+    m = schema_module(_many_cases_schema())
+    d_src = inspect.getsource(m._d_frame)
+    # the first case runs in the caller; any other kind calls the whole decoder again
+    assert "_d_rest(mv, pos, end)" in d_src and "_new(C0)" in d_src
+    assert "_new(C3)" not in d_src
+    m_src = ast.parse(textwrap.dedent(inspect.getsource(m._m_frame)))
+    reads = [n for n in ast.walk(m_src) if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Call) and getattr(n.value.func, "id", "").endswith(
+                 "_unpack_from")]
+    # one speculative read (the u8 tag is an index): the rest's kind and size, then
+    # c0's a and n, which sit behind the switch on the kind
+    assert len(reads) == 1 and len(reads[0].targets[0].elts) == 4
+    data, vals = _frames(m)
+    assert m.decode_many_frame(data) == vals
+
+
+def test_first_case_inlining_and_fused_reads_agree_with_the_checked_decoder(
+        schema_module, monkeypatch):
+    m = schema_module(_many_cases_schema())
+    data, _vals = _frames(m)
+    inputs = [data] + [data[:i] for i in range(len(data))]
+    for at in range(len(data)):
+        for bit in (0x01, 0x80):
+            b = bytearray(data)
+            b[at] ^= bit
+            inputs.append(bytes(b))
+    inputs += [data + data[:i] for i in range(0, 12)]
+
+    def outcome(fn, b):
+        try:
+            return ("ok", fn(b))
+        except DecodeError as exc:
+            return ("error", type(exc).__name__, exc.message, exc.offset, exc.path)
+
+    fast = [outcome(m.decode_many_frame, b) for b in inputs]
+    fast_one = [outcome(m.decode_frame, b) for b in inputs]
+    monkeypatch.setattr(m, "_m_frame", lambda mv, pos, end: m._decode_many(
+        m._d_frame, "frame", mv, pos, end, ()))
+    monkeypatch.setattr(m, "_u_frame", lambda *a: (_ for _ in ()).throw(RuntimeError("off")))
+    slow = [outcome(m.decode_many_frame, b) for b in inputs]
+    slow_one = [outcome(m.decode_frame, b) for b in inputs]
+    assert fast == slow and fast_one == slow_one
+    assert sum(o[0] == "error" for o in slow) > len(data)  # the corruptions are seen

@@ -131,6 +131,7 @@ _S4 = struct.Struct('>IIBBBBB')
 _T5 = (('width', 0, 4), ('height', 4, 4), ('bit_depth', 8, 1), ('color_type', 9, 1), ('compression_method', 10, 1), ('filter_method', 11, 1), ('interlace_method', 12, 1))
 _S6 = struct.Struct('>I')
 _T7 = (('crc', 0, 4),)
+_S8 = struct.Struct('>IIIIBBBBB')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -238,7 +239,7 @@ def _u_png_file(mv, pos, end):
         raise ConstraintError('bad magic', offset=_r0, path='signature', expected=b'\x89PNG\r\n\x1a\n', found=f_signature)
     f_chunks = []
     while True:
-        _chunk__f_length, _chunk__f_chunk_type = _S2.unpack_from(mv, pos)
+        _chunk__f_length, _chunk__f_chunk_type, _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S8.unpack_from(mv, pos)
         _chunk___r2 = pos
         pos += 8
         if _chunk__f_length > 2147483647:
@@ -247,12 +248,13 @@ def _u_png_file(mv, pos, end):
         _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
         if _chunk__f_length < 0:
             raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_chunk__f_length)
+        if pos + _chunk__f_length > end:
+            raise TruncatedError('section needs ' + str(_chunk__f_length) + ' bytes', offset=pos, path='data', expected=_chunk__f_length, found=end - pos)
         _chunk___outer_end_data = end
         end = pos + _chunk__f_length
         _chunk___sec_data = pos
         _chunk___tag = _chunk__f_chunk_type
         if _chunk___tag == 1229472850:
-            _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S4.unpack_from(mv, pos)
             _chunk___ihdr___r4 = pos
             pos += 13
             if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
@@ -309,10 +311,10 @@ def _m_png_file(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S0_unpack_from = _S0.unpack_from
-    _S2_unpack_from = _S2.unpack_from
-    _S4_unpack_from = _S4.unpack_from
     _S6_unpack_from = _S6.unpack_from
+    _S8_unpack_from = _S8.unpack_from
     try:
         while True:
             if pos >= end:
@@ -325,7 +327,7 @@ def _m_png_file(mv, pos, end):
                 raise ConstraintError('bad magic', offset=_r0, path='signature', expected=b'\x89PNG\r\n\x1a\n', found=f_signature)
             f_chunks = []
             while True:
-                _chunk__f_length, _chunk__f_chunk_type = _S2_unpack_from(mv, pos)
+                _chunk__f_length, _chunk__f_chunk_type, _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S8_unpack_from(mv, pos)
                 _chunk___r2 = pos
                 pos += 8
                 if _chunk__f_length > 2147483647:
@@ -334,12 +336,13 @@ def _m_png_file(mv, pos, end):
                 _chunk__f_chunk_type = _CHUNKTYPE_BY_VALUE.get(_chunk__f_chunk_type, _chunk__f_chunk_type)
                 if _chunk__f_length < 0:
                     raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_chunk__f_length)
+                if pos + _chunk__f_length > end:
+                    raise TruncatedError('section needs ' + str(_chunk__f_length) + ' bytes', offset=pos, path='data', expected=_chunk__f_length, found=end - pos)
                 _chunk___outer_end_data = end
                 end = pos + _chunk__f_length
                 _chunk___sec_data = pos
                 _chunk___tag = _chunk__f_chunk_type
                 if _chunk___tag == 1229472850:
-                    _chunk___ihdr__f_width, _chunk___ihdr__f_height, _chunk___ihdr__f_bit_depth, _chunk___ihdr__f_color_type, _chunk___ihdr__f_compression_method, _chunk___ihdr__f_filter_method, _chunk___ihdr__f_interlace_method = _S4_unpack_from(mv, pos)
                     _chunk___ihdr___r4 = pos
                     pos += 13
                     if _chunk___ihdr__f_width < 1 or _chunk___ihdr__f_width > 2147483647:
@@ -393,10 +396,10 @@ def _m_png_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_png_file, 'png_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_png_file, 'png_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_png_file, 'png_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_png_file, 'png_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_png_file(out, v):
@@ -528,7 +531,7 @@ def _d_chunk(mv, pos, end):
     return _obj, pos
 
 def _u_chunk(mv, pos, end):
-    f_length, f_chunk_type = _S2.unpack_from(mv, pos)
+    f_length, f_chunk_type, _ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method = _S8.unpack_from(mv, pos)
     _r2 = pos
     pos += 8
     if f_length > 2147483647:
@@ -544,7 +547,6 @@ def _u_chunk(mv, pos, end):
     _sec_data = pos
     _tag = f_chunk_type
     if _tag == 1229472850:
-        _ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method = _S4.unpack_from(mv, pos)
         _ihdr___r4 = pos
         pos += 13
         if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
@@ -596,15 +598,15 @@ def _m_chunk(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
-    _S2_unpack_from = _S2.unpack_from
-    _S4_unpack_from = _S4.unpack_from
+    _end = end
     _S6_unpack_from = _S6.unpack_from
+    _S8_unpack_from = _S8.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_length, f_chunk_type = _S2_unpack_from(mv, pos)
+            f_length, f_chunk_type, _ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method = _S8_unpack_from(mv, pos)
             _r2 = pos
             pos += 8
             if f_length > 2147483647:
@@ -620,7 +622,6 @@ def _m_chunk(mv, pos, end):
             _sec_data = pos
             _tag = f_chunk_type
             if _tag == 1229472850:
-                _ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method = _S4_unpack_from(mv, pos)
                 _ihdr___r4 = pos
                 pos += 13
                 if _ihdr__f_width < 1 or _ihdr__f_width > 2147483647:
@@ -669,10 +670,10 @@ def _m_chunk(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_chunk, 'chunk', mv, _rs, end, (), _out)
+        return _decode_many(_d_chunk, 'chunk', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_chunk, 'chunk', mv, _rs, end, (), _out)
+        return _decode_many(_d_chunk, 'chunk', mv, _rs, _end, (), _out)
     return _out
 
 def _e_chunk(out, v):
@@ -777,6 +778,7 @@ def _m_ihdr(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S4_unpack_from = _S4.unpack_from
     try:
         while True:
@@ -808,10 +810,10 @@ def _m_ihdr(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_ihdr, 'ihdr', mv, _rs, end, (), _out)
+        return _decode_many(_d_ihdr, 'ihdr', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_ihdr, 'ihdr', mv, _rs, end, (), _out)
+        return _decode_many(_d_ihdr, 'ihdr', mv, _rs, _end, (), _out)
     return _out
 
 def _e_ihdr(out, v):

@@ -318,6 +318,8 @@ def _u_log_file(mv, pos, end):
         _record___n = _record__f_body_len
         if _record___n < 0:
             raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_record___n)
+        if pos + _record___n > end:
+            raise TruncatedError('section needs ' + str(_record___n) + ' bytes', offset=pos, path='body', expected=_record___n, found=end - pos)
         _record___outer_end_body = end
         end = pos + _record___n
         _record___sec_body = pos
@@ -448,6 +450,7 @@ def _m_log_file(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S0_unpack_from = _S0.unpack_from
     _S4_unpack_from = _S4.unpack_from
     try:
@@ -481,6 +484,8 @@ def _m_log_file(mv, pos, end):
                 _record___n = _record__f_body_len
                 if _record___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_record___n)
+                if pos + _record___n > end:
+                    raise TruncatedError('section needs ' + str(_record___n) + ' bytes', offset=pos, path='body', expected=_record___n, found=end - pos)
                 _record___outer_end_body = end
                 end = pos + _record___n
                 _record___sec_body = pos
@@ -608,10 +613,10 @@ def _m_log_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_log_file, 'log_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_log_file, 'log_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_log_file, 'log_file', mv, _rs, end, (), _out)
+        return _decode_many(_d_log_file, 'log_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_log_file(out, v):
@@ -963,6 +968,7 @@ def _m_record(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S4_unpack_from = _S4.unpack_from
     try:
         while True:
@@ -1106,10 +1112,10 @@ def _m_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_record, 'record', mv, _rs, end, (), _out)
+        return _decode_many(_d_record, 'record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_record, 'record', mv, _rs, end, (), _out)
+        return _decode_many(_d_record, 'record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_record(out, v):
@@ -1384,6 +1390,7 @@ def _m_event(mv, pos, end):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     try:
         while True:
             if pos >= end:
@@ -1491,10 +1498,10 @@ def _m_event(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_event, 'event', mv, _rs, end, (), _out)
+        return _decode_many(_d_event, 'event', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_event, 'event', mv, _rs, end, (), _out)
+        return _decode_many(_d_event, 'event', mv, _rs, _end, (), _out)
     return _out
 
 def _e_event(out, v):

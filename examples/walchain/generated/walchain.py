@@ -324,6 +324,7 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _out = []
     _append = _out.append
     _p0 = _rs = pos
+    _end = end
     _S2_unpack_from = _S2.unpack_from
     _S4_unpack_from = _S4.unpack_from
     try:
@@ -361,10 +362,10 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame, 'frame', mv, _rs, end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
+        return _decode_many(_d_frame, 'frame', mv, _rs, _end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame, 'frame', mv, _rs, end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
+        return _decode_many(_d_frame, 'frame', mv, _rs, _end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
     return _out
 
 def _e_frame(out, v, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
