@@ -845,13 +845,15 @@ def _em_tail_quantized_gacl(values, p_semantic_dims):
     for v in values:
         if len(v.reserved) != min(p_semantic_dims, 16):
             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
+        _p = []
         if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK7:
-            out += v.reserved.raw
+            _p.append(v.reserved.raw)
         else:
-            out += _PK7.encode_all(v.reserved)
+            _p.append(_PK7.encode_all(v.reserved))
         if len(v.user) != p_semantic_dims - 16:
             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
-        out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
+        _p.append(struct.pack('<' + str(len(v.user)) + 'h', *v.user))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_meta_pair(mv, pos, end):
@@ -940,11 +942,13 @@ def _em_meta_pair(values):
     _S10_pack = _S10.pack
     for v in values:
         _b_key = v.key.encode()
-        out += _S10_pack(len(_b_key))
-        out += _b_key
+        _p = []
+        _p.append(_S10_pack(len(_b_key)))
+        _p.append(_b_key)
         _b_value = v.value.encode()
-        out += _S10_pack(len(_b_value))
-        out += _b_value
+        _p.append(_S10_pack(len(_b_value)))
+        _p.append(_b_value)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
@@ -1306,19 +1310,20 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
     _S2_pack = _S2.pack
     for v in values:
         _b_key = v.key.encode()
-        out += _S10_pack(len(_b_key))
-        out += _b_key
+        _p = []
+        _p.append(_S10_pack(len(_b_key)))
+        _p.append(_b_key)
         _b_data = v.data
-        out += _S2_pack(len(_b_data))
-        out += _b_data
-        out += _S10_pack(len(v.meta))
+        _p.append(_S2_pack(len(_b_data)))
+        _p.append(_b_data)
+        _p.append(_S10_pack(len(v.meta)))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            out += _S10_pack(len(_meta_pair_b_key))
-            out += _meta_pair_b_key
+            _p.append(_S10_pack(len(_meta_pair_b_key)))
+            _p.append(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            out += _S10_pack(len(_meta_pair_b_value))
-            out += _meta_pair_b_value
+            _p.append(_S10_pack(len(_meta_pair_b_value)))
+            _p.append(_meta_pair_b_value)
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
@@ -1326,29 +1331,30 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
                 if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
-                    out += _tail_full__v.dims.raw
+                    _p.append(_tail_full__v.dims.raw)
                 else:
-                    out += _PK7.encode_all(_tail_full__v.dims)
+                    _p.append(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
+                _p.append(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
                 if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
-                    out += _tail_quantized_gacl__v.reserved.raw
+                    _p.append(_tail_quantized_gacl__v.reserved.raw)
                 else:
-                    out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
+                    _p.append(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
+                _p.append(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
             else:
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
@@ -2554,16 +2560,17 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
     _S2_pack = _S2.pack
     for v in values:
         _b_data = v.data
-        out += _S2_pack(len(_b_data))
-        out += _b_data
-        out += _S10_pack(len(v.meta))
+        _p = []
+        _p.append(_S2_pack(len(_b_data)))
+        _p.append(_b_data)
+        _p.append(_S10_pack(len(v.meta)))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            out += _S10_pack(len(_meta_pair_b_key))
-            out += _meta_pair_b_key
+            _p.append(_S10_pack(len(_meta_pair_b_key)))
+            _p.append(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            out += _S10_pack(len(_meta_pair_b_value))
-            out += _meta_pair_b_value
+            _p.append(_S10_pack(len(_meta_pair_b_value)))
+            _p.append(_meta_pair_b_value)
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
@@ -2571,29 +2578,30 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
                 if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
-                    out += _tail_full__v.dims.raw
+                    _p.append(_tail_full__v.dims.raw)
                 else:
-                    out += _PK7.encode_all(_tail_full__v.dims)
+                    _p.append(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
+                _p.append(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
                 if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
-                    out += _tail_quantized_gacl__v.reserved.raw
+                    _p.append(_tail_quantized_gacl__v.reserved.raw)
                 else:
-                    out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
+                    _p.append(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
+                _p.append(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
             else:
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_update_body(mv, pos, end):
@@ -2741,16 +2749,18 @@ def _em_update_body(values):
     _S2_pack = _S2.pack
     for v in values:
         _b_data = v.data
-        out += _S2_pack(len(_b_data))
-        out += _b_data
-        out += _S10_pack(len(v.meta))
+        _p = []
+        _p.append(_S2_pack(len(_b_data)))
+        _p.append(_b_data)
+        _p.append(_S10_pack(len(v.meta)))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            out += _S10_pack(len(_meta_pair_b_key))
-            out += _meta_pair_b_key
+            _p.append(_S10_pack(len(_meta_pair_b_key)))
+            _p.append(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            out += _S10_pack(len(_meta_pair_b_value))
-            out += _meta_pair_b_value
+            _p.append(_S10_pack(len(_meta_pair_b_value)))
+            _p.append(_meta_pair_b_value)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
@@ -2977,6 +2987,7 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
 def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
     out = bytearray()
     for v in values:
+        _p = []
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
@@ -2984,29 +2995,30 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
                 if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
-                    out += _tail_full__v.dims.raw
+                    _p.append(_tail_full__v.dims.raw)
                 else:
-                    out += _PK7.encode_all(_tail_full__v.dims)
+                    _p.append(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                out += struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user)
+                _p.append(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
                 if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
-                    out += _tail_quantized_gacl__v.reserved.raw
+                    _p.append(_tail_quantized_gacl__v.reserved.raw)
                 else:
-                    out += _PK7.encode_all(_tail_quantized_gacl__v.reserved)
+                    _p.append(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                out += struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user)
+                _p.append(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
             else:
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_epoch_body(mv, pos, end):
@@ -3946,23 +3958,23 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
     _S21_pack = _S21.pack
     for v in values:
         _b_key = v.key.encode()
-        _s_seq = len(out)
-        out += _S21_pack(v.seq, v.op, len(_b_key))
-        out += _b_key
+        _p = []
+        _p.append(_S21_pack(v.seq, v.op, len(_b_key)))
+        _p.append(_b_key)
         _tag = v.op
         if _tag == 1:
             _insert_body__v = v.body
             _insert_body___b_data = _insert_body__v.data
-            out += _S2_pack(len(_insert_body___b_data))
-            out += _insert_body___b_data
-            out += _S10_pack(len(_insert_body__v.meta))
+            _p.append(_S2_pack(len(_insert_body___b_data)))
+            _p.append(_insert_body___b_data)
+            _p.append(_S10_pack(len(_insert_body__v.meta)))
             for _insert_body___x in _insert_body__v.meta:
                 _insert_body___meta_pair_b_key = _insert_body___x.key.encode()
-                out += _S10_pack(len(_insert_body___meta_pair_b_key))
-                out += _insert_body___meta_pair_b_key
+                _p.append(_S10_pack(len(_insert_body___meta_pair_b_key)))
+                _p.append(_insert_body___meta_pair_b_key)
                 _insert_body___meta_pair_b_value = _insert_body___x.value.encode()
-                out += _S10_pack(len(_insert_body___meta_pair_b_value))
-                out += _insert_body___meta_pair_b_value
+                _p.append(_S10_pack(len(_insert_body___meta_pair_b_value)))
+                _p.append(_insert_body___meta_pair_b_value)
             if p_semantic_dims > 0:
                 _insert_body___tag = p_tail_layout
                 if _insert_body___tag == 0:
@@ -3970,25 +3982,25 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     if len(_insert_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_insert_body___tail_full__v.dims)), path='dims')
                     if _insert_body___tail_full__v.dims.__class__ is PackedArray and _insert_body___tail_full__v.dims.kind is _PK7:
-                        out += _insert_body___tail_full__v.dims.raw
+                        _p.append(_insert_body___tail_full__v.dims.raw)
                     else:
-                        out += _PK7.encode_all(_insert_body___tail_full__v.dims)
+                        _p.append(_PK7.encode_all(_insert_body___tail_full__v.dims))
                 elif _insert_body___tag == 1:
                     _insert_body___tail_quantized__v = _insert_body__v.tail
                     if len(_insert_body___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized__v.user)), path='user')
-                    out += struct.pack('<' + str(len(_insert_body___tail_quantized__v.user)) + 'h', *_insert_body___tail_quantized__v.user)
+                    _p.append(struct.pack('<' + str(len(_insert_body___tail_quantized__v.user)) + 'h', *_insert_body___tail_quantized__v.user))
                 elif _insert_body___tag == 2:
                     _insert_body___tail_quantized_gacl__v = _insert_body__v.tail
                     if len(_insert_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.reserved)), path='reserved')
                     if _insert_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _insert_body___tail_quantized_gacl__v.reserved.kind is _PK7:
-                        out += _insert_body___tail_quantized_gacl__v.reserved.raw
+                        _p.append(_insert_body___tail_quantized_gacl__v.reserved.raw)
                     else:
-                        out += _PK7.encode_all(_insert_body___tail_quantized_gacl__v.reserved)
+                        _p.append(_PK7.encode_all(_insert_body___tail_quantized_gacl__v.reserved))
                     if len(_insert_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_insert_body___tail_quantized_gacl__v.user)), path='user')
-                    out += struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user)
+                    _p.append(struct.pack('<' + str(len(_insert_body___tail_quantized_gacl__v.user)) + 'h', *_insert_body___tail_quantized_gacl__v.user))
                 else:
                     raise EncodeError('no case for tag ' + repr(_insert_body___tag), path='tail')
             elif _insert_body__v.tail is not None:
@@ -3996,27 +4008,27 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
         elif _tag == 2:
             _update_body__v = v.body
             _update_body___b_data = _update_body__v.data
-            out += _S2_pack(len(_update_body___b_data))
-            out += _update_body___b_data
-            out += _S10_pack(len(_update_body__v.meta))
+            _p.append(_S2_pack(len(_update_body___b_data)))
+            _p.append(_update_body___b_data)
+            _p.append(_S10_pack(len(_update_body__v.meta)))
             for _update_body___x in _update_body__v.meta:
                 _update_body___meta_pair_b_key = _update_body___x.key.encode()
-                out += _S10_pack(len(_update_body___meta_pair_b_key))
-                out += _update_body___meta_pair_b_key
+                _p.append(_S10_pack(len(_update_body___meta_pair_b_key)))
+                _p.append(_update_body___meta_pair_b_key)
                 _update_body___meta_pair_b_value = _update_body___x.value.encode()
-                out += _S10_pack(len(_update_body___meta_pair_b_value))
-                out += _update_body___meta_pair_b_value
+                _p.append(_S10_pack(len(_update_body___meta_pair_b_value)))
+                _p.append(_update_body___meta_pair_b_value)
         elif _tag == 3:
             if v.body is not None:
                 raise EncodeError('case DELETE carries no body', path='body')
         elif _tag == 4:
             _meta_pair__v = v.body
             _meta_pair___b_key = _meta_pair__v.key.encode()
-            out += _S10_pack(len(_meta_pair___b_key))
-            out += _meta_pair___b_key
+            _p.append(_S10_pack(len(_meta_pair___b_key)))
+            _p.append(_meta_pair___b_key)
             _meta_pair___b_value = _meta_pair__v.value.encode()
-            out += _S10_pack(len(_meta_pair___b_value))
-            out += _meta_pair___b_value
+            _p.append(_S10_pack(len(_meta_pair___b_value)))
+            _p.append(_meta_pair___b_value)
         elif _tag == 5:
             _set_semantic_body__v = v.body
             if p_semantic_dims > 0:
@@ -4026,35 +4038,37 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                     if len(_set_semantic_body___tail_full__v.dims) != p_semantic_dims:
                         raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_set_semantic_body___tail_full__v.dims)), path='dims')
                     if _set_semantic_body___tail_full__v.dims.__class__ is PackedArray and _set_semantic_body___tail_full__v.dims.kind is _PK7:
-                        out += _set_semantic_body___tail_full__v.dims.raw
+                        _p.append(_set_semantic_body___tail_full__v.dims.raw)
                     else:
-                        out += _PK7.encode_all(_set_semantic_body___tail_full__v.dims)
+                        _p.append(_PK7.encode_all(_set_semantic_body___tail_full__v.dims))
                 elif _set_semantic_body___tag == 1:
                     _set_semantic_body___tail_quantized__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_quantized__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized__v.user)), path='user')
-                    out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized__v.user)) + 'h', *_set_semantic_body___tail_quantized__v.user)
+                    _p.append(struct.pack('<' + str(len(_set_semantic_body___tail_quantized__v.user)) + 'h', *_set_semantic_body___tail_quantized__v.user))
                 elif _set_semantic_body___tag == 2:
                     _set_semantic_body___tail_quantized_gacl__v = _set_semantic_body__v.tail
                     if len(_set_semantic_body___tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                         raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.reserved)), path='reserved')
                     if _set_semantic_body___tail_quantized_gacl__v.reserved.__class__ is PackedArray and _set_semantic_body___tail_quantized_gacl__v.reserved.kind is _PK7:
-                        out += _set_semantic_body___tail_quantized_gacl__v.reserved.raw
+                        _p.append(_set_semantic_body___tail_quantized_gacl__v.reserved.raw)
                     else:
-                        out += _PK7.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved)
+                        _p.append(_PK7.encode_all(_set_semantic_body___tail_quantized_gacl__v.reserved))
                     if len(_set_semantic_body___tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                         raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)), path='user')
-                    out += struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user)
+                    _p.append(struct.pack('<' + str(len(_set_semantic_body___tail_quantized_gacl__v.user)) + 'h', *_set_semantic_body___tail_quantized_gacl__v.user))
                 else:
                     raise EncodeError('no case for tag ' + repr(_set_semantic_body___tag), path='tail')
             elif _set_semantic_body__v.tail is not None:
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _tag == 6:
             _epoch_body__v = v.body
-            out += _S19_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
+            _p.append(_S19_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
-        out += _S2_pack(_ck_crc32(memoryview(out)[_s_seq:]))
+        _b = b''.join(_p)
+        out += _b
+        out += _S2_pack(_ck_crc32(_b))
     return bytes(out)
 
 def _d_wal_header(mv, pos, end):

@@ -511,9 +511,11 @@ def _e_ref_body(out, v):
 def _em_ref_body(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.offset_delta)
-        out += _uleb128_encode(v.size)
-        out += _uleb128_encode(v.address)
+        _p = []
+        _p.append(_uleb128_encode(v.offset_delta))
+        _p.append(_uleb128_encode(v.size))
+        _p.append(_uleb128_encode(v.address))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_zero_body(mv, pos, end):
@@ -1311,35 +1313,37 @@ def _em_statement(values):
     out = bytearray()
     _S2_pack = _S2.pack
     for v in values:
-        out += _uleb128_encode(v.id_delta)
-        out += _S2_pack(v.tag)
+        _p = []
+        _p.append(_uleb128_encode(v.id_delta))
+        _p.append(_S2_pack(v.tag))
         _tag = v.tag
         if _tag == 0:
             _ref_body__v = v.body
-            out += _uleb128_encode(_ref_body__v.offset_delta)
-            out += _uleb128_encode(_ref_body__v.size)
-            out += _uleb128_encode(_ref_body__v.address)
+            _p.append(_uleb128_encode(_ref_body__v.offset_delta))
+            _p.append(_uleb128_encode(_ref_body__v.size))
+            _p.append(_uleb128_encode(_ref_body__v.address))
         elif _tag == 1:
             _zero_body__v = v.body
-            out += _uleb128_encode(_zero_body__v.offset_delta)
-            out += _uleb128_encode(_zero_body__v.size)
+            _p.append(_uleb128_encode(_zero_body__v.offset_delta))
+            _p.append(_uleb128_encode(_zero_body__v.size))
         elif _tag == 2:
             _shrink_body__v = v.body
-            out += _uleb128_encode(_shrink_body__v.offset_delta)
+            _p.append(_uleb128_encode(_shrink_body__v.offset_delta))
         elif _tag == 3:
             _grow_body__v = v.body
-            out += _uleb128_encode(_grow_body__v.offset_delta)
+            _p.append(_uleb128_encode(_grow_body__v.offset_delta))
         elif _tag == 4:
             if v.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _inline_body__v = v.body
             _inline_body__p_size_tag = v.tag
-            out += _uleb128_encode(_inline_body__v.offset_delta)
+            _p.append(_uleb128_encode(_inline_body__v.offset_delta))
             _inline_body___b = _inline_body__v.payload
             if len(_inline_body___b) != _inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
-            out += _inline_body___b
+            _p.append(_inline_body___b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_child_ref(mv, pos, end):
@@ -1969,41 +1973,43 @@ def _em_table_content(values):
     out = bytearray()
     _S2_pack = _S2.pack
     for v in values:
+        _p = []
         for _x in v.children:
             if _x == 0:
                 raise EncodeError('an item equals the terminator 0', path='children')
-            out += _uleb128_encode(_x)
-        out += _uleb128_encode(0)
+            _p.append(_uleb128_encode(_x))
+        _p.append(_uleb128_encode(0))
         for _x in v.statements:
-            out += _uleb128_encode(_x.id_delta)
-            out += _S2_pack(_x.tag)
+            _p.append(_uleb128_encode(_x.id_delta))
+            _p.append(_S2_pack(_x.tag))
             _statement___tag = _x.tag
             if _statement___tag == 0:
                 _statement___ref_body__v = _x.body
-                out += _uleb128_encode(_statement___ref_body__v.offset_delta)
-                out += _uleb128_encode(_statement___ref_body__v.size)
-                out += _uleb128_encode(_statement___ref_body__v.address)
+                _p.append(_uleb128_encode(_statement___ref_body__v.offset_delta))
+                _p.append(_uleb128_encode(_statement___ref_body__v.size))
+                _p.append(_uleb128_encode(_statement___ref_body__v.address))
             elif _statement___tag == 1:
                 _statement___zero_body__v = _x.body
-                out += _uleb128_encode(_statement___zero_body__v.offset_delta)
-                out += _uleb128_encode(_statement___zero_body__v.size)
+                _p.append(_uleb128_encode(_statement___zero_body__v.offset_delta))
+                _p.append(_uleb128_encode(_statement___zero_body__v.size))
             elif _statement___tag == 2:
                 _statement___shrink_body__v = _x.body
-                out += _uleb128_encode(_statement___shrink_body__v.offset_delta)
+                _p.append(_uleb128_encode(_statement___shrink_body__v.offset_delta))
             elif _statement___tag == 3:
                 _statement___grow_body__v = _x.body
-                out += _uleb128_encode(_statement___grow_body__v.offset_delta)
+                _p.append(_uleb128_encode(_statement___grow_body__v.offset_delta))
             elif _statement___tag == 4:
                 if _x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _statement___inline_body__v = _x.body
                 _statement___inline_body__p_size_tag = _x.tag
-                out += _uleb128_encode(_statement___inline_body__v.offset_delta)
+                _p.append(_uleb128_encode(_statement___inline_body__v.offset_delta))
                 _statement___inline_body___b = _statement___inline_body__v.payload
                 if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
-                out += _statement___inline_body___b
+                _p.append(_statement___inline_body___b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_page(mv, pos, end):
@@ -3304,13 +3310,15 @@ def _e_journal_write(out, v):
 def _em_journal_write(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.id)
-        out += _uleb128_encode(v.offset)
-        out += _uleb128_encode(len(v.data))
+        _p = []
+        _p.append(_uleb128_encode(v.id))
+        _p.append(_uleb128_encode(v.offset))
+        _p.append(_uleb128_encode(len(v.data)))
         _b = v.data
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
-        out += _b
+        _p.append(_b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_journal_splice(mv, pos, end):
@@ -3526,14 +3534,16 @@ def _e_journal_splice(out, v):
 def _em_journal_splice(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.id)
-        out += _uleb128_encode(v.offset)
-        out += _uleb128_encode(v.old_len)
-        out += _uleb128_encode(len(v.data))
+        _p = []
+        _p.append(_uleb128_encode(v.id))
+        _p.append(_uleb128_encode(v.offset))
+        _p.append(_uleb128_encode(v.old_len))
+        _p.append(_uleb128_encode(len(v.data)))
         _b = v.data
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
-        out += _b
+        _p.append(_b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_journal_copy(mv, pos, end):
@@ -3770,11 +3780,13 @@ def _e_journal_copy(out, v):
 def _em_journal_copy(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.src)
-        out += _uleb128_encode(v.src_offset)
-        out += _uleb128_encode(v.length)
-        out += _uleb128_encode(v.dst)
-        out += _uleb128_encode(v.dst_offset)
+        _p = []
+        _p.append(_uleb128_encode(v.src))
+        _p.append(_uleb128_encode(v.src_offset))
+        _p.append(_uleb128_encode(v.length))
+        _p.append(_uleb128_encode(v.dst))
+        _p.append(_uleb128_encode(v.dst_offset))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_journal_record(mv, pos, end):
@@ -4775,50 +4787,52 @@ def _em_journal_record(values):
     out = bytearray()
     _S2_pack = _S2.pack
     for v in values:
-        out += _S2_pack(v.tag)
+        _p = []
+        _p.append(_S2_pack(v.tag))
         _tag = v.tag
         if _tag == 1:
             _journal_free__v = v.body
-            out += _uleb128_encode(_journal_free__v.id)
+            _p.append(_uleb128_encode(_journal_free__v.id))
         elif _tag == 2:
             _journal_resize__v = v.body
-            out += _uleb128_encode(_journal_resize__v.id)
-            out += _uleb128_encode(_journal_resize__v.size)
+            _p.append(_uleb128_encode(_journal_resize__v.id))
+            _p.append(_uleb128_encode(_journal_resize__v.size))
         elif _tag == 3:
             _journal_write__v = v.body
-            out += _uleb128_encode(_journal_write__v.id)
-            out += _uleb128_encode(_journal_write__v.offset)
-            out += _uleb128_encode(len(_journal_write__v.data))
+            _p.append(_uleb128_encode(_journal_write__v.id))
+            _p.append(_uleb128_encode(_journal_write__v.offset))
+            _p.append(_uleb128_encode(len(_journal_write__v.data)))
             _journal_write___b = _journal_write__v.data
             if len(_journal_write___b) != len(_journal_write__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
-            out += _journal_write___b
+            _p.append(_journal_write___b)
         elif _tag == 4:
             _journal_splice__v = v.body
-            out += _uleb128_encode(_journal_splice__v.id)
-            out += _uleb128_encode(_journal_splice__v.offset)
-            out += _uleb128_encode(_journal_splice__v.old_len)
-            out += _uleb128_encode(len(_journal_splice__v.data))
+            _p.append(_uleb128_encode(_journal_splice__v.id))
+            _p.append(_uleb128_encode(_journal_splice__v.offset))
+            _p.append(_uleb128_encode(_journal_splice__v.old_len))
+            _p.append(_uleb128_encode(len(_journal_splice__v.data)))
             _journal_splice___b = _journal_splice__v.data
             if len(_journal_splice___b) != len(_journal_splice__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
-            out += _journal_splice___b
+            _p.append(_journal_splice___b)
         elif _tag == 5:
             _journal_copy__v = v.body
-            out += _uleb128_encode(_journal_copy__v.src)
-            out += _uleb128_encode(_journal_copy__v.src_offset)
-            out += _uleb128_encode(_journal_copy__v.length)
-            out += _uleb128_encode(_journal_copy__v.dst)
-            out += _uleb128_encode(_journal_copy__v.dst_offset)
+            _p.append(_uleb128_encode(_journal_copy__v.src))
+            _p.append(_uleb128_encode(_journal_copy__v.src_offset))
+            _p.append(_uleb128_encode(_journal_copy__v.length))
+            _p.append(_uleb128_encode(_journal_copy__v.dst))
+            _p.append(_uleb128_encode(_journal_copy__v.dst_offset))
         elif _tag == 6:
             _journal_copy__v = v.body
-            out += _uleb128_encode(_journal_copy__v.src)
-            out += _uleb128_encode(_journal_copy__v.src_offset)
-            out += _uleb128_encode(_journal_copy__v.length)
-            out += _uleb128_encode(_journal_copy__v.dst)
-            out += _uleb128_encode(_journal_copy__v.dst_offset)
+            _p.append(_uleb128_encode(_journal_copy__v.src))
+            _p.append(_uleb128_encode(_journal_copy__v.src_offset))
+            _p.append(_uleb128_encode(_journal_copy__v.length))
+            _p.append(_uleb128_encode(_journal_copy__v.dst))
+            _p.append(_uleb128_encode(_journal_copy__v.dst_offset))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_journal_records(mv, pos, end):
@@ -5046,51 +5060,53 @@ def _em_journal_records(values):
     out = bytearray()
     _S2_pack = _S2.pack
     for v in values:
+        _p = []
         for _x in v.records:
-            out += _S2_pack(_x.tag)
+            _p.append(_S2_pack(_x.tag))
             _journal_record___tag = _x.tag
             if _journal_record___tag == 1:
                 _journal_record___journal_free__v = _x.body
-                out += _uleb128_encode(_journal_record___journal_free__v.id)
+                _p.append(_uleb128_encode(_journal_record___journal_free__v.id))
             elif _journal_record___tag == 2:
                 _journal_record___journal_resize__v = _x.body
-                out += _uleb128_encode(_journal_record___journal_resize__v.id)
-                out += _uleb128_encode(_journal_record___journal_resize__v.size)
+                _p.append(_uleb128_encode(_journal_record___journal_resize__v.id))
+                _p.append(_uleb128_encode(_journal_record___journal_resize__v.size))
             elif _journal_record___tag == 3:
                 _journal_record___journal_write__v = _x.body
-                out += _uleb128_encode(_journal_record___journal_write__v.id)
-                out += _uleb128_encode(_journal_record___journal_write__v.offset)
-                out += _uleb128_encode(len(_journal_record___journal_write__v.data))
+                _p.append(_uleb128_encode(_journal_record___journal_write__v.id))
+                _p.append(_uleb128_encode(_journal_record___journal_write__v.offset))
+                _p.append(_uleb128_encode(len(_journal_record___journal_write__v.data)))
                 _journal_record___journal_write___b = _journal_record___journal_write__v.data
                 if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
-                out += _journal_record___journal_write___b
+                _p.append(_journal_record___journal_write___b)
             elif _journal_record___tag == 4:
                 _journal_record___journal_splice__v = _x.body
-                out += _uleb128_encode(_journal_record___journal_splice__v.id)
-                out += _uleb128_encode(_journal_record___journal_splice__v.offset)
-                out += _uleb128_encode(_journal_record___journal_splice__v.old_len)
-                out += _uleb128_encode(len(_journal_record___journal_splice__v.data))
+                _p.append(_uleb128_encode(_journal_record___journal_splice__v.id))
+                _p.append(_uleb128_encode(_journal_record___journal_splice__v.offset))
+                _p.append(_uleb128_encode(_journal_record___journal_splice__v.old_len))
+                _p.append(_uleb128_encode(len(_journal_record___journal_splice__v.data)))
                 _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
                 if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
-                out += _journal_record___journal_splice___b
+                _p.append(_journal_record___journal_splice___b)
             elif _journal_record___tag == 5:
                 _journal_record___journal_copy__v = _x.body
-                out += _uleb128_encode(_journal_record___journal_copy__v.src)
-                out += _uleb128_encode(_journal_record___journal_copy__v.src_offset)
-                out += _uleb128_encode(_journal_record___journal_copy__v.length)
-                out += _uleb128_encode(_journal_record___journal_copy__v.dst)
-                out += _uleb128_encode(_journal_record___journal_copy__v.dst_offset)
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.src))
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.src_offset))
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.length))
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst))
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst_offset))
             elif _journal_record___tag == 6:
                 _journal_record___journal_copy__v = _x.body
-                out += _uleb128_encode(_journal_record___journal_copy__v.src)
-                out += _uleb128_encode(_journal_record___journal_copy__v.src_offset)
-                out += _uleb128_encode(_journal_record___journal_copy__v.length)
-                out += _uleb128_encode(_journal_record___journal_copy__v.dst)
-                out += _uleb128_encode(_journal_record___journal_copy__v.dst_offset)
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.src))
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.src_offset))
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.length))
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst))
+                _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst_offset))
             else:
                 raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_journal_transaction(mv, pos, end):
@@ -5203,12 +5219,14 @@ def _em_journal_transaction(values):
     out = bytearray()
     _S8_pack = _S8.pack
     for v in values:
-        out += _uleb128_encode(len(v.records))
+        _p = []
+        _p.append(_uleb128_encode(len(v.records)))
         _b = v.records
         if len(_b) != len(v.records):
             raise EncodeError('wrong length ' + str(len(_b)), path='records')
-        out += _b
-        out += _S8_pack(v.crc)
+        _p.append(_b)
+        _p.append(_S8_pack(v.crc))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_journal_page(mv, pos, end):

@@ -4497,14 +4497,16 @@ def _em_frame_head(values):
     _S104_pack = _S104.pack
     _S4_pack = _S4.pack
     for v in values:
-        out += _S104_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+        _p = []
+        _p.append(_S104_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind))
         _tag = v.kind
         if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
             _blob_head__v = v.head
             _blob_head__p_span = v.span
-            out += _S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
-            out += v.head
+            _p.append(v.head)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_blob_head(mv, pos, end, p_span):
@@ -5338,19 +5340,21 @@ def _em_want_request(values):
     _S12_pack = _S12.pack
     _S14_pack = _S14.pack
     for v in values:
-        out += _S107_pack(v.tag)
+        _p = []
+        _p.append(_S107_pack(v.tag))
         _tag = v.tag
         if _tag == 1:
             _want_blob__v = v.request
-            out += _S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == 2:
             _want_merge__v = v.request
-            out += _S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high)
+            _p.append(_S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
         elif _tag == 4:
             _want_derive__v = v.request
-            out += _S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='request')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_want_v3_body(mv, pos, end, p_span):
@@ -5573,20 +5577,22 @@ def _em_want_v3_body(values, p_span):
     _S14_pack = _S14.pack
     _S17_pack = _S17.pack
     for v in values:
-        out += _S10_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _p = []
+        _p.append(_S10_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _tag = v.tag
         if _tag == 1:
             _want_blob__v = v.request
-            out += _S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == 2:
             _want_merge__v = v.request
-            out += _S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high)
+            _p.append(_S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
         elif _tag == 4:
             _want_derive__v = v.request
-            out += _S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='request')
-        out += _S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _p.append(_S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_commit_body(mv, pos, end, p_span):
@@ -7087,11 +7093,13 @@ def _em_proof_v1_data(values, p_body_len):
     _S46_pack = _S46.pack
     for v in values:
         _proof_v1_content__v = v.body
-        out += _S44_pack(_proof_v1_content__v.root)
+        _p = []
+        _p.append(_S44_pack(_proof_v1_content__v.root))
         for _proof_v1_content___x in _proof_v1_content__v.edges:
-            out += _S46_pack(_proof_v1_content___x.head, _proof_v1_content___x.delegate)
+            _p.append(_S46_pack(_proof_v1_content___x.head, _proof_v1_content___x.delegate))
         _b = v.tail
-        out += _b
+        _p.append(_b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_proof_v2_data(mv, pos, end, p_body_len):
@@ -7321,11 +7329,13 @@ def _em_proof_v2_data(values, p_body_len):
     _S50_pack = _S50.pack
     for v in values:
         _proof_v2_content__v = v.body
-        out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_content__v.resource, _proof_v2_content__v.root)
+        _p = []
+        _p.append(_S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_content__v.resource, _proof_v2_content__v.root))
         for _proof_v2_content___x in _proof_v2_content__v.edges:
-            out += _S50_pack(_proof_v2_content___x.action, _proof_v2_content___x.flags, _proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_content___x.delegate, _proof_v2_content___x.signature)
+            _p.append(_S50_pack(_proof_v2_content___x.action, _proof_v2_content___x.flags, _proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_content___x.delegate, _proof_v2_content___x.signature))
         _b = v.tail
-        out += _b
+        _p.append(_b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_proof_v1_body(mv, pos, end, p_span):
@@ -7545,15 +7555,17 @@ def _em_proof_v1_body(values, p_span):
     _S44_pack = _S44.pack
     _S46_pack = _S46.pack
     for v in values:
-        out += _S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _p = []
+        _p.append(_S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _proof_v1_data__v = v.data
         _proof_v1_data__p_body_len = v.body_len
         _proof_v1_data___proof_v1_content__v = _proof_v1_data__v.body
-        out += _S44_pack(_proof_v1_data___proof_v1_content__v.root)
+        _p.append(_S44_pack(_proof_v1_data___proof_v1_content__v.root))
         for _proof_v1_data___proof_v1_content___x in _proof_v1_data___proof_v1_content__v.edges:
-            out += _S46_pack(_proof_v1_data___proof_v1_content___x.head, _proof_v1_data___proof_v1_content___x.delegate)
+            _p.append(_S46_pack(_proof_v1_data___proof_v1_content___x.head, _proof_v1_data___proof_v1_content___x.delegate))
         _proof_v1_data___b = _proof_v1_data__v.tail
-        out += _proof_v1_data___b
+        _p.append(_proof_v1_data___b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_proof_v2_body(mv, pos, end, p_span):
@@ -7824,15 +7836,17 @@ def _em_proof_v2_body(values, p_span):
     _S48_pack = _S48.pack
     _S50_pack = _S50.pack
     for v in values:
-        out += _S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _p = []
+        _p.append(_S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _proof_v2_data__v = v.data
         _proof_v2_data__p_body_len = v.body_len
         _proof_v2_data___proof_v2_content__v = _proof_v2_data__v.body
-        out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_data___proof_v2_content__v.resource, _proof_v2_data___proof_v2_content__v.root)
+        _p.append(_S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_data___proof_v2_content__v.resource, _proof_v2_data___proof_v2_content__v.root))
         for _proof_v2_data___proof_v2_content___x in _proof_v2_data___proof_v2_content__v.edges:
-            out += _S50_pack(_proof_v2_data___proof_v2_content___x.action, _proof_v2_data___proof_v2_content___x.flags, _proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.delegate, _proof_v2_data___proof_v2_content___x.signature)
+            _p.append(_S50_pack(_proof_v2_data___proof_v2_content___x.action, _proof_v2_data___proof_v2_content___x.flags, _proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.delegate, _proof_v2_data___proof_v2_content___x.signature))
         _proof_v2_data___b = _proof_v2_data__v.tail
-        out += _proof_v2_data___b
+        _p.append(_proof_v2_data___b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_v1_blob_data(mv, pos, end, p_length):
@@ -11577,31 +11591,33 @@ def _em_dense_record(values):
     _S14_pack = _S14.pack
     _S19_pack = _S19.pack
     for v in values:
-        out += _S107_pack(v.tag)
+        _p = []
+        _p.append(_S107_pack(v.tag))
         _tag = v.tag
         if _tag == 1:
             _dense_commit__v = v.payload
-            out += _S19_pack(_dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s)
+            _p.append(_S19_pack(_dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s))
         elif _tag == 2:
             _dense_unsigned_merge__v = v.payload
-            out += _S115_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
+            _p.append(_S115_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result))
         elif _tag == 3:
             _dense_unsigned_derive__v = v.payload
-            out += _S14_pack(_dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output)
+            _p.append(_S14_pack(_dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output))
         elif _tag == 4:
             _dense_signed_merge__v = v.payload
-            out += _S118_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
+            _p.append(_S118_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s))
         elif _tag == 5:
             _dense_signed_derive__v = v.payload
-            out += _S19_pack(_dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s)
+            _p.append(_S19_pack(_dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s))
         elif _tag == 6:
             _dense_witness_merge__v = v.payload
-            out += _S121_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
+            _p.append(_S121_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s))
         elif _tag == 7:
             _dense_witness_derive__v = v.payload
-            out += _S118_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
+            _p.append(_S118_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_pile_file(mv, pos, end):

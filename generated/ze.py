@@ -4658,13 +4658,15 @@ def _em_f32_vector(values):
     out = bytearray()
     _S13_pack = _S13.pack
     for v in values:
-        out += _S13_pack(len(v.values))
+        _p = []
+        _p.append(_S13_pack(len(v.values)))
         if len(v.values) != len(v.values):
             raise EncodeError('expected ' + str(len(v.values)) + ' items, found ' + str(len(v.values)), path='values')
         if v.values.__class__ is PackedArray and v.values.kind is _PK19:
-            out += v.values.raw
+            _p.append(v.values.raw)
         else:
-            out += _PK19.encode_all(v.values)
+            _p.append(_PK19.encode_all(v.values))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_op_upsert_v1(mv, pos, end):
@@ -4805,16 +4807,18 @@ def _em_op_upsert_v1(values):
     _S16_pack = _S16.pack
     for v in values:
         _payload_v1_header__v = v.header
-        out += _S14_pack(1, 0)
-        out += _S16_pack(v.doc_id.to_bytes(16, 'little', signed=False), v.revision)
+        _p = []
+        _p.append(_S14_pack(1, 0))
+        _p.append(_S16_pack(v.doc_id.to_bytes(16, 'little', signed=False), v.revision))
         _f32_vector__v = v.vector
-        out += _S13_pack(len(_f32_vector__v.values))
+        _p.append(_S13_pack(len(_f32_vector__v.values)))
         if len(_f32_vector__v.values) != len(_f32_vector__v.values):
             raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
         if _f32_vector__v.values.__class__ is PackedArray and _f32_vector__v.values.kind is _PK19:
-            out += _f32_vector__v.values.raw
+            _p.append(_f32_vector__v.values.raw)
         else:
-            out += _PK19.encode_all(_f32_vector__v.values)
+            _p.append(_PK19.encode_all(_f32_vector__v.values))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_op_delete_v1(mv, pos, end):
@@ -4942,11 +4946,13 @@ def _em_op_delete_v1(values):
     _S14_pack = _S14.pack
     for v in values:
         _payload_v1_header__v = v.header
-        out += _S14_pack(1, 0)
-        out += _S13_pack(len(v.doc_ids))
+        _p = []
+        _p.append(_S14_pack(1, 0))
+        _p.append(_S13_pack(len(v.doc_ids)))
         if len(v.doc_ids) != len(v.doc_ids):
             raise EncodeError('expected ' + str(len(v.doc_ids)) + ' items, found ' + str(len(v.doc_ids)), path='doc_ids')
-        out += b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids])
+        _p.append(b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids]))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_metadata_value(mv, pos, end):
@@ -6169,16 +6175,18 @@ def _em_op_timestamped_upsert_v1(values):
     _S32_pack = _S32.pack
     for v in values:
         _payload_v1_header__v = v.header
-        out += _S14_pack(1, 0)
-        out += _S32_pack(v.doc_id.to_bytes(16, 'little', signed=False), v.revision, v.ts)
+        _p = []
+        _p.append(_S14_pack(1, 0))
+        _p.append(_S32_pack(v.doc_id.to_bytes(16, 'little', signed=False), v.revision, v.ts))
         _f32_vector__v = v.vector
-        out += _S13_pack(len(_f32_vector__v.values))
+        _p.append(_S13_pack(len(_f32_vector__v.values)))
         if len(_f32_vector__v.values) != len(_f32_vector__v.values):
             raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
         if _f32_vector__v.values.__class__ is PackedArray and _f32_vector__v.values.kind is _PK19:
-            out += _f32_vector__v.values.raw
+            _p.append(_f32_vector__v.values.raw)
         else:
-            out += _PK19.encode_all(_f32_vector__v.values)
+            _p.append(_PK19.encode_all(_f32_vector__v.values))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_op_upsert_metadata_v1(mv, pos, end):
@@ -12708,14 +12716,16 @@ def _em_optional_ref(values):
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     for v in values:
-        out += _S64_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p = []
+        _p.append(_S64_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
         if v.present == 1:
             _required_ref__v = v.ref
             _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-            out += _S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
+            _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
         elif v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_commit_state(mv, pos, end):
@@ -13700,60 +13710,62 @@ def _em_commit_state(values):
     _S68_pack = _S68.pack
     _S82_pack = _S82.pack
     for v in values:
-        out += _S82_pack(v.store.to_bytes(16, 'little', signed=False), v.generation, v.sequence, v.node_high_water.to_bytes(16, 'little', signed=False), v.relationship_high_water.to_bytes(16, 'little', signed=False))
+        _p = []
+        _p.append(_S82_pack(v.store.to_bytes(16, 'little', signed=False), v.generation, v.sequence, v.node_high_water.to_bytes(16, 'little', signed=False), v.relationship_high_water.to_bytes(16, 'little', signed=False)))
         if len(v.symbol_high_water) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.symbol_high_water)), path='symbol_high_water')
-        out += struct.pack('<' + str(len(v.symbol_high_water)) + 'Q', *v.symbol_high_water)
-        out += _S6_pack(v.creation_serial)
+        _p.append(struct.pack('<' + str(len(v.symbol_high_water)) + 'Q', *v.symbol_high_water))
+        _p.append(_S6_pack(v.creation_serial))
         if len(v.roots) != 8:
             raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(v.roots)), path='roots')
         for _x in v.roots:
-            out += _S64_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S64_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _x.present == 1:
                 _optional_ref___required_ref__v = _x.ref
                 _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-                out += _S66_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
-                out += _S68_pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+                _p.append(_S66_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum))
+                _p.append(_S68_pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
             elif _x.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _required_ref__v = v.catalog
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        out += _S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
-        out += _S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
+        _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
+        _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
         _optional_ref__v = v.vector
-        out += _S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p.append(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            out += _S66_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+            _p.append(_S66_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         elif _optional_ref__v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
         _optional_ref__v = v.text
-        out += _S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p.append(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            out += _S66_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+            _p.append(_S66_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         elif _optional_ref__v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
         _optional_ref__v = v.reclaim
-        out += _S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p.append(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            out += _S66_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version)
+            _p.append(_S66_pack(_optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         elif _optional_ref__v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
-        out += _S41_pack(len(v.prepared), 0)
+        _p.append(_S41_pack(len(v.prepared), 0))
         if len(v.prepared) != len(v.prepared):
             raise EncodeError('expected ' + str(len(v.prepared)) + ' items, found ' + str(len(v.prepared)), path='prepared')
         for _x in v.prepared:
             _required_ref___artifact_descriptor__v = _x.descriptor
-            out += _S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version)
+            _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_zgw_commit(mv, pos, end):
@@ -13889,62 +13901,64 @@ def _em_zgw_commit(values):
     _S80_pack = _S80.pack
     _S82_pack = _S82.pack
     for v in values:
-        out += _S80_pack(v.change_count, 0, v.digest)
+        _p = []
+        _p.append(_S80_pack(v.change_count, 0, v.digest))
         _commit_state__v = v.state
-        out += _S82_pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
+        _p.append(_S82_pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False)))
         if len(_commit_state__v.symbol_high_water) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_commit_state__v.symbol_high_water)), path='symbol_high_water')
-        out += struct.pack('<' + str(len(_commit_state__v.symbol_high_water)) + 'Q', *_commit_state__v.symbol_high_water)
-        out += _S6_pack(_commit_state__v.creation_serial)
+        _p.append(struct.pack('<' + str(len(_commit_state__v.symbol_high_water)) + 'Q', *_commit_state__v.symbol_high_water))
+        _p.append(_S6_pack(_commit_state__v.creation_serial))
         if len(_commit_state__v.roots) != 8:
             raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_commit_state__v.roots)), path='roots')
         for _commit_state___x in _commit_state__v.roots:
-            out += _S64_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S64_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _commit_state___x.present == 1:
                 _commit_state___optional_ref___required_ref__v = _commit_state___x.ref
                 _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-                out += _S66_pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
-                out += _S68_pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+                _p.append(_S66_pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum))
+                _p.append(_S68_pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
             elif _commit_state___x.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___required_ref__v = _commit_state__v.catalog
         _commit_state___required_ref___artifact_descriptor__v = _commit_state___required_ref__v.descriptor
-        out += _S66_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
-        out += _S68_pack(_commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version)
+        _p.append(_S66_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum))
+        _p.append(_S68_pack(_commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version))
         _commit_state___optional_ref__v = _commit_state__v.vector
-        out += _S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p.append(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S66_pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            _p.append(_S66_pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         elif _commit_state___optional_ref__v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___optional_ref__v = _commit_state__v.text
-        out += _S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p.append(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S66_pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            _p.append(_S66_pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         elif _commit_state___optional_ref__v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___optional_ref__v = _commit_state__v.reclaim
-        out += _S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p.append(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            out += _S66_pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version)
+            _p.append(_S66_pack(_commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         elif _commit_state___optional_ref__v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
-        out += _S41_pack(len(_commit_state__v.prepared), 0)
+        _p.append(_S41_pack(len(_commit_state__v.prepared), 0))
         if len(_commit_state__v.prepared) != len(_commit_state__v.prepared):
             raise EncodeError('expected ' + str(len(_commit_state__v.prepared)) + ' items, found ' + str(len(_commit_state__v.prepared)), path='prepared')
         for _commit_state___x in _commit_state__v.prepared:
             _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
-            out += _S66_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
+            _p.append(_S66_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_zgop_key(mv, pos, end):
@@ -14045,11 +14059,13 @@ def _em_zgop_key(values):
     _S6_pack = _S6.pack
     for v in values:
         _b_namespace = v.namespace.encode()
-        out += _S56_pack(v.entity, len(_b_namespace))
-        out += _b_namespace
+        _p = []
+        _p.append(_S56_pack(v.entity, len(_b_namespace)))
+        _p.append(_b_namespace)
         _b_key = v.key.encode()
-        out += _S6_pack(len(_b_key))
-        out += _b_key
+        _p.append(_S6_pack(len(_b_key)))
+        _p.append(_b_key)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_zgop_expected(mv, pos, end):
@@ -14196,19 +14212,21 @@ def _em_zgop_expected(values):
     _S30_pack = _S30.pack
     _S6_pack = _S6.pack
     for v in values:
-        out += _S28_pack(v.tag)
+        _p = []
+        _p.append(_S28_pack(v.tag))
         if v.tag == 2:
-            out += _S28_pack(v.entity)
+            _p.append(_S28_pack(v.entity))
         elif v.entity is not None:
             raise EncodeError('field is present but its condition is false', path='entity')
         if v.tag == 2:
-            out += _S30_pack(v.entity_id.to_bytes(16, 'little', signed=False))
+            _p.append(_S30_pack(v.entity_id.to_bytes(16, 'little', signed=False)))
         elif v.entity_id is not None:
             raise EncodeError('field is present but its condition is false', path='entity_id')
         if v.tag == 3:
-            out += _S6_pack(v.revision)
+            _p.append(_S6_pack(v.revision))
         elif v.revision is not None:
             raise EncodeError('field is present but its condition is false', path='revision')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_zgop(mv, pos, end):
@@ -14605,33 +14623,35 @@ def _em_zgop(values):
     _S6_pack = _S6.pack
     _S62_pack = _S62.pack
     for v in values:
-        out += _S54_pack(b'ZGOP', 1, v.operation, v.key_present)
+        _p = []
+        _p.append(_S54_pack(b'ZGOP', 1, v.operation, v.key_present))
         if v.key_present == 1:
             _zgop_key__v = v.key
             _zgop_key___b_namespace = _zgop_key__v.namespace.encode()
-            out += _S56_pack(_zgop_key__v.entity, len(_zgop_key___b_namespace))
-            out += _zgop_key___b_namespace
+            _p.append(_S56_pack(_zgop_key__v.entity, len(_zgop_key___b_namespace)))
+            _p.append(_zgop_key___b_namespace)
             _zgop_key___b_key = _zgop_key__v.key.encode()
-            out += _S6_pack(len(_zgop_key___b_key))
-            out += _zgop_key___b_key
+            _p.append(_S6_pack(len(_zgop_key___b_key)))
+            _p.append(_zgop_key___b_key)
         elif v.key is not None:
             raise EncodeError('field is present but its condition is false', path='key')
-        out += _S59_pack(v.requested_revision, v.installed_revision)
+        _p.append(_S59_pack(v.requested_revision, v.installed_revision))
         _zgop_expected__v = v.expected
-        out += _S28_pack(_zgop_expected__v.tag)
+        _p.append(_S28_pack(_zgop_expected__v.tag))
         if _zgop_expected__v.tag == 2:
-            out += _S28_pack(_zgop_expected__v.entity)
+            _p.append(_S28_pack(_zgop_expected__v.entity))
         elif _zgop_expected__v.entity is not None:
             raise EncodeError('field is present but its condition is false', path='entity')
         if _zgop_expected__v.tag == 2:
-            out += _S30_pack(_zgop_expected__v.entity_id.to_bytes(16, 'little', signed=False))
+            _p.append(_S30_pack(_zgop_expected__v.entity_id.to_bytes(16, 'little', signed=False)))
         elif _zgop_expected__v.entity_id is not None:
             raise EncodeError('field is present but its condition is false', path='entity_id')
         if _zgop_expected__v.tag == 3:
-            out += _S6_pack(_zgop_expected__v.revision)
+            _p.append(_S6_pack(_zgop_expected__v.revision))
         elif _zgop_expected__v.revision is not None:
             raise EncodeError('field is present but its condition is false', path='revision')
-        out += _S62_pack(v.incarnation_kind, v.incarnation.to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation)
+        _p.append(_S62_pack(v.incarnation_kind, v.incarnation.to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_zgw_mutation(mv, pos, end):
@@ -15830,21 +15850,23 @@ def _em_zgw_reclaim_intent(values):
     _S72_pack = _S72.pack
     _S75_pack = _S75.pack
     for v in values:
-        out += _S72_pack(v.id.to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p = []
+        _p.append(_S72_pack(v.id.to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00'))
         _required_ref__v = v.protected
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        out += _S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
-        out += _S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
-        out += _S6_pack(v.protected_digest)
+        _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
+        _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
+        _p.append(_S6_pack(v.protected_digest))
         _required_ref__v = v.completed_mark
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        out += _S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
-        out += _S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
-        out += _S75_pack(v.mark_digest, len(v.candidates), 0)
+        _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
+        _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
+        _p.append(_S75_pack(v.mark_digest, len(v.candidates), 0))
         if len(v.candidates) != len(v.candidates):
             raise EncodeError('expected ' + str(len(v.candidates)) + ' items, found ' + str(len(v.candidates)), path='candidates')
         for _x in v.candidates:
-            out += _S66_pack(_x.store.to_bytes(16, 'little', signed=False), _x.artifact.to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
+            _p.append(_S66_pack(_x.store.to_bytes(16, 'little', signed=False), _x.artifact.to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_descriptor_list(mv, pos, end):
@@ -16355,24 +16377,26 @@ def _em_zgw_reclaim_complete(values):
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     for v in values:
-        out += _S30_pack(v.id.to_bytes(16, 'little', signed=False))
+        _p = []
+        _p.append(_S30_pack(v.id.to_bytes(16, 'little', signed=False)))
         _required_ref__v = v.intent
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        out += _S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
-        out += _S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
-        out += _S64_pack(v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
+        _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
+        _p.append(_S64_pack(v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00'))
         _descriptor_list__v = v.completed
-        out += _S41_pack(len(_descriptor_list__v.rows), 0)
+        _p.append(_S41_pack(len(_descriptor_list__v.rows), 0))
         if len(_descriptor_list__v.rows) != len(_descriptor_list__v.rows):
             raise EncodeError('expected ' + str(len(_descriptor_list__v.rows)) + ' items, found ' + str(len(_descriptor_list__v.rows)), path='rows')
         for _descriptor_list___x in _descriptor_list__v.rows:
-            out += _S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum)
+            _p.append(_S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum))
         _descriptor_list__v = v.remaining
-        out += _S41_pack(len(_descriptor_list__v.rows), 0)
+        _p.append(_S41_pack(len(_descriptor_list__v.rows), 0))
         if len(_descriptor_list__v.rows) != len(_descriptor_list__v.rows):
             raise EncodeError('expected ' + str(len(_descriptor_list__v.rows)) + ' items, found ' + str(len(_descriptor_list__v.rows)), path='rows')
         for _descriptor_list___x in _descriptor_list__v.rows:
-            out += _S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum)
+            _p.append(_S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_spill_binding(mv, pos, end):
@@ -17616,9 +17640,11 @@ def _em_captured_base_value(values):
     for v in values:
         _required_ref__v = v.ref
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        out += _S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum)
-        out += _S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version)
-        out += _S6_pack(v.sequence)
+        _p = []
+        _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
+        _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
+        _p.append(_S6_pack(v.sequence))
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_protected_value(mv, pos, end):
@@ -17928,23 +17954,25 @@ def _em_protected_value(values):
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     for v in values:
-        out += _S64_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00')
+        _p = []
+        _p.append(_S64_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00'))
         _tag = v.tag
         if _tag == 5:
             _fold_authority__v = v.value
             if len(_fold_authority__v.values) != 4:
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
-            out += struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values)
-            out += _S125_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values))
+            _p.append(_S125_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == 6:
             _captured_base_value__v = v.value
             _captured_base_value___required_ref__v = _captured_base_value__v.ref
             _captured_base_value___required_ref___artifact_descriptor__v = _captured_base_value___required_ref__v.descriptor
-            out += _S66_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum)
-            out += _S68_pack(_captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version)
-            out += _S6_pack(_captured_base_value__v.sequence)
+            _p.append(_S66_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum))
+            _p.append(_S68_pack(_captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version))
+            _p.append(_S6_pack(_captured_base_value__v.sequence))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='value')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_frame_block(mv, pos, end):
@@ -18941,24 +18969,26 @@ def _em_embedding_tower(values):
     _S144_pack = _S144.pack
     for v in values:
         _b_model_id = v.model_id.encode()
-        out += _S13_pack(len(_b_model_id))
-        out += _b_model_id
+        _p = []
+        _p.append(_S13_pack(len(_b_model_id)))
+        _p.append(_b_model_id)
         _b_model_version = v.model_version.encode()
-        out += _S13_pack(len(_b_model_version))
-        out += _b_model_version
+        _p.append(_S13_pack(len(_b_model_version)))
+        _p.append(_b_model_version)
         _b_weights_digest = v.weights_digest
-        out += _S13_pack(len(_b_weights_digest))
-        out += _b_weights_digest
+        _p.append(_S13_pack(len(_b_weights_digest)))
+        _p.append(_b_weights_digest)
         _b_prompt_prefix = v.prompt_prefix.encode()
-        out += _S142_pack(v.dims, v.normalization, len(_b_prompt_prefix))
-        out += _b_prompt_prefix
-        out += _S144_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
+        _p.append(_S142_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
+        _p.append(_b_prompt_prefix)
+        _p.append(_S144_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00'))
         if v.os_build_present == 1:
             _b = v.os_build.encode()
-            out += _S13_pack(len(_b))
-            out += _b
+            _p.append(_S13_pack(len(_b)))
+            _p.append(_b)
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_embedding_epoch(mv, pos, end):
@@ -19493,50 +19523,52 @@ def _em_embedding_epoch(values):
     _S144_pack = _S144.pack
     _S59_pack = _S59.pack
     for v in values:
-        out += _S59_pack(v.embedding_epoch_id, v.tokenizer_epoch_id)
+        _p = []
+        _p.append(_S59_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
         _embedding_tower__v = v.document
         _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        out += _S13_pack(len(_embedding_tower___b_model_id))
-        out += _embedding_tower___b_model_id
+        _p.append(_S13_pack(len(_embedding_tower___b_model_id)))
+        _p.append(_embedding_tower___b_model_id)
         _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        out += _S13_pack(len(_embedding_tower___b_model_version))
-        out += _embedding_tower___b_model_version
+        _p.append(_S13_pack(len(_embedding_tower___b_model_version)))
+        _p.append(_embedding_tower___b_model_version)
         _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        out += _S13_pack(len(_embedding_tower___b_weights_digest))
-        out += _embedding_tower___b_weights_digest
+        _p.append(_S13_pack(len(_embedding_tower___b_weights_digest)))
+        _p.append(_embedding_tower___b_weights_digest)
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        out += _S142_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
-        out += _embedding_tower___b_prompt_prefix
-        out += _S144_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        _p.append(_S142_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
+        _p.append(_embedding_tower___b_prompt_prefix)
+        _p.append(_S144_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            out += _S13_pack(len(_embedding_tower___b))
-            out += _embedding_tower___b
+            _p.append(_S13_pack(len(_embedding_tower___b)))
+            _p.append(_embedding_tower___b)
         elif _embedding_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _embedding_tower__v = v.query
         _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        out += _S13_pack(len(_embedding_tower___b_model_id))
-        out += _embedding_tower___b_model_id
+        _p.append(_S13_pack(len(_embedding_tower___b_model_id)))
+        _p.append(_embedding_tower___b_model_id)
         _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        out += _S13_pack(len(_embedding_tower___b_model_version))
-        out += _embedding_tower___b_model_version
+        _p.append(_S13_pack(len(_embedding_tower___b_model_version)))
+        _p.append(_embedding_tower___b_model_version)
         _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        out += _S13_pack(len(_embedding_tower___b_weights_digest))
-        out += _embedding_tower___b_weights_digest
+        _p.append(_S13_pack(len(_embedding_tower___b_weights_digest)))
+        _p.append(_embedding_tower___b_weights_digest)
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        out += _S142_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
-        out += _embedding_tower___b_prompt_prefix
-        out += _S144_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        _p.append(_S142_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
+        _p.append(_embedding_tower___b_prompt_prefix)
+        _p.append(_S144_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            out += _S13_pack(len(_embedding_tower___b))
-            out += _embedding_tower___b
+            _p.append(_S13_pack(len(_embedding_tower___b)))
+            _p.append(_embedding_tower___b)
         elif _embedding_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _b_alignment_digest = v.alignment_digest
-        out += _S13_pack(len(_b_alignment_digest))
-        out += _b_alignment_digest
+        _p.append(_S13_pack(len(_b_alignment_digest)))
+        _p.append(_b_alignment_digest)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_column_def(mv, pos, end):
@@ -20175,18 +20207,20 @@ def _em_zgen_extension(values):
     _S59_pack = _S59.pack
     _S80_pack = _S80.pack
     for v in values:
-        out += _S80_pack(1313163098, v.version, v.counted_through)
+        _p = []
+        _p.append(_S80_pack(1313163098, v.version, v.counted_through))
         if v.version == 2:
-            out += _S13_pack(len(v.rows))
+            _p.append(_S13_pack(len(v.rows)))
         if v.version == 2:
-            out += _S13_pack(0)
+            _p.append(_S13_pack(0))
         if v.version == 2:
             if len(v.rows) != len(v.rows):
                 raise EncodeError('expected ' + str(len(v.rows)) + ' items, found ' + str(len(v.rows)), path='rows')
             for _x in v.rows:
-                out += _S59_pack(_x.after_sequence, _x.increment_count)
+                _p.append(_S59_pack(_x.after_sequence, _x.increment_count))
         elif v.rows is not None:
             raise EncodeError('field is present but its condition is false', path='rows')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_graph_section(mv, pos, end):
@@ -24240,50 +24274,52 @@ def _em_epoch_digest_input(values):
     _S142_pack = _S142.pack
     _S168_pack = _S168.pack
     for v in values:
-        out += _S116_pack(b'ZEEMBEP2')
+        _p = []
+        _p.append(_S116_pack(b'ZEEMBEP2'))
         _digest_tower__v = v.document
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        out += _S13_pack(len(_digest_tower___b_model_id))
-        out += _digest_tower___b_model_id
+        _p.append(_S13_pack(len(_digest_tower___b_model_id)))
+        _p.append(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        out += _S13_pack(len(_digest_tower___b_model_version))
-        out += _digest_tower___b_model_version
+        _p.append(_S13_pack(len(_digest_tower___b_model_version)))
+        _p.append(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        out += _S13_pack(len(_digest_tower___b_weights_digest))
-        out += _digest_tower___b_weights_digest
+        _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _p.append(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        out += _S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
-        out += _digest_tower___b_prompt_prefix
-        out += _S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+        _p.append(_S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _p.append(_digest_tower___b_prompt_prefix)
+        _p.append(_S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            out += _S13_pack(len(_digest_tower___b))
-            out += _digest_tower___b
+            _p.append(_S13_pack(len(_digest_tower___b)))
+            _p.append(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _digest_tower__v = v.query
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        out += _S13_pack(len(_digest_tower___b_model_id))
-        out += _digest_tower___b_model_id
+        _p.append(_S13_pack(len(_digest_tower___b_model_id)))
+        _p.append(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        out += _S13_pack(len(_digest_tower___b_model_version))
-        out += _digest_tower___b_model_version
+        _p.append(_S13_pack(len(_digest_tower___b_model_version)))
+        _p.append(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        out += _S13_pack(len(_digest_tower___b_weights_digest))
-        out += _digest_tower___b_weights_digest
+        _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _p.append(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        out += _S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
-        out += _digest_tower___b_prompt_prefix
-        out += _S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+        _p.append(_S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _p.append(_digest_tower___b_prompt_prefix)
+        _p.append(_S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            out += _S13_pack(len(_digest_tower___b))
-            out += _digest_tower___b
+            _p.append(_S13_pack(len(_digest_tower___b)))
+            _p.append(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _b_alignment_digest = v.alignment_digest
-        out += _S13_pack(len(_b_alignment_digest))
-        out += _b_alignment_digest
+        _p.append(_S13_pack(len(_b_alignment_digest)))
+        _p.append(_b_alignment_digest)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_epoch_digest_input_v1(mv, pos, end):
@@ -24563,27 +24599,29 @@ def _em_epoch_digest_input_v1(values):
     _S142_pack = _S142.pack
     _S168_pack = _S168.pack
     for v in values:
-        out += _S116_pack(b'ZEEMBEP1')
+        _p = []
+        _p.append(_S116_pack(b'ZEEMBEP1'))
         _digest_tower__v = v.tower
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        out += _S13_pack(len(_digest_tower___b_model_id))
-        out += _digest_tower___b_model_id
+        _p.append(_S13_pack(len(_digest_tower___b_model_id)))
+        _p.append(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        out += _S13_pack(len(_digest_tower___b_model_version))
-        out += _digest_tower___b_model_version
+        _p.append(_S13_pack(len(_digest_tower___b_model_version)))
+        _p.append(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        out += _S13_pack(len(_digest_tower___b_weights_digest))
-        out += _digest_tower___b_weights_digest
+        _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _p.append(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        out += _S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
-        out += _digest_tower___b_prompt_prefix
-        out += _S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+        _p.append(_S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _p.append(_digest_tower___b_prompt_prefix)
+        _p.append(_S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            out += _S13_pack(len(_digest_tower___b))
-            out += _digest_tower___b
+            _p.append(_S13_pack(len(_digest_tower___b)))
+            _p.append(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_digest_tower(mv, pos, end):
@@ -24815,24 +24853,26 @@ def _em_digest_tower(values):
     _S168_pack = _S168.pack
     for v in values:
         _b_model_id = v.model_id.encode()
-        out += _S13_pack(len(_b_model_id))
-        out += _b_model_id
+        _p = []
+        _p.append(_S13_pack(len(_b_model_id)))
+        _p.append(_b_model_id)
         _b_model_version = v.model_version.encode()
-        out += _S13_pack(len(_b_model_version))
-        out += _b_model_version
+        _p.append(_S13_pack(len(_b_model_version)))
+        _p.append(_b_model_version)
         _b_weights_digest = v.weights_digest
-        out += _S13_pack(len(_b_weights_digest))
-        out += _b_weights_digest
+        _p.append(_S13_pack(len(_b_weights_digest)))
+        _p.append(_b_weights_digest)
         _b_prompt_prefix = v.prompt_prefix.encode()
-        out += _S142_pack(v.dims, v.normalization, len(_b_prompt_prefix))
-        out += _b_prompt_prefix
-        out += _S168_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
+        _p.append(_S142_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
+        _p.append(_b_prompt_prefix)
+        _p.append(_S168_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present))
         if v.os_build_present == 1:
             _b = v.os_build.encode()
-            out += _S13_pack(len(_b))
-            out += _b
+            _p.append(_S13_pack(len(_b)))
+            _p.append(_b)
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_region_entry(mv, pos, end):
@@ -25705,26 +25745,28 @@ def _em_vector_factors_region(values):
     _S175_pack = _S175.pack
     for v in values:
         _vector_header__v = v.header
-        out += _S175_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+        _p = []
+        _p.append(_S175_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
         if v.header.scheme == 4 and v.header.factor_stride == 12:
             if len(v.bit4) != v.header.row_count:
                 raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
-            out += numpy.ascontiguousarray(v.bit4).tobytes()
+            _p.append(numpy.ascontiguousarray(v.bit4).tobytes())
         elif v.bit4 is not None:
             raise EncodeError('field is present but its condition is false', path='bit4')
         if v.header.scheme == 2 and v.header.factor_stride == 8:
             if len(v.int8) != v.header.row_count:
                 raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.int8)), path='int8')
-            out += numpy.ascontiguousarray(v.int8).tobytes()
+            _p.append(numpy.ascontiguousarray(v.int8).tobytes())
         elif v.int8 is not None:
             raise EncodeError('field is present but its condition is false', path='int8')
         if not (v.header.scheme == 4 and v.header.factor_stride == 12 or (v.header.scheme == 2 and v.header.factor_stride == 8)):
             _b = v.raw
             if len(_b) != v.header.factor_stride * v.header.row_count:
                 raise EncodeError('wrong length ' + str(len(_b)), path='raw')
-            out += _b
+            _p.append(_b)
         elif v.raw is not None:
             raise EncodeError('field is present but its condition is false', path='raw')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_vector_rescore_region(mv, pos, end):
@@ -26027,15 +26069,17 @@ def _em_columns_region(values):
     _S147_pack = _S147.pack
     _S41_pack = _S41.pack
     for v in values:
-        out += _S41_pack(v.row_count, len(v.defs))
+        _p = []
+        _p.append(_S41_pack(v.row_count, len(v.defs)))
         if len(v.defs) != len(v.defs):
             raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
         for _x in v.defs:
             _column_def_b_name = _x.name.encode()
-            out += _S147_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
-            out += _column_def_b_name
+            _p.append(_S147_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name)))
+            _p.append(_column_def_b_name)
         _b = v.data
-        out += _b
+        _p.append(_b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_dictionary_column(mv, pos, end, p_rows):
@@ -26256,26 +26300,28 @@ def _em_dictionary_column(values, p_rows):
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     for v in values:
-        out += _S13_pack(len(v.strings))
+        _p = []
+        _p.append(_S13_pack(len(v.strings)))
         if len(v.strings) != len(v.strings):
             raise EncodeError('expected ' + str(len(v.strings)) + ' items, found ' + str(len(v.strings)), path='strings')
         for _x in v.strings:
             _b = _x.encode()
-            out += _S13_pack(len(_b))
-            out += _b
-        out += _S14_pack(v.code_width, 0)
+            _p.append(_S13_pack(len(_b)))
+            _p.append(_b)
+        _p.append(_S14_pack(v.code_width, 0))
         if v.code_width == 2:
             if len(v.codes16) != p_rows:
                 raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.codes16)), path='codes16')
-            out += struct.pack('<' + str(len(v.codes16)) + 'H', *v.codes16)
+            _p.append(struct.pack('<' + str(len(v.codes16)) + 'H', *v.codes16))
         elif v.codes16 is not None:
             raise EncodeError('field is present but its condition is false', path='codes16')
         if v.code_width == 4:
             if len(v.codes32) != p_rows:
                 raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.codes32)), path='codes32')
-            out += struct.pack('<' + str(len(v.codes32)) + 'I', *v.codes32)
+            _p.append(struct.pack('<' + str(len(v.codes32)) + 'I', *v.codes32))
         elif v.codes32 is not None:
             raise EncodeError('field is present but its condition is false', path='codes32')
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_column_data(mv, pos, end, p_type, p_rows):
@@ -27423,12 +27469,14 @@ def _em_stored_metadata_region(values):
     out = bytearray()
     _S80_pack = _S80.pack
     for v in values:
-        out += _S80_pack(len(v.ends), 0, 0)
+        _p = []
+        _p.append(_S80_pack(len(v.ends), 0, 0))
         if len(v.ends) != len(v.ends):
             raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-        out += struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends)
+        _p.append(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
         _b = v.data
-        out += _b
+        _p.append(_b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_stored_text_region(mv, pos, end):
@@ -27563,16 +27611,18 @@ def _em_stored_text_region(values):
     out = bytearray()
     _S41_pack = _S41.pack
     for v in values:
-        out += _S41_pack(len(v.ends), 0)
+        _p = []
+        _p.append(_S41_pack(len(v.ends), 0))
         _b = v.presence
         if len(_b) != (len(v.ends) + 7) // 8:
             raise EncodeError('wrong length ' + str(len(_b)), path='presence')
-        out += _b
+        _p.append(_b)
         if len(v.ends) != len(v.ends):
             raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-        out += struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends)
+        _p.append(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
         _b = v.data
-        out += _b
+        _p.append(_b)
+        out += b''.join(_p)
     return bytes(out)
 
 def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):

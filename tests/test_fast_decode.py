@@ -13,6 +13,7 @@ its optimistic twin switched off (so it takes the checked decoder).
 from __future__ import annotations
 
 import itertools
+import pathlib
 
 import pytest
 
@@ -91,6 +92,38 @@ def test_optimistic_decode_agrees_with_checked(fx, monkeypatch):
                             (fast_end, slow_end, "decode_many with end")):
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             assert g == w, f"{what} input #{i}: optimistic {g[:4]} != checked {w[:4]}"
+
+
+def _example_fixtures() -> list:
+    root = pathlib.Path(__file__).resolve().parents[1] / "examples"
+    out = []
+    for toml in sorted(root.glob("*/bytewright.toml")):
+        proj = project.load(toml)
+        out += [(proj, f) for f in checks.fixtures(fixture_dir=proj.fixtures) if f.data]
+    return out
+
+
+EVERY = [(None, f) for f in FIXTURES] + _example_fixtures()
+
+
+@pytest.mark.parametrize("proj,fx", EVERY,
+                         ids=[f"{p.name + ':' if p else ''}{f.family}/{f.path.stem}"
+                              for p, f in EVERY])
+def test_many_encoder_gives_the_records_encoded_one_by_one(proj, fx, monkeypatch):
+    # ``_em_<record>`` gathers each record's pieces in a list joined once, its checksum
+    # taken over the joined bytes: it must give exactly the one-by-one bytes
+    if proj:
+        proj.activate()  # the example's plug-ins (its checksums, kinds) are registered
+    mod = proj.load_module(fx.family) if proj else _module(fx.family)
+    record = fx.record
+    if not hasattr(mod, f"_em_{record}"):
+        pytest.skip(f"{record} has no many-loop encoder")
+    value, _end = getattr(mod, f"decode_{record}")(fx.data, **fx.params)
+    one = getattr(mod, f"encode_{record}")(value, **fx.params)
+    monkeypatch.setattr(mod, "_encode_many", _raise)  # the inline loop may not fall back
+    many = getattr(mod, f"encode_many_{record}")
+    assert many([value, value, value], **fx.params) == one * 3
+    assert many([], **fx.params) == b""
 
 
 def test_optimistic_twins_exist_for_the_benchmarked_records():

@@ -12,6 +12,7 @@ import logging
 import struct
 
 from ...generated.htt import MetaPair, TailFull, WalEntry, WalOp
+from ..errors import DecodeError
 from ..packed import PackedArray
 from .quantized import PACKED_DIM, TailCodec
 
@@ -187,6 +188,7 @@ def _child_index(meta: tuple[str, ...]) -> int | None:
 
 _INSERT = WalOp.INSERT
 _new = object.__new__
+_SLOW = object()  # apply_run: an entry that goes through apply
 
 
 class State:
@@ -422,6 +424,124 @@ class State:
                                                                             body.value)]))
         elif op is WalOp.EPOCH:
             self.epoch = body.epoch_id
+
+    def apply_run(self, entries: list[WalEntry], expected: int) -> tuple[int, Exception | None]:
+        """Replay: apply ``entries`` in order while their seqs continue from ``expected``.
+        Returns how many were applied and the error (``DecodeError``/``ValueError``) of
+        the entry that did not apply, if any; a seq break just stops the run.
+
+        Does exactly what :meth:`apply` does entry by entry; the common INSERT (a packed
+        full-width tail or none, a decimal ``_child_index``, no child index built) runs
+        inline here with the state's tables held in locals, the rest goes to ``apply``."""
+        apply = self.apply
+        nodes = self.nodes
+        counters = self.counters
+        counter = counters.get
+        strings = self.strings
+        learned = strings.get
+        learning = strings.setdefault
+        zero = self._zero
+        kind = self._kind
+        new = _new
+        slow = self._children is not None
+        # apply's bookkeeping held in locals, written back around each apply() call
+        learn = self._learn
+        last_cut = self._last_cut
+        last_parent = self._last_parent
+        first = expected
+        try:
+            for entry in entries:
+                if entry.seq != expected:
+                    break
+                body = entry.body
+                tail = body.tail if entry.op is _INSERT and not slow else _SLOW
+                if tail is not None:
+                    dims = tail.dims if tail.__class__ is TailFull else None
+                    if dims.__class__ is PackedArray and dims.kind is kind:
+                        tail = dims.raw
+                        if tail == zero:
+                            tail = None
+                    else:
+                        # anything else: the one implementation
+                        self._learn = learn
+                        self._last_cut = last_cut
+                        self._last_parent = last_parent
+                        apply(entry)
+                        learn = self._learn
+                        last_cut = self._last_cut
+                        last_parent = self._last_parent
+                        kind = self._kind
+                        slow = self._children is not None
+                        expected += 1
+                        continue
+                key = entry.key
+                if key in nodes:
+                    log.debug("replay: INSERT of existing key %r skipped", key)
+                    expected += 1
+                    continue
+                i = key.rfind("/")
+                if i <= 0:
+                    parent = ROOT
+                elif i == last_cut and key.startswith(last_parent):
+                    parent = last_parent
+                else:
+                    parent = key[:i]
+                    if parent not in nodes:
+                        self._synthesize_ancestors(key)
+                    last_cut = i
+                    last_parent = parent
+                data = body.data
+                if data.__class__ is not bytes:
+                    data = bytes(data)
+                if learn:
+                    learn -= 1
+                    share = learning
+                else:
+                    share = learned
+                pairs = body.meta
+                index = -1
+                if len(pairs) == 2:
+                    a, b = pairs
+                    ak = a.key
+                    av = a.value
+                    bk = b.key
+                    bv = b.value
+                    meta = (share(ak, ak), share(av, av), share(bk, bk), share(bv, bv))
+                    digits = av if ak == CHILD_INDEX else bv if bk == CHILD_INDEX else None
+                    if digits is not None and digits.isdigit() and digits.isascii():
+                        index = int(digits)
+                else:
+                    flat = []
+                    for p in pairs:
+                        k = p.key
+                        v = p.value
+                        flat.append(share(k, k))
+                        flat.append(share(v, v))
+                    meta = tuple(flat)
+                    try:
+                        i = meta.index(CHILD_INDEX)
+                        index = -1 if i & 1 else int(meta[i + 1])
+                    except ValueError:
+                        pass
+                node = new(Node)
+                node.key = key
+                node.data = data
+                node._meta = meta
+                node._tail = tail
+                if index < 0:
+                    self._link(node, parent)
+                else:
+                    nodes[key] = node
+                    if index >= counter(parent, 0):
+                        counters[parent] = index + 1
+                expected += 1
+        except (DecodeError, ValueError) as exc:
+            return expected - first, exc
+        finally:
+            self._learn = learn
+            self._last_cut = last_cut
+            self._last_parent = last_parent
+        return expected - first, None
 
     # -- queries ---------------------------------------------------------------------
 

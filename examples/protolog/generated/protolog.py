@@ -1529,25 +1529,27 @@ def _em_event(values):
     out = bytearray()
     _S2_pack = _S2.pack
     for v in values:
-        out += _uleb128_encode(v.seq)
-        out += _S2_pack(v.kind)
-        out += _zigzag_encode(v.time_delta)
-        out += _sleb128_encode(v.value)
-        out += _uleb128_encode(_convert_encode(_cv_zigzag, v.offset, 'offset'))
+        _p = []
+        _p.append(_uleb128_encode(v.seq))
+        _p.append(_S2_pack(v.kind))
+        _p.append(_zigzag_encode(v.time_delta))
+        _p.append(_sleb128_encode(v.value))
+        _p.append(_uleb128_encode(_convert_encode(_cv_zigzag, v.offset, 'offset')))
         _b = v.source.encode()
-        out += _uleb128_encode(len(_b))
-        out += _b
-        out += _uleb128_encode(len(v.tags))
+        _p.append(_uleb128_encode(len(_b)))
+        _p.append(_b)
+        _p.append(_uleb128_encode(len(v.tags)))
         for _x in v.tags:
             _b = _x.encode()
-            out += _uleb128_encode(len(_b))
-            out += _b
+            _p.append(_uleb128_encode(len(_b)))
+            _p.append(_b)
         _b = v.note.encode()
         if b'\x00' in _b:
             raise EncodeError('value contains the terminator 00', path='note')
-        out += _b + b'\x00'
+        _p.append(_b + b'\x00')
         _b = v.payload
-        out += _b
+        _p.append(_b)
+        out += b''.join(_p)
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------

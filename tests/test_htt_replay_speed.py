@@ -1,0 +1,375 @@
+"""HTT replay throughput (issue 16): a read-only open decodes each mapped window's whole
+records with the one-loop decoder (``decode_many_wal_entry``, up to a record boundary
+it guesses and the decoder proves) and applies them with ``State.apply_run``, the
+state's inlined loop. These tests hold the fast path to what the entry-by-entry path
+gives: the same state, the same scan result, the same errors and offsets. None of them
+measures time."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bytewright.generated import htt as g
+from bytewright.runtime.errors import DecodeError
+from bytewright.runtime.htt import replay
+from bytewright.runtime.htt.quantized import TailCodec
+from bytewright.runtime.htt.state import State
+from bytewright.runtime.htt.store import Store
+
+from .conftest import read, write
+
+FULL = g.SemTailLayout.full
+SEM = 4
+
+
+def _zero() -> g.TailFull:
+    return g.TailFull([0] * SEM)  # "no placement" (a tail is always present)
+
+
+def _insert(seq: int, key: str, data: bytes, meta: list[tuple[str, str]], tail=None):
+    tail = _zero() if tail is None else tail
+    return g.WalEntry(seq, g.WalOp.INSERT, key,
+                      g.InsertBody(data, [g.MetaPair(k, v) for k, v in meta], tail))
+
+
+def _wal_file(path: str, entries: list[g.WalEntry], sem: int = SEM) -> bytes:
+    """A WAL-only file holding exactly ``entries``; returns its bytes."""
+    Store.create(path, semantic_dims=sem).close()
+    head = read(path)[:-8]
+    body = b"".join(g.encode_wal_entry(e, semantic_dims=sem, tail_layout=FULL)
+                    for e in entries)
+    data = head + g.encode_wal_header(g.WalHeader(len(entries), 1)) + body
+    write(path, data)
+    return data
+
+
+def _every_op(n: int, seed: int = 5) -> list[g.WalEntry]:
+    """Every op and every apply rule a replay meets: inserts of varied size and shape
+    (no ``_child_index``, an odd one, three pairs, a zero and a nonzero placement),
+    duplicates, missing ancestors, updates, metadata edits, placements,
+    deletes of whole subtrees, epochs."""
+    rnd = random.Random(seed)
+    out: list[g.WalEntry] = []
+
+    def add(op, key, body):
+        out.append(g.WalEntry(len(out) + 1, op, key, body))
+
+    def ins(key, data, meta, tail):
+        add(g.WalOp.INSERT, key, g.InsertBody(data, [g.MetaPair(k, v) for k, v in meta],
+                                              tail))
+
+    ins("/d", b"", [("_child_index", "0"), ("content_type", "dir")], g.TailFull([0] * SEM))
+    for i in range(n):
+        key = f"/d/{i:05d}"
+        size = 5000 if i % 97 == 50 else rnd.randrange(0, 400)
+        tail = g.TailFull(
+            [rnd.randrange(-2**100, 2**100) for _ in range(SEM)] if i % 3 else [0] * SEM)
+        if i % 17 == 3:
+            meta = [("kind", "x")]  # no _child_index: the next free one is assigned
+        elif i % 19 == 7:
+            meta = [("_child_index", "x9"), ("kind", "y")]  # not a number
+        elif i % 23 == 11:
+            meta = [("_child_index", str(i)), ("a", "1"), ("b", rnd.choice("pq"))]
+        else:
+            meta = [("_child_index", str(i)), ("kind", rnd.choice("ab"))]
+        ins(key, rnd.randbytes(size), meta, tail)
+        if i % 29 == 8:
+            ins(key, b"again", [("_child_index", "0"), ("kind", "dup")], _zero())  # skipped
+        if i % 31 == 9:  # no ancestors logged: replay synthesizes them
+            ins(f"/m{i}/a/b", b"deep", [("_child_index", "0"), ("kind", "m")],
+                g.TailFull([1] * SEM))
+        if i % 7 == 3:
+            add(g.WalOp.SET_META, key, g.MetaPair("k", str(i)))
+        if i % 11 == 5:
+            add(g.WalOp.SET_SEMANTIC, key, g.SetSemanticBody(g.TailFull([i + 1] * SEM)))
+        if i % 37 == 20:
+            add(g.WalOp.UPDATE, key, g.UpdateBody(b"new", [g.MetaPair("kind", "u")]))
+        if i % 41 == 30:
+            add(g.WalOp.DELETE, f"/d/{i - 5:05d}", None)
+        if i % 211 == 100:
+            add(g.WalOp.EPOCH, "", g.EpochBody(i, g.EpochFlags.from_int(0)))
+        if i == n // 2:  # a delete builds the child index: later inserts take apply()
+            ins(f"/d/{i:05d}/kid", b"k", [("_child_index", "0")], _zero())
+            add(g.WalOp.DELETE, f"/d/{i:05d}", None)
+            ins(f"/d/{i:05d}/kid2", b"k", [("_child_index", "1")], _zero())
+    return out
+
+
+def _state_of(state: State) -> dict:
+    return {"nodes": [(k, n.key, n.data, n._meta, n._tail) for k, n in state.nodes.items()],
+            "counters": dict(state.counters), "epoch": state.epoch,
+            "synthesized": state.synthesized,
+            "children": {k: list(v) for k, v in state.children.items()}}
+
+
+def _scan_fields(scan: replay.WalScan) -> tuple:
+    d = scan.damage
+    return (scan.count, scan.next_seq, scan.valid_end, scan.problem, scan.problem_offset,
+            None if d is None else (d.offset, d.reason, d.records_after))
+
+
+def _one_by_one(data: bytes) -> tuple[State, replay.WalScan]:
+    """The reference: the whole file as ``bytes`` (the entry-by-entry ``iter_wal_entry``
+    loop), every entry through ``State.apply``."""
+    prefix = replay.read_prefix(data)
+    state = State(TailCodec(prefix.header.semantic_dims, prefix.layout.tail_layout))
+    _, scan = replay.load(data, state)
+    return state, scan
+
+
+@pytest.fixture
+def fast_path(monkeypatch):
+    """Counts the windows the fast path took and the ones it left to the slow loop."""
+    seen = {"fast": 0, "slow": 0, "entries": 0}
+    real = replay._whole_records
+
+    def spy(*a):
+        got = real(*a)
+        seen["fast" if got[0] is not None else "slow"] += 1
+        seen["entries"] += len(got[0] or ())
+        return got
+
+    monkeypatch.setattr(replay, "_whole_records", spy)
+    return seen
+
+
+@pytest.mark.parametrize("window", [2048, 8192, 1 << 18])
+def test_fast_replay_state_equals_applying_entries_one_by_one(tmp_path, monkeypatch,
+                                                             fast_path, window):
+    monkeypatch.setattr(replay, "WINDOW", window)
+    p = str(tmp_path / "a.htt")
+    entries = _every_op(900)
+    data = _wal_file(p, entries)
+    ref_state, ref_scan = _one_by_one(data)
+    with Store.open(p, readonly=True) as s:
+        assert _scan_fields(s.scan) == _scan_fields(ref_scan)
+        assert s.scan.problem is None and s.scan.count == len(entries)
+        assert _state_of(s.state) == _state_of(ref_state)
+        # the public view agrees too
+        for key in ref_state.nodes:
+            assert s.get(key).meta == {k: v for k, v in ref_state.nodes[key].meta_items(False)}
+    # the fast path did the work (most windows and entries), not the fallback
+    assert fast_path["fast"] > fast_path["slow"]
+    assert fast_path["entries"] > len(entries) // 2
+
+
+def test_apply_run_equals_apply_entry_by_entry():
+    """``State.apply_run`` is ``apply`` in a loop: the same nodes, counters, child index,
+    epoch and synthesized ancestors, from an empty state and across runs."""
+    entries = _every_op(600, seed=9)
+    one = State(TailCodec(SEM, FULL))
+    for e in entries:
+        blob = g.encode_wal_entry(e, semantic_dims=SEM, tail_layout=FULL)
+        one.apply(g.decode_wal_entry(blob, semantic_dims=SEM, tail_layout=FULL)[0])
+    run = State(TailCodec(SEM, FULL))
+    blob = b"".join(g.encode_wal_entry(e, semantic_dims=SEM, tail_layout=FULL)
+                    for e in entries)
+    decoded = g.decode_many_wal_entry(blob, semantic_dims=SEM, tail_layout=FULL)
+    seq, k = 1, 0
+    for size in (1, 7, 50, 3, 200, 10_000):  # runs of several lengths
+        part = decoded[k:k + size]
+        applied, exc = run.apply_run(part, seq)
+        assert (applied, exc) == (len(part), None)
+        seq += applied
+        k += size
+    assert k >= len(decoded)
+    assert _state_of(run) == _state_of(one)
+
+
+def test_apply_run_stops_at_a_sequence_break_and_reports_an_apply_error():
+    run = State(TailCodec(SEM, FULL))
+    es = [_insert(i + 1, f"/k{i}", b"v", [("_child_index", str(i))]) for i in range(5)]
+    es[3] = _insert(9, "/k3", b"v", [("_child_index", "3")])
+    assert run.apply_run(es, 1) == (3, None)
+    assert list(run.nodes) == ["/k0", "/k1", "/k2"]
+    # a TQ1.9 value out of range: the entries before it apply, its error comes back
+    # and it changes nothing
+    q = State(TailCodec(20, g.SemTailLayout.quantized))
+    ok = [g.WalEntry(i + 1, g.WalOp.INSERT, f"/q{i}", g.InsertBody(
+        b"", [g.MetaPair("_child_index", str(i))], g.TailQuantized([0, 0, 0, 0])))
+        for i in range(2)]
+    bad = g.WalEntry(3, g.WalOp.INSERT, "/bad",
+                     g.InsertBody(b"", [], g.TailQuantized([30000, 0, 0, 0])))
+    applied, exc = q.apply_run([*ok, bad], 1)
+    assert applied == 2 and isinstance(exc, (DecodeError, ValueError))
+    assert list(q.nodes) == ["/q0", "/q1"]
+
+
+def _entry_starts(data: bytes, entries: list[g.WalEntry]) -> list[int]:
+    sizes = [len(g.encode_wal_entry(e, semantic_dims=SEM, tail_layout=FULL)) for e in entries]
+    pos = len(data) - sum(sizes)
+    out = []
+    for n in sizes:
+        out.append(pos)
+        pos += n
+    return out
+
+
+@pytest.mark.parametrize("how", ["flip_crc", "flip_key", "cut"])
+def test_damage_mid_wal_reads_the_same_as_the_entry_by_entry_scan(tmp_path, monkeypatch,
+                                                                  fast_path, how):
+    """A corrupted entry in a middle window: the same intact prefix, problem text,
+    offset (the file's), ``wal_entry[i]`` index and damage report as the reference."""
+    monkeypatch.setattr(replay, "WINDOW", 4096)
+    p = str(tmp_path / "d.htt")
+    entries = _every_op(400, seed=3)
+    good = _wal_file(p, entries)
+    starts = _entry_starts(good, entries)
+    k = len(entries) * 2 // 3
+    bad = bytearray(good)
+    if how == "flip_crc":
+        bad[starts[k + 1] - 1] ^= 0x01  # the last CRC byte of entry k
+    elif how == "flip_key":
+        bad[starts[k] + 8] ^= 0x20
+    else:
+        bad = bad[:starts[k] + 10]
+    bad = bytes(bad)
+    write(p, bad)
+    ref_state, ref_scan = _one_by_one(bad)
+    assert ref_scan.count == k and ref_scan.valid_end == starts[k]
+    with Store.open(p, readonly=True) as s:
+        assert _scan_fields(s.scan) == _scan_fields(ref_scan)
+        assert _state_of(s.state) == _state_of(ref_state)
+    assert fast_path["fast"] >= 3  # the windows before the damage went the fast way
+
+
+def test_sequence_break_inside_a_fast_window(tmp_path, monkeypatch, fast_path):
+    """A seq break in the middle of a window the fast path decoded whole: the WAL ends
+    at that entry's start, with the reference's problem text."""
+    monkeypatch.setattr(replay, "WINDOW", 8192)
+    p = str(tmp_path / "s.htt")
+    entries = [_insert(i + 1, f"/k{i:04d}", b"x" * 40, [("_child_index", str(i))])
+               for i in range(600)]
+    entries[333] = _insert(7777, "/k0333", b"x" * 40, [("_child_index", "333")])
+    data = _wal_file(p, entries)
+    starts = _entry_starts(data, entries)
+    ref_state, ref_scan = _one_by_one(data)
+    with Store.open(p, readonly=True) as s:
+        assert s.scan.problem == "sequence break (expected 334, found 7777)"
+        assert s.scan.valid_end == s.scan.problem_offset == starts[333]
+        assert _scan_fields(s.scan) == _scan_fields(ref_scan)
+        assert s.keys() == [f"/k{i:04d}" for i in range(333)]
+    assert fast_path["fast"] >= 2
+
+
+def test_an_entry_that_does_not_apply_inside_a_fast_window(tmp_path, monkeypatch,
+                                                           fast_path):
+    """A quantized placement out of range (valid CRC): decoding succeeds, applying
+    raises; the WAL ends before that entry, exactly as in the reference scan."""
+    monkeypatch.setattr(replay, "WINDOW", 4096)
+    p = str(tmp_path / "q.htt")
+    with Store.create(p, semantic_dims=20, quantized=True) as s:
+        for i in range(120):
+            s.put(f"/n{i:03d}", b"v" * 30, semantic=[0.0] * 16 + [0.5, 0.0, 0.0, 0.0])
+    data = read(p)
+    layout = {"semantic_dims": 20, "tail_layout": g.SemTailLayout.quantized}
+    prefix = replay.read_prefix(data)
+    pos = replay.load_snapshot(data, prefix, State(TailCodec(20, layout["tail_layout"]))) \
+        + replay.WAL_HEADER_SIZE
+    entries = [e for e, _ in g.iter_wal_entry(data, pos, **layout)]
+    e = entries[90]
+    entries[90] = g.WalEntry(e.seq, e.op, e.key, g.InsertBody(
+        e.body.data, e.body.meta, g.TailQuantized([30000, 0, 0, 0])))
+    bad = data[:pos] + b"".join(g.encode_wal_entry(x, **layout) for x in entries)
+    write(p, bad)
+    ref_state, ref_scan = _one_by_one(bad)
+    with Store.open(p, readonly=True) as s:
+        assert list(s.state.nodes) == list(ref_state.nodes) == [
+            entries[i].key for i in range(90)]
+        assert _scan_fields(s.scan) == _scan_fields(ref_scan)
+    assert fast_path["fast"] >= 1
+
+
+def test_a_false_boundary_guess_is_refused_by_the_decoder(tmp_path, monkeypatch):
+    """Node data full of copies of the next seqs' bytes (decoy record starts): a guess
+    is only a candidate, the decoder must read whole records up to it, so the result
+    is still the reference's."""
+    monkeypatch.setattr(replay, "WINDOW", 4096)
+    p = str(tmp_path / "f.htt")
+    entries = []
+    for i in range(500):
+        decoys = b"".join((s).to_bytes(4, "little") + b"\x01\x05\x00/k" for s in
+                          range(i + 2, i + 30))
+        entries.append(_insert(i + 1, f"/k{i:04d}", decoys, [("_child_index", str(i))],
+                               g.TailFull([i] * SEM)))
+    data = _wal_file(p, entries)
+    ref_state, ref_scan = _one_by_one(data)
+    with Store.open(p, readonly=True) as s:
+        assert _scan_fields(s.scan) == _scan_fields(ref_scan)
+        assert _state_of(s.state) == _state_of(ref_state)
+        assert len(s) == 500
+
+
+def test_boundary_found_is_a_record_end_or_nothing():
+    """``_boundary`` returns the end of a whole record (the decoder reads exactly up to
+    it) or 0, for any window start and size over a varied WAL."""
+    entries = _every_op(200, seed=11)
+    blob = b"".join(g.encode_wal_entry(e, semantic_dims=SEM, tail_layout=FULL)
+                    for e in entries)
+    ends, pos = set(), 0
+    for e in entries:
+        pos += len(g.encode_wal_entry(e, semantic_dims=SEM, tail_layout=FULL))
+        ends.add(pos)
+    params = {"semantic_dims": SEM, "tail_layout": FULL}
+    rnd = random.Random(2)
+    found = 0
+    starts = sorted(ends)[:-1]
+    for _ in range(60):
+        first = rnd.randrange(len(starts))
+        lo = starts[first]
+        chunk = blob[lo:lo + rnd.choice([1500, 4096, 20000])]
+        cut = replay._boundary(chunk, first + 2, rnd.choice([0, 50, 300]), params)
+        if cut:
+            found += 1
+            assert lo + cut in ends
+            assert len(g.decode_many_wal_entry(chunk, 0, cut, **params)) >= 1
+    assert found >= 40
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_bulk_load_moves_the_load_to_the_oldest_generation_and_freezes_nothing():
+    """After a load the collector runs again, nothing is left frozen, what was loaded
+    sits in the oldest generation, and cyclic garbage made before the load is still
+    collected by a full pass."""
+    import gc
+    import weakref
+
+    if not gc.isenabled():
+        pytest.skip("the collector is off in this run")
+    assert gc.get_freeze_count() == 0
+    before = weakref.ref(_Cycle())  # unreachable cycle: only the collector frees it
+    with replay.bulk_load():
+        assert not gc.isenabled()
+        loaded = [_Cycle() for _ in range(10)]
+        loaded_ids = {id(x) for x in loaded}
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert loaded_ids <= oldest
+    gc.collect()
+    assert before() is None
+
+
+def test_bulk_load_leaves_a_programs_own_freeze_alone():
+    import gc
+
+    if not gc.isenabled():
+        pytest.skip("the collector is off in this run")
+    keep = [_Cycle() for _ in range(3)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with replay.bulk_load():
+            more = [_Cycle() for _ in range(3)]
+        assert gc.get_freeze_count() == frozen  # not unfrozen, nothing added
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+    del keep, more
