@@ -57,3 +57,30 @@ def read(path) -> bytes:
 def write(path, data: bytes) -> None:
     with open(path, "wb") as fh:
         fh.write(data)
+
+
+def htt_wal_with_an_unappliable_entry(path: str, n: int, bad: int) -> tuple[bytes, list]:
+    """An HTT store of ``n`` quantized INSERTs whose entry ``bad`` holds a TQ1.9 value
+    outside +-29524 under a valid CRC (it decodes, and applying it raises), written to
+    ``path``; returns the file's bytes and the entries as first written."""
+    from bytewright.generated import htt as g
+    from bytewright.runtime.htt import replay
+    from bytewright.runtime.htt.quantized import TailCodec
+    from bytewright.runtime.htt.state import State
+    from bytewright.runtime.htt.store import Store
+
+    with Store.create(path, semantic_dims=20, quantized=True) as s:
+        for i in range(n):
+            s.put(f"/n{i:03d}", b"v" * 30, semantic=[0.0] * 16 + [0.5, 0.0, 0.0, 0.0])
+    data = read(path)
+    layout = {"semantic_dims": 20, "tail_layout": g.SemTailLayout.quantized}
+    prefix = replay.read_prefix(data)
+    pos = replay.load_snapshot(data, prefix, State(TailCodec(20, layout["tail_layout"]))) \
+        + replay.WAL_HEADER_SIZE
+    entries = [e for e, _ in g.iter_wal_entry(data, pos, **layout)]
+    e = entries[bad]
+    entries[bad] = g.WalEntry(e.seq, e.op, e.key, g.InsertBody(
+        e.body.data, e.body.meta, g.TailQuantized([30000, 0, 0, 0])))
+    out = data[:pos] + b"".join(g.encode_wal_entry(x, **layout) for x in entries)
+    write(path, out)
+    return out, entries

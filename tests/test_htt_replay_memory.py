@@ -20,7 +20,7 @@ from bytewright.runtime.htt.quantized import TailCodec
 from bytewright.runtime.htt.state import ROOT, Node, State, pack_meta
 from bytewright.runtime.htt.store import Store
 
-from .conftest import read, write
+from .conftest import htt_wal_with_an_unappliable_entry, read, write
 
 FULL = g.SemTailLayout.full
 
@@ -160,23 +160,10 @@ def test_an_entry_that_decodes_but_does_not_apply_ends_the_wal(tmp_path, small_w
     the WAL ends before that entry, exactly as in the whole-buffer replay."""
     small_windows(64)
     p = str(tmp_path / "q.htt")
-    with Store.create(p, semantic_dims=20, quantized=True) as s:
-        for i in range(6):
-            s.put(f"/n{i}", b"v" * 30, semantic=[0.0] * 16 + [0.5, 0.0, 0.0, 0.0])
-    data = read(p)
-    layout = {"semantic_dims": 20, "tail_layout": g.SemTailLayout.quantized}
-    prefix = replay.read_prefix(data)
-    pos = replay.load_snapshot(data, prefix, State(TailCodec(20, layout["tail_layout"]))) \
-        + replay.WAL_HEADER_SIZE
-    entries = [e for e, _ in g.iter_wal_entry(data, pos, **layout)]
-    e = entries[3]
-    entries[3] = g.WalEntry(e.seq, e.op, e.key, g.InsertBody(
-        e.body.data, e.body.meta, g.TailQuantized([30000, 0, 0, 0])))
-    bad = data[:pos] + b"".join(g.encode_wal_entry(x, **layout) for x in entries)
-    write(p, bad)
+    bad, _entries = htt_wal_with_an_unappliable_entry(p, 6, 3)
     ref_state, ref_scan = _bytes_replay(bad)
     with Store.open(p, readonly=True) as s:
-        assert s.keys() == ["/n0", "/n1", "/n2"] == list(ref_state.nodes)
+        assert s.keys() == ["/n000", "/n001", "/n002"] == list(ref_state.nodes)
         assert _scan_fields(s.scan) == _scan_fields(ref_scan)
 
 

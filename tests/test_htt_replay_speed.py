@@ -18,7 +18,7 @@ from bytewright.runtime.htt.quantized import TailCodec
 from bytewright.runtime.htt.state import State
 from bytewright.runtime.htt.store import Store
 
-from .conftest import read, write
+from .conftest import htt_wal_with_an_unappliable_entry, read, write
 
 FULL = g.SemTailLayout.full
 SEM = 4
@@ -260,20 +260,7 @@ def test_an_entry_that_does_not_apply_inside_a_fast_window(tmp_path, monkeypatch
     raises; the WAL ends before that entry, exactly as in the reference scan."""
     monkeypatch.setattr(replay, "WINDOW", 4096)
     p = str(tmp_path / "q.htt")
-    with Store.create(p, semantic_dims=20, quantized=True) as s:
-        for i in range(120):
-            s.put(f"/n{i:03d}", b"v" * 30, semantic=[0.0] * 16 + [0.5, 0.0, 0.0, 0.0])
-    data = read(p)
-    layout = {"semantic_dims": 20, "tail_layout": g.SemTailLayout.quantized}
-    prefix = replay.read_prefix(data)
-    pos = replay.load_snapshot(data, prefix, State(TailCodec(20, layout["tail_layout"]))) \
-        + replay.WAL_HEADER_SIZE
-    entries = [e for e, _ in g.iter_wal_entry(data, pos, **layout)]
-    e = entries[90]
-    entries[90] = g.WalEntry(e.seq, e.op, e.key, g.InsertBody(
-        e.body.data, e.body.meta, g.TailQuantized([30000, 0, 0, 0])))
-    bad = data[:pos] + b"".join(g.encode_wal_entry(x, **layout) for x in entries)
-    write(p, bad)
+    bad, entries = htt_wal_with_an_unappliable_entry(p, 120, 90)
     ref_state, ref_scan = _one_by_one(bad)
     with Store.open(p, readonly=True) as s:
         assert list(s.state.nodes) == list(ref_state.nodes) == [

@@ -104,6 +104,37 @@ def pack_meta(pairs, strings: dict[str, str] | None = None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def flat_meta(pairs, share) -> tuple[tuple[str, ...], int]:
+    """A replayed INSERT's metadata held flat, equal strings shared through ``share``
+    (``strings.get`` or ``strings.setdefault``), and its decimal ``_child_index`` (-1
+    when there is none or ``int()`` refuses it). The usual two pairs take no loop."""
+    index = -1
+    if len(pairs) == 2:
+        a, b = pairs
+        ak = a.key
+        av = a.value
+        bk = b.key
+        bv = b.value
+        meta = (share(ak, ak), share(av, av), share(bk, bk), share(bv, bv))
+        digits = av if ak == CHILD_INDEX else bv if bk == CHILD_INDEX else None
+        if digits is not None and digits.isdigit() and digits.isascii():
+            index = int(digits)
+        return meta, index
+    flat = []
+    for p in pairs:
+        k = p.key
+        v = p.value
+        flat.append(share(k, k))
+        flat.append(share(v, v))
+    meta = tuple(flat)
+    try:
+        i = meta.index(CHILD_INDEX)
+        index = -1 if i & 1 else int(meta[i + 1])
+    except ValueError:  # no _child_index, or one int() refuses
+        pass
+    return meta, index
+
+
 _SHARED_STRINGS = 4096  # bound of pack_meta's string-sharing table
 _LEARN_ENTRIES = 2048  # a replay shares the strings first seen in this many inserts
 
@@ -337,7 +368,7 @@ class State:
             data = body.data
             if data.__class__ is not bytes:
                 data = bytes(data)
-            # pack_meta inlined (the hot loop of a replay): flat, equal strings shared;
+            # metadata held flat, equal strings shared (flat_meta);
             # the table learns from the first inserts, then only answers (get is a fast
             # call; setdefault is not)
             if self._learn:
@@ -345,31 +376,7 @@ class State:
                 share = self.strings.setdefault
             else:
                 share = self.strings.get
-            pairs = body.meta
-            index = -1
-            if len(pairs) == 2:  # the usual shape (_child_index and one more): no loop
-                a, b = pairs
-                ak = a.key
-                av = a.value
-                bk = b.key
-                bv = b.value
-                meta = (share(ak, ak), share(av, av), share(bk, bk), share(bv, bv))
-                digits = av if ak == CHILD_INDEX else bv if bk == CHILD_INDEX else None
-                if digits is not None and digits.isdigit() and digits.isascii():
-                    index = int(digits)
-            else:
-                flat = []
-                for p in pairs:
-                    k = p.key
-                    v = p.value
-                    flat.append(share(k, k))
-                    flat.append(share(v, v))
-                meta = tuple(flat)
-                try:
-                    i = meta.index(CHILD_INDEX)
-                    index = -1 if i & 1 else int(meta[i + 1])
-                except ValueError:  # no _child_index, or one int() refuses
-                    pass
+            meta, index = flat_meta(body.meta, share)
             # a Node without the constructor's checks: every field is in its held form
             node = _new(Node)
             node.key = key
@@ -498,31 +505,7 @@ class State:
                     share = learning
                 else:
                     share = learned
-                pairs = body.meta
-                index = -1
-                if len(pairs) == 2:
-                    a, b = pairs
-                    ak = a.key
-                    av = a.value
-                    bk = b.key
-                    bv = b.value
-                    meta = (share(ak, ak), share(av, av), share(bk, bk), share(bv, bv))
-                    digits = av if ak == CHILD_INDEX else bv if bk == CHILD_INDEX else None
-                    if digits is not None and digits.isdigit() and digits.isascii():
-                        index = int(digits)
-                else:
-                    flat = []
-                    for p in pairs:
-                        k = p.key
-                        v = p.value
-                        flat.append(share(k, k))
-                        flat.append(share(v, v))
-                    meta = tuple(flat)
-                    try:
-                        i = meta.index(CHILD_INDEX)
-                        index = -1 if i & 1 else int(meta[i + 1])
-                    except ValueError:
-                        pass
+                meta, index = flat_meta(body.meta, share)
                 node = new(Node)
                 node.key = key
                 node.data = data
