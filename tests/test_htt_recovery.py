@@ -169,7 +169,8 @@ def test_writer_open_keeps_discarded_bytes_warns_and_reports(tmp_path, caplog, c
     # the side file holds a WAL tail: salvage of the kept bytes is a human's call,
     # but the records in it still verify
     side = read(recovery.discarded_path(p, off))
-    found = recovery._scan_entries(side, 0, len(side), P0, None, False)
+    found: list = []
+    assert recovery._scan_entries(side, 0, len(side), P0, None, False, found, None) == 6
     assert [s.entry.key for s in found] == [f"/k{i}" for i in range(4, 10)]
 
 
@@ -231,6 +232,31 @@ def test_block_compressed_damage_side_file_and_salvage(tmp_path, alg):
     with Store.open(p) as s:
         assert s.discarded["offset"] == blocks[2]
     assert read(recovery.discarded_path(p, blocks[2])) == bytes(bad[blocks[2]:])
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_reader_holds_the_first_survivors_counts_all_and_salvage_copies_all(
+        tmp_path, compression):
+    """Damage near the start of a long log: the open's report holds the first
+    ``KEEP_SURVIVORS`` records past it whole and counts the rest (its memory does not
+    grow with the log); salvage still copies every one of them."""
+    n = recovery.KEEP_SURVIVORS + 40
+    p = str(tmp_path / "long.htt")
+    create = {"compression": compression} if compression else {}
+    good, bad = flipped(p, n, entry=2, **create)
+    with Store.open(p, readonly=True) as s:
+        d = s.scan.damage
+        assert s.keys() == ["/k0", "/k1"]
+        assert d.records_after == n - 3 > len(d.survivors) == recovery.KEEP_SURVIVORS
+        assert [v.entry.key for v in d.survivors] == [f"/k{i}" for i in range(3, 3 + 64)]
+        assert not d.torn_tail
+        every = recovery.all_survivors(bad, d, s.layout)
+    assert [v.entry.key for v in every] == [f"/k{i}" for i in range(3, n)]
+    assert every[:64] == d.survivors
+    dest = str(tmp_path / "d.htt")
+    rep = salvage.salvage(p, dest)
+    assert (rep.kept_before, rep.kept_after) == (2, n - 3)
+    assert keys(dest) == [f"/k{i}" for i in range(n) if i != 2]
 
 
 # -- sweeps: exact expectations -------------------------------------------------------------

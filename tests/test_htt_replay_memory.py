@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+import tracemalloc
 
 import pytest
 
@@ -198,6 +199,30 @@ def test_readonly_replay_releases_the_wal_behind_it(tmp_path, monkeypatch, small
     assert covered >= len(data) - 4096 - 200  # all but the last window's tail
     # nothing in the state points into the mapping: values are copies
     assert all(n.data.__class__ is bytes for n in s.state.nodes.values())
+
+
+def test_damage_near_the_start_copies_no_more_than_a_window(tmp_path, small_windows):
+    """A bad CRC in the second window of a long log: the reader reads the failing record
+    from the file itself (it used to copy ever larger windows, up to the rest of the
+    file) and its damage report counts the records after it without holding them. The
+    open's allocations peak far below the file's size."""
+    small_windows(4096)
+    p = str(tmp_path / "d.htt")
+    n = 3000
+    data = bytearray(_wal_file(p, [_entry(i + 1, f"/k{i:05d}", os.urandom(200),
+                                          [("_child_index", str(i))]) for i in range(n)]))
+    at = data.find(b"/k00020") + 40  # inside entry 20's data
+    data[at] ^= 0x10
+    write(p, bytes(data))
+    tracemalloc.start()
+    try:
+        with Store.open(p, readonly=True) as s:
+            peak = tracemalloc.get_traced_memory()[1]
+            assert len(s) == 20 and "ChecksumError" in s.scan.problem
+            assert s.scan.damage.records_after == n - 21
+    finally:
+        tracemalloc.stop()
+    assert peak < len(data) // 3, (peak, len(data))  # was 4.4x the file
 
 
 def test_readonly_replay_peak_memory_is_bounded_by_the_live_state(tmp_path):

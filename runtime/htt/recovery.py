@@ -41,6 +41,7 @@ from ...generated.htt import (
     decode_wal_entry,
 )
 from ..errors import DecodeError
+from ..mapped import RELEASE_EVERY, releaser
 from .durability import MAX_BLOCK_ENTRIES, fsync_dir, write_all
 from .layout import FileLayout, field_offset
 
@@ -56,6 +57,10 @@ MIN_ENTRY_SIZE = 11
 _OP_AT = field_offset("wal_entry", "op")  # where the cheap filter looks
 # the op codes a valid-looking record can carry (§4), as one byte class
 _OP_BYTE = re.compile(b"[" + b"".join(re.escape(bytes([op.value])) for op in WalOp) + b"]")
+# survivors a ``Damage`` holds whole; the rest are counted only, so that a reader of a
+# file damaged near its start holds a bounded report, not a second copy of the log
+# (``all_survivors`` gives every one, for ``salvage``)
+KEEP_SURVIVORS = 64
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # where a block's compressed length and frame start (the layout data; length is a u32)
 _CLEN_AT = field_offset("wal_block_plain", "plain")
@@ -80,16 +85,16 @@ class Damage:
 
     offset: int
     cause: str  # checksum mismatch / sequence break / truncated record / ...
-    survivors: list[Survivor] = field(default_factory=list)
-
-    @property
-    def records_after(self) -> int:
-        return len(self.survivors)
+    survivors: list[Survivor] = field(default_factory=list)  # the first KEEP_SURVIVORS
+    records_after: int = 0  # valid-looking records past the damage, all of them
+    # block-compressed WALs: where the kept entries end in the damaged block's plain
+    # bytes (scan_after's argument, so all_survivors can search again)
+    block_plain_from: int | None = None
 
     @property
     def torn_tail(self) -> bool:
         """Nothing valid follows: the crash's partial write the spec's rule is for."""
-        return not self.survivors
+        return not self.records_after
 
     @property
     def reason(self) -> str:
@@ -108,11 +113,15 @@ def cause_of(exc: Exception) -> str:
 
 
 def _scan_entries(buf, pos: int, end: int, params: dict, base: int | None,
-                  in_block: bool) -> list[Survivor]:
-    """Every valid-looking entry in ``buf[pos:end]``, trying each byte offset (a flip
-    may have changed a length, so record boundaries after the damage are unknown)."""
+                  in_block: bool, out: list[Survivor], keep: int | None) -> int:
+    """Count every valid-looking entry in ``buf[pos:end]``, trying each byte offset (a
+    flip may have changed a length, so record boundaries after the damage are unknown),
+    and append the first ones to ``out`` while it holds fewer than ``keep`` (None: all).
+    A memory-mapped ``buf`` has the pages it walked released as it goes."""
     mv = memoryview(buf)[:end]
-    out: list[Survivor] = []
+    release = releaser(buf) if base is None else None
+    mark = pos + RELEASE_EVERY
+    count = 0
     # candidates: offsets whose op byte is a known op (found at C speed; most offsets
     # of a damaged tail fail there, and a Python loop over every byte of a large WAL
     # would take minutes)
@@ -121,26 +130,38 @@ def _scan_entries(buf, pos: int, end: int, params: dict, base: int | None,
         at = m.start() - _OP_AT
         if at < pos:
             continue  # inside a record already found
+        if release is not None and at >= mark:
+            release(at)  # nothing before ``at`` is read again
+            mark = at + RELEASE_EVERY
         try:
             entry, stop = decode_wal_entry(mv, at, **params)
         except (DecodeError, ValueError):
             continue
-        out.append(Survivor(at if base is None else base, entry, in_block))
+        count += 1
+        if keep is None or len(out) < keep:
+            out.append(Survivor(at if base is None else base, entry, in_block))
         pos = stop
-    return out
+    return count
 
 
-def _scan_blocks(buf, pos: int, layout: FileLayout) -> list[Survivor]:
-    """Valid-looking entries in whole blocks from ``pos`` on (byte by byte)."""
+def _scan_blocks(buf, pos: int, layout: FileLayout, out: list[Survivor],
+                 keep: int | None) -> int:
+    """Count the valid-looking entries in whole blocks from ``pos`` on (byte by byte);
+    the first ones go to ``out`` as in ``_scan_entries``."""
     size = len(buf)
-    out: list[Survivor] = []
     params = layout.entry_params()
     zstd = layout.algorithm.name == "zstd"
+    release = releaser(buf)
+    mark = pos + RELEASE_EVERY
+    count = 0
     # candidates: a u16 LE block_entry_count of 1..64 (found at C speed)
     for m in _BLOCK_COUNT.finditer(buf, pos, max(size - 6, pos)):
         at = m.start()
         if at < pos:
             continue  # inside a block already found
+        if release is not None and at >= mark:
+            release(at)
+            mark = at + RELEASE_EVERY
         clen = int.from_bytes(buf[at + _CLEN_AT:at + _FRAME_AT], "little")
         if not 0 < clen <= size - at - _FRAME_AT or (
                 zstd and buf[at + _FRAME_AT:at + _FRAME_AT + 4] != _ZSTD_MAGIC):
@@ -149,23 +170,28 @@ def _scan_blocks(buf, pos: int, layout: FileLayout) -> list[Survivor]:
             raw, stop = decode_wal_block_plain(buf, at, algorithm=layout.algorithm)
         except (DecodeError, ValueError):
             continue
-        found = _scan_entries(raw.plain, 0, len(raw.plain), params, at, True)
+        found = _scan_entries(raw.plain, 0, len(raw.plain), params, at, True, out, keep)
         if found:
-            out.extend(found)
+            count += found
             pos = stop
-    return out
+    return count
 
 
 def scan_after(buf, offset: int, layout: FileLayout, *,
-               block_plain_from: int | None = None) -> list[Survivor]:
-    """Valid-looking records at or after ``offset`` (where the intact WAL ends).
+               block_plain_from: int | None = None,
+               keep: int | None = KEEP_SURVIVORS) -> tuple[int, list[Survivor]]:
+    """How many valid-looking records lie at or after ``offset`` (where the intact WAL
+    ends), and the first ``keep`` of them (None: every one).
 
     In block-compressed WALs, ``block_plain_from`` is where the entries that were kept
     end inside the damaged block's decompressed bytes (None: the block frame itself
     did not decompress); the rest of that block is searched too."""
-    if not layout.block_compressed:
-        return _scan_entries(buf, offset, len(buf), layout.entry_params(), None, False)
     found: list[Survivor] = []
+    if not layout.block_compressed:
+        count = _scan_entries(buf, offset, len(buf), layout.entry_params(), None, False,
+                              found, keep)
+        return count, found
+    count = 0
     resume = offset + 1
     if block_plain_from is not None:
         try:
@@ -173,10 +199,19 @@ def scan_after(buf, offset: int, layout: FileLayout, *,
         except (DecodeError, ValueError):
             pass
         else:
-            found = _scan_entries(raw.plain, block_plain_from, len(raw.plain),
-                                  layout.entry_params(), offset, True)
+            count = _scan_entries(raw.plain, block_plain_from, len(raw.plain),
+                                  layout.entry_params(), offset, True, found, keep)
             resume = stop
-    return found + _scan_blocks(buf, resume, layout)
+    return count + _scan_blocks(buf, resume, layout, found, keep), found
+
+
+def all_survivors(buf, damage: Damage, layout: FileLayout) -> list[Survivor]:
+    """Every valid-looking record past ``damage`` (a ``Damage`` holds the first
+    ``KEEP_SURVIVORS``): what ``salvage`` copies."""
+    if len(damage.survivors) >= damage.records_after:
+        return list(damage.survivors)
+    return scan_after(buf, damage.offset, layout, block_plain_from=damage.block_plain_from,
+                      keep=None)[1]
 
 
 # -- keeping what a writer cuts -------------------------------------------------------

@@ -301,9 +301,8 @@ def scan_wal(buf, wal_offset: int, layout: FileLayout,
     if quiet:
         return scan
     if scan.problem is not None:
-        scan.damage = Damage(scan.problem_offset, cause,
-                             scan_after(buf, scan.problem_offset, layout,
-                                        block_plain_from=plain_from))
+        after, kept = scan_after(buf, scan.problem_offset, layout, block_plain_from=plain_from)
+        scan.damage = Damage(scan.problem_offset, cause, kept, after, plain_from)
     _report(scan, path)
     return scan
 
@@ -389,21 +388,37 @@ def _scan_windows(buf, pos: int, params: dict, expected: int,
         except (DecodeError, ValueError) as exc:
             scan.valid_end = start + valid
             done += expected - first
-            if stop >= size:
-                # the same bytes from the file: the error with file offsets and the
-                # entry's index in the whole WAL
+            if stop >= size or valid == 0:
+                # the failing record read from the file itself, not from a copy: its
+                # error with file offsets and its index in the whole WAL; or, for a
+                # record longer than the window, the record (never a larger copy: a
+                # damaged length would make it as large as the rest of the file)
+                at = start + valid
                 try:
-                    for _ in iter_wal_entry(buf, start + valid, **params):
-                        break
+                    entry, end = next(iter_wal_entry(buf, at, **params))
+                except StopIteration:
+                    return expected, "", exc
                 except DecodeError as again:
                     if again.path.startswith("wal_entry[0]"):
                         again.path = f"wal_entry[{done}]" + again.path[len("wal_entry[0]"):]
                     return expected, "", again
                 except ValueError as again:
                     return expected, "", again
-                return expected, "", exc
-            if valid == 0:
-                window *= 2  # one entry larger than the window
+                if stop >= size:
+                    return expected, "", exc
+                if entry.seq != expected:
+                    scan.problem = f"sequence break (expected {expected}, found {entry.seq})"
+                    scan.problem_offset = at
+                    return expected, "sequence break", None
+                if on_entry is not None:
+                    try:
+                        on_entry(entry)
+                    except (DecodeError, ValueError) as failed:
+                        return expected, "", failed
+                expected += 1
+                done += 1
+                valid = end - start
+                scan.valid_end = end
         else:
             scan.valid_end = start + valid
             done += expected - first

@@ -17,6 +17,7 @@ from ...generated.htt import (
 )
 from .durability import MAX_BLOCK_ENTRIES, fsync_dir, write_all
 from .errors import StoreError
+from .recovery import all_survivors
 from .store import Store
 
 
@@ -48,10 +49,13 @@ def salvage(source: str, dest: str) -> SalvageReport:
         scan = store.scan
         before = store.committed_entries()
         with open(source, "rb") as fh:
-            prefix = fh.read(scan.wal_offset)
+            whole = fh.read()
+    prefix = whole[:scan.wal_offset]
     damage = scan.damage
-    after = damage.survivors if damage is not None else []
     layout = store.layout
+    # the open keeps the first few survivors; salvage copies every one
+    after = all_survivors(whole, damage, layout) if damage is not None else []
+    del whole
     base = scan.base_seq
     records: list[tuple[int | None, int, int, str, str]] = []
     out_entries: list[WalEntry] = []
