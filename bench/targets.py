@@ -273,7 +273,12 @@ def _replay_vs_decode(rep: dict) -> dict:
     for n, r in sorted(rows.items()):
         cpu = "replay_vs_decode_only_cpu" in r
         ratio = r["replay_vs_decode_only_cpu"] if cpu else r["replay_vs_decode_only"]
-        gc_note = (f"{'CPU' if cpu else 'wall'} time; replay {r['replay_entries_per_s']:,.0f} "
+        rounds = r.get("replay_vs_decode_only_cpu_rounds")
+        how = (f"median of {len(rounds)} interleaved rounds "
+               f"({', '.join(f'{x:.2f}' for x in rounds)}), " if rounds and len(rounds) > 1
+               else "")
+        gc_note = (f"{how}{'CPU' if cpu else 'wall'} time; replay "
+                   f"{r['replay_entries_per_s']:,.0f} "
                    f"vs decode-only {r['decode_only_entries_per_s']:,.0f} entries per wall "
                    f"second ({r['replay_vs_decode_only']:.2f}x); cyclic GC "
                    f"{r['replay_gc_s']:.2f} s of {r['replay_s']:.2f} s")

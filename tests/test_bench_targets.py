@@ -202,6 +202,43 @@ def test_replay_targets_are_judged_on_cpu_time_when_the_report_has_it():
     assert "per CPU second" in sc["note"] and "wall: 50,000 -> 40,000" in sc["note"]
 
 
+def test_replay_ratio_names_its_rounds_and_the_measurement_takes_their_median(
+        tmp_path, monkeypatch):
+    """The replay children's CPU times move from run to run: the report takes the median
+    over interleaved (replay, decode-only) rounds, as the harness does, and its note
+    lists every round's ratio."""
+    from bytewright.bench import measure
+
+    cpu = iter([1.0, 0.9, 2.0, 0.8, 1.25, 1.0])  # replay, decode-only, ... per round
+    calls = []
+
+    def child(code: str, timeout: int = 1200) -> dict:
+        if "verify" in code:  # the `htt verify` child of the issue-sized file
+            return {"code": 0, "s": 0.1, "peak_rss_mb": 50.0, "baseline_rss_mb": 40.0,
+                    "hwm_reset": True}
+        calls.append("replay" if "Store.open" in code else "decode")
+        t = next(cpu)
+        if calls[-1] == "replay":
+            return {"n": 5, "replay_s": t, "replay_cpu_s": t, "gc_s": 0.0,
+                    "gc_collections": 0, "peak_rss_mb": 50.0 + t, "baseline_rss_mb": 40.0,
+                    "hwm_reset": True}
+        return {"n": 5, "decode_s": t, "decode_cpu_s": t, "peak_rss_mb": 45.0}
+
+    monkeypatch.setattr(measure, "SIZES", {**measure.SIZES, "htt_replay": ((5,), (5,), (5,))})
+    monkeypatch.setattr(measure, "_child", child)
+    out: dict = {}
+    measure._htt_replay(out, str(tmp_path), quick=True, large=False)
+    row = out["htt_replay"]["by_size"]["5"]
+    assert calls == ["replay", "decode"] * 3 and row["rounds"] == 3
+    assert row["replay_vs_decode_only_cpu_rounds"] == [0.9, 0.4, 0.8]
+    assert row["replay_vs_decode_only_cpu"] == pytest.approx(0.8)  # the median round
+    assert row["replay_cpu_s"] == pytest.approx(1.25)  # each side: its median
+    assert row["replay_memory"]["peak_rss_mb"] == pytest.approx(52.0)  # the highest peak
+    rep = {"measure": {"htt_replay": out["htt_replay"]}}
+    note = _by_id(rep)["replay_vs_decode_only"]["values"][0]["note"]
+    assert "median of 3 interleaved rounds (0.90, 0.40, 0.80)" in note
+
+
 def test_memory_targets():
     by = _by_id(_report())
     lf = by["large_file_rss"]
