@@ -130,10 +130,23 @@ BASELINE = BASE
 
 REPLAY = BASE + """
 _mark()
+f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 t = time.perf_counter(); c = time.process_time()
 s = Store.open(PATH, readonly=True)
 _out['replay_cpu_s'] = time.process_time() - c; _out['replay_s'] = time.perf_counter() - t
+_out['minor_faults'] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f
 _out['n'] = len(s)
+"""
+# what one minor page fault costs this machine: fresh anonymous pages touched one by one
+# (a replay's state is fresh memory, which decode-only reuses; the report says how much
+# of the replay's time its faults are)
+FAULT_PROBE = """
+f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt; c = time.process_time()
+m = mmap.mmap(-1, 64 << 20)
+for i in range(0, 64 << 20, mmap.PAGESIZE):
+    m[i] = 1
+_out = {'cpu_s': time.process_time() - c,
+        'faults': resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f}
 """
 DECODE_ONLY = BASE + """
 data = open(PATH, 'rb').read(); start = WAL
@@ -363,6 +376,9 @@ def _htt_replay(out: dict, tmp: str, quick: bool, large: bool) -> None:
     base = BASELINE
     ns = sizes("htt_replay", quick, large)
     out["htt_replay"] = {"corpus": htt_corpus_shape(), "sizes": list(ns), "by_size": {}}
+    probe = _child(FAULT_PROBE)
+    fault_s = probe["cpu_s"] / probe["faults"] if probe["faults"] else None
+    out["htt_replay"]["minor_fault_us"] = None if fault_s is None else fault_s * 1e6
     for n in ns:
         path = os.path.join(tmp, f"r{n}.htt")
         t = time.perf_counter()
@@ -401,6 +417,10 @@ def _htt_replay(out: dict, tmp: str, quick: bool, large: bool) -> None:
                "replay_vs_decode_only_cpu_rounds": [
                    round(d["decode_cpu_s"] / r["replay_cpu_s"], 3) for r, d in pairs],
                "replay_gc_s": r["gc_s"], "replay_gc_collections": r["gc_collections"],
+               # the fresh pages the live state takes, and their cost at the probe's rate
+               "replay_minor_faults": r.get("minor_faults"),
+               "replay_fault_cpu_s": (r["minor_faults"] * fault_s
+                                      if fault_s and "minor_faults" in r else None),
                "replay_memory": mem,
                # compatibility with earlier reports
                "replay_peak_rss_mb": mem["peak_rss_mb"],

@@ -282,6 +282,14 @@ def _replay_vs_decode(rep: dict) -> dict:
                    f"vs decode-only {r['decode_only_entries_per_s']:,.0f} entries per wall "
                    f"second ({r['replay_vs_decode_only']:.2f}x); cyclic GC "
                    f"{r['replay_gc_s']:.2f} s of {r['replay_s']:.2f} s")
+        if r.get("replay_fault_cpu_s") is not None and r.get("replay_cpu_s"):
+            # the live state is fresh memory (decode-only reuses what it frees): its
+            # first-touch page faults, at what one costs this machine
+            gc_note += (f"; {r['replay_minor_faults']:,} minor page faults, "
+                        f"~{r['replay_fault_cpu_s']:.2f} s of {r['replay_cpu_s']:.2f} CPU s "
+                        f"at this machine's "
+                        f"{r['replay_fault_cpu_s'] / r['replay_minor_faults'] * 1e6:.1f} us "
+                        f"per fault")
         values.append(_v(f"{n:,} entries", ratio, 0.8,
                          judged=n in judged,
                          note=gc_note if n in judged else gc_note + " (shown, not judged)"))

@@ -213,6 +213,8 @@ def test_replay_ratio_names_its_rounds_and_the_measurement_takes_their_median(
     calls = []
 
     def child(code: str, timeout: int = 1200) -> dict:
+        if "mmap.mmap(-1" in code:  # the page-fault probe
+            return {"cpu_s": 0.1, "faults": 1000, "peak_rss_mb": 100.0}
         if "verify" in code:  # the `htt verify` child of the issue-sized file
             return {"code": 0, "s": 0.1, "peak_rss_mb": 50.0, "baseline_rss_mb": 40.0,
                     "hwm_reset": True}
@@ -220,6 +222,7 @@ def test_replay_ratio_names_its_rounds_and_the_measurement_takes_their_median(
         t = next(cpu)
         if calls[-1] == "replay":
             return {"n": 5, "replay_s": t, "replay_cpu_s": t, "gc_s": 0.0,
+                    "minor_faults": 100,
                     "gc_collections": 0, "peak_rss_mb": 50.0 + t, "baseline_rss_mb": 40.0,
                     "hwm_reset": True}
         return {"n": 5, "decode_s": t, "decode_cpu_s": t, "peak_rss_mb": 45.0}
@@ -237,6 +240,10 @@ def test_replay_ratio_names_its_rounds_and_the_measurement_takes_their_median(
     rep = {"measure": {"htt_replay": out["htt_replay"]}}
     note = _by_id(rep)["replay_vs_decode_only"]["values"][0]["note"]
     assert "median of 3 interleaved rounds (0.90, 0.40, 0.80)" in note
+    # the state's first-touch faults, priced at the probe's 100 us per fault
+    assert out["htt_replay"]["minor_fault_us"] == pytest.approx(100.0)
+    assert row["replay_fault_cpu_s"] == pytest.approx(0.01)
+    assert "100 minor page faults, ~0.01 s of 1.25 CPU s at this machine's 100.0 us" in note
 
 
 def test_memory_targets():
