@@ -118,6 +118,22 @@ def test_replay_corpus_has_the_issue_shape(full):
     assert "686 B" in full["htt_replay_corpus"] and "68.6 MB" in full["htt_replay_corpus"]
 
 
+def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
+    m = full["measure"]
+    for row in m["htt_replay"]["by_size"].values():
+        rounds = row["replay_vs_decode_only_cpu_rounds"]
+        assert row["rounds"] == len(rounds) == measure.REPLAY_ROUNDS
+        assert min(rounds) <= row["replay_vs_decode_only_cpu"] <= max(rounds)
+        assert row["replay_minor_faults"] > 0 and row["replay_fault_cpu_s"] > 0
+    assert m["htt_replay"]["minor_fault_us"] > 0
+    jobs = m["verify_jobs"]
+    assert jobs["process"].startswith("a fresh child")
+    for n in jobs["n_measured"]:
+        row = jobs[f"N{n}"]
+        assert row["jobs1_s"] > 0 and row["jobsN_s"] > 0
+        assert row["speedup"] == pytest.approx(row["jobs1_s"] / row["jobsN_s"])
+
+
 def test_table_prints_every_target(full):
     text = targets.format_table(full)
     for t in targets.TARGETS:
