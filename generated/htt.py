@@ -42,6 +42,7 @@ from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
@@ -401,7 +402,7 @@ def _u_file_header(mv, pos, end):
     _obj.node_count = f_node_count
     return (_obj, pos)
 
-def _m_file_header(mv, pos, end):
+def _m_file_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -439,10 +440,10 @@ def _m_file_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_file_header, 'file_header', mv, _rs, _end, (), _out)
+        return _rest(_d_file_header, 'file_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_file_header, 'file_header', mv, _rs, _end, (), _out)
+        return _rest(_d_file_header, 'file_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_file_header(out, v):
@@ -481,7 +482,7 @@ def _u_bound_pair(mv, pos, end):
     _obj.max = f_max
     return (_obj, pos)
 
-def _m_bound_pair(mv, pos, end):
+def _m_bound_pair(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -500,10 +501,10 @@ def _m_bound_pair(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_bound_pair, 'bound_pair', mv, _rs, _end, (), _out)
+        return _rest(_d_bound_pair, 'bound_pair', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_bound_pair, 'bound_pair', mv, _rs, _end, (), _out)
+        return _rest(_d_bound_pair, 'bound_pair', mv, _rs, _end, (), _out)
     return _out
 
 def _e_bound_pair(out, v):
@@ -554,7 +555,7 @@ def _u_bounds_section(mv, pos, end, p_semantic_dims):
     _obj.bounds = f_bounds
     return (_obj, pos)
 
-def _m_bounds_section(mv, pos, end, p_semantic_dims):
+def _m_bounds_section(mv, pos, end, p_semantic_dims, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -583,10 +584,10 @@ def _m_bounds_section(mv, pos, end, p_semantic_dims):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_bounds_section, 'bounds_section', mv, _rs, _end, (p_semantic_dims, ), _out)
+        return _rest(_d_bounds_section, 'bounds_section', mv, _rs, _end, (p_semantic_dims, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_bounds_section, 'bounds_section', mv, _rs, _end, (p_semantic_dims, ), _out)
+        return _rest(_d_bounds_section, 'bounds_section', mv, _rs, _end, (p_semantic_dims, ), _out)
     return _out
 
 def _e_bounds_section(out, v, p_semantic_dims):
@@ -625,7 +626,7 @@ def _u_tail_full(mv, pos, end, p_semantic_dims):
     _obj.dims = f_dims
     return (_obj, pos)
 
-def _m_tail_full(mv, pos, end, p_semantic_dims):
+def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -647,10 +648,10 @@ def _m_tail_full(mv, pos, end, p_semantic_dims):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_tail_full, 'tail_full', mv, _rs, _end, (p_semantic_dims, ), _out)
+        return _rest(_d_tail_full, 'tail_full', mv, _rs, _end, (p_semantic_dims, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_tail_full, 'tail_full', mv, _rs, _end, (p_semantic_dims, ), _out)
+        return _rest(_d_tail_full, 'tail_full', mv, _rs, _end, (p_semantic_dims, ), _out)
     return _out
 
 def _e_tail_full(out, v, p_semantic_dims):
@@ -702,7 +703,7 @@ def _u_tail_quantized(mv, pos, end, p_semantic_dims):
     _obj.user = f_user
     return (_obj, pos)
 
-def _m_tail_quantized(mv, pos, end, p_semantic_dims):
+def _m_tail_quantized(mv, pos, end, p_semantic_dims, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -729,10 +730,10 @@ def _m_tail_quantized(mv, pos, end, p_semantic_dims):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_tail_quantized, 'tail_quantized', mv, _rs, _end, (p_semantic_dims, ), _out)
+        return _rest(_d_tail_quantized, 'tail_quantized', mv, _rs, _end, (p_semantic_dims, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_tail_quantized, 'tail_quantized', mv, _rs, _end, (p_semantic_dims, ), _out)
+        return _rest(_d_tail_quantized, 'tail_quantized', mv, _rs, _end, (p_semantic_dims, ), _out)
     return _out
 
 def _e_tail_quantized(out, v, p_semantic_dims):
@@ -790,7 +791,7 @@ def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     _obj.user = f_user
     return (_obj, pos)
 
-def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
+def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -823,10 +824,10 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, _end, (p_semantic_dims, ), _out)
+        return _rest(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, _end, (p_semantic_dims, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, _end, (p_semantic_dims, ), _out)
+        return _rest(_d_tail_quantized_gacl, 'tail_quantized_gacl', mv, _rs, _end, (p_semantic_dims, ), _out)
     return _out
 
 def _e_tail_quantized_gacl(out, v, p_semantic_dims):
@@ -898,7 +899,7 @@ def _u_meta_pair(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_meta_pair(mv, pos, end):
+def _m_meta_pair(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -923,10 +924,10 @@ def _m_meta_pair(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_meta_pair, 'meta_pair', mv, _rs, _end, (), _out)
+        return _rest(_d_meta_pair, 'meta_pair', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_meta_pair, 'meta_pair', mv, _rs, _end, (), _out)
+        return _rest(_d_meta_pair, 'meta_pair', mv, _rs, _end, (), _out)
     return _out
 
 def _e_meta_pair(out, v):
@@ -1157,7 +1158,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.tail = f_tail
     return (_obj, pos)
 
-def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
+def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1252,10 +1253,10 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_snapshot_entry, 'snapshot_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_snapshot_entry, 'snapshot_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_snapshot_entry, 'snapshot_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_snapshot_entry, 'snapshot_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
@@ -2415,7 +2416,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.tail = f_tail
     return (_obj, pos)
 
-def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
+def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2505,10 +2506,10 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_insert_body, 'insert_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_insert_body, 'insert_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_insert_body, 'insert_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_insert_body, 'insert_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
@@ -2684,7 +2685,7 @@ def _u_update_body(mv, pos, end):
     _obj.meta = f_meta
     return (_obj, pos)
 
-def _m_update_body(mv, pos, end):
+def _m_update_body(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2724,10 +2725,10 @@ def _m_update_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_update_body, 'update_body', mv, _rs, _end, (), _out)
+        return _rest(_d_update_body, 'update_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_update_body, 'update_body', mv, _rs, _end, (), _out)
+        return _rest(_d_update_body, 'update_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_update_body(out, v):
@@ -2880,7 +2881,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.tail = f_tail
     return (_obj, pos)
 
-def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
+def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2946,10 +2947,10 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_set_semantic_body, 'set_semantic_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_set_semantic_body, 'set_semantic_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_set_semantic_body, 'set_semantic_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_set_semantic_body, 'set_semantic_body', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
@@ -3047,7 +3048,7 @@ def _u_epoch_body(mv, pos, end):
     _obj.flags = f_flags
     return (_obj, pos)
 
-def _m_epoch_body(mv, pos, end):
+def _m_epoch_body(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -3070,10 +3071,10 @@ def _m_epoch_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_epoch_body, 'epoch_body', mv, _rs, _end, (), _out)
+        return _rest(_d_epoch_body, 'epoch_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_epoch_body, 'epoch_body', mv, _rs, _end, (), _out)
+        return _rest(_d_epoch_body, 'epoch_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_epoch_body(out, v):
@@ -3610,7 +3611,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
+def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -3831,10 +3832,10 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_entry, 'wal_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_wal_entry, 'wal_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_entry, 'wal_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_wal_entry, 'wal_entry', mv, _rs, _end, (p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
@@ -4089,7 +4090,7 @@ def _u_wal_header(mv, pos, end):
     _obj.wal_base_seq = f_wal_base_seq
     return (_obj, pos)
 
-def _m_wal_header(mv, pos, end):
+def _m_wal_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4108,10 +4109,10 @@ def _m_wal_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_header, 'wal_header', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_header, 'wal_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_header, 'wal_header', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_header, 'wal_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_header(out, v):
@@ -4987,7 +4988,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     _obj.blocks = f_blocks
     return (_obj, pos)
 
-def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
+def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5145,10 +5146,10 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
+        return _rest(_d_wal_section, 'wal_section', mv, _rs, _end, (p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout, ), _out)
     return _out
 
 def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
@@ -5782,7 +5783,7 @@ def _u_htt_file(mv, pos, end):
     _obj.wal = f_wal
     return (_obj, pos)
 
-def _m_htt_file(mv, pos, end):
+def _m_htt_file(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5850,10 +5851,10 @@ def _m_htt_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_htt_file, 'htt_file', mv, _rs, _end, (), _out)
+        return _rest(_d_htt_file, 'htt_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_htt_file, 'htt_file', mv, _rs, _end, (), _out)
+        return _rest(_d_htt_file, 'htt_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_htt_file(out, v):
@@ -6666,6 +6667,17 @@ def decode_many_file_header(buf, offset: int = 0, end: int | None = None) -> lis
     return _m_file_header(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_file_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[FileHeader], int]:
+    """The whole `file_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_file_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_file_header(values) -> bytes:
     """Encode consecutive `file_header` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6736,6 +6748,17 @@ def decode_many_bound_pair(buf, offset: int = 0, end: int | None = None) -> list
     records and errors of ``iter_bound_pair``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_bound_pair(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_bound_pair(buf, offset: int = 0, end: int | None = None) -> tuple[list[BoundPair], int]:
+    """The whole `bound_pair` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_bound_pair(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_bound_pair(values) -> bytes:
@@ -6810,6 +6833,17 @@ def decode_many_bounds_section(buf, offset: int = 0, end: int | None = None, *, 
     return _m_bounds_section(mv, offset, len(mv) if end is None else end, semantic_dims)
 
 
+def decode_prefix_bounds_section(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> tuple[list[BoundsSection], int]:
+    """The whole `bounds_section` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_bounds_section(mv, offset, end, semantic_dims, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_bounds_section(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `bounds_section` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6880,6 +6914,17 @@ def decode_many_tail_full(buf, offset: int = 0, end: int | None = None, *, seman
     records and errors of ``iter_tail_full``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_tail_full(mv, offset, len(mv) if end is None else end, semantic_dims)
+
+
+def decode_prefix_tail_full(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> tuple[list[TailFull], int]:
+    """The whole `tail_full` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_tail_full(mv, offset, end, semantic_dims, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_tail_full(values, *, semantic_dims: int) -> bytes:
@@ -6954,6 +6999,17 @@ def decode_many_tail_quantized(buf, offset: int = 0, end: int | None = None, *, 
     return _m_tail_quantized(mv, offset, len(mv) if end is None else end, semantic_dims)
 
 
+def decode_prefix_tail_quantized(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> tuple[list[TailQuantized], int]:
+    """The whole `tail_quantized` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_tail_quantized(mv, offset, end, semantic_dims, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_tail_quantized(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `tail_quantized` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -7026,6 +7082,17 @@ def decode_many_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None
     return _m_tail_quantized_gacl(mv, offset, len(mv) if end is None else end, semantic_dims)
 
 
+def decode_prefix_tail_quantized_gacl(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int) -> tuple[list[TailQuantizedGacl], int]:
+    """The whole `tail_quantized_gacl` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_tail_quantized_gacl(mv, offset, end, semantic_dims, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_tail_quantized_gacl(values, *, semantic_dims: int) -> bytes:
     """Encode consecutive `tail_quantized_gacl` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -7096,6 +7163,17 @@ def decode_many_meta_pair(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_meta_pair``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_meta_pair(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_meta_pair(buf, offset: int = 0, end: int | None = None) -> tuple[list[MetaPair], int]:
+    """The whole `meta_pair` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_meta_pair(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_meta_pair(values) -> bytes:
@@ -7176,6 +7254,19 @@ def decode_many_snapshot_entry(buf, offset: int = 0, end: int | None = None, *, 
     return _m_snapshot_entry(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
 
 
+def decode_prefix_snapshot_entry(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[SnapshotEntry], int]:
+    """The whole `snapshot_entry` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_snapshot_entry(mv, offset, end, semantic_dims, tail_layout, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_snapshot_entry(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `snapshot_entry` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
@@ -7253,6 +7344,18 @@ def decode_many_snapshot_section(buf, offset: int = 0, end: int | None = None, *
     if tail_layout.__class__ is not SemTailLayout:
         tail_layout = SemTailLayout(tail_layout)
     return _decode_many(_d_snapshot_section, "snapshot_section", buf, offset, end, (version, compressed, algorithm, semantic_dims, tail_layout,))
+
+
+def decode_prefix_snapshot_section(buf, offset: int = 0, end: int | None = None, *, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[SnapshotSection], int]:
+    """The whole `snapshot_section` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
+    return _decode_prefix(_d_snapshot_section, "snapshot_section", buf, offset, end, (version, compressed, algorithm, semantic_dims, tail_layout,))
 
 
 def encode_many_snapshot_section(values, *, version: int, compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
@@ -7336,6 +7439,19 @@ def decode_many_insert_body(buf, offset: int = 0, end: int | None = None, *, sem
     return _m_insert_body(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
 
 
+def decode_prefix_insert_body(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[InsertBody], int]:
+    """The whole `insert_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_insert_body(mv, offset, end, semantic_dims, tail_layout, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_insert_body(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `insert_body` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
@@ -7410,6 +7526,17 @@ def decode_many_update_body(buf, offset: int = 0, end: int | None = None) -> lis
     records and errors of ``iter_update_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_update_body(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_update_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[UpdateBody], int]:
+    """The whole `update_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_update_body(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_update_body(values) -> bytes:
@@ -7490,6 +7617,19 @@ def decode_many_set_semantic_body(buf, offset: int = 0, end: int | None = None, 
     return _m_set_semantic_body(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
 
 
+def decode_prefix_set_semantic_body(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[SetSemanticBody], int]:
+    """The whole `set_semantic_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_set_semantic_body(mv, offset, end, semantic_dims, tail_layout, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_set_semantic_body(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `set_semantic_body` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
@@ -7564,6 +7704,17 @@ def decode_many_epoch_body(buf, offset: int = 0, end: int | None = None) -> list
     records and errors of ``iter_epoch_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_epoch_body(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_epoch_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[EpochBody], int]:
+    """The whole `epoch_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_epoch_body(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_epoch_body(values) -> bytes:
@@ -7644,6 +7795,19 @@ def decode_many_wal_entry(buf, offset: int = 0, end: int | None = None, *, seman
     return _m_wal_entry(mv, offset, len(mv) if end is None else end, semantic_dims, tail_layout)
 
 
+def decode_prefix_wal_entry(buf, offset: int = 0, end: int | None = None, *, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[WalEntry], int]:
+    """The whole `wal_entry` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_entry(mv, offset, end, semantic_dims, tail_layout, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_wal_entry(values, *, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `wal_entry` records (a log) into one buffer."""
     if tail_layout.__class__ is not SemTailLayout:
@@ -7718,6 +7882,17 @@ def decode_many_wal_header(buf, offset: int = 0, end: int | None = None) -> list
     records and errors of ``iter_wal_header``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_wal_header(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_wal_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[WalHeader], int]:
+    """The whole `wal_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_wal_header(values) -> bytes:
@@ -7795,6 +7970,18 @@ def decode_many_wal_block(buf, offset: int = 0, end: int | None = None, *, algor
     return _decode_many(_d_wal_block, "wal_block", buf, offset, end, (algorithm, semantic_dims, tail_layout, block_limit,))
 
 
+def decode_prefix_wal_block(buf, offset: int = 0, end: int | None = None, *, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> tuple[list[WalBlock], int]:
+    """The whole `wal_block` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
+    return _decode_prefix(_d_wal_block, "wal_block", buf, offset, end, (algorithm, semantic_dims, tail_layout, block_limit,))
+
+
 def encode_many_wal_block(values, *, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout, block_limit: int = 67108864) -> bytes:
     """Encode consecutive `wal_block` records (a log) into one buffer."""
     if algorithm.__class__ is not CompressionAlgorithm:
@@ -7870,6 +8057,16 @@ def decode_many_wal_block_plain(buf, offset: int = 0, end: int | None = None, *,
     if algorithm.__class__ is not CompressionAlgorithm:
         algorithm = CompressionAlgorithm(algorithm)
     return _decode_many(_d_wal_block_plain, "wal_block_plain", buf, offset, end, (algorithm, block_limit,))
+
+
+def decode_prefix_wal_block_plain(buf, offset: int = 0, end: int | None = None, *, algorithm: CompressionAlgorithm, block_limit: int = 67108864) -> tuple[list[WalBlockPlain], int]:
+    """The whole `wal_block_plain` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    return _decode_prefix(_d_wal_block_plain, "wal_block_plain", buf, offset, end, (algorithm, block_limit,))
 
 
 def encode_many_wal_block_plain(values, *, algorithm: CompressionAlgorithm, block_limit: int = 67108864) -> bytes:
@@ -7960,6 +8157,21 @@ def decode_many_wal_section(buf, offset: int = 0, end: int | None = None, *, blo
     return _m_wal_section(mv, offset, len(mv) if end is None else end, block_compressed, algorithm, semantic_dims, tail_layout)
 
 
+def decode_prefix_wal_section(buf, offset: int = 0, end: int | None = None, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> tuple[list[WalSection], int]:
+    """The whole `wal_section` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    if algorithm.__class__ is not CompressionAlgorithm:
+        algorithm = CompressionAlgorithm(algorithm)
+    if tail_layout.__class__ is not SemTailLayout:
+        tail_layout = SemTailLayout(tail_layout)
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_section(mv, offset, end, block_compressed, algorithm, semantic_dims, tail_layout, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_wal_section(values, *, block_compressed: bool, algorithm: CompressionAlgorithm, semantic_dims: int, tail_layout: SemTailLayout) -> bytes:
     """Encode consecutive `wal_section` records (a log) into one buffer."""
     if algorithm.__class__ is not CompressionAlgorithm:
@@ -8040,6 +8252,17 @@ def decode_many_htt_file(buf, offset: int = 0, end: int | None = None) -> list[H
     return _m_htt_file(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_htt_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[HttFile], int]:
+    """The whole `htt_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_htt_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_htt_file(values) -> bytes:
     """Encode consecutive `htt_file` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -8101,6 +8324,14 @@ def decode_many_sidecar_segment(buf, offset: int = 0, end: int | None = None) ->
     """Decode consecutive `sidecar_segment` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_sidecar_segment``, in one loop: for logs read whole)."""
     return _decode_many(_d_sidecar_segment, "sidecar_segment", buf, offset, end, ())
+
+
+def decode_prefix_sidecar_segment(buf, offset: int = 0, end: int | None = None) -> tuple[list[SidecarSegment], int]:
+    """The whole `sidecar_segment` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    return _decode_prefix(_d_sidecar_segment, "sidecar_segment", buf, offset, end, ())
 
 
 def encode_many_sidecar_segment(values) -> bytes:

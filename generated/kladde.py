@@ -45,6 +45,7 @@ from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
@@ -334,7 +335,7 @@ def _u_header_fields(mv, pos, end):
     _obj.journal_pointer = f_journal_pointer
     return (_obj, pos)
 
-def _m_header_fields(mv, pos, end):
+def _m_header_fields(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -363,10 +364,10 @@ def _m_header_fields(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_header_fields, 'header_fields', mv, _rs, _end, (), _out)
+        return _rest(_d_header_fields, 'header_fields', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_header_fields, 'header_fields', mv, _rs, _end, (), _out)
+        return _rest(_d_header_fields, 'header_fields', mv, _rs, _end, (), _out)
     return _out
 
 def _e_header_fields(out, v):
@@ -450,7 +451,7 @@ def _u_ref_body(mv, pos, end):
     _obj.address = f_address
     return (_obj, pos)
 
-def _m_ref_body(mv, pos, end):
+def _m_ref_body(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -497,10 +498,10 @@ def _m_ref_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_ref_body, 'ref_body', mv, _rs, _end, (), _out)
+        return _rest(_d_ref_body, 'ref_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_ref_body, 'ref_body', mv, _rs, _end, (), _out)
+        return _rest(_d_ref_body, 'ref_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_ref_body(out, v):
@@ -568,7 +569,7 @@ def _u_zero_body(mv, pos, end):
     _obj.size = f_size
     return (_obj, pos)
 
-def _m_zero_body(mv, pos, end):
+def _m_zero_body(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -604,10 +605,10 @@ def _m_zero_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zero_body, 'zero_body', mv, _rs, _end, (), _out)
+        return _rest(_d_zero_body, 'zero_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zero_body, 'zero_body', mv, _rs, _end, (), _out)
+        return _rest(_d_zero_body, 'zero_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zero_body(out, v):
@@ -650,7 +651,7 @@ def _u_shrink_body(mv, pos, end):
     _obj.offset_delta = f_offset_delta
     return (_obj, pos)
 
-def _m_shrink_body(mv, pos, end):
+def _m_shrink_body(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -675,10 +676,10 @@ def _m_shrink_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_shrink_body, 'shrink_body', mv, _rs, _end, (), _out)
+        return _rest(_d_shrink_body, 'shrink_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_shrink_body, 'shrink_body', mv, _rs, _end, (), _out)
+        return _rest(_d_shrink_body, 'shrink_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_shrink_body(out, v):
@@ -719,7 +720,7 @@ def _u_grow_body(mv, pos, end):
     _obj.offset_delta = f_offset_delta
     return (_obj, pos)
 
-def _m_grow_body(mv, pos, end):
+def _m_grow_body(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -744,10 +745,10 @@ def _m_grow_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_grow_body, 'grow_body', mv, _rs, _end, (), _out)
+        return _rest(_d_grow_body, 'grow_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_grow_body, 'grow_body', mv, _rs, _end, (), _out)
+        return _rest(_d_grow_body, 'grow_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_grow_body(out, v):
@@ -802,7 +803,7 @@ def _u_inline_body(mv, pos, end, p_size_tag):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_inline_body(mv, pos, end, p_size_tag):
+def _m_inline_body(mv, pos, end, p_size_tag, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -833,10 +834,10 @@ def _m_inline_body(mv, pos, end, p_size_tag):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_inline_body, 'inline_body', mv, _rs, _end, (p_size_tag, ), _out)
+        return _rest(_d_inline_body, 'inline_body', mv, _rs, _end, (p_size_tag, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_inline_body, 'inline_body', mv, _rs, _end, (p_size_tag, ), _out)
+        return _rest(_d_inline_body, 'inline_body', mv, _rs, _end, (p_size_tag, ), _out)
     return _out
 
 def _e_inline_body(out, v, p_size_tag):
@@ -1130,7 +1131,7 @@ def _u_statement(mv, pos, end):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_statement(mv, pos, end):
+def _m_statement(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1272,10 +1273,10 @@ def _m_statement(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_statement, 'statement', mv, _rs, _end, (), _out)
+        return _rest(_d_statement, 'statement', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_statement, 'statement', mv, _rs, _end, (), _out)
+        return _rest(_d_statement, 'statement', mv, _rs, _end, (), _out)
     return _out
 
 def _e_statement(out, v):
@@ -1375,7 +1376,7 @@ def _u_child_ref(mv, pos, end):
     _obj.page_delta = f_page_delta
     return (_obj, pos)
 
-def _m_child_ref(mv, pos, end):
+def _m_child_ref(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1400,10 +1401,10 @@ def _m_child_ref(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_child_ref, 'child_ref', mv, _rs, _end, (), _out)
+        return _rest(_d_child_ref, 'child_ref', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_child_ref, 'child_ref', mv, _rs, _end, (), _out)
+        return _rest(_d_child_ref, 'child_ref', mv, _rs, _end, (), _out)
     return _out
 
 def _e_child_ref(out, v):
@@ -1755,7 +1756,7 @@ def _u_table_content(mv, pos, end):
     _obj.statements = f_statements
     return (_obj, pos)
 
-def _m_table_content(mv, pos, end):
+def _m_table_content(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1926,10 +1927,10 @@ def _m_table_content(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_table_content, 'table_content', mv, _rs, _end, (), _out)
+        return _rest(_d_table_content, 'table_content', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_table_content, 'table_content', mv, _rs, _end, (), _out)
+        return _rest(_d_table_content, 'table_content', mv, _rs, _end, (), _out)
     return _out
 
 def _e_table_content(out, v):
@@ -2081,7 +2082,7 @@ def _u_page(mv, pos, end):
     _obj.content = f_content
     return (_obj, pos)
 
-def _m_page(mv, pos, end):
+def _m_page(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2123,10 +2124,10 @@ def _m_page(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_page, 'page', mv, _rs, _end, (), _out)
+        return _rest(_d_page, 'page', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_page, 'page', mv, _rs, _end, (), _out)
+        return _rest(_d_page, 'page', mv, _rs, _end, (), _out)
     return _out
 
 def _e_page(out, v):
@@ -2274,7 +2275,7 @@ def _u_header_slot(mv, pos, end):
     _obj.content = f_content
     return (_obj, pos)
 
-def _m_header_slot(mv, pos, end):
+def _m_header_slot(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2332,10 +2333,10 @@ def _m_header_slot(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_header_slot, 'header_slot', mv, _rs, _end, (), _out)
+        return _rest(_d_header_slot, 'header_slot', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_header_slot, 'header_slot', mv, _rs, _end, (), _out)
+        return _rest(_d_header_slot, 'header_slot', mv, _rs, _end, (), _out)
     return _out
 
 def _e_header_slot(out, v):
@@ -2467,7 +2468,7 @@ def _u_table_page(mv, pos, end):
     _obj.content = f_content
     return (_obj, pos)
 
-def _m_table_page(mv, pos, end):
+def _m_table_page(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2518,10 +2519,10 @@ def _m_table_page(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_table_page, 'table_page', mv, _rs, _end, (), _out)
+        return _rest(_d_table_page, 'table_page', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_table_page, 'table_page', mv, _rs, _end, (), _out)
+        return _rest(_d_table_page, 'table_page', mv, _rs, _end, (), _out)
     return _out
 
 def _e_table_page(out, v):
@@ -2755,7 +2756,7 @@ def _u_header_page(mv, pos, end):
     _obj.content = f_content
     return (_obj, pos)
 
-def _m_header_page(mv, pos, end):
+def _m_header_page(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2822,10 +2823,10 @@ def _m_header_page(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_header_page, 'header_page', mv, _rs, _end, (), _out)
+        return _rest(_d_header_page, 'header_page', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_header_page, 'header_page', mv, _rs, _end, (), _out)
+        return _rest(_d_header_page, 'header_page', mv, _rs, _end, (), _out)
     return _out
 
 def _e_header_page(out, v):
@@ -2975,7 +2976,7 @@ def _u_journal_free(mv, pos, end):
     _obj.id = f_id
     return (_obj, pos)
 
-def _m_journal_free(mv, pos, end):
+def _m_journal_free(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -3003,10 +3004,10 @@ def _m_journal_free(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_free, 'journal_free', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_free, 'journal_free', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_free, 'journal_free', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_free, 'journal_free', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_free(out, v):
@@ -3080,7 +3081,7 @@ def _u_journal_resize(mv, pos, end):
     _obj.size = f_size
     return (_obj, pos)
 
-def _m_journal_resize(mv, pos, end):
+def _m_journal_resize(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -3122,10 +3123,10 @@ def _m_journal_resize(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_resize, 'journal_resize', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_resize, 'journal_resize', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_resize, 'journal_resize', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_resize, 'journal_resize', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_resize(out, v):
@@ -3234,7 +3235,7 @@ def _u_journal_write(mv, pos, end):
     _obj.data = f_data
     return (_obj, pos)
 
-def _m_journal_write(mv, pos, end):
+def _m_journal_write(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -3292,10 +3293,10 @@ def _m_journal_write(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_write, 'journal_write', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_write, 'journal_write', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_write, 'journal_write', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_write, 'journal_write', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_write(out, v):
@@ -3443,7 +3444,7 @@ def _u_journal_splice(mv, pos, end):
     _obj.data = f_data
     return (_obj, pos)
 
-def _m_journal_splice(mv, pos, end):
+def _m_journal_splice(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -3515,10 +3516,10 @@ def _m_journal_splice(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_splice, 'journal_splice', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_splice, 'journal_splice', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_splice, 'journal_splice', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_splice, 'journal_splice', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_splice(out, v):
@@ -3683,7 +3684,7 @@ def _u_journal_copy(mv, pos, end):
     _obj.dst_offset = f_dst_offset
     return (_obj, pos)
 
-def _m_journal_copy(mv, pos, end):
+def _m_journal_copy(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -3764,10 +3765,10 @@ def _m_journal_copy(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_copy, 'journal_copy', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_copy, 'journal_copy', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_copy, 'journal_copy', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_copy, 'journal_copy', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_copy(out, v):
@@ -4413,7 +4414,7 @@ def _u_journal_record(mv, pos, end):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_journal_record(mv, pos, end):
+def _m_journal_record(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4731,10 +4732,10 @@ def _m_journal_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_record, 'journal_record', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_record, 'journal_record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_record, 'journal_record', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_record, 'journal_record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_record(out, v):
@@ -4942,7 +4943,7 @@ def _u_journal_records(mv, pos, end):
     _obj.records = f_records
     return (_obj, pos)
 
-def _m_journal_records(mv, pos, end):
+def _m_journal_records(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5003,10 +5004,10 @@ def _m_journal_records(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_records, 'journal_records', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_records, 'journal_records', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_records, 'journal_records', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_records, 'journal_records', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_records(out, v):
@@ -5164,7 +5165,7 @@ def _u_journal_transaction(mv, pos, end):
     _obj.crc = f_crc
     return (_obj, pos)
 
-def _m_journal_transaction(mv, pos, end):
+def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5201,10 +5202,10 @@ def _m_journal_transaction(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_transaction, 'journal_transaction', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_transaction, 'journal_transaction', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_transaction, 'journal_transaction', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_transaction, 'journal_transaction', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_transaction(out, v):
@@ -5249,7 +5250,7 @@ def _u_journal_page(mv, pos, end):
     _obj.crc = f_crc
     return (_obj, pos)
 
-def _m_journal_page(mv, pos, end):
+def _m_journal_page(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5269,10 +5270,10 @@ def _m_journal_page(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_page, 'journal_page', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_page, 'journal_page', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_page, 'journal_page', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_page, 'journal_page', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_page(out, v):
@@ -5301,7 +5302,7 @@ def _u_journal_seed(mv, pos, end):
     _obj.segment_epoch = f_segment_epoch
     return (_obj, pos)
 
-def _m_journal_seed(mv, pos, end):
+def _m_journal_seed(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5319,10 +5320,10 @@ def _m_journal_seed(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_journal_seed, 'journal_seed', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_seed, 'journal_seed', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_journal_seed, 'journal_seed', mv, _rs, _end, (), _out)
+        return _rest(_d_journal_seed, 'journal_seed', mv, _rs, _end, (), _out)
     return _out
 
 def _e_journal_seed(out, v):
@@ -5386,6 +5387,17 @@ def decode_many_header_fields(buf, offset: int = 0, end: int | None = None) -> l
     records and errors of ``iter_header_fields``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_header_fields(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_header_fields(buf, offset: int = 0, end: int | None = None) -> tuple[list[HeaderFields], int]:
+    """The whole `header_fields` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_header_fields(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_header_fields(values) -> bytes:
@@ -5460,6 +5472,17 @@ def decode_many_ref_body(buf, offset: int = 0, end: int | None = None) -> list[R
     return _m_ref_body(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_ref_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[RefBody], int]:
+    """The whole `ref_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_ref_body(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_ref_body(values) -> bytes:
     """Encode consecutive `ref_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -5530,6 +5553,17 @@ def decode_many_zero_body(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_zero_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zero_body(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zero_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZeroBody], int]:
+    """The whole `zero_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zero_body(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zero_body(values) -> bytes:
@@ -5604,6 +5638,17 @@ def decode_many_shrink_body(buf, offset: int = 0, end: int | None = None) -> lis
     return _m_shrink_body(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_shrink_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[ShrinkBody], int]:
+    """The whole `shrink_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_shrink_body(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_shrink_body(values) -> bytes:
     """Encode consecutive `shrink_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -5674,6 +5719,17 @@ def decode_many_grow_body(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_grow_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_grow_body(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_grow_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[GrowBody], int]:
+    """The whole `grow_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_grow_body(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_grow_body(values) -> bytes:
@@ -5748,6 +5804,17 @@ def decode_many_inline_body(buf, offset: int = 0, end: int | None = None, *, siz
     return _m_inline_body(mv, offset, len(mv) if end is None else end, size_tag)
 
 
+def decode_prefix_inline_body(buf, offset: int = 0, end: int | None = None, *, size_tag: int) -> tuple[list[InlineBody], int]:
+    """The whole `inline_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_inline_body(mv, offset, end, size_tag, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_inline_body(values, *, size_tag: int) -> bytes:
     """Encode consecutive `inline_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -5818,6 +5885,17 @@ def decode_many_statement(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_statement``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_statement(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_statement(buf, offset: int = 0, end: int | None = None) -> tuple[list[Statement], int]:
+    """The whole `statement` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_statement(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_statement(values) -> bytes:
@@ -5892,6 +5970,17 @@ def decode_many_child_ref(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_child_ref(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_child_ref(buf, offset: int = 0, end: int | None = None) -> tuple[list[ChildRef], int]:
+    """The whole `child_ref` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_child_ref(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_child_ref(values) -> bytes:
     """Encode consecutive `child_ref` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -5962,6 +6051,17 @@ def decode_many_table_content(buf, offset: int = 0, end: int | None = None) -> l
     records and errors of ``iter_table_content``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_table_content(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_table_content(buf, offset: int = 0, end: int | None = None) -> tuple[list[TableContent], int]:
+    """The whole `table_content` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_table_content(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_table_content(values) -> bytes:
@@ -6036,6 +6136,17 @@ def decode_many_page(buf, offset: int = 0, end: int | None = None) -> list[Page]
     return _m_page(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_page(buf, offset: int = 0, end: int | None = None) -> tuple[list[Page], int]:
+    """The whole `page` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_page(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_page(values) -> bytes:
     """Encode consecutive `page` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6106,6 +6217,17 @@ def decode_many_header_slot(buf, offset: int = 0, end: int | None = None) -> lis
     records and errors of ``iter_header_slot``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_header_slot(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_header_slot(buf, offset: int = 0, end: int | None = None) -> tuple[list[HeaderSlot], int]:
+    """The whole `header_slot` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_header_slot(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_header_slot(values) -> bytes:
@@ -6180,6 +6302,17 @@ def decode_many_table_page(buf, offset: int = 0, end: int | None = None) -> list
     return _m_table_page(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_table_page(buf, offset: int = 0, end: int | None = None) -> tuple[list[TablePage], int]:
+    """The whole `table_page` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_table_page(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_table_page(values) -> bytes:
     """Encode consecutive `table_page` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6250,6 +6383,17 @@ def decode_many_header_page(buf, offset: int = 0, end: int | None = None) -> lis
     records and errors of ``iter_header_page``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_header_page(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_header_page(buf, offset: int = 0, end: int | None = None) -> tuple[list[HeaderPage], int]:
+    """The whole `header_page` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_header_page(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_header_page(values) -> bytes:
@@ -6324,6 +6468,17 @@ def decode_many_journal_free(buf, offset: int = 0, end: int | None = None) -> li
     return _m_journal_free(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_journal_free(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalFree], int]:
+    """The whole `journal_free` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_free(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_journal_free(values) -> bytes:
     """Encode consecutive `journal_free` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6394,6 +6549,17 @@ def decode_many_journal_resize(buf, offset: int = 0, end: int | None = None) -> 
     records and errors of ``iter_journal_resize``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_journal_resize(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_journal_resize(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalResize], int]:
+    """The whole `journal_resize` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_resize(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_journal_resize(values) -> bytes:
@@ -6468,6 +6634,17 @@ def decode_many_journal_write(buf, offset: int = 0, end: int | None = None) -> l
     return _m_journal_write(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_journal_write(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalWrite], int]:
+    """The whole `journal_write` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_write(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_journal_write(values) -> bytes:
     """Encode consecutive `journal_write` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6538,6 +6715,17 @@ def decode_many_journal_splice(buf, offset: int = 0, end: int | None = None) -> 
     records and errors of ``iter_journal_splice``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_journal_splice(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_journal_splice(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalSplice], int]:
+    """The whole `journal_splice` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_splice(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_journal_splice(values) -> bytes:
@@ -6612,6 +6800,17 @@ def decode_many_journal_copy(buf, offset: int = 0, end: int | None = None) -> li
     return _m_journal_copy(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_journal_copy(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalCopy], int]:
+    """The whole `journal_copy` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_copy(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_journal_copy(values) -> bytes:
     """Encode consecutive `journal_copy` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6682,6 +6881,17 @@ def decode_many_journal_record(buf, offset: int = 0, end: int | None = None) -> 
     records and errors of ``iter_journal_record``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_journal_record(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_journal_record(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalRecord], int]:
+    """The whole `journal_record` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_record(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_journal_record(values) -> bytes:
@@ -6756,6 +6966,17 @@ def decode_many_journal_records(buf, offset: int = 0, end: int | None = None) ->
     return _m_journal_records(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_journal_records(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalRecords], int]:
+    """The whole `journal_records` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_records(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_journal_records(values) -> bytes:
     """Encode consecutive `journal_records` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6826,6 +7047,17 @@ def decode_many_journal_transaction(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_journal_transaction``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_journal_transaction(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_journal_transaction(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalTransaction], int]:
+    """The whole `journal_transaction` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_transaction(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_journal_transaction(values) -> bytes:
@@ -6900,6 +7132,17 @@ def decode_many_journal_page(buf, offset: int = 0, end: int | None = None) -> li
     return _m_journal_page(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_journal_page(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalPage], int]:
+    """The whole `journal_page` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_page(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_journal_page(values) -> bytes:
     """Encode consecutive `journal_page` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -6970,6 +7213,17 @@ def decode_many_journal_seed(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_journal_seed``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_journal_seed(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_journal_seed(buf, offset: int = 0, end: int | None = None) -> tuple[list[JournalSeed], int]:
+    """The whole `journal_seed` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_journal_seed(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_journal_seed(values) -> bytes:

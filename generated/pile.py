@@ -47,6 +47,7 @@ from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
@@ -1563,7 +1564,7 @@ def _u_pile_record(mv, pos, end):
     _obj.record = f_record
     return (_obj, pos)
 
-def _m_pile_record(mv, pos, end):
+def _m_pile_record(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1912,10 +1913,10 @@ def _m_pile_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_pile_record, 'pile_record', mv, _rs, _end, (), _out)
+        return _rest(_d_pile_record, 'pile_record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_pile_record, 'pile_record', mv, _rs, _end, (), _out)
+        return _rest(_d_pile_record, 'pile_record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_pile_record(out, v):
@@ -3560,7 +3561,7 @@ def _u_frame_rest(mv, pos, end):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_frame_rest(mv, pos, end):
+def _m_frame_rest(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4049,10 +4050,10 @@ def _m_frame_rest(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame_rest, 'frame_rest', mv, _rs, _end, (), _out)
+        return _rest(_d_frame_rest, 'frame_rest', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame_rest, 'frame_rest', mv, _rs, _end, (), _out)
+        return _rest(_d_frame_rest, 'frame_rest', mv, _rs, _end, (), _out)
     return _out
 
 def _e_frame_rest(out, v):
@@ -4421,7 +4422,7 @@ def _u_frame_head(mv, pos, end):
     _obj.head = f_head
     return (_obj, pos)
 
-def _m_frame_head(mv, pos, end):
+def _m_frame_head(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4476,10 +4477,10 @@ def _m_frame_head(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame_head, 'frame_head', mv, _rs, _end, (), _out)
+        return _rest(_d_frame_head, 'frame_head', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame_head, 'frame_head', mv, _rs, _end, (), _out)
+        return _rest(_d_frame_head, 'frame_head', mv, _rs, _end, (), _out)
     return _out
 
 def _e_frame_head(out, v):
@@ -4543,7 +4544,7 @@ def _u_blob_head(mv, pos, end, p_span):
     _obj.hash = f_hash
     return (_obj, pos)
 
-def _m_blob_head(mv, pos, end, p_span):
+def _m_blob_head(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4570,10 +4571,10 @@ def _m_blob_head(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_blob_head, 'blob_head', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_blob_head, 'blob_head', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_blob_head, 'blob_head', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_blob_head, 'blob_head', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_blob_head(out, v, p_span):
@@ -4616,7 +4617,7 @@ def _u_blob_data(mv, pos, end, p_length):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_blob_data(mv, pos, end, p_length):
+def _m_blob_data(mv, pos, end, p_length, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4641,10 +4642,10 @@ def _m_blob_data(mv, pos, end, p_length):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_blob_data, 'blob_data', mv, _rs, _end, (p_length, ), _out)
+        return _rest(_d_blob_data, 'blob_data', mv, _rs, _end, (p_length, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_blob_data, 'blob_data', mv, _rs, _end, (p_length, ), _out)
+        return _rest(_d_blob_data, 'blob_data', mv, _rs, _end, (p_length, ), _out)
     return _out
 
 def _e_blob_data(out, v, p_length):
@@ -4740,7 +4741,7 @@ def _u_blob_body(mv, pos, end, p_span):
     _obj.data = _blob_data___obj
     return (_obj, pos)
 
-def _m_blob_body(mv, pos, end, p_span):
+def _m_blob_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4781,10 +4782,10 @@ def _m_blob_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_blob_body, 'blob_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_blob_body, 'blob_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_blob_body, 'blob_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_blob_body, 'blob_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_blob_body(out, v, p_span):
@@ -4851,7 +4852,7 @@ def _u_pin_head_body(mv, pos, end, p_span):
     _obj.head = f_head
     return (_obj, pos)
 
-def _m_pin_head_body(mv, pos, end, p_span):
+def _m_pin_head_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4879,10 +4880,10 @@ def _m_pin_head_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_pin_head_body, 'pin_head_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_pin_head_body, 'pin_head_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_pin_head_body, 'pin_head_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_pin_head_body, 'pin_head_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_pin_head_body(out, v, p_span):
@@ -4925,7 +4926,7 @@ def _u_pin_tombstone_body(mv, pos, end, p_span):
     _obj.pin = f_pin
     return (_obj, pos)
 
-def _m_pin_tombstone_body(mv, pos, end, p_span):
+def _m_pin_tombstone_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4950,10 +4951,10 @@ def _m_pin_tombstone_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_pin_tombstone_body, 'pin_tombstone_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_pin_tombstone_body(out, v, p_span):
@@ -4988,7 +4989,7 @@ def _u_want_blob(mv, pos, end):
     _obj.blob = f_blob
     return (_obj, pos)
 
-def _m_want_blob(mv, pos, end):
+def _m_want_blob(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5009,10 +5010,10 @@ def _m_want_blob(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_blob, 'want_blob', mv, _rs, _end, (), _out)
+        return _rest(_d_want_blob, 'want_blob', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_blob, 'want_blob', mv, _rs, _end, (), _out)
+        return _rest(_d_want_blob, 'want_blob', mv, _rs, _end, (), _out)
     return _out
 
 def _e_want_blob(out, v):
@@ -5051,7 +5052,7 @@ def _u_want_merge(mv, pos, end):
     _obj.high = f_high
     return (_obj, pos)
 
-def _m_want_merge(mv, pos, end):
+def _m_want_merge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5074,10 +5075,10 @@ def _m_want_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_merge, 'want_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_want_merge, 'want_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_merge, 'want_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_want_merge, 'want_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_want_merge(out, v):
@@ -5114,7 +5115,7 @@ def _u_want_derive(mv, pos, end):
     _obj.input = f_input
     return (_obj, pos)
 
-def _m_want_derive(mv, pos, end):
+def _m_want_derive(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5136,10 +5137,10 @@ def _m_want_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_derive, 'want_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_want_derive, 'want_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_derive, 'want_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_want_derive, 'want_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_want_derive(out, v):
@@ -5259,7 +5260,7 @@ def _u_want_request(mv, pos, end):
     _obj.request = f_request
     return (_obj, pos)
 
-def _m_want_request(mv, pos, end):
+def _m_want_request(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5313,10 +5314,10 @@ def _m_want_request(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_request, 'want_request', mv, _rs, _end, (), _out)
+        return _rest(_d_want_request, 'want_request', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_request, 'want_request', mv, _rs, _end, (), _out)
+        return _rest(_d_want_request, 'want_request', mv, _rs, _end, (), _out)
     return _out
 
 def _e_want_request(out, v):
@@ -5484,7 +5485,7 @@ def _u_want_v3_body(mv, pos, end, p_span):
     _obj.request = f_request
     return (_obj, pos)
 
-def _m_want_v3_body(mv, pos, end, p_span):
+def _m_want_v3_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5548,10 +5549,10 @@ def _m_want_v3_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_want_v3_body, 'want_v3_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_want_v3_body, 'want_v3_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_want_v3_body, 'want_v3_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_want_v3_body, 'want_v3_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_want_v3_body(out, v, p_span):
@@ -5627,7 +5628,7 @@ def _u_commit_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_commit_body(mv, pos, end, p_span):
+def _m_commit_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5653,10 +5654,10 @@ def _m_commit_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_commit_body, 'commit_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_commit_body, 'commit_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_commit_body, 'commit_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_commit_body, 'commit_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_commit_body(out, v, p_span):
@@ -5715,7 +5716,7 @@ def _u_merge_v6_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_merge_v6_body(mv, pos, end, p_span):
+def _m_merge_v6_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5748,10 +5749,10 @@ def _m_merge_v6_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_merge_v6_body, 'merge_v6_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_merge_v6_body, 'merge_v6_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_merge_v6_body, 'merge_v6_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_merge_v6_body, 'merge_v6_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_merge_v6_body(out, v, p_span):
@@ -5802,7 +5803,7 @@ def _u_derive_v7_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_derive_v7_body(mv, pos, end, p_span):
+def _m_derive_v7_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5831,10 +5832,10 @@ def _m_derive_v7_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_derive_v7_body, 'derive_v7_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_derive_v7_body, 'derive_v7_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_derive_v7_body, 'derive_v7_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_derive_v7_body, 'derive_v7_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_derive_v7_body(out, v, p_span):
@@ -5867,7 +5868,7 @@ def _u_proof_edge(mv, pos, end):
     _obj.signature = f_signature
     return (_obj, pos)
 
-def _m_proof_edge(mv, pos, end):
+def _m_proof_edge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5887,10 +5888,10 @@ def _m_proof_edge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_edge, 'proof_edge', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_edge, 'proof_edge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_edge, 'proof_edge', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_edge, 'proof_edge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_edge(out, v):
@@ -5959,7 +5960,7 @@ def _u_proof_v5_body(mv, pos, end, p_span):
     _obj.edges = f_edges
     return (_obj, pos)
 
-def _m_proof_v5_body(mv, pos, end, p_span):
+def _m_proof_v5_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5994,10 +5995,10 @@ def _m_proof_v5_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v5_body, 'proof_v5_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_proof_v5_body, 'proof_v5_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v5_body, 'proof_v5_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_proof_v5_body, 'proof_v5_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_proof_v5_body(out, v, p_span):
@@ -6041,7 +6042,7 @@ def _u_retired_blob_want_body(mv, pos, end, p_span):
     _obj.blob = f_blob
     return (_obj, pos)
 
-def _m_retired_blob_want_body(mv, pos, end, p_span):
+def _m_retired_blob_want_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6064,10 +6065,10 @@ def _m_retired_blob_want_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_retired_blob_want_body, 'retired_blob_want_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_retired_blob_want_body(out, v, p_span):
@@ -6120,7 +6121,7 @@ def _u_retired_typed_want_body(mv, pos, end, p_span):
     _obj.c = f_c
     return (_obj, pos)
 
-def _m_retired_typed_want_body(mv, pos, end, p_span):
+def _m_retired_typed_want_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6150,10 +6151,10 @@ def _m_retired_typed_want_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_retired_typed_want_body, 'retired_typed_want_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_retired_typed_want_body(out, v, p_span):
@@ -6202,7 +6203,7 @@ def _u_unsigned_merge_body(mv, pos, end, p_span):
     _obj.result = f_result
     return (_obj, pos)
 
-def _m_unsigned_merge_body(mv, pos, end, p_span):
+def _m_unsigned_merge_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6230,10 +6231,10 @@ def _m_unsigned_merge_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_unsigned_merge_body, 'unsigned_merge_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_unsigned_merge_body(out, v, p_span):
@@ -6276,7 +6277,7 @@ def _u_unsigned_derive_body(mv, pos, end, p_span):
     _obj.output = f_output
     return (_obj, pos)
 
-def _m_unsigned_derive_body(mv, pos, end, p_span):
+def _m_unsigned_derive_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6301,10 +6302,10 @@ def _m_unsigned_derive_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_unsigned_derive_body, 'unsigned_derive_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_unsigned_derive_body(out, v, p_span):
@@ -6345,7 +6346,7 @@ def _u_peer_body(mv, pos, end, p_span):
     _obj.peer = f_peer
     return (_obj, pos)
 
-def _m_peer_body(mv, pos, end, p_span):
+def _m_peer_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6369,10 +6370,10 @@ def _m_peer_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_peer_body, 'peer_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_peer_body, 'peer_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_peer_body, 'peer_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_peer_body, 'peer_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_peer_body(out, v, p_span):
@@ -6411,7 +6412,7 @@ def _u_store_scope_body(mv, pos, end, p_span):
     _obj.team = f_team
     return (_obj, pos)
 
-def _m_store_scope_body(mv, pos, end, p_span):
+def _m_store_scope_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6434,10 +6435,10 @@ def _m_store_scope_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_store_scope_body, 'store_scope_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_store_scope_body, 'store_scope_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_store_scope_body, 'store_scope_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_store_scope_body, 'store_scope_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_store_scope_body(out, v, p_span):
@@ -6472,7 +6473,7 @@ def _u_artifact_offer_body(mv, pos, end, p_span):
     _obj.content = f_content
     return (_obj, pos)
 
-def _m_artifact_offer_body(mv, pos, end, p_span):
+def _m_artifact_offer_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6493,10 +6494,10 @@ def _m_artifact_offer_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_artifact_offer_body, 'artifact_offer_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_artifact_offer_body(out, v, p_span):
@@ -6527,7 +6528,7 @@ def _u_proof_v1_edge(mv, pos, end):
     _obj.delegate = f_delegate
     return (_obj, pos)
 
-def _m_proof_v1_edge(mv, pos, end):
+def _m_proof_v1_edge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6546,10 +6547,10 @@ def _m_proof_v1_edge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_v1_edge, 'proof_v1_edge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_v1_edge(out, v):
@@ -6614,7 +6615,7 @@ def _u_proof_v1_content(mv, pos, end):
     _obj.edges = f_edges
     return (_obj, pos)
 
-def _m_proof_v1_content(mv, pos, end):
+def _m_proof_v1_content(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6647,10 +6648,10 @@ def _m_proof_v1_content(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v1_content, 'proof_v1_content', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_v1_content, 'proof_v1_content', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v1_content, 'proof_v1_content', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_v1_content, 'proof_v1_content', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_v1_content(out, v):
@@ -6712,7 +6713,7 @@ def _u_proof_v2_edge(mv, pos, end):
     _obj.signature = f_signature
     return (_obj, pos)
 
-def _m_proof_v2_edge(mv, pos, end):
+def _m_proof_v2_edge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6744,10 +6745,10 @@ def _m_proof_v2_edge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_v2_edge, 'proof_v2_edge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_v2_edge(out, v):
@@ -6846,7 +6847,7 @@ def _u_proof_v2_content(mv, pos, end):
     _obj.edges = f_edges
     return (_obj, pos)
 
-def _m_proof_v2_content(mv, pos, end):
+def _m_proof_v2_content(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6896,10 +6897,10 @@ def _m_proof_v2_content(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v2_content, 'proof_v2_content', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_v2_content, 'proof_v2_content', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v2_content, 'proof_v2_content', mv, _rs, _end, (), _out)
+        return _rest(_d_proof_v2_content, 'proof_v2_content', mv, _rs, _end, (), _out)
     return _out
 
 def _e_proof_v2_content(out, v):
@@ -7017,7 +7018,7 @@ def _u_proof_v1_data(mv, pos, end, p_body_len):
     _obj.tail = f_tail
     return (_obj, pos)
 
-def _m_proof_v1_data(mv, pos, end, p_body_len):
+def _m_proof_v1_data(mv, pos, end, p_body_len, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -7073,10 +7074,10 @@ def _m_proof_v1_data(mv, pos, end, p_body_len):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v1_data, 'proof_v1_data', mv, _rs, _end, (p_body_len, ), _out)
+        return _rest(_d_proof_v1_data, 'proof_v1_data', mv, _rs, _end, (p_body_len, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v1_data, 'proof_v1_data', mv, _rs, _end, (p_body_len, ), _out)
+        return _rest(_d_proof_v1_data, 'proof_v1_data', mv, _rs, _end, (p_body_len, ), _out)
     return _out
 
 def _e_proof_v1_data(out, v, p_body_len):
@@ -7236,7 +7237,7 @@ def _u_proof_v2_data(mv, pos, end, p_body_len):
     _obj.tail = f_tail
     return (_obj, pos)
 
-def _m_proof_v2_data(mv, pos, end, p_body_len):
+def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -7309,10 +7310,10 @@ def _m_proof_v2_data(mv, pos, end, p_body_len):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v2_data, 'proof_v2_data', mv, _rs, _end, (p_body_len, ), _out)
+        return _rest(_d_proof_v2_data, 'proof_v2_data', mv, _rs, _end, (p_body_len, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v2_data, 'proof_v2_data', mv, _rs, _end, (p_body_len, ), _out)
+        return _rest(_d_proof_v2_data, 'proof_v2_data', mv, _rs, _end, (p_body_len, ), _out)
     return _out
 
 def _e_proof_v2_data(out, v, p_body_len):
@@ -7466,7 +7467,7 @@ def _u_proof_v1_body(mv, pos, end, p_span):
     _obj.data = _proof_v1_data___obj
     return (_obj, pos)
 
-def _m_proof_v1_body(mv, pos, end, p_span):
+def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -7532,10 +7533,10 @@ def _m_proof_v1_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v1_body, 'proof_v1_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_proof_v1_body, 'proof_v1_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v1_body, 'proof_v1_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_proof_v1_body, 'proof_v1_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_proof_v1_body(out, v, p_span):
@@ -7730,7 +7731,7 @@ def _u_proof_v2_body(mv, pos, end, p_span):
     _obj.data = _proof_v2_data___obj
     return (_obj, pos)
 
-def _m_proof_v2_body(mv, pos, end, p_span):
+def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -7813,10 +7814,10 @@ def _m_proof_v2_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_proof_v2_body, 'proof_v2_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_proof_v2_body, 'proof_v2_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_proof_v2_body, 'proof_v2_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_proof_v2_body, 'proof_v2_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_proof_v2_body(out, v, p_span):
@@ -7879,7 +7880,7 @@ def _u_v1_blob_data(mv, pos, end, p_length):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_v1_blob_data(mv, pos, end, p_length):
+def _m_v1_blob_data(mv, pos, end, p_length, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -7904,10 +7905,10 @@ def _m_v1_blob_data(mv, pos, end, p_length):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v1_blob_data, 'v1_blob_data', mv, _rs, _end, (p_length, ), _out)
+        return _rest(_d_v1_blob_data, 'v1_blob_data', mv, _rs, _end, (p_length, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v1_blob_data, 'v1_blob_data', mv, _rs, _end, (p_length, ), _out)
+        return _rest(_d_v1_blob_data, 'v1_blob_data', mv, _rs, _end, (p_length, ), _out)
     return _out
 
 def _e_v1_blob_data(out, v, p_length):
@@ -7979,7 +7980,7 @@ def _u_v1_blob(mv, pos, end):
     _obj.data = _v1_blob_data___obj
     return (_obj, pos)
 
-def _m_v1_blob(mv, pos, end):
+def _m_v1_blob(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8010,10 +8011,10 @@ def _m_v1_blob(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v1_blob, 'v1_blob', mv, _rs, _end, (), _out)
+        return _rest(_d_v1_blob, 'v1_blob', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v1_blob, 'v1_blob', mv, _rs, _end, (), _out)
+        return _rest(_d_v1_blob, 'v1_blob', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v1_blob(out, v):
@@ -8066,7 +8067,7 @@ def _u_v1_branch(mv, pos, end):
     _obj.head = f_head
     return (_obj, pos)
 
-def _m_v1_branch(mv, pos, end):
+def _m_v1_branch(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8088,10 +8089,10 @@ def _m_v1_branch(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v1_branch, 'v1_branch', mv, _rs, _end, (), _out)
+        return _rest(_d_v1_branch, 'v1_branch', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v1_branch, 'v1_branch', mv, _rs, _end, (), _out)
+        return _rest(_d_v1_branch, 'v1_branch', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v1_branch(out, v):
@@ -8128,7 +8129,7 @@ def _u_v1_tombstone(mv, pos, end):
     _obj.unchecked = f_unchecked
     return (_obj, pos)
 
-def _m_v1_tombstone(mv, pos, end):
+def _m_v1_tombstone(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8150,10 +8151,10 @@ def _m_v1_tombstone(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v1_tombstone, 'v1_tombstone', mv, _rs, _end, (), _out)
+        return _rest(_d_v1_tombstone, 'v1_tombstone', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v1_tombstone, 'v1_tombstone', mv, _rs, _end, (), _out)
+        return _rest(_d_v1_tombstone, 'v1_tombstone', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v1_tombstone(out, v):
@@ -8218,7 +8219,7 @@ def _u_v3_blob(mv, pos, end):
     _obj.data = _blob_data___obj
     return (_obj, pos)
 
-def _m_v3_blob(mv, pos, end):
+def _m_v3_blob(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8250,10 +8251,10 @@ def _m_v3_blob(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_blob, 'v3_blob', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_blob, 'v3_blob', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_blob, 'v3_blob', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_blob, 'v3_blob', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_blob(out, v):
@@ -8308,7 +8309,7 @@ def _u_v3_branch(mv, pos, end):
     _obj.unchecked = f_unchecked
     return (_obj, pos)
 
-def _m_v3_branch(mv, pos, end):
+def _m_v3_branch(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8331,10 +8332,10 @@ def _m_v3_branch(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_branch, 'v3_branch', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_branch, 'v3_branch', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_branch, 'v3_branch', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_branch, 'v3_branch', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_branch(out, v):
@@ -8371,7 +8372,7 @@ def _u_v3_tombstone(mv, pos, end):
     _obj.unchecked = f_unchecked
     return (_obj, pos)
 
-def _m_v3_tombstone(mv, pos, end):
+def _m_v3_tombstone(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8393,10 +8394,10 @@ def _m_v3_tombstone(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_tombstone, 'v3_tombstone', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_tombstone, 'v3_tombstone', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_tombstone, 'v3_tombstone', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_tombstone, 'v3_tombstone', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_tombstone(out, v):
@@ -8427,7 +8428,7 @@ def _u_v3_blob_want(mv, pos, end):
     _obj.unchecked = f_unchecked
     return (_obj, pos)
 
-def _m_v3_blob_want(mv, pos, end):
+def _m_v3_blob_want(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8446,10 +8447,10 @@ def _m_v3_blob_want(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_blob_want, 'v3_blob_want', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_blob_want, 'v3_blob_want', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_blob_want, 'v3_blob_want', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_blob_want, 'v3_blob_want', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_blob_want(out, v):
@@ -8480,7 +8481,7 @@ def _u_v3_local_cell(mv, pos, end):
     _obj.rest = f_rest
     return (_obj, pos)
 
-def _m_v3_local_cell(mv, pos, end):
+def _m_v3_local_cell(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8499,10 +8500,10 @@ def _m_v3_local_cell(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_local_cell, 'v3_local_cell', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_local_cell, 'v3_local_cell', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_local_cell, 'v3_local_cell', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_local_cell, 'v3_local_cell', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_local_cell(out, v):
@@ -8553,7 +8554,7 @@ def _u_v3_collection_definition(mv, pos, end):
     _obj.recipe = f_recipe
     return (_obj, pos)
 
-def _m_v3_collection_definition(mv, pos, end):
+def _m_v3_collection_definition(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8582,10 +8583,10 @@ def _m_v3_collection_definition(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_collection_definition, 'v3_collection_definition', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_collection_definition(out, v):
@@ -8630,7 +8631,7 @@ def _u_v3_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_v3_commit(mv, pos, end):
+def _m_v3_commit(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8656,10 +8657,10 @@ def _m_v3_commit(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_commit, 'v3_commit', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_commit, 'v3_commit', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_commit, 'v3_commit', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_commit, 'v3_commit', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_commit(out, v):
@@ -8704,7 +8705,7 @@ def _u_v3_merge(mv, pos, end):
     _obj.result = f_result
     return (_obj, pos)
 
-def _m_v3_merge(mv, pos, end):
+def _m_v3_merge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8730,10 +8731,10 @@ def _m_v3_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_merge, 'v3_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_merge, 'v3_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_merge, 'v3_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_merge, 'v3_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_merge(out, v):
@@ -8774,7 +8775,7 @@ def _u_v3_derive(mv, pos, end):
     _obj.output = f_output
     return (_obj, pos)
 
-def _m_v3_derive(mv, pos, end):
+def _m_v3_derive(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8798,10 +8799,10 @@ def _m_v3_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v3_derive, 'v3_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_derive, 'v3_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v3_derive, 'v3_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_v3_derive, 'v3_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v3_derive(out, v):
@@ -8846,7 +8847,7 @@ def _u_v4_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_v4_commit(mv, pos, end):
+def _m_v4_commit(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8872,10 +8873,10 @@ def _m_v4_commit(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v4_commit, 'v4_commit', mv, _rs, _end, (), _out)
+        return _rest(_d_v4_commit, 'v4_commit', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v4_commit, 'v4_commit', mv, _rs, _end, (), _out)
+        return _rest(_d_v4_commit, 'v4_commit', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v4_commit(out, v):
@@ -8920,7 +8921,7 @@ def _u_v4_merge(mv, pos, end):
     _obj.result = f_result
     return (_obj, pos)
 
-def _m_v4_merge(mv, pos, end):
+def _m_v4_merge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8946,10 +8947,10 @@ def _m_v4_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v4_merge, 'v4_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_v4_merge, 'v4_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v4_merge, 'v4_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_v4_merge, 'v4_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v4_merge(out, v):
@@ -8990,7 +8991,7 @@ def _u_v4_derive(mv, pos, end):
     _obj.output = f_output
     return (_obj, pos)
 
-def _m_v4_derive(mv, pos, end):
+def _m_v4_derive(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -9014,10 +9015,10 @@ def _m_v4_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_v4_derive, 'v4_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_v4_derive, 'v4_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_v4_derive, 'v4_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_v4_derive, 'v4_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_v4_derive(out, v):
@@ -9473,7 +9474,7 @@ def _u_envelope36_rest(mv, pos, end):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_envelope36_rest(mv, pos, end):
+def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -9680,10 +9681,10 @@ def _m_envelope36_rest(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_envelope36_rest, 'envelope36_rest', mv, _rs, _end, (), _out)
+        return _rest(_d_envelope36_rest, 'envelope36_rest', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_envelope36_rest, 'envelope36_rest', mv, _rs, _end, (), _out)
+        return _rest(_d_envelope36_rest, 'envelope36_rest', mv, _rs, _end, (), _out)
     return _out
 
 def _e_envelope36_rest(out, v):
@@ -9874,7 +9875,7 @@ def _u_env_blob_body(mv, pos, end, p_span):
     _obj.data = _blob_data___obj
     return (_obj, pos)
 
-def _m_env_blob_body(mv, pos, end, p_span):
+def _m_env_blob_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -9910,10 +9911,10 @@ def _m_env_blob_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_blob_body, 'env_blob_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_blob_body, 'env_blob_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_blob_body, 'env_blob_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_blob_body, 'env_blob_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_blob_body(out, v, p_span):
@@ -9974,7 +9975,7 @@ def _u_env_branch_body(mv, pos, end, p_span):
     _obj.head = f_head
     return (_obj, pos)
 
-def _m_env_branch_body(mv, pos, end, p_span):
+def _m_env_branch_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10000,10 +10001,10 @@ def _m_env_branch_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_branch_body, 'env_branch_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_branch_body, 'env_branch_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_branch_body, 'env_branch_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_branch_body, 'env_branch_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_branch_body(out, v, p_span):
@@ -10042,7 +10043,7 @@ def _u_env_tombstone_body(mv, pos, end, p_span):
     _obj.branch = f_branch
     return (_obj, pos)
 
-def _m_env_tombstone_body(mv, pos, end, p_span):
+def _m_env_tombstone_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10065,10 +10066,10 @@ def _m_env_tombstone_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_tombstone_body, 'env_tombstone_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_tombstone_body(out, v, p_span):
@@ -10107,7 +10108,7 @@ def _u_env_blob_want_body(mv, pos, end, p_span):
     _obj.blob = f_blob
     return (_obj, pos)
 
-def _m_env_blob_want_body(mv, pos, end, p_span):
+def _m_env_blob_want_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10130,10 +10131,10 @@ def _m_env_blob_want_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_blob_want_body, 'env_blob_want_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_blob_want_body(out, v, p_span):
@@ -10182,7 +10183,7 @@ def _u_env_typed_want_body(mv, pos, end, p_span):
     _obj.c = f_c
     return (_obj, pos)
 
-def _m_env_typed_want_body(mv, pos, end, p_span):
+def _m_env_typed_want_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10210,10 +10211,10 @@ def _m_env_typed_want_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_typed_want_body, 'env_typed_want_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_typed_want_body(out, v, p_span):
@@ -10262,7 +10263,7 @@ def _u_env_commit_body(mv, pos, end, p_span):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_env_commit_body(mv, pos, end, p_span):
+def _m_env_commit_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10290,10 +10291,10 @@ def _m_env_commit_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_commit_body, 'env_commit_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_commit_body, 'env_commit_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_commit_body, 'env_commit_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_commit_body, 'env_commit_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_commit_body(out, v, p_span):
@@ -10342,7 +10343,7 @@ def _u_env_merge_body(mv, pos, end, p_span):
     _obj.result = f_result
     return (_obj, pos)
 
-def _m_env_merge_body(mv, pos, end, p_span):
+def _m_env_merge_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10370,10 +10371,10 @@ def _m_env_merge_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_merge_body, 'env_merge_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_merge_body, 'env_merge_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_merge_body, 'env_merge_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_merge_body, 'env_merge_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_merge_body(out, v, p_span):
@@ -10418,7 +10419,7 @@ def _u_env_derive_v4_body(mv, pos, end, p_span):
     _obj.output = f_output
     return (_obj, pos)
 
-def _m_env_derive_v4_body(mv, pos, end, p_span):
+def _m_env_derive_v4_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10444,10 +10445,10 @@ def _m_env_derive_v4_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_derive_v4_body, 'env_derive_v4_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_derive_v4_body(out, v, p_span):
@@ -10490,7 +10491,7 @@ def _u_env_derive_v5_body(mv, pos, end, p_span):
     _obj.output = f_output
     return (_obj, pos)
 
-def _m_env_derive_v5_body(mv, pos, end, p_span):
+def _m_env_derive_v5_body(mv, pos, end, p_span, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10515,10 +10516,10 @@ def _m_env_derive_v5_body(mv, pos, end, p_span):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, _end, (p_span, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, _end, (p_span, ), _out)
+        return _rest(_d_env_derive_v5_body, 'env_derive_v5_body', mv, _rs, _end, (p_span, ), _out)
     return _out
 
 def _e_env_derive_v5_body(out, v, p_span):
@@ -10567,7 +10568,7 @@ def _u_commit_transcript(mv, pos, end):
     _obj.metadata = f_metadata
     return (_obj, pos)
 
-def _m_commit_transcript(mv, pos, end):
+def _m_commit_transcript(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10595,10 +10596,10 @@ def _m_commit_transcript(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_commit_transcript, 'commit_transcript', mv, _rs, _end, (), _out)
+        return _rest(_d_commit_transcript, 'commit_transcript', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_commit_transcript, 'commit_transcript', mv, _rs, _end, (), _out)
+        return _rest(_d_commit_transcript, 'commit_transcript', mv, _rs, _end, (), _out)
     return _out
 
 def _e_commit_transcript(out, v):
@@ -10649,7 +10650,7 @@ def _u_merge_endorsement(mv, pos, end):
     _obj.high_witness = f_high_witness
     return (_obj, pos)
 
-def _m_merge_endorsement(mv, pos, end):
+def _m_merge_endorsement(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10678,10 +10679,10 @@ def _m_merge_endorsement(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_merge_endorsement, 'merge_endorsement', mv, _rs, _end, (), _out)
+        return _rest(_d_merge_endorsement, 'merge_endorsement', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_merge_endorsement, 'merge_endorsement', mv, _rs, _end, (), _out)
+        return _rest(_d_merge_endorsement, 'merge_endorsement', mv, _rs, _end, (), _out)
     return _out
 
 def _e_merge_endorsement(out, v):
@@ -10728,7 +10729,7 @@ def _u_derive_endorsement(mv, pos, end):
     _obj.input_witness = f_input_witness
     return (_obj, pos)
 
-def _m_derive_endorsement(mv, pos, end):
+def _m_derive_endorsement(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10755,10 +10756,10 @@ def _m_derive_endorsement(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_derive_endorsement, 'derive_endorsement', mv, _rs, _end, (), _out)
+        return _rest(_d_derive_endorsement, 'derive_endorsement', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_derive_endorsement, 'derive_endorsement', mv, _rs, _end, (), _out)
+        return _rest(_d_derive_endorsement, 'derive_endorsement', mv, _rs, _end, (), _out)
     return _out
 
 def _e_derive_endorsement(out, v):
@@ -10797,7 +10798,7 @@ def _u_dense_commit(mv, pos, end):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_dense_commit(mv, pos, end):
+def _m_dense_commit(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10820,10 +10821,10 @@ def _m_dense_commit(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_commit, 'dense_commit', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_commit, 'dense_commit', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_commit, 'dense_commit', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_commit, 'dense_commit', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_commit(out, v):
@@ -10858,7 +10859,7 @@ def _u_dense_unsigned_merge(mv, pos, end):
     _obj.result = f_result
     return (_obj, pos)
 
-def _m_dense_unsigned_merge(mv, pos, end):
+def _m_dense_unsigned_merge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10879,10 +10880,10 @@ def _m_dense_unsigned_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_unsigned_merge, 'dense_unsigned_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_unsigned_merge(out, v):
@@ -10915,7 +10916,7 @@ def _u_dense_unsigned_derive(mv, pos, end):
     _obj.output = f_output
     return (_obj, pos)
 
-def _m_dense_unsigned_derive(mv, pos, end):
+def _m_dense_unsigned_derive(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10935,10 +10936,10 @@ def _m_dense_unsigned_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_unsigned_derive, 'dense_unsigned_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_unsigned_derive(out, v):
@@ -10979,7 +10980,7 @@ def _u_dense_signed_merge(mv, pos, end):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_dense_signed_merge(mv, pos, end):
+def _m_dense_signed_merge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -11003,10 +11004,10 @@ def _m_dense_signed_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_signed_merge, 'dense_signed_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_signed_merge(out, v):
@@ -11045,7 +11046,7 @@ def _u_dense_signed_derive(mv, pos, end):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_dense_signed_derive(mv, pos, end):
+def _m_dense_signed_derive(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -11068,10 +11069,10 @@ def _m_dense_signed_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_signed_derive, 'dense_signed_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_signed_derive(out, v):
@@ -11116,7 +11117,7 @@ def _u_dense_witness_merge(mv, pos, end):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_dense_witness_merge(mv, pos, end):
+def _m_dense_witness_merge(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -11142,10 +11143,10 @@ def _m_dense_witness_merge(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_witness_merge, 'dense_witness_merge', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_witness_merge(out, v):
@@ -11186,7 +11187,7 @@ def _u_dense_witness_derive(mv, pos, end):
     _obj.sig_s = f_sig_s
     return (_obj, pos)
 
-def _m_dense_witness_derive(mv, pos, end):
+def _m_dense_witness_derive(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -11210,10 +11211,10 @@ def _m_dense_witness_derive(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_witness_derive, 'dense_witness_derive', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_witness_derive(out, v):
@@ -11445,7 +11446,7 @@ def _u_dense_record(mv, pos, end):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_dense_record(mv, pos, end):
+def _m_dense_record(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -11549,10 +11550,10 @@ def _m_dense_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dense_record, 'dense_record', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_record, 'dense_record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dense_record, 'dense_record', mv, _rs, _end, (), _out)
+        return _rest(_d_dense_record, 'dense_record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_dense_record(out, v):
@@ -11819,7 +11820,7 @@ def _u_pile_file(mv, pos, end):
     _obj.records = f_records
     return (_obj, pos)
 
-def _m_pile_file(mv, pos, end):
+def _m_pile_file(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -11917,10 +11918,10 @@ def _m_pile_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_pile_file, 'pile_file', mv, _rs, _end, (), _out)
+        return _rest(_d_pile_file, 'pile_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_pile_file, 'pile_file', mv, _rs, _end, (), _out)
+        return _rest(_d_pile_file, 'pile_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_pile_file(out, v):
@@ -11985,6 +11986,17 @@ def decode_many_pile_record(buf, offset: int = 0, end: int | None = None) -> lis
     records and errors of ``iter_pile_record``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_pile_record(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_pile_record(buf, offset: int = 0, end: int | None = None) -> tuple[list[PileRecord], int]:
+    """The whole `pile_record` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_pile_record(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_pile_record(values) -> bytes:
@@ -12059,6 +12071,17 @@ def decode_many_frame_rest(buf, offset: int = 0, end: int | None = None) -> list
     return _m_frame_rest(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_frame_rest(buf, offset: int = 0, end: int | None = None) -> tuple[list[FrameRest], int]:
+    """The whole `frame_rest` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_frame_rest(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_frame_rest(values) -> bytes:
     """Encode consecutive `frame_rest` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -12129,6 +12152,17 @@ def decode_many_frame_head(buf, offset: int = 0, end: int | None = None) -> list
     records and errors of ``iter_frame_head``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_frame_head(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_frame_head(buf, offset: int = 0, end: int | None = None) -> tuple[list[FrameHead], int]:
+    """The whole `frame_head` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_frame_head(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_frame_head(values) -> bytes:
@@ -12203,6 +12237,17 @@ def decode_many_blob_head(buf, offset: int = 0, end: int | None = None, *, span:
     return _m_blob_head(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_blob_head(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[BlobHead], int]:
+    """The whole `blob_head` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_blob_head(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_blob_head(values, *, span: int) -> bytes:
     """Encode consecutive `blob_head` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -12273,6 +12318,17 @@ def decode_many_blob_data(buf, offset: int = 0, end: int | None = None, *, lengt
     records and errors of ``iter_blob_data``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_blob_data(mv, offset, len(mv) if end is None else end, length)
+
+
+def decode_prefix_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> tuple[list[BlobData], int]:
+    """The whole `blob_data` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_blob_data(mv, offset, end, length, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_blob_data(values, *, length: int) -> bytes:
@@ -12347,6 +12403,17 @@ def decode_many_blob_body(buf, offset: int = 0, end: int | None = None, *, span:
     return _m_blob_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[BlobBody], int]:
+    """The whole `blob_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_blob_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_blob_body(values, *, span: int) -> bytes:
     """Encode consecutive `blob_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -12417,6 +12484,17 @@ def decode_many_pin_head_body(buf, offset: int = 0, end: int | None = None, *, s
     records and errors of ``iter_pin_head_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_pin_head_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_pin_head_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[PinHeadBody], int]:
+    """The whole `pin_head_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_pin_head_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_pin_head_body(values, *, span: int) -> bytes:
@@ -12491,6 +12569,17 @@ def decode_many_pin_tombstone_body(buf, offset: int = 0, end: int | None = None,
     return _m_pin_tombstone_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_pin_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[PinTombstoneBody], int]:
+    """The whole `pin_tombstone_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_pin_tombstone_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_pin_tombstone_body(values, *, span: int) -> bytes:
     """Encode consecutive `pin_tombstone_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -12561,6 +12650,17 @@ def decode_many_want_blob(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_want_blob``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_want_blob(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_want_blob(buf, offset: int = 0, end: int | None = None) -> tuple[list[WantBlob], int]:
+    """The whole `want_blob` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_want_blob(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_want_blob(values) -> bytes:
@@ -12635,6 +12735,17 @@ def decode_many_want_merge(buf, offset: int = 0, end: int | None = None) -> list
     return _m_want_merge(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_want_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[WantMerge], int]:
+    """The whole `want_merge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_want_merge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_want_merge(values) -> bytes:
     """Encode consecutive `want_merge` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -12705,6 +12816,17 @@ def decode_many_want_derive(buf, offset: int = 0, end: int | None = None) -> lis
     records and errors of ``iter_want_derive``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_want_derive(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_want_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[WantDerive], int]:
+    """The whole `want_derive` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_want_derive(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_want_derive(values) -> bytes:
@@ -12779,6 +12901,17 @@ def decode_many_want_request(buf, offset: int = 0, end: int | None = None) -> li
     return _m_want_request(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_want_request(buf, offset: int = 0, end: int | None = None) -> tuple[list[WantRequest], int]:
+    """The whole `want_request` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_want_request(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_want_request(values) -> bytes:
     """Encode consecutive `want_request` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -12849,6 +12982,17 @@ def decode_many_want_v3_body(buf, offset: int = 0, end: int | None = None, *, sp
     records and errors of ``iter_want_v3_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_want_v3_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_want_v3_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[WantV3Body], int]:
+    """The whole `want_v3_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_want_v3_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_want_v3_body(values, *, span: int) -> bytes:
@@ -12923,6 +13067,17 @@ def decode_many_commit_body(buf, offset: int = 0, end: int | None = None, *, spa
     return _m_commit_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[CommitBody], int]:
+    """The whole `commit_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_commit_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_commit_body(values, *, span: int) -> bytes:
     """Encode consecutive `commit_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -12993,6 +13148,17 @@ def decode_many_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, s
     records and errors of ``iter_merge_v6_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_merge_v6_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_merge_v6_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[MergeV6Body], int]:
+    """The whole `merge_v6_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_merge_v6_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_merge_v6_body(values, *, span: int) -> bytes:
@@ -13067,6 +13233,17 @@ def decode_many_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, 
     return _m_derive_v7_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_derive_v7_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[DeriveV7Body], int]:
+    """The whole `derive_v7_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_derive_v7_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_derive_v7_body(values, *, span: int) -> bytes:
     """Encode consecutive `derive_v7_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -13137,6 +13314,17 @@ def decode_many_proof_edge(buf, offset: int = 0, end: int | None = None) -> list
     records and errors of ``iter_proof_edge``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_proof_edge(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_proof_edge(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProofEdge], int]:
+    """The whole `proof_edge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_edge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_proof_edge(values) -> bytes:
@@ -13211,6 +13399,17 @@ def decode_many_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, s
     return _m_proof_v5_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_proof_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ProofV5Body], int]:
+    """The whole `proof_v5_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v5_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_proof_v5_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v5_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -13281,6 +13480,17 @@ def decode_many_retired_blob_want_body(buf, offset: int = 0, end: int | None = N
     records and errors of ``iter_retired_blob_want_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_retired_blob_want_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_retired_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[RetiredBlobWantBody], int]:
+    """The whole `retired_blob_want_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_retired_blob_want_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_retired_blob_want_body(values, *, span: int) -> bytes:
@@ -13355,6 +13565,17 @@ def decode_many_retired_typed_want_body(buf, offset: int = 0, end: int | None = 
     return _m_retired_typed_want_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_retired_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[RetiredTypedWantBody], int]:
+    """The whole `retired_typed_want_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_retired_typed_want_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_retired_typed_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `retired_typed_want_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -13425,6 +13646,17 @@ def decode_many_unsigned_merge_body(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_unsigned_merge_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_unsigned_merge_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_unsigned_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[UnsignedMergeBody], int]:
+    """The whole `unsigned_merge_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_unsigned_merge_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_unsigned_merge_body(values, *, span: int) -> bytes:
@@ -13499,6 +13731,17 @@ def decode_many_unsigned_derive_body(buf, offset: int = 0, end: int | None = Non
     return _m_unsigned_derive_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_unsigned_derive_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[UnsignedDeriveBody], int]:
+    """The whole `unsigned_derive_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_unsigned_derive_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_unsigned_derive_body(values, *, span: int) -> bytes:
     """Encode consecutive `unsigned_derive_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -13569,6 +13812,17 @@ def decode_many_peer_body(buf, offset: int = 0, end: int | None = None, *, span:
     records and errors of ``iter_peer_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_peer_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_peer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[PeerBody], int]:
+    """The whole `peer_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_peer_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_peer_body(values, *, span: int) -> bytes:
@@ -13643,6 +13897,17 @@ def decode_many_store_scope_body(buf, offset: int = 0, end: int | None = None, *
     return _m_store_scope_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_store_scope_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[StoreScopeBody], int]:
+    """The whole `store_scope_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_store_scope_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_store_scope_body(values, *, span: int) -> bytes:
     """Encode consecutive `store_scope_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -13713,6 +13978,17 @@ def decode_many_artifact_offer_body(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_artifact_offer_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_artifact_offer_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_artifact_offer_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ArtifactOfferBody], int]:
+    """The whole `artifact_offer_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_artifact_offer_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_artifact_offer_body(values, *, span: int) -> bytes:
@@ -13787,6 +14063,17 @@ def decode_many_proof_v1_edge(buf, offset: int = 0, end: int | None = None) -> l
     return _m_proof_v1_edge(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_proof_v1_edge(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProofV1Edge], int]:
+    """The whole `proof_v1_edge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v1_edge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_proof_v1_edge(values) -> bytes:
     """Encode consecutive `proof_v1_edge` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -13857,6 +14144,17 @@ def decode_many_proof_v1_content(buf, offset: int = 0, end: int | None = None) -
     records and errors of ``iter_proof_v1_content``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_proof_v1_content(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_proof_v1_content(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProofV1Content], int]:
+    """The whole `proof_v1_content` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v1_content(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_proof_v1_content(values) -> bytes:
@@ -13931,6 +14229,17 @@ def decode_many_proof_v2_edge(buf, offset: int = 0, end: int | None = None) -> l
     return _m_proof_v2_edge(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_proof_v2_edge(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProofV2Edge], int]:
+    """The whole `proof_v2_edge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v2_edge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_proof_v2_edge(values) -> bytes:
     """Encode consecutive `proof_v2_edge` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -14001,6 +14310,17 @@ def decode_many_proof_v2_content(buf, offset: int = 0, end: int | None = None) -
     records and errors of ``iter_proof_v2_content``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_proof_v2_content(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_proof_v2_content(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProofV2Content], int]:
+    """The whole `proof_v2_content` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v2_content(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_proof_v2_content(values) -> bytes:
@@ -14075,6 +14395,17 @@ def decode_many_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, b
     return _m_proof_v1_data(mv, offset, len(mv) if end is None else end, body_len)
 
 
+def decode_prefix_proof_v1_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> tuple[list[ProofV1Data], int]:
+    """The whole `proof_v1_data` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v1_data(mv, offset, end, body_len, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_proof_v1_data(values, *, body_len: int) -> bytes:
     """Encode consecutive `proof_v1_data` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -14145,6 +14476,17 @@ def decode_many_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, b
     records and errors of ``iter_proof_v2_data``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_proof_v2_data(mv, offset, len(mv) if end is None else end, body_len)
+
+
+def decode_prefix_proof_v2_data(buf, offset: int = 0, end: int | None = None, *, body_len: int) -> tuple[list[ProofV2Data], int]:
+    """The whole `proof_v2_data` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v2_data(mv, offset, end, body_len, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_proof_v2_data(values, *, body_len: int) -> bytes:
@@ -14219,6 +14561,17 @@ def decode_many_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, s
     return _m_proof_v1_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_proof_v1_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ProofV1Body], int]:
+    """The whole `proof_v1_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v1_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_proof_v1_body(values, *, span: int) -> bytes:
     """Encode consecutive `proof_v1_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -14289,6 +14642,17 @@ def decode_many_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, s
     records and errors of ``iter_proof_v2_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_proof_v2_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_proof_v2_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[ProofV2Body], int]:
+    """The whole `proof_v2_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_proof_v2_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_proof_v2_body(values, *, span: int) -> bytes:
@@ -14363,6 +14727,17 @@ def decode_many_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, le
     return _m_v1_blob_data(mv, offset, len(mv) if end is None else end, length)
 
 
+def decode_prefix_v1_blob_data(buf, offset: int = 0, end: int | None = None, *, length: int) -> tuple[list[V1BlobData], int]:
+    """The whole `v1_blob_data` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v1_blob_data(mv, offset, end, length, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_v1_blob_data(values, *, length: int) -> bytes:
     """Encode consecutive `v1_blob_data` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -14433,6 +14808,17 @@ def decode_many_v1_blob(buf, offset: int = 0, end: int | None = None) -> list[V1
     records and errors of ``iter_v1_blob``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_v1_blob(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_v1_blob(buf, offset: int = 0, end: int | None = None) -> tuple[list[V1Blob], int]:
+    """The whole `v1_blob` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v1_blob(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_v1_blob(values) -> bytes:
@@ -14507,6 +14893,17 @@ def decode_many_v1_branch(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_v1_branch(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_v1_branch(buf, offset: int = 0, end: int | None = None) -> tuple[list[V1Branch], int]:
+    """The whole `v1_branch` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v1_branch(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_v1_branch(values) -> bytes:
     """Encode consecutive `v1_branch` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -14577,6 +14974,17 @@ def decode_many_v1_tombstone(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_v1_tombstone``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_v1_tombstone(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_v1_tombstone(buf, offset: int = 0, end: int | None = None) -> tuple[list[V1Tombstone], int]:
+    """The whole `v1_tombstone` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v1_tombstone(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_v1_tombstone(values) -> bytes:
@@ -14651,6 +15059,17 @@ def decode_many_v3_blob(buf, offset: int = 0, end: int | None = None) -> list[V3
     return _m_v3_blob(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_v3_blob(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Blob], int]:
+    """The whole `v3_blob` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_blob(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_v3_blob(values) -> bytes:
     """Encode consecutive `v3_blob` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -14721,6 +15140,17 @@ def decode_many_v3_branch(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_v3_branch``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_v3_branch(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_v3_branch(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Branch], int]:
+    """The whole `v3_branch` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_branch(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_v3_branch(values) -> bytes:
@@ -14795,6 +15225,17 @@ def decode_many_v3_tombstone(buf, offset: int = 0, end: int | None = None) -> li
     return _m_v3_tombstone(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_v3_tombstone(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Tombstone], int]:
+    """The whole `v3_tombstone` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_tombstone(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_v3_tombstone(values) -> bytes:
     """Encode consecutive `v3_tombstone` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -14865,6 +15306,17 @@ def decode_many_v3_blob_want(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_v3_blob_want``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_v3_blob_want(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_v3_blob_want(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3BlobWant], int]:
+    """The whole `v3_blob_want` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_blob_want(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_v3_blob_want(values) -> bytes:
@@ -14939,6 +15391,17 @@ def decode_many_v3_local_cell(buf, offset: int = 0, end: int | None = None) -> l
     return _m_v3_local_cell(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_v3_local_cell(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3LocalCell], int]:
+    """The whole `v3_local_cell` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_local_cell(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_v3_local_cell(values) -> bytes:
     """Encode consecutive `v3_local_cell` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -15009,6 +15472,17 @@ def decode_many_v3_collection_definition(buf, offset: int = 0, end: int | None =
     records and errors of ``iter_v3_collection_definition``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_v3_collection_definition(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_v3_collection_definition(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3CollectionDefinition], int]:
+    """The whole `v3_collection_definition` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_collection_definition(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_v3_collection_definition(values) -> bytes:
@@ -15083,6 +15557,17 @@ def decode_many_v3_commit(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_v3_commit(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_v3_commit(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Commit], int]:
+    """The whole `v3_commit` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_commit(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_v3_commit(values) -> bytes:
     """Encode consecutive `v3_commit` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -15153,6 +15638,17 @@ def decode_many_v3_merge(buf, offset: int = 0, end: int | None = None) -> list[V
     records and errors of ``iter_v3_merge``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_v3_merge(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_v3_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Merge], int]:
+    """The whole `v3_merge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_merge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_v3_merge(values) -> bytes:
@@ -15227,6 +15723,17 @@ def decode_many_v3_derive(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_v3_derive(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_v3_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[V3Derive], int]:
+    """The whole `v3_derive` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v3_derive(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_v3_derive(values) -> bytes:
     """Encode consecutive `v3_derive` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -15297,6 +15804,17 @@ def decode_many_v4_commit(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_v4_commit``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_v4_commit(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_v4_commit(buf, offset: int = 0, end: int | None = None) -> tuple[list[V4Commit], int]:
+    """The whole `v4_commit` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v4_commit(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_v4_commit(values) -> bytes:
@@ -15371,6 +15889,17 @@ def decode_many_v4_merge(buf, offset: int = 0, end: int | None = None) -> list[V
     return _m_v4_merge(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_v4_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[V4Merge], int]:
+    """The whole `v4_merge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v4_merge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_v4_merge(values) -> bytes:
     """Encode consecutive `v4_merge` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -15441,6 +15970,17 @@ def decode_many_v4_derive(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_v4_derive``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_v4_derive(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_v4_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[V4Derive], int]:
+    """The whole `v4_derive` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_v4_derive(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_v4_derive(values) -> bytes:
@@ -15515,6 +16055,17 @@ def decode_many_envelope36_rest(buf, offset: int = 0, end: int | None = None) ->
     return _m_envelope36_rest(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_envelope36_rest(buf, offset: int = 0, end: int | None = None) -> tuple[list[Envelope36Rest], int]:
+    """The whole `envelope36_rest` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_envelope36_rest(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_envelope36_rest(values) -> bytes:
     """Encode consecutive `envelope36_rest` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -15585,6 +16136,17 @@ def decode_many_env_blob_body(buf, offset: int = 0, end: int | None = None, *, s
     records and errors of ``iter_env_blob_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_env_blob_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_env_blob_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvBlobBody], int]:
+    """The whole `env_blob_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_blob_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_env_blob_body(values, *, span: int) -> bytes:
@@ -15659,6 +16221,17 @@ def decode_many_env_branch_body(buf, offset: int = 0, end: int | None = None, *,
     return _m_env_branch_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_env_branch_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvBranchBody], int]:
+    """The whole `env_branch_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_branch_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_env_branch_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_branch_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -15729,6 +16302,17 @@ def decode_many_env_tombstone_body(buf, offset: int = 0, end: int | None = None,
     records and errors of ``iter_env_tombstone_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_env_tombstone_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_env_tombstone_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvTombstoneBody], int]:
+    """The whole `env_tombstone_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_tombstone_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_env_tombstone_body(values, *, span: int) -> bytes:
@@ -15803,6 +16387,17 @@ def decode_many_env_blob_want_body(buf, offset: int = 0, end: int | None = None,
     return _m_env_blob_want_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_env_blob_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvBlobWantBody], int]:
+    """The whole `env_blob_want_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_blob_want_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_env_blob_want_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_blob_want_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -15873,6 +16468,17 @@ def decode_many_env_typed_want_body(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_env_typed_want_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_env_typed_want_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_env_typed_want_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvTypedWantBody], int]:
+    """The whole `env_typed_want_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_typed_want_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_env_typed_want_body(values, *, span: int) -> bytes:
@@ -15947,6 +16553,17 @@ def decode_many_env_commit_body(buf, offset: int = 0, end: int | None = None, *,
     return _m_env_commit_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_env_commit_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvCommitBody], int]:
+    """The whole `env_commit_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_commit_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_env_commit_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_commit_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -16017,6 +16634,17 @@ def decode_many_env_merge_body(buf, offset: int = 0, end: int | None = None, *, 
     records and errors of ``iter_env_merge_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_env_merge_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_env_merge_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvMergeBody], int]:
+    """The whole `env_merge_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_merge_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_env_merge_body(values, *, span: int) -> bytes:
@@ -16091,6 +16719,17 @@ def decode_many_env_derive_v4_body(buf, offset: int = 0, end: int | None = None,
     return _m_env_derive_v4_body(mv, offset, len(mv) if end is None else end, span)
 
 
+def decode_prefix_env_derive_v4_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvDeriveV4Body], int]:
+    """The whole `env_derive_v4_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_derive_v4_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_env_derive_v4_body(values, *, span: int) -> bytes:
     """Encode consecutive `env_derive_v4_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -16161,6 +16800,17 @@ def decode_many_env_derive_v5_body(buf, offset: int = 0, end: int | None = None,
     records and errors of ``iter_env_derive_v5_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_env_derive_v5_body(mv, offset, len(mv) if end is None else end, span)
+
+
+def decode_prefix_env_derive_v5_body(buf, offset: int = 0, end: int | None = None, *, span: int) -> tuple[list[EnvDeriveV5Body], int]:
+    """The whole `env_derive_v5_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_env_derive_v5_body(mv, offset, end, span, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_env_derive_v5_body(values, *, span: int) -> bytes:
@@ -16235,6 +16885,17 @@ def decode_many_commit_transcript(buf, offset: int = 0, end: int | None = None) 
     return _m_commit_transcript(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_commit_transcript(buf, offset: int = 0, end: int | None = None) -> tuple[list[CommitTranscript], int]:
+    """The whole `commit_transcript` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_commit_transcript(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_commit_transcript(values) -> bytes:
     """Encode consecutive `commit_transcript` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -16305,6 +16966,17 @@ def decode_many_merge_endorsement(buf, offset: int = 0, end: int | None = None) 
     records and errors of ``iter_merge_endorsement``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_merge_endorsement(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_merge_endorsement(buf, offset: int = 0, end: int | None = None) -> tuple[list[MergeEndorsement], int]:
+    """The whole `merge_endorsement` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_merge_endorsement(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_merge_endorsement(values) -> bytes:
@@ -16379,6 +17051,17 @@ def decode_many_derive_endorsement(buf, offset: int = 0, end: int | None = None)
     return _m_derive_endorsement(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_derive_endorsement(buf, offset: int = 0, end: int | None = None) -> tuple[list[DeriveEndorsement], int]:
+    """The whole `derive_endorsement` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_derive_endorsement(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_derive_endorsement(values) -> bytes:
     """Encode consecutive `derive_endorsement` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -16449,6 +17132,17 @@ def decode_many_dense_commit(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_dense_commit``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_dense_commit(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_dense_commit(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseCommit], int]:
+    """The whole `dense_commit` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dense_commit(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_dense_commit(values) -> bytes:
@@ -16523,6 +17217,17 @@ def decode_many_dense_unsigned_merge(buf, offset: int = 0, end: int | None = Non
     return _m_dense_unsigned_merge(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_dense_unsigned_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseUnsignedMerge], int]:
+    """The whole `dense_unsigned_merge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dense_unsigned_merge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_dense_unsigned_merge(values) -> bytes:
     """Encode consecutive `dense_unsigned_merge` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -16593,6 +17298,17 @@ def decode_many_dense_unsigned_derive(buf, offset: int = 0, end: int | None = No
     records and errors of ``iter_dense_unsigned_derive``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_dense_unsigned_derive(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_dense_unsigned_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseUnsignedDerive], int]:
+    """The whole `dense_unsigned_derive` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dense_unsigned_derive(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_dense_unsigned_derive(values) -> bytes:
@@ -16667,6 +17383,17 @@ def decode_many_dense_signed_merge(buf, offset: int = 0, end: int | None = None)
     return _m_dense_signed_merge(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_dense_signed_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseSignedMerge], int]:
+    """The whole `dense_signed_merge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dense_signed_merge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_dense_signed_merge(values) -> bytes:
     """Encode consecutive `dense_signed_merge` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -16737,6 +17464,17 @@ def decode_many_dense_signed_derive(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_dense_signed_derive``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_dense_signed_derive(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_dense_signed_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseSignedDerive], int]:
+    """The whole `dense_signed_derive` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dense_signed_derive(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_dense_signed_derive(values) -> bytes:
@@ -16811,6 +17549,17 @@ def decode_many_dense_witness_merge(buf, offset: int = 0, end: int | None = None
     return _m_dense_witness_merge(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_dense_witness_merge(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseWitnessMerge], int]:
+    """The whole `dense_witness_merge` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dense_witness_merge(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_dense_witness_merge(values) -> bytes:
     """Encode consecutive `dense_witness_merge` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -16881,6 +17630,17 @@ def decode_many_dense_witness_derive(buf, offset: int = 0, end: int | None = Non
     records and errors of ``iter_dense_witness_derive``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_dense_witness_derive(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_dense_witness_derive(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseWitnessDerive], int]:
+    """The whole `dense_witness_derive` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dense_witness_derive(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_dense_witness_derive(values) -> bytes:
@@ -16955,6 +17715,17 @@ def decode_many_dense_record(buf, offset: int = 0, end: int | None = None) -> li
     return _m_dense_record(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_dense_record(buf, offset: int = 0, end: int | None = None) -> tuple[list[DenseRecord], int]:
+    """The whole `dense_record` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dense_record(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_dense_record(values) -> bytes:
     """Encode consecutive `dense_record` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -17025,6 +17796,17 @@ def decode_many_pile_file(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_pile_file``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_pile_file(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_pile_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[PileFile], int]:
+    """The whole `pile_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_pile_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_pile_file(values) -> bytes:

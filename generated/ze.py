@@ -44,6 +44,7 @@ from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
@@ -1394,7 +1395,7 @@ def _u_ze_header(mv, pos, end):
     _obj.file_length = f_file_length
     return (_obj, pos)
 
-def _m_ze_header(mv, pos, end):
+def _m_ze_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1421,10 +1422,10 @@ def _m_ze_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_ze_header, 'ze_header', mv, _rs, _end, (), _out)
+        return _rest(_d_ze_header, 'ze_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_ze_header, 'ze_header', mv, _rs, _end, (), _out)
+        return _rest(_d_ze_header, 'ze_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_ze_header(out, v):
@@ -1461,7 +1462,7 @@ def _u_ze_header_ident(mv, pos, end):
     _obj.family_version = f_family_version
     return (_obj, pos)
 
-def _m_ze_header_ident(mv, pos, end):
+def _m_ze_header_ident(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1483,10 +1484,10 @@ def _m_ze_header_ident(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_ze_header_ident, 'ze_header_ident', mv, _rs, _end, (), _out)
+        return _rest(_d_ze_header_ident, 'ze_header_ident', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_ze_header_ident, 'ze_header_ident', mv, _rs, _end, (), _out)
+        return _rest(_d_ze_header_ident, 'ze_header_ident', mv, _rs, _end, (), _out)
     return _out
 
 def _e_ze_header_ident(out, v):
@@ -1548,7 +1549,7 @@ def _u_framed_trailer_check(mv, pos, end):
     _obj.block = f_block
     return (_obj, pos)
 
-def _m_framed_trailer_check(mv, pos, end):
+def _m_framed_trailer_check(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1581,10 +1582,10 @@ def _m_framed_trailer_check(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_framed_trailer_check, 'framed_trailer_check', mv, _rs, _end, (), _out)
+        return _rest(_d_framed_trailer_check, 'framed_trailer_check', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_framed_trailer_check, 'framed_trailer_check', mv, _rs, _end, (), _out)
+        return _rest(_d_framed_trailer_check, 'framed_trailer_check', mv, _rs, _end, (), _out)
     return _out
 
 def _e_framed_trailer_check(out, v):
@@ -1631,7 +1632,7 @@ def _u_segment_trailer(mv, pos, end):
     _obj.checksum = f_checksum
     return (_obj, pos)
 
-def _m_segment_trailer(mv, pos, end):
+def _m_segment_trailer(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1649,10 +1650,10 @@ def _m_segment_trailer(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_segment_trailer, 'segment_trailer', mv, _rs, _end, (), _out)
+        return _rest(_d_segment_trailer, 'segment_trailer', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_segment_trailer, 'segment_trailer', mv, _rs, _end, (), _out)
+        return _rest(_d_segment_trailer, 'segment_trailer', mv, _rs, _end, (), _out)
     return _out
 
 def _e_segment_trailer(out, v):
@@ -1707,7 +1708,7 @@ def _u_wal_file_header(mv, pos, end):
     _obj.first_seq = f_first_seq
     return (_obj, pos)
 
-def _m_wal_file_header(mv, pos, end):
+def _m_wal_file_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1738,10 +1739,10 @@ def _m_wal_file_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_file_header, 'wal_file_header', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_file_header, 'wal_file_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_file_header, 'wal_file_header', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_file_header, 'wal_file_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_file_header(out, v):
@@ -1774,7 +1775,7 @@ def _u_wal_record_header(mv, pos, end):
     _obj.op = f_op
     return (_obj, pos)
 
-def _m_wal_record_header(mv, pos, end):
+def _m_wal_record_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1794,10 +1795,10 @@ def _m_wal_record_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_record_header, 'wal_record_header', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_record_header, 'wal_record_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_record_header, 'wal_record_header', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_record_header, 'wal_record_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_record_header(out, v):
@@ -1860,7 +1861,7 @@ def _u_wal_frame(mv, pos, end):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_wal_frame(mv, pos, end):
+def _m_wal_frame(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1893,10 +1894,10 @@ def _m_wal_frame(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_frame, 'wal_frame', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_frame, 'wal_frame', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_frame, 'wal_frame', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_frame, 'wal_frame', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_frame(out, v):
@@ -2048,7 +2049,7 @@ def _u_wal_file(mv, pos, end):
     _obj.records = f_records
     return (_obj, pos)
 
-def _m_wal_file(mv, pos, end):
+def _m_wal_file(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2110,10 +2111,10 @@ def _m_wal_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_file, 'wal_file', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_file, 'wal_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_file, 'wal_file', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_file, 'wal_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_file(out, v):
@@ -2312,7 +2313,7 @@ def _u_wal_record(mv, pos, end):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_wal_record(mv, pos, end):
+def _m_wal_record(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -2389,10 +2390,10 @@ def _m_wal_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_record, 'wal_record', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_record, 'wal_record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_record, 'wal_record', mv, _rs, _end, (), _out)
+        return _rest(_d_wal_record, 'wal_record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_wal_record(out, v):
@@ -3399,7 +3400,7 @@ def _u_wal_payload(mv, pos, end, p_op):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_wal_payload(mv, pos, end, p_op):
+def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -3809,10 +3810,10 @@ def _m_wal_payload(mv, pos, end, p_op):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_wal_payload, 'wal_payload', mv, _rs, _end, (p_op, ), _out)
+        return _rest(_d_wal_payload, 'wal_payload', mv, _rs, _end, (p_op, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_wal_payload, 'wal_payload', mv, _rs, _end, (p_op, ), _out)
+        return _rest(_d_wal_payload, 'wal_payload', mv, _rs, _end, (p_op, ), _out)
     return _out
 
 def _e_wal_payload(out, v, p_op):
@@ -4545,7 +4546,7 @@ def _u_payload_v1_header(mv, pos, end):
     _obj = PayloadV1Header()
     return (_obj, pos)
 
-def _m_payload_v1_header(mv, pos, end):
+def _m_payload_v1_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4567,10 +4568,10 @@ def _m_payload_v1_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_payload_v1_header, 'payload_v1_header', mv, _rs, _end, (), _out)
+        return _rest(_d_payload_v1_header, 'payload_v1_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_payload_v1_header, 'payload_v1_header', mv, _rs, _end, (), _out)
+        return _rest(_d_payload_v1_header, 'payload_v1_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_payload_v1_header(out, v):
@@ -4614,7 +4615,7 @@ def _u_f32_vector(mv, pos, end):
     _obj.values = f_values
     return (_obj, pos)
 
-def _m_f32_vector(mv, pos, end):
+def _m_f32_vector(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4639,10 +4640,10 @@ def _m_f32_vector(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_f32_vector, 'f32_vector', mv, _rs, _end, (), _out)
+        return _rest(_d_f32_vector, 'f32_vector', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_f32_vector, 'f32_vector', mv, _rs, _end, (), _out)
+        return _rest(_d_f32_vector, 'f32_vector', mv, _rs, _end, (), _out)
     return _out
 
 def _e_f32_vector(out, v):
@@ -4742,7 +4743,7 @@ def _u_op_upsert_v1(mv, pos, end):
     _obj.vector = _f32_vector___obj
     return (_obj, pos)
 
-def _m_op_upsert_v1(mv, pos, end):
+def _m_op_upsert_v1(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4781,10 +4782,10 @@ def _m_op_upsert_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_upsert_v1, 'op_upsert_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_upsert_v1, 'op_upsert_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_upsert_v1, 'op_upsert_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_upsert_v1, 'op_upsert_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_upsert_v1(out, v):
@@ -4887,7 +4888,7 @@ def _u_op_delete_v1(mv, pos, end):
     _obj.doc_ids = f_doc_ids
     return (_obj, pos)
 
-def _m_op_delete_v1(mv, pos, end):
+def _m_op_delete_v1(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -4926,10 +4927,10 @@ def _m_op_delete_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_delete_v1, 'op_delete_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_delete_v1, 'op_delete_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_delete_v1, 'op_delete_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_delete_v1, 'op_delete_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_delete_v1(out, v):
@@ -5132,7 +5133,7 @@ def _u_metadata_value(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_metadata_value(mv, pos, end):
+def _m_metadata_value(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5217,10 +5218,10 @@ def _m_metadata_value(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_metadata_value, 'metadata_value', mv, _rs, _end, (), _out)
+        return _rest(_d_metadata_value, 'metadata_value', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_metadata_value, 'metadata_value', mv, _rs, _end, (), _out)
+        return _rest(_d_metadata_value, 'metadata_value', mv, _rs, _end, (), _out)
     return _out
 
 def _e_metadata_value(out, v):
@@ -5311,7 +5312,7 @@ def _u_value_u64(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_value_u64(mv, pos, end):
+def _m_value_u64(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5329,10 +5330,10 @@ def _m_value_u64(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_u64, 'value_u64', mv, _rs, _end, (), _out)
+        return _rest(_d_value_u64, 'value_u64', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_u64, 'value_u64', mv, _rs, _end, (), _out)
+        return _rest(_d_value_u64, 'value_u64', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_u64(out, v):
@@ -5361,7 +5362,7 @@ def _u_value_i64(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_value_i64(mv, pos, end):
+def _m_value_i64(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5379,10 +5380,10 @@ def _m_value_i64(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_i64, 'value_i64', mv, _rs, _end, (), _out)
+        return _rest(_d_value_i64, 'value_i64', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_i64, 'value_i64', mv, _rs, _end, (), _out)
+        return _rest(_d_value_i64, 'value_i64', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_i64(out, v):
@@ -5411,7 +5412,7 @@ def _u_value_f64(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_value_f64(mv, pos, end):
+def _m_value_f64(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5429,10 +5430,10 @@ def _m_value_f64(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_f64, 'value_f64', mv, _rs, _end, (), _out)
+        return _rest(_d_value_f64, 'value_f64', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_f64, 'value_f64', mv, _rs, _end, (), _out)
+        return _rest(_d_value_f64, 'value_f64', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_f64(out, v):
@@ -5467,7 +5468,7 @@ def _u_value_bool(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_value_bool(mv, pos, end):
+def _m_value_bool(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5487,10 +5488,10 @@ def _m_value_bool(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_bool, 'value_bool', mv, _rs, _end, (), _out)
+        return _rest(_d_value_bool, 'value_bool', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_bool, 'value_bool', mv, _rs, _end, (), _out)
+        return _rest(_d_value_bool, 'value_bool', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_bool(out, v):
@@ -5526,7 +5527,7 @@ def _u_value_string(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_value_string(mv, pos, end):
+def _m_value_string(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5549,10 +5550,10 @@ def _m_value_string(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_string, 'value_string', mv, _rs, _end, (), _out)
+        return _rest(_d_value_string, 'value_string', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_string, 'value_string', mv, _rs, _end, (), _out)
+        return _rest(_d_value_string, 'value_string', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_string(out, v):
@@ -5584,7 +5585,7 @@ def _u_value_id128(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_value_id128(mv, pos, end):
+def _m_value_id128(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5603,10 +5604,10 @@ def _m_value_id128(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_value_id128, 'value_id128', mv, _rs, _end, (), _out)
+        return _rest(_d_value_id128, 'value_id128', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_value_id128, 'value_id128', mv, _rs, _end, (), _out)
+        return _rest(_d_value_id128, 'value_id128', mv, _rs, _end, (), _out)
     return _out
 
 def _e_value_id128(out, v):
@@ -5843,7 +5844,7 @@ def _u_op_metadata_edit_v1(mv, pos, end):
     _obj.value = _metadata_value___obj
     return (_obj, pos)
 
-def _m_op_metadata_edit_v1(mv, pos, end):
+def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -5946,10 +5947,10 @@ def _m_op_metadata_edit_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_metadata_edit_v1, 'op_metadata_edit_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_metadata_edit_v1, 'op_metadata_edit_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_metadata_edit_v1, 'op_metadata_edit_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_metadata_edit_v1, 'op_metadata_edit_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_metadata_edit_v1(out, v):
@@ -6109,7 +6110,7 @@ def _u_op_timestamped_upsert_v1(mv, pos, end):
     _obj.vector = _f32_vector___obj
     return (_obj, pos)
 
-def _m_op_timestamped_upsert_v1(mv, pos, end):
+def _m_op_timestamped_upsert_v1(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6149,10 +6150,10 @@ def _m_op_timestamped_upsert_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_timestamped_upsert_v1, 'op_timestamped_upsert_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_timestamped_upsert_v1, 'op_timestamped_upsert_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_timestamped_upsert_v1, 'op_timestamped_upsert_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_timestamped_upsert_v1, 'op_timestamped_upsert_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_timestamped_upsert_v1(out, v):
@@ -6262,7 +6263,7 @@ def _u_op_upsert_metadata_v1(mv, pos, end):
     _obj.vector = f_vector
     return (_obj, pos)
 
-def _m_op_upsert_metadata_v1(mv, pos, end):
+def _m_op_upsert_metadata_v1(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6303,10 +6304,10 @@ def _m_op_upsert_metadata_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_upsert_metadata_v1, 'op_upsert_metadata_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_upsert_metadata_v1, 'op_upsert_metadata_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_upsert_metadata_v1, 'op_upsert_metadata_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_upsert_metadata_v1, 'op_upsert_metadata_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_upsert_metadata_v1(out, v):
@@ -6423,7 +6424,7 @@ def _u_op_upsert_ts_metadata_v1(mv, pos, end):
     _obj.vector = f_vector
     return (_obj, pos)
 
-def _m_op_upsert_ts_metadata_v1(mv, pos, end):
+def _m_op_upsert_ts_metadata_v1(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6465,10 +6466,10 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_upsert_ts_metadata_v1, 'op_upsert_ts_metadata_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_upsert_ts_metadata_v1, 'op_upsert_ts_metadata_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_upsert_ts_metadata_v1, 'op_upsert_ts_metadata_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_op_upsert_ts_metadata_v1, 'op_upsert_ts_metadata_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_upsert_ts_metadata_v1(out, v):
@@ -6711,7 +6712,7 @@ def _u_typed_column(mv, pos, end):
     _obj.value = _metadata_value___obj
     return (_obj, pos)
 
-def _m_typed_column(mv, pos, end):
+def _m_typed_column(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -6806,10 +6807,10 @@ def _m_typed_column(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_typed_column, 'typed_column', mv, _rs, _end, (), _out)
+        return _rest(_d_typed_column, 'typed_column', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_typed_column, 'typed_column', mv, _rs, _end, (), _out)
+        return _rest(_d_typed_column, 'typed_column', mv, _rs, _end, (), _out)
     return _out
 
 def _e_typed_column(out, v):
@@ -7240,7 +7241,7 @@ def _u_op_upsert_v2(mv, pos, end):
     _obj.columns = f_columns
     return (_obj, pos)
 
-def _m_op_upsert_v2(mv, pos, end):
+def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -7396,10 +7397,10 @@ def _m_op_upsert_v2(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_upsert_v2, 'op_upsert_v2', mv, _rs, _end, (), _out)
+        return _rest(_d_op_upsert_v2, 'op_upsert_v2', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_upsert_v2, 'op_upsert_v2', mv, _rs, _end, (), _out)
+        return _rest(_d_op_upsert_v2, 'op_upsert_v2', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_upsert_v2(out, v):
@@ -7579,7 +7580,7 @@ def _u_op_batch_member(mv, pos, end):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_op_batch_member(mv, pos, end):
+def _m_op_batch_member(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -7605,10 +7606,10 @@ def _m_op_batch_member(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_batch_member, 'op_batch_member', mv, _rs, _end, (), _out)
+        return _rest(_d_op_batch_member, 'op_batch_member', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_batch_member, 'op_batch_member', mv, _rs, _end, (), _out)
+        return _rest(_d_op_batch_member, 'op_batch_member', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_batch_member(out, v):
@@ -7812,7 +7813,7 @@ def _u_transaction_binding(mv, pos, end):
     _obj.final_generation = f_final_generation
     return (_obj, pos)
 
-def _m_transaction_binding(mv, pos, end):
+def _m_transaction_binding(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -7848,10 +7849,10 @@ def _m_transaction_binding(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_transaction_binding, 'transaction_binding', mv, _rs, _end, (), _out)
+        return _rest(_d_transaction_binding, 'transaction_binding', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_transaction_binding, 'transaction_binding', mv, _rs, _end, (), _out)
+        return _rest(_d_transaction_binding, 'transaction_binding', mv, _rs, _end, (), _out)
     return _out
 
 def _e_transaction_binding(out, v):
@@ -8579,7 +8580,7 @@ def _u_op_prepared_mutation(mv, pos, end):
     _obj.inner = f_inner
     return (_obj, pos)
 
-def _m_op_prepared_mutation(mv, pos, end):
+def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -8879,10 +8880,10 @@ def _m_op_prepared_mutation(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_prepared_mutation, 'op_prepared_mutation', mv, _rs, _end, (), _out)
+        return _rest(_d_op_prepared_mutation, 'op_prepared_mutation', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_prepared_mutation, 'op_prepared_mutation', mv, _rs, _end, (), _out)
+        return _rest(_d_op_prepared_mutation, 'op_prepared_mutation', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_prepared_mutation(out, v):
@@ -9386,7 +9387,7 @@ def _u_op_mixed_member(mv, pos, end):
     _obj.inner = f_inner
     return (_obj, pos)
 
-def _m_op_mixed_member(mv, pos, end):
+def _m_op_mixed_member(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -9448,10 +9449,10 @@ def _m_op_mixed_member(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_op_mixed_member, 'op_mixed_member', mv, _rs, _end, (), _out)
+        return _rest(_d_op_mixed_member, 'op_mixed_member', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_op_mixed_member, 'op_mixed_member', mv, _rs, _end, (), _out)
+        return _rest(_d_op_mixed_member, 'op_mixed_member', mv, _rs, _end, (), _out)
     return _out
 
 def _e_op_mixed_member(out, v):
@@ -9714,7 +9715,7 @@ def _u_zgw_file_header(mv, pos, end):
     _obj.first_commit_sequence = f_first_commit_sequence
     return (_obj, pos)
 
-def _m_zgw_file_header(mv, pos, end):
+def _m_zgw_file_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -9757,10 +9758,10 @@ def _m_zgw_file_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_file_header, 'zgw_file_header', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_file_header, 'zgw_file_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_file_header, 'zgw_file_header', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_file_header, 'zgw_file_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_file_header(out, v):
@@ -10532,7 +10533,7 @@ def _u_zgw_frame(mv, pos, end):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_zgw_frame(mv, pos, end):
+def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -10866,10 +10867,10 @@ def _m_zgw_frame(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_frame, 'zgw_frame', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_frame, 'zgw_frame', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_frame, 'zgw_frame', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_frame, 'zgw_frame', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_frame(out, v):
@@ -11273,7 +11274,7 @@ def _u_zgw_frame_header(mv, pos, end):
     _obj.reserved = f_reserved
     return (_obj, pos)
 
-def _m_zgw_frame_header(mv, pos, end):
+def _m_zgw_frame_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -11307,10 +11308,10 @@ def _m_zgw_frame_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_frame_header, 'zgw_frame_header', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_frame_header, 'zgw_frame_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_frame_header, 'zgw_frame_header', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_frame_header, 'zgw_frame_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_frame_header(out, v):
@@ -11347,7 +11348,7 @@ def _u_zgw_envelope_size(mv, pos, end):
     _obj.size = f_size
     return (_obj, pos)
 
-def _m_zgw_envelope_size(mv, pos, end):
+def _m_zgw_envelope_size(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -11365,10 +11366,10 @@ def _m_zgw_envelope_size(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_envelope_size, 'zgw_envelope_size', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_envelope_size, 'zgw_envelope_size', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_envelope_size, 'zgw_envelope_size', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_envelope_size, 'zgw_envelope_size', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_envelope_size(out, v):
@@ -11941,7 +11942,7 @@ def _u_graph_envelope(mv, pos, end):
     _obj.commit = f_commit
     return (_obj, pos)
 
-def _m_graph_envelope(mv, pos, end):
+def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -12211,10 +12212,10 @@ def _m_graph_envelope(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_envelope, 'graph_envelope', mv, _rs, _end, (), _out)
+        return _rest(_d_graph_envelope, 'graph_envelope', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_envelope, 'graph_envelope', mv, _rs, _end, (), _out)
+        return _rest(_d_graph_envelope, 'graph_envelope', mv, _rs, _end, (), _out)
     return _out
 
 def _e_graph_envelope(out, v):
@@ -12291,7 +12292,7 @@ def _u_zgw_begin(mv, pos, end):
     _obj.complete_envelope_bytes = f_complete_envelope_bytes
     return (_obj, pos)
 
-def _m_zgw_begin(mv, pos, end):
+def _m_zgw_begin(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -12327,10 +12328,10 @@ def _m_zgw_begin(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_begin, 'zgw_begin', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_begin, 'zgw_begin', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_begin, 'zgw_begin', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_begin, 'zgw_begin', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_begin(out, v):
@@ -12377,7 +12378,7 @@ def _u_artifact_descriptor(mv, pos, end):
     _obj.whole_file_checksum = f_whole_file_checksum
     return (_obj, pos)
 
-def _m_artifact_descriptor(mv, pos, end):
+def _m_artifact_descriptor(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -12404,10 +12405,10 @@ def _m_artifact_descriptor(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_artifact_descriptor, 'artifact_descriptor', mv, _rs, _end, (), _out)
+        return _rest(_d_artifact_descriptor, 'artifact_descriptor', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_artifact_descriptor, 'artifact_descriptor', mv, _rs, _end, (), _out)
+        return _rest(_d_artifact_descriptor, 'artifact_descriptor', mv, _rs, _end, (), _out)
     return _out
 
 def _e_artifact_descriptor(out, v):
@@ -12485,7 +12486,7 @@ def _u_required_ref(mv, pos, end):
     _obj.block_version = f_block_version
     return (_obj, pos)
 
-def _m_required_ref(mv, pos, end):
+def _m_required_ref(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -12524,10 +12525,10 @@ def _m_required_ref(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_required_ref, 'required_ref', mv, _rs, _end, (), _out)
+        return _rest(_d_required_ref, 'required_ref', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_required_ref, 'required_ref', mv, _rs, _end, (), _out)
+        return _rest(_d_required_ref, 'required_ref', mv, _rs, _end, (), _out)
     return _out
 
 def _e_required_ref(out, v):
@@ -12642,7 +12643,7 @@ def _u_optional_ref(mv, pos, end):
     _obj.ref = f_ref
     return (_obj, pos)
 
-def _m_optional_ref(mv, pos, end):
+def _m_optional_ref(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -12694,10 +12695,10 @@ def _m_optional_ref(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_optional_ref, 'optional_ref', mv, _rs, _end, (), _out)
+        return _rest(_d_optional_ref, 'optional_ref', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_optional_ref, 'optional_ref', mv, _rs, _end, (), _out)
+        return _rest(_d_optional_ref, 'optional_ref', mv, _rs, _end, (), _out)
     return _out
 
 def _e_optional_ref(out, v):
@@ -13359,7 +13360,7 @@ def _u_commit_state(mv, pos, end):
     _obj.prepared = f_prepared
     return (_obj, pos)
 
-def _m_commit_state(mv, pos, end):
+def _m_commit_state(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -13639,10 +13640,10 @@ def _m_commit_state(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_commit_state, 'commit_state', mv, _rs, _end, (), _out)
+        return _rest(_d_commit_state, 'commit_state', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_commit_state, 'commit_state', mv, _rs, _end, (), _out)
+        return _rest(_d_commit_state, 'commit_state', mv, _rs, _end, (), _out)
     return _out
 
 def _e_commit_state(out, v):
@@ -13801,7 +13802,7 @@ def _u_zgw_commit(mv, pos, end):
     _obj.state = f_state
     return (_obj, pos)
 
-def _m_zgw_commit(mv, pos, end):
+def _m_zgw_commit(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -13827,10 +13828,10 @@ def _m_zgw_commit(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_commit, 'zgw_commit', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_commit, 'zgw_commit', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_commit, 'zgw_commit', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_commit, 'zgw_commit', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_commit(out, v):
@@ -14011,7 +14012,7 @@ def _u_zgop_key(mv, pos, end):
     _obj.key = f_key
     return (_obj, pos)
 
-def _m_zgop_key(mv, pos, end):
+def _m_zgop_key(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -14039,10 +14040,10 @@ def _m_zgop_key(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgop_key, 'zgop_key', mv, _rs, _end, (), _out)
+        return _rest(_d_zgop_key, 'zgop_key', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgop_key, 'zgop_key', mv, _rs, _end, (), _out)
+        return _rest(_d_zgop_key, 'zgop_key', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgop_key(out, v):
@@ -14142,7 +14143,7 @@ def _u_zgop_expected(mv, pos, end):
     _obj.revision = f_revision
     return (_obj, pos)
 
-def _m_zgop_expected(mv, pos, end):
+def _m_zgop_expected(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -14185,10 +14186,10 @@ def _m_zgop_expected(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgop_expected, 'zgop_expected', mv, _rs, _end, (), _out)
+        return _rest(_d_zgop_expected, 'zgop_expected', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgop_expected, 'zgop_expected', mv, _rs, _end, (), _out)
+        return _rest(_d_zgop_expected, 'zgop_expected', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgop_expected(out, v):
@@ -14466,7 +14467,7 @@ def _u_zgop(mv, pos, end):
     _obj.original_generation = f_original_generation
     return (_obj, pos)
 
-def _m_zgop(mv, pos, end):
+def _m_zgop(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -14578,10 +14579,10 @@ def _m_zgop(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgop, 'zgop', mv, _rs, _end, (), _out)
+        return _rest(_d_zgop, 'zgop', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgop, 'zgop', mv, _rs, _end, (), _out)
+        return _rest(_d_zgop, 'zgop', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgop(out, v):
@@ -15054,7 +15055,7 @@ def _u_zgw_mutation(mv, pos, end):
     _obj.canonical = _optional_ref___obj
     return (_obj, pos)
 
-def _m_zgw_mutation(mv, pos, end):
+def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -15238,10 +15239,10 @@ def _m_zgw_mutation(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_mutation, 'zgw_mutation', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_mutation, 'zgw_mutation', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_mutation, 'zgw_mutation', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_mutation, 'zgw_mutation', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_mutation(out, v):
@@ -15414,7 +15415,7 @@ def _u_zgw_inventory(mv, pos, end):
     _obj.intent = f_intent
     return (_obj, pos)
 
-def _m_zgw_inventory(mv, pos, end):
+def _m_zgw_inventory(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -15453,10 +15454,10 @@ def _m_zgw_inventory(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_inventory, 'zgw_inventory', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_inventory, 'zgw_inventory', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_inventory, 'zgw_inventory', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_inventory, 'zgw_inventory', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_inventory(out, v):
@@ -15708,7 +15709,7 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _obj.candidates = f_candidates
     return (_obj, pos)
 
-def _m_zgw_reclaim_intent(mv, pos, end):
+def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -15819,10 +15820,10 @@ def _m_zgw_reclaim_intent(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_reclaim_intent, 'zgw_reclaim_intent', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_reclaim_intent, 'zgw_reclaim_intent', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_reclaim_intent, 'zgw_reclaim_intent', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_reclaim_intent, 'zgw_reclaim_intent', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_reclaim_intent(out, v):
@@ -15934,7 +15935,7 @@ def _u_descriptor_list(mv, pos, end):
     _obj.rows = f_rows
     return (_obj, pos)
 
-def _m_descriptor_list(mv, pos, end):
+def _m_descriptor_list(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -15974,10 +15975,10 @@ def _m_descriptor_list(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_descriptor_list, 'descriptor_list', mv, _rs, _end, (), _out)
+        return _rest(_d_descriptor_list, 'descriptor_list', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_descriptor_list, 'descriptor_list', mv, _rs, _end, (), _out)
+        return _rest(_d_descriptor_list, 'descriptor_list', mv, _rs, _end, (), _out)
     return _out
 
 def _e_descriptor_list(out, v):
@@ -16233,7 +16234,7 @@ def _u_zgw_reclaim_complete(mv, pos, end):
     _obj.remaining = f_remaining
     return (_obj, pos)
 
-def _m_zgw_reclaim_complete(mv, pos, end):
+def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -16343,10 +16344,10 @@ def _m_zgw_reclaim_complete(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgw_reclaim_complete, 'zgw_reclaim_complete', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_reclaim_complete, 'zgw_reclaim_complete', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgw_reclaim_complete, 'zgw_reclaim_complete', mv, _rs, _end, (), _out)
+        return _rest(_d_zgw_reclaim_complete, 'zgw_reclaim_complete', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgw_reclaim_complete(out, v):
@@ -16429,7 +16430,7 @@ def _u_spill_binding(mv, pos, end):
     _obj.serial_fence = f_serial_fence
     return (_obj, pos)
 
-def _m_spill_binding(mv, pos, end):
+def _m_spill_binding(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -16454,10 +16455,10 @@ def _m_spill_binding(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_spill_binding, 'spill_binding', mv, _rs, _end, (), _out)
+        return _rest(_d_spill_binding, 'spill_binding', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_spill_binding, 'spill_binding', mv, _rs, _end, (), _out)
+        return _rest(_d_spill_binding, 'spill_binding', mv, _rs, _end, (), _out)
     return _out
 
 def _e_spill_binding(out, v):
@@ -16535,7 +16536,7 @@ def _u_zgcp_prepared_inventory(mv, pos, end):
     _obj.descriptors = f_descriptors
     return (_obj, pos)
 
-def _m_zgcp_prepared_inventory(mv, pos, end):
+def _m_zgcp_prepared_inventory(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -16575,10 +16576,10 @@ def _m_zgcp_prepared_inventory(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgcp_prepared_inventory, 'zgcp_prepared_inventory', mv, _rs, _end, (), _out)
+        return _rest(_d_zgcp_prepared_inventory, 'zgcp_prepared_inventory', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgcp_prepared_inventory, 'zgcp_prepared_inventory', mv, _rs, _end, (), _out)
+        return _rest(_d_zgcp_prepared_inventory, 'zgcp_prepared_inventory', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgcp_prepared_inventory(out, v):
@@ -16690,7 +16691,7 @@ def _u_zgcp_captured_base(mv, pos, end):
     _obj.state = f_state
     return (_obj, pos)
 
-def _m_zgcp_captured_base(mv, pos, end):
+def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -16739,10 +16740,10 @@ def _m_zgcp_captured_base(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgcp_captured_base, 'zgcp_captured_base', mv, _rs, _end, (), _out)
+        return _rest(_d_zgcp_captured_base, 'zgcp_captured_base', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgcp_captured_base, 'zgcp_captured_base', mv, _rs, _end, (), _out)
+        return _rest(_d_zgcp_captured_base, 'zgcp_captured_base', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgcp_captured_base(out, v):
@@ -17110,7 +17111,7 @@ def _u_zgcp_participant(mv, pos, end):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_zgcp_participant(mv, pos, end):
+def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -17217,10 +17218,10 @@ def _m_zgcp_participant(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgcp_participant, 'zgcp_participant', mv, _rs, _end, (), _out)
+        return _rest(_d_zgcp_participant, 'zgcp_participant', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgcp_participant, 'zgcp_participant', mv, _rs, _end, (), _out)
+        return _rest(_d_zgcp_participant, 'zgcp_participant', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgcp_participant(out, v):
@@ -17443,7 +17444,7 @@ def _u_fold_authority(mv, pos, end):
     _obj.values = f_values
     return (_obj, pos)
 
-def _m_fold_authority(mv, pos, end):
+def _m_fold_authority(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -17474,10 +17475,10 @@ def _m_fold_authority(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_fold_authority, 'fold_authority', mv, _rs, _end, (), _out)
+        return _rest(_d_fold_authority, 'fold_authority', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_fold_authority, 'fold_authority', mv, _rs, _end, (), _out)
+        return _rest(_d_fold_authority, 'fold_authority', mv, _rs, _end, (), _out)
     return _out
 
 def _e_fold_authority(out, v):
@@ -17576,7 +17577,7 @@ def _u_captured_base_value(mv, pos, end):
     _obj.sequence = f_sequence
     return (_obj, pos)
 
-def _m_captured_base_value(mv, pos, end):
+def _m_captured_base_value(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -17619,10 +17620,10 @@ def _m_captured_base_value(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_captured_base_value, 'captured_base_value', mv, _rs, _end, (), _out)
+        return _rest(_d_captured_base_value, 'captured_base_value', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_captured_base_value, 'captured_base_value', mv, _rs, _end, (), _out)
+        return _rest(_d_captured_base_value, 'captured_base_value', mv, _rs, _end, (), _out)
     return _out
 
 def _e_captured_base_value(out, v):
@@ -17830,7 +17831,7 @@ def _u_protected_value(mv, pos, end):
     _obj.value = f_value
     return (_obj, pos)
 
-def _m_protected_value(mv, pos, end):
+def _m_protected_value(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -17921,10 +17922,10 @@ def _m_protected_value(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_protected_value, 'protected_value', mv, _rs, _end, (), _out)
+        return _rest(_d_protected_value, 'protected_value', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_protected_value, 'protected_value', mv, _rs, _end, (), _out)
+        return _rest(_d_protected_value, 'protected_value', mv, _rs, _end, (), _out)
     return _out
 
 def _e_protected_value(out, v):
@@ -18020,7 +18021,7 @@ def _u_frame_block(mv, pos, end):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_frame_block(mv, pos, end):
+def _m_frame_block(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -18050,10 +18051,10 @@ def _m_frame_block(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame_block, 'frame_block', mv, _rs, _end, (), _out)
+        return _rest(_d_frame_block, 'frame_block', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame_block, 'frame_block', mv, _rs, _end, (), _out)
+        return _rest(_d_frame_block, 'frame_block', mv, _rs, _end, (), _out)
     return _out
 
 def _e_frame_block(out, v):
@@ -18199,7 +18200,7 @@ def _u_frame_file(mv, pos, end):
     _obj.block = _frame_block___obj
     return (_obj, pos)
 
-def _m_frame_file(mv, pos, end):
+def _m_frame_file(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -18260,10 +18261,10 @@ def _m_frame_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame_file, 'frame_file', mv, _rs, _end, (), _out)
+        return _rest(_d_frame_file, 'frame_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame_file, 'frame_file', mv, _rs, _end, (), _out)
+        return _rest(_d_frame_file, 'frame_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_frame_file(out, v):
@@ -18374,7 +18375,7 @@ def _u_manifest_block(mv, pos, end, p_version):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_manifest_block(mv, pos, end, p_version):
+def _m_manifest_block(mv, pos, end, p_version, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -18413,10 +18414,10 @@ def _m_manifest_block(mv, pos, end, p_version):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_manifest_block, 'manifest_block', mv, _rs, _end, (p_version, ), _out)
+        return _rest(_d_manifest_block, 'manifest_block', mv, _rs, _end, (p_version, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_manifest_block, 'manifest_block', mv, _rs, _end, (p_version, ), _out)
+        return _rest(_d_manifest_block, 'manifest_block', mv, _rs, _end, (p_version, ), _out)
     return _out
 
 def _e_manifest_block(out, v, p_version):
@@ -18588,7 +18589,7 @@ def _u_epoch_alias(mv, pos, end):
     _obj.tokenizer_epoch_id = f_tokenizer_epoch_id
     return (_obj, pos)
 
-def _m_epoch_alias(mv, pos, end):
+def _m_epoch_alias(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -18615,10 +18616,10 @@ def _m_epoch_alias(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_epoch_alias, 'epoch_alias', mv, _rs, _end, (), _out)
+        return _rest(_d_epoch_alias, 'epoch_alias', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_epoch_alias, 'epoch_alias', mv, _rs, _end, (), _out)
+        return _rest(_d_epoch_alias, 'epoch_alias', mv, _rs, _end, (), _out)
     return _out
 
 def _e_epoch_alias(out, v):
@@ -18684,7 +18685,7 @@ def _u_manifest_segment(mv, pos, end):
     _obj.embedding_epoch_id = f_embedding_epoch_id
     return (_obj, pos)
 
-def _m_manifest_segment(mv, pos, end):
+def _m_manifest_segment(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -18718,10 +18719,10 @@ def _m_manifest_segment(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_manifest_segment, 'manifest_segment', mv, _rs, _end, (), _out)
+        return _rest(_d_manifest_segment, 'manifest_segment', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_manifest_segment, 'manifest_segment', mv, _rs, _end, (), _out)
+        return _rest(_d_manifest_segment, 'manifest_segment', mv, _rs, _end, (), _out)
     return _out
 
 def _e_manifest_segment(out, v):
@@ -18874,7 +18875,7 @@ def _u_embedding_tower(mv, pos, end):
     _obj.os_build = f_os_build
     return (_obj, pos)
 
-def _m_embedding_tower(mv, pos, end):
+def _m_embedding_tower(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -18935,10 +18936,10 @@ def _m_embedding_tower(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_embedding_tower, 'embedding_tower', mv, _rs, _end, (), _out)
+        return _rest(_d_embedding_tower, 'embedding_tower', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_embedding_tower, 'embedding_tower', mv, _rs, _end, (), _out)
+        return _rest(_d_embedding_tower, 'embedding_tower', mv, _rs, _end, (), _out)
     return _out
 
 def _e_embedding_tower(out, v):
@@ -19324,7 +19325,7 @@ def _u_embedding_epoch(mv, pos, end):
     _obj.alignment_digest = f_alignment_digest
     return (_obj, pos)
 
-def _m_embedding_epoch(mv, pos, end):
+def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -19464,10 +19465,10 @@ def _m_embedding_epoch(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_embedding_epoch, 'embedding_epoch', mv, _rs, _end, (), _out)
+        return _rest(_d_embedding_epoch, 'embedding_epoch', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_embedding_epoch, 'embedding_epoch', mv, _rs, _end, (), _out)
+        return _rest(_d_embedding_epoch, 'embedding_epoch', mv, _rs, _end, (), _out)
     return _out
 
 def _e_embedding_epoch(out, v):
@@ -19613,7 +19614,7 @@ def _u_column_def(mv, pos, end):
     _obj.name = f_name
     return (_obj, pos)
 
-def _m_column_def(mv, pos, end):
+def _m_column_def(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -19640,10 +19641,10 @@ def _m_column_def(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_column_def, 'column_def', mv, _rs, _end, (), _out)
+        return _rest(_d_column_def, 'column_def', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_column_def, 'column_def', mv, _rs, _end, (), _out)
+        return _rest(_d_column_def, 'column_def', mv, _rs, _end, (), _out)
     return _out
 
 def _e_column_def(out, v):
@@ -19699,7 +19700,7 @@ def _u_clustering_range(mv, pos, end):
     _obj.max_ts = f_max_ts
     return (_obj, pos)
 
-def _m_clustering_range(mv, pos, end):
+def _m_clustering_range(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -19727,10 +19728,10 @@ def _m_clustering_range(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_clustering_range, 'clustering_range', mv, _rs, _end, (), _out)
+        return _rest(_d_clustering_range, 'clustering_range', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_clustering_range, 'clustering_range', mv, _rs, _end, (), _out)
+        return _rest(_d_clustering_range, 'clustering_range', mv, _rs, _end, (), _out)
     return _out
 
 def _e_clustering_range(out, v):
@@ -19813,7 +19814,7 @@ def _u_tsr1_body(mv, pos, end, p_segment_count):
     _obj.ranges = f_ranges
     return (_obj, pos)
 
-def _m_tsr1_body(mv, pos, end, p_segment_count):
+def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -19854,10 +19855,10 @@ def _m_tsr1_body(mv, pos, end, p_segment_count):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_tsr1_body, 'tsr1_body', mv, _rs, _end, (p_segment_count, ), _out)
+        return _rest(_d_tsr1_body, 'tsr1_body', mv, _rs, _end, (p_segment_count, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_tsr1_body, 'tsr1_body', mv, _rs, _end, (p_segment_count, ), _out)
+        return _rest(_d_tsr1_body, 'tsr1_body', mv, _rs, _end, (p_segment_count, ), _out)
     return _out
 
 def _e_tsr1_body(out, v, p_segment_count):
@@ -19907,7 +19908,7 @@ def _u_graph_object(mv, pos, end):
     _obj.checksum = f_checksum
     return (_obj, pos)
 
-def _m_graph_object(mv, pos, end):
+def _m_graph_object(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -19931,10 +19932,10 @@ def _m_graph_object(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_object, 'graph_object', mv, _rs, _end, (), _out)
+        return _rest(_d_graph_object, 'graph_object', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_object, 'graph_object', mv, _rs, _end, (), _out)
+        return _rest(_d_graph_object, 'graph_object', mv, _rs, _end, (), _out)
     return _out
 
 def _e_graph_object(out, v):
@@ -19971,7 +19972,7 @@ def _u_zgen_row(mv, pos, end):
     _obj.increment_count = f_increment_count
     return (_obj, pos)
 
-def _m_zgen_row(mv, pos, end):
+def _m_zgen_row(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -19993,10 +19994,10 @@ def _m_zgen_row(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgen_row, 'zgen_row', mv, _rs, _end, (), _out)
+        return _rest(_d_zgen_row, 'zgen_row', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgen_row, 'zgen_row', mv, _rs, _end, (), _out)
+        return _rest(_d_zgen_row, 'zgen_row', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgen_row(out, v):
@@ -20119,7 +20120,7 @@ def _u_zgen_extension(mv, pos, end):
     _obj.rows = f_rows
     return (_obj, pos)
 
-def _m_zgen_extension(mv, pos, end):
+def _m_zgen_extension(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -20181,10 +20182,10 @@ def _m_zgen_extension(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgen_extension, 'zgen_extension', mv, _rs, _end, (), _out)
+        return _rest(_d_zgen_extension, 'zgen_extension', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgen_extension, 'zgen_extension', mv, _rs, _end, (), _out)
+        return _rest(_d_zgen_extension, 'zgen_extension', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgen_extension(out, v):
@@ -20459,7 +20460,7 @@ def _u_graph_section(mv, pos, end):
     _obj.zgen = f_zgen
     return (_obj, pos)
 
-def _m_graph_section(mv, pos, end):
+def _m_graph_section(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -20576,10 +20577,10 @@ def _m_graph_section(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_section, 'graph_section', mv, _rs, _end, (), _out)
+        return _rest(_d_graph_section, 'graph_section', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_section, 'graph_section', mv, _rs, _end, (), _out)
+        return _rest(_d_graph_section, 'graph_section', mv, _rs, _end, (), _out)
     return _out
 
 def _e_graph_section(out, v):
@@ -21026,7 +21027,7 @@ def _u_zgr3_body(mv, pos, end):
     _obj.graph = _graph_section___obj
     return (_obj, pos)
 
-def _m_zgr3_body(mv, pos, end):
+def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -21156,10 +21157,10 @@ def _m_zgr3_body(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_zgr3_body, 'zgr3_body', mv, _rs, _end, (), _out)
+        return _rest(_d_zgr3_body, 'zgr3_body', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_zgr3_body, 'zgr3_body', mv, _rs, _end, (), _out)
+        return _rest(_d_zgr3_body, 'zgr3_body', mv, _rs, _end, (), _out)
     return _out
 
 def _e_zgr3_body(out, v):
@@ -21749,7 +21750,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
     _obj.body = f_body
     return (_obj, pos)
 
-def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
+def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -21936,10 +21937,10 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_manifest_extension, 'manifest_extension', mv, _rs, _end, (p_version, p_segment_count, ), _out)
+        return _rest(_d_manifest_extension, 'manifest_extension', mv, _rs, _end, (p_version, p_segment_count, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_manifest_extension, 'manifest_extension', mv, _rs, _end, (p_version, p_segment_count, ), _out)
+        return _rest(_d_manifest_extension, 'manifest_extension', mv, _rs, _end, (p_version, p_segment_count, ), _out)
     return _out
 
 def _e_manifest_extension(out, v, p_version, p_segment_count):
@@ -22525,7 +22526,7 @@ def _u_manifest_payload(mv, pos, end, p_version):
     _obj.extensions = f_extensions
     return (_obj, pos)
 
-def _m_manifest_payload(mv, pos, end, p_version):
+def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -22691,10 +22692,10 @@ def _m_manifest_payload(mv, pos, end, p_version):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_manifest_payload, 'manifest_payload', mv, _rs, _end, (p_version, ), _out)
+        return _rest(_d_manifest_payload, 'manifest_payload', mv, _rs, _end, (p_version, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_manifest_payload, 'manifest_payload', mv, _rs, _end, (p_version, ), _out)
+        return _rest(_d_manifest_payload, 'manifest_payload', mv, _rs, _end, (p_version, ), _out)
     return _out
 
 def _e_manifest_payload(out, v, p_version):
@@ -23098,7 +23099,7 @@ def _u_purge_token_input(mv, pos, end):
     _obj.doc_ids = f_doc_ids
     return (_obj, pos)
 
-def _m_purge_token_input(mv, pos, end):
+def _m_purge_token_input(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -23129,10 +23130,10 @@ def _m_purge_token_input(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_purge_token_input, 'purge_token_input', mv, _rs, _end, (), _out)
+        return _rest(_d_purge_token_input, 'purge_token_input', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_purge_token_input, 'purge_token_input', mv, _rs, _end, (), _out)
+        return _rest(_d_purge_token_input, 'purge_token_input', mv, _rs, _end, (), _out)
     return _out
 
 def _e_purge_token_input(out, v):
@@ -23192,7 +23193,7 @@ def _u_purge_payload(mv, pos, end):
     _obj.doc_ids = f_doc_ids
     return (_obj, pos)
 
-def _m_purge_payload(mv, pos, end):
+def _m_purge_payload(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -23224,10 +23225,10 @@ def _m_purge_payload(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_purge_payload, 'purge_payload', mv, _rs, _end, (), _out)
+        return _rest(_d_purge_payload, 'purge_payload', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_purge_payload, 'purge_payload', mv, _rs, _end, (), _out)
+        return _rest(_d_purge_payload, 'purge_payload', mv, _rs, _end, (), _out)
     return _out
 
 def _e_purge_payload(out, v):
@@ -23343,7 +23344,7 @@ def _u_purge_block(mv, pos, end):
     _obj.payload = _purge_payload___obj
     return (_obj, pos)
 
-def _m_purge_block(mv, pos, end):
+def _m_purge_block(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -23397,10 +23398,10 @@ def _m_purge_block(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_purge_block, 'purge_block', mv, _rs, _end, (), _out)
+        return _rest(_d_purge_block, 'purge_block', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_purge_block, 'purge_block', mv, _rs, _end, (), _out)
+        return _rest(_d_purge_block, 'purge_block', mv, _rs, _end, (), _out)
     return _out
 
 def _e_purge_block(out, v):
@@ -23607,7 +23608,7 @@ def _u_purge_file(mv, pos, end):
     _obj.block = _purge_block___obj
     return (_obj, pos)
 
-def _m_purge_file(mv, pos, end):
+def _m_purge_file(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -23692,10 +23693,10 @@ def _m_purge_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_purge_file, 'purge_file', mv, _rs, _end, (), _out)
+        return _rest(_d_purge_file, 'purge_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_purge_file, 'purge_file', mv, _rs, _end, (), _out)
+        return _rest(_d_purge_file, 'purge_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_purge_file(out, v):
@@ -24078,7 +24079,7 @@ def _u_epoch_digest_input(mv, pos, end):
     _obj.alignment_digest = f_alignment_digest
     return (_obj, pos)
 
-def _m_epoch_digest_input(mv, pos, end):
+def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -24215,10 +24216,10 @@ def _m_epoch_digest_input(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_epoch_digest_input, 'epoch_digest_input', mv, _rs, _end, (), _out)
+        return _rest(_d_epoch_digest_input, 'epoch_digest_input', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_epoch_digest_input, 'epoch_digest_input', mv, _rs, _end, (), _out)
+        return _rest(_d_epoch_digest_input, 'epoch_digest_input', mv, _rs, _end, (), _out)
     return _out
 
 def _e_epoch_digest_input(out, v):
@@ -24487,7 +24488,7 @@ def _u_epoch_digest_input_v1(mv, pos, end):
     _obj.tower = _digest_tower___obj
     return (_obj, pos)
 
-def _m_epoch_digest_input_v1(mv, pos, end):
+def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -24563,10 +24564,10 @@ def _m_epoch_digest_input_v1(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_epoch_digest_input_v1, 'epoch_digest_input_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_epoch_digest_input_v1, 'epoch_digest_input_v1', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_epoch_digest_input_v1, 'epoch_digest_input_v1', mv, _rs, _end, (), _out)
+        return _rest(_d_epoch_digest_input_v1, 'epoch_digest_input_v1', mv, _rs, _end, (), _out)
     return _out
 
 def _e_epoch_digest_input_v1(out, v):
@@ -24760,7 +24761,7 @@ def _u_digest_tower(mv, pos, end):
     _obj.os_build = f_os_build
     return (_obj, pos)
 
-def _m_digest_tower(mv, pos, end):
+def _m_digest_tower(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -24819,10 +24820,10 @@ def _m_digest_tower(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_digest_tower, 'digest_tower', mv, _rs, _end, (), _out)
+        return _rest(_d_digest_tower, 'digest_tower', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_digest_tower, 'digest_tower', mv, _rs, _end, (), _out)
+        return _rest(_d_digest_tower, 'digest_tower', mv, _rs, _end, (), _out)
     return _out
 
 def _e_digest_tower(out, v):
@@ -24909,7 +24910,7 @@ def _u_region_entry(mv, pos, end):
     _obj.checksum = f_checksum
     return (_obj, pos)
 
-def _m_region_entry(mv, pos, end):
+def _m_region_entry(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -24936,10 +24937,10 @@ def _m_region_entry(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_region_entry, 'region_entry', mv, _rs, _end, (), _out)
+        return _rest(_d_region_entry, 'region_entry', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_region_entry, 'region_entry', mv, _rs, _end, (), _out)
+        return _rest(_d_region_entry, 'region_entry', mv, _rs, _end, (), _out)
     return _out
 
 def _e_region_entry(out, v):
@@ -25079,7 +25080,7 @@ def _u_segment_header(mv, pos, end):
     _obj.regions = f_regions
     return (_obj, pos)
 
-def _m_segment_header(mv, pos, end):
+def _m_segment_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -25147,10 +25148,10 @@ def _m_segment_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_segment_header, 'segment_header', mv, _rs, _end, (), _out)
+        return _rest(_d_segment_header, 'segment_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_segment_header, 'segment_header', mv, _rs, _end, (), _out)
+        return _rest(_d_segment_header, 'segment_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_segment_header(out, v):
@@ -25227,7 +25228,7 @@ def _u_vector_header(mv, pos, end):
     _obj.row_count = f_row_count
     return (_obj, pos)
 
-def _m_vector_header(mv, pos, end):
+def _m_vector_header(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -25259,10 +25260,10 @@ def _m_vector_header(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_vector_header, 'vector_header', mv, _rs, _end, (), _out)
+        return _rest(_d_vector_header, 'vector_header', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_vector_header, 'vector_header', mv, _rs, _end, (), _out)
+        return _rest(_d_vector_header, 'vector_header', mv, _rs, _end, (), _out)
     return _out
 
 def _e_vector_header(out, v):
@@ -25349,7 +25350,7 @@ def _u_vector_codes_region(mv, pos, end):
     _obj.codes = f_codes
     return (_obj, pos)
 
-def _m_vector_codes_region(mv, pos, end):
+def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -25394,10 +25395,10 @@ def _m_vector_codes_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_vector_codes_region, 'vector_codes_region', mv, _rs, _end, (), _out)
+        return _rest(_d_vector_codes_region, 'vector_codes_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_vector_codes_region, 'vector_codes_region', mv, _rs, _end, (), _out)
+        return _rest(_d_vector_codes_region, 'vector_codes_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_vector_codes_region(out, v):
@@ -25438,7 +25439,7 @@ def _u_bit4_factors(mv, pos, end):
     _obj.normalized_correction = f_normalized_correction
     return (_obj, pos)
 
-def _m_bit4_factors(mv, pos, end):
+def _m_bit4_factors(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -25458,10 +25459,10 @@ def _m_bit4_factors(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_bit4_factors, 'bit4_factors', mv, _rs, _end, (), _out)
+        return _rest(_d_bit4_factors, 'bit4_factors', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_bit4_factors, 'bit4_factors', mv, _rs, _end, (), _out)
+        return _rest(_d_bit4_factors, 'bit4_factors', mv, _rs, _end, (), _out)
     return _out
 
 def _e_bit4_factors(out, v):
@@ -25492,7 +25493,7 @@ def _u_int8_factors(mv, pos, end):
     _obj.offset = f_offset
     return (_obj, pos)
 
-def _m_int8_factors(mv, pos, end):
+def _m_int8_factors(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -25511,10 +25512,10 @@ def _m_int8_factors(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_int8_factors, 'int8_factors', mv, _rs, _end, (), _out)
+        return _rest(_d_int8_factors, 'int8_factors', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_int8_factors, 'int8_factors', mv, _rs, _end, (), _out)
+        return _rest(_d_int8_factors, 'int8_factors', mv, _rs, _end, (), _out)
     return _out
 
 def _e_int8_factors(out, v):
@@ -25645,7 +25646,7 @@ def _u_vector_factors_region(mv, pos, end):
     _obj.raw = f_raw
     return (_obj, pos)
 
-def _m_vector_factors_region(mv, pos, end):
+def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -25711,10 +25712,10 @@ def _m_vector_factors_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_vector_factors_region, 'vector_factors_region', mv, _rs, _end, (), _out)
+        return _rest(_d_vector_factors_region, 'vector_factors_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_vector_factors_region, 'vector_factors_region', mv, _rs, _end, (), _out)
+        return _rest(_d_vector_factors_region, 'vector_factors_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_vector_factors_region(out, v):
@@ -25849,7 +25850,7 @@ def _u_vector_rescore_region(mv, pos, end):
     _obj.values = f_values
     return (_obj, pos)
 
-def _m_vector_rescore_region(mv, pos, end):
+def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -25897,10 +25898,10 @@ def _m_vector_rescore_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_vector_rescore_region, 'vector_rescore_region', mv, _rs, _end, (), _out)
+        return _rest(_d_vector_rescore_region, 'vector_rescore_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_vector_rescore_region, 'vector_rescore_region', mv, _rs, _end, (), _out)
+        return _rest(_d_vector_rescore_region, 'vector_rescore_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_vector_rescore_region(out, v):
@@ -26002,7 +26003,7 @@ def _u_columns_region(mv, pos, end):
     _obj.data = f_data
     return (_obj, pos)
 
-def _m_columns_region(mv, pos, end):
+def _m_columns_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -26047,10 +26048,10 @@ def _m_columns_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_columns_region, 'columns_region', mv, _rs, _end, (), _out)
+        return _rest(_d_columns_region, 'columns_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_columns_region, 'columns_region', mv, _rs, _end, (), _out)
+        return _rest(_d_columns_region, 'columns_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_columns_region(out, v):
@@ -26202,7 +26203,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     _obj.codes32 = f_codes32
     return (_obj, pos)
 
-def _m_dictionary_column(mv, pos, end, p_rows):
+def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -26267,10 +26268,10 @@ def _m_dictionary_column(mv, pos, end, p_rows):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_dictionary_column, 'dictionary_column', mv, _rs, _end, (p_rows, ), _out)
+        return _rest(_d_dictionary_column, 'dictionary_column', mv, _rs, _end, (p_rows, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_dictionary_column, 'dictionary_column', mv, _rs, _end, (p_rows, ), _out)
+        return _rest(_d_dictionary_column, 'dictionary_column', mv, _rs, _end, (p_rows, ), _out)
     return _out
 
 def _e_dictionary_column(out, v, p_rows):
@@ -26635,7 +26636,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     _obj.raw_strings = f_raw_strings
     return (_obj, pos)
 
-def _m_column_data(mv, pos, end, p_type, p_rows):
+def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -26787,10 +26788,10 @@ def _m_column_data(mv, pos, end, p_type, p_rows):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_column_data, 'column_data', mv, _rs, _end, (p_type, p_rows, ), _out)
+        return _rest(_d_column_data, 'column_data', mv, _rs, _end, (p_type, p_rows, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_column_data, 'column_data', mv, _rs, _end, (p_type, p_rows, ), _out)
+        return _rest(_d_column_data, 'column_data', mv, _rs, _end, (p_type, p_rows, ), _out)
     return _out
 
 def _e_column_data(out, v, p_type, p_rows):
@@ -26965,7 +26966,7 @@ def _u_alive_region(mv, pos, end):
     _obj.bitmap = f_bitmap
     return (_obj, pos)
 
-def _m_alive_region(mv, pos, end):
+def _m_alive_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -26991,10 +26992,10 @@ def _m_alive_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_alive_region, 'alive_region', mv, _rs, _end, (), _out)
+        return _rest(_d_alive_region, 'alive_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_alive_region, 'alive_region', mv, _rs, _end, (), _out)
+        return _rest(_d_alive_region, 'alive_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_alive_region(out, v):
@@ -27045,7 +27046,7 @@ def _u_checksum_entry(mv, pos, end):
     _obj.checksum = f_checksum
     return (_obj, pos)
 
-def _m_checksum_entry(mv, pos, end):
+def _m_checksum_entry(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -27068,10 +27069,10 @@ def _m_checksum_entry(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_checksum_entry, 'checksum_entry', mv, _rs, _end, (), _out)
+        return _rest(_d_checksum_entry, 'checksum_entry', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_checksum_entry, 'checksum_entry', mv, _rs, _end, (), _out)
+        return _rest(_d_checksum_entry, 'checksum_entry', mv, _rs, _end, (), _out)
     return _out
 
 def _e_checksum_entry(out, v):
@@ -27141,7 +27142,7 @@ def _u_checksum_table_region(mv, pos, end):
     _obj.entries = f_entries
     return (_obj, pos)
 
-def _m_checksum_table_region(mv, pos, end):
+def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -27177,10 +27178,10 @@ def _m_checksum_table_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_checksum_table_region, 'checksum_table_region', mv, _rs, _end, (), _out)
+        return _rest(_d_checksum_table_region, 'checksum_table_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_checksum_table_region, 'checksum_table_region', mv, _rs, _end, (), _out)
+        return _rest(_d_checksum_table_region, 'checksum_table_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_checksum_table_region(out, v):
@@ -27222,7 +27223,7 @@ def _u_document_version(mv, pos, end):
     _obj.revision = f_revision
     return (_obj, pos)
 
-def _m_document_version(mv, pos, end):
+def _m_document_version(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -27242,10 +27243,10 @@ def _m_document_version(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_document_version, 'document_version', mv, _rs, _end, (), _out)
+        return _rest(_d_document_version, 'document_version', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_document_version, 'document_version', mv, _rs, _end, (), _out)
+        return _rest(_d_document_version, 'document_version', mv, _rs, _end, (), _out)
     return _out
 
 def _e_document_version(out, v):
@@ -27304,7 +27305,7 @@ def _u_document_versions_region(mv, pos, end):
     _obj.rows = f_rows
     return (_obj, pos)
 
-def _m_document_versions_region(mv, pos, end):
+def _m_document_versions_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -27336,10 +27337,10 @@ def _m_document_versions_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_document_versions_region, 'document_versions_region', mv, _rs, _end, (), _out)
+        return _rest(_d_document_versions_region, 'document_versions_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_document_versions_region, 'document_versions_region', mv, _rs, _end, (), _out)
+        return _rest(_d_document_versions_region, 'document_versions_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_document_versions_region(out, v):
@@ -27412,7 +27413,7 @@ def _u_stored_metadata_region(mv, pos, end):
     _obj.data = f_data
     return (_obj, pos)
 
-def _m_stored_metadata_region(mv, pos, end):
+def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -27451,10 +27452,10 @@ def _m_stored_metadata_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_stored_metadata_region, 'stored_metadata_region', mv, _rs, _end, (), _out)
+        return _rest(_d_stored_metadata_region, 'stored_metadata_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_stored_metadata_region, 'stored_metadata_region', mv, _rs, _end, (), _out)
+        return _rest(_d_stored_metadata_region, 'stored_metadata_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_stored_metadata_region(out, v):
@@ -27546,7 +27547,7 @@ def _u_stored_text_region(mv, pos, end):
     _obj.data = f_data
     return (_obj, pos)
 
-def _m_stored_text_region(mv, pos, end):
+def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -27589,10 +27590,10 @@ def _m_stored_text_region(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_stored_text_region, 'stored_text_region', mv, _rs, _end, (), _out)
+        return _rest(_d_stored_text_region, 'stored_text_region', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_stored_text_region, 'stored_text_region', mv, _rs, _end, (), _out)
+        return _rest(_d_stored_text_region, 'stored_text_region', mv, _rs, _end, (), _out)
     return _out
 
 def _e_stored_text_region(out, v):
@@ -27716,7 +27717,7 @@ def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     _obj.neighbours = f_neighbours
     return (_obj, pos)
 
-def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
+def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -27766,10 +27767,10 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_node_block, 'graph_node_block', mv, _rs, _end, (p_code_bytes, p_max_degree, ), _out)
+        return _rest(_d_graph_node_block, 'graph_node_block', mv, _rs, _end, (p_code_bytes, p_max_degree, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_node_block, 'graph_node_block', mv, _rs, _end, (p_code_bytes, p_max_degree, ), _out)
+        return _rest(_d_graph_node_block, 'graph_node_block', mv, _rs, _end, (p_code_bytes, p_max_degree, ), _out)
     return _out
 
 def _e_graph_node_block(out, v, p_code_bytes, p_max_degree):
@@ -27904,7 +27905,7 @@ def _u_graph_node_blocks_region(mv, pos, end, p_region_len):
     _obj.node_count = f_node_count
     return (_obj, pos)
 
-def _m_graph_node_blocks_region(mv, pos, end, p_region_len):
+def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -27958,10 +27959,10 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_graph_node_blocks_region, 'graph_node_blocks_region', mv, _rs, _end, (p_region_len, ), _out)
+        return _rest(_d_graph_node_blocks_region, 'graph_node_blocks_region', mv, _rs, _end, (p_region_len, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_graph_node_blocks_region, 'graph_node_blocks_region', mv, _rs, _end, (p_region_len, ), _out)
+        return _rest(_d_graph_node_blocks_region, 'graph_node_blocks_region', mv, _rs, _end, (p_region_len, ), _out)
     return _out
 
 def _e_graph_node_blocks_region(out, v, p_region_len):
@@ -28046,6 +28047,17 @@ def decode_many_ze_header(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_ze_header(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_ze_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZeHeader], int]:
+    """The whole `ze_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_ze_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_ze_header(values) -> bytes:
     """Encode consecutive `ze_header` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -28116,6 +28128,17 @@ def decode_many_ze_header_ident(buf, offset: int = 0, end: int | None = None) ->
     records and errors of ``iter_ze_header_ident``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_ze_header_ident(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_ze_header_ident(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZeHeaderIdent], int]:
+    """The whole `ze_header_ident` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_ze_header_ident(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_ze_header_ident(values) -> bytes:
@@ -28190,6 +28213,17 @@ def decode_many_framed_trailer_check(buf, offset: int = 0, end: int | None = Non
     return _m_framed_trailer_check(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_framed_trailer_check(buf, offset: int = 0, end: int | None = None) -> tuple[list[FramedTrailerCheck], int]:
+    """The whole `framed_trailer_check` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_framed_trailer_check(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_framed_trailer_check(values) -> bytes:
     """Encode consecutive `framed_trailer_check` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -28260,6 +28294,17 @@ def decode_many_segment_trailer(buf, offset: int = 0, end: int | None = None) ->
     records and errors of ``iter_segment_trailer``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_segment_trailer(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_segment_trailer(buf, offset: int = 0, end: int | None = None) -> tuple[list[SegmentTrailer], int]:
+    """The whole `segment_trailer` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_segment_trailer(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_segment_trailer(values) -> bytes:
@@ -28334,6 +28379,17 @@ def decode_many_wal_file_header(buf, offset: int = 0, end: int | None = None) ->
     return _m_wal_file_header(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_wal_file_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[WalFileHeader], int]:
+    """The whole `wal_file_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_file_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_wal_file_header(values) -> bytes:
     """Encode consecutive `wal_file_header` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -28404,6 +28460,17 @@ def decode_many_wal_record_header(buf, offset: int = 0, end: int | None = None) 
     records and errors of ``iter_wal_record_header``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_wal_record_header(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_wal_record_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[WalRecordHeader], int]:
+    """The whole `wal_record_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_record_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_wal_record_header(values) -> bytes:
@@ -28478,6 +28545,17 @@ def decode_many_wal_frame(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_wal_frame(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_wal_frame(buf, offset: int = 0, end: int | None = None) -> tuple[list[WalFrame], int]:
+    """The whole `wal_frame` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_frame(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_wal_frame(values) -> bytes:
     """Encode consecutive `wal_frame` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -28548,6 +28626,17 @@ def decode_many_wal_file(buf, offset: int = 0, end: int | None = None) -> list[W
     records and errors of ``iter_wal_file``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_wal_file(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_wal_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[WalFile], int]:
+    """The whole `wal_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_wal_file(values) -> bytes:
@@ -28622,6 +28711,17 @@ def decode_many_wal_record(buf, offset: int = 0, end: int | None = None) -> list
     return _m_wal_record(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_wal_record(buf, offset: int = 0, end: int | None = None) -> tuple[list[WalRecord], int]:
+    """The whole `wal_record` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_record(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_wal_record(values) -> bytes:
     """Encode consecutive `wal_record` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -28692,6 +28792,17 @@ def decode_many_wal_payload(buf, offset: int = 0, end: int | None = None, *, op:
     records and errors of ``iter_wal_payload``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_wal_payload(mv, offset, len(mv) if end is None else end, op)
+
+
+def decode_prefix_wal_payload(buf, offset: int = 0, end: int | None = None, *, op: int) -> tuple[list[WalPayload], int]:
+    """The whole `wal_payload` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_wal_payload(mv, offset, end, op, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_wal_payload(values, *, op: int) -> bytes:
@@ -28766,6 +28877,17 @@ def decode_many_payload_v1_header(buf, offset: int = 0, end: int | None = None) 
     return _m_payload_v1_header(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_payload_v1_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[PayloadV1Header], int]:
+    """The whole `payload_v1_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_payload_v1_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_payload_v1_header(values) -> bytes:
     """Encode consecutive `payload_v1_header` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -28836,6 +28958,17 @@ def decode_many_f32_vector(buf, offset: int = 0, end: int | None = None) -> list
     records and errors of ``iter_f32_vector``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_f32_vector(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_f32_vector(buf, offset: int = 0, end: int | None = None) -> tuple[list[F32Vector], int]:
+    """The whole `f32_vector` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_f32_vector(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_f32_vector(values) -> bytes:
@@ -28910,6 +29043,17 @@ def decode_many_op_upsert_v1(buf, offset: int = 0, end: int | None = None) -> li
     return _m_op_upsert_v1(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_op_upsert_v1(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpUpsertV1], int]:
+    """The whole `op_upsert_v1` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_upsert_v1(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_op_upsert_v1(values) -> bytes:
     """Encode consecutive `op_upsert_v1` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -28980,6 +29124,17 @@ def decode_many_op_delete_v1(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_op_delete_v1``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_op_delete_v1(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_op_delete_v1(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpDeleteV1], int]:
+    """The whole `op_delete_v1` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_delete_v1(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_op_delete_v1(values) -> bytes:
@@ -29054,6 +29209,17 @@ def decode_many_metadata_value(buf, offset: int = 0, end: int | None = None) -> 
     return _m_metadata_value(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_metadata_value(buf, offset: int = 0, end: int | None = None) -> tuple[list[MetadataValue], int]:
+    """The whole `metadata_value` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_metadata_value(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_metadata_value(values) -> bytes:
     """Encode consecutive `metadata_value` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -29124,6 +29290,17 @@ def decode_many_value_u64(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_value_u64``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_value_u64(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_value_u64(buf, offset: int = 0, end: int | None = None) -> tuple[list[ValueU64], int]:
+    """The whole `value_u64` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_value_u64(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_value_u64(values) -> bytes:
@@ -29198,6 +29375,17 @@ def decode_many_value_i64(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_value_i64(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_value_i64(buf, offset: int = 0, end: int | None = None) -> tuple[list[ValueI64], int]:
+    """The whole `value_i64` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_value_i64(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_value_i64(values) -> bytes:
     """Encode consecutive `value_i64` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -29268,6 +29456,17 @@ def decode_many_value_f64(buf, offset: int = 0, end: int | None = None) -> list[
     records and errors of ``iter_value_f64``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_value_f64(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_value_f64(buf, offset: int = 0, end: int | None = None) -> tuple[list[ValueF64], int]:
+    """The whole `value_f64` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_value_f64(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_value_f64(values) -> bytes:
@@ -29342,6 +29541,17 @@ def decode_many_value_bool(buf, offset: int = 0, end: int | None = None) -> list
     return _m_value_bool(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_value_bool(buf, offset: int = 0, end: int | None = None) -> tuple[list[ValueBool], int]:
+    """The whole `value_bool` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_value_bool(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_value_bool(values) -> bytes:
     """Encode consecutive `value_bool` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -29412,6 +29622,17 @@ def decode_many_value_string(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_value_string``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_value_string(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_value_string(buf, offset: int = 0, end: int | None = None) -> tuple[list[ValueString], int]:
+    """The whole `value_string` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_value_string(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_value_string(values) -> bytes:
@@ -29486,6 +29707,17 @@ def decode_many_value_id128(buf, offset: int = 0, end: int | None = None) -> lis
     return _m_value_id128(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_value_id128(buf, offset: int = 0, end: int | None = None) -> tuple[list[ValueId128], int]:
+    """The whole `value_id128` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_value_id128(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_value_id128(values) -> bytes:
     """Encode consecutive `value_id128` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -29556,6 +29788,17 @@ def decode_many_op_metadata_edit_v1(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_op_metadata_edit_v1``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_op_metadata_edit_v1(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_op_metadata_edit_v1(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpMetadataEditV1], int]:
+    """The whole `op_metadata_edit_v1` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_metadata_edit_v1(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_op_metadata_edit_v1(values) -> bytes:
@@ -29630,6 +29873,17 @@ def decode_many_op_timestamped_upsert_v1(buf, offset: int = 0, end: int | None =
     return _m_op_timestamped_upsert_v1(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_op_timestamped_upsert_v1(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpTimestampedUpsertV1], int]:
+    """The whole `op_timestamped_upsert_v1` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_timestamped_upsert_v1(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_op_timestamped_upsert_v1(values) -> bytes:
     """Encode consecutive `op_timestamped_upsert_v1` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -29700,6 +29954,17 @@ def decode_many_op_upsert_metadata_v1(buf, offset: int = 0, end: int | None = No
     records and errors of ``iter_op_upsert_metadata_v1``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_op_upsert_metadata_v1(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_op_upsert_metadata_v1(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpUpsertMetadataV1], int]:
+    """The whole `op_upsert_metadata_v1` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_upsert_metadata_v1(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_op_upsert_metadata_v1(values) -> bytes:
@@ -29774,6 +30039,17 @@ def decode_many_op_upsert_ts_metadata_v1(buf, offset: int = 0, end: int | None =
     return _m_op_upsert_ts_metadata_v1(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_op_upsert_ts_metadata_v1(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpUpsertTsMetadataV1], int]:
+    """The whole `op_upsert_ts_metadata_v1` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_upsert_ts_metadata_v1(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_op_upsert_ts_metadata_v1(values) -> bytes:
     """Encode consecutive `op_upsert_ts_metadata_v1` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -29844,6 +30120,17 @@ def decode_many_typed_column(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_typed_column``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_typed_column(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_typed_column(buf, offset: int = 0, end: int | None = None) -> tuple[list[TypedColumn], int]:
+    """The whole `typed_column` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_typed_column(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_typed_column(values) -> bytes:
@@ -29918,6 +30205,17 @@ def decode_many_op_upsert_v2(buf, offset: int = 0, end: int | None = None) -> li
     return _m_op_upsert_v2(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_op_upsert_v2(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpUpsertV2], int]:
+    """The whole `op_upsert_v2` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_upsert_v2(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_op_upsert_v2(values) -> bytes:
     """Encode consecutive `op_upsert_v2` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -29988,6 +30286,17 @@ def decode_many_op_batch_member(buf, offset: int = 0, end: int | None = None) ->
     records and errors of ``iter_op_batch_member``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_op_batch_member(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_op_batch_member(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpBatchMember], int]:
+    """The whole `op_batch_member` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_batch_member(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_op_batch_member(values) -> bytes:
@@ -30062,6 +30371,17 @@ def decode_many_transaction_binding(buf, offset: int = 0, end: int | None = None
     return _m_transaction_binding(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_transaction_binding(buf, offset: int = 0, end: int | None = None) -> tuple[list[TransactionBinding], int]:
+    """The whole `transaction_binding` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_transaction_binding(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_transaction_binding(values) -> bytes:
     """Encode consecutive `transaction_binding` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -30132,6 +30452,17 @@ def decode_many_op_prepared_mutation(buf, offset: int = 0, end: int | None = Non
     records and errors of ``iter_op_prepared_mutation``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_op_prepared_mutation(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_op_prepared_mutation(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpPreparedMutation], int]:
+    """The whole `op_prepared_mutation` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_prepared_mutation(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_op_prepared_mutation(values) -> bytes:
@@ -30206,6 +30537,17 @@ def decode_many_op_mixed_member(buf, offset: int = 0, end: int | None = None) ->
     return _m_op_mixed_member(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_op_mixed_member(buf, offset: int = 0, end: int | None = None) -> tuple[list[OpMixedMember], int]:
+    """The whole `op_mixed_member` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_op_mixed_member(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_op_mixed_member(values) -> bytes:
     """Encode consecutive `op_mixed_member` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -30276,6 +30618,17 @@ def decode_many_zgw_file_header(buf, offset: int = 0, end: int | None = None) ->
     records and errors of ``iter_zgw_file_header``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgw_file_header(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgw_file_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwFileHeader], int]:
+    """The whole `zgw_file_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_file_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgw_file_header(values) -> bytes:
@@ -30350,6 +30703,17 @@ def decode_many_zgw_frame(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_zgw_frame(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgw_frame(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwFrame], int]:
+    """The whole `zgw_frame` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_frame(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgw_frame(values) -> bytes:
     """Encode consecutive `zgw_frame` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -30420,6 +30784,17 @@ def decode_many_zgw_frame_header(buf, offset: int = 0, end: int | None = None) -
     records and errors of ``iter_zgw_frame_header``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgw_frame_header(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgw_frame_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwFrameHeader], int]:
+    """The whole `zgw_frame_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_frame_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgw_frame_header(values) -> bytes:
@@ -30494,6 +30869,17 @@ def decode_many_zgw_envelope_size(buf, offset: int = 0, end: int | None = None) 
     return _m_zgw_envelope_size(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgw_envelope_size(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwEnvelopeSize], int]:
+    """The whole `zgw_envelope_size` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_envelope_size(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgw_envelope_size(values) -> bytes:
     """Encode consecutive `zgw_envelope_size` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -30564,6 +30950,17 @@ def decode_many_graph_envelope(buf, offset: int = 0, end: int | None = None) -> 
     records and errors of ``iter_graph_envelope``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_graph_envelope(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_graph_envelope(buf, offset: int = 0, end: int | None = None) -> tuple[list[GraphEnvelope], int]:
+    """The whole `graph_envelope` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_graph_envelope(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_graph_envelope(values) -> bytes:
@@ -30638,6 +31035,17 @@ def decode_many_zgw_begin(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_zgw_begin(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgw_begin(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwBegin], int]:
+    """The whole `zgw_begin` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_begin(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgw_begin(values) -> bytes:
     """Encode consecutive `zgw_begin` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -30708,6 +31116,17 @@ def decode_many_artifact_descriptor(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_artifact_descriptor``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_artifact_descriptor(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_artifact_descriptor(buf, offset: int = 0, end: int | None = None) -> tuple[list[ArtifactDescriptor], int]:
+    """The whole `artifact_descriptor` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_artifact_descriptor(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_artifact_descriptor(values) -> bytes:
@@ -30782,6 +31201,17 @@ def decode_many_required_ref(buf, offset: int = 0, end: int | None = None) -> li
     return _m_required_ref(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_required_ref(buf, offset: int = 0, end: int | None = None) -> tuple[list[RequiredRef], int]:
+    """The whole `required_ref` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_required_ref(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_required_ref(values) -> bytes:
     """Encode consecutive `required_ref` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -30852,6 +31282,17 @@ def decode_many_optional_ref(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_optional_ref``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_optional_ref(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_optional_ref(buf, offset: int = 0, end: int | None = None) -> tuple[list[OptionalRef], int]:
+    """The whole `optional_ref` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_optional_ref(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_optional_ref(values) -> bytes:
@@ -30926,6 +31367,17 @@ def decode_many_commit_state(buf, offset: int = 0, end: int | None = None) -> li
     return _m_commit_state(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_commit_state(buf, offset: int = 0, end: int | None = None) -> tuple[list[CommitState], int]:
+    """The whole `commit_state` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_commit_state(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_commit_state(values) -> bytes:
     """Encode consecutive `commit_state` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -30996,6 +31448,17 @@ def decode_many_zgw_commit(buf, offset: int = 0, end: int | None = None) -> list
     records and errors of ``iter_zgw_commit``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgw_commit(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgw_commit(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwCommit], int]:
+    """The whole `zgw_commit` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_commit(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgw_commit(values) -> bytes:
@@ -31070,6 +31533,17 @@ def decode_many_zgop_key(buf, offset: int = 0, end: int | None = None) -> list[Z
     return _m_zgop_key(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgop_key(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgopKey], int]:
+    """The whole `zgop_key` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgop_key(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgop_key(values) -> bytes:
     """Encode consecutive `zgop_key` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -31140,6 +31614,17 @@ def decode_many_zgop_expected(buf, offset: int = 0, end: int | None = None) -> l
     records and errors of ``iter_zgop_expected``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgop_expected(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgop_expected(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgopExpected], int]:
+    """The whole `zgop_expected` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgop_expected(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgop_expected(values) -> bytes:
@@ -31214,6 +31699,17 @@ def decode_many_zgop(buf, offset: int = 0, end: int | None = None) -> list[Zgop]
     return _m_zgop(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgop(buf, offset: int = 0, end: int | None = None) -> tuple[list[Zgop], int]:
+    """The whole `zgop` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgop(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgop(values) -> bytes:
     """Encode consecutive `zgop` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -31284,6 +31780,17 @@ def decode_many_zgw_mutation(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_zgw_mutation``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgw_mutation(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgw_mutation(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwMutation], int]:
+    """The whole `zgw_mutation` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_mutation(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgw_mutation(values) -> bytes:
@@ -31358,6 +31865,17 @@ def decode_many_zgw_inventory(buf, offset: int = 0, end: int | None = None) -> l
     return _m_zgw_inventory(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgw_inventory(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwInventory], int]:
+    """The whole `zgw_inventory` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_inventory(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgw_inventory(values) -> bytes:
     """Encode consecutive `zgw_inventory` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -31428,6 +31946,17 @@ def decode_many_zgw_reclaim_intent(buf, offset: int = 0, end: int | None = None)
     records and errors of ``iter_zgw_reclaim_intent``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgw_reclaim_intent(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgw_reclaim_intent(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwReclaimIntent], int]:
+    """The whole `zgw_reclaim_intent` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_reclaim_intent(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgw_reclaim_intent(values) -> bytes:
@@ -31502,6 +32031,17 @@ def decode_many_descriptor_list(buf, offset: int = 0, end: int | None = None) ->
     return _m_descriptor_list(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_descriptor_list(buf, offset: int = 0, end: int | None = None) -> tuple[list[DescriptorList], int]:
+    """The whole `descriptor_list` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_descriptor_list(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_descriptor_list(values) -> bytes:
     """Encode consecutive `descriptor_list` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -31572,6 +32112,17 @@ def decode_many_zgw_reclaim_complete(buf, offset: int = 0, end: int | None = Non
     records and errors of ``iter_zgw_reclaim_complete``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgw_reclaim_complete(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgw_reclaim_complete(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgwReclaimComplete], int]:
+    """The whole `zgw_reclaim_complete` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgw_reclaim_complete(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgw_reclaim_complete(values) -> bytes:
@@ -31646,6 +32197,17 @@ def decode_many_spill_binding(buf, offset: int = 0, end: int | None = None) -> l
     return _m_spill_binding(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_spill_binding(buf, offset: int = 0, end: int | None = None) -> tuple[list[SpillBinding], int]:
+    """The whole `spill_binding` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_spill_binding(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_spill_binding(values) -> bytes:
     """Encode consecutive `spill_binding` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -31716,6 +32278,17 @@ def decode_many_zgcp_prepared_inventory(buf, offset: int = 0, end: int | None = 
     records and errors of ``iter_zgcp_prepared_inventory``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgcp_prepared_inventory(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgcp_prepared_inventory(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgcpPreparedInventory], int]:
+    """The whole `zgcp_prepared_inventory` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgcp_prepared_inventory(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgcp_prepared_inventory(values) -> bytes:
@@ -31790,6 +32363,17 @@ def decode_many_zgcp_captured_base(buf, offset: int = 0, end: int | None = None)
     return _m_zgcp_captured_base(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgcp_captured_base(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgcpCapturedBase], int]:
+    """The whole `zgcp_captured_base` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgcp_captured_base(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgcp_captured_base(values) -> bytes:
     """Encode consecutive `zgcp_captured_base` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -31860,6 +32444,17 @@ def decode_many_zgcp_participant(buf, offset: int = 0, end: int | None = None) -
     records and errors of ``iter_zgcp_participant``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgcp_participant(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgcp_participant(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgcpParticipant], int]:
+    """The whole `zgcp_participant` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgcp_participant(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgcp_participant(values) -> bytes:
@@ -31934,6 +32529,17 @@ def decode_many_fold_authority(buf, offset: int = 0, end: int | None = None) -> 
     return _m_fold_authority(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_fold_authority(buf, offset: int = 0, end: int | None = None) -> tuple[list[FoldAuthority], int]:
+    """The whole `fold_authority` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_fold_authority(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_fold_authority(values) -> bytes:
     """Encode consecutive `fold_authority` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -32004,6 +32610,17 @@ def decode_many_captured_base_value(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_captured_base_value``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_captured_base_value(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_captured_base_value(buf, offset: int = 0, end: int | None = None) -> tuple[list[CapturedBaseValue], int]:
+    """The whole `captured_base_value` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_captured_base_value(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_captured_base_value(values) -> bytes:
@@ -32078,6 +32695,17 @@ def decode_many_protected_value(buf, offset: int = 0, end: int | None = None) ->
     return _m_protected_value(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_protected_value(buf, offset: int = 0, end: int | None = None) -> tuple[list[ProtectedValue], int]:
+    """The whole `protected_value` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_protected_value(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_protected_value(values) -> bytes:
     """Encode consecutive `protected_value` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -32148,6 +32776,17 @@ def decode_many_frame_block(buf, offset: int = 0, end: int | None = None) -> lis
     records and errors of ``iter_frame_block``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_frame_block(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_frame_block(buf, offset: int = 0, end: int | None = None) -> tuple[list[FrameBlock], int]:
+    """The whole `frame_block` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_frame_block(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_frame_block(values) -> bytes:
@@ -32222,6 +32861,17 @@ def decode_many_frame_file(buf, offset: int = 0, end: int | None = None) -> list
     return _m_frame_file(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_frame_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[FrameFile], int]:
+    """The whole `frame_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_frame_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_frame_file(values) -> bytes:
     """Encode consecutive `frame_file` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -32294,6 +32944,17 @@ def decode_many_manifest_block(buf, offset: int = 0, end: int | None = None, *, 
     return _m_manifest_block(mv, offset, len(mv) if end is None else end, version)
 
 
+def decode_prefix_manifest_block(buf, offset: int = 0, end: int | None = None, *, version: int) -> tuple[list[ManifestBlock], int]:
+    """The whole `manifest_block` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_manifest_block(mv, offset, end, version, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_manifest_block(values, *, version: int) -> bytes:
     """Encode consecutive `manifest_block` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -32355,6 +33016,14 @@ def decode_many_manifest_file(buf, offset: int = 0, end: int | None = None) -> l
     """Decode consecutive `manifest_file` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_manifest_file``, in one loop: for logs read whole)."""
     return _decode_many(_d_manifest_file, "manifest_file", buf, offset, end, ())
+
+
+def decode_prefix_manifest_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[ManifestFile], int]:
+    """The whole `manifest_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    return _decode_prefix(_d_manifest_file, "manifest_file", buf, offset, end, ())
 
 
 def encode_many_manifest_file(values) -> bytes:
@@ -32422,6 +33091,17 @@ def decode_many_epoch_alias(buf, offset: int = 0, end: int | None = None) -> lis
     records and errors of ``iter_epoch_alias``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_epoch_alias(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_epoch_alias(buf, offset: int = 0, end: int | None = None) -> tuple[list[EpochAlias], int]:
+    """The whole `epoch_alias` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_epoch_alias(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_epoch_alias(values) -> bytes:
@@ -32496,6 +33176,17 @@ def decode_many_manifest_segment(buf, offset: int = 0, end: int | None = None) -
     return _m_manifest_segment(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_manifest_segment(buf, offset: int = 0, end: int | None = None) -> tuple[list[ManifestSegment], int]:
+    """The whole `manifest_segment` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_manifest_segment(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_manifest_segment(values) -> bytes:
     """Encode consecutive `manifest_segment` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -32566,6 +33257,17 @@ def decode_many_embedding_tower(buf, offset: int = 0, end: int | None = None) ->
     records and errors of ``iter_embedding_tower``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_embedding_tower(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_embedding_tower(buf, offset: int = 0, end: int | None = None) -> tuple[list[EmbeddingTower], int]:
+    """The whole `embedding_tower` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_embedding_tower(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_embedding_tower(values) -> bytes:
@@ -32640,6 +33342,17 @@ def decode_many_embedding_epoch(buf, offset: int = 0, end: int | None = None) ->
     return _m_embedding_epoch(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_embedding_epoch(buf, offset: int = 0, end: int | None = None) -> tuple[list[EmbeddingEpoch], int]:
+    """The whole `embedding_epoch` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_embedding_epoch(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_embedding_epoch(values) -> bytes:
     """Encode consecutive `embedding_epoch` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -32710,6 +33423,17 @@ def decode_many_column_def(buf, offset: int = 0, end: int | None = None) -> list
     records and errors of ``iter_column_def``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_column_def(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_column_def(buf, offset: int = 0, end: int | None = None) -> tuple[list[ColumnDef], int]:
+    """The whole `column_def` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_column_def(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_column_def(values) -> bytes:
@@ -32784,6 +33508,17 @@ def decode_many_clustering_range(buf, offset: int = 0, end: int | None = None) -
     return _m_clustering_range(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_clustering_range(buf, offset: int = 0, end: int | None = None) -> tuple[list[ClusteringRange], int]:
+    """The whole `clustering_range` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_clustering_range(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_clustering_range(values) -> bytes:
     """Encode consecutive `clustering_range` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -32854,6 +33589,17 @@ def decode_many_tsr1_body(buf, offset: int = 0, end: int | None = None, *, segme
     records and errors of ``iter_tsr1_body``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_tsr1_body(mv, offset, len(mv) if end is None else end, segment_count)
+
+
+def decode_prefix_tsr1_body(buf, offset: int = 0, end: int | None = None, *, segment_count: int) -> tuple[list[Tsr1Body], int]:
+    """The whole `tsr1_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_tsr1_body(mv, offset, end, segment_count, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_tsr1_body(values, *, segment_count: int) -> bytes:
@@ -32928,6 +33674,17 @@ def decode_many_graph_object(buf, offset: int = 0, end: int | None = None) -> li
     return _m_graph_object(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_graph_object(buf, offset: int = 0, end: int | None = None) -> tuple[list[GraphObject], int]:
+    """The whole `graph_object` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_graph_object(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_graph_object(values) -> bytes:
     """Encode consecutive `graph_object` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -32998,6 +33755,17 @@ def decode_many_zgen_row(buf, offset: int = 0, end: int | None = None) -> list[Z
     records and errors of ``iter_zgen_row``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_zgen_row(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_zgen_row(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgenRow], int]:
+    """The whole `zgen_row` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgen_row(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_zgen_row(values) -> bytes:
@@ -33072,6 +33840,17 @@ def decode_many_zgen_extension(buf, offset: int = 0, end: int | None = None) -> 
     return _m_zgen_extension(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgen_extension(buf, offset: int = 0, end: int | None = None) -> tuple[list[ZgenExtension], int]:
+    """The whole `zgen_extension` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgen_extension(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgen_extension(values) -> bytes:
     """Encode consecutive `zgen_extension` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -33142,6 +33921,17 @@ def decode_many_graph_section(buf, offset: int = 0, end: int | None = None) -> l
     records and errors of ``iter_graph_section``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_graph_section(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_graph_section(buf, offset: int = 0, end: int | None = None) -> tuple[list[GraphSection], int]:
+    """The whole `graph_section` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_graph_section(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_graph_section(values) -> bytes:
@@ -33216,6 +34006,17 @@ def decode_many_zgr3_body(buf, offset: int = 0, end: int | None = None) -> list[
     return _m_zgr3_body(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_zgr3_body(buf, offset: int = 0, end: int | None = None) -> tuple[list[Zgr3Body], int]:
+    """The whole `zgr3_body` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_zgr3_body(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_zgr3_body(values) -> bytes:
     """Encode consecutive `zgr3_body` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -33286,6 +34087,17 @@ def decode_many_manifest_extension(buf, offset: int = 0, end: int | None = None,
     records and errors of ``iter_manifest_extension``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_manifest_extension(mv, offset, len(mv) if end is None else end, version, segment_count)
+
+
+def decode_prefix_manifest_extension(buf, offset: int = 0, end: int | None = None, *, version: int, segment_count: int) -> tuple[list[ManifestExtension], int]:
+    """The whole `manifest_extension` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_manifest_extension(mv, offset, end, version, segment_count, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_manifest_extension(values, *, version: int, segment_count: int) -> bytes:
@@ -33360,6 +34172,17 @@ def decode_many_manifest_payload(buf, offset: int = 0, end: int | None = None, *
     return _m_manifest_payload(mv, offset, len(mv) if end is None else end, version)
 
 
+def decode_prefix_manifest_payload(buf, offset: int = 0, end: int | None = None, *, version: int) -> tuple[list[ManifestPayload], int]:
+    """The whole `manifest_payload` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_manifest_payload(mv, offset, end, version, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_manifest_payload(values, *, version: int) -> bytes:
     """Encode consecutive `manifest_payload` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -33430,6 +34253,17 @@ def decode_many_purge_token_input(buf, offset: int = 0, end: int | None = None) 
     records and errors of ``iter_purge_token_input``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_purge_token_input(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_purge_token_input(buf, offset: int = 0, end: int | None = None) -> tuple[list[PurgeTokenInput], int]:
+    """The whole `purge_token_input` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_purge_token_input(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_purge_token_input(values) -> bytes:
@@ -33504,6 +34338,17 @@ def decode_many_purge_payload(buf, offset: int = 0, end: int | None = None) -> l
     return _m_purge_payload(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_purge_payload(buf, offset: int = 0, end: int | None = None) -> tuple[list[PurgePayload], int]:
+    """The whole `purge_payload` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_purge_payload(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_purge_payload(values) -> bytes:
     """Encode consecutive `purge_payload` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -33574,6 +34419,17 @@ def decode_many_purge_block(buf, offset: int = 0, end: int | None = None) -> lis
     records and errors of ``iter_purge_block``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_purge_block(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_purge_block(buf, offset: int = 0, end: int | None = None) -> tuple[list[PurgeBlock], int]:
+    """The whole `purge_block` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_purge_block(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_purge_block(values) -> bytes:
@@ -33648,6 +34504,17 @@ def decode_many_purge_file(buf, offset: int = 0, end: int | None = None) -> list
     return _m_purge_file(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_purge_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[PurgeFile], int]:
+    """The whole `purge_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_purge_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_purge_file(values) -> bytes:
     """Encode consecutive `purge_file` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -33718,6 +34585,17 @@ def decode_many_epoch_digest_input(buf, offset: int = 0, end: int | None = None)
     records and errors of ``iter_epoch_digest_input``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_epoch_digest_input(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_epoch_digest_input(buf, offset: int = 0, end: int | None = None) -> tuple[list[EpochDigestInput], int]:
+    """The whole `epoch_digest_input` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_epoch_digest_input(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_epoch_digest_input(values) -> bytes:
@@ -33792,6 +34670,17 @@ def decode_many_epoch_digest_input_v1(buf, offset: int = 0, end: int | None = No
     return _m_epoch_digest_input_v1(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_epoch_digest_input_v1(buf, offset: int = 0, end: int | None = None) -> tuple[list[EpochDigestInputV1], int]:
+    """The whole `epoch_digest_input_v1` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_epoch_digest_input_v1(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_epoch_digest_input_v1(values) -> bytes:
     """Encode consecutive `epoch_digest_input_v1` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -33862,6 +34751,17 @@ def decode_many_digest_tower(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_digest_tower``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_digest_tower(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_digest_tower(buf, offset: int = 0, end: int | None = None) -> tuple[list[DigestTower], int]:
+    """The whole `digest_tower` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_digest_tower(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_digest_tower(values) -> bytes:
@@ -33936,6 +34836,17 @@ def decode_many_region_entry(buf, offset: int = 0, end: int | None = None) -> li
     return _m_region_entry(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_region_entry(buf, offset: int = 0, end: int | None = None) -> tuple[list[RegionEntry], int]:
+    """The whole `region_entry` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_region_entry(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_region_entry(values) -> bytes:
     """Encode consecutive `region_entry` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -34006,6 +34917,17 @@ def decode_many_segment_header(buf, offset: int = 0, end: int | None = None) -> 
     records and errors of ``iter_segment_header``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_segment_header(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_segment_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[SegmentHeader], int]:
+    """The whole `segment_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_segment_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_segment_header(values) -> bytes:
@@ -34080,6 +35002,17 @@ def decode_many_vector_header(buf, offset: int = 0, end: int | None = None) -> l
     return _m_vector_header(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_vector_header(buf, offset: int = 0, end: int | None = None) -> tuple[list[VectorHeader], int]:
+    """The whole `vector_header` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_vector_header(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_vector_header(values) -> bytes:
     """Encode consecutive `vector_header` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -34150,6 +35083,17 @@ def decode_many_vector_codes_region(buf, offset: int = 0, end: int | None = None
     records and errors of ``iter_vector_codes_region``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_vector_codes_region(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_vector_codes_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[VectorCodesRegion], int]:
+    """The whole `vector_codes_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_vector_codes_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_vector_codes_region(values) -> bytes:
@@ -34224,6 +35168,17 @@ def decode_many_bit4_factors(buf, offset: int = 0, end: int | None = None) -> li
     return _m_bit4_factors(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_bit4_factors(buf, offset: int = 0, end: int | None = None) -> tuple[list[Bit4Factors], int]:
+    """The whole `bit4_factors` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_bit4_factors(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_bit4_factors(values) -> bytes:
     """Encode consecutive `bit4_factors` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -34294,6 +35249,17 @@ def decode_many_int8_factors(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_int8_factors``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_int8_factors(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_int8_factors(buf, offset: int = 0, end: int | None = None) -> tuple[list[Int8Factors], int]:
+    """The whole `int8_factors` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_int8_factors(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_int8_factors(values) -> bytes:
@@ -34368,6 +35334,17 @@ def decode_many_vector_factors_region(buf, offset: int = 0, end: int | None = No
     return _m_vector_factors_region(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_vector_factors_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[VectorFactorsRegion], int]:
+    """The whole `vector_factors_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_vector_factors_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_vector_factors_region(values) -> bytes:
     """Encode consecutive `vector_factors_region` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -34438,6 +35415,17 @@ def decode_many_vector_rescore_region(buf, offset: int = 0, end: int | None = No
     records and errors of ``iter_vector_rescore_region``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_vector_rescore_region(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_vector_rescore_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[VectorRescoreRegion], int]:
+    """The whole `vector_rescore_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_vector_rescore_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_vector_rescore_region(values) -> bytes:
@@ -34512,6 +35500,17 @@ def decode_many_columns_region(buf, offset: int = 0, end: int | None = None) -> 
     return _m_columns_region(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_columns_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[ColumnsRegion], int]:
+    """The whole `columns_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_columns_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_columns_region(values) -> bytes:
     """Encode consecutive `columns_region` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -34582,6 +35581,17 @@ def decode_many_dictionary_column(buf, offset: int = 0, end: int | None = None, 
     records and errors of ``iter_dictionary_column``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_dictionary_column(mv, offset, len(mv) if end is None else end, rows)
+
+
+def decode_prefix_dictionary_column(buf, offset: int = 0, end: int | None = None, *, rows: int) -> tuple[list[DictionaryColumn], int]:
+    """The whole `dictionary_column` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_dictionary_column(mv, offset, end, rows, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_dictionary_column(values, *, rows: int) -> bytes:
@@ -34656,6 +35666,17 @@ def decode_many_column_data(buf, offset: int = 0, end: int | None = None, *, typ
     return _m_column_data(mv, offset, len(mv) if end is None else end, type, rows)
 
 
+def decode_prefix_column_data(buf, offset: int = 0, end: int | None = None, *, type: int, rows: int) -> tuple[list[ColumnData], int]:
+    """The whole `column_data` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_column_data(mv, offset, end, type, rows, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_column_data(values, *, type: int, rows: int) -> bytes:
     """Encode consecutive `column_data` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -34726,6 +35747,17 @@ def decode_many_alive_region(buf, offset: int = 0, end: int | None = None) -> li
     records and errors of ``iter_alive_region``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_alive_region(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_alive_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[AliveRegion], int]:
+    """The whole `alive_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_alive_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_alive_region(values) -> bytes:
@@ -34800,6 +35832,17 @@ def decode_many_checksum_entry(buf, offset: int = 0, end: int | None = None) -> 
     return _m_checksum_entry(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_checksum_entry(buf, offset: int = 0, end: int | None = None) -> tuple[list[ChecksumEntry], int]:
+    """The whole `checksum_entry` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_checksum_entry(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_checksum_entry(values) -> bytes:
     """Encode consecutive `checksum_entry` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -34870,6 +35913,17 @@ def decode_many_checksum_table_region(buf, offset: int = 0, end: int | None = No
     records and errors of ``iter_checksum_table_region``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_checksum_table_region(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_checksum_table_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[ChecksumTableRegion], int]:
+    """The whole `checksum_table_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_checksum_table_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_checksum_table_region(values) -> bytes:
@@ -34944,6 +35998,17 @@ def decode_many_document_version(buf, offset: int = 0, end: int | None = None) -
     return _m_document_version(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_document_version(buf, offset: int = 0, end: int | None = None) -> tuple[list[DocumentVersion], int]:
+    """The whole `document_version` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_document_version(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_document_version(values) -> bytes:
     """Encode consecutive `document_version` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -35014,6 +36079,17 @@ def decode_many_document_versions_region(buf, offset: int = 0, end: int | None =
     records and errors of ``iter_document_versions_region``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_document_versions_region(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_document_versions_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[DocumentVersionsRegion], int]:
+    """The whole `document_versions_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_document_versions_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_document_versions_region(values) -> bytes:
@@ -35088,6 +36164,17 @@ def decode_many_stored_metadata_region(buf, offset: int = 0, end: int | None = N
     return _m_stored_metadata_region(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_stored_metadata_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[StoredMetadataRegion], int]:
+    """The whole `stored_metadata_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_stored_metadata_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_stored_metadata_region(values) -> bytes:
     """Encode consecutive `stored_metadata_region` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -35158,6 +36245,17 @@ def decode_many_stored_text_region(buf, offset: int = 0, end: int | None = None)
     records and errors of ``iter_stored_text_region``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_stored_text_region(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_stored_text_region(buf, offset: int = 0, end: int | None = None) -> tuple[list[StoredTextRegion], int]:
+    """The whole `stored_text_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_stored_text_region(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_stored_text_region(values) -> bytes:
@@ -35232,6 +36330,17 @@ def decode_many_graph_node_block(buf, offset: int = 0, end: int | None = None, *
     return _m_graph_node_block(mv, offset, len(mv) if end is None else end, code_bytes, max_degree)
 
 
+def decode_prefix_graph_node_block(buf, offset: int = 0, end: int | None = None, *, code_bytes: int, max_degree: int) -> tuple[list[GraphNodeBlock], int]:
+    """The whole `graph_node_block` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_graph_node_block(mv, offset, end, code_bytes, max_degree, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_graph_node_block(values, *, code_bytes: int, max_degree: int) -> bytes:
     """Encode consecutive `graph_node_block` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -35302,6 +36411,17 @@ def decode_many_graph_node_blocks_region(buf, offset: int = 0, end: int | None =
     records and errors of ``iter_graph_node_blocks_region``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_graph_node_blocks_region(mv, offset, len(mv) if end is None else end, region_len)
+
+
+def decode_prefix_graph_node_blocks_region(buf, offset: int = 0, end: int | None = None, *, region_len: int) -> tuple[list[GraphNodeBlocksRegion], int]:
+    """The whole `graph_node_blocks_region` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_graph_node_blocks_region(mv, offset, end, region_len, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_graph_node_blocks_region(values, *, region_len: int) -> bytes:

@@ -483,14 +483,18 @@ class FastEmitter:
         ptuple = "(" + "".join(f"{p}, " for p in params) + ")"
         # ``_end``, not ``end``: a section inlined into the body narrows ``end`` while
         # it runs, and a record that fails inside one leaves it narrowed
-        fallback = f"_decode_many(_d_{name}, {name!r}, mv, _rs, _end, {ptuple}, _out)"
+        # ``_rest`` takes over at the first record the loop cannot read: ``_decode_many``
+        # (its value, or its error) for ``decode_many_<r>``, ``_decode_prefix`` (stop
+        # there) for ``decode_prefix_<r>``
+        fallback = f"_rest(_d_{name}, {name!r}, mv, _rs, _end, {ptuple}, _out)"
         # Loops over records are `while True:` with the end test inside, never
         # `while pos < end:`. CPython 3.11 specializes a function's bytecode after 8
         # calls or unconditional back-jumps; a `while cond:` loop jumps back
         # conditionally, which does not count, so a decoder called once over a large
         # buffer ran its whole loop unspecialized (~1.5x slower). The list loops in
         # in `decode_repeat` follow the same rule.
-        loop = [f"def _m_{name}(mv, pos, end{''.join(', ' + p for p in params)}):",
+        loop = [f"def _m_{name}(mv, pos, end{''.join(', ' + p for p in params)}, "
+                "_rest=_decode_many):",
                 "    _out = []",
                 "    _append = _out.append",
                 "    _p0 = _rs = pos",

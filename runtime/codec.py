@@ -2759,6 +2759,32 @@ def decode_many(dec: Any, name: str, buf: Any, offset: int, end: int | None,
     return out
 
 
+def decode_prefix(dec: Any, name: str, buf: Any, offset: int, end: int | None,
+                  params: tuple, out: list | None = None) -> tuple[list, int]:
+    """The whole records from ``offset`` up to the first that does not decode within
+    ``end`` (``decode_prefix_*``), and where that one starts: ``(records, stop)``, with
+    ``stop == end`` when every record decoded. Never raises for the bytes: a record
+    cut by ``end`` (the end of a window of a larger buffer) and a damaged one both stop
+    the prefix, and the caller reads on from ``stop`` (the checked decoder there gives
+    the record, with more bytes, or its error). ``out`` as in :func:`decode_many`."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    if out is None:
+        out = []
+    append = out.append
+    pos = offset
+    while pos < end:
+        try:
+            value, nxt = dec(mv, pos, end, *params)
+        except DecodeError:
+            break
+        if nxt <= pos:  # a zero-size record would repeat forever: the caller refuses it
+            break
+        pos = nxt
+        append(value)
+    return out, max(pos, offset)
+
+
 def encode_many(enc: Any, name: str, values: Any, params: tuple) -> bytes:
     """Consecutive records encoded by the generated ``enc`` into one buffer
     (``encode_many_*``): one bytearray for the whole log, no copy per record."""

@@ -126,6 +126,55 @@ def test_many_encoder_gives_the_records_encoded_one_by_one(proj, fx, monkeypatch
     assert many([], **fx.params) == b""
 
 
+@pytest.mark.parametrize("proj,fx", EVERY,
+                         ids=[f"{p.name + ':' if p else ''}{f.family}/{f.path.stem}"
+                              for p, f in EVERY])
+def test_decode_prefix_is_the_whole_records_before_the_first_that_fails(proj, fx):
+    """``decode_prefix_<record>`` over a log of three copies of the fixture, cut with
+    ``end`` at spread positions (the buffer goes on past ``end``) and with bytes
+    flipped: the records and the stop offset are what the checked public decoder gives
+    record by record, stopping at the first error; it never raises."""
+    if proj:
+        proj.activate()
+    mod = proj.load_module(fx.family) if proj else _module(fx.family)
+    decode = getattr(mod, f"decode_{fx.record}")
+    prefix = getattr(mod, f"decode_prefix_{fx.record}")
+    try:
+        _value, size = decode(fx.data, **fx.params)
+    except BytewrightError:
+        pytest.skip("the fixture is not one whole record")
+    log = fx.data[:size] * 3
+
+    def reference(buf: bytes) -> tuple[list, int]:
+        out, pos = [], 0
+        while pos < len(buf):
+            try:
+                value, nxt = decode(buf, pos, **fx.params)
+            except BytewrightError:
+                break
+            if nxt <= pos:
+                break
+            out.append(value)
+            pos = nxt
+        return out, pos
+
+    whole = prefix(log, **fx.params)
+    assert whole == reference(log)
+    # a record that reads to the end of its buffer (a whole file) is not repeatable
+    repeatable = len(whole[0]) == 3
+    assert not repeatable or whole[1] == len(log)
+    for cut in _positions(len(log)):
+        assert prefix(log, 0, cut, **fx.params) == reference(log[:cut]), f"end={cut}"
+    for at in _positions(len(log)):
+        bad = bytearray(log)
+        bad[at] ^= 0x10
+        assert prefix(bytes(bad), **fx.params) == reference(bytes(bad)), f"flip at {at}"
+    # from an offset: the stop is an offset into the whole buffer
+    if repeatable:
+        records, stop = prefix(log, size, **fx.params)
+        assert len(records) == 2 and stop == len(log)
+
+
 def test_optimistic_twins_exist_for_the_benchmarked_records():
     # the mechanism is in use where it matters (a silent opt-out would pass every test)
     assert callable(getattr(h, "_m_wal_entry", None)) and callable(h._u_wal_entry)

@@ -29,11 +29,10 @@ from ...generated.htt import (
     WalEntry,
     decode_bounds_section,
     decode_file_header,
-    decode_many_wal_entry,
+    decode_prefix_wal_entry,
     decode_snapshot_section,
     decode_wal_block,
     decode_wal_block_plain,
-    decode_wal_entry,
     decode_wal_header,
     iter_wal_entry,
 )
@@ -326,41 +325,29 @@ def _release(buf, lo: int, hi: int) -> None:
 def _scan_windows(buf, pos: int, params: dict, expected: int,
                   on_entry: Callable[[WalEntry], None] | None,
                   scan: WalScan) -> tuple[int, str, Exception | None]:
-    """The plain-WAL loop of ``scan_wal`` over a mapped file: entries are decoded from
-    ``WINDOW``-sized ``bytes`` copies (the codec's fast case, as for a file read whole),
-    and each window's pages are released behind it. An entry cut by a window's end is
-    decoded again from its start in the next window; an error in the window that ends
-    the file is raised by decoding that entry from the file itself, so offsets and paths
-    read exactly as without windows. Returns (next expected seq, cause, the error that
-    ended the WAL or None)."""
+    """The plain-WAL loop of ``scan_wal`` over a mapped file: each ``WINDOW``-sized
+    ``bytes`` copy (the codec's fast case, as for a file read whole) has its whole
+    records decoded in one loop (``decode_prefix_wal_entry``) and applied in one call
+    (``State.apply_run``), and its pages released behind it. The record a window's end
+    cuts starts the next window. A record that does not decode in a window that holds
+    it whole, or in the window that ends the file, is read again from the file itself
+    (never from a larger copy), so its error's offset and ``wal_entry[i]`` index are the
+    file's, exactly as without windows. Returns (next expected seq, cause, the error
+    that ended the WAL or None)."""
     size = len(buf)
-    window = WINDOW
     start = pos  # file offset where the next undecoded entry begins
     done = 0  # entries decoded before ``start``, for the error path's index
-    per_entry = 0  # bytes per entry in the last window (to guess a record boundary)
     run = _runner(on_entry)
     while start < size:
-        stop = min(size, start + window)
+        stop = min(size, start + WINDOW)
         chunk = buf[start:stop]
-        # the fast case: whole records up to a boundary near the window's end, decoded by
-        # the one-loop decoder and applied in one call; anything unusual (damage, a guess
-        # that is not a boundary) falls through to the entry-by-entry loop below
-        entries, cut = _whole_records(chunk, stop >= size, expected, per_entry, params)
-        if entries is not None:
-            applied, exc = run(entries, expected)
-            if applied == len(entries) and exc is None:
-                expected += applied
-                done += applied
-                scan.valid_end = start + cut
-                per_entry = cut // applied if applied else per_entry
-                _release(buf, start, start + cut)
-                start += cut
-                if stop >= size and cut == len(chunk):
-                    break
-                continue
-            # a sequence break, or an entry that decoded but does not apply: the WAL ends
-            # where that entry starts (found by walking the window's records again)
-            expected += applied
+        entries, cut = decode_prefix_wal_entry(chunk, 0, len(chunk), **params)
+        applied, exc = run(entries, expected)
+        expected += applied
+        done += applied
+        if applied < len(entries) or exc is not None:
+            # a sequence break, or an entry that decoded but does not apply: the WAL
+            # ends where that entry starts (found by walking the window's records again)
             scan.valid_end = start + _end_of(chunk, applied, params)
             if exc is not None:
                 return expected, "", exc
@@ -368,73 +355,36 @@ def _scan_windows(buf, pos: int, params: dict, expected: int,
                             f"found {entries[applied].seq})")
             scan.problem_offset = scan.valid_end
             return expected, "sequence break", None
-        valid = 0
-        first = expected
+        _release(buf, start, start + cut)
+        start += cut
+        scan.valid_end = start
+        if cut == len(chunk):
+            continue  # every record of the window was whole (at the file's end: done)
+        if cut > 0 and stop < size:
+            continue  # the window's end may have cut that record: the next window has it
+        # the record at ``start`` does not decode in a window that holds all the file
+        # has after it, or is longer than a window: read it from the file itself
         try:
-            for entry, end in iter_wal_entry(chunk, 0, **params):
-                if entry.seq != expected:
-                    scan.problem = f"sequence break (expected {expected}, found {entry.seq})"
-                    scan.problem_offset = scan.valid_end = start + valid
-                    return expected, "sequence break", None
-                if on_entry is not None:
-                    try:
-                        on_entry(entry)
-                    except (DecodeError, ValueError) as exc:
-                        # the entry decoded but does not apply: the WAL ends before it
-                        scan.valid_end = start + valid
-                        return expected, "", exc
-                expected += 1
-                valid = end
-        except (DecodeError, ValueError) as exc:
-            scan.valid_end = start + valid
-            done += expected - first
-            if stop >= size or valid == 0:
-                # the failing record read from the file itself, not from a copy: its
-                # error with file offsets and its index in the whole WAL; or, for a
-                # record longer than the window, the record (never a larger copy: a
-                # damaged length would make it as large as the rest of the file)
-                at = start + valid
-                try:
-                    entry, end = next(iter_wal_entry(buf, at, **params))
-                except StopIteration:
-                    return expected, "", exc
-                except DecodeError as again:
-                    if again.path.startswith("wal_entry[0]"):
-                        again.path = f"wal_entry[{done}]" + again.path[len("wal_entry[0]"):]
-                    return expected, "", again
-                except ValueError as again:
-                    return expected, "", again
-                if stop >= size:
-                    return expected, "", exc
-                if entry.seq != expected:
-                    scan.problem = f"sequence break (expected {expected}, found {entry.seq})"
-                    scan.problem_offset = at
-                    return expected, "sequence break", None
-                if on_entry is not None:
-                    try:
-                        on_entry(entry)
-                    except (DecodeError, ValueError) as failed:
-                        return expected, "", failed
-                expected += 1
-                done += 1
-                valid = end - start
-                scan.valid_end = end
-        else:
-            scan.valid_end = start + valid
-            done += expected - first
-        if expected > first:
-            per_entry = valid // (expected - first)
-        _release(buf, start, start + valid)
-        start += valid
-        if stop >= size and valid == len(chunk):
-            break
+            entry, end = next(iter_wal_entry(buf, start, **params))
+        except DecodeError as again:
+            if again.path.startswith("wal_entry[0]"):
+                again.path = f"wal_entry[{done}]" + again.path[len("wal_entry[0]"):]
+            return expected, "", again
+        except ValueError as again:
+            return expected, "", again
+        if entry.seq != expected:
+            scan.problem = f"sequence break (expected {expected}, found {entry.seq})"
+            scan.problem_offset = start
+            return expected, "sequence break", None
+        if on_entry is not None:
+            try:
+                on_entry(entry)
+            except (DecodeError, ValueError) as failed:
+                return expected, "", failed
+        expected += 1
+        done += 1
+        start = scan.valid_end = end
     return expected, "", None
-
-
-_SEQ_SIZE = 4  # wal_entry.seq is a u32 (schema), little-endian
-_GUESS_SEQS = 16  # candidate seqs tried around the estimate
-_GUESS_SPAN = 16  # records before the window's end searched for a record start
-_GUESS_STEPS = 12  # records located on the way when the estimate misses
 
 
 def _runner(on_entry: Callable[[WalEntry], None] | None
@@ -459,73 +409,6 @@ def _runner(on_entry: Callable[[WalEntry], None] | None
             return n, exc
         return n, None
     return run
-
-
-def _whole_records(chunk: bytes, final: bool, expected: int, per_entry: int,
-                   params: dict) -> tuple[list[WalEntry] | None, int]:
-    """The records of ``chunk`` up to a record boundary, decoded in one loop, and that
-    boundary; (None, 0) when no boundary is found or the bytes do not decode whole. The
-    boundary is only a guess (a record with a nearby seq, whose CRC checks); the decoder
-    proves it, because the records it reads from offset 0 must end exactly there."""
-    cut = len(chunk) if final else _boundary(chunk, expected, per_entry, params)
-    if cut <= 0:
-        return None, 0
-    try:
-        return decode_many_wal_entry(chunk, 0, cut, **params), cut
-    except (DecodeError, ValueError):
-        return None, 0
-
-
-def _boundary(chunk: bytes, expected: int, per_entry: int, params: dict) -> int:
-    """The end of a whole record near the end of ``chunk`` (whose first record has seq
-    ``expected``), or 0. A record is found by searching for the seq bytes of the record
-    estimated to start at some place and decoding it there (CRC included); the estimate
-    comes from the last window's bytes per entry, else (first window, or record sizes
-    that changed) from records found on the way, each halving the distance to the end."""
-    size = len(chunk)
-    if per_entry > 0:
-        found = _locate(chunk, expected, expected + max(0, size // per_entry - 2),
-                        max(0, size - _GUESS_SPAN * per_entry), params)
-        if found is not None:
-            return found[2]
-    try:
-        end = decode_wal_entry(chunk, 0, **params)[1]
-    except (DecodeError, ValueError):
-        return 0
-    seq, start = expected, 0
-    for _ in range(_GUESS_STEPS):
-        per = start // (seq - expected) if seq > expected else end - start
-        per = max(1, per)
-        if size - end < 2 * per:
-            break
-        found = _locate(chunk, seq, seq + max(1, (size - end) // per // 2), end, params)
-        if found is None:
-            break
-        seq, start, end = found
-    return end
-
-
-def _locate(chunk: bytes, expected: int, guess: int, lo: int,
-            params: dict) -> tuple[int, int, int] | None:
-    """(seq, start, end) of a whole record of ``chunk`` from ``lo`` whose seq is near
-    ``guess`` (later than ``expected``) and whose CRC checks, or None."""
-    for k in range(_GUESS_SEQS):
-        seq = guess + (k + 1) // 2 * (1 if k & 1 else -1)  # guess, +1, -1, +2, ...
-        if seq <= expected or seq >= 1 << 8 * _SEQ_SIZE:
-            continue
-        pattern = seq.to_bytes(_SEQ_SIZE, "little")
-        i = chunk.find(pattern, lo)
-        tries = 0
-        while i >= 0 and tries < 4:
-            try:
-                entry, end = decode_wal_entry(chunk, i, **params)
-                if entry.seq == seq:
-                    return seq, i, end
-            except (DecodeError, ValueError):
-                pass
-            tries += 1
-            i = chunk.find(pattern, i + 1)
-    return None
 
 
 def _end_of(chunk: bytes, count: int, params: dict) -> int:

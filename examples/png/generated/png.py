@@ -43,6 +43,7 @@ from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
@@ -307,7 +308,7 @@ def _u_png_file(mv, pos, end):
     _obj.chunks = f_chunks
     return (_obj, pos)
 
-def _m_png_file(mv, pos, end):
+def _m_png_file(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -396,10 +397,10 @@ def _m_png_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_png_file, 'png_file', mv, _rs, _end, (), _out)
+        return _rest(_d_png_file, 'png_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_png_file, 'png_file', mv, _rs, _end, (), _out)
+        return _rest(_d_png_file, 'png_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_png_file(out, v):
@@ -594,7 +595,7 @@ def _u_chunk(mv, pos, end):
     _obj.data = f_data
     return (_obj, pos)
 
-def _m_chunk(mv, pos, end):
+def _m_chunk(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -670,10 +671,10 @@ def _m_chunk(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_chunk, 'chunk', mv, _rs, _end, (), _out)
+        return _rest(_d_chunk, 'chunk', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_chunk, 'chunk', mv, _rs, _end, (), _out)
+        return _rest(_d_chunk, 'chunk', mv, _rs, _end, (), _out)
     return _out
 
 def _e_chunk(out, v):
@@ -774,7 +775,7 @@ def _u_ihdr(mv, pos, end):
     _obj.interlace_method = f_interlace_method
     return (_obj, pos)
 
-def _m_ihdr(mv, pos, end):
+def _m_ihdr(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -810,10 +811,10 @@ def _m_ihdr(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_ihdr, 'ihdr', mv, _rs, _end, (), _out)
+        return _rest(_d_ihdr, 'ihdr', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_ihdr, 'ihdr', mv, _rs, _end, (), _out)
+        return _rest(_d_ihdr, 'ihdr', mv, _rs, _end, (), _out)
     return _out
 
 def _e_ihdr(out, v):
@@ -877,6 +878,17 @@ def decode_many_png_file(buf, offset: int = 0, end: int | None = None) -> list[P
     records and errors of ``iter_png_file``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_png_file(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_png_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[PngFile], int]:
+    """The whole `png_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_png_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_png_file(values) -> bytes:
@@ -951,6 +963,17 @@ def decode_many_chunk(buf, offset: int = 0, end: int | None = None) -> list[Chun
     return _m_chunk(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_chunk(buf, offset: int = 0, end: int | None = None) -> tuple[list[Chunk], int]:
+    """The whole `chunk` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_chunk(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_chunk(values) -> bytes:
     """Encode consecutive `chunk` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -1021,6 +1044,17 @@ def decode_many_ihdr(buf, offset: int = 0, end: int | None = None) -> list[Ihdr]
     records and errors of ``iter_ihdr``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_ihdr(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_ihdr(buf, offset: int = 0, end: int | None = None) -> tuple[list[Ihdr], int]:
+    """The whole `ihdr` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_ihdr(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_ihdr(values) -> bytes:

@@ -44,6 +44,7 @@ from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
@@ -446,7 +447,7 @@ def _u_log_file(mv, pos, end):
     _obj.records = f_records
     return (_obj, pos)
 
-def _m_log_file(mv, pos, end):
+def _m_log_file(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -613,10 +614,10 @@ def _m_log_file(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_log_file, 'log_file', mv, _rs, _end, (), _out)
+        return _rest(_d_log_file, 'log_file', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_log_file, 'log_file', mv, _rs, _end, (), _out)
+        return _rest(_d_log_file, 'log_file', mv, _rs, _end, (), _out)
     return _out
 
 def _e_log_file(out, v):
@@ -964,7 +965,7 @@ def _u_record(mv, pos, end):
     _obj.body = _event___obj
     return (_obj, pos)
 
-def _m_record(mv, pos, end):
+def _m_record(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1112,10 +1113,10 @@ def _m_record(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_record, 'record', mv, _rs, _end, (), _out)
+        return _rest(_d_record, 'record', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_record, 'record', mv, _rs, _end, (), _out)
+        return _rest(_d_record, 'record', mv, _rs, _end, (), _out)
     return _out
 
 def _e_record(out, v):
@@ -1386,7 +1387,7 @@ def _u_event(mv, pos, end):
     _obj.payload = f_payload
     return (_obj, pos)
 
-def _m_event(mv, pos, end):
+def _m_event(mv, pos, end, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -1498,10 +1499,10 @@ def _m_event(mv, pos, end):
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_event, 'event', mv, _rs, _end, (), _out)
+        return _rest(_d_event, 'event', mv, _rs, _end, (), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_event, 'event', mv, _rs, _end, (), _out)
+        return _rest(_d_event, 'event', mv, _rs, _end, (), _out)
     return _out
 
 def _e_event(out, v):
@@ -1605,6 +1606,17 @@ def decode_many_log_file(buf, offset: int = 0, end: int | None = None) -> list[L
     return _m_log_file(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_log_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[LogFile], int]:
+    """The whole `log_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_log_file(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_log_file(values) -> bytes:
     """Encode consecutive `log_file` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -1677,6 +1689,17 @@ def decode_many_record(buf, offset: int = 0, end: int | None = None) -> list[Rec
     return _m_record(mv, offset, len(mv) if end is None else end)
 
 
+def decode_prefix_record(buf, offset: int = 0, end: int | None = None) -> tuple[list[Record], int]:
+    """The whole `record` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_record(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
+
+
 def encode_many_record(values) -> bytes:
     """Encode consecutive `record` records (a log) into one buffer."""
     if values.__class__ is list or values.__class__ is tuple:
@@ -1747,6 +1770,17 @@ def decode_many_event(buf, offset: int = 0, end: int | None = None) -> list[Even
     records and errors of ``iter_event``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_event(mv, offset, len(mv) if end is None else end)
+
+
+def decode_prefix_event(buf, offset: int = 0, end: int | None = None) -> tuple[list[Event], int]:
+    """The whole `event` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_event(mv, offset, end, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_event(values) -> bytes:

@@ -43,6 +43,7 @@ from bytewright.runtime.codec import array_to_rows as _array_to_rows
 from bytewright.runtime.codec import rows_to_array as _rows_to_array
 from bytewright.runtime.codec import same as _same
 from bytewright.runtime.codec import decode_many as _decode_many, encode_many as _encode_many
+from bytewright.runtime.codec import decode_prefix as _decode_prefix
 from bytewright.runtime.packed import PackedArray, packed_kind as _packed_kind
 from bytewright.runtime import registry as _registry
 from bytewright.runtime.codec import ChainedRepeat, Converted
@@ -320,7 +321,7 @@ def _u_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _obj.data = f_data
     return (_obj, pos)
 
-def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, _rest=_decode_many):
     _out = []
     _append = _out.append
     _p0 = _rs = pos
@@ -362,10 +363,10 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
             _append(_obj)
     except Exception:
         # the checked decoder re-reads the failing record: its error (or value)
-        return _decode_many(_d_frame, 'frame', mv, _rs, _end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
+        return _rest(_d_frame, 'frame', mv, _rs, _end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
     if pos > end and pos != _p0:  # the last record ran past the end
         _out.pop()
-        return _decode_many(_d_frame, 'frame', mv, _rs, _end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
+        return _rest(_d_frame, 'frame', mv, _rs, _end, (p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2, ), _out)
     return _out
 
 def _e_frame(out, v, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
@@ -434,6 +435,14 @@ def decode_many_wal_file(buf, offset: int = 0, end: int | None = None) -> list[W
     """Decode consecutive `wal_file` records from ``offset`` to ``end`` into a list (the
     records and errors of ``iter_wal_file``, in one loop: for logs read whole)."""
     return _decode_many(_d_wal_file, "wal_file", buf, offset, end, ())
+
+
+def decode_prefix_wal_file(buf, offset: int = 0, end: int | None = None) -> tuple[list[WalFile], int]:
+    """The whole `wal_file` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    return _decode_prefix(_d_wal_file, "wal_file", buf, offset, end, ())
 
 
 def encode_many_wal_file(values) -> bytes:
@@ -506,6 +515,17 @@ def decode_many_frame(buf, offset: int = 0, end: int | None = None, *, prev: int
     records and errors of ``iter_frame``, in one loop: for logs read whole)."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     return _m_frame(mv, offset, len(mv) if end is None else end, prev, order, page_size, hdr_salt1, hdr_salt2)
+
+
+def decode_prefix_frame(buf, offset: int = 0, end: int | None = None, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> tuple[list[Frame], int]:
+    """The whole `frame` records from ``offset`` up to the first that does not decode
+    within ``end``, and where that one starts: ``(records, stop)``, ``stop == end`` when
+    all did. Never raises for the bytes: for a window of a larger buffer, whose last
+    record the window's end may cut (read on from ``stop``)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    out = _m_frame(mv, offset, end, prev, order, page_size, hdr_salt1, hdr_salt2, _rest=_decode_prefix)
+    return out if out.__class__ is tuple else (out, max(offset, end))
 
 
 def encode_many_frame(values, *, prev: int = 0, order: str = 'big', page_size: int, hdr_salt1: int, hdr_salt2: int) -> bytes:
