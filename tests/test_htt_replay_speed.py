@@ -301,18 +301,26 @@ def test_a_record_longer_than_the_window_is_read_from_the_file(tmp_path, monkeyp
                        [("_child_index", str(i))]) for i in range(60)]
     data = _wal_file(p, entries)
     ref_state, ref_scan = _one_by_one(data)
-    copies: list[int] = []
-    real = replay._release
+    windows: list[int] = []
+    released: list[tuple[int, int]] = []
+    real_prefix, real_release = replay.decode_prefix_wal_entry, replay._release
 
-    def spy(buf, lo, hi):
-        copies.append(hi - lo)
-        real(buf, lo, hi)
+    def prefix(chunk, offset, end, **params):
+        windows.append(len(chunk))
+        return real_prefix(chunk, offset, end, **params)
 
-    monkeypatch.setattr(replay, "_release", spy)
+    def release(buf, lo, hi):
+        released.append((lo, hi))
+        real_release(buf, lo, hi)
+
+    monkeypatch.setattr(replay, "decode_prefix_wal_entry", prefix)
+    monkeypatch.setattr(replay, "_release", release)
     with Store.open(p, readonly=True) as s:
         assert _scan_fields(s.scan) == _scan_fields(ref_scan)
         assert _state_of(s.state) == _state_of(ref_state)
-    assert max(copies) <= 1024  # no window grew to hold a long entry
+    assert max(windows) <= 1024  # no window grew to hold a long entry
+    # the long entries' pages are released too: the map holds no more than a window
+    assert sum(hi - lo for lo, hi in released) >= len(data) - 1024 - 100
 
 
 class _Cycle:

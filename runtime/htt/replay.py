@@ -383,6 +383,7 @@ def _scan_windows(buf, pos: int, params: dict, expected: int,
                 return expected, "", failed
         expected += 1
         done += 1
+        _release(buf, start, end)
         start = scan.valid_end = end
     return expected, "", None
 
