@@ -2732,6 +2732,31 @@ class Struct(cs.Struct):
         return out
 
 
+def _walk(dec: Any, buf: Any, offset: int, end: int | None, params: tuple,
+          out: list | None) -> tuple[list, int, DecodeError | None]:
+    """Records decoded by ``dec`` from ``offset`` into ``out`` up to ``end`` or the first
+    one that fails: (records, where the walk stopped, that record's error or None). The
+    one loop of :func:`decode_many` (which raises the error) and :func:`decode_prefix`
+    (which stops there)."""
+    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else end
+    if out is None:
+        out = []
+    append = out.append
+    pos = offset
+    while pos < end:
+        try:
+            value, nxt = dec(mv, pos, end, *params)
+        except DecodeError as exc:
+            return out, pos, exc
+        if nxt <= pos:  # a zero-size record would repeat forever
+            return out, pos, ConstraintError("record consumes no bytes", offset=pos,
+                                             path="", expected="> 0 bytes", found=0)
+        pos = nxt
+        append(value)
+    return out, pos, None
+
+
 def decode_many(dec: Any, name: str, buf: Any, offset: int, end: int | None,
                 params: tuple, out: list | None = None) -> list:
     """Consecutive records decoded by the generated ``dec`` into a list (``decode_many_*``):
@@ -2740,21 +2765,8 @@ def decode_many(dec: Any, name: str, buf: Any, offset: int, end: int | None,
     ``out`` holds the records already decoded before ``offset`` (the optimistic
     ``_m_*`` loop hands over here at the first record it could not decode): they are
     kept, and an error's index counts them."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    if out is None:
-        out = []
-    append = out.append
-    pos = offset
-    try:
-        while pos < end:
-            value, nxt = dec(mv, pos, end, *params)
-            if nxt <= pos:  # a zero-size record would repeat forever
-                raise ConstraintError("record consumes no bytes", offset=pos, path="",
-                                      expected="> 0 bytes", found=0)
-            pos = nxt
-            append(value)
-    except DecodeError as exc:
+    out, _pos, exc = _walk(dec, buf, offset, end, params, out)
+    if exc is not None:
         raise exc.prefixed(name + "[" + str(len(out)) + "]") from None
     return out
 
@@ -2767,21 +2779,7 @@ def decode_prefix(dec: Any, name: str, buf: Any, offset: int, end: int | None,
     cut by ``end`` (the end of a window of a larger buffer) and a damaged one both stop
     the prefix, and the caller reads on from ``stop`` (the checked decoder there gives
     the record, with more bytes, or its error). ``out`` as in :func:`decode_many`."""
-    mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
-    end = len(mv) if end is None else end
-    if out is None:
-        out = []
-    append = out.append
-    pos = offset
-    while pos < end:
-        try:
-            value, nxt = dec(mv, pos, end, *params)
-        except DecodeError:
-            break
-        if nxt <= pos:  # a zero-size record would repeat forever: the caller refuses it
-            break
-        pos = nxt
-        append(value)
+    out, pos, _exc = _walk(dec, buf, offset, end, params, out)
     return out, max(pos, offset)
 
 
