@@ -2732,29 +2732,38 @@ class Struct(cs.Struct):
         return out
 
 
-def _walk(dec: Any, buf: Any, offset: int, end: int | None, params: tuple,
-          out: list | None) -> tuple[list, int, DecodeError | None]:
-    """Records decoded by ``dec`` from ``offset`` into ``out`` up to ``end`` or the first
-    one that fails: (records, where the walk stopped, that record's error or None). The
-    one loop of :func:`decode_many` (which raises the error) and :func:`decode_prefix`
-    (which stops there)."""
+def _walk(dec: Any, name: str, buf: Any, offset: int, end: int | None, params: tuple,
+          out: list | None, stop: bool) -> tuple[list, int]:
+    """Records decoded by ``dec`` from ``offset`` into ``out`` up to ``end``: (records,
+    where the walk ended). The first record that fails raises its error, prefixed with
+    its index (:func:`decode_many`), or with ``stop`` ends the walk where it starts
+    (:func:`decode_prefix`). Errors are never returned as values: a caller's local
+    holding one would tie it to the frames of its traceback, a cycle that keeps each
+    decoded window alive while a bulk load has the collector paused."""
     mv = buf if buf.__class__ is bytes or isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else end
     if out is None:
         out = []
     append = out.append
     pos = offset
-    while pos < end:
-        try:
-            value, nxt = dec(mv, pos, end, *params)
-        except DecodeError as exc:
-            return out, pos, exc
-        if nxt <= pos:  # a zero-size record would repeat forever
-            return out, pos, ConstraintError("record consumes no bytes", offset=pos,
-                                             path="", expected="> 0 bytes", found=0)
-        pos = nxt
-        append(value)
-    return out, pos, None
+    try:
+        while pos < end:
+            try:
+                value, nxt = dec(mv, pos, end, *params)
+            except DecodeError:
+                if stop:
+                    return out, pos
+                raise
+            if nxt <= pos:  # a zero-size record would repeat forever
+                if stop:
+                    return out, pos
+                raise ConstraintError("record consumes no bytes", offset=pos, path="",
+                                      expected="> 0 bytes", found=0)
+            pos = nxt
+            append(value)
+    except DecodeError as exc:
+        raise exc.prefixed(name + "[" + str(len(out)) + "]") from None
+    return out, pos
 
 
 def decode_many(dec: Any, name: str, buf: Any, offset: int, end: int | None,
@@ -2765,10 +2774,7 @@ def decode_many(dec: Any, name: str, buf: Any, offset: int, end: int | None,
     ``out`` holds the records already decoded before ``offset`` (the optimistic
     ``_m_*`` loop hands over here at the first record it could not decode): they are
     kept, and an error's index counts them."""
-    out, _pos, exc = _walk(dec, buf, offset, end, params, out)
-    if exc is not None:
-        raise exc.prefixed(name + "[" + str(len(out)) + "]") from None
-    return out
+    return _walk(dec, name, buf, offset, end, params, out, False)[0]
 
 
 def decode_prefix(dec: Any, name: str, buf: Any, offset: int, end: int | None,
@@ -2779,7 +2785,7 @@ def decode_prefix(dec: Any, name: str, buf: Any, offset: int, end: int | None,
     cut by ``end`` (the end of a window of a larger buffer) and a damaged one both stop
     the prefix, and the caller reads on from ``stop`` (the checked decoder there gives
     the record, with more bytes, or its error). ``out`` as in :func:`decode_many`."""
-    out, pos, _exc = _walk(dec, buf, offset, end, params, out)
+    out, pos = _walk(dec, name, buf, offset, end, params, out, True)
     return out, max(pos, offset)
 
 
