@@ -191,9 +191,16 @@ def decode_buffer(buf: Any, mod: Any, record: str, params: dict[str, Any],
     count = 1
     if repeat or then:
         nxt = getattr(mod, f"decode_{then}") if then else dec
+        args = {} if then else params
+        mark = pos + RELEASE_EVERY
         while pos < end:
-            value, pos = nxt(buf, pos, **({} if then else params))
+            value, pos = nxt(buf, pos, **args)
             count += 1
+            if release is not None and pos >= mark:
+                # a file that is a run of records (a pile): without this its whole map
+                # stays resident, and the peak grows with the file
+                release(pos)
+                mark = pos + RELEASE_EVERY
     return count, end - pos
 
 
