@@ -19,9 +19,12 @@ letting an ``OSError`` or a ``bytewright.runtime.errors.BytewrightError`` escape
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..generator import project as project_mod
 
@@ -86,6 +89,30 @@ def read_input(path: str | os.PathLike[str]) -> bytes:
         return p.read_bytes()
     except OSError as exc:
         raise InputError(io_message(p, exc)) from exc
+
+
+@contextlib.contextmanager
+def mapped_input(path: str | os.PathLike[str]) -> Iterator[tuple[Any, Callable[[int], None]]]:
+    """``read_input`` for a reader that walks a file once: ``(buf, release)`` of a map of
+    it (``runtime/mapped.py``: no copy, walked pages given back), standard input's bytes
+    for ``-``; the same ``InputError`` (exit 3) otherwise."""
+    from ..runtime.mapped import mapped_file
+
+    if os.fspath(path) == STDIN:
+        yield sys.stdin.buffer.read(), lambda upto: None
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder, not a file")
+    try:
+        ctx = mapped_file(p)
+        buf = ctx.__enter__()
+    except OSError as exc:
+        raise InputError(io_message(p, exc)) from exc
+    try:
+        yield buf
+    finally:
+        ctx.__exit__(None, None, None)
 
 
 def read_text(path: str | os.PathLike[str], what: str = "text") -> str:

@@ -102,12 +102,14 @@ def _plain(v):
     return v
 
 
-def _open(data: bytes):
+def _open(data, release=None):
     from ..runtime.ze import artifacts, graphwal, registry, segment, wal
     hdr = registry.read_header(data)
     fam = registry.FAMILIES[hdr.family_id][0]
     if hdr.family_id == 11:
-        return fam, hdr, wal.replay(data)
+        # one pass: each payload is checked as its record is read, so commit need not
+        # read the file again
+        return fam, hdr, wal.replay(data, decode=True, release=release)
     if hdr.family_id == 19:
         return fam, hdr, graphwal.replay(data)
     if hdr.family_id == 2:
@@ -125,15 +127,22 @@ def _open(data: bytes):
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ..runtime.errors import BytewrightError
-    from ..runtime.ze import wal
+    from ..runtime.mapped import mapped_file
     try:
-        data = args.file.read_bytes()
+        # mapped, not read: the file is never copied, and a WAL's replay gives back the
+        # pages it has walked, so memory does not grow with the file (issue 16)
+        with mapped_file(args.file) as (data, release):
+            return _run(args, data, release)
     except OSError as exc:
         print(f"{args.file}: error: {exc.strerror or exc}", file=sys.stderr)
         return 3
+
+
+def _run(args: argparse.Namespace, data, release) -> int:
+    from ..runtime.errors import BytewrightError
+    from ..runtime.ze import wal
     try:
-        fam, hdr, obj = _open(data)
+        fam, hdr, obj = _open(data, release)
         if fam == "wal" and args.action != "dump":
             try:
                 done, held = wal.commit(obj.records)

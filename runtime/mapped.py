@@ -10,11 +10,14 @@ nothing is lost, and the peak stays bounded by the window.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
+import os
+import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["RELEASE_EVERY", "iter_mapped", "releaser"]
+__all__ = ["RELEASE_EVERY", "iter_mapped", "mapped_file", "releaser"]
 
 RELEASE_EVERY = 16 << 20  # bytes walked between two releases of a map's passed pages
 
@@ -35,6 +38,36 @@ def releaser(mm: mmap.mmap) -> Callable[[int], None] | None:
                 pass  # advice only: a refusal changes memory, never results
 
     return release
+
+
+def _no_release(upto: int) -> None:
+    """Where nothing is mapped (an empty file) or the platform cannot release pages."""
+
+
+@contextlib.contextmanager
+def mapped_file(path: str | os.PathLike[str]) -> Iterator[tuple[Any, Callable[[int], None]]]:
+    """``(buf, release)`` for reading the file at ``path`` without copying it: ``buf`` a
+    memoryview of a read-only map (the bytes themselves for an empty file, a pipe or
+    a device) and ``release(upto)`` (see
+    :func:`releaser`; a no-op where unsupported), which a reader calls as it goes so that
+    the pages it has walked leave the resident set. Objects decoded from ``buf`` may keep
+    views of it: the map then closes when the last of them goes."""
+    with open(path, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            # a pipe or a device cannot be mapped: its bytes, read as before
+            yield fh.read(), _no_release
+            return
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    mv = memoryview(mm)
+    try:
+        yield mv, releaser(mm) or _no_release
+    finally:
+        mv.release()
+        try:
+            mm.close()
+        except BufferError:
+            pass  # a decoded value still holds a view: the map closes with it
 
 
 def iter_mapped(path: str, iterate: Callable[..., Iterator[tuple[Any, int]]],

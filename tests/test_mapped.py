@@ -3,6 +3,8 @@ walked pages are released as the walk goes (issue 16, item 3: iterate in bounded
 
 from __future__ import annotations
 
+import os
+
 from bytewright.generated import htt as h
 from bytewright.generated import ze as z
 from bytewright.runtime import mapped
@@ -67,3 +69,31 @@ def test_empty_file_and_numpy_views_outliving_the_walk(tmp_path):
     got = [v for v, _ in mapped.iter_mapped(str(path), z.iter_graph_node_block,
                                             code_bytes=64, max_degree=44)]
     assert got == blocks
+
+
+def test_mapped_file_maps_a_file_and_reads_a_pipe(tmp_path):
+    """``mapped_file``: a regular file is a view of a map (no copy) with a working
+    ``release``; an empty file, and a pipe (which cannot be mapped), give their bytes."""
+    import threading
+
+    from bytewright.runtime.mapped import mapped_file
+
+    path = tmp_path / "f.bin"
+    payload = bytes(range(256)) * 64
+    path.write_bytes(payload)
+    with mapped_file(path) as (buf, release):
+        assert isinstance(buf, memoryview) and bytes(buf) == payload
+        release(8192)  # pages before 8 KiB dropped: reading them refaults the same bytes
+        assert bytes(buf[:8192]) == payload[:8192]
+    empty = tmp_path / "e.bin"
+    empty.write_bytes(b"")
+    with mapped_file(empty) as (buf, release):
+        assert buf == b""
+        release(0)
+    fifo = tmp_path / "p"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(payload[:1000]))
+    writer.start()
+    with mapped_file(fifo) as (buf, _):
+        assert bytes(buf) == payload[:1000]
+    writer.join()

@@ -13,12 +13,14 @@ import mmap
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...generated import pile as g
 from ..errors import BytewrightError
+from ..mapped import RELEASE_EVERY, releaser
 from . import crypto, kinds
 from .errors import CorruptPile, InvalidRecord, PileShrunk, UnsupportedRecord
 from .scan import (
@@ -38,6 +40,11 @@ _BLOBS = {"blob_body", "env_blob_body", "v3_blob", "v1_blob"}
 
 class BlobUnavailable(BytewrightError):
     """No occurrence of a known blob handle has a payload that hashes to it."""
+
+    @classmethod
+    def none_of(cls, handle: bytes, occurrences: int) -> BlobUnavailable:
+        return cls(f"blob {handle.hex()}: none of {occurrences} occurrence(s) "
+                   "has a payload matching its handle")
 
 
 @dataclass
@@ -211,20 +218,36 @@ class Pile:
             return 0
         mv = memoryview(self._map())
         try:
-            return self._scan(mv, size)
+            return self._scan(mv, size, self._releaser())
         finally:
             mv.release()
 
-    def _scan(self, mv: memoryview, size: int) -> int:
+    def _scan(self, mv: memoryview, size: int,
+              release: Callable[[int], None] | None = None) -> int:
         n = 0
         pos = self.applied
+        mark = pos + RELEASE_EVERY if release is not None else size + 1
         while pos < size:
             rec = read_record(mv, pos)
             self._apply(rec)
             pos = rec.end
             self.applied = pos
             n += 1
+            if pos >= mark:  # the scan reads every record's head: give its pages back
+                release(pos)
+                mark = pos + RELEASE_EVERY
         return n
+
+    def _releaser(self) -> Callable[[int], None] | None:
+        return releaser(self._mm) if self._mm is not None else None
+
+    def release_pages(self) -> None:
+        """Drop the resident pages of the file's map. They are clean pages of a read-only
+        file mapping: a later read refaults them from the file, so nothing changes but
+        memory. A reader walking a large pile (``pile verify``) calls it as it goes."""
+        release = self._releaser()
+        if release is not None:
+            release(self._mm_size)
 
     def _apply(self, rec: Record) -> None:
         self.records += 1
@@ -293,8 +316,7 @@ class Pile:
                     return parts[1]
         finally:
             mv.release()
-        raise BlobUnavailable(f"blob {handle.hex()}: none of {len(offsets)} occurrence(s) "
-                              "has a payload matching its handle")
+        raise BlobUnavailable.none_of(handle, len(offsets))
 
     def __contains__(self, handle: bytes) -> bool:
         return handle in self.blobs

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...generated import ze
 from ..errors import ChecksumError, ConstraintError, DecodeError, EncodeError, TruncatedError
+from ..mapped import RELEASE_EVERY
 from . import envelope, limits
 
 HEADER_LEN = ze.LAYOUT["wal_file_header"]["layouts"][0]["fixed_size"]  # 40
@@ -275,7 +276,8 @@ def _valid_frame_at(mv: memoryview, pos: int) -> bool:
         return False
 
 
-def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) -> Replay:
+def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES,
+           release: Callable[[int], None] | None = None) -> Replay:
     """Prefix replay: validate the header, then records one at a time from offset 40.
 
     The first record must carry ``first_seq`` and each next one ``seq + 1``; the first bad
@@ -287,6 +289,10 @@ def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) ->
     kept on the :class:`Record`, so :func:`commit` does not decode it again. A record that
     pass refuses is re-read as plain framing, so classification is unchanged: a framing
     failure ends the prefix, a payload failure surfaces in :func:`commit` as before.
+
+    ``release(upto)`` (``runtime/mapped.py``), for a mapped file, is called every
+    ``RELEASE_EVERY`` bytes with the offset replay has reached: the pages walked leave
+    the resident set (a later read of a record refaults them from the file).
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     try:
@@ -301,6 +307,7 @@ def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) ->
     out = Replay(header.first_seq, records)
     expected = header.first_seq
     add = records._add
+    mark = pos + RELEASE_EVERY if release is not None else n + 1
     while pos < n:
         if decode:  # one pass per record until one is refused or out of sequence
             try:
@@ -323,6 +330,9 @@ def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) ->
                     add(pos, op, end, state)
                     expected += 1
                     pos = end
+                    if pos >= mark:
+                        release(pos)
+                        mark = pos + RELEASE_EVERY
             except DecodeError:
                 pass
             if pos >= n:
@@ -359,6 +369,9 @@ def replay(buf, *, decode: bool = False, scan_bytes: int = limits.SCAN_BYTES) ->
         add(pos, fr.op, end)
         expected = fr.seq + 1
         pos = end
+        if pos >= mark:
+            release(pos)
+            mark = pos + RELEASE_EVERY
     return out
 
 
