@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     verbs = {"info": _info, "dump": _dump, "resolve": _resolve, "fold": _fold,
              "salvage": _salvage}
     try:
-        kf = open_file(args.file)
+        # the reading verbs map the file (memory follows the pages read, not the file);
+        # fold and salvage write, so they read it
+        kf = open_file(args.file, mapped=args.kladde_verb in ("info", "dump", "resolve"))
         return verbs[args.kladde_verb](kf, args)
     except BytewrightError as exc:
         print(f"{args.file}: error: {exc}", file=sys.stderr)

@@ -140,3 +140,90 @@ def test_empty_table():
     assert len(f.statements) == 0 and f.statements == [] and list(f.statements) == []
     assert len(f.by_id) == 0 and f.by_id.get(1) is None and 1 not in f.by_id
     assert f.allocations() == {} and f.ids() == []
+
+
+def _file_with_data_pages(tmp_path, n: int = 12, size: int = 40_000):
+    import os
+
+    from bytewright.runtime.kladde.writer import Store
+
+    path = tmp_path / "d.kladde"
+    s = Store.create(path)
+    blobs = {i: os.urandom(size) for i in range(1, n + 1)}
+    for i, b in blobs.items():
+        s.create_allocation(i)
+        s.write(i, 0, b)
+        if i % 4 == 0:
+            s.flush()
+    s.flush()
+    s.close()
+    return path, blobs
+
+
+def test_a_mapped_open_reads_the_same_and_resolving_releases_the_data_pages(tmp_path,
+                                                                            monkeypatch):
+    """``open_file(mapped=True)`` (what ``kladde info/dump/resolve`` use): the same
+    allocations and contents as reading the file; resolving checks each data page and
+    gives the checked pages back as it goes (a 211 MB file: resolve 300 -> 103 MB,
+    info 282 -> 78 MB). Locating a statement, for error messages only, is not done for
+    pages that pass (it re-read the statement's page each time: resolve took 18 s on
+    that file, now 1.6 s)."""
+    import mmap
+
+    from bytewright.runtime.kladde import reader
+
+    path, blobs = _file_with_data_pages(tmp_path)
+    plain = reader.open_file(path)
+    calls: list[int] = []
+    real = reader.releaser
+
+    def spy(mm):
+        rel = real(mm)
+
+        def release(upto):
+            calls.append(upto)
+            rel(upto)
+        return release
+
+    monkeypatch.setattr(reader, "releaser", spy)
+    monkeypatch.setattr(reader, "RELEASE_EVERY", 4 * PAGE_SIZE)
+    located: list = []
+    real_locate = reader.KladdeFile.locate
+    monkeypatch.setattr(reader.KladdeFile, "locate",
+                        lambda self, st: located.append(st) or real_locate(self, st))
+    mapped = reader.open_file(path, mapped=True)
+    assert isinstance(mapped.data, mmap.mmap) and isinstance(plain.data, bytes)
+    assert mapped.allocations() == plain.allocations()
+    assert {i: mapped.read(i) for i in blobs} == blobs
+    data_pages = len(mapped._data_ok)
+    assert data_pages >= len(blobs) * 9  # 40 kB each: ten 4 KiB data pages or so
+    assert len(calls) >= data_pages // 4 - 1 and all(c == len(mapped.data) for c in calls)
+    assert located == []  # nothing failed: no statement needed locating
+
+
+def test_kladde_reading_verbs_print_the_same_from_the_map(tmp_path, capsys, monkeypatch):
+    """The CLI's reading verbs map the file, and print what they printed from its bytes."""
+    import mmap
+
+    import bytewright.runtime.kladde as kl
+    from bytewright.cli.main import main
+
+    path, _ = _file_with_data_pages(tmp_path, n=5, size=9_000)
+    real = kl.open_file
+    verbs = (("info", []), ("dump", []), ("resolve", []), ("resolve", ["3"]),
+             ("resolve", ["--check"]))
+    outs, kinds = {}, []
+    for force in (False, None):  # read whole, then as the CLI chooses
+        def opener(p, *, force=force, **kw):
+            if force is not None:
+                kw["mapped"] = force
+            kf = real(p, **kw)
+            kinds.append((force, type(kf.data)))
+            return kf
+        monkeypatch.setattr(kl, "open_file", opener)
+        outs[force] = [(main(["kladde", verb, str(path), *extra]), capsys.readouterr().out)
+                       for verb, extra in verbs]
+    assert outs[None] == outs[False]
+    assert all(code == 0 for code, _ in outs[None]) and "allocation 3" in outs[None][2][1]
+    assert {t for f, t in kinds if f is None} == {mmap.mmap}
+    assert {t for f, t in kinds if f is False} == {bytes}
