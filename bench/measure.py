@@ -215,6 +215,20 @@ with open(os.devnull, 'w') as _null, contextlib.redirect_stdout(_null):
     _out['code'] = main(['inspect', '--json', PATH])
 _out['s'] = time.perf_counter() - t0
 """
+# a format's own reading verb on a large file (pile verify, ze verify, kladde resolve):
+# the family's modules are imported before the mark, so the peak is the verb's own
+FORMAT_VERB = """
+import contextlib, os
+from bytewright.cli.main import main
+import bytewright.generated.FAMILY, bytewright.runtime.FAMILY
+_out = {}
+_mark()
+t0 = time.perf_counter()
+with open(os.devnull, 'w') as _null, contextlib.redirect_stdout(_null):
+    _out['code'] = main(ARGV)
+_out['s'] = time.perf_counter() - t0
+"""
+FORMAT_VERB_MB = (8, 200, 1024)  # file size per run mode: (quick, default, --large)
 INSPECT_SMALL_ENTRIES = 20_000  # ~21 MB: the default run's decode-every-field sample
 MEMORY_TOP = """
 import linecache, tracemalloc
@@ -486,11 +500,70 @@ def _large_file(out: dict, tmp: str, quick: bool, large: bool) -> None:
                       "entries": ins_n, "memory": _mem(ins, INSPECT_BASE, ins_mb)}
     if ins_path != path:
         os.remove(ins_path)
+    big["verbs"] = format_verbs(tmp, FORMAT_VERB_MB[0 if quick else 2 if large else 1])
     # flat keys of earlier reports
     big.update(decode_peak_rss_mb=d["peak_rss_mb"], iterate_peak_rss_mb=it["peak_rss_mb"],
                verify_peak_rss_mb=v["peak_rss_mb"], verify_ok=v["ok"])
     out["large_file"] = big
     os.remove(path)
+
+
+def build_pile(path: str, mb: int) -> None:
+    """Blobs of 1 KiB (1,280-byte records) up to ``mb`` MiB."""
+    from bytewright.runtime.pile import encode_blob
+
+    with open(path, "wb") as fh:
+        for i in range(mb * 2**20 // 1280):
+            fh.write(encode_blob(i.to_bytes(8, "little") * 128, 1_700_000_000_000 + i))
+
+
+def build_ze_wal(path: str, mb: int) -> None:
+    """A ZE WAL of op-1 upserts with a 1,024-dim vector (4,150-byte records)."""
+    from bytewright.generated import ze
+    from bytewright.runtime.ze import wal
+
+    with open(path, "wb") as fh:
+        fh.write(wal.wal_bytes(1, []))
+        for i in range(mb * 2**20 // 4150):
+            body = ze.OpUpsertV1(ze.PayloadV1Header(), i + 1, 1, ze.F32Vector([0.5] * 1024))
+            fh.write(wal.frame(i + 1, 1, wal.encode_payload(1, body)))
+
+
+def build_kladde(path: str, mb: int) -> None:
+    """A kladde file of 1 MiB allocations, committed 16 to an epoch."""
+    from bytewright.runtime.kladde.writer import Store
+
+    blob = random.Random(5).randbytes(2**20)
+    with Store.create(path) as st:
+        for i in range(1, mb + 1):
+            st.create_allocation(i)
+            st.write(i, 0, blob)
+            if i % 16 == 0:
+                st.flush()
+        st.flush()
+
+
+VERBS = (("pile", "verify", build_pile, "blobs of 1 KiB"),
+         ("ze", "verify", build_ze_wal, "op-1 upserts with 1,024-dim vectors"),
+         ("kladde", "resolve", build_kladde, "1 MiB allocations"))
+
+
+def format_verbs(tmp: str, mb: int) -> dict:
+    """Peak RSS of each format's reading verb on a file of ``mb`` MiB, in a fresh process
+    whose baseline includes the family's modules."""
+    out = {}
+    for family, verb, build, shape in VERBS:
+        path = os.path.join(tmp, f"verb.{family}")
+        build(path, mb)
+        code = (FORMAT_VERB.replace("FAMILY", family)
+                .replace("ARGV", repr([family, verb, path])))
+        r = _child(code)
+        file_mb = os.path.getsize(path) / 2**20
+        out[f"{family} {verb}"] = {"s": r["s"], "code": r["code"], "file_mb": file_mb,
+                                   "shape": shape,
+                                   "memory": _mem(r, code.split("_mark()")[0], file_mb)}
+        os.remove(path)
+    return out
 
 
 def _kladde(out: dict, tmp: str, quick: bool, large: bool) -> None:

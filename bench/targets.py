@@ -352,6 +352,15 @@ def _large_file(rep: dict) -> dict:
                          note=note, judged=judged))
         if values[-1]["met"] is False and path not in ("iterate", "inspect"):
             keys.append(f"memory:large_{path}")
+    for name, r in (big.get("verbs") or {}).items():
+        # each format's own reading verb (pile verify, ze verify, kladde resolve)
+        mem = r["memory"]
+        ok = "" if r["code"] == 0 else f"; exit {r['code']} (not a clean run)"
+        values.append(_v(f"{name} (the format's own verb)", mem["peak_rss_mb"], 200.0,
+                         higher=False, unit="MB", judged=r["code"] == 0,
+                         note=f"net {mem['net_mb']:.0f} MB over the "
+                              f"{mem['baseline_rss_mb']:.0f} MB import baseline; on a "
+                              f"{r['file_mb']:.0f} MB file ({r['shape']}), {r['s']:.1f} s{ok}"))
     out: dict = {"values": values, "profile_keys": keys}
     it = next(v for v in values if v["subject"].startswith("iterate"))
     if it["met"] is False:
@@ -481,7 +490,9 @@ TARGETS: list[Target] = [
     Target("large_file_rss", "Peak RSS of decode / iterate / verify of a 1 GB file "
            "<= 200 MB", "measure: VmHWM of a fresh process: bytewright inspect --json (every "
            "field decoded and written), iter_mapped(iter_wal_entry) over the WAL, "
-           "verify_many; decode_htt_file (the whole file as objects) shown, not judged",
+           "verify_many, and each format's own reading verb (pile verify, ze verify, "
+           "kladde resolve) on a file of its own; decode_htt_file (the whole file as "
+           "objects) shown, not judged",
            "<= 200 MB each",
            _large_file),
     Target("replay_rss", "HTT and ZE replay peak RSS <= 2x the file size",

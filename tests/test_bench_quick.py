@@ -110,6 +110,22 @@ def test_memory_figures_state_baseline_and_net(full):
     assert m["large_file"]["verify"]["ok"] and m["htt_verify"]["ok"]
 
 
+def test_each_formats_reading_verb_is_measured_and_judged_on_a_file_of_its_own(full):
+    """pile verify, ze verify and kladde resolve: a fresh child each, on a file of the
+    run's size (8 MiB quick), exit 0, peak and baseline stated, judged with the large
+    file's other rows."""
+    verbs = full["measure"]["large_file"]["verbs"]
+    assert set(verbs) == {"pile verify", "ze verify", "kladde resolve"}
+    for name, r in verbs.items():
+        assert r["code"] == 0 and r["file_mb"] == pytest.approx(measure.FORMAT_VERB_MB[0],
+                                                               rel=0.02), (name, r)
+        mem = r["memory"]
+        assert mem["baseline_rss_mb"] > 10 and mem["peak_rss_mb"] >= mem["baseline_rss_mb"]
+    target = next(t for t in full["targets"] if t["id"] == "large_file_rss")
+    rows = [v for v in target["values"] if "(the format's own verb)" in v["subject"]]
+    assert len(rows) == 3 and all(v["met"] is not None for v in rows), rows  # judged
+
+
 def test_replay_corpus_has_the_issue_shape(full):
     rows = {int(n): r["file_bytes"] for n, r in full["measure"]["htt_replay"]["by_size"].items()}
     (a, size_a), (b, size_b) = sorted(rows.items())[:2]
