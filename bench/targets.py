@@ -447,17 +447,26 @@ def _jobs(rep: dict) -> dict:
     for n in ns:
         r = j[f"N{n}"]
         # N=1 compares --jobs 1 with itself: shown (the noise floor), not judged
+        ceiling = r.get("machine_ceiling")
         values.append(_v(f"N={n}", r["speedup"], 0.8 * n, judged=n > 1,
                          note=f"{n} file(s) of {j['file_mb']:.0f} MB: --jobs 1 "
                               f"{r['jobs1_s']:.2f} s, --jobs {n} {r['jobsN_s']:.2f} s"
-                              + (" (the noise floor: not judged)" if n == 1 else "")))
+                              + (" (the noise floor: not judged)" if n == 1 else "")
+                              + (f"; this machine runs {n} CPU-bound processes at "
+                                 f"{ceiling:.2f}x one (its ceiling)" if ceiling else "")))
     out = {"values": values, "profile_keys": [],
            "note": f"N = {', '.join(map(str, ns))} (the machine has {j['cores']} cores)"}
     if _all_met(values) is False:
+        capped = [f"N={n}: {j[f'N{n}']['machine_ceiling']:.2f}x" for n in ns
+                  if j[f"N{n}"].get("machine_ceiling", n) < 0.8 * n]
         out["why_extra"] = (f"one file alone takes {j['jobs1_1file_s']:.2f} s: the pool's "
                             "start-up (fork, schemas table, imports in each worker) is paid "
                             "once per run; a shared, loaded machine gives the workers less "
-                            "than a core each (no cProfile: wall time across processes)")
+                            "than a core each (no cProfile: wall time across processes)"
+                            + (f". This machine's own ceiling (N pure-Python loops in N "
+                               f"processes against one after another) is below the target: "
+                               f"{', '.join(capped)}: no --jobs can reach it here"
+                               if capped else ""))
     return out
 
 

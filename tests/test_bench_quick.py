@@ -148,6 +148,8 @@ def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
         row = jobs[f"N{n}"]
         assert row["jobs1_s"] > 0 and row["jobsN_s"] > 0
         assert row["speedup"] == pytest.approx(row["jobs1_s"] / row["jobsN_s"])
+        # N > 1: the machine's own ceiling, measured in the same child, beside it
+        assert (row["machine_ceiling"] > 0) if n > 1 else "machine_ceiling" not in row
 
 
 def test_table_prints_every_target(full):
