@@ -200,10 +200,11 @@ def _blob_check(pile, offset: int, handle: bytes) -> tuple[bool, int]:
 def _amputate(args) -> int:
     from ..runtime.pile import amputate
     from ..runtime.pile.repair import find_damage
-    from .common import UsageError, read_input
+    from .common import UsageError, mapped_input
     expected = args.truncate_to if args.truncate_to is not None else args.discard_after
     if expected is None:
-        damage = find_damage(read_input(args.file))
+        with mapped_input(args.file) as (data, release):
+            damage = find_damage(data, release)
         if damage is None:
             print(f"{args.file}: no damage; nothing to cut")
             return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..atomic import fsync_dir, write_all
+
 PER_OP = "per_op"
 BATCHED = "batched"
 MANUAL = "manual"
@@ -38,29 +40,6 @@ class Durability:
 
     def fsync_now(self) -> bool:
         return self.mode != MANUAL
-
-
-def fsync_dir(path: str) -> None:
-    """fsync the directory holding ``path`` so a rename in it is durable."""
-    d = os.path.dirname(os.path.abspath(path))
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view = view[n:]
-        offset += n
 
 
 def atomic_write(path: str, data: bytes) -> None:

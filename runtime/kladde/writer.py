@@ -26,6 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ...generated import kladde as g
+from ..atomic import fsync_dir, write_all
 from ..errors import EncodeError
 from . import journal as jn
 from .errors import DanglingPointer, OutOfBounds
@@ -53,7 +54,7 @@ class OsIO:
     """The store's write steps; tests substitute one that crashes after step k."""
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> None:
-        _pwrite_all(fd, data, offset)
+        write_all(fd, data, offset)
 
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
@@ -260,7 +261,7 @@ class Store:
             os.fsync(fd)
         finally:
             os.close(fd)
-        _fsync_dir(path)
+        fsync_dir(path)
         return cls.open(path)
 
     @classmethod
@@ -699,28 +700,6 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view = view[n:]
-        offset += n
-
-
-def _fsync_dir(path) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 __all__ = ["OsIO", "Store", "encode_table", "pack_tables", "empty_file", "frame_table",
            "frame_data", "frame_header", "header_fields", "KIND_DATA", "KIND_TABLE"]
 
@@ -735,9 +714,9 @@ def _keep_discarded(path, data: bytes, journal: jn.Journal) -> str:
     side = f"{os.fspath(path)}.discarded-{at}"
     fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _pwrite_all(fd, bytes(data[at:]), 0)
+        write_all(fd, bytes(data[at:]), 0)
         os.fsync(fd)
     finally:
         os.close(fd)
-    _fsync_dir(side)
+    fsync_dir(side)
     return side

@@ -14,10 +14,13 @@ import fcntl
 import mmap
 import os
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...generated import pile as g
+from ..atomic import AtomicFile, fsync_dir, write_all
 from ..errors import DecodeError
+from ..mapped import RELEASE_EVERY, mapped_file
 from . import kinds
 from .errors import CorruptPile, RepairRefused, UnsupportedRecord
 from .scan import Record, blob_hash_ok, blob_parts, iter_records, read_record, valid_after
@@ -38,15 +41,20 @@ class Damage:
         return self.valid_after == 0 and isinstance(self.error, CorruptPile)
 
 
-def find_damage(buf) -> Damage | None:
-    """Scan the whole buffer; None when every record is intact."""
+def find_damage(buf, release=None) -> Damage | None:
+    """Scan the whole buffer; None when every record is intact. ``release(upto)`` (a
+    mapped file's, ``runtime/mapped.py``) gives the walked pages back as it goes."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     try:
-        for _ in iter_records(mv, heads_only=True):
+        for _ in _walk(iter_records(mv, heads_only=True), release or _keep_pages):
             pass
     except (CorruptPile, UnsupportedRecord) as exc:
         return Damage(exc.offset, str(exc), exc, valid_after(mv, exc.offset))
     return None
+
+
+def _keep_pages(upto: int) -> None:
+    """A buffer in memory: nothing to give back."""
 
 
 def discarded_path(path: str, offset: int) -> str:
@@ -61,12 +69,12 @@ def _keep(path: str, data: bytes, offset: int, crash_at: str | None) -> str:
         side = f"{discarded_path(path, offset)}.{n}"
     fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        os.write(fd, data)
+        write_all(fd, data)  # every byte: one write() may take only part of a large cut
         _crash(crash_at, "side-written")
         os.fsync(fd)
     finally:
         os.close(fd)
-    _fsync_dir(side)
+    fsync_dir(side)
     return side
 
 
@@ -95,22 +103,24 @@ def amputate(path: str, *, expected: int | None = None, discard_after: int | Non
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
-        with open(path, "rb") as f:
-            data = f.read(size)
-        damage = find_damage(data)
-        if damage is None:
-            return AmputateResult(False, size, size)
-        if isinstance(damage.error, UnsupportedRecord):
-            raise damage.error
-        offset = damage.offset
-        if expected is not None and expected != offset:
-            raise CorruptPile(offset, f"boundary is {offset}, not {expected}; file untouched")
-        if damage.valid_after and discard_after != offset:
-            raise RepairRefused(
-                f"{path}: damage at offset {offset} is followed by {damage.valid_after} "
-                f"valid-looking record(s); refusing to cut them (pass --discard-after {offset} "
-                f"to cut them anyway; they are copied to {discarded_path(path, offset)} first)")
-        side = _keep(path, data[offset:], offset, crash_at)
+        # read through a map (only the records' heads and the cut bytes are touched), and
+        # the map closed before the file is cut
+        with mapped_file(path) as (data, release):
+            damage = find_damage(data, release)
+            if damage is None:
+                return AmputateResult(False, size, size)
+            if isinstance(damage.error, UnsupportedRecord):
+                raise damage.error
+            offset = damage.offset
+            if expected is not None and expected != offset:
+                raise CorruptPile(offset, f"boundary is {offset}, not {expected}; file untouched")
+            if damage.valid_after and discard_after != offset:
+                raise RepairRefused(
+                    f"{path}: damage at offset {offset} is followed by {damage.valid_after} "
+                    f"valid-looking record(s); refusing to cut them (pass --discard-after "
+                    f"{offset} to cut them anyway; they are copied to "
+                    f"{discarded_path(path, offset)} first)")
+            side = _keep(path, data[offset:], offset, crash_at)
         _crash(crash_at, "side-synced")
         os.ftruncate(fd, offset)
         _crash(crash_at, "truncated")
@@ -135,34 +145,52 @@ _CURRENT = {"blob_body", "commit_body", "merge_v6_body", "derive_v7_body", "want
 
 
 def reframe(src: str, dest: str) -> ReframeResult:
-    """Re-encode ``src`` into current framing at ``dest`` (which must not exist)."""
-    with open(src, "rb") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
-        data = f.read()
-    records = list(iter_records(data))  # a damaged pile raises here: amputate first
-    opaque = [r for r in records if r.opaque]
-    if opaque:
-        raise RepairRefused(f"{src}: {len(opaque)} opaque record(s) of unknown kind (first at "
-                            f"offset {opaque[0].offset}); reframe refuses to drop them")
-    if os.path.exists(dest):
-        raise RepairRefused(f"{dest}: already exists; reframe writes a new file")
+    """Re-encode ``src`` into current framing at ``dest`` (which must not exist).
+
+    Two passes over a map of ``src`` under its shared lock, neither holding more than a
+    record: the first refuses a damaged pile or one with opaque records before anything
+    is written; the second writes ``dest`` through a temporary file, piece by piece."""
     res = ReframeResult()
-    out = bytearray()
-    for rec in records:
-        piece = _reframed(rec, data, res)
-        if piece:
-            out += piece
-            res.written += 1
-    tmp = f"{dest}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        os.write(fd, bytes(out))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, dest)
-    _fsync_dir(dest)
+    with _mapped_locked(src) as (buf, release):
+        opaque, first = 0, None
+        for rec in _walk(iter_records(buf), release):  # a damaged pile raises here
+            if rec.opaque:
+                opaque += 1
+                first = rec.offset if first is None else first
+        if opaque:
+            raise RepairRefused(f"{src}: {opaque} opaque record(s) of unknown kind (first at "
+                                f"offset {first}); reframe refuses to drop them")
+        if os.path.exists(dest):
+            raise RepairRefused(f"{dest}: already exists; reframe writes a new file")
+        with AtomicFile(dest) as out:
+            for rec in _walk(iter_records(buf), release):
+                piece = _reframed(rec, buf, res)
+                if piece:
+                    out.write(piece)
+                    res.written += 1
+            out.commit()
     return res
+
+
+@contextmanager
+def _mapped_locked(path: str):
+    """``(buf, release)`` of a read-only map of ``path`` (``runtime/mapped.py``), under a
+    shared lock held while the caller reads it."""
+    with open(path, "rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+        with mapped_file(path) as mapped:
+            yield mapped
+
+
+def _walk(records, release):
+    """``records`` (in file order), the pages before each given back every
+    ``RELEASE_EVERY`` bytes: a rewrite of a large pile holds one record at a time."""
+    mark = RELEASE_EVERY
+    for rec in records:
+        yield rec
+        if rec.end >= mark:
+            release(rec.end)
+            mark = rec.end + RELEASE_EVERY
 
 
 def _reframed(rec: Record, data: bytes, res: ReframeResult) -> bytes | None:
@@ -205,44 +233,37 @@ def salvage(src: str, dest: str, step: int = 64) -> SalvageResult:
     """Copy every record that still verifies, before and after any damage, byte for byte
     into a new file ``dest`` for a human to judge. A record verifies when it decodes and,
     for a blob, its payload hashes to its handle; the search after damage moves in 64-byte
-    steps (every record start in a pile is 64-aligned)."""
+    steps (every record start in a pile is 64-aligned). ``src`` is read through a map and
+    ``dest`` written piece by piece, so neither has to fit in memory."""
     if os.path.exists(dest):
         raise RepairRefused(f"{dest}: already exists; salvage writes a new file")
-    with open(src, "rb") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
-        data = f.read()
-    mv = memoryview(data)
     res = SalvageResult()
-    out = bytearray()
-    pos, gap = 0, None
-    while pos < len(data):
-        try:
-            rec = read_record(mv, pos, heads_only=False)
-            good = blob_hash_ok(rec) is not False
-        except DecodeError:
-            good = False
-        if not good:
-            gap = pos if gap is None else gap
-            pos += step - pos % step
-            continue
+    with _mapped_locked(src) as (mv, release), AtomicFile(dest) as out:
+        size = len(mv)
+        pos, gap, mark = 0, None, RELEASE_EVERY
+        while pos < size:
+            if pos >= mark:
+                release(pos)
+                mark = pos + RELEASE_EVERY
+            try:
+                rec = read_record(mv, pos, heads_only=False)
+                good = blob_hash_ok(rec) is not False
+            except DecodeError:
+                good = False
+            if not good:
+                gap = pos if gap is None else gap
+                pos += step - pos % step
+                continue
+            if gap is not None:
+                res.skipped.append((gap, pos))
+                gap = None
+            out.write(mv[rec.offset:rec.end])
+            res.kept += 1
+            pos = rec.end
         if gap is not None:
-            res.skipped.append((gap, pos))
-            gap = None
-        out += data[rec.offset:rec.end]
-        res.kept += 1
-        pos = rec.end
-    if gap is not None:
-        res.skipped.append((gap, len(data)))
-    res.kept_bytes = len(out)
-    tmp = f"{dest}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        os.write(fd, bytes(out))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, dest)
-    _fsync_dir(dest)
+            res.skipped.append((gap, size))
+        res.kept_bytes = out.written
+        out.commit()
     return res
 
 
@@ -272,11 +293,3 @@ def diagnose(path: str, offset: int) -> dict:
         out["payload_length"] = len(blob_parts(rec)[1])
         out["span_expected"] = blob_span(len(blob_parts(rec)[1])) if rec.form == "current" else None
     return out
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...generated import pile as g
+from ..atomic import fsync_dir
 from ..errors import BytewrightError
 from ..mapped import RELEASE_EVERY, releaser
 from . import crypto, kinds
@@ -123,7 +124,7 @@ class Pile:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         if sync:
             os.fsync(fd)
-            _fsync_dir(path)
+            fsync_dir(path)
         return cls(path, fd, writable=True, sync=sync)
 
     def close(self) -> None:
@@ -515,11 +516,3 @@ def verify_proof(body: g.ProofV5Body) -> None:
         if not crypto.verify_strict(issuer, full[:96 + 128 * i + 64], edge.signature):
             raise InvalidRecord(f"proof edge {i}: signature does not verify")
         issuer = edge.delegate
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
