@@ -195,7 +195,7 @@ def test_a_mapped_open_reads_the_same_and_resolving_releases_the_data_pages(tmp_
     assert isinstance(mapped.data, mmap.mmap) and isinstance(plain.data, bytes)
     assert mapped.allocations() == plain.allocations()
     assert {i: mapped.read(i) for i in blobs} == blobs
-    data_pages = len(mapped._data_ok)
+    data_pages = sum(mapped._data_ok)
     assert data_pages >= len(blobs) * 9  # 40 kB each: ten 4 KiB data pages or so
     assert len(calls) >= data_pages // 4 - 1 and all(c == len(mapped.data) for c in calls)
     assert located == []  # nothing failed: no statement needed locating
@@ -227,3 +227,40 @@ def test_kladde_reading_verbs_print_the_same_from_the_map(tmp_path, capsys, monk
     assert all(code == 0 for code, _ in outs[None]) and "allocation 3" in outs[None][2][1]
     assert {t for f, t in kinds if f is None} == {mmap.mmap}
     assert {t for f, t in kinds if f is False} == {bytes}
+
+
+def test_resolve_prints_one_allocation_at_a_time_and_nothing_on_a_bad_data_page(
+        tmp_path, capsys):
+    """``kladde resolve`` (text and --json) prints what the whole list printed, without
+    holding it (a 1 GiB file: 216 -> 131 MB, --json 455 -> 130 MB); a data page that
+    fails its check still prints nothing on stdout, only the one-line error."""
+    import json
+
+    from bytewright.cli.kladde import _print_json_list
+    from bytewright.cli.main import main
+    from bytewright.runtime.kladde import reader
+
+    for items in ([], [{"a": 1}], [{"id": 1, "f": [{"x": 1}, {"y": [1, 2]}]}, {"id": 2}]):
+        _print_json_list(iter(items))
+        assert capsys.readouterr().out == json.dumps(items, indent=2) + "\n"
+    path, _ = _file_with_data_pages(tmp_path, n=6, size=9_000)
+    kf = reader.open_file(path)
+    names = {0: "zero", reader.FRAG_INLINE: "inline", reader.FRAG_REF: "ref"}
+    want = [{"id": i, "size": a.size, "fragments": [
+        {"start": s, "end": e, "from": names[k], **({"address": src} if k == reader.FRAG_REF
+                                                     else {})}
+        for s, e, k, src in a.fragments]} for i, a in kf.allocations().items()]
+    assert main(["kladde", "resolve", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == want
+    assert main(["kladde", "resolve", str(path)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(want) == 6
+    # damage the last data page a Ref points at: resolving fails before printing
+    last = max(src for a in kf.allocations().values() for _, _, k, src in a.fragments
+               if k == reader.FRAG_REF)
+    data = bytearray(path.read_bytes())
+    data[last + 10] ^= 0xFF
+    path.write_bytes(bytes(data))
+    for extra in ([], ["--json"]):
+        assert main(["kladde", "resolve", str(path), *extra]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and "fails its check" in err and len(err.splitlines()) == 1, err
