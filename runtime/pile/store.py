@@ -24,6 +24,7 @@ from ..errors import BytewrightError
 from ..mapped import RELEASE_EVERY, releaser
 from . import crypto, kinds
 from .errors import CorruptPile, InvalidRecord, PileShrunk, UnsupportedRecord
+from .index import BlobIndex
 from .scan import (
     Record,
     blob_parts,
@@ -97,7 +98,7 @@ class Pile:
         self.applied = 0
         self.records = 0
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.blobs: dict[bytes, list[int]] = {}
+        self.blobs = BlobIndex()  # handle -> offsets (a Mapping; compact: index.py)
         self.collection: dict[bytes, CollectionRecord] = {}
         self.by_collection: dict[bytes, dict[bytes, list[int]]] = {}
         self.proofs: dict[bytes, ProofRecord] = {}
@@ -256,7 +257,7 @@ class Pile:
         name, v = rec.name, rec.value
         if name in _BLOBS:
             handle = v.hash
-            self.blobs.setdefault(handle, []).append(rec.offset)
+            self.blobs.add(handle, rec.offset)
         elif name in _COMMITS:
             self._add_collection(rec, crypto.commit_fingerprint(v), v.collection, v.data)
         elif name == "merge_v6_body":
