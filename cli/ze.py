@@ -49,21 +49,23 @@ def run_repair(args: argparse.Namespace) -> int:
     import sys
 
     from ..runtime.errors import BytewrightError
+    from ..runtime.mapped import mapped_file
     from ..runtime.ze import files
-
     try:
-        data = args.file.read_bytes()  # a missing path or a folder: exit 3, nothing created
-        if args.action == "repair":
-            from ..runtime.ze import wal
-            r = wal.replay(data)
-            if r.terminator == "invalid_header":
-                raise r.error
+        # a missing path or a folder: exit 3, nothing created
+        with mapped_file(args.file) as (data, release):
+            if args.action == "repair":
+                from ..runtime.ze import wal
+                r = wal.replay(data, release=release)
+                if r.terminator == "invalid_header":
+                    raise r.error
+                del r  # its records are views of the map
         if args.action == "salvage":
             if args.out.exists():
                 print(f"{args.out}: error: exists; salvage never overwrites", file=sys.stderr)
                 return 1
-            out, offsets = files.salvage_wal(data)
-            files.write_atomic(args.out, out)
+            # read through a map, written piece by piece: neither file held in memory
+            offsets = files.salvage_wal_file(args.file, args.out)
             print(f"{args.out}: {len(offsets)} verifying records copied from {args.file}")
             return 0
         with files.WalAppender(args.file, discard_after=args.discard_after) as app:

@@ -47,11 +47,11 @@ def _no_release(upto: int) -> None:
 @contextlib.contextmanager
 def mapped_file(path: str | os.PathLike[str]) -> Iterator[tuple[Any, Callable[[int], None]]]:
     """``(buf, release)`` for reading the file at ``path`` without copying it: ``buf`` a
-    memoryview of a read-only map (the bytes themselves for an empty file, a pipe or
-    a device) and ``release(upto)`` (see
-    :func:`releaser`; a no-op where unsupported), which a reader calls as it goes so that
-    the pages it has walked leave the resident set. Objects decoded from ``buf`` may keep
-    views of it: the map then closes when the last of them goes."""
+    memoryview of a read-only map (the bytes themselves for an empty file, a pipe or a
+    device) and ``release(upto)`` (see :func:`releaser`; a no-op where unsupported),
+    which a reader calls as it goes so that the pages it has walked leave the resident
+    set. Objects decoded from ``buf`` may keep views of it: the map then closes when the
+    last of them goes."""
     with open(path, "rb") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
@@ -63,8 +63,8 @@ def mapped_file(path: str | os.PathLike[str]) -> Iterator[tuple[Any, Callable[[i
     try:
         yield mv, releaser(mm) or _no_release
     finally:
-        mv.release()
         try:
+            mv.release()
             mm.close()
         except BufferError:
             pass  # a decoded value still holds a view: the map closes with it

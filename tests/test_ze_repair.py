@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from bytewright.generated import ze
 from bytewright.generator.checks import FIXTURE_DIR, parse_fixture
 from bytewright.runtime.ze import artifacts, files, wal
 
@@ -310,3 +311,30 @@ def test_a_scan_cut_short_by_its_limit_counts_as_damage():
     assert wal.scan_after(memoryview(adversarial), 40, candidates=10**6) == [40]
     with pytest.raises(wal._ScanCut):
         wal.scan_after(memoryview(adversarial), 64, candidates=5)
+
+
+def test_salvage_from_a_file_streams_and_writes_the_same_bytes(tmp_path):
+    """``salvage_wal_file`` (what ``ze salvage`` runs): the bytes ``salvage_wal`` builds in
+    memory, read through a map and written piece by piece (a 290 MB WAL no longer needs
+    the file and the output in memory); held memory stays well under the file."""
+    import tracemalloc
+
+    recs = [(1, wal.encode_payload(1, ze.OpUpsertV1(ze.PayloadV1Header(), i + 1, 1,
+                                                     ze.F32Vector([0.5] * 256))))
+            for i in range(8_000)]
+    data = bytearray(wal.wal_bytes(1, recs))
+    # damage with 99 valid records after it (the search past damage has its own bound,
+    # a 256 KiB window of candidate offsets at a time, which a larger file does not move)
+    start = _offsets(bytes(data))[7_900][0]
+    data[start + 20] ^= 0x10
+    src = tmp_path / "d.wal"
+    src.write_bytes(bytes(data))
+    want, want_offsets = files.salvage_wal(bytes(data))
+    tracemalloc.start()
+    try:
+        offsets = files.salvage_wal_file(src, tmp_path / "s.wal")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "s.wal").read_bytes() == want and offsets == want_offsets
+    assert len(offsets) == 7_999 and peak < len(data) / 3, (peak, len(data))  # 8.6 MB

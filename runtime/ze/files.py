@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 
 from ...generated import ze
+from ..atomic import AtomicFile
 from ..errors import ConstraintError, DecodeError
+from ..mapped import RELEASE_EVERY, mapped_file
 from . import wal
 
 
@@ -160,16 +162,37 @@ def salvage_wal(data: bytes) -> tuple[bytes, list[int]]:
     """A new WAL holding every record that still verifies, before and after the damage,
     byte for byte in file order (their original seqs: a human judges the gap). Returns the
     bytes and the source offset of each record kept."""
-    r = wal.replay(data)
+    out = bytearray()
+    offsets = _salvage(data, out.__iadd__, None)
+    return bytes(out), offsets
+
+
+def salvage_wal_file(src: str | os.PathLike, dest: str | os.PathLike) -> list[int]:
+    """:func:`salvage_wal` from the file ``src`` into a new file ``dest`` (which the
+    caller has checked does not exist): ``src`` read through a map whose walked pages
+    are given back, ``dest`` written piece by piece through a temporary file, so neither
+    has to fit in memory. Returns the source offset of each record kept."""
+    with mapped_file(src) as (buf, release), AtomicFile(dest) as out:
+        offsets = _salvage(buf, out.write, release)
+        out.commit()
+    return offsets
+
+
+def _salvage(buf, write, release) -> list[int]:
+    r = wal.replay(buf, release=release)
     if r.terminator == "invalid_header":
         raise r.error
     offsets = r.records.offsets + list(r.valid_after_offsets)  # no Record per offset
-    mv = memoryview(data)
-    out = bytearray(wal.wal_bytes(r.first_seq))
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    write(wal.wal_bytes(r.first_seq))
+    mark = RELEASE_EVERY
     for at in offsets:
         try:
             _, end = ze.decode_wal_frame(mv, at)
         except DecodeError:  # the scan only returns verifying frames
             continue
-        out += mv[at:end]
-    return bytes(out), offsets
+        write(mv[at:end])
+        if release is not None and end >= mark:
+            release(end)
+            mark = end + RELEASE_EVERY
+    return offsets
