@@ -114,19 +114,16 @@ def _info(args) -> int:
 
 
 def _records(args) -> int:
-    from ..runtime.mapped import RELEASE_EVERY
+    from ..runtime.mapped import released_as_walked
     from ..runtime.pile import CorruptPile, UnsupportedRecord, iter_records
     from .common import mapped_input
     rows, error = [], None
     with mapped_input(args.file) as (data, release):
-        mark = RELEASE_EVERY
         try:
-            for rec in iter_records(data, heads_only=True):
+            for rec in released_as_walked(iter_records(data, heads_only=True), release,
+                                          lambda r: r.end):
                 rows.append({"offset": rec.offset, "length": rec.length, "form": rec.form,
                              "record": rec.name, "kind": rec.kind.hex(), "span": rec.span})
-                if rec.end >= mark:
-                    release(rec.end)
-                    mark = rec.end + RELEASE_EVERY
         except (CorruptPile, UnsupportedRecord) as exc:
             error = str(exc)
     lines = [f"{r['offset']:>10} {r['length']:>8} {r['form']:<10} {r['record']:<26} "

@@ -14,10 +14,10 @@ import contextlib
 import mmap
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["RELEASE_EVERY", "iter_mapped", "mapped_file", "releaser"]
+__all__ = ["RELEASE_EVERY", "iter_mapped", "mapped_file", "released_as_walked", "releaser"]
 
 RELEASE_EVERY = 16 << 20  # bytes walked between two releases of a map's passed pages
 
@@ -70,6 +70,23 @@ def mapped_file(path: str | os.PathLike[str]) -> Iterator[tuple[Any, Callable[[i
             pass  # a decoded value still holds a view: the map closes with it
 
 
+def released_as_walked(items: Iterable, release: Callable[[int], None],
+                       end: Callable[[Any], int], *, start: int = 0,
+                       every: int | None = None) -> Iterator:
+    """``items`` (in file order) as they come; after each whose ``end(item)`` offset has
+    passed the next mark (every ``every`` bytes from ``start``), ``release(that end)``:
+    a walk over a mapped file whose resident pages stay bounded by ``every`` (default
+    ``RELEASE_EVERY``, read at the call)."""
+    every = RELEASE_EVERY if every is None else every
+    mark = start + every
+    for item in items:
+        yield item
+        at = end(item)
+        if at >= mark:
+            release(at)
+            mark = at + every
+
+
 def iter_mapped(path: str, iterate: Callable[..., Iterator[tuple[Any, int]]],
                 offset: int = 0, *, release_every: int = RELEASE_EVERY,
                 **params: Any) -> Iterator[tuple[Any, int]]:
@@ -77,22 +94,10 @@ def iter_mapped(path: str, iterate: Callable[..., Iterator[tuple[Any, int]]],
     finds in the file at ``path`` from ``offset``, read through a memory map whose walked
     pages are released as it goes. Values are decoded copies (a ``view: numpy`` field is
     a view of the map: reading it after the walk refaults its pages, still correct)."""
-    with open(path, "rb") as fh:
-        size = fh.seek(0, 2)
-        if size == 0:
-            yield from iterate(b"", offset, **params)
-            return
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    release = releaser(mm)
-    mark = offset + release_every
-    try:
-        for value, end in iterate(memoryview(mm), offset, **params):
-            yield value, end
-            if release is not None and end >= mark:
-                release(end)
-                mark = end + release_every
-    finally:
-        try:
-            mm.close()
-        except BufferError:
-            pass  # a numpy view of the map is still alive: the map closes with it
+    with mapped_file(path) as (buf, release):
+        yield from released_as_walked(iterate(buf, offset, **params), release, _second,
+                                      start=offset, every=release_every)
+
+
+def _second(pair: tuple[Any, int]) -> int:
+    return pair[1]

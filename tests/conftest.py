@@ -84,3 +84,24 @@ def htt_wal_with_an_unappliable_entry(path: str, n: int, bad: int) -> tuple[byte
     out = data[:pos] + b"".join(g.encode_wal_entry(x, **layout) for x in entries)
     write(path, out)
     return out, entries
+
+
+def spy_releaser(monkeypatch, module, name: str = "releaser", record=None,
+                 calls: list | None = None) -> list:
+    """Replace ``module.<name>`` (a ``releaser(mm)`` factory, runtime/mapped.py) with one
+    whose ``release(upto)`` still releases and also records ``record(upto)`` (default:
+    ``upto``) in ``calls`` (a new list unless given), returned: what the page-release
+    tests check."""
+    calls = [] if calls is None else calls
+    real = getattr(module, name)
+
+    def spy(mm):
+        rel = real(mm)
+
+        def release(upto):
+            calls.append(upto if record is None else record(upto))
+            rel(upto)
+        return release
+
+    monkeypatch.setattr(module, name, spy)
+    return calls

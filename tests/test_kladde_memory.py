@@ -19,6 +19,8 @@ from bytewright.runtime.kladde.model import PAGE_SIZE
 from bytewright.runtime.kladde.reader import apply_cursors
 from bytewright.runtime.kladde.writer import encode_table, frame_header, header_fields
 
+from .conftest import spy_releaser
+
 
 @pytest.fixture(scope="module")
 def data() -> bytes:
@@ -174,18 +176,7 @@ def test_a_mapped_open_reads_the_same_and_resolving_releases_the_data_pages(tmp_
 
     path, blobs = _file_with_data_pages(tmp_path)
     plain = reader.open_file(path)
-    calls: list[int] = []
-    real = reader.releaser
-
-    def spy(mm):
-        rel = real(mm)
-
-        def release(upto):
-            calls.append(upto)
-            rel(upto)
-        return release
-
-    monkeypatch.setattr(reader, "releaser", spy)
+    calls = spy_releaser(monkeypatch, reader)
     monkeypatch.setattr(reader, "RELEASE_EVERY", 4 * PAGE_SIZE)
     located: list = []
     real_locate = reader.KladdeFile.locate

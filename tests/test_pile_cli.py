@@ -11,7 +11,7 @@ import pytest
 from bytewright.cli.main import main
 from bytewright.generated import pile as g
 
-from .conftest import load_cases
+from .conftest import load_cases, spy_releaser
 
 HERE = Path(__file__).resolve().parent
 
@@ -173,19 +173,9 @@ def test_reading_verbs_release_the_pages_they_walk(capsys, tmp_path, monkeypatch
                            for i in range(300)))
     size = p.stat().st_size
     before = {verb: run(capsys, "pile", verb, str(p)) for verb in ("info", "records", "verify")}
-    calls: list[tuple[str, int]] = []
-    real = mapped.releaser
-
-    def spy(mm):
-        rel = real(mm)
-
-        def release(upto):
-            calls.append((verb, upto))
-            rel(upto)
-        return release
-
-    monkeypatch.setattr(store, "releaser", spy)
-    monkeypatch.setattr(mapped, "releaser", spy)
+    # one list for both: the store's scan and the CLI's mapped reads
+    calls = spy_releaser(monkeypatch, store, record=lambda upto: (verb, upto))
+    spy_releaser(monkeypatch, mapped, record=lambda upto: (verb, upto), calls=calls)
     monkeypatch.setattr(store, "RELEASE_EVERY", 8192)
     monkeypatch.setattr(mapped, "RELEASE_EVERY", 8192)
     for verb in ("info", "records", "verify"):

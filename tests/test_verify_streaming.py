@@ -12,6 +12,8 @@ from bytewright.generator import checks
 from bytewright.generator import project as project_mod
 from bytewright.runtime.errors import DecodeError
 
+from .conftest import spy_releaser
+
 FX = checks.FIXTURE_DIR
 
 
@@ -122,18 +124,7 @@ def test_walked_pages_are_released_and_the_result_is_unchanged(table, tmp_path, 
 
     path = tmp_path / "r.htt"
     _build_htt(str(path), 3_000)
-    calls = []
-    real = verify._releaser
-
-    def spy(mm):
-        rel = real(mm)
-
-        def release(upto):
-            calls.append(upto)
-            rel(upto)
-        return release
-
-    monkeypatch.setattr(verify, "_releaser", spy)
+    calls = spy_releaser(monkeypatch, verify, "_releaser")
     monkeypatch.setattr(verify, "RELEASE_EVERY", 8192)
     (r,) = verify.verify_many([str(path)], table)
     assert r["ok"] and r["records"] == 1 and r["uncovered"] == 0, r
@@ -151,18 +142,7 @@ def test_a_file_that_is_a_run_of_records_has_its_pages_released(table, tmp_path,
     path.write_bytes(b"".join(encode_blob(i.to_bytes(8, "little") * 64, 1_700_000_000_000 + i)
                               for i in range(n)))
     size = path.stat().st_size
-    calls = []
-    real = verify._releaser
-
-    def spy(mm):
-        rel = real(mm)
-
-        def release(upto):
-            calls.append(upto)
-            rel(upto)
-        return release
-
-    monkeypatch.setattr(verify, "_releaser", spy)
+    calls = spy_releaser(monkeypatch, verify, "_releaser")
     monkeypatch.setattr(verify, "RELEASE_EVERY", 8192)
     (r,) = verify.verify_many([str(path)], table)
     assert r["ok"] and r["family"] == "pile" and r["records"] == n and r["uncovered"] == 0, r

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ...generated import pile as g
 from ..atomic import AtomicFile, fsync_dir, write_all
 from ..errors import DecodeError
-from ..mapped import RELEASE_EVERY, mapped_file
+from ..mapped import RELEASE_EVERY, mapped_file, released_as_walked
 from . import kinds
 from .errors import CorruptPile, RepairRefused, UnsupportedRecord
 from .scan import Record, blob_hash_ok, blob_parts, iter_records, read_record, valid_after
@@ -46,7 +46,8 @@ def find_damage(buf, release=None) -> Damage | None:
     mapped file's, ``runtime/mapped.py``) gives the walked pages back as it goes."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     try:
-        for _ in _walk(iter_records(mv, heads_only=True), release or _keep_pages):
+        for _ in released_as_walked(iter_records(mv, heads_only=True), release or _keep_pages,
+                                     _end):
             pass
     except (CorruptPile, UnsupportedRecord) as exc:
         return Damage(exc.offset, str(exc), exc, valid_after(mv, exc.offset))
@@ -55,6 +56,10 @@ def find_damage(buf, release=None) -> Damage | None:
 
 def _keep_pages(upto: int) -> None:
     """A buffer in memory: nothing to give back."""
+
+
+def _end(rec: Record) -> int:
+    return rec.end
 
 
 def discarded_path(path: str, offset: int) -> str:
@@ -153,7 +158,7 @@ def reframe(src: str, dest: str) -> ReframeResult:
     res = ReframeResult()
     with _mapped_locked(src) as (buf, release):
         opaque, first = 0, None
-        for rec in _walk(iter_records(buf), release):  # a damaged pile raises here
+        for rec in released_as_walked(iter_records(buf), release, _end):  # a damaged pile raises here
             if rec.opaque:
                 opaque += 1
                 first = rec.offset if first is None else first
@@ -163,7 +168,7 @@ def reframe(src: str, dest: str) -> ReframeResult:
         if os.path.exists(dest):
             raise RepairRefused(f"{dest}: already exists; reframe writes a new file")
         with AtomicFile(dest) as out:
-            for rec in _walk(iter_records(buf), release):
+            for rec in released_as_walked(iter_records(buf), release, _end):
                 piece = _reframed(rec, buf, res)
                 if piece:
                     out.write(piece)
@@ -181,16 +186,6 @@ def _mapped_locked(path: str):
         with mapped_file(path) as mapped:
             yield mapped
 
-
-def _walk(records, release):
-    """``records`` (in file order), the pages before each given back every
-    ``RELEASE_EVERY`` bytes: a rewrite of a large pile holds one record at a time."""
-    mark = RELEASE_EVERY
-    for rec in records:
-        yield rec
-        if rec.end >= mark:
-            release(rec.end)
-            mark = rec.end + RELEASE_EVERY
 
 
 def _reframed(rec: Record, data: bytes, res: ReframeResult) -> bytes | None:
