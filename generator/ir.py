@@ -332,6 +332,8 @@ class Record:
     spec: str = ""
     params: dict[str, Param] = field(default_factory=dict)
     version_from: str | None = None
+    # ``rows: true``: also emit ``decode_rows_<record>`` (tuples instead of objects)
+    rows: bool = False
     version_range: tuple[int, int] | None = None
     layouts: list[Layout] = field(default_factory=list)
     line: int | None = None

@@ -167,11 +167,13 @@ def run(paths: list[Path] | None = None, *, texts: dict[str, str] | None = None,
             continue
         result.families[name] = family
         if render_modules:
-            result.modules[f"{name}.py"] = render(family)
+            result.modules[f"{name}.py"] = render(family, problems)
     return result
 
 
-def render(family: ir.Family) -> str:
+def render(family: ir.Family, problems: Problems | None = None) -> str:
+    """The generated module of ``family``; what a schema asks that the emitter cannot
+    give (``rows`` on a record without a loop) goes to ``problems``."""
     fast = FastEmitter(family)
     con = ConstructEmitter(family)
     blocks: list[str] = []
@@ -182,6 +184,14 @@ def render(family: ir.Family) -> str:
         if rec.version_range is not None:
             blocks.append(dispatcher(rec, "d"))
             blocks.append(dispatcher(rec, "e"))
+    for rec in family.records.values():
+        if rec.rows and not any(f"\ndef _r_{rec.name}(" in b for b in blocks) \
+                and not any(r is rec for r, _ in fast.problems):
+            fast.problems.append((rec, "rows: true, but the record has no one-loop decoder "
+                                       "(too large, or a layout the loop cannot read)"))
+    if problems is not None:
+        for rec, message in fast.problems:
+            problems.add(rec.file, rec.line, f"records.{rec.name}.rows", message)
     cblocks: list[str] = []
     for rec in con.order():
         cblocks.append("\n".join(con.record_c(rec)))
@@ -306,6 +316,7 @@ def record_ctx(rec: ir.Record, family: ir.Family) -> dict:
         "call": "".join(f", {p}" for p in rec.params),
         "kwcall": "".join(f", {p}={p}" for p in rec.params),
         "convs": convs,
+        "row": ", ".join(f.name for f in rec.model_fields) or "no fields",
     }
 
 

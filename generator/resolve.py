@@ -411,6 +411,10 @@ class Resolver:
         if "versions" in body:
             rec.version_from = body["versions"]["from"]
             rec.version_range = tuple(body["versions"]["range"])
+        rec.rows = bool(body.get("rows", False))
+        if rec.rows and rec.version_from is not None:
+            self.err(src, join(path, "rows"), "rows: a versioned record has one layout per "
+                     "version and no single loop to read rows with")
         self._cur_fields, self._cur_params = rec.fields, params
         for i, fbody in enumerate(body["fields"]):
             fpath = join(join(path, "fields"), i)

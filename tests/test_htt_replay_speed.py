@@ -1,9 +1,9 @@
 """HTT replay throughput (issue 16): a read-only open decodes each mapped window's whole
-records with the one-loop decoder (``decode_prefix_wal_entry``: every whole record up to
-the first one the window's end cuts, and where that one starts) and applies them with
-``State.apply_run``, the state's inlined loop. These tests hold the fast path to what
-the entry-by-entry path gives: the same state, the same scan result, the same errors and
-offsets. None of them measures time."""
+records as rows with the one-loop decoder (``decode_rows_wal_entry``: every whole record
+up to the first one the window's end cuts, as tuples, and where each starts) and applies
+them with ``State.apply_rows``, the state's inlined loop. These tests hold the fast path
+to what the entry-by-entry path gives: the same state, the same scan result, the same
+errors and offsets. None of them measures time."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def fast_path(monkeypatch):
     others ("slow": none, the record at the window's start is damaged or longer than
     the window), and the entries the one loop decoded."""
     seen = {"fast": 0, "slow": 0, "entries": 0}
-    real = replay.decode_prefix_wal_entry
+    real = replay.decode_rows_wal_entry
 
     def spy(chunk, offset, end, **params):
         got = real(chunk, offset, end, **params)
@@ -133,7 +133,7 @@ def fast_path(monkeypatch):
         seen["entries"] += len(got[0])
         return got
 
-    monkeypatch.setattr(replay, "decode_prefix_wal_entry", spy)
+    monkeypatch.setattr(replay, "decode_rows_wal_entry", spy)
     return seen
 
 
@@ -158,34 +158,75 @@ def test_fast_replay_state_equals_applying_entries_one_by_one(tmp_path, monkeypa
     assert fast_path["fast"] > fast_path["slow"]
 
 
-def test_apply_run_equals_apply_entry_by_entry():
-    """``State.apply_run`` is ``apply`` in a loop: the same nodes, counters, child index,
-    epoch and synthesized ancestors, from an empty state and across runs."""
+def _rows_of(entries: list[g.WalEntry], sem: int = SEM, layout=FULL):
+    """``entries`` encoded and read back as rows, and a reader of entry ``i`` (what the
+    replay hands ``apply_rows`` for the rows it does not read itself)."""
+    blob = b"".join(g.encode_wal_entry(e, semantic_dims=sem, tail_layout=layout)
+                    for e in entries)
+    rows, starts, stop = g.decode_rows_wal_entry(blob, semantic_dims=sem, tail_layout=layout)
+    assert stop == len(blob) and len(rows) == len(entries)
+    read: list[int] = []
+
+    def entry_at(i: int) -> g.WalEntry:
+        read.append(i)
+        return g.decode_wal_entry(blob, starts[i], semantic_dims=sem, tail_layout=layout)[0]
+    return rows, entry_at, read
+
+
+def test_apply_rows_equals_apply_entry_by_entry():
+    """``State.apply_rows`` is ``apply`` in a loop: the same nodes, counters, child index,
+    epoch and synthesized ancestors, from an empty state and across runs; only the rows
+    that are not a common INSERT are read as entries."""
     entries = _every_op(600, seed=9)
     one = State(TailCodec(SEM, FULL))
     for e in entries:
         blob = g.encode_wal_entry(e, semantic_dims=SEM, tail_layout=FULL)
         one.apply(g.decode_wal_entry(blob, semantic_dims=SEM, tail_layout=FULL)[0])
     run = State(TailCodec(SEM, FULL))
-    blob = b"".join(g.encode_wal_entry(e, semantic_dims=SEM, tail_layout=FULL)
-                    for e in entries)
-    decoded = g.decode_many_wal_entry(blob, semantic_dims=SEM, tail_layout=FULL)
+    rows, entry_at, read = _rows_of(entries)
     seq, k = 1, 0
     for size in (1, 7, 50, 3, 200, 10_000):  # runs of several lengths
-        part = decoded[k:k + size]
-        applied, exc = run.apply_run(part, seq)
+        part = rows[k:k + size]
+        applied, exc = run.apply_rows(part, seq, lambda i, k=k: entry_at(k + i))
         assert (applied, exc) == (len(part), None)
         seq += applied
         k += size
-    assert k >= len(decoded)
+    assert k >= len(rows)
     assert _state_of(run) == _state_of(one)
+    others = [i for i, e in enumerate(entries) if e.op is not g.WalOp.INSERT]
+    assert others and set(others) <= set(read) and len(read) < len(entries)
 
 
-def test_apply_run_stops_at_a_sequence_break_and_reports_an_apply_error():
+@pytest.mark.parametrize("layout", [g.SemTailLayout.quantized, g.SemTailLayout.quantized_gacl])
+def test_apply_rows_reads_quantized_tails_as_apply_does(layout):
+    """Quantized tails come as rows too (``(user,)`` / ``(reserved, user)``): the same
+    packed placements as ``apply`` gives, zero ones "not set"."""
+    sem = 20
+    codec = TailCodec(sem, layout)
+    entries = []
+    for i in range(40):
+        raw = None if i % 5 == 0 else [((i * 7 + d) % 9 - 4) << 60 for d in range(sem)]
+        if layout is g.SemTailLayout.quantized and raw is not None:
+            raw[:16] = [0] * 16
+        entries.append(g.WalEntry(i + 1, g.WalOp.INSERT, f"/q{i:02d}", g.InsertBody(
+            b"d", [g.MetaPair("_child_index", str(i))], codec.to_disk(raw))))
+    one = State(TailCodec(sem, layout))
+    for e in entries:
+        blob = g.encode_wal_entry(e, semantic_dims=sem, tail_layout=layout)
+        one.apply(g.decode_wal_entry(blob, semantic_dims=sem, tail_layout=layout)[0])
+    run = State(TailCodec(sem, layout))
+    rows, entry_at, read = _rows_of(entries, sem, layout)
+    assert run.apply_rows(rows, 1, entry_at) == (len(entries), None)
+    assert _state_of(run) == _state_of(one) and read == []
+    assert sum(n._tail is None for n in run.nodes.values()) == 8
+
+
+def test_apply_rows_stops_at_a_sequence_break_and_reports_an_apply_error():
     run = State(TailCodec(SEM, FULL))
     es = [_insert(i + 1, f"/k{i}", b"v", [("_child_index", str(i))]) for i in range(5)]
     es[3] = _insert(9, "/k3", b"v", [("_child_index", "3")])
-    assert run.apply_run(es, 1) == (3, None)
+    rows, entry_at, _ = _rows_of(es)
+    assert run.apply_rows(rows, 1, entry_at) == (3, None)
     assert list(run.nodes) == ["/k0", "/k1", "/k2"]
     # a TQ1.9 value out of range: the entries before it apply, its error comes back
     # and it changes nothing
@@ -195,7 +236,8 @@ def test_apply_run_stops_at_a_sequence_break_and_reports_an_apply_error():
         for i in range(2)]
     bad = g.WalEntry(3, g.WalOp.INSERT, "/bad",
                      g.InsertBody(b"", [], g.TailQuantized([30000, 0, 0, 0])))
-    applied, exc = q.apply_run([*ok, bad], 1)
+    rows, entry_at, _ = _rows_of([*ok, bad], 20, g.SemTailLayout.quantized)
+    applied, exc = q.apply_rows(rows, 1, entry_at)
     assert applied == 2 and isinstance(exc, (DecodeError, ValueError))
     assert list(q.nodes) == ["/q0", "/q1"]
 
@@ -303,17 +345,17 @@ def test_a_record_longer_than_the_window_is_read_from_the_file(tmp_path, monkeyp
     ref_state, ref_scan = _one_by_one(data)
     windows: list[int] = []
     released: list[tuple[int, int]] = []
-    real_prefix, real_release = replay.decode_prefix_wal_entry, replay._release
+    real_rows, real_release = replay.decode_rows_wal_entry, replay._release
 
     def prefix(chunk, offset, end, **params):
         windows.append(len(chunk))
-        return real_prefix(chunk, offset, end, **params)
+        return real_rows(chunk, offset, end, **params)
 
     def release(buf, lo, hi):
         released.append((lo, hi))
         real_release(buf, lo, hi)
 
-    monkeypatch.setattr(replay, "decode_prefix_wal_entry", prefix)
+    monkeypatch.setattr(replay, "decode_rows_wal_entry", prefix)
     monkeypatch.setattr(replay, "_release", release)
     with Store.open(p, readonly=True) as s:
         assert _scan_fields(s.scan) == _scan_fields(ref_scan)

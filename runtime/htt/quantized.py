@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...generated.htt import SemTailLayout, TailFull, TailQuantized, TailQuantizedGacl
+from ...generated.htt import (
+    SemTailLayout,
+    TailFull,
+    TailQuantized,
+    TailQuantizedGacl,
+    decode_tail_full,
+)
 from ..errors import EncodeError
 from ..fixedpoint import q64_from_float, q64_to_float, tq19_from_q64, tq19_to_q64
 from .errors import SemanticError
@@ -34,6 +40,7 @@ class TailCodec:
         self.user = semantic_dims - self.reserved
         self._zero = bytes(PACKED_DIM * semantic_dims)
         self._kind: object = None  # the decoder's packed element kind, once recognised
+        self._rows_ok: bool | None = None  # rows hold full-width dims packed (None: unasked)
 
     # -- disk -> memory ------------------------------------------------------------------
 
@@ -70,6 +77,39 @@ class TailCodec:
                 return None if raw == self._zero else raw
         raw_list = self.from_disk(tail)
         return None if raw_list is None else pack_dims(raw_list)
+
+    def packed_row(self, tail: tuple) -> bytes | None:
+        """``packed`` for a tail read as a row (``decode_rows_wal_entry``): its fields by
+        position, ``(dims,)``, ``(user,)`` or ``(reserved, user)``, a packed view as its
+        raw bytes. A full-width tail whose bytes are the packed form is taken as it is."""
+        layout = self.layout
+        if layout is SemTailLayout.full:
+            raw = tail[0]
+            if raw.__class__ is bytes and self._rows_packed():
+                return None if raw == self._zero else raw
+            return self.packed(TailFull(self._dims_of(raw)))
+        if layout is SemTailLayout.quantized:
+            return self.packed(TailQuantized(tail[0]))
+        return self.packed(TailQuantizedGacl(self._dims_of(tail[0]), tail[1]))
+
+    def _rows_packed(self) -> bool:
+        """Whether the decoder's full-width dims are held in the packed form (asked of
+        the generated decoder once: a row's bytes carry no element kind)."""
+        ok = self._rows_ok
+        if ok is None:
+            dims = decode_tail_full(bytes(PACKED_DIM), semantic_dims=1)[0].dims
+            kind = getattr(dims, "kind", None)
+            ok = self._rows_ok = kind is not None and (kind is self._kind
+                                                      or self._wire_kind(kind))
+        return ok
+
+    @staticmethod
+    def _dims_of(raw):
+        """A row's full-width dims as the decoder's objects hold them (a packed array)."""
+        if raw.__class__ is not bytes:
+            return raw
+        dims = decode_tail_full(raw, semantic_dims=len(raw) // PACKED_DIM)[0].dims
+        return dims
 
     def _wire_kind(self, kind) -> bool:
         """Whether a packed array kind holds i128 little-endian (the packed form)."""

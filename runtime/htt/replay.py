@@ -30,9 +30,11 @@ from ...generated.htt import (
     decode_bounds_section,
     decode_file_header,
     decode_prefix_wal_entry,
+    decode_rows_wal_entry,
     decode_snapshot_section,
     decode_wal_block,
     decode_wal_block_plain,
+    decode_wal_entry,
     decode_wal_header,
     iter_wal_entry,
 )
@@ -327,32 +329,29 @@ def _scan_windows(buf, pos: int, params: dict, expected: int,
                   scan: WalScan) -> tuple[int, str, Exception | None]:
     """The plain-WAL loop of ``scan_wal`` over a mapped file: each ``WINDOW``-sized
     ``bytes`` copy (the codec's fast case, as for a file read whole) has its whole
-    records decoded in one loop (``decode_prefix_wal_entry``) and applied in one call
-    (``State.apply_run``), and its pages released behind it. The record a window's end
-    cuts starts the next window. A record that does not decode in a window that holds
-    it whole, or in the window that ends the file, is read again from the file itself
-    (never from a larger copy), so its error's offset and ``wal_entry[i]`` index are the
-    file's, exactly as without windows. Returns (next expected seq, cause, the error
-    that ended the WAL or None)."""
+    records decoded in one loop and applied in one call (``_runner``), and its pages
+    released behind it. The record a window's end cuts starts the next window. A record
+    that does not decode in a window that holds it whole, or in the window that ends the
+    file, is read again from the file itself (never from a larger copy), so its error's
+    offset and ``wal_entry[i]`` index are the file's, exactly as without windows.
+    Returns (next expected seq, cause, the error that ended the WAL or None)."""
     size = len(buf)
     start = pos  # file offset where the next undecoded entry begins
     done = 0  # entries decoded before ``start``, for the error path's index
-    run = _runner(on_entry)
+    run = _runner(on_entry, params)
     while start < size:
         stop = min(size, start + WINDOW)
         chunk = buf[start:stop]
-        entries, cut = decode_prefix_wal_entry(chunk, 0, len(chunk), **params)
-        applied, exc = run(entries, expected)
+        applied, total, found, at, cut, exc = run(chunk, expected)
         expected += applied
         done += applied
-        if applied < len(entries) or exc is not None:
+        if applied < total or exc is not None:
             # a sequence break, or an entry that decoded but does not apply: the WAL
-            # ends where that entry starts (found by walking the window's records again)
-            scan.valid_end = start + _end_of(chunk, applied, params)
+            # ends where that entry starts
+            scan.valid_end = start + at
             if exc is not None:
                 return expected, "", exc
-            scan.problem = (f"sequence break (expected {expected}, "
-                            f"found {entries[applied].seq})")
+            scan.problem = f"sequence break (expected {expected}, found {found})"
             scan.problem_offset = scan.valid_end
             return expected, "sequence break", None
         _release(buf, start, start + cut)
@@ -388,17 +387,33 @@ def _scan_windows(buf, pos: int, params: dict, expected: int,
     return expected, "", None
 
 
-def _runner(on_entry: Callable[[WalEntry], None] | None
-            ) -> Callable[[list[WalEntry], int], tuple[int, Exception | None]]:
-    """A function applying a window's entries in order while their seqs continue:
-    returns (entries applied, the error of the one that failed to apply or None).
-    ``State.apply`` gets the state's own loop (its hot path inlined)."""
+# one window's run: (applied, decoded, the seq found where the run stopped early, where
+# that entry starts in the window, where the whole records end, the apply error or None)
+Run = Callable[[bytes, int], tuple[int, int, int | None, int, int, Exception | None]]
+
+
+def _runner(on_entry: Callable[[WalEntry], None] | None, params: dict) -> Run:
+    """A function that decodes one window's whole records and applies them in order
+    while their seqs continue (see ``Run``). ``State.apply`` reads the window as rows
+    (``decode_rows_wal_entry``) in the state's own loop (``State.apply_rows``: no entry
+    object for a common INSERT); any other callback gets the entries one by one."""
     owner = getattr(on_entry, "__self__", None)
     if isinstance(owner, State) and getattr(on_entry, "__func__", None) is State.apply:
-        return owner.apply_run
+        apply_rows = owner.apply_rows
 
-    def run(entries: list[WalEntry], expected: int) -> tuple[int, Exception | None]:
+        def rows(chunk: bytes, expected: int):
+            got, starts, cut = decode_rows_wal_entry(chunk, 0, len(chunk), **params)
+            applied, exc = apply_rows(
+                got, expected, lambda i: decode_wal_entry(chunk, starts[i], **params)[0])
+            stopped = applied < len(got)
+            return (applied, len(got), got[applied][0] if stopped else None,
+                    starts[applied] if stopped else cut, cut, exc)
+        return rows
+
+    def run(chunk: bytes, expected: int):
+        entries, cut = decode_prefix_wal_entry(chunk, 0, len(chunk), **params)
         n = 0
+        exc = None
         try:
             for entry in entries:
                 if entry.seq != expected + n:
@@ -406,9 +421,11 @@ def _runner(on_entry: Callable[[WalEntry], None] | None
                 if on_entry is not None:
                     on_entry(entry)
                 n += 1
-        except (DecodeError, ValueError) as exc:
-            return n, exc
-        return n, None
+        except (DecodeError, ValueError) as failed:
+            exc = failed
+        stopped = n < len(entries)
+        return (n, len(entries), entries[n].seq if stopped else None,
+                _end_of(chunk, n, params) if stopped else cut, cut, exc)
     return run
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 
-from ...generated.htt import MetaPair, TailFull, WalEntry, WalOp
+from ...generated.htt import MetaPair, SemTailLayout, TailFull, WalEntry, WalOp
 from ..errors import DecodeError
 from ..packed import PackedArray
 from .quantized import PACKED_DIM, TailCodec
@@ -107,23 +108,21 @@ def pack_meta(pairs, strings: dict[str, str] | None = None) -> tuple[str, ...]:
 def flat_meta(pairs, share) -> tuple[tuple[str, ...], int]:
     """A replayed INSERT's metadata held flat, equal strings shared through ``share``
     (``strings.get`` or ``strings.setdefault``), and its decimal ``_child_index`` (-1
-    when there is none or ``int()`` refuses it). The usual two pairs take no loop."""
+    when there is none or ``int()`` refuses it). ``pairs`` are ``(key, value)`` rows
+    (``decode_rows_wal_entry``) or ``MetaPair`` objects. The usual two pairs take no
+    loop."""
     index = -1
+    if pairs and pairs[0].__class__ is not tuple:
+        pairs = [(p.key, p.value) for p in pairs]
     if len(pairs) == 2:
-        a, b = pairs
-        ak = a.key
-        av = a.value
-        bk = b.key
-        bv = b.value
+        (ak, av), (bk, bv) = pairs
         meta = (share(ak, ak), share(av, av), share(bk, bk), share(bv, bv))
         digits = av if ak == CHILD_INDEX else bv if bk == CHILD_INDEX else None
         if digits is not None and digits.isdigit() and digits.isascii():
             index = int(digits)
         return meta, index
     flat = []
-    for p in pairs:
-        k = p.key
-        v = p.value
+    for k, v in pairs:
         flat.append(share(k, k))
         flat.append(share(v, v))
     meta = tuple(flat)
@@ -219,7 +218,6 @@ def _child_index(meta: tuple[str, ...]) -> int | None:
 
 _INSERT = WalOp.INSERT
 _new = object.__new__
-_SLOW = object()  # apply_run: an entry that goes through apply
 
 
 class State:
@@ -432,14 +430,18 @@ class State:
         elif op is WalOp.EPOCH:
             self.epoch = body.epoch_id
 
-    def apply_run(self, entries: list[WalEntry], expected: int) -> tuple[int, Exception | None]:
-        """Replay: apply ``entries`` in order while their seqs continue from ``expected``.
+    def apply_rows(self, rows: list[tuple], expected: int,
+                   entry_at: Callable[[int], WalEntry]) -> tuple[int, Exception | None]:
+        """Replay: apply ``wal_entry`` rows (``decode_rows_wal_entry``: ``(seq, op, key,
+        body)`` by position) in order while their seqs continue from ``expected``.
         Returns how many were applied and the error (``DecodeError``/``ValueError``) of
-        the entry that did not apply, if any; a seq break just stops the run.
+        the row that did not apply, if any; a seq break just stops the run.
 
-        Does exactly what :meth:`apply` does entry by entry; the common INSERT (a packed
-        full-width tail or none, a decimal ``_child_index``, no child index built) runs
-        inline here with the state's tables held in locals, the rest goes to ``apply``."""
+        Does exactly what :meth:`apply` does entry by entry. The common INSERT runs
+        inline here, reading the row's fields by position with the state's tables held
+        in locals: no entry object is built for it. Every other row is read as its entry
+        (``entry_at(i)``, the checked decoder at that row's start) and goes to ``apply``,
+        the one implementation."""
         apply = self.apply
         nodes = self.nodes
         counters = self.counters
@@ -448,7 +450,10 @@ class State:
         learned = strings.get
         learning = strings.setdefault
         zero = self._zero
-        kind = self._kind
+        codec = self.codec
+        packed_row = codec.packed_row
+        # a full-width tail row holds the placement's packed bytes as they are
+        as_is = codec.layout is SemTailLayout.full and codec._rows_packed()
         new = _new
         slow = self._children is not None
         # apply's bookkeeping held in locals, written back around each apply() call
@@ -457,31 +462,30 @@ class State:
         last_parent = self._last_parent
         first = expected
         try:
-            for entry in entries:
-                if entry.seq != expected:
+            for seq, op, key, body in rows:
+                if seq != expected:
                     break
-                body = entry.body
-                tail = body.tail if entry.op is _INSERT and not slow else _SLOW
-                if tail is not None:
-                    dims = tail.dims if tail.__class__ is TailFull else None
-                    if dims.__class__ is PackedArray and dims.kind is kind:
-                        tail = dims.raw
+                if op is not _INSERT or slow:
+                    # anything else: the one implementation, on the entry itself
+                    entry = entry_at(expected - first)
+                    self._learn = learn
+                    self._last_cut = last_cut
+                    self._last_parent = last_parent
+                    apply(entry)
+                    learn = self._learn
+                    last_cut = self._last_cut
+                    last_parent = self._last_parent
+                    slow = self._children is not None
+                    expected += 1
+                    continue
+                data, pairs, tail = body
+                if tail is not None:  # validated before anything changes, as in apply
+                    if as_is:
+                        tail = tail[0]
                         if tail == zero:
                             tail = None
                     else:
-                        # anything else: the one implementation
-                        self._learn = learn
-                        self._last_cut = last_cut
-                        self._last_parent = last_parent
-                        apply(entry)
-                        learn = self._learn
-                        last_cut = self._last_cut
-                        last_parent = self._last_parent
-                        kind = self._kind
-                        slow = self._children is not None
-                        expected += 1
-                        continue
-                key = entry.key
+                        tail = packed_row(tail)
                 if key in nodes:
                     log.debug("replay: INSERT of existing key %r skipped", key)
                     expected += 1
@@ -497,15 +501,19 @@ class State:
                         self._synthesize_ancestors(key)
                     last_cut = i
                     last_parent = parent
-                data = body.data
-                if data.__class__ is not bytes:
-                    data = bytes(data)
                 if learn:
                     learn -= 1
                     share = learning
                 else:
                     share = learned
-                meta, index = flat_meta(body.meta, share)
+                if len(pairs) == 2 and pairs[0][0] == CHILD_INDEX:
+                    # flat_meta's usual case inline: ``_child_index`` first (the writer
+                    # sorts keys) and one other pair; its digits are the node's own
+                    (ak, av), (bk, bv) = pairs
+                    meta = (CHILD_INDEX, av, share(bk, bk), share(bv, bv))
+                    index = int(av) if av.isdigit() and av.isascii() else -1
+                else:
+                    meta, index = flat_meta(pairs, share)
                 node = new(Node)
                 node.key = key
                 node.data = data
