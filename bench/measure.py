@@ -148,6 +148,28 @@ for i in range(0, 64 << 20, mmap.PAGESIZE):
 _out = {'cpu_s': time.process_time() - c,
         'faults': resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f}
 """
+# how a bare loop building the replay's node shapes (key, ~300 B payload, metadata
+# tuple, 320 B placement) scales on this machine, into a dict keyed by path (as the
+# state holds them) and into a list: per-entry rate at the largest size over the
+# smallest. What no dict-keyed state can beat here (replay_scaling's why).
+STATE_FLOOR = """
+import gc, time
+gc.disable()
+class _N:
+    __slots__ = ('key', 'data', 'meta', 'tail')
+def _fill(n, kind):
+    d = {} if kind == 'dict' else []
+    keep = d.__setitem__ if kind == 'dict' else (lambda k, node: d.append(node))
+    t = time.process_time()
+    for i in range(n):
+        k = '/bench/e%09d' % i
+        node = _N(); node.key = k; node.data = bytes(PAYLOAD); node.meta = (k, k)
+        node.tail = bytes(TAIL)
+        keep(k, node)
+    return n / (time.process_time() - t)
+_fill(1000, KIND)  # warm-up: the loop specialized (its memory is a few pages)
+_out = {'rate': _fill(SIZE, KIND)}
+"""
 DECODE_ONLY = BASE + """
 data = open(PATH, 'rb').read(); start = WAL
 t = time.perf_counter(); c = time.process_time()
@@ -445,6 +467,18 @@ def _htt_replay(out: dict, tmp: str, quick: bool, large: bool) -> None:
                                  "memory": _mem(v, base, file_mb)}
         out["htt_replay"]["by_size"][str(n)] = row
         os.remove(path)
+    if len(ns) > 1:
+        floor = {"sizes": [ns[0], ns[-1]],
+                 "what": "a bare loop building the replay's node shapes, each size and "
+                         "kind in a fresh child as each replay size is: entries per CPU "
+                         "second at the largest size over the smallest, into a dict keyed "
+                         "by path and into a list"}
+        for kind in ("dict", "list"):
+            lo, hi = (_child(_sub(STATE_FLOOR, SIZE=n, PAYLOAD=300, TAIL=16 * HTT_DIMS,
+                                  KIND=kind))["rate"] for n in (ns[0], ns[-1]))
+            floor[kind] = hi / lo
+            floor[f"{kind}_entries_per_cpu_s"] = [lo, hi]
+        out["htt_replay"]["state_floor"] = floor
 
 
 def _ze_replay(out: dict, tmp: str, quick: bool, large: bool) -> None:

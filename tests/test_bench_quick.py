@@ -142,6 +142,13 @@ def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
         assert min(rounds) <= row["replay_vs_decode_only_cpu"] <= max(rounds)
         assert row["replay_minor_faults"] > 0 and row["replay_fault_cpu_s"] > 0
     assert m["htt_replay"]["minor_fault_us"] > 0
+    # the scaling row carries the machine's floor: bare node loops into a dict and a list
+    floor = m["htt_replay"]["state_floor"]
+    assert floor["sizes"] == [min(map(int, m["htt_replay"]["by_size"])),
+                              max(map(int, m["htt_replay"]["by_size"]))]
+    assert floor["dict"] > 0 and floor["list"] > 0
+    scaling = next(t for t in full["targets"] if t["id"] == "replay_scaling")
+    assert "into a dict keyed by path" in scaling["values"][0]["note"]
     jobs = m["verify_jobs"]
     assert jobs["process"].startswith("a fresh child")
     for n in jobs["n_measured"]:

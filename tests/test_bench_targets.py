@@ -183,6 +183,24 @@ def test_replay_targets_and_their_scale():
     assert small["scale"] == "reduced" and "not the issue's 100,000" in small["note"]
 
 
+def test_replay_scaling_names_the_machines_dict_floor():
+    """A missed scaling target says what a bare loop building the same nodes into a
+    dict (and into a list) keeps of its rate on this machine, from the report."""
+    rep = _report(replay_sizes=(10_000, 1_000_000))
+    rep["measure"]["htt_replay"]["state_floor"] = {
+        "sizes": [10_000, 1_000_000], "dict": 0.74, "list": 0.97,
+        "dict_entries_per_cpu_s": [900_000.0, 666_000.0],
+        "list_entries_per_cpu_s": [1_000_000.0, 970_000.0]}
+    sc = _by_id(rep)["replay_scaling"]
+    assert sc["met"] is False
+    assert "scales 0.74x into a dict keyed by path, 0.97x into a list" in sc["values"][0]["note"]
+    assert "keeps 0.74x of its rate (into a list: 0.97x)" in sc["why"]
+    assert "the dict loop runs at 0.69x the list loop" in sc["why"]
+    # without the probe in the report, nothing is claimed
+    plain = _by_id(_report(replay_sizes=(10_000, 1_000_000)))["replay_scaling"]
+    assert "dict" not in plain["values"][0]["note"] and "dict" not in (plain["why"] or "")
+
+
 def test_replay_targets_are_judged_on_cpu_time_when_the_report_has_it():
     """Wall figures move with whatever else runs on the machine; the children also
     record CPU time (user + system), and the replay targets are read from it."""
