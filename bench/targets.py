@@ -322,7 +322,7 @@ def _replay_scaling(rep: dict) -> dict:
     if floor is not None:
         out["values"][0]["note"] += (
             f"; a bare loop building the same nodes scales {floor['dict']:.2f}x into a dict "
-            f"keyed by path, {floor['list']:.2f}x into a list (this machine's floor)")
+            f"keyed by path, {floor['list']:.2f}x into a list, nothing decoded")
     if out["values"][0]["met"] is False:
         out["profile_keys"] = ["replay"]
         if floor is not None:
