@@ -151,7 +151,7 @@ _out = {'cpu_s': time.process_time() - c,
 # how a bare loop building the replay's node shapes (key, ~300 B payload, metadata
 # tuple, 320 B placement) scales on this machine, into a dict keyed by path (as the
 # state holds them) and into a list: per-entry rate at the largest size over the
-# smallest. What no dict-keyed state can beat here (replay_scaling's why).
+# smallest: how much of replay_scaling's loss the hash table alone explains here.
 STATE_FLOOR = """
 import gc, time
 gc.disable()

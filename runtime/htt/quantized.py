@@ -108,8 +108,7 @@ class TailCodec:
         """A row's full-width dims as the decoder's objects hold them (a packed array)."""
         if raw.__class__ is not bytes:
             return raw
-        dims = decode_tail_full(raw, semantic_dims=len(raw) // PACKED_DIM)[0].dims
-        return dims
+        return decode_tail_full(raw, semantic_dims=len(raw) // PACKED_DIM)[0].dims
 
     def _wire_kind(self, kind) -> bool:
         """Whether a packed array kind holds i128 little-endian (the packed form)."""
