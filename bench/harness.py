@@ -236,7 +236,6 @@ def pile_case(n: int) -> Case:
 
     data = b"".join(encode_blob(i.to_bytes(8, "little") * (1 + i % 40), 1_700_000_000_000 + i)
                     for i in range(n))
-    offsets = []
 
     def prefix(k: int) -> bytes:
         pos = 0
@@ -244,7 +243,6 @@ def pile_case(n: int) -> Case:
             pos += 256 * int.from_bytes(data[pos + 28:pos + 32], "little")
         return data[:pos]
 
-    del offsets
     return Case("pile_frames", "frames", n, data, {
         "fast": lambda b: gp.decode_many_pile_record(b),
         "hand": hand.pile_blobs,

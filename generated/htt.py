@@ -322,23 +322,24 @@ _RC9 = {}  # tail_quantized_gacl.user element-count structs
 _S10 = struct.Struct('<H')
 _T11 = (('key.length', 0, 2),)
 _T12 = (('value.length', 0, 2),)
-_T13 = (('data.length', 0, 4),)
-_T14 = (('meta.length', 0, 2),)
-_S15 = struct.Struct('<II')
-_T16 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
-_CODECS17 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
-_T18 = (('snapshot_crc', 0, 4),)
-_S19 = struct.Struct('<QB')
-_T20 = (('epoch_id', 0, 8), ('flags', 8, 1))
-_S21 = struct.Struct('<IBH')
-_T22 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
-_T23 = (('entry_crc', 0, 4),)
-_T24 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
-_T25 = (('block_entry_count', 0, 2),)
-_S26 = struct.Struct('<4sBBBBIII')
-_T27 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
-_T28 = (('crc32', 0, 4),)
-_T29 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_BD13 = bytes.decode
+_T14 = (('data.length', 0, 4),)
+_T15 = (('meta.length', 0, 2),)
+_S16 = struct.Struct('<II')
+_T17 = (('snap_byte_len', 0, 4), ('snap_node_count', 4, 4))
+_CODECS18 = {'zstd': 'zstd', 'zlib': 'htt_zlib', 'lz4': 'htt_lz4', 0: 'zstd', 1: 'htt_zlib', 2: 'htt_lz4'}
+_T19 = (('snapshot_crc', 0, 4),)
+_S20 = struct.Struct('<QB')
+_T21 = (('epoch_id', 0, 8), ('flags', 8, 1))
+_S22 = struct.Struct('<IBH')
+_T23 = (('seq', 0, 4), ('op', 4, 1), ('key.length', 5, 2))
+_T24 = (('entry_crc', 0, 4),)
+_T25 = (('wal_entry_count', 0, 4), ('wal_base_seq', 4, 4))
+_T26 = (('block_entry_count', 0, 2),)
+_S27 = struct.Struct('<4sBBBBIII')
+_T28 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('reserved6', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
+_T29 = (('crc32', 0, 4),)
+_T30 = (('magic', 0, 4), ('version', 4, 1), ('semantic_dims', 5, 1), ('layout', 6, 1), ('reserved7', 7, 1), ('first_seq', 8, 4), ('end_seq', 12, 4), ('raw_len', 16, 4))
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -617,10 +618,11 @@ def _d_tail_full(mv, pos, end, p_semantic_dims):
     return _obj, pos
 
 def _u_tail_full(mv, pos, end, p_semantic_dims):
+    _isb = mv.__class__ is bytes
     _c = p_semantic_dims
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-    f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
+    f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _obj = _new(TailFull)
     _obj.dims = f_dims
@@ -631,6 +633,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -639,7 +642,7 @@ def _m_tail_full(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _c = p_semantic_dims
             if _c < 0 or _c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='dims', expected=_c * 16, found=end - pos)
-            f_dims = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
+            f_dims = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _obj = _new(TailFull)
             _obj.dims = f_dims
@@ -771,10 +774,11 @@ def _d_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
     return _obj, pos
 
 def _u_tail_quantized_gacl(mv, pos, end, p_semantic_dims):
+    _isb = mv.__class__ is bytes
     _c = min(p_semantic_dims, 16)
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-    f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
+    f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
     pos += _c * 16
     _c = p_semantic_dims - 16
     if _c < 0 or _c * 2 > end - pos:
@@ -796,6 +800,7 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -804,7 +809,7 @@ def _m_tail_quantized_gacl(mv, pos, end, p_semantic_dims, _rest=_decode_many):
             _c = min(p_semantic_dims, 16)
             if _c < 0 or _c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='reserved', expected=_c * 16, found=end - pos)
-            f_reserved = PackedArray(bytes(mv[pos:pos + _c * 16]), _PK7)
+            f_reserved = PackedArray(mv[pos:pos + _c * 16] if _isb else bytes(mv[pos:pos + _c * 16]), _PK7)
             pos += _c * 16
             _c = p_semantic_dims - 16
             if _c < 0 or _c * 2 > end - pos:
@@ -842,7 +847,8 @@ def _e_tail_quantized_gacl(out, v, p_semantic_dims):
     out += struct.pack('<' + str(len(v.user)) + 'h', *v.user)
 
 def _em_tail_quantized_gacl(values, p_semantic_dims):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     for v in values:
         if len(v.reserved) != min(p_semantic_dims, 16):
             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
@@ -854,8 +860,8 @@ def _em_tail_quantized_gacl(values, p_semantic_dims):
         if len(v.user) != p_semantic_dims - 16:
             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
         _p.append(struct.pack('<' + str(len(v.user)) + 'h', *v.user))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_meta_pair(mv, pos, end):
     if pos + 2 > end:
@@ -886,13 +892,14 @@ def _d_meta_pair(mv, pos, end):
     return _obj, pos
 
 def _u_meta_pair(mv, pos, end):
+    _isb = mv.__class__ is bytes
     n_key, = _S10.unpack_from(mv, pos)
     pos += 2
-    f_key = str(mv[pos:pos + n_key], 'utf-8')
+    f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
     n_value, = _S10.unpack_from(mv, pos)
     pos += 2
-    f_value = str(mv[pos:pos + n_value], 'utf-8')
+    f_value = _BD13(mv[pos:pos + n_value]) if _isb else str(mv[pos:pos + n_value], 'utf-8')
     pos += n_value
     _obj = _new(MetaPair)
     _obj.key = f_key
@@ -904,6 +911,7 @@ def _m_meta_pair(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
     try:
         while True:
@@ -912,11 +920,11 @@ def _m_meta_pair(mv, pos, end, _rest=_decode_many):
             _rs = pos
             n_key, = _S10_unpack_from(mv, pos)
             pos += 2
-            f_key = str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
             n_value, = _S10_unpack_from(mv, pos)
             pos += 2
-            f_value = str(mv[pos:pos + n_value], 'utf-8')
+            f_value = _BD13(mv[pos:pos + n_value]) if _isb else str(mv[pos:pos + n_value], 'utf-8')
             pos += n_value
             _obj = _new(MetaPair)
             _obj.key = f_key
@@ -939,7 +947,8 @@ def _e_meta_pair(out, v):
     out += _b_value
 
 def _em_meta_pair(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S10_pack = _S10.pack
     for v in values:
         _b_key = v.key.encode()
@@ -949,8 +958,8 @@ def _em_meta_pair(values):
         _b_value = v.value.encode()
         _p.append(_S10_pack(len(_b_value)))
         _p.append(_b_value)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 2 > end:
@@ -965,7 +974,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise _text_error(_u, pos, 'utf-8', 'key') from None
     pos += n_key
     if pos + 4 > end:
-        raise _short(pos, end, _T13)
+        raise _short(pos, end, _T14)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -973,7 +982,7 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T14)
+        raise _short(pos, end, _T15)
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
@@ -1076,13 +1085,14 @@ def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     return _obj, pos
 
 def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
+    _isb = mv.__class__ is bytes
     n_key, = _S10.unpack_from(mv, pos)
     pos += 2
-    f_key = str(mv[pos:pos + n_key], 'utf-8')
+    f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
-    f_data = bytes(mv[pos:pos + n_data])
+    f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
     pos += n_data
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
@@ -1092,11 +1102,11 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
         pos += 2
-        _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+        _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
         pos += _meta_pair_n_key
         _meta_pair_n_value, = _S10.unpack_from(mv, pos)
         pos += 2
-        _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+        _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
         pos += _meta_pair_n_value
         _meta_pair__obj = _new(MetaPair)
         _meta_pair__obj.key = _meta_pair_f_key
@@ -1108,7 +1118,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+            _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
             _tail_full___obj.dims = _tail_full__f_dims
@@ -1131,7 +1141,7 @@ def _u_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+            _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
@@ -1163,6 +1173,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
     try:
@@ -1172,11 +1183,11 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
             _rs = pos
             n_key, = _S10_unpack_from(mv, pos)
             pos += 2
-            f_key = str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
             n_data, = _S2_unpack_from(mv, pos)
             pos += 4
-            f_data = bytes(mv[pos:pos + n_data])
+            f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
             pos += n_data
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
@@ -1186,11 +1197,11 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+                _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
                 pos += _meta_pair_n_key
                 _meta_pair_n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+                _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
                 pos += _meta_pair_n_value
                 _meta_pair__obj = _new(MetaPair)
                 _meta_pair__obj.key = _meta_pair_f_key
@@ -1202,7 +1213,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+                    _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
                     _tail_full___obj.dims = _tail_full__f_dims
@@ -1225,7 +1236,7 @@ def _m_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decod
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+                    _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
@@ -1306,7 +1317,8 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
         raise EncodeError('field is present but its condition is false', path='tail')
 
 def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
     for v in values:
@@ -1355,13 +1367,13 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
-        raise _short(pos, end, _T16)
-    f_snap_byte_len, f_snap_node_count = _S15.unpack_from(mv, pos)
+        raise _short(pos, end, _T17)
+    f_snap_byte_len, f_snap_node_count = _S16.unpack_from(mv, pos)
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -1370,7 +1382,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS17)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS18)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -1396,7 +1408,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             raise _text_error(_u, pos, 'utf-8', 'key') from None
                         pos += _snapshot_entry__n_key
                         if pos + 4 > end:
-                            raise _short(pos, end, _T13)
+                            raise _short(pos, end, _T14)
                         _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                         pos += 4
                         if pos + _snapshot_entry__n_data > end:
@@ -1404,7 +1416,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                         pos += _snapshot_entry__n_data
                         if pos + 2 > end:
-                            raise _short(pos, end, _T14)
+                            raise _short(pos, end, _T15)
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
@@ -1545,7 +1557,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _snapshot_entry__n_key
                     if pos + 4 > end:
-                        raise _short(pos, end, _T13)
+                        raise _short(pos, end, _T14)
                     _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                     pos += 4
                     if pos + _snapshot_entry__n_data > end:
@@ -1553,7 +1565,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                     pos += _snapshot_entry__n_data
                     if pos + 2 > end:
-                        raise _short(pos, end, _T14)
+                        raise _short(pos, end, _T15)
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
@@ -1668,7 +1680,7 @@ def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p
 
 def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _at_snap_byte_len = len(out) + 0
-    out += _S15.pack(0, len(v.entries))
+    out += _S16.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -1721,7 +1733,7 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
                 raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS18)
         out += _S2.pack(len(_frame))
         out += _frame
         _size_entries = len(_plain)
@@ -1779,8 +1791,8 @@ def _e_snapshot_section_v1(out, v, p_version, p_compressed, p_algorithm, p_seman
 
 def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
-        raise _short(pos, end, _T16)
-    f_snap_byte_len, f_snap_node_count = _S15.unpack_from(mv, pos)
+        raise _short(pos, end, _T17)
+    f_snap_byte_len, f_snap_node_count = _S16.unpack_from(mv, pos)
     pos += 8
     if (p_compressed and (f_snap_node_count > 0)):
         if pos + 4 > end:
@@ -1789,7 +1801,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         pos += 4
         if pos + _clen > end:
             raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS17)
+        _plain = _decompress(p_algorithm, mv[pos:pos + _clen], f_snap_byte_len, expected_size=f_snap_byte_len, offset=pos, path='entries', codecs=_CODECS18)
         _fpos = pos
         pos += _clen
         _save = (mv, pos, end)
@@ -1815,7 +1827,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                             raise _text_error(_u, pos, 'utf-8', 'key') from None
                         pos += _snapshot_entry__n_key
                         if pos + 4 > end:
-                            raise _short(pos, end, _T13)
+                            raise _short(pos, end, _T14)
                         _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                         pos += 4
                         if pos + _snapshot_entry__n_data > end:
@@ -1823,7 +1835,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                         pos += _snapshot_entry__n_data
                         if pos + 2 > end:
-                            raise _short(pos, end, _T14)
+                            raise _short(pos, end, _T15)
                         _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                         pos += 2
                         if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
@@ -1966,7 +1978,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                         raise _text_error(_u, pos, 'utf-8', 'key') from None
                     pos += _snapshot_entry__n_key
                     if pos + 4 > end:
-                        raise _short(pos, end, _T13)
+                        raise _short(pos, end, _T14)
                     _snapshot_entry__n_data, = _S2.unpack_from(mv, pos)
                     pos += 4
                     if pos + _snapshot_entry__n_data > end:
@@ -1974,7 +1986,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
                     _snapshot_entry__f_data = bytes(mv[pos:pos + _snapshot_entry__n_data])
                     pos += _snapshot_entry__n_data
                     if pos + 2 > end:
-                        raise _short(pos, end, _T14)
+                        raise _short(pos, end, _T15)
                     _snapshot_entry__n_meta, = _S10.unpack_from(mv, pos)
                     pos += 2
                     if _snapshot_entry__n_meta < 0 or _snapshot_entry__n_meta * 4 > end - pos:
@@ -2085,7 +2097,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
         end = _outer_end_entries
         _plain_entries = mv[_ps_entries:pos]
     if pos + 4 > end:
-        raise _short(pos, end, _T18)
+        raise _short(pos, end, _T19)
     f_snapshot_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -2098,7 +2110,7 @@ def _d_snapshot_section_v2(mv, pos, end, p_version, p_compressed, p_algorithm, p
 
 def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _at_snap_byte_len = len(out) + 0
-    out += _S15.pack(0, len(v.entries))
+    out += _S16.pack(0, len(v.entries))
     if (p_compressed and (len(v.entries) > 0)):
         _outer = out
         out = bytearray()
@@ -2151,7 +2163,7 @@ def _e_snapshot_section_v2(out, v, p_version, p_compressed, p_algorithm, p_seman
                 raise EncodeError('field is present but its condition is false', path='tail')
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS18)
         out += _S2.pack(len(_frame))
         out += _frame
         _plain_entries = _plain
@@ -2229,7 +2241,7 @@ def _e_snapshot_section(out, v, p_version, p_compressed, p_algorithm, p_semantic
 
 def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 4 > end:
-        raise _short(pos, end, _T13)
+        raise _short(pos, end, _T14)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -2237,7 +2249,7 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T14)
+        raise _short(pos, end, _T15)
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
@@ -2339,9 +2351,10 @@ def _d_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     return _obj, pos
 
 def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
+    _isb = mv.__class__ is bytes
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
-    f_data = bytes(mv[pos:pos + n_data])
+    f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
     pos += n_data
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
@@ -2351,11 +2364,11 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
         pos += 2
-        _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+        _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
         pos += _meta_pair_n_key
         _meta_pair_n_value, = _S10.unpack_from(mv, pos)
         pos += 2
-        _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+        _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
         pos += _meta_pair_n_value
         _meta_pair__obj = _new(MetaPair)
         _meta_pair__obj.key = _meta_pair_f_key
@@ -2367,7 +2380,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+            _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
             _tail_full___obj.dims = _tail_full__f_dims
@@ -2390,7 +2403,7 @@ def _u_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+            _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
@@ -2421,6 +2434,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
     try:
@@ -2430,7 +2444,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
             _rs = pos
             n_data, = _S2_unpack_from(mv, pos)
             pos += 4
-            f_data = bytes(mv[pos:pos + n_data])
+            f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
             pos += n_data
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
@@ -2440,11 +2454,11 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+                _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
                 pos += _meta_pair_n_key
                 _meta_pair_n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+                _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
                 pos += _meta_pair_n_value
                 _meta_pair__obj = _new(MetaPair)
                 _meta_pair__obj.key = _meta_pair_f_key
@@ -2456,7 +2470,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+                    _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
                     _tail_full___obj.dims = _tail_full__f_dims
@@ -2479,7 +2493,7 @@ def _m_insert_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_m
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+                    _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
@@ -2556,7 +2570,8 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
         raise EncodeError('field is present but its condition is false', path='tail')
 
 def _em_insert_body(values, p_semantic_dims, p_tail_layout):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
     for v in values:
@@ -2602,12 +2617,12 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_update_body(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T13)
+        raise _short(pos, end, _T14)
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
     if pos + n_data > end:
@@ -2615,7 +2630,7 @@ def _d_update_body(mv, pos, end):
     f_data = bytes(mv[pos:pos + n_data])
     pos += n_data
     if pos + 2 > end:
-        raise _short(pos, end, _T14)
+        raise _short(pos, end, _T15)
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
     if n_meta < 0 or n_meta * 4 > end - pos:
@@ -2658,9 +2673,10 @@ def _d_update_body(mv, pos, end):
     return _obj, pos
 
 def _u_update_body(mv, pos, end):
+    _isb = mv.__class__ is bytes
     n_data, = _S2.unpack_from(mv, pos)
     pos += 4
-    f_data = bytes(mv[pos:pos + n_data])
+    f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
     pos += n_data
     n_meta, = _S10.unpack_from(mv, pos)
     pos += 2
@@ -2670,11 +2686,11 @@ def _u_update_body(mv, pos, end):
     for _i in range(n_meta):
         _meta_pair_n_key, = _S10.unpack_from(mv, pos)
         pos += 2
-        _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+        _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
         pos += _meta_pair_n_key
         _meta_pair_n_value, = _S10.unpack_from(mv, pos)
         pos += 2
-        _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+        _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
         pos += _meta_pair_n_value
         _meta_pair__obj = _new(MetaPair)
         _meta_pair__obj.key = _meta_pair_f_key
@@ -2690,6 +2706,7 @@ def _m_update_body(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
     _S2_unpack_from = _S2.unpack_from
     try:
@@ -2699,7 +2716,7 @@ def _m_update_body(mv, pos, end, _rest=_decode_many):
             _rs = pos
             n_data, = _S2_unpack_from(mv, pos)
             pos += 4
-            f_data = bytes(mv[pos:pos + n_data])
+            f_data = mv[pos:pos + n_data] if _isb else bytes(mv[pos:pos + n_data])
             pos += n_data
             n_meta, = _S10_unpack_from(mv, pos)
             pos += 2
@@ -2709,11 +2726,11 @@ def _m_update_body(mv, pos, end, _rest=_decode_many):
             for _i in range(n_meta):
                 _meta_pair_n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair_f_key = str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
+                _meta_pair_f_key = _BD13(mv[pos:pos + _meta_pair_n_key]) if _isb else str(mv[pos:pos + _meta_pair_n_key], 'utf-8')
                 pos += _meta_pair_n_key
                 _meta_pair_n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair_f_value = str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
+                _meta_pair_f_value = _BD13(mv[pos:pos + _meta_pair_n_value]) if _isb else str(mv[pos:pos + _meta_pair_n_value], 'utf-8')
                 pos += _meta_pair_n_value
                 _meta_pair__obj = _new(MetaPair)
                 _meta_pair__obj.key = _meta_pair_f_key
@@ -2745,7 +2762,8 @@ def _e_update_body(out, v):
         out += _meta_pair_b_value
 
 def _em_update_body(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
     for v in values:
@@ -2761,8 +2779,8 @@ def _em_update_body(values):
             _meta_pair_b_value = _x.value.encode()
             _p.append(_S10_pack(len(_meta_pair_b_value)))
             _p.append(_meta_pair_b_value)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
@@ -2828,13 +2846,14 @@ def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     return _obj, pos
 
 def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
+    _isb = mv.__class__ is bytes
     if p_semantic_dims > 0:
         _tag = p_tail_layout
         if _tag == 0:
             _tail_full___c = p_semantic_dims
             if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-            _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+            _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
             pos += _tail_full___c * 16
             _tail_full___obj = _new(TailFull)
             _tail_full___obj.dims = _tail_full__f_dims
@@ -2857,7 +2876,7 @@ def _u_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
             _tail_quantized_gacl___c = min(p_semantic_dims, 16)
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-            _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+            _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
             pos += _tail_quantized_gacl___c * 16
             _tail_quantized_gacl___c = p_semantic_dims - 16
             if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
@@ -2886,6 +2905,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -2897,7 +2917,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                     _tail_full___c = p_semantic_dims
                     if _tail_full___c < 0 or _tail_full___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_full___c) + ' needs at least ' + str(_tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_tail_full___c * 16, found=end - pos)
-                    _tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
+                    _tail_full__f_dims = PackedArray(mv[pos:pos + _tail_full___c * 16] if _isb else bytes(mv[pos:pos + _tail_full___c * 16]), _PK7)
                     pos += _tail_full___c * 16
                     _tail_full___obj = _new(TailFull)
                     _tail_full___obj.dims = _tail_full__f_dims
@@ -2920,7 +2940,7 @@ def _m_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_de
                     _tail_quantized_gacl___c = min(p_semantic_dims, 16)
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 16 > end - pos:
                         raise TruncatedError('count ' + str(_tail_quantized_gacl___c) + ' needs at least ' + str(_tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_tail_quantized_gacl___c * 16, found=end - pos)
-                    _tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
+                    _tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _tail_quantized_gacl___c * 16]), _PK7)
                     pos += _tail_quantized_gacl___c * 16
                     _tail_quantized_gacl___c = p_semantic_dims - 16
                     if _tail_quantized_gacl___c < 0 or _tail_quantized_gacl___c * 2 > end - pos:
@@ -2986,7 +3006,8 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
         raise EncodeError('field is present but its condition is false', path='tail')
 
 def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     for v in values:
         _p = []
         if p_semantic_dims > 0:
@@ -3019,17 +3040,17 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_epoch_body(mv, pos, end):
     if pos + 9 > end:
-        raise _short(pos, end, _T20)
-    f_epoch_id, f_flags = _S19.unpack_from(mv, pos)
-    _r19 = pos
+        raise _short(pos, end, _T21)
+    f_epoch_id, f_flags = _S20.unpack_from(mv, pos)
+    _r20 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r19 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r20 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
@@ -3037,11 +3058,11 @@ def _d_epoch_body(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_body(mv, pos, end):
-    f_epoch_id, f_flags = _S19.unpack_from(mv, pos)
-    _r19 = pos
+    f_epoch_id, f_flags = _S20.unpack_from(mv, pos)
+    _r20 = pos
     pos += 9
     if f_flags & 252:
-        raise ConstraintError('undefined epoch_flags bits set', offset=_r19 + 8, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined epoch_flags bits set', offset=_r20 + 8, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = EpochFlags.from_int(f_flags)
     _obj = _new(EpochBody)
     _obj.epoch_id = f_epoch_id
@@ -3053,17 +3074,17 @@ def _m_epoch_body(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S19_unpack_from = _S19.unpack_from
+    _S20_unpack_from = _S20.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_epoch_id, f_flags = _S19_unpack_from(mv, pos)
-            _r19 = pos
+            f_epoch_id, f_flags = _S20_unpack_from(mv, pos)
+            _r20 = pos
             pos += 9
             if f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_r19 + 8, path='flags', expected='mask 0x3', found=f_flags)
+                raise ConstraintError('undefined epoch_flags bits set', offset=_r20 + 8, path='flags', expected='mask 0x3', found=f_flags)
             f_flags = EpochFlags.from_int(f_flags)
             _obj = _new(EpochBody)
             _obj.epoch_id = f_epoch_id
@@ -3078,25 +3099,25 @@ def _m_epoch_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_epoch_body(out, v):
-    out += _S19.pack(v.epoch_id, v.flags.to_int())
+    out += _S20.pack(v.epoch_id, v.flags.to_int())
 
 def _em_epoch_body(values):
     out = bytearray()
-    _S19_pack = _S19.pack
+    _S20_pack = _S20.pack
     for v in values:
-        out += _S19_pack(v.epoch_id, v.flags.to_int())
+        out += _S20_pack(v.epoch_id, v.flags.to_int())
     return bytes(out)
 
 def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 7 > end:
-        raise _short(pos, end, _T22)
-    f_seq, f_op, n_key = _S21.unpack_from(mv, pos)
-    _r21 = pos
+        raise _short(pos, end, _T23)
+    f_seq, f_op, n_key = _S22.unpack_from(mv, pos)
+    _r22 = pos
     pos += 7
-    _s_seq = _r21
+    _s_seq = _r22
     _v = _WALOP_BY_VALUE.get(f_op)
     if _v is None:
-        raise ConstraintError('unknown wal_op value', offset=_r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
+        raise ConstraintError('unknown wal_op value', offset=_r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=f_op)
     f_op = _v
     if pos + n_key > end:
         raise TruncatedError('str truncated', offset=pos, path='key', expected=n_key, found=end - pos)
@@ -3109,7 +3130,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if _tag == 1:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T13)
+                raise _short(pos, end, _T14)
             _insert_body__n_data, = _S2.unpack_from(mv, pos)
             pos += 4
             if pos + _insert_body__n_data > end:
@@ -3117,7 +3138,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
             pos += _insert_body__n_data
             if pos + 2 > end:
-                raise _short(pos, end, _T14)
+                raise _short(pos, end, _T15)
             _insert_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _insert_body__n_meta < 0 or _insert_body__n_meta * 4 > end - pos:
@@ -3222,7 +3243,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 2:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T13)
+                raise _short(pos, end, _T14)
             _update_body__n_data, = _S2.unpack_from(mv, pos)
             pos += 4
             if pos + _update_body__n_data > end:
@@ -3230,7 +3251,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
             pos += _update_body__n_data
             if pos + 2 > end:
-                raise _short(pos, end, _T14)
+                raise _short(pos, end, _T15)
             _update_body__n_meta, = _S10.unpack_from(mv, pos)
             pos += 2
             if _update_body__n_meta < 0 or _update_body__n_meta * 4 > end - pos:
@@ -3373,12 +3394,12 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 6:
         try:
             if pos + 9 > end:
-                raise _short(pos, end, _T20)
-            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S19.unpack_from(mv, pos)
-            _epoch_body___r19 = pos
+                raise _short(pos, end, _T21)
+            _epoch_body__f_epoch_id, _epoch_body__f_flags = _S20.unpack_from(mv, pos)
+            _epoch_body___r20 = pos
             pos += 9
             if _epoch_body__f_flags & 252:
-                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r19 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r20 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
             _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
             _epoch_body___obj = _new(EpochBody)
             _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3390,7 +3411,7 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         raise ConstraintError('no case for tag', offset=pos, path='body', expected=[1, 2, 3, 4, 5, 6], found=_tag)
     _e_body = pos
     if pos + 4 > end:
-        raise _short(pos, end, _T23)
+        raise _short(pos, end, _T24)
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -3405,17 +3426,18 @@ def _d_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     return _obj, pos
 
 def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
-    f_seq, f_op, n_key = _S21.unpack_from(mv, pos)
-    _r21 = pos
+    _isb = mv.__class__ is bytes
+    f_seq, f_op, n_key = _S22.unpack_from(mv, pos)
+    _r22 = pos
     pos += 7
     _tag = f_op
     f_op = _WALOP_BY_VALUE[f_op]
-    f_key = str(mv[pos:pos + n_key], 'utf-8')
+    f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
     if _tag == 1:
         _insert_body__n_data, = _S2.unpack_from(mv, pos)
         pos += 4
-        _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
+        _insert_body__f_data = mv[pos:pos + _insert_body__n_data] if _isb else bytes(mv[pos:pos + _insert_body__n_data])
         pos += _insert_body__n_data
         _insert_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
@@ -3425,11 +3447,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         for _insert_body___i in range(_insert_body__n_meta):
             _insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
             pos += 2
-            _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+            _insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
             pos += _insert_body___meta_pair_n_key
             _insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
             pos += 2
-            _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+            _insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
             pos += _insert_body___meta_pair_n_value
             _insert_body___meta_pair__obj = _new(MetaPair)
             _insert_body___meta_pair__obj.key = _insert_body___meta_pair_f_key
@@ -3441,7 +3463,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_full___c = p_semantic_dims
                 if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
+                _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                 pos += _insert_body___tail_full___c * 16
                 _insert_body___tail_full___obj = _new(TailFull)
                 _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
@@ -3464,7 +3486,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _insert_body___tail_quantized_gacl___c * 16
                 _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
@@ -3492,7 +3514,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 2:
         _update_body__n_data, = _S2.unpack_from(mv, pos)
         pos += 4
-        _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
+        _update_body__f_data = mv[pos:pos + _update_body__n_data] if _isb else bytes(mv[pos:pos + _update_body__n_data])
         pos += _update_body__n_data
         _update_body__n_meta, = _S10.unpack_from(mv, pos)
         pos += 2
@@ -3502,11 +3524,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         for _update_body___i in range(_update_body__n_meta):
             _update_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
             pos += 2
-            _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+            _update_body___meta_pair_f_key = _BD13(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
             pos += _update_body___meta_pair_n_key
             _update_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
             pos += 2
-            _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+            _update_body___meta_pair_f_value = _BD13(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
             pos += _update_body___meta_pair_n_value
             _update_body___meta_pair__obj = _new(MetaPair)
             _update_body___meta_pair__obj.key = _update_body___meta_pair_f_key
@@ -3521,11 +3543,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     elif _tag == 4:
         _meta_pair__n_key, = _S10.unpack_from(mv, pos)
         pos += 2
-        _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+        _meta_pair__f_key = _BD13(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
         pos += _meta_pair__n_key
         _meta_pair__n_value, = _S10.unpack_from(mv, pos)
         pos += 2
-        _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+        _meta_pair__f_value = _BD13(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
         pos += _meta_pair__n_value
         _meta_pair___obj = _new(MetaPair)
         _meta_pair___obj.key = _meta_pair__f_key
@@ -3538,7 +3560,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_full___c = p_semantic_dims
                 if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
+                _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_full___c * 16
                 _set_semantic_body___tail_full___obj = _new(TailFull)
                 _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
@@ -3561,7 +3583,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                     raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
+                _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                 pos += _set_semantic_body___tail_quantized_gacl___c * 16
                 _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                 if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
@@ -3585,11 +3607,11 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
         _set_semantic_body___obj.tail = _set_semantic_body__f_tail
         f_body = _set_semantic_body___obj
     elif _tag == 6:
-        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S19.unpack_from(mv, pos)
-        _epoch_body___r19 = pos
+        _epoch_body__f_epoch_id, _epoch_body__f_flags = _S20.unpack_from(mv, pos)
+        _epoch_body___r20 = pos
         pos += 9
         if _epoch_body__f_flags & 252:
-            raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r19 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+            raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r20 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
         _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
         _epoch_body___obj = _new(EpochBody)
         _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3601,7 +3623,7 @@ def _u_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     f_entry_crc, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
-    _ck = _ck_crc32(mv[_r21:_e_body])
+    _ck = _ck_crc32(mv[_r22:_e_body])
     if f_entry_crc != _ck:
         raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
     _obj = _new(WalEntry)
@@ -3616,26 +3638,27 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
-    _S19_unpack_from = _S19.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S21_unpack_from = _S21.unpack_from
+    _S20_unpack_from = _S20.unpack_from
+    _S22_unpack_from = _S22.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_seq, f_op, n_key = _S21_unpack_from(mv, pos)
-            _r21 = pos
+            f_seq, f_op, n_key = _S22_unpack_from(mv, pos)
+            _r22 = pos
             pos += 7
             _tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
-            f_key = str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
             if _tag == 1:
                 _insert_body__n_data, = _S2_unpack_from(mv, pos)
                 pos += 4
-                _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
+                _insert_body__f_data = mv[pos:pos + _insert_body__n_data] if _isb else bytes(mv[pos:pos + _insert_body__n_data])
                 pos += _insert_body__n_data
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
@@ -3645,11 +3668,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
                     pos += 2
-                    _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+                    _insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
                     pos += _insert_body___meta_pair_n_key
                     _insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
                     pos += 2
-                    _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+                    _insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
                     pos += _insert_body___meta_pair_n_value
                     _insert_body___meta_pair__obj = _new(MetaPair)
                     _insert_body___meta_pair__obj.key = _insert_body___meta_pair_f_key
@@ -3661,7 +3684,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                        _insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
+                        _insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16]), _PK7)
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = _new(TailFull)
                         _insert_body___tail_full___obj.dims = _insert_body___tail_full__f_dims
@@ -3684,7 +3707,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                        _insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
@@ -3712,7 +3735,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
             elif _tag == 2:
                 _update_body__n_data, = _S2_unpack_from(mv, pos)
                 pos += 4
-                _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
+                _update_body__f_data = mv[pos:pos + _update_body__n_data] if _isb else bytes(mv[pos:pos + _update_body__n_data])
                 pos += _update_body__n_data
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
@@ -3722,11 +3745,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
                     pos += 2
-                    _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+                    _update_body___meta_pair_f_key = _BD13(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
                     pos += _update_body___meta_pair_n_key
                     _update_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
                     pos += 2
-                    _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+                    _update_body___meta_pair_f_value = _BD13(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
                     pos += _update_body___meta_pair_n_value
                     _update_body___meta_pair__obj = _new(MetaPair)
                     _update_body___meta_pair__obj.key = _update_body___meta_pair_f_key
@@ -3741,11 +3764,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
             elif _tag == 4:
                 _meta_pair__n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+                _meta_pair__f_key = _BD13(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
                 pos += _meta_pair__n_key
                 _meta_pair__n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+                _meta_pair__f_value = _BD13(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
                 pos += _meta_pair__n_value
                 _meta_pair___obj = _new(MetaPair)
                 _meta_pair___obj.key = _meta_pair__f_key
@@ -3758,7 +3781,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                        _set_semantic_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
+                        _set_semantic_body___tail_full__f_dims = PackedArray(mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = _new(TailFull)
                         _set_semantic_body___tail_full___obj.dims = _set_semantic_body___tail_full__f_dims
@@ -3781,7 +3804,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
+                        _set_semantic_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
@@ -3805,11 +3828,11 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
                 _set_semantic_body___obj.tail = _set_semantic_body__f_tail
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
-                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S19_unpack_from(mv, pos)
-                _epoch_body___r19 = pos
+                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S20_unpack_from(mv, pos)
+                _epoch_body___r20 = pos
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r19 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r20 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = _new(EpochBody)
                 _epoch_body___obj.epoch_id = _epoch_body__f_epoch_id
@@ -3821,7 +3844,7 @@ def _m_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout, _rest=_decode_man
             f_entry_crc, = _S2_unpack_from(mv, pos)
             _r2 = pos
             pos += 4
-            _ck = _ck_crc32(mv[_r21:_e_body])
+            _ck = _ck_crc32(mv[_r22:_e_body])
             if f_entry_crc != _ck:
                 raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
             _obj = _new(WalEntry)
@@ -3843,10 +3866,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
-    _S19_unpack_from = _S19.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S21_unpack_from = _S21.unpack_from
+    _S20_unpack_from = _S20.unpack_from
+    _S22_unpack_from = _S22.unpack_from
     _starts = []
     _sappend = _starts.append
     try:
@@ -3854,17 +3878,17 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             if pos >= end:
                 break
             _rs = pos
-            f_seq, f_op, n_key = _S21_unpack_from(mv, pos)
-            _r21 = pos
+            f_seq, f_op, n_key = _S22_unpack_from(mv, pos)
+            _r22 = pos
             pos += 7
             _tag = f_op
             f_op = _WALOP_BY_VALUE[f_op]
-            f_key = str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD13(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
             if _tag == 1:
                 _insert_body__n_data, = _S2_unpack_from(mv, pos)
                 pos += 4
-                _insert_body__f_data = bytes(mv[pos:pos + _insert_body__n_data])
+                _insert_body__f_data = mv[pos:pos + _insert_body__n_data] if _isb else bytes(mv[pos:pos + _insert_body__n_data])
                 pos += _insert_body__n_data
                 _insert_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
@@ -3874,11 +3898,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 for _insert_body___i in range(_insert_body__n_meta):
                     _insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
                     pos += 2
-                    _insert_body___meta_pair_f_key = str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
+                    _insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_key], 'utf-8')
                     pos += _insert_body___meta_pair_n_key
                     _insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
                     pos += 2
-                    _insert_body___meta_pair_f_value = str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
+                    _insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _insert_body___meta_pair_n_value], 'utf-8')
                     pos += _insert_body___meta_pair_n_value
                     _insert_body___meta_pair__obj = (_insert_body___meta_pair_f_key, _insert_body___meta_pair_f_value)
                     _insert_body__f_meta.append(_insert_body___meta_pair__obj)
@@ -3888,7 +3912,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_full___c = p_semantic_dims
                         if _insert_body___tail_full___c < 0 or _insert_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_full___c) + ' needs at least ' + str(_insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_insert_body___tail_full___c * 16, found=end - pos)
-                        _insert_body___tail_full__f_dims = bytes(mv[pos:pos + _insert_body___tail_full___c * 16])
+                        _insert_body___tail_full__f_dims = mv[pos:pos + _insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_full___c * 16])
                         pos += _insert_body___tail_full___c * 16
                         _insert_body___tail_full___obj = (_insert_body___tail_full__f_dims,)
                         _insert_body__f_tail = _insert_body___tail_full___obj
@@ -3909,7 +3933,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _insert_body___tail_quantized_gacl__f_reserved = bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16])
+                        _insert_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _insert_body___tail_quantized_gacl___c * 16])
                         pos += _insert_body___tail_quantized_gacl___c * 16
                         _insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _insert_body___tail_quantized_gacl___c < 0 or _insert_body___tail_quantized_gacl___c * 2 > end - pos:
@@ -3932,7 +3956,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _tag == 2:
                 _update_body__n_data, = _S2_unpack_from(mv, pos)
                 pos += 4
-                _update_body__f_data = bytes(mv[pos:pos + _update_body__n_data])
+                _update_body__f_data = mv[pos:pos + _update_body__n_data] if _isb else bytes(mv[pos:pos + _update_body__n_data])
                 pos += _update_body__n_data
                 _update_body__n_meta, = _S10_unpack_from(mv, pos)
                 pos += 2
@@ -3942,11 +3966,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 for _update_body___i in range(_update_body__n_meta):
                     _update_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
                     pos += 2
-                    _update_body___meta_pair_f_key = str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
+                    _update_body___meta_pair_f_key = _BD13(mv[pos:pos + _update_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_key], 'utf-8')
                     pos += _update_body___meta_pair_n_key
                     _update_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
                     pos += 2
-                    _update_body___meta_pair_f_value = str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
+                    _update_body___meta_pair_f_value = _BD13(mv[pos:pos + _update_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _update_body___meta_pair_n_value], 'utf-8')
                     pos += _update_body___meta_pair_n_value
                     _update_body___meta_pair__obj = (_update_body___meta_pair_f_key, _update_body___meta_pair_f_value)
                     _update_body__f_meta.append(_update_body___meta_pair__obj)
@@ -3957,11 +3981,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             elif _tag == 4:
                 _meta_pair__n_key, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair__f_key = str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
+                _meta_pair__f_key = _BD13(mv[pos:pos + _meta_pair__n_key]) if _isb else str(mv[pos:pos + _meta_pair__n_key], 'utf-8')
                 pos += _meta_pair__n_key
                 _meta_pair__n_value, = _S10_unpack_from(mv, pos)
                 pos += 2
-                _meta_pair__f_value = str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
+                _meta_pair__f_value = _BD13(mv[pos:pos + _meta_pair__n_value]) if _isb else str(mv[pos:pos + _meta_pair__n_value], 'utf-8')
                 pos += _meta_pair__n_value
                 _meta_pair___obj = (_meta_pair__f_key, _meta_pair__f_value)
                 f_body = _meta_pair___obj
@@ -3972,7 +3996,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_full___c = p_semantic_dims
                         if _set_semantic_body___tail_full___c < 0 or _set_semantic_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_full___c) + ' needs at least ' + str(_set_semantic_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_set_semantic_body___tail_full___c * 16, found=end - pos)
-                        _set_semantic_body___tail_full__f_dims = bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16])
+                        _set_semantic_body___tail_full__f_dims = mv[pos:pos + _set_semantic_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_full___c * 16])
                         pos += _set_semantic_body___tail_full___c * 16
                         _set_semantic_body___tail_full___obj = (_set_semantic_body___tail_full__f_dims,)
                         _set_semantic_body__f_tail = _set_semantic_body___tail_full___obj
@@ -3993,7 +4017,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                         _set_semantic_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_set_semantic_body___tail_quantized_gacl___c) + ' needs at least ' + str(_set_semantic_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_set_semantic_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _set_semantic_body___tail_quantized_gacl__f_reserved = bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16])
+                        _set_semantic_body___tail_quantized_gacl__f_reserved = mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _set_semantic_body___tail_quantized_gacl___c * 16])
                         pos += _set_semantic_body___tail_quantized_gacl___c * 16
                         _set_semantic_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _set_semantic_body___tail_quantized_gacl___c < 0 or _set_semantic_body___tail_quantized_gacl___c * 2 > end - pos:
@@ -4014,11 +4038,11 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
                 _set_semantic_body___obj = (_set_semantic_body__f_tail,)
                 f_body = _set_semantic_body___obj
             elif _tag == 6:
-                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S19_unpack_from(mv, pos)
-                _epoch_body___r19 = pos
+                _epoch_body__f_epoch_id, _epoch_body__f_flags = _S20_unpack_from(mv, pos)
+                _epoch_body___r20 = pos
                 pos += 9
                 if _epoch_body__f_flags & 252:
-                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r19 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
+                    raise ConstraintError('undefined epoch_flags bits set', offset=_epoch_body___r20 + 8, path='flags', expected='mask 0x3', found=_epoch_body__f_flags)
                 _epoch_body__f_flags = EpochFlags.from_int(_epoch_body__f_flags)
                 _epoch_body___obj = (_epoch_body__f_epoch_id, _epoch_body__f_flags)
                 f_body = _epoch_body___obj
@@ -4028,7 +4052,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
             f_entry_crc, = _S2_unpack_from(mv, pos)
             _r2 = pos
             pos += 4
-            _ck = _ck_crc32(mv[_r21:_e_body])
+            _ck = _ck_crc32(mv[_r22:_e_body])
             if f_entry_crc != _ck:
                 raise ChecksumError('crc32 mismatch', offset=_r2, path='entry_crc', expected=_ck, found=f_entry_crc)
             _obj = (f_seq, f_op, f_key, f_body)
@@ -4045,7 +4069,7 @@ def _r_wal_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
 def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
     _b_key = v.key.encode()
     _s_seq = len(out)
-    out += _S21.pack(v.seq, v.op, len(_b_key))
+    out += _S22.pack(v.seq, v.op, len(_b_key))
     out += _b_key
     _tag = v.op
     if _tag == 1:
@@ -4149,22 +4173,23 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
             raise EncodeError('field is present but its condition is false', path='tail')
     elif _tag == 6:
         _epoch_body__v = v.body
-        out += _S19.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
+        out += _S20.pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int())
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
     f_entry_crc = _ck_crc32((out if _s_seq == 0 else memoryview(out)[_s_seq:]))
     out += _S2.pack(f_entry_crc)
 
 def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S10_pack = _S10.pack
-    _S19_pack = _S19.pack
     _S2_pack = _S2.pack
-    _S21_pack = _S21.pack
+    _S20_pack = _S20.pack
+    _S22_pack = _S22.pack
     for v in values:
         _b_key = v.key.encode()
         _p = []
-        _p.append(_S21_pack(v.seq, v.op, len(_b_key)))
+        _p.append(_S22_pack(v.seq, v.op, len(_b_key)))
         _p.append(_b_key)
         _tag = v.op
         if _tag == 1:
@@ -4268,18 +4293,18 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _tag == 6:
             _epoch_body__v = v.body
-            _p.append(_S19_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
+            _p.append(_S20_pack(_epoch_body__v.epoch_id, _epoch_body__v.flags.to_int()))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
         _b = b''.join(_p)
-        out += _b
-        out += _S2_pack(_ck_crc32(_b))
-    return bytes(out)
+        _a(_b)
+        _a(_S2_pack(_ck_crc32(_b)))
+    return b''.join(_all)
 
 def _d_wal_header(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T24)
-    f_wal_entry_count, f_wal_base_seq = _S15.unpack_from(mv, pos)
+        raise _short(pos, end, _T25)
+    f_wal_entry_count, f_wal_base_seq = _S16.unpack_from(mv, pos)
     pos += 8
     _obj = _new(WalHeader)
     _obj.wal_entry_count = f_wal_entry_count
@@ -4287,7 +4312,7 @@ def _d_wal_header(mv, pos, end):
     return _obj, pos
 
 def _u_wal_header(mv, pos, end):
-    f_wal_entry_count, f_wal_base_seq = _S15.unpack_from(mv, pos)
+    f_wal_entry_count, f_wal_base_seq = _S16.unpack_from(mv, pos)
     pos += 8
     _obj = _new(WalHeader)
     _obj.wal_entry_count = f_wal_entry_count
@@ -4299,13 +4324,13 @@ def _m_wal_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S15_unpack_from = _S15.unpack_from
+    _S16_unpack_from = _S16.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_wal_entry_count, f_wal_base_seq = _S15_unpack_from(mv, pos)
+            f_wal_entry_count, f_wal_base_seq = _S16_unpack_from(mv, pos)
             pos += 8
             _obj = _new(WalHeader)
             _obj.wal_entry_count = f_wal_entry_count
@@ -4320,18 +4345,18 @@ def _m_wal_header(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_wal_header(out, v):
-    out += _S15.pack(v.wal_entry_count, v.wal_base_seq)
+    out += _S16.pack(v.wal_entry_count, v.wal_base_seq)
 
 def _em_wal_header(values):
     out = bytearray()
-    _S15_pack = _S15.pack
+    _S16_pack = _S16.pack
     for v in values:
-        out += _S15_pack(v.wal_entry_count, v.wal_base_seq)
+        out += _S16_pack(v.wal_entry_count, v.wal_base_seq)
     return bytes(out)
 
 def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     if pos + 2 > end:
-        raise _short(pos, end, _T25)
+        raise _short(pos, end, _T26)
     f_block_entry_count, = _S10.unpack_from(mv, pos)
     _r10 = pos
     pos += 2
@@ -4343,7 +4368,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='entries', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS17)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='entries', codecs=_CODECS18)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -4359,14 +4384,14 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                 try:
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T22)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
-                    _wal_entry___r21 = pos
+                        raise _short(pos, end, _T23)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
+                    _wal_entry___r22 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r21
+                    _wal_entry___s_seq = _wal_entry___r22
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -4379,7 +4404,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T13)
+                                raise _short(pos, end, _T14)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -4387,7 +4412,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T14)
+                                raise _short(pos, end, _T15)
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
@@ -4491,7 +4516,7 @@ def _d_wal_block(mv, pos, end, p_algorithm, p_semantic_dims, p_tail_layout, p_bl
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T23)
+                            raise _short(pos, end, _T24)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -4532,7 +4557,7 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
     for _x in v.entries:
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S22.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -4636,23 +4661,23 @@ def _e_wal_block(out, v, p_algorithm, p_semantic_dims, p_tail_layout, p_block_li
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S20.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
         out += _S2.pack(_wal_entry__f_entry_crc)
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
+    _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS18)
     out += _S2.pack(len(_frame))
     out += _frame
 
 def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_limit):
     out = bytearray()
     _S10_pack = _S10.pack
-    _S19_pack = _S19.pack
     _S2_pack = _S2.pack
-    _S21_pack = _S21.pack
+    _S20_pack = _S20.pack
+    _S22_pack = _S22.pack
     for v in values:
         out += _S10_pack(len(v.entries))
         _outer = out
@@ -4662,7 +4687,7 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S21_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _S22_pack(_x.seq, _x.op, len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
@@ -4766,21 +4791,21 @@ def _em_wal_block(values, p_algorithm, p_semantic_dims, p_tail_layout, p_block_l
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
                 _wal_entry___epoch_body__v = _x.body
-                out += _S19_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                out += _S20_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
             _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
             out += _S2_pack(_wal_entry__f_entry_crc)
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS17)
+        _frame = _compress(p_algorithm, _plain, path='entries', codecs=_CODECS18)
         out += _S2_pack(len(_frame))
         out += _frame
     return bytes(out)
 
 def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     if pos + 2 > end:
-        raise _short(pos, end, _T25)
+        raise _short(pos, end, _T26)
     f_block_entry_count, = _S10.unpack_from(mv, pos)
     pos += 2
     if pos + 4 > end:
@@ -4789,7 +4814,7 @@ def _d_wal_block_plain(mv, pos, end, p_algorithm, p_block_limit):
     pos += 4
     if pos + _clen > end:
         raise TruncatedError('compressed frame truncated', offset=pos, path='plain', expected=_clen, found=end - pos)
-    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS17)
+    _plain = _decompress(p_algorithm, mv[pos:pos + _clen], p_block_limit, expected_size=None, offset=pos, path='plain', codecs=_CODECS18)
     _fpos = pos
     pos += _clen
     _save = (mv, pos, end)
@@ -4820,7 +4845,7 @@ def _e_wal_block_plain(out, v, p_algorithm, p_block_limit):
     out += _b
     _plain = bytes(out)
     out = _outer
-    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS17)
+    _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS18)
     out += _S2.pack(len(_frame))
     out += _frame
 
@@ -4836,7 +4861,7 @@ def _em_wal_block_plain(values, p_algorithm, p_block_limit):
         out += _b
         _plain = bytes(out)
         out = _outer
-        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS17)
+        _frame = _compress(p_algorithm, _plain, path='plain', codecs=_CODECS18)
         out += _S2_pack(len(_frame))
         out += _frame
     return bytes(out)
@@ -4844,8 +4869,8 @@ def _em_wal_block_plain(values, p_algorithm, p_block_limit):
 def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T24)
-        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S15.unpack_from(mv, pos)
+            raise _short(pos, end, _T25)
+        _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S16.unpack_from(mv, pos)
         pos += 8
         _wal_header___obj = _new(WalHeader)
         _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -4864,14 +4889,14 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 try:
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T22)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
-                    _wal_entry___r21 = pos
+                        raise _short(pos, end, _T23)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
+                    _wal_entry___r22 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r21
+                    _wal_entry___s_seq = _wal_entry___r22
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -4884,7 +4909,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T13)
+                                raise _short(pos, end, _T14)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -4892,7 +4917,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T14)
+                                raise _short(pos, end, _T15)
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
@@ -4996,7 +5021,7 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T23)
+                            raise _short(pos, end, _T24)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -5049,7 +5074,8 @@ def _d_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     return _obj, pos
 
 def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
-    _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S15.unpack_from(mv, pos)
+    _isb = mv.__class__ is bytes
+    _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S16.unpack_from(mv, pos)
     pos += 8
     _wal_header___obj = _new(WalHeader)
     _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -5061,20 +5087,20 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 break
             _ip = pos
             _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
-            _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
-            _wal_entry___r21 = pos
+            _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
+            _wal_entry___r22 = pos
             pos += 7
             _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
             if _wal_entry___v is None:
-                raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
             _wal_entry__f_op = _wal_entry___v
-            _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+            _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
             pos += _wal_entry__n_key
             _wal_entry___tag = _wal_entry__f_op
             if _wal_entry___tag == 1:
                 _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                 pos += 4
-                _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                _wal_entry___insert_body__f_data = mv[pos:pos + _wal_entry___insert_body__n_data] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                 pos += _wal_entry___insert_body__n_data
                 _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                 pos += 2
@@ -5084,11 +5110,11 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                     _wal_entry___insert_body___meta_pair_n_key, = _S10.unpack_from(mv, pos)
                     pos += 2
-                    _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                    _wal_entry___insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
                     pos += _wal_entry___insert_body___meta_pair_n_key
                     _wal_entry___insert_body___meta_pair_n_value, = _S10.unpack_from(mv, pos)
                     pos += 2
-                    _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                    _wal_entry___insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
                     pos += _wal_entry___insert_body___meta_pair_n_value
                     _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
                     _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
@@ -5100,7 +5126,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body___tail_full___c = p_semantic_dims
                         if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                        _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_full___c * 16
                         _wal_entry___insert_body___tail_full___obj = _new(TailFull)
                         _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
@@ -5123,7 +5149,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
                             raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                        _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                         pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                         _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                         if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
@@ -5151,7 +5177,7 @@ def _u_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                 _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                 _wal_entry___r2 = pos
                 pos += 4
-                _wal_entry___ck = _ck_crc32(mv[_wal_entry___r21:_wal_entry___e_body])
+                _wal_entry___ck = _ck_crc32(mv[_wal_entry___r22:_wal_entry___e_body])
                 if _wal_entry__f_entry_crc != _wal_entry___ck:
                     raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
                 _wal_entry___obj = _new(WalEntry)
@@ -5197,16 +5223,17 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S10_unpack_from = _S10.unpack_from
-    _S15_unpack_from = _S15.unpack_from
+    _S16_unpack_from = _S16.unpack_from
     _S2_unpack_from = _S2.unpack_from
-    _S21_unpack_from = _S21.unpack_from
+    _S22_unpack_from = _S22.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S15_unpack_from(mv, pos)
+            _wal_header__f_wal_entry_count, _wal_header__f_wal_base_seq = _S16_unpack_from(mv, pos)
             pos += 8
             _wal_header___obj = _new(WalHeader)
             _wal_header___obj.wal_entry_count = _wal_header__f_wal_entry_count
@@ -5218,20 +5245,20 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         break
                     _ip = pos
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21_unpack_from(mv, pos)
-                    _wal_entry___r21 = pos
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22_unpack_from(mv, pos)
+                    _wal_entry___r22 = pos
                     pos += 7
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
-                    _wal_entry__f_key = str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
+                    _wal_entry__f_key = _BD13(mv[pos:pos + _wal_entry__n_key]) if _isb else str(mv[pos:pos + _wal_entry__n_key], 'utf-8')
                     pos += _wal_entry__n_key
                     _wal_entry___tag = _wal_entry__f_op
                     if _wal_entry___tag == 1:
                         _wal_entry___insert_body__n_data, = _S2_unpack_from(mv, pos)
                         pos += 4
-                        _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
+                        _wal_entry___insert_body__f_data = mv[pos:pos + _wal_entry___insert_body__n_data] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                         pos += _wal_entry___insert_body__n_data
                         _wal_entry___insert_body__n_meta, = _S10_unpack_from(mv, pos)
                         pos += 2
@@ -5241,11 +5268,11 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         for _wal_entry___insert_body___i in range(_wal_entry___insert_body__n_meta):
                             _wal_entry___insert_body___meta_pair_n_key, = _S10_unpack_from(mv, pos)
                             pos += 2
-                            _wal_entry___insert_body___meta_pair_f_key = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
+                            _wal_entry___insert_body___meta_pair_f_key = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_key], 'utf-8')
                             pos += _wal_entry___insert_body___meta_pair_n_key
                             _wal_entry___insert_body___meta_pair_n_value, = _S10_unpack_from(mv, pos)
                             pos += 2
-                            _wal_entry___insert_body___meta_pair_f_value = str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
+                            _wal_entry___insert_body___meta_pair_f_value = _BD13(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value]) if _isb else str(mv[pos:pos + _wal_entry___insert_body___meta_pair_n_value], 'utf-8')
                             pos += _wal_entry___insert_body___meta_pair_n_value
                             _wal_entry___insert_body___meta_pair__obj = _new(MetaPair)
                             _wal_entry___insert_body___meta_pair__obj.key = _wal_entry___insert_body___meta_pair_f_key
@@ -5257,7 +5284,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                 _wal_entry___insert_body___tail_full___c = p_semantic_dims
                                 if _wal_entry___insert_body___tail_full___c < 0 or _wal_entry___insert_body___tail_full___c * 16 > end - pos:
                                     raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_full___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_full___c * 16) + ' bytes', offset=pos, path='dims', expected=_wal_entry___insert_body___tail_full___c * 16, found=end - pos)
-                                _wal_entry___insert_body___tail_full__f_dims = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
+                                _wal_entry___insert_body___tail_full__f_dims = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_full___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_full___c * 16
                                 _wal_entry___insert_body___tail_full___obj = _new(TailFull)
                                 _wal_entry___insert_body___tail_full___obj.dims = _wal_entry___insert_body___tail_full__f_dims
@@ -5280,7 +5307,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                                 _wal_entry___insert_body___tail_quantized_gacl___c = min(p_semantic_dims, 16)
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 16 > end - pos:
                                     raise TruncatedError('count ' + str(_wal_entry___insert_body___tail_quantized_gacl___c) + ' needs at least ' + str(_wal_entry___insert_body___tail_quantized_gacl___c * 16) + ' bytes', offset=pos, path='reserved', expected=_wal_entry___insert_body___tail_quantized_gacl___c * 16, found=end - pos)
-                                _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
+                                _wal_entry___insert_body___tail_quantized_gacl__f_reserved = PackedArray(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16] if _isb else bytes(mv[pos:pos + _wal_entry___insert_body___tail_quantized_gacl___c * 16]), _PK7)
                                 pos += _wal_entry___insert_body___tail_quantized_gacl___c * 16
                                 _wal_entry___insert_body___tail_quantized_gacl___c = p_semantic_dims - 16
                                 if _wal_entry___insert_body___tail_quantized_gacl___c < 0 or _wal_entry___insert_body___tail_quantized_gacl___c * 2 > end - pos:
@@ -5308,7 +5335,7 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
                         _wal_entry__f_entry_crc, = _S2_unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
-                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___r21:_wal_entry___e_body])
+                        _wal_entry___ck = _ck_crc32(mv[_wal_entry___r22:_wal_entry___e_body])
                         if _wal_entry__f_entry_crc != _wal_entry___ck:
                             raise ChecksumError('crc32 mismatch', offset=_wal_entry___r2, path='entry_crc', expected=_wal_entry___ck, found=_wal_entry__f_entry_crc)
                         _wal_entry___obj = _new(WalEntry)
@@ -5358,12 +5385,12 @@ def _m_wal_section(mv, pos, end, p_block_compressed, p_algorithm, p_semantic_dim
 
 def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     _wal_header__v = v.header
-    out += _S15.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
+    out += _S16.pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
     if (not p_block_compressed):
         for _x in v.entries:
             _wal_entry___b_key = _x.key.encode()
             _wal_entry___s_seq = len(out)
-            out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+            out += _S22.pack(_x.seq, _x.op, len(_wal_entry___b_key))
             out += _wal_entry___b_key
             _wal_entry___tag = _x.op
             if _wal_entry___tag == 1:
@@ -5467,7 +5494,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                     raise EncodeError('field is present but its condition is false', path='tail')
             elif _wal_entry___tag == 6:
                 _wal_entry___epoch_body__v = _x.body
-                out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                out += _S20.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
             else:
                 raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
             _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -5484,7 +5511,7 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
             for _wal_block___x in _x.entries:
                 _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                 _wal_block___wal_entry___s_seq = len(out)
-                out += _S21.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                out += _S22.pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
                 out += _wal_block___wal_entry___b_key
                 _wal_block___wal_entry___tag = _wal_block___x.op
                 if _wal_block___wal_entry___tag == 1:
@@ -5588,14 +5615,14 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_block___wal_entry___tag == 6:
                     _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
-                    out += _S19.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                    out += _S20.pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                 else:
                     raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
                 _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
                 out += _S2.pack(_wal_block___wal_entry__f_entry_crc)
             _wal_block___plain = bytes(out)
             out = _wal_block___outer
-            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS17)
+            _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS18)
             out += _S2.pack(len(_wal_block___frame))
             out += _wal_block___frame
     elif v.blocks is not None:
@@ -5604,18 +5631,18 @@ def _e_wal_section(out, v, p_block_compressed, p_algorithm, p_semantic_dims, p_t
 def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     out = bytearray()
     _S10_pack = _S10.pack
-    _S15_pack = _S15.pack
-    _S19_pack = _S19.pack
+    _S16_pack = _S16.pack
     _S2_pack = _S2.pack
-    _S21_pack = _S21.pack
+    _S20_pack = _S20.pack
+    _S22_pack = _S22.pack
     for v in values:
         _wal_header__v = v.header
-        out += _S15_pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
+        out += _S16_pack(_wal_header__v.wal_entry_count, _wal_header__v.wal_base_seq)
         if not p_block_compressed:
             for _x in v.entries:
                 _wal_entry___b_key = _x.key.encode()
                 _wal_entry___s_seq = len(out)
-                out += _S21_pack(_x.seq, _x.op, len(_wal_entry___b_key))
+                out += _S22_pack(_x.seq, _x.op, len(_wal_entry___b_key))
                 out += _wal_entry___b_key
                 _wal_entry___tag = _x.op
                 if _wal_entry___tag == 1:
@@ -5719,7 +5746,7 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                         raise EncodeError('field is present but its condition is false', path='tail')
                 elif _wal_entry___tag == 6:
                     _wal_entry___epoch_body__v = _x.body
-                    out += _S19_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+                    out += _S20_pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
                 else:
                     raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
                 _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -5736,7 +5763,7 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                 for _wal_block___x in _x.entries:
                     _wal_block___wal_entry___b_key = _wal_block___x.key.encode()
                     _wal_block___wal_entry___s_seq = len(out)
-                    out += _S21_pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
+                    out += _S22_pack(_wal_block___x.seq, _wal_block___x.op, len(_wal_block___wal_entry___b_key))
                     out += _wal_block___wal_entry___b_key
                     _wal_block___wal_entry___tag = _wal_block___x.op
                     if _wal_block___wal_entry___tag == 1:
@@ -5840,14 +5867,14 @@ def _em_wal_section(values, p_block_compressed, p_algorithm, p_semantic_dims, p_
                             raise EncodeError('field is present but its condition is false', path='tail')
                     elif _wal_block___wal_entry___tag == 6:
                         _wal_block___wal_entry___epoch_body__v = _wal_block___x.body
-                        out += _S19_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
+                        out += _S20_pack(_wal_block___wal_entry___epoch_body__v.epoch_id, _wal_block___wal_entry___epoch_body__v.flags.to_int())
                     else:
                         raise EncodeError('no case for tag ' + repr(_wal_block___wal_entry___tag), path='body')
                     _wal_block___wal_entry__f_entry_crc = _ck_crc32(out if _wal_block___wal_entry___s_seq == 0 else memoryview(out)[_wal_block___wal_entry___s_seq:])
                     out += _S2_pack(_wal_block___wal_entry__f_entry_crc)
                 _wal_block___plain = bytes(out)
                 out = _wal_block___outer
-                _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS17)
+                _wal_block___frame = _compress(p_algorithm, _wal_block___plain, path='entries', codecs=_CODECS18)
                 out += _S2_pack(len(_wal_block___frame))
                 out += _wal_block___frame
         elif v.blocks is not None:
@@ -6107,16 +6134,16 @@ def _em_htt_file(values):
 
 def _d_sidecar_segment_v1(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T27)
-    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S26.unpack_from(mv, pos)
-    _r26 = pos
+        raise _short(pos, end, _T28)
+    f_magic, f_version, f_semantic_dims, f_reserved6, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S27.unpack_from(mv, pos)
+    _r27 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r26, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r27, path='magic', expected=b'HTTH', found=f_magic)
     if f_reserved6 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 6, path='reserved6', expected=0, found=f_reserved6)
+        raise ConstraintError('reserved bytes must be zero', offset=_r27 + 6, path='reserved6', expected=0, found=f_reserved6)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r27 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -6141,14 +6168,14 @@ def _d_sidecar_segment_v1(mv, pos, end):
                     _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T22)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
-                    _wal_entry___r21 = pos
+                        raise _short(pos, end, _T23)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
+                    _wal_entry___r22 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r21
+                    _wal_entry___s_seq = _wal_entry___r22
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -6161,7 +6188,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T13)
+                                raise _short(pos, end, _T14)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -6169,7 +6196,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T14)
+                                raise _short(pos, end, _T15)
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
@@ -6273,7 +6300,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T23)
+                            raise _short(pos, end, _T24)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -6306,7 +6333,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T28)
+        raise _short(pos, end, _T29)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -6324,7 +6351,7 @@ def _d_sidecar_segment_v1(mv, pos, end):
 
 def _e_sidecar_segment_v1(out, v):
     _at_raw_len = len(out) + 16
-    out += _S26.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
+    out += _S27.pack(b'HTTH', v.version, v.semantic_dims, 0, 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -6332,7 +6359,7 @@ def _e_sidecar_segment_v1(out, v):
         _wal_entry__p_tail_layout = (2 if None.gacl else 1) if v.version >= 2 and None.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S22.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -6436,7 +6463,7 @@ def _e_sidecar_segment_v1(out, v):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S20.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])
@@ -6454,17 +6481,17 @@ def _e_sidecar_segment_v1(out, v):
 
 def _d_sidecar_segment_v2(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T29)
-    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S26.unpack_from(mv, pos)
-    _r26 = pos
+        raise _short(pos, end, _T30)
+    f_magic, f_version, f_semantic_dims, f_layout, f_reserved7, f_first_seq, f_end_seq, f_raw_len = _S27.unpack_from(mv, pos)
+    _r27 = pos
     pos += 20
     if f_magic != b'HTTH':
-        raise ConstraintError('bad magic', offset=_r26, path='magic', expected=b'HTTH', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r27, path='magic', expected=b'HTTH', found=f_magic)
     if f_layout & 252:
-        raise ConstraintError('undefined sidecar_layout bits set', offset=_r26 + 6, path='layout', expected='mask 0x3', found=f_layout)
+        raise ConstraintError('undefined sidecar_layout bits set', offset=_r27 + 6, path='layout', expected='mask 0x3', found=f_layout)
     f_layout = SidecarLayout.from_int(f_layout)
     if f_reserved7 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r26 + 7, path='reserved7', expected=0, found=f_reserved7)
+        raise ConstraintError('reserved bytes must be zero', offset=_r27 + 7, path='reserved7', expected=0, found=f_reserved7)
     if pos + 4 > end:
         raise TruncatedError('compressed length truncated', offset=pos, path='entries.compressed_len', expected=4, found=end - pos)
     _clen = _S2.unpack_from(mv, pos)[0]
@@ -6489,14 +6516,14 @@ def _d_sidecar_segment_v2(mv, pos, end):
                     _wal_entry__p_tail_layout = (2 if _attr(f_layout, 'gacl', pos, 'gacl') else 1) if f_version >= 2 and _attr(f_layout, 'quantized', pos, 'quantized') else 0
                     _wal_entry___re_pos, _wal_entry___re_end = (pos, end)
                     if pos + 7 > end:
-                        raise _short(pos, end, _T22)
-                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S21.unpack_from(mv, pos)
-                    _wal_entry___r21 = pos
+                        raise _short(pos, end, _T23)
+                    _wal_entry__f_seq, _wal_entry__f_op, _wal_entry__n_key = _S22.unpack_from(mv, pos)
+                    _wal_entry___r22 = pos
                     pos += 7
-                    _wal_entry___s_seq = _wal_entry___r21
+                    _wal_entry___s_seq = _wal_entry___r22
                     _wal_entry___v = _WALOP_BY_VALUE.get(_wal_entry__f_op)
                     if _wal_entry___v is None:
-                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r21 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
+                        raise ConstraintError('unknown wal_op value', offset=_wal_entry___r22 + 4, path='op', expected=[1, 2, 3, 4, 5, 6], found=_wal_entry__f_op)
                     _wal_entry__f_op = _wal_entry___v
                     if pos + _wal_entry__n_key > end:
                         raise TruncatedError('str truncated', offset=pos, path='key', expected=_wal_entry__n_key, found=end - pos)
@@ -6509,7 +6536,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                     if _wal_entry___tag == 1:
                         try:
                             if pos + 4 > end:
-                                raise _short(pos, end, _T13)
+                                raise _short(pos, end, _T14)
                             _wal_entry___insert_body__n_data, = _S2.unpack_from(mv, pos)
                             pos += 4
                             if pos + _wal_entry___insert_body__n_data > end:
@@ -6517,7 +6544,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             _wal_entry___insert_body__f_data = bytes(mv[pos:pos + _wal_entry___insert_body__n_data])
                             pos += _wal_entry___insert_body__n_data
                             if pos + 2 > end:
-                                raise _short(pos, end, _T14)
+                                raise _short(pos, end, _T15)
                             _wal_entry___insert_body__n_meta, = _S10.unpack_from(mv, pos)
                             pos += 2
                             if _wal_entry___insert_body__n_meta < 0 or _wal_entry___insert_body__n_meta * 4 > end - pos:
@@ -6621,7 +6648,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
                             raise _exc.prefixed('body') from None
                         _wal_entry___e_body = pos
                         if pos + 4 > end:
-                            raise _short(pos, end, _T23)
+                            raise _short(pos, end, _T24)
                         _wal_entry__f_entry_crc, = _S2.unpack_from(mv, pos)
                         _wal_entry___r2 = pos
                         pos += 4
@@ -6654,7 +6681,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
     mv, pos, end = _save
     _plain_entries = _plain
     if pos + 4 > end:
-        raise _short(pos, end, _T28)
+        raise _short(pos, end, _T29)
     f_crc32, = _S2.unpack_from(mv, pos)
     _r2 = pos
     pos += 4
@@ -6672,7 +6699,7 @@ def _d_sidecar_segment_v2(mv, pos, end):
 
 def _e_sidecar_segment_v2(out, v):
     _at_raw_len = len(out) + 16
-    out += _S26.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
+    out += _S27.pack(b'HTTH', v.version, v.semantic_dims, v.layout.to_int(), 0, v.first_seq, v.end_seq, 0)
     _outer = out
     out = bytearray()
     for _x in v.entries:
@@ -6680,7 +6707,7 @@ def _e_sidecar_segment_v2(out, v):
         _wal_entry__p_tail_layout = (2 if v.layout.gacl else 1) if v.version >= 2 and v.layout.quantized else 0
         _wal_entry___b_key = _x.key.encode()
         _wal_entry___s_seq = len(out)
-        out += _S21.pack(_x.seq, _x.op, len(_wal_entry___b_key))
+        out += _S22.pack(_x.seq, _x.op, len(_wal_entry___b_key))
         out += _wal_entry___b_key
         _wal_entry___tag = _x.op
         if _wal_entry___tag == 1:
@@ -6784,7 +6811,7 @@ def _e_sidecar_segment_v2(out, v):
                 raise EncodeError('field is present but its condition is false', path='tail')
         elif _wal_entry___tag == 6:
             _wal_entry___epoch_body__v = _x.body
-            out += _S19.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
+            out += _S20.pack(_wal_entry___epoch_body__v.epoch_id, _wal_entry___epoch_body__v.flags.to_int())
         else:
             raise EncodeError('no case for tag ' + repr(_wal_entry___tag), path='body')
         _wal_entry__f_entry_crc = _ck_crc32(out if _wal_entry___s_seq == 0 else memoryview(out)[_wal_entry___s_seq:])

@@ -510,14 +510,15 @@ def _e_ref_body(out, v):
     out += _uleb128_encode(v.address)
 
 def _em_ref_body(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     for v in values:
         _p = []
         _p.append(_uleb128_encode(v.offset_delta))
         _p.append(_uleb128_encode(v.size))
         _p.append(_uleb128_encode(v.address))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_zero_body(mv, pos, end):
     _at = pos
@@ -783,6 +784,7 @@ def _d_inline_body(mv, pos, end, p_size_tag):
     return _obj, pos
 
 def _u_inline_body(mv, pos, end, p_size_tag):
+    _isb = mv.__class__ is bytes
     f_offset_delta = mv[pos]
     if f_offset_delta < 128:
         pos += 1
@@ -796,7 +798,7 @@ def _u_inline_body(mv, pos, end, p_size_tag):
     _n = p_size_tag - 4
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
-    f_payload = bytes(mv[pos:pos + _n])
+    f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(InlineBody)
     _obj.offset_delta = f_offset_delta
@@ -808,6 +810,7 @@ def _m_inline_body(mv, pos, end, p_size_tag, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -826,7 +829,7 @@ def _m_inline_body(mv, pos, end, p_size_tag, _rest=_decode_many):
             _n = p_size_tag - 4
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
-            f_payload = bytes(mv[pos:pos + _n])
+            f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(InlineBody)
             _obj.offset_delta = f_offset_delta
@@ -1000,6 +1003,7 @@ def _d_statement(mv, pos, end):
     return _obj, pos
 
 def _u_statement(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_id_delta = mv[pos]
     if f_id_delta < 128:
         pos += 1
@@ -1119,7 +1123,7 @@ def _u_statement(mv, pos, end):
         _inline_body___n = f_tag - 4
         if _inline_body___n < 0:
             raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_inline_body___n)
-        _inline_body__f_payload = bytes(mv[pos:pos + _inline_body___n])
+        _inline_body__f_payload = mv[pos:pos + _inline_body___n] if _isb else bytes(mv[pos:pos + _inline_body___n])
         pos += _inline_body___n
         _inline_body___obj = _new(InlineBody)
         _inline_body___obj.offset_delta = _inline_body__f_offset_delta
@@ -1136,6 +1140,7 @@ def _m_statement(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -1260,7 +1265,7 @@ def _m_statement(mv, pos, end, _rest=_decode_many):
                 _inline_body___n = f_tag - 4
                 if _inline_body___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_inline_body___n)
-                _inline_body__f_payload = bytes(mv[pos:pos + _inline_body___n])
+                _inline_body__f_payload = mv[pos:pos + _inline_body___n] if _isb else bytes(mv[pos:pos + _inline_body___n])
                 pos += _inline_body___n
                 _inline_body___obj = _new(InlineBody)
                 _inline_body___obj.offset_delta = _inline_body__f_offset_delta
@@ -1311,7 +1316,8 @@ def _e_statement(out, v):
         out += _inline_body___b
 
 def _em_statement(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S2_pack = _S2.pack
     for v in values:
         _p = []
@@ -1344,8 +1350,8 @@ def _em_statement(values):
             if len(_inline_body___b) != _inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
             _p.append(_inline_body___b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_child_ref(mv, pos, end):
     _at = pos
@@ -1598,6 +1604,7 @@ def _d_table_content(mv, pos, end):
     return _obj, pos
 
 def _u_table_content(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_children = []
     while True:
         _x = mv[pos]
@@ -1737,7 +1744,7 @@ def _u_table_content(mv, pos, end):
             _statement___inline_body___n = _statement__f_tag - 4
             if _statement___inline_body___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_statement___inline_body___n)
-            _statement___inline_body__f_payload = bytes(mv[pos:pos + _statement___inline_body___n])
+            _statement___inline_body__f_payload = mv[pos:pos + _statement___inline_body___n] if _isb else bytes(mv[pos:pos + _statement___inline_body___n])
             pos += _statement___inline_body___n
             _statement___inline_body___obj = _new(InlineBody)
             _statement___inline_body___obj.offset_delta = _statement___inline_body__f_offset_delta
@@ -1761,6 +1768,7 @@ def _m_table_content(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -1905,7 +1913,7 @@ def _m_table_content(mv, pos, end, _rest=_decode_many):
                     _statement___inline_body___n = _statement__f_tag - 4
                     if _statement___inline_body___n < 0:
                         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_statement___inline_body___n)
-                    _statement___inline_body__f_payload = bytes(mv[pos:pos + _statement___inline_body___n])
+                    _statement___inline_body__f_payload = mv[pos:pos + _statement___inline_body___n] if _isb else bytes(mv[pos:pos + _statement___inline_body___n])
                     pos += _statement___inline_body___n
                     _statement___inline_body___obj = _new(InlineBody)
                     _statement___inline_body___obj.offset_delta = _statement___inline_body__f_offset_delta
@@ -1971,7 +1979,8 @@ def _e_table_content(out, v):
             out += _statement___inline_body___b
 
 def _em_table_content(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S2_pack = _S2.pack
     for v in values:
         _p = []
@@ -2010,8 +2019,8 @@ def _em_table_content(values):
                 if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
                 _p.append(_statement___inline_body___b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_page(mv, pos, end):
     start = pos
@@ -2053,6 +2062,7 @@ def _d_page(mv, pos, end):
     return _obj, pos
 
 def _u_page(mv, pos, end):
+    _isb = mv.__class__ is bytes
     start = pos
     f_kind, f_epoch, f_content_size = _S5.unpack_from(mv, pos)
     _r5 = pos
@@ -2065,7 +2075,7 @@ def _u_page(mv, pos, end):
     _n = f_content_size
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
-    f_content = bytes(mv[pos:pos + _n])
+    f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_content = pos
     f_crc, = _S8.unpack_from(mv, pos)
@@ -2087,6 +2097,7 @@ def _m_page(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S5_unpack_from = _S5.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
@@ -2106,7 +2117,7 @@ def _m_page(mv, pos, end, _rest=_decode_many):
             _n = f_content_size
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
-            f_content = bytes(mv[pos:pos + _n])
+            f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_content = pos
             f_crc, = _S8_unpack_from(mv, pos)
@@ -2230,6 +2241,7 @@ def _d_header_slot(mv, pos, end):
     return _obj, pos
 
 def _u_header_slot(mv, pos, end):
+    _isb = mv.__class__ is bytes
     start = pos
     _s_header = pos
     _header_fields__f_magic, _header_fields__f_log2_page_size, _header_fields__f_format_version, _header_fields__f_min_reader_version, _header_fields__f_root_allocation, _header_fields__f_schema_table, _header_fields__f_consolidator_state, _header_fields__f_root_fingerprint, _header_fields__f_journal_pointer, f_kind, f_epoch, f_content_size = _S11.unpack_from(mv, pos)
@@ -2257,7 +2269,7 @@ def _u_header_slot(mv, pos, end):
     _n = f_content_size
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
-    f_content = bytes(mv[pos:pos + _n])
+    f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_content = pos
     f_crc, = _S8.unpack_from(mv, pos)
@@ -2280,6 +2292,7 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S11_unpack_from = _S11.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
@@ -2314,7 +2327,7 @@ def _m_header_slot(mv, pos, end, _rest=_decode_many):
             _n = f_content_size
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='content', expected='>= 0', found=_n)
-            f_content = bytes(mv[pos:pos + _n])
+            f_content = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_content = pos
             f_crc, = _S8_unpack_from(mv, pos)
@@ -3188,6 +3201,7 @@ def _d_journal_write(mv, pos, end):
     return _obj, pos
 
 def _u_journal_write(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _a_id = pos
     f_id = mv[pos]
     if f_id < 128:
@@ -3227,7 +3241,7 @@ def _u_journal_write(mv, pos, end):
     _n = f_length
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
-    f_data = bytes(mv[pos:pos + _n])
+    f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(JournalWrite)
     _obj.id = f_id
@@ -3240,6 +3254,7 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -3284,7 +3299,7 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
             _n = f_length
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
-            f_data = bytes(mv[pos:pos + _n])
+            f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(JournalWrite)
             _obj.id = f_id
@@ -3309,7 +3324,8 @@ def _e_journal_write(out, v):
     out += _b
 
 def _em_journal_write(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     for v in values:
         _p = []
         _p.append(_uleb128_encode(v.id))
@@ -3319,8 +3335,8 @@ def _em_journal_write(values):
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
         _p.append(_b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_journal_splice(mv, pos, end):
     _a_id = pos
@@ -3383,6 +3399,7 @@ def _d_journal_splice(mv, pos, end):
     return _obj, pos
 
 def _u_journal_splice(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _a_id = pos
     f_id = mv[pos]
     if f_id < 128:
@@ -3435,7 +3452,7 @@ def _u_journal_splice(mv, pos, end):
     _n = f_length
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
-    f_data = bytes(mv[pos:pos + _n])
+    f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _obj = _new(JournalSplice)
     _obj.id = f_id
@@ -3449,6 +3466,7 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -3506,7 +3524,7 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
             _n = f_length
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
-            f_data = bytes(mv[pos:pos + _n])
+            f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _obj = _new(JournalSplice)
             _obj.id = f_id
@@ -3533,7 +3551,8 @@ def _e_journal_splice(out, v):
     out += _b
 
 def _em_journal_splice(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     for v in values:
         _p = []
         _p.append(_uleb128_encode(v.id))
@@ -3544,8 +3563,8 @@ def _em_journal_splice(values):
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
         _p.append(_b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_journal_copy(mv, pos, end):
     _a_src = pos
@@ -3779,7 +3798,8 @@ def _e_journal_copy(out, v):
     out += _uleb128_encode(v.dst_offset)
 
 def _em_journal_copy(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     for v in values:
         _p = []
         _p.append(_uleb128_encode(v.src))
@@ -3787,8 +3807,8 @@ def _em_journal_copy(values):
         _p.append(_uleb128_encode(v.length))
         _p.append(_uleb128_encode(v.dst))
         _p.append(_uleb128_encode(v.dst_offset))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_journal_record(mv, pos, end):
     if pos + 1 > end:
@@ -4107,6 +4127,7 @@ def _d_journal_record(mv, pos, end):
     return _obj, pos
 
 def _u_journal_record(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_tag = mv[pos]
     pos += 1
     _tag = f_tag
@@ -4199,7 +4220,7 @@ def _u_journal_record(mv, pos, end):
         _journal_write___n = _journal_write__f_length
         if _journal_write___n < 0:
             raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_write___n)
-        _journal_write__f_data = bytes(mv[pos:pos + _journal_write___n])
+        _journal_write__f_data = mv[pos:pos + _journal_write___n] if _isb else bytes(mv[pos:pos + _journal_write___n])
         pos += _journal_write___n
         _journal_write___obj = _new(JournalWrite)
         _journal_write___obj.id = _journal_write__f_id
@@ -4259,7 +4280,7 @@ def _u_journal_record(mv, pos, end):
         _journal_splice___n = _journal_splice__f_length
         if _journal_splice___n < 0:
             raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_splice___n)
-        _journal_splice__f_data = bytes(mv[pos:pos + _journal_splice___n])
+        _journal_splice__f_data = mv[pos:pos + _journal_splice___n] if _isb else bytes(mv[pos:pos + _journal_splice___n])
         pos += _journal_splice___n
         _journal_splice___obj = _new(JournalSplice)
         _journal_splice___obj.id = _journal_splice__f_id
@@ -4419,6 +4440,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -4516,7 +4538,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                 _journal_write___n = _journal_write__f_length
                 if _journal_write___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_write___n)
-                _journal_write__f_data = bytes(mv[pos:pos + _journal_write___n])
+                _journal_write__f_data = mv[pos:pos + _journal_write___n] if _isb else bytes(mv[pos:pos + _journal_write___n])
                 pos += _journal_write___n
                 _journal_write___obj = _new(JournalWrite)
                 _journal_write___obj.id = _journal_write__f_id
@@ -4576,7 +4598,7 @@ def _m_journal_record(mv, pos, end, _rest=_decode_many):
                 _journal_splice___n = _journal_splice__f_length
                 if _journal_splice___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_journal_splice___n)
-                _journal_splice__f_data = bytes(mv[pos:pos + _journal_splice___n])
+                _journal_splice__f_data = mv[pos:pos + _journal_splice___n] if _isb else bytes(mv[pos:pos + _journal_splice___n])
                 pos += _journal_splice___n
                 _journal_splice___obj = _new(JournalSplice)
                 _journal_splice___obj.id = _journal_splice__f_id
@@ -4785,7 +4807,8 @@ def _e_journal_record(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
 
 def _em_journal_record(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S2_pack = _S2.pack
     for v in values:
         _p = []
@@ -4833,8 +4856,8 @@ def _em_journal_record(values):
             _p.append(_uleb128_encode(_journal_copy__v.dst_offset))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_journal_records(mv, pos, end):
     f_records = []
@@ -5058,7 +5081,8 @@ def _e_journal_records(out, v):
             raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
 
 def _em_journal_records(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S2_pack = _S2.pack
     for v in values:
         _p = []
@@ -5107,8 +5131,8 @@ def _em_journal_records(values):
                 _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst_offset))
             else:
                 raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_journal_transaction(mv, pos, end):
     _a_length = pos
@@ -5140,6 +5164,7 @@ def _d_journal_transaction(mv, pos, end):
     return _obj, pos
 
 def _u_journal_transaction(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _a_length = pos
     f_length = mv[pos]
     if f_length < 128:
@@ -5156,7 +5181,7 @@ def _u_journal_transaction(mv, pos, end):
     _n = f_length
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='records', expected='>= 0', found=_n)
-    f_records = bytes(mv[pos:pos + _n])
+    f_records = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     f_crc, = _S8.unpack_from(mv, pos)
     pos += 4
@@ -5170,6 +5195,7 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S8_unpack_from = _S8.unpack_from
     try:
         while True:
@@ -5192,7 +5218,7 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
             _n = f_length
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='records', expected='>= 0', found=_n)
-            f_records = bytes(mv[pos:pos + _n])
+            f_records = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             f_crc, = _S8_unpack_from(mv, pos)
             pos += 4
@@ -5217,7 +5243,8 @@ def _e_journal_transaction(out, v):
     out += _S8.pack(v.crc)
 
 def _em_journal_transaction(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S8_pack = _S8.pack
     for v in values:
         _p = []
@@ -5227,8 +5254,8 @@ def _em_journal_transaction(values):
             raise EncodeError('wrong length ' + str(len(_b)), path='records')
         _p.append(_b)
         _p.append(_S8_pack(v.crc))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_journal_page(mv, pos, end):
     if pos + 4096 > end:

@@ -1240,6 +1240,7 @@ def _d_pile_record(mv, pos, end):
     return _obj, pos
 
 def _u_pile_record(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_marker, _frame_rest__f_magic_tail, _frame_rest__f_span, _frame_rest__f_kind, _frame_rest___blob_body___blob_head__f_timestamp, _frame_rest___blob_body___blob_head__f_length, _frame_rest___blob_body___blob_head__f_scalar_pad, _frame_rest___blob_body___blob_head__f_hash, _frame_rest___blob_body___blob_head__f_reserved = _S98.unpack_from(mv, pos)
     pos += 16
     if f_marker == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
@@ -1276,7 +1277,7 @@ def _u_pile_record(mv, pos, end):
             _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_data__p_length
             if _frame_rest___blob_body___blob_data___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_rest___blob_body___blob_data___n)
-            _frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
+            _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
             pos += _frame_rest___blob_body___blob_data___n
             _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
             pos += _frame_rest___blob_body___blob_data___n
@@ -1326,7 +1327,7 @@ def _u_pile_record(mv, pos, end):
             _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
             if _envelope36_rest___env_blob_body___blob_data___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_envelope36_rest___env_blob_body___blob_data___n)
-            _envelope36_rest___env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
+            _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
             pos += _envelope36_rest___env_blob_body___blob_data___n
             _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
             pos += _envelope36_rest___env_blob_body___blob_data___n
@@ -1359,7 +1360,7 @@ def _u_pile_record(mv, pos, end):
         _v1_blob___v1_blob_data___n = _v1_blob__f_length
         if _v1_blob___v1_blob_data___n < 0:
             raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob___v1_blob_data___n)
-        _v1_blob___v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
+        _v1_blob___v1_blob_data__f_payload = mv[pos:pos + _v1_blob___v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
         pos += _v1_blob___v1_blob_data___n
         _v1_blob___v1_blob_data___n = -(pos - _v1_blob___v1_blob_data__start) % 64
         pos += _v1_blob___v1_blob_data___n
@@ -1398,7 +1399,7 @@ def _u_pile_record(mv, pos, end):
         _v3_blob___blob_data___n = _v3_blob__f_length
         if _v3_blob___blob_data___n < 0:
             raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v3_blob___blob_data___n)
-        _v3_blob___blob_data__f_payload = bytes(mv[pos:pos + _v3_blob___blob_data___n])
+        _v3_blob___blob_data__f_payload = mv[pos:pos + _v3_blob___blob_data___n] if _isb else bytes(mv[pos:pos + _v3_blob___blob_data___n])
         pos += _v3_blob___blob_data___n
         _v3_blob___blob_data___n = -(pos - _v3_blob___blob_data__start) % 256
         pos += _v3_blob___blob_data___n
@@ -1569,6 +1570,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S71_unpack_from = _S71.unpack_from
     _S73_unpack_from = _S73.unpack_from
     _S76_unpack_from = _S76.unpack_from
@@ -1624,7 +1626,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _frame_rest___blob_body___blob_data___n = _frame_rest___blob_body___blob_data__p_length
                     if _frame_rest___blob_body___blob_data___n < 0:
                         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_rest___blob_body___blob_data___n)
-                    _frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
+                    _frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _frame_rest___blob_body___blob_data___n])
                     pos += _frame_rest___blob_body___blob_data___n
                     _frame_rest___blob_body___blob_data___n = -(pos - _frame_rest___blob_body___blob_data__start) % 256
                     pos += _frame_rest___blob_body___blob_data___n
@@ -1674,7 +1676,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                     _envelope36_rest___env_blob_body___blob_data___n = _envelope36_rest___env_blob_body__f_length
                     if _envelope36_rest___env_blob_body___blob_data___n < 0:
                         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_envelope36_rest___env_blob_body___blob_data___n)
-                    _envelope36_rest___env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
+                    _envelope36_rest___env_blob_body___blob_data__f_payload = mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _envelope36_rest___env_blob_body___blob_data___n])
                     pos += _envelope36_rest___env_blob_body___blob_data___n
                     _envelope36_rest___env_blob_body___blob_data___n = -(pos - _envelope36_rest___env_blob_body___blob_data__start) % 256
                     pos += _envelope36_rest___env_blob_body___blob_data___n
@@ -1707,7 +1709,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v1_blob___v1_blob_data___n = _v1_blob__f_length
                 if _v1_blob___v1_blob_data___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob___v1_blob_data___n)
-                _v1_blob___v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
+                _v1_blob___v1_blob_data__f_payload = mv[pos:pos + _v1_blob___v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob___v1_blob_data___n])
                 pos += _v1_blob___v1_blob_data___n
                 _v1_blob___v1_blob_data___n = -(pos - _v1_blob___v1_blob_data__start) % 64
                 pos += _v1_blob___v1_blob_data___n
@@ -1746,7 +1748,7 @@ def _m_pile_record(mv, pos, end, _rest=_decode_many):
                 _v3_blob___blob_data___n = _v3_blob__f_length
                 if _v3_blob___blob_data___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v3_blob___blob_data___n)
-                _v3_blob___blob_data__f_payload = bytes(mv[pos:pos + _v3_blob___blob_data___n])
+                _v3_blob___blob_data__f_payload = mv[pos:pos + _v3_blob___blob_data___n] if _isb else bytes(mv[pos:pos + _v3_blob___blob_data___n])
                 pos += _v3_blob___blob_data___n
                 _v3_blob___blob_data___n = -(pos - _v3_blob___blob_data__start) % 256
                 pos += _v3_blob___blob_data___n
@@ -3104,6 +3106,7 @@ def _d_frame_rest(mv, pos, end):
     return _obj, pos
 
 def _u_frame_rest(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
     _r2 = pos
     pos += 48
@@ -3137,7 +3140,7 @@ def _u_frame_rest(mv, pos, end):
         _blob_body___blob_data___n = _blob_body___blob_data__p_length
         if _blob_body___blob_data___n < 0:
             raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_body___blob_data___n)
-        _blob_body___blob_data__f_payload = bytes(mv[pos:pos + _blob_body___blob_data___n])
+        _blob_body___blob_data__f_payload = mv[pos:pos + _blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _blob_body___blob_data___n])
         pos += _blob_body___blob_data___n
         _blob_body___blob_data___n = -(pos - _blob_body___blob_data__start) % 256
         pos += _blob_body___blob_data___n
@@ -3464,7 +3467,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v1_body___proof_v1_data___a_tail = pos
         if pos + (end - pos) > end:
             raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-        _proof_v1_body___proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+        _proof_v1_body___proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
@@ -3534,7 +3537,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v2_body___proof_v2_data___a_tail = pos
         if pos + (end - pos) > end:
             raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-        _proof_v2_body___proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+        _proof_v2_body___proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
@@ -3548,7 +3551,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v2_body___obj.data = _proof_v2_body___proof_v2_data___obj
         f_body = _proof_v2_body___obj
     else:
-        f_body = bytes(mv[pos:end])
+        f_body = mv[pos:end] if _isb else bytes(mv[pos:end])
         if pos > end:
             raise IndexError
         pos = end
@@ -3566,6 +3569,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S100_unpack_from = _S100.unpack_from
     _S101_unpack_from = _S101.unpack_from
     _S102_unpack_from = _S102.unpack_from
@@ -3625,7 +3629,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _blob_body___blob_data___n = _blob_body___blob_data__p_length
                 if _blob_body___blob_data___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_body___blob_data___n)
-                _blob_body___blob_data__f_payload = bytes(mv[pos:pos + _blob_body___blob_data___n])
+                _blob_body___blob_data__f_payload = mv[pos:pos + _blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _blob_body___blob_data___n])
                 pos += _blob_body___blob_data___n
                 _blob_body___blob_data___n = -(pos - _blob_body___blob_data__start) % 256
                 pos += _blob_body___blob_data___n
@@ -3952,7 +3956,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v1_body___proof_v1_data___a_tail = pos
                 if pos + (end - pos) > end:
                     raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-                _proof_v1_body___proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+                _proof_v1_body___proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -4022,7 +4026,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v2_body___proof_v2_data___a_tail = pos
                 if pos + (end - pos) > end:
                     raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-                _proof_v2_body___proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+                _proof_v2_body___proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -4036,7 +4040,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v2_body___obj.data = _proof_v2_body___proof_v2_data___obj
                 f_body = _proof_v2_body___obj
             else:
-                f_body = bytes(mv[pos:end])
+                f_body = mv[pos:end] if _isb else bytes(mv[pos:end])
                 if pos > end:
                     raise IndexError
                 pos = end
@@ -4379,6 +4383,7 @@ def _d_frame_head(mv, pos, end):
     return _obj, pos
 
 def _u_frame_head(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S106.unpack_from(mv, pos)
     _r104 = pos
     pos += 64
@@ -4409,7 +4414,7 @@ def _u_frame_head(mv, pos, end):
         _blob_head___obj.hash = _blob_head__f_hash
         f_head = _blob_head___obj
     else:
-        f_head = bytes(mv[pos:end])
+        f_head = mv[pos:end] if _isb else bytes(mv[pos:end])
         if pos > end:
             raise IndexError
         pos = end
@@ -4427,6 +4432,7 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S106_unpack_from = _S106.unpack_from
     try:
         while True:
@@ -4463,7 +4469,7 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
                 _blob_head___obj.hash = _blob_head__f_hash
                 f_head = _blob_head___obj
             else:
-                f_head = bytes(mv[pos:end])
+                f_head = mv[pos:end] if _isb else bytes(mv[pos:end])
                 if pos > end:
                     raise IndexError
                 pos = end
@@ -4494,7 +4500,8 @@ def _e_frame_head(out, v):
         out += v.head
 
 def _em_frame_head(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S104_pack = _S104.pack
     _S4_pack = _S4.pack
     for v in values:
@@ -4507,8 +4514,8 @@ def _em_frame_head(values):
             _p.append(_S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
             _p.append(v.head)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_blob_head(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -4605,11 +4612,12 @@ def _d_blob_data(mv, pos, end, p_length):
     return _obj, pos
 
 def _u_blob_data(mv, pos, end, p_length):
+    _isb = mv.__class__ is bytes
     start = pos
     _n = p_length
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
-    f_payload = bytes(mv[pos:pos + _n])
+    f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _n = -(pos - start) % 256
     pos += _n
@@ -4622,6 +4630,7 @@ def _m_blob_data(mv, pos, end, p_length, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -4631,7 +4640,7 @@ def _m_blob_data(mv, pos, end, p_length, _rest=_decode_many):
             _n = p_length
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
-            f_payload = bytes(mv[pos:pos + _n])
+            f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _n = -(pos - start) % 256
             pos += _n
@@ -4712,6 +4721,7 @@ def _d_blob_body(mv, pos, end, p_span):
     return _obj, pos
 
 def _u_blob_body(mv, pos, end, p_span):
+    _isb = mv.__class__ is bytes
     _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S4.unpack_from(mv, pos)
     _blob_head___r4 = pos
     pos += 192
@@ -4730,7 +4740,7 @@ def _u_blob_body(mv, pos, end, p_span):
     _blob_data___n = _blob_data__p_length
     if _blob_data___n < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
-    _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+    _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
     pos += _blob_data___n
     _blob_data___n = -(pos - _blob_data__start) % 256
     pos += _blob_data___n
@@ -4746,6 +4756,7 @@ def _m_blob_body(mv, pos, end, p_span, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S4_unpack_from = _S4.unpack_from
     try:
         while True:
@@ -4770,7 +4781,7 @@ def _m_blob_body(mv, pos, end, p_span, _rest=_decode_many):
             _blob_data___n = _blob_data__p_length
             if _blob_data___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
-            _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+            _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
             pos += _blob_data___n
             _blob_data___n = -(pos - _blob_data__start) % 256
             pos += _blob_data___n
@@ -5336,7 +5347,8 @@ def _e_want_request(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='request')
 
 def _em_want_request(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S107_pack = _S107.pack
     _S12_pack = _S12.pack
     _S14_pack = _S14.pack
@@ -5355,8 +5367,8 @@ def _em_want_request(values):
             _p.append(_S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='request')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_want_v3_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -5572,7 +5584,8 @@ def _e_want_v3_body(out, v, p_span):
     out += _S17.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _em_want_v3_body(values, p_span):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S10_pack = _S10.pack
     _S12_pack = _S12.pack
     _S14_pack = _S14.pack
@@ -5593,8 +5606,8 @@ def _em_want_v3_body(values, p_span):
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='request')
         _p.append(_S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_commit_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -6975,6 +6988,7 @@ def _d_proof_v1_data(mv, pos, end, p_body_len):
     return _obj, pos
 
 def _u_proof_v1_data(mv, pos, end, p_body_len):
+    _isb = mv.__class__ is bytes
     _n = p_body_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
@@ -7007,7 +7021,7 @@ def _u_proof_v1_data(mv, pos, end, p_body_len):
     _a_tail = pos
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-    f_tail = bytes(mv[pos:pos + (end - pos)])
+    f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -7023,6 +7037,7 @@ def _m_proof_v1_data(mv, pos, end, p_body_len, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S44_unpack_from = _S44.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
@@ -7062,7 +7077,7 @@ def _m_proof_v1_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _a_tail = pos
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-            f_tail = bytes(mv[pos:pos + (end - pos)])
+            f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -7089,7 +7104,8 @@ def _e_proof_v1_data(out, v, p_body_len):
     out += _b
 
 def _em_proof_v1_data(values, p_body_len):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S44_pack = _S44.pack
     _S46_pack = _S46.pack
     for v in values:
@@ -7100,8 +7116,8 @@ def _em_proof_v1_data(values, p_body_len):
             _p.append(_S46_pack(_proof_v1_content___x.head, _proof_v1_content___x.delegate))
         _b = v.tail
         _p.append(_b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_proof_v2_data(mv, pos, end, p_body_len):
     _n = p_body_len
@@ -7177,6 +7193,7 @@ def _d_proof_v2_data(mv, pos, end, p_body_len):
     return _obj, pos
 
 def _u_proof_v2_data(mv, pos, end, p_body_len):
+    _isb = mv.__class__ is bytes
     _n = p_body_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='body', expected='>= 0', found=_n)
@@ -7226,7 +7243,7 @@ def _u_proof_v2_data(mv, pos, end, p_body_len):
     _a_tail = pos
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-    f_tail = bytes(mv[pos:pos + (end - pos)])
+    f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -7242,6 +7259,7 @@ def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S48_unpack_from = _S48.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
@@ -7298,7 +7316,7 @@ def _m_proof_v2_data(mv, pos, end, p_body_len, _rest=_decode_many):
             _a_tail = pos
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-            f_tail = bytes(mv[pos:pos + (end - pos)])
+            f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -7325,7 +7343,8 @@ def _e_proof_v2_data(out, v, p_body_len):
     out += _b
 
 def _em_proof_v2_data(values, p_body_len):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S48_pack = _S48.pack
     _S50_pack = _S50.pack
     for v in values:
@@ -7336,8 +7355,8 @@ def _em_proof_v2_data(values, p_body_len):
             _p.append(_S50_pack(_proof_v2_content___x.action, _proof_v2_content___x.flags, _proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_content___x.delegate, _proof_v2_content___x.signature))
         _b = v.tail
         _p.append(_b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_proof_v1_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -7414,6 +7433,7 @@ def _d_proof_v1_body(mv, pos, end, p_span):
     return _obj, pos
 
 def _u_proof_v1_body(mv, pos, end, p_span):
+    _isb = mv.__class__ is bytes
     f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S102.unpack_from(mv, pos)
     _r42 = pos
     pos += 32
@@ -7453,7 +7473,7 @@ def _u_proof_v1_body(mv, pos, end, p_span):
     _proof_v1_data___a_tail = pos
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-    _proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+    _proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -7472,6 +7492,7 @@ def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S102_unpack_from = _S102.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
@@ -7518,7 +7539,7 @@ def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
             _proof_v1_data___a_tail = pos
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-            _proof_v1_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+            _proof_v1_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -7551,7 +7572,8 @@ def _e_proof_v1_body(out, v, p_span):
     out += _proof_v1_data___b
 
 def _em_proof_v1_body(values, p_span):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S42_pack = _S42.pack
     _S44_pack = _S44.pack
     _S46_pack = _S46.pack
@@ -7566,8 +7588,8 @@ def _em_proof_v1_body(values, p_span):
             _p.append(_S46_pack(_proof_v1_data___proof_v1_content___x.head, _proof_v1_data___proof_v1_content___x.delegate))
         _proof_v1_data___b = _proof_v1_data__v.tail
         _p.append(_proof_v1_data___b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_proof_v2_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -7661,6 +7683,7 @@ def _d_proof_v2_body(mv, pos, end, p_span):
     return _obj, pos
 
 def _u_proof_v2_body(mv, pos, end, p_span):
+    _isb = mv.__class__ is bytes
     f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S103.unpack_from(mv, pos)
     _r42 = pos
     pos += 32
@@ -7717,7 +7740,7 @@ def _u_proof_v2_body(mv, pos, end, p_span):
     _proof_v2_data___a_tail = pos
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-    _proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+    _proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -7736,6 +7759,7 @@ def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S103_unpack_from = _S103.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
@@ -7799,7 +7823,7 @@ def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
             _proof_v2_data___a_tail = pos
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='tail', expected=end - pos, found=end - pos)
-            _proof_v2_data__f_tail = bytes(mv[pos:pos + (end - pos)])
+            _proof_v2_data__f_tail = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -7832,7 +7856,8 @@ def _e_proof_v2_body(out, v, p_span):
     out += _proof_v2_data___b
 
 def _em_proof_v2_body(values, p_span):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S42_pack = _S42.pack
     _S48_pack = _S48.pack
     _S50_pack = _S50.pack
@@ -7847,8 +7872,8 @@ def _em_proof_v2_body(values, p_span):
             _p.append(_S50_pack(_proof_v2_data___proof_v2_content___x.action, _proof_v2_data___proof_v2_content___x.flags, _proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.delegate, _proof_v2_data___proof_v2_content___x.signature))
         _proof_v2_data___b = _proof_v2_data__v.tail
         _p.append(_proof_v2_data___b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_v1_blob_data(mv, pos, end, p_length):
     start = pos
@@ -7868,11 +7893,12 @@ def _d_v1_blob_data(mv, pos, end, p_length):
     return _obj, pos
 
 def _u_v1_blob_data(mv, pos, end, p_length):
+    _isb = mv.__class__ is bytes
     start = pos
     _n = p_length
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
-    f_payload = bytes(mv[pos:pos + _n])
+    f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _n = -(pos - start) % 64
     pos += _n
@@ -7885,6 +7911,7 @@ def _m_v1_blob_data(mv, pos, end, p_length, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -7894,7 +7921,7 @@ def _m_v1_blob_data(mv, pos, end, p_length, _rest=_decode_many):
             _n = p_length
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_n)
-            f_payload = bytes(mv[pos:pos + _n])
+            f_payload = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _n = -(pos - start) % 64
             pos += _n
@@ -7961,13 +7988,14 @@ def _d_v1_blob(mv, pos, end):
     return _obj, pos
 
 def _u_v1_blob(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_timestamp, f_length, f_hash = _S71.unpack_from(mv, pos)
     pos += 48
     _v1_blob_data__start = pos
     _v1_blob_data___n = f_length
     if _v1_blob_data___n < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob_data___n)
-    _v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob_data___n])
+    _v1_blob_data__f_payload = mv[pos:pos + _v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob_data___n])
     pos += _v1_blob_data___n
     _v1_blob_data___n = -(pos - _v1_blob_data__start) % 64
     pos += _v1_blob_data___n
@@ -7985,6 +8013,7 @@ def _m_v1_blob(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S71_unpack_from = _S71.unpack_from
     try:
         while True:
@@ -7997,7 +8026,7 @@ def _m_v1_blob(mv, pos, end, _rest=_decode_many):
             _v1_blob_data___n = f_length
             if _v1_blob_data___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_v1_blob_data___n)
-            _v1_blob_data__f_payload = bytes(mv[pos:pos + _v1_blob_data___n])
+            _v1_blob_data__f_payload = mv[pos:pos + _v1_blob_data___n] if _isb else bytes(mv[pos:pos + _v1_blob_data___n])
             pos += _v1_blob_data___n
             _v1_blob_data___n = -(pos - _v1_blob_data__start) % 64
             pos += _v1_blob_data___n
@@ -8199,13 +8228,14 @@ def _d_v3_blob(mv, pos, end):
     return _obj, pos
 
 def _u_v3_blob(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_timestamp, f_length, f_hash, f_unchecked = _S76.unpack_from(mv, pos)
     pos += 240
     _blob_data__start = pos
     _blob_data___n = f_length
     if _blob_data___n < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
-    _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+    _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
     pos += _blob_data___n
     _blob_data___n = -(pos - _blob_data__start) % 256
     pos += _blob_data___n
@@ -8224,6 +8254,7 @@ def _m_v3_blob(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S76_unpack_from = _S76.unpack_from
     try:
         while True:
@@ -8236,7 +8267,7 @@ def _m_v3_blob(mv, pos, end, _rest=_decode_many):
             _blob_data___n = f_length
             if _blob_data___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
-            _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+            _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
             pos += _blob_data___n
             _blob_data___n = -(pos - _blob_data__start) % 256
             pos += _blob_data___n
@@ -9286,6 +9317,7 @@ def _d_envelope36_rest(mv, pos, end):
     return _obj, pos
 
 def _u_envelope36_rest(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_kind, f_span, _env_blob_body__f_timestamp, _env_blob_body__f_length, _env_blob_body__f_hash, _env_blob_body__f_reserved = _S99.unpack_from(mv, pos)
     _r52 = pos
     pos += 20
@@ -9310,7 +9342,7 @@ def _u_envelope36_rest(mv, pos, end):
         _env_blob_body___blob_data___n = _env_blob_body__f_length
         if _env_blob_body___blob_data___n < 0:
             raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_env_blob_body___blob_data___n)
-        _env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _env_blob_body___blob_data___n])
+        _env_blob_body___blob_data__f_payload = mv[pos:pos + _env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _env_blob_body___blob_data___n])
         pos += _env_blob_body___blob_data___n
         _env_blob_body___blob_data___n = -(pos - _env_blob_body___blob_data__start) % 256
         pos += _env_blob_body___blob_data___n
@@ -9461,7 +9493,7 @@ def _u_envelope36_rest(mv, pos, end):
         _env_derive_v5_body___obj.output = _env_derive_v5_body__f_output
         f_body = _env_derive_v5_body___obj
     else:
-        f_body = bytes(mv[pos:end])
+        f_body = mv[pos:end] if _isb else bytes(mv[pos:end])
         if pos > end:
             raise IndexError
         pos = end
@@ -9479,6 +9511,7 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S56_unpack_from = _S56.unpack_from
     _S58_unpack_from = _S58.unpack_from
     _S60_unpack_from = _S60.unpack_from
@@ -9516,7 +9549,7 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_blob_body___blob_data___n = _env_blob_body__f_length
                 if _env_blob_body___blob_data___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_env_blob_body___blob_data___n)
-                _env_blob_body___blob_data__f_payload = bytes(mv[pos:pos + _env_blob_body___blob_data___n])
+                _env_blob_body___blob_data__f_payload = mv[pos:pos + _env_blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _env_blob_body___blob_data___n])
                 pos += _env_blob_body___blob_data___n
                 _env_blob_body___blob_data___n = -(pos - _env_blob_body___blob_data__start) % 256
                 pos += _env_blob_body___blob_data___n
@@ -9667,7 +9700,7 @@ def _m_envelope36_rest(mv, pos, end, _rest=_decode_many):
                 _env_derive_v5_body___obj.output = _env_derive_v5_body__f_output
                 f_body = _env_derive_v5_body___obj
             else:
-                f_body = bytes(mv[pos:end])
+                f_body = mv[pos:end] if _isb else bytes(mv[pos:end])
                 if pos > end:
                     raise IndexError
                 pos = end
@@ -9851,6 +9884,7 @@ def _d_env_blob_body(mv, pos, end, p_span):
     return _obj, pos
 
 def _u_env_blob_body(mv, pos, end, p_span):
+    _isb = mv.__class__ is bytes
     f_timestamp, f_length, f_hash, f_reserved = _S54.unpack_from(mv, pos)
     _r54 = pos
     pos += 220
@@ -9862,7 +9896,7 @@ def _u_env_blob_body(mv, pos, end, p_span):
     _blob_data___n = f_length
     if _blob_data___n < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
-    _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+    _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
     pos += _blob_data___n
     _blob_data___n = -(pos - _blob_data__start) % 256
     pos += _blob_data___n
@@ -9880,6 +9914,7 @@ def _m_env_blob_body(mv, pos, end, p_span, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S54_unpack_from = _S54.unpack_from
     try:
         while True:
@@ -9897,7 +9932,7 @@ def _m_env_blob_body(mv, pos, end, p_span, _rest=_decode_many):
             _blob_data___n = f_length
             if _blob_data___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_blob_data___n)
-            _blob_data__f_payload = bytes(mv[pos:pos + _blob_data___n])
+            _blob_data__f_payload = mv[pos:pos + _blob_data___n] if _isb else bytes(mv[pos:pos + _blob_data___n])
             pos += _blob_data___n
             _blob_data___n = -(pos - _blob_data__start) % 256
             pos += _blob_data___n
@@ -11584,7 +11619,8 @@ def _e_dense_record(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='payload')
 
 def _em_dense_record(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S107_pack = _S107.pack
     _S115_pack = _S115.pack
     _S118_pack = _S118.pack
@@ -11618,8 +11654,8 @@ def _em_dense_record(values):
             _p.append(_S118_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_pile_file(mv, pos, end):
     f_records = []
@@ -11736,6 +11772,7 @@ def _d_pile_file(mv, pos, end):
     return _obj, pos
 
 def _u_pile_file(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_records = []
     while True:
         if pos >= end:
@@ -11778,7 +11815,7 @@ def _u_pile_file(mv, pos, end):
                 _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_data__p_length
                 if _pile_record___frame_rest___blob_body___blob_data___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_pile_record___frame_rest___blob_body___blob_data___n)
-                _pile_record___frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
+                _pile_record___frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
                 pos += _pile_record___frame_rest___blob_body___blob_data___n
                 _pile_record___frame_rest___blob_body___blob_data___n = -(pos - _pile_record___frame_rest___blob_body___blob_data__start) % 256
                 pos += _pile_record___frame_rest___blob_body___blob_data___n
@@ -11825,6 +11862,7 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S98_unpack_from = _S98.unpack_from
     try:
         while True:
@@ -11873,7 +11911,7 @@ def _m_pile_file(mv, pos, end, _rest=_decode_many):
                         _pile_record___frame_rest___blob_body___blob_data___n = _pile_record___frame_rest___blob_body___blob_data__p_length
                         if _pile_record___frame_rest___blob_body___blob_data___n < 0:
                             raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_pile_record___frame_rest___blob_body___blob_data___n)
-                        _pile_record___frame_rest___blob_body___blob_data__f_payload = bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
+                        _pile_record___frame_rest___blob_body___blob_data__f_payload = mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n] if _isb else bytes(mv[pos:pos + _pile_record___frame_rest___blob_body___blob_data___n])
                         pos += _pile_record___frame_rest___blob_body___blob_data___n
                         _pile_record___frame_rest___blob_body___blob_data___n = -(pos - _pile_record___frame_rest___blob_body___blob_data__start) % 256
                         pos += _pile_record___frame_rest___blob_body___blob_data___n

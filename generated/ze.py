@@ -1243,121 +1243,122 @@ _S92 = struct.Struct('<HH16sQII')
 _S93 = struct.Struct('<HH16sQqII')
 _S94 = struct.Struct('<HH16s16sQQQQIIHHH16sQI')
 _S95 = struct.Struct('<IIHHHI')
-_S96 = struct.Struct('<IB3sI')
-_S97 = struct.Struct('<I16sQI')
-_S98 = struct.Struct('<8sHHIQQ16sQ')
-_T99 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
-_S100 = struct.Struct('<8sHHIQQ16sQQ')
-_S101 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQ')
-_S102 = struct.Struct('<16s16sQQIHHQB7s16s')
-_S103 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHHQ')
-_S104 = struct.Struct('<16s16sQQIHHQ16sQIHHQII')
-_S105 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7sII')
-_S106 = struct.Struct('<4sHHIIQ16s16sQ')
-_T107 = (('size', 0, 8),)
-_S108 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQQ')
-_S109 = struct.Struct('<16s16sQQIHHQ16sQIHH')
-_S110 = struct.Struct('<B7s16s16sQQIHHQ16sQIHH')
-_S111 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ16sQIHH')
-_S112 = struct.Struct('<4sHBBBQ')
-_S113 = struct.Struct('<BB6sQ4sHBBBQ')
-_S114 = struct.Struct('<B16sBQB7s16s16sQQIHHQ16sQIHH')
-_T115 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
-_S116 = struct.Struct('<8s')
-_T117 = (('unpinned', 0, 8),)
-_S118 = struct.Struct('<QQII')
-_T119 = (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4))
-_S120 = struct.Struct('<8s16s16sQQQQQQII')
-_S121 = struct.Struct('<4sHH')
-_T122 = (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2))
-_S123 = struct.Struct('<4sHHII')
-_RC124 = {}  # fold_authority.values element-count structs
-_S125 = struct.Struct('<72s')
-_T126 = (('reserved', 0, 72),)
-_T127 = (('sequence', 0, 8),)
-_S128 = struct.Struct('<16s16sQQIHHQ16sQIHHQ')
-_T129 = (('tag', 0, 1), ('reserved', 1, 7))
-_T130 = (('block_len', 0, 8),)
-_T131 = (('block_checksum', 0, 8),)
-_S132 = struct.Struct('<QQIIII')
-_T133 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
-_S134 = struct.Struct('<B7sQQ')
-_T135 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
-_S136 = struct.Struct('<16sIHHIQB7sQ')
-_T137 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
-_T138 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
-_T139 = (('model_id.length', 0, 4),)
-_T140 = (('model_version.length', 0, 4),)
-_T141 = (('weights_digest.length', 0, 4),)
-_S142 = struct.Struct('<IHI')
-_T143 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
-_S144 = struct.Struct('<IHHB3s')
-_T145 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
-_T146 = (('alignment_digest.length', 0, 4),)
-_S147 = struct.Struct('<IHHI')
-_T148 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
-_T149 = (('tag', 0, 4),)
-_S150 = struct.Struct('<B7sqq')
-_T151 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
-_T152 = (('section_len', 0, 4),)
-_S153 = struct.Struct('<B7sQI')
-_T154 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
-_T155 = (('object_count', 0, 4),)
-_S156 = struct.Struct('<16sQQ')
-_T157 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
-_T158 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
-_T159 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
-_S160 = struct.Struct('<QQI')
-_S161 = struct.Struct('<IB7sQI')
-_S162 = struct.Struct('<QQIIIIB7sQQ')
-_T163 = (('generation', 0, 8),)
-_T164 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
-_RC165 = {}  # purge_payload.doc_ids element-count structs
-_S166 = struct.Struct('<8sHHIQQQQII')
-_T167 = (('magic', 0, 8),)
-_S168 = struct.Struct('<IHHB')
-_T169 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1))
-_S170 = struct.Struct('<8sI')
-_S171 = struct.Struct('<HHIQQQ')
-_T172 = (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8))
-_S173 = struct.Struct('<8sHHIQQ16sIHHHHI')
-_T174 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
-_S175 = struct.Struct('<HHIIHHQII')
-_T176 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
-_DT177 = numpy.dtype('<u1')
-_S178 = struct.Struct('<fff')
-_T179 = (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4))
-_S180 = struct.Struct('<ff')
-_T181 = (('scale', 0, 4), ('offset', 4, 4))
-_DT182 = numpy.dtype('<f4')
-_T183 = (('row_count', 0, 4), ('column_count', 4, 4))
-_T184 = (('dict_count', 0, 4),)
-_T185 = (('code_width', 0, 2), ('reserved', 2, 2))
-_RC186 = {}  # dictionary_column.codes16 element-count structs
-_RC187 = {}  # dictionary_column.codes32 element-count structs
-_T188 = (('presence_len', 0, 4),)
-_RC189 = {}  # column_data.u64s element-count structs
-_RC190 = {}  # column_data.i64s element-count structs
-_RC191 = {}  # column_data.f64s element-count structs
-_RC192 = {}  # column_data.bools element-count structs
-_T193 = (('row_count', 0, 4), ('bitmap_len', 4, 4))
-_S194 = struct.Struct('<HHIQ')
-_T195 = (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8))
-_T196 = (('entry_count', 0, 4), ('chunk_size', 4, 4))
-_T197 = (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8))
-_RC198 = {}  # stored_metadata_region.ends element-count structs
-_T199 = (('row_count', 0, 4), ('reserved', 4, 4))
-_RC200 = {}  # stored_text_region.ends element-count structs
-_S201 = struct.Struct('<BBH')
-_T202 = (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2))
-_PK203 = _packed_kind('<', 'I', 4, False)
-_S204 = struct.Struct('<fffBBH')
-_S205 = struct.Struct('<8sHHIIB3sII')
-_T206 = (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))
-_S207 = struct.Struct('<Q88s')
-_T208 = (('checksum', 0, 8), ('reserved_tail', 8, 88))
-_S209 = struct.Struct('<8sHHIIB3sIIQ88s')
-_S210 = struct.Struct('<88s')
+_BD96 = bytes.decode
+_S97 = struct.Struct('<IB3sI')
+_S98 = struct.Struct('<I16sQI')
+_S99 = struct.Struct('<8sHHIQQ16sQ')
+_T100 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('store', 32, 16), ('first_commit_sequence', 48, 8))
+_S101 = struct.Struct('<8sHHIQQ16sQQ')
+_S102 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQ')
+_S103 = struct.Struct('<16s16sQQIHHQB7s16s')
+_S104 = struct.Struct('<16sQQQB7s16s16sQQIHHQ16sQIHHQ')
+_S105 = struct.Struct('<16s16sQQIHHQ16sQIHHQII')
+_S106 = struct.Struct('<16s16s16sQQIHHQ16sQIHHB7sII')
+_S107 = struct.Struct('<4sHHIIQ16s16sQ')
+_T108 = (('size', 0, 8),)
+_S109 = struct.Struct('<4sHHIIQ16s16sQ16sB7sQQIIQQ')
+_S110 = struct.Struct('<16s16sQQIHHQ16sQIHH')
+_S111 = struct.Struct('<B7s16s16sQQIHHQ16sQIHH')
+_S112 = struct.Struct('<16s16sQQIHHQ16sQIHHB7s16s16sQQIHHQ16sQIHH')
+_S113 = struct.Struct('<4sHBBBQ')
+_S114 = struct.Struct('<BB6sQ4sHBBBQ')
+_S115 = struct.Struct('<B16sBQB7s16s16sQQIHHQ16sQIHH')
+_T116 = (('store', 0, 16), ('session', 16, 16), ('capture_generation', 32, 8), ('target_generation', 40, 8), ('sequence', 48, 8), ('serial_fence', 56, 8))
+_S117 = struct.Struct('<8s')
+_T118 = (('unpinned', 0, 8),)
+_S119 = struct.Struct('<QQII')
+_T120 = (('absorbed_through', 0, 8), ('manifest_generation', 8, 8), ('state_len', 16, 4), ('reserved', 20, 4))
+_S121 = struct.Struct('<8s16s16sQQQQQQII')
+_S122 = struct.Struct('<4sHH')
+_T123 = (('magic', 0, 4), ('role', 4, 2), ('version', 6, 2))
+_S124 = struct.Struct('<4sHHII')
+_RC125 = {}  # fold_authority.values element-count structs
+_S126 = struct.Struct('<72s')
+_T127 = (('reserved', 0, 72),)
+_T128 = (('sequence', 0, 8),)
+_S129 = struct.Struct('<16s16sQQIHHQ16sQIHHQ')
+_T130 = (('tag', 0, 1), ('reserved', 1, 7))
+_T131 = (('block_len', 0, 8),)
+_T132 = (('block_checksum', 0, 8),)
+_S133 = struct.Struct('<QQIIII')
+_T134 = (('generation', 0, 8), ('log_seq', 8, 8), ('segment_count', 16, 4), ('epoch_count', 20, 4), ('user_column_count', 24, 4), ('reserved', 28, 4))
+_S135 = struct.Struct('<B7sQQ')
+_T136 = (('present', 0, 1), ('reserved', 1, 7), ('embedding_epoch_id', 8, 8), ('tokenizer_epoch_id', 16, 8))
+_S137 = struct.Struct('<16sIHHIQB7sQ')
+_T138 = (('segment_id', 0, 16), ('row_count', 16, 4), ('scheme', 20, 2), ('reserved', 22, 2), ('dims', 24, 4), ('file_size', 28, 8), ('epoch_present', 36, 1), ('reserved2', 37, 7), ('embedding_epoch_id', 44, 8))
+_T139 = (('embedding_epoch_id', 0, 8), ('tokenizer_epoch_id', 8, 8))
+_T140 = (('model_id.length', 0, 4),)
+_T141 = (('model_version.length', 0, 4),)
+_T142 = (('weights_digest.length', 0, 4),)
+_S143 = struct.Struct('<IHI')
+_T144 = (('dims', 0, 4), ('normalization', 4, 2), ('prompt_prefix.length', 6, 4))
+_S145 = struct.Struct('<IHHB3s')
+_T146 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1), ('reserved', 9, 3))
+_T147 = (('alignment_digest.length', 0, 4),)
+_S148 = struct.Struct('<IHHI')
+_T149 = (('column_id', 0, 4), ('type', 4, 2), ('nullable', 6, 2), ('name.length', 8, 4))
+_T150 = (('tag', 0, 4),)
+_S151 = struct.Struct('<B7sqq')
+_T152 = (('tag', 0, 1), ('reserved', 1, 7), ('min_ts', 8, 8), ('max_ts', 16, 8))
+_T153 = (('section_len', 0, 4),)
+_S154 = struct.Struct('<B7sQI')
+_T155 = (('graph_present', 0, 1), ('reserved', 1, 7), ('absorbed_through', 8, 8), ('state_len', 16, 4))
+_T156 = (('object_count', 0, 4),)
+_S157 = struct.Struct('<16sQQ')
+_T158 = (('artifact_id', 0, 16), ('length', 16, 8), ('checksum', 24, 8))
+_T159 = (('magic', 0, 4), ('version', 4, 4), ('counted_through', 8, 8))
+_T160 = (('after_sequence', 0, 8), ('increment_count', 8, 8))
+_S161 = struct.Struct('<QQI')
+_S162 = struct.Struct('<IB7sQI')
+_S163 = struct.Struct('<QQIIIIB7sQQ')
+_T164 = (('generation', 0, 8),)
+_T165 = (('token_id', 0, 8), ('id_count', 8, 4), ('reserved', 12, 4))
+_RC166 = {}  # purge_payload.doc_ids element-count structs
+_S167 = struct.Struct('<8sHHIQQQQII')
+_T168 = (('magic', 0, 8),)
+_S169 = struct.Struct('<IHHB')
+_T170 = (('max_tokens', 0, 4), ('runtime', 4, 2), ('compute_units', 6, 2), ('os_build_present', 8, 1))
+_S171 = struct.Struct('<8sI')
+_S172 = struct.Struct('<HHIQQQ')
+_T173 = (('kind', 0, 2), ('version', 2, 2), ('reserved', 4, 4), ('offset', 8, 8), ('length', 16, 8), ('checksum', 24, 8))
+_S174 = struct.Struct('<8sHHIQQ16sIHHHHI')
+_T175 = (('magic', 0, 8), ('family_id', 8, 2), ('family_version', 10, 2), ('flags', 12, 4), ('header_length', 16, 8), ('file_length', 24, 8), ('segment_id', 32, 16), ('row_count', 48, 4), ('region_count', 52, 2), ('reserved', 54, 2), ('scheme', 56, 2), ('reserved2', 58, 2), ('dims', 60, 4))
+_S176 = struct.Struct('<HHIIHHQII')
+_T177 = (('scheme', 0, 2), ('vector_space_id', 2, 2), ('dims', 4, 4), ('row_stride', 8, 4), ('factor_stride', 12, 2), ('transform_kind', 14, 2), ('transform_seed', 16, 8), ('row_count', 24, 4), ('reserved', 28, 4))
+_DT178 = numpy.dtype('<u1')
+_S179 = struct.Struct('<fff')
+_T180 = (('scale', 0, 4), ('normalized_norm', 4, 4), ('normalized_correction', 8, 4))
+_S181 = struct.Struct('<ff')
+_T182 = (('scale', 0, 4), ('offset', 4, 4))
+_DT183 = numpy.dtype('<f4')
+_T184 = (('row_count', 0, 4), ('column_count', 4, 4))
+_T185 = (('dict_count', 0, 4),)
+_T186 = (('code_width', 0, 2), ('reserved', 2, 2))
+_RC187 = {}  # dictionary_column.codes16 element-count structs
+_RC188 = {}  # dictionary_column.codes32 element-count structs
+_T189 = (('presence_len', 0, 4),)
+_RC190 = {}  # column_data.u64s element-count structs
+_RC191 = {}  # column_data.i64s element-count structs
+_RC192 = {}  # column_data.f64s element-count structs
+_RC193 = {}  # column_data.bools element-count structs
+_T194 = (('row_count', 0, 4), ('bitmap_len', 4, 4))
+_S195 = struct.Struct('<HHIQ')
+_T196 = (('kind', 0, 2), ('reserved', 2, 2), ('chunk_index', 4, 4), ('checksum', 8, 8))
+_T197 = (('entry_count', 0, 4), ('chunk_size', 4, 4))
+_T198 = (('row_count', 0, 4), ('reserved', 4, 4), ('start', 8, 8))
+_RC199 = {}  # stored_metadata_region.ends element-count structs
+_T200 = (('row_count', 0, 4), ('reserved', 4, 4))
+_RC201 = {}  # stored_text_region.ends element-count structs
+_S202 = struct.Struct('<BBH')
+_T203 = (('degree', 0, 1), ('flags', 1, 1), ('reserved', 2, 2))
+_PK204 = _packed_kind('<', 'I', 4, False)
+_S205 = struct.Struct('<fffBBH')
+_S206 = struct.Struct('<8sHHIIB3sII')
+_T207 = (('magic', 0, 8), ('version', 8, 2), ('flags', 10, 2), ('dims', 12, 4), ('padded_dims', 16, 4), ('max_degree', 20, 1), ('reserved', 21, 3), ('stride', 24, 4), ('node_count', 28, 4))
+_S208 = struct.Struct('<Q88s')
+_T209 = (('checksum', 0, 8), ('reserved_tail', 8, 88))
+_S210 = struct.Struct('<8sHHIIB3sIIQ88s')
+_S211 = struct.Struct('<88s')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -1529,13 +1530,14 @@ def _d_framed_trailer_check(mv, pos, end):
     return _obj, pos
 
 def _u_framed_trailer_check(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_header, f_file_length = _S4.unpack_from(mv, pos)
     _r4 = pos
     pos += 32
     _n = f_file_length - 40
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='block', expected='>= 0', found=_n)
-    f_block = bytes(mv[pos:pos + _n])
+    f_block = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_block = pos
     f_file_checksum, = _S6.unpack_from(mv, pos)
@@ -1554,6 +1556,7 @@ def _m_framed_trailer_check(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S4_unpack_from = _S4.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -1567,7 +1570,7 @@ def _m_framed_trailer_check(mv, pos, end, _rest=_decode_many):
             _n = f_file_length - 40
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='block', expected='>= 0', found=_n)
-            f_block = bytes(mv[pos:pos + _n])
+            f_block = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_block = pos
             f_file_checksum, = _S6_unpack_from(mv, pos)
@@ -1841,12 +1844,13 @@ def _d_wal_frame(mv, pos, end):
     return _obj, pos
 
 def _u_wal_frame(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_payload_len, f_seq, f_op = _S11.unpack_from(mv, pos)
     _r11 = pos
     pos += 14
     if f_payload_len < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
-    f_payload = bytes(mv[pos:pos + f_payload_len])
+    f_payload = mv[pos:pos + f_payload_len] if _isb else bytes(mv[pos:pos + f_payload_len])
     pos += f_payload_len
     _e_payload = pos
     f_checksum, = _S6.unpack_from(mv, pos)
@@ -1866,6 +1870,7 @@ def _m_wal_frame(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S11_unpack_from = _S11.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -1878,7 +1883,7 @@ def _m_wal_frame(mv, pos, end, _rest=_decode_many):
             pos += 14
             if f_payload_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_payload_len)
-            f_payload = bytes(mv[pos:pos + f_payload_len])
+            f_payload = mv[pos:pos + f_payload_len] if _isb else bytes(mv[pos:pos + f_payload_len])
             pos += f_payload_len
             _e_payload = pos
             f_checksum, = _S6_unpack_from(mv, pos)
@@ -2001,6 +2006,7 @@ def _d_wal_file(mv, pos, end):
     return _obj, pos
 
 def _u_wal_file(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _wal_file_header__f_magic, _wal_file_header__f_family_id, _wal_file_header__f_family_version, _wal_file_header__f_flags, _wal_file_header__f_header_length, _wal_file_header__f_file_length, _wal_file_header__f_first_seq = _S9.unpack_from(mv, pos)
     _wal_file_header___r9 = pos
     pos += 40
@@ -2028,7 +2034,7 @@ def _u_wal_file(mv, pos, end):
         pos += 14
         if _wal_frame__f_payload_len < 0:
             raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_wal_frame__f_payload_len)
-        _wal_frame__f_payload = bytes(mv[pos:pos + _wal_frame__f_payload_len])
+        _wal_frame__f_payload = mv[pos:pos + _wal_frame__f_payload_len] if _isb else bytes(mv[pos:pos + _wal_frame__f_payload_len])
         pos += _wal_frame__f_payload_len
         _wal_frame___e_payload = pos
         _wal_frame__f_checksum, = _S6.unpack_from(mv, pos)
@@ -2054,6 +2060,7 @@ def _m_wal_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S11_unpack_from = _S11.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S9_unpack_from = _S9.unpack_from
@@ -2089,7 +2096,7 @@ def _m_wal_file(mv, pos, end, _rest=_decode_many):
                 pos += 14
                 if _wal_frame__f_payload_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_wal_frame__f_payload_len)
-                _wal_frame__f_payload = bytes(mv[pos:pos + _wal_frame__f_payload_len])
+                _wal_frame__f_payload = mv[pos:pos + _wal_frame__f_payload_len] if _isb else bytes(mv[pos:pos + _wal_frame__f_payload_len])
                 pos += _wal_frame__f_payload_len
                 _wal_frame___e_payload = pos
                 _wal_frame__f_checksum, = _S6_unpack_from(mv, pos)
@@ -2249,6 +2256,7 @@ def _d_wal_record(mv, pos, end):
     return _obj, pos
 
 def _u_wal_record(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_payload_len, f_seq, f_op, _wal_payload___op_upsert_v1___payload_v1_header__f_version, _wal_payload___op_upsert_v1___payload_v1_header__f_flags, _wal_payload___op_upsert_v1__f_doc_id, _wal_payload___op_upsert_v1__f_revision, _wal_payload___op_upsert_v1___f32_vector__f_dims = _S87.unpack_from(mv, pos)
     _r11 = pos
     pos += 14
@@ -2278,7 +2286,7 @@ def _u_wal_record(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
         if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-        _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+        _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
         _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
         _wal_payload___op_upsert_v1___f32_vector___obj.values = _wal_payload___op_upsert_v1___f32_vector__f_values
@@ -2318,6 +2326,7 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S6_unpack_from = _S6.unpack_from
     _S87_unpack_from = _S87.unpack_from
     try:
@@ -2354,7 +2363,7 @@ def _m_wal_record(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_wal_payload___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_wal_payload___op_upsert_v1___f32_vector__f_dims)
                 if _wal_payload___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_wal_payload___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_wal_payload___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-                _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+                _wal_payload___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _wal_payload___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _wal_payload___op_upsert_v1___f32_vector__f_dims * 4
                 _wal_payload___op_upsert_v1___f32_vector___obj = _new(F32Vector)
                 _wal_payload___op_upsert_v1___f32_vector___obj.values = _wal_payload___op_upsert_v1___f32_vector__f_values
@@ -3013,6 +3022,7 @@ def _d_wal_payload(mv, pos, end, p_op):
     return _obj, pos
 
 def _u_wal_payload(mv, pos, end, p_op):
+    _isb = mv.__class__ is bytes
     _tag = p_op
     if _tag == 1:
         _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S88.unpack_from(mv, pos)
@@ -3031,7 +3041,7 @@ def _u_wal_payload(mv, pos, end, p_op):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-        _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+        _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_upsert_v1___f32_vector__f_dims * 4
         _op_upsert_v1___f32_vector___obj = _new(F32Vector)
         _op_upsert_v1___f32_vector___obj.values = _op_upsert_v1___f32_vector__f_values
@@ -3127,7 +3137,7 @@ def _u_wal_payload(mv, pos, end, p_op):
         elif _op_metadata_edit_v1___metadata_value___tag == 5:
             if pos + (end - pos) > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-            _op_metadata_edit_v1___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+            _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -3173,7 +3183,7 @@ def _u_wal_payload(mv, pos, end, p_op):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-        _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+        _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
         _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
         _op_timestamped_upsert_v1___f32_vector___obj.values = _op_timestamped_upsert_v1___f32_vector__f_values
@@ -3200,11 +3210,11 @@ def _u_wal_payload(mv, pos, end, p_op):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
         if _op_upsert_metadata_v1__f_metadata_len < 0:
             raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1__f_metadata_len)
-        _op_upsert_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
+        _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
-        _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
+        _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_metadata_v1__f_dims * 4
         _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
         _op_upsert_metadata_v1___obj.header = _op_upsert_metadata_v1___payload_v1_header___obj
@@ -3229,11 +3239,11 @@ def _u_wal_payload(mv, pos, end, p_op):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r36 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
         if _op_upsert_ts_metadata_v1__f_metadata_len < 0:
             raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_metadata_len)
-        _op_upsert_ts_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
+        _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
-        _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
+        _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_ts_metadata_v1__f_dims * 4
         _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
         _op_upsert_ts_metadata_v1___obj.header = _op_upsert_ts_metadata_v1___payload_v1_header___obj
@@ -3316,7 +3326,7 @@ def _u_wal_payload(mv, pos, end, p_op):
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
             if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                 raise TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-            _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+            _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
             pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
             _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
             _op_prepared_mutation___op_upsert_v1___f32_vector___obj.values = _op_prepared_mutation___op_upsert_v1___f32_vector__f_values
@@ -3405,6 +3415,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S41_unpack_from = _S41.unpack_from
@@ -3440,7 +3451,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-                _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+                _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector__f_dims * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
                 _op_upsert_v1___f32_vector___obj.values = _op_upsert_v1___f32_vector__f_values
@@ -3536,7 +3547,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                 elif _op_metadata_edit_v1___metadata_value___tag == 5:
                     if pos + (end - pos) > end:
                         raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                    _op_metadata_edit_v1___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                    _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                     if pos > end:
                         raise IndexError
                     pos += end - pos
@@ -3582,7 +3593,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-                _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+                _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
                 _op_timestamped_upsert_v1___f32_vector___obj.values = _op_timestamped_upsert_v1___f32_vector__f_values
@@ -3609,11 +3620,11 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
                 if _op_upsert_metadata_v1__f_metadata_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1__f_metadata_len)
-                _op_upsert_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
+                _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
-                _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
+                _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_metadata_v1__f_dims * 4
                 _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
                 _op_upsert_metadata_v1___obj.header = _op_upsert_metadata_v1___payload_v1_header___obj
@@ -3638,11 +3649,11 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r36 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
                 if _op_upsert_ts_metadata_v1__f_metadata_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_metadata_len)
-                _op_upsert_ts_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
+                _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
-                _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
+                _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_ts_metadata_v1__f_dims * 4
                 _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
                 _op_upsert_ts_metadata_v1___obj.header = _op_upsert_ts_metadata_v1___payload_v1_header___obj
@@ -3725,7 +3736,7 @@ def _m_wal_payload(mv, pos, end, p_op, _rest=_decode_many):
                         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_prepared_mutation___op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims)
                     if _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                         raise TruncatedError('count ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-                    _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+                    _op_prepared_mutation___op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                     pos += _op_prepared_mutation___op_upsert_v1___f32_vector__f_dims * 4
                     _op_prepared_mutation___op_upsert_v1___f32_vector___obj = _new(F32Vector)
                     _op_prepared_mutation___op_upsert_v1___f32_vector___obj.values = _op_prepared_mutation___op_upsert_v1___f32_vector__f_values
@@ -4602,6 +4613,7 @@ def _d_f32_vector(mv, pos, end):
     return _obj, pos
 
 def _u_f32_vector(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_dims, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -4609,7 +4621,7 @@ def _u_f32_vector(mv, pos, end):
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
     if f_dims * 4 > end - pos:
         raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
-    f_values = PackedArray(bytes(mv[pos:pos + f_dims * 4]), _PK19)
+    f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(F32Vector)
     _obj.values = f_values
@@ -4620,6 +4632,7 @@ def _m_f32_vector(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
     try:
         while True:
@@ -4633,7 +4646,7 @@ def _m_f32_vector(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r13, path='dims', expected='dims >= 1', found=f_dims)
             if f_dims * 4 > end - pos:
                 raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='values', expected=f_dims * 4, found=end - pos)
-            f_values = PackedArray(bytes(mv[pos:pos + f_dims * 4]), _PK19)
+            f_values = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(F32Vector)
             _obj.values = f_values
@@ -4656,7 +4669,8 @@ def _e_f32_vector(out, v):
         out += _PK19.encode_all(v.values)
 
 def _em_f32_vector(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
     for v in values:
         _p = []
@@ -4667,8 +4681,8 @@ def _em_f32_vector(values):
             _p.append(v.values.raw)
         else:
             _p.append(_PK19.encode_all(v.values))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_op_upsert_v1(mv, pos, end):
     try:
@@ -4716,6 +4730,7 @@ def _d_op_upsert_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_upsert_v1(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, _f32_vector__f_dims = _S88.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
@@ -4732,7 +4747,7 @@ def _u_op_upsert_v1(mv, pos, end):
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
     if _f32_vector__f_dims * 4 > end - pos:
         raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
-    _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
+    _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
     pos += _f32_vector__f_dims * 4
     _f32_vector___obj = _new(F32Vector)
     _f32_vector___obj.values = _f32_vector__f_values
@@ -4748,6 +4763,7 @@ def _m_op_upsert_v1(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S88_unpack_from = _S88.unpack_from
     try:
         while True:
@@ -4770,7 +4786,7 @@ def _m_op_upsert_v1(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
             if _f32_vector__f_dims * 4 > end - pos:
                 raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
-            _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
+            _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
             pos += _f32_vector__f_dims * 4
             _f32_vector___obj = _new(F32Vector)
             _f32_vector___obj.values = _f32_vector__f_values
@@ -4802,7 +4818,8 @@ def _e_op_upsert_v1(out, v):
         out += _PK19.encode_all(_f32_vector__v.values)
 
 def _em_op_upsert_v1(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     _S16_pack = _S16.pack
@@ -4819,8 +4836,8 @@ def _em_op_upsert_v1(values):
             _p.append(_f32_vector__v.values.raw)
         else:
             _p.append(_PK19.encode_all(_f32_vector__v.values))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_op_delete_v1(mv, pos, end):
     try:
@@ -4942,7 +4959,8 @@ def _e_op_delete_v1(out, v):
     out += b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids])
 
 def _em_op_delete_v1(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     for v in values:
@@ -4953,8 +4971,8 @@ def _em_op_delete_v1(values):
         if len(v.doc_ids) != len(v.doc_ids):
             raise EncodeError('expected ' + str(len(v.doc_ids)) + ' items, found ' + str(len(v.doc_ids)), path='doc_ids')
         _p.append(b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids]))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_metadata_value(mv, pos, end):
     if pos + 8 > end:
@@ -5063,6 +5081,7 @@ def _d_metadata_value(mv, pos, end):
     return _obj, pos
 
 def _u_metadata_value(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_kind, f_reserved, f_value_len = _S24.unpack_from(mv, pos)
     _r24 = pos
     pos += 8
@@ -5109,7 +5128,7 @@ def _u_metadata_value(mv, pos, end):
     elif _tag == 5:
         if pos + (end - pos) > end:
             raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-        _value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+        _value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
         pos += end - pos
@@ -5138,6 +5157,7 @@ def _m_metadata_value(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S24_unpack_from = _S24.unpack_from
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
@@ -5193,7 +5213,7 @@ def _m_metadata_value(mv, pos, end, _rest=_decode_many):
             elif _tag == 5:
                 if pos + (end - pos) > end:
                     raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                _value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                _value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -5517,9 +5537,10 @@ def _d_value_string(mv, pos, end):
     return _obj, pos
 
 def _u_value_string(mv, pos, end):
+    _isb = mv.__class__ is bytes
     if pos + (end - pos) > end:
         raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-    f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+    f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -5532,6 +5553,7 @@ def _m_value_string(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -5539,7 +5561,7 @@ def _m_value_string(mv, pos, end, _rest=_decode_many):
             _rs = pos
             if pos + (end - pos) > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-            f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+            f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -5756,6 +5778,7 @@ def _d_op_metadata_edit_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_metadata_edit_v1(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S90.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
@@ -5814,7 +5837,7 @@ def _u_op_metadata_edit_v1(mv, pos, end):
     elif _metadata_value___tag == 5:
         if pos + (end - pos) > end:
             raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-        _metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+        _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
         pos += end - pos
@@ -5849,6 +5872,7 @@ def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
@@ -5916,7 +5940,7 @@ def _m_op_metadata_edit_v1(mv, pos, end, _rest=_decode_many):
             elif _metadata_value___tag == 5:
                 if pos + (end - pos) > end:
                     raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                _metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -6082,6 +6106,7 @@ def _d_op_timestamped_upsert_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_timestamped_upsert_v1(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, _f32_vector__f_dims = _S91.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
@@ -6098,7 +6123,7 @@ def _u_op_timestamped_upsert_v1(mv, pos, end):
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
     if _f32_vector__f_dims * 4 > end - pos:
         raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
-    _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
+    _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
     pos += _f32_vector__f_dims * 4
     _f32_vector___obj = _new(F32Vector)
     _f32_vector___obj.values = _f32_vector__f_values
@@ -6115,6 +6140,7 @@ def _m_op_timestamped_upsert_v1(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S91_unpack_from = _S91.unpack_from
     try:
         while True:
@@ -6137,7 +6163,7 @@ def _m_op_timestamped_upsert_v1(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
             if _f32_vector__f_dims * 4 > end - pos:
                 raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
-            _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
+            _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
             pos += _f32_vector__f_dims * 4
             _f32_vector___obj = _new(F32Vector)
             _f32_vector___obj.values = _f32_vector__f_values
@@ -6170,7 +6196,8 @@ def _e_op_timestamped_upsert_v1(out, v):
         out += _PK19.encode_all(_f32_vector__v.values)
 
 def _em_op_timestamped_upsert_v1(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     _S32_pack = _S32.pack
@@ -6187,8 +6214,8 @@ def _em_op_timestamped_upsert_v1(values):
             _p.append(_f32_vector__v.values.raw)
         else:
             _p.append(_PK19.encode_all(_f32_vector__v.values))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_op_upsert_metadata_v1(mv, pos, end):
     try:
@@ -6234,6 +6261,7 @@ def _d_op_upsert_metadata_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_upsert_metadata_v1(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_metadata_len, f_dims = _S92.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
@@ -6249,11 +6277,11 @@ def _u_op_upsert_metadata_v1(mv, pos, end):
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r34 + 28, path='dims', expected='dims >= 1', found=f_dims)
     if f_metadata_len < 0:
         raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=f_metadata_len)
-    f_metadata = bytes(mv[pos:pos + f_metadata_len])
+    f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
         raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
-    f_vector = PackedArray(bytes(mv[pos:pos + f_dims * 4]), _PK19)
+    f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(OpUpsertMetadataV1)
     _obj.header = _payload_v1_header___obj
@@ -6268,6 +6296,7 @@ def _m_op_upsert_metadata_v1(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S92_unpack_from = _S92.unpack_from
     try:
         while True:
@@ -6289,11 +6318,11 @@ def _m_op_upsert_metadata_v1(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r34 + 28, path='dims', expected='dims >= 1', found=f_dims)
             if f_metadata_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=f_metadata_len)
-            f_metadata = bytes(mv[pos:pos + f_metadata_len])
+            f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
                 raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
-            f_vector = PackedArray(bytes(mv[pos:pos + f_dims * 4]), _PK19)
+            f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(OpUpsertMetadataV1)
             _obj.header = _payload_v1_header___obj
@@ -6394,6 +6423,7 @@ def _d_op_upsert_ts_metadata_v1(mv, pos, end):
     return _obj, pos
 
 def _u_op_upsert_ts_metadata_v1(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, f_doc_id, f_revision, f_ts, f_metadata_len, f_dims = _S93.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
@@ -6409,11 +6439,11 @@ def _u_op_upsert_ts_metadata_v1(mv, pos, end):
         raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r36 + 36, path='dims', expected='dims >= 1', found=f_dims)
     if f_metadata_len < 0:
         raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=f_metadata_len)
-    f_metadata = bytes(mv[pos:pos + f_metadata_len])
+    f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
     pos += f_metadata_len
     if f_dims * 4 > end - pos:
         raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
-    f_vector = PackedArray(bytes(mv[pos:pos + f_dims * 4]), _PK19)
+    f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
     pos += f_dims * 4
     _obj = _new(OpUpsertTsMetadataV1)
     _obj.header = _payload_v1_header___obj
@@ -6429,6 +6459,7 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S93_unpack_from = _S93.unpack_from
     try:
         while True:
@@ -6450,11 +6481,11 @@ def _m_op_upsert_ts_metadata_v1(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('vector has zero dims (EmptyVector)', offset=_r36 + 36, path='dims', expected='dims >= 1', found=f_dims)
             if f_metadata_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=f_metadata_len)
-            f_metadata = bytes(mv[pos:pos + f_metadata_len])
+            f_metadata = mv[pos:pos + f_metadata_len] if _isb else bytes(mv[pos:pos + f_metadata_len])
             pos += f_metadata_len
             if f_dims * 4 > end - pos:
                 raise TruncatedError('count ' + str(f_dims) + ' needs at least ' + str(f_dims * 4) + ' bytes', offset=pos, path='vector', expected=f_dims * 4, found=end - pos)
-            f_vector = PackedArray(bytes(mv[pos:pos + f_dims * 4]), _PK19)
+            f_vector = PackedArray(mv[pos:pos + f_dims * 4] if _isb else bytes(mv[pos:pos + f_dims * 4]), _PK19)
             pos += f_dims * 4
             _obj = _new(OpUpsertTsMetadataV1)
             _obj.header = _payload_v1_header___obj
@@ -6632,7 +6663,8 @@ def _d_typed_column(mv, pos, end):
     return _obj, pos
 
 def _u_typed_column(mv, pos, end):
-    f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S96.unpack_from(mv, pos)
+    _isb = mv.__class__ is bytes
+    f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S97.unpack_from(mv, pos)
     pos += 4
     _a_value = pos
     _metadata_value___r24 = pos
@@ -6683,7 +6715,7 @@ def _u_typed_column(mv, pos, end):
     elif _metadata_value___tag == 5:
         if pos + (end - pos) > end:
             raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-        _metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+        _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
         if pos > end:
             raise IndexError
         pos += end - pos
@@ -6717,16 +6749,17 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
-    _S96_unpack_from = _S96.unpack_from
+    _S97_unpack_from = _S97.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S96_unpack_from(mv, pos)
+            f_column_id, _metadata_value__f_kind, _metadata_value__f_reserved, _metadata_value__f_value_len = _S97_unpack_from(mv, pos)
             pos += 4
             _a_value = pos
             _metadata_value___r24 = pos
@@ -6777,7 +6810,7 @@ def _m_typed_column(mv, pos, end, _rest=_decode_many):
             elif _metadata_value___tag == 5:
                 if pos + (end - pos) > end:
                     raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                _metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                _metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -7102,7 +7135,8 @@ def _d_op_upsert_v2(mv, pos, end):
     return _obj, pos
 
 def _u_op_upsert_v2(mv, pos, end):
-    f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S97.unpack_from(mv, pos)
+    _isb = mv.__class__ is bytes
+    f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S98.unpack_from(mv, pos)
     _r38 = pos
     pos += 28
     if f_fields & 4294967264:
@@ -7116,7 +7150,7 @@ def _u_op_upsert_v2(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
         if _f32_vector__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
-        _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
+        _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
         pos += _f32_vector__f_dims * 4
         _f32_vector___obj = _new(F32Vector)
         _f32_vector___obj.values = _f32_vector__f_values
@@ -7126,7 +7160,7 @@ def _u_op_upsert_v2(mv, pos, end):
     if _attr(f_fields, 'text', pos, 'text'):
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        f_text = str(mv[pos:pos + _n], 'utf-8')
+        f_text = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
         pos += _n
     else:
         f_text = None
@@ -7138,7 +7172,7 @@ def _u_op_upsert_v2(mv, pos, end):
     if _attr(f_fields, 'metadata', pos, 'metadata'):
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        f_metadata = bytes(mv[pos:pos + _n])
+        f_metadata = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
         pos += _n
     else:
         f_metadata = None
@@ -7149,7 +7183,7 @@ def _u_op_upsert_v2(mv, pos, end):
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
         f_columns = []
         for _i in range(_c):
-            _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S96.unpack_from(mv, pos)
+            _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S97.unpack_from(mv, pos)
             pos += 4
             _typed_column___a_value = pos
             _typed_column___metadata_value___r24 = pos
@@ -7200,7 +7234,7 @@ def _u_op_upsert_v2(mv, pos, end):
             elif _typed_column___metadata_value___tag == 5:
                 if pos + (end - pos) > end:
                     raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                _typed_column___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                _typed_column___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -7246,18 +7280,19 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
-    _S96_unpack_from = _S96.unpack_from
     _S97_unpack_from = _S97.unpack_from
+    _S98_unpack_from = _S98.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S97_unpack_from(mv, pos)
+            f_fields, f_doc_id, f_revision, _f32_vector__f_dims = _S98_unpack_from(mv, pos)
             _r38 = pos
             pos += 28
             if f_fields & 4294967264:
@@ -7271,7 +7306,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_f32_vector___r13, path='dims', expected='dims >= 1', found=_f32_vector__f_dims)
                 if _f32_vector__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_f32_vector__f_dims) + ' needs at least ' + str(_f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_f32_vector__f_dims * 4, found=end - pos)
-                _f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
+                _f32_vector__f_values = PackedArray(mv[pos:pos + _f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _f32_vector__f_dims * 4]), _PK19)
                 pos += _f32_vector__f_dims * 4
                 _f32_vector___obj = _new(F32Vector)
                 _f32_vector___obj.values = _f32_vector__f_values
@@ -7281,7 +7316,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
             if _attr(f_fields, 'text', pos, 'text'):
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                f_text = str(mv[pos:pos + _n], 'utf-8')
+                f_text = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                 pos += _n
             else:
                 f_text = None
@@ -7293,7 +7328,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
             if _attr(f_fields, 'metadata', pos, 'metadata'):
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                f_metadata = bytes(mv[pos:pos + _n])
+                f_metadata = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
                 pos += _n
             else:
                 f_metadata = None
@@ -7304,7 +7339,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
                 f_columns = []
                 for _i in range(_c):
-                    _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S96_unpack_from(mv, pos)
+                    _typed_column__f_column_id, _typed_column___metadata_value__f_kind, _typed_column___metadata_value__f_reserved, _typed_column___metadata_value__f_value_len = _S97_unpack_from(mv, pos)
                     pos += 4
                     _typed_column___a_value = pos
                     _typed_column___metadata_value___r24 = pos
@@ -7355,7 +7390,7 @@ def _m_op_upsert_v2(mv, pos, end, _rest=_decode_many):
                     elif _typed_column___metadata_value___tag == 5:
                         if pos + (end - pos) > end:
                             raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                        _typed_column___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                        _typed_column___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                         if pos > end:
                             raise IndexError
                         pos += end - pos
@@ -8300,6 +8335,7 @@ def _d_op_prepared_mutation(mv, pos, end):
     return _obj, pos
 
 def _u_op_prepared_mutation(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _payload_v1_header__f_version, _payload_v1_header__f_flags, _transaction_binding__f_transaction, _transaction_binding__f_participant, _transaction_binding__f_first_seq, _transaction_binding__f_last_seq, _transaction_binding__f_manifest_digest, _transaction_binding__f_final_generation, f_index, f_count, f_inner_op, _op_upsert_v1___payload_v1_header__f_version, _op_upsert_v1___payload_v1_header__f_flags, _op_upsert_v1__f_doc_id, _op_upsert_v1__f_revision, _op_upsert_v1___f32_vector__f_dims = _S94.unpack_from(mv, pos)
     _payload_v1_header___r14 = pos
     pos += 4
@@ -8353,7 +8389,7 @@ def _u_op_prepared_mutation(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
         if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-        _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+        _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_upsert_v1___f32_vector__f_dims * 4
         _op_upsert_v1___f32_vector___obj = _new(F32Vector)
         _op_upsert_v1___f32_vector___obj.values = _op_upsert_v1___f32_vector__f_values
@@ -8449,7 +8485,7 @@ def _u_op_prepared_mutation(mv, pos, end):
         elif _op_metadata_edit_v1___metadata_value___tag == 5:
             if pos + (end - pos) > end:
                 raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-            _op_metadata_edit_v1___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+            _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -8495,7 +8531,7 @@ def _u_op_prepared_mutation(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
         if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-        _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+        _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
         pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
         _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
         _op_timestamped_upsert_v1___f32_vector___obj.values = _op_timestamped_upsert_v1___f32_vector__f_values
@@ -8522,11 +8558,11 @@ def _u_op_prepared_mutation(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
         if _op_upsert_metadata_v1__f_metadata_len < 0:
             raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1__f_metadata_len)
-        _op_upsert_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
+        _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
         pos += _op_upsert_metadata_v1__f_metadata_len
         if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
-        _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
+        _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_metadata_v1__f_dims * 4
         _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
         _op_upsert_metadata_v1___obj.header = _op_upsert_metadata_v1___payload_v1_header___obj
@@ -8551,11 +8587,11 @@ def _u_op_prepared_mutation(mv, pos, end):
             raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r36 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
         if _op_upsert_ts_metadata_v1__f_metadata_len < 0:
             raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_metadata_len)
-        _op_upsert_ts_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
+        _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
         pos += _op_upsert_ts_metadata_v1__f_metadata_len
         if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
             raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
-        _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
+        _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
         pos += _op_upsert_ts_metadata_v1__f_dims * 4
         _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
         _op_upsert_ts_metadata_v1___obj.header = _op_upsert_ts_metadata_v1___payload_v1_header___obj
@@ -8585,6 +8621,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S27_unpack_from = _S27.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S6_unpack_from = _S6.unpack_from
@@ -8652,7 +8689,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_upsert_v1___f32_vector__f_dims)
                 if _op_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_op_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-                _op_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+                _op_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_upsert_v1___f32_vector__f_dims * 4
                 _op_upsert_v1___f32_vector___obj = _new(F32Vector)
                 _op_upsert_v1___f32_vector___obj.values = _op_upsert_v1___f32_vector__f_values
@@ -8748,7 +8785,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                 elif _op_metadata_edit_v1___metadata_value___tag == 5:
                     if pos + (end - pos) > end:
                         raise TruncatedError('str truncated', offset=pos, path='value', expected=end - pos, found=end - pos)
-                    _op_metadata_edit_v1___metadata_value___value_string__f_value = str(mv[pos:pos + (end - pos)], 'utf-8')
+                    _op_metadata_edit_v1___metadata_value___value_string__f_value = _BD96(mv[pos:pos + (end - pos)]) if _isb else str(mv[pos:pos + (end - pos)], 'utf-8')
                     if pos > end:
                         raise IndexError
                     pos += end - pos
@@ -8794,7 +8831,7 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_timestamped_upsert_v1___f32_vector___r13, path='dims', expected='dims >= 1', found=_op_timestamped_upsert_v1___f32_vector__f_dims)
                 if _op_timestamped_upsert_v1___f32_vector__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims) + ' needs at least ' + str(_op_timestamped_upsert_v1___f32_vector__f_dims * 4) + ' bytes', offset=pos, path='values', expected=_op_timestamped_upsert_v1___f32_vector__f_dims * 4, found=end - pos)
-                _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
+                _op_timestamped_upsert_v1___f32_vector__f_values = PackedArray(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_timestamped_upsert_v1___f32_vector__f_dims * 4]), _PK19)
                 pos += _op_timestamped_upsert_v1___f32_vector__f_dims * 4
                 _op_timestamped_upsert_v1___f32_vector___obj = _new(F32Vector)
                 _op_timestamped_upsert_v1___f32_vector___obj.values = _op_timestamped_upsert_v1___f32_vector__f_values
@@ -8821,11 +8858,11 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_metadata_v1___r34 + 28, path='dims', expected='dims >= 1', found=_op_upsert_metadata_v1__f_dims)
                 if _op_upsert_metadata_v1__f_metadata_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_metadata_v1__f_metadata_len)
-                _op_upsert_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
+                _op_upsert_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_metadata_len])
                 pos += _op_upsert_metadata_v1__f_metadata_len
                 if _op_upsert_metadata_v1__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_op_upsert_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_metadata_v1__f_dims * 4, found=end - pos)
-                _op_upsert_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
+                _op_upsert_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_metadata_v1__f_dims * 4
                 _op_upsert_metadata_v1___obj = _new(OpUpsertMetadataV1)
                 _op_upsert_metadata_v1___obj.header = _op_upsert_metadata_v1___payload_v1_header___obj
@@ -8850,11 +8887,11 @@ def _m_op_prepared_mutation(mv, pos, end, _rest=_decode_many):
                     raise ConstraintError('vector has zero dims (EmptyVector)', offset=_op_upsert_ts_metadata_v1___r36 + 36, path='dims', expected='dims >= 1', found=_op_upsert_ts_metadata_v1__f_dims)
                 if _op_upsert_ts_metadata_v1__f_metadata_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='metadata', expected='>= 0', found=_op_upsert_ts_metadata_v1__f_metadata_len)
-                _op_upsert_ts_metadata_v1__f_metadata = bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
+                _op_upsert_ts_metadata_v1__f_metadata = mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_metadata_len])
                 pos += _op_upsert_ts_metadata_v1__f_metadata_len
                 if _op_upsert_ts_metadata_v1__f_dims * 4 > end - pos:
                     raise TruncatedError('count ' + str(_op_upsert_ts_metadata_v1__f_dims) + ' needs at least ' + str(_op_upsert_ts_metadata_v1__f_dims * 4) + ' bytes', offset=pos, path='vector', expected=_op_upsert_ts_metadata_v1__f_dims * 4, found=end - pos)
-                _op_upsert_ts_metadata_v1__f_vector = PackedArray(bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
+                _op_upsert_ts_metadata_v1__f_vector = PackedArray(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4] if _isb else bytes(mv[pos:pos + _op_upsert_ts_metadata_v1__f_dims * 4]), _PK19)
                 pos += _op_upsert_ts_metadata_v1__f_dims * 4
                 _op_upsert_ts_metadata_v1___obj = _new(OpUpsertTsMetadataV1)
                 _op_upsert_ts_metadata_v1___obj.header = _op_upsert_ts_metadata_v1___payload_v1_header___obj
@@ -9647,29 +9684,29 @@ def _em_op_mixed_member(values):
 
 def _d_zgw_file_header(mv, pos, end):
     if pos + 56 > end:
-        raise _short(pos, end, _T99)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S98.unpack_from(mv, pos)
-    _r98 = pos
+        raise _short(pos, end, _T100)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence = _S99.unpack_from(mv, pos)
+    _r99 = pos
     pos += 56
-    _s_magic = _r98
+    _s_magic = _r99
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r99, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 19):
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r98 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r99 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r98 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r99 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r98 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero', offset=_r99 + 12, path='flags', expected='flags == 0', found=f_flags)
     if not (f_header_length == 64):
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r98 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r99 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
     if not (f_file_length == 0):
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r98 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero', offset=_r99 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not (f_store != 0):
-        raise ConstraintError('store instance id must be non-zero', offset=_r98 + 32, path='store', expected='store != 0', found=f_store)
-    _e_first_commit_sequence = _r98 + 56
+        raise ConstraintError('store instance id must be non-zero', offset=_r99 + 32, path='store', expected='store != 0', found=f_store)
+    _e_first_commit_sequence = _r99 + 56
     if not (f_first_commit_sequence != 0):
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r98 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+        raise ConstraintError('first commit sequence must be non-zero', offset=_r99 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
     if pos + 8 > end:
         raise _short(pos, end, _T8)
     f_checksum, = _S6.unpack_from(mv, pos)
@@ -9684,30 +9721,30 @@ def _d_zgw_file_header(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_file_header(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S100.unpack_from(mv, pos)
-    _r98 = pos
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S101.unpack_from(mv, pos)
+    _r99 = pos
     pos += 56
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r99, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not f_family_id == 19:
-        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r98 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r99 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r98 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r99 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not f_flags == 0:
-        raise ConstraintError('graph WAL header flags must be zero', offset=_r98 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph WAL header flags must be zero', offset=_r99 + 12, path='flags', expected='flags == 0', found=f_flags)
     if not f_header_length == 64:
-        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r98 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+        raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r99 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
     if not f_file_length == 0:
-        raise ConstraintError('graph WAL file_length must be zero', offset=_r98 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+        raise ConstraintError('graph WAL file_length must be zero', offset=_r99 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
     f_store = int.from_bytes(f_store, 'little', signed=False)
     if not f_store != 0:
-        raise ConstraintError('store instance id must be non-zero', offset=_r98 + 32, path='store', expected='store != 0', found=f_store)
-    _e_first_commit_sequence = _r98 + 56
+        raise ConstraintError('store instance id must be non-zero', offset=_r99 + 32, path='store', expected='store != 0', found=f_store)
+    _e_first_commit_sequence = _r99 + 56
     if not f_first_commit_sequence != 0:
-        raise ConstraintError('first commit sequence must be non-zero', offset=_r98 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+        raise ConstraintError('first commit sequence must be non-zero', offset=_r99 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
     _r6 = pos
     pos += 8
-    _ck = _ck_xxh3_64(mv[_r98:_e_first_commit_sequence])
+    _ck = _ck_xxh3_64(mv[_r99:_e_first_commit_sequence])
     if f_checksum != _ck:
         raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
     _obj = _new(ZgwFileHeader)
@@ -9720,36 +9757,36 @@ def _m_zgw_file_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S100_unpack_from = _S100.unpack_from
+    _S101_unpack_from = _S101.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S100_unpack_from(mv, pos)
-            _r98 = pos
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_store, f_first_commit_sequence, f_checksum = _S101_unpack_from(mv, pos)
+            _r99 = pos
             pos += 56
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r98, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r99, path='magic', expected=b'ZEPEMBED', found=f_magic)
             if not f_family_id == 19:
-                raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r98 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 19, graph WAL)', offset=_r99 + 8, path='family_id', expected='family_id == 19', found=f_family_id)
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r98 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported graph WAL version (registry accepts 1..1)', offset=_r99 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
             if not f_flags == 0:
-                raise ConstraintError('graph WAL header flags must be zero', offset=_r98 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('graph WAL header flags must be zero', offset=_r99 + 12, path='flags', expected='flags == 0', found=f_flags)
             if not f_header_length == 64:
-                raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r98 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
+                raise ConstraintError('graph WAL header_length must be exactly 64', offset=_r99 + 16, path='header_length', expected='header_length == 64', found=f_header_length)
             if not f_file_length == 0:
-                raise ConstraintError('graph WAL file_length must be zero', offset=_r98 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
+                raise ConstraintError('graph WAL file_length must be zero', offset=_r99 + 24, path='file_length', expected='file_length == 0', found=f_file_length)
             f_store = int.from_bytes(f_store, 'little', signed=False)
             if not f_store != 0:
-                raise ConstraintError('store instance id must be non-zero', offset=_r98 + 32, path='store', expected='store != 0', found=f_store)
-            _e_first_commit_sequence = _r98 + 56
+                raise ConstraintError('store instance id must be non-zero', offset=_r99 + 32, path='store', expected='store != 0', found=f_store)
+            _e_first_commit_sequence = _r99 + 56
             if not f_first_commit_sequence != 0:
-                raise ConstraintError('first commit sequence must be non-zero', offset=_r98 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
+                raise ConstraintError('first commit sequence must be non-zero', offset=_r99 + 48, path='first_commit_sequence', expected='first_commit_sequence != 0', found=f_first_commit_sequence)
             _r6 = pos
             pos += 8
-            _ck = _ck_xxh3_64(mv[_r98:_e_first_commit_sequence])
+            _ck = _ck_xxh3_64(mv[_r99:_e_first_commit_sequence])
             if f_checksum != _ck:
                 raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='checksum', expected=_ck, found=f_checksum)
             _obj = _new(ZgwFileHeader)
@@ -9767,18 +9804,18 @@ def _m_zgw_file_header(mv, pos, end, _rest=_decode_many):
 def _e_zgw_file_header(out, v):
     _s_magic = len(out)
     _e_first_commit_sequence = len(out) + 56
-    out += _S98.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
+    out += _S99.pack(b'ZEPEMBED', 19, 1, 0, 64, 0, (v.store).to_bytes(16, 'little', signed=False), v.first_commit_sequence)
     f_checksum = _ck_xxh3_64((out if _s_magic == 0 and _e_first_commit_sequence == len(out) else memoryview(out)[_s_magic:_e_first_commit_sequence]))
     out += _S6.pack(f_checksum)
 
 def _em_zgw_file_header(values):
     out = bytearray()
     _S6_pack = _S6.pack
-    _S98_pack = _S98.pack
+    _S99_pack = _S99.pack
     for v in values:
         _s_magic = len(out)
         _e_first_commit_sequence = len(out) + 56
-        out += _S98_pack(b'ZEPEMBED', 19, 1, 0, 64, 0, v.store.to_bytes(16, 'little', signed=False), v.first_commit_sequence)
+        out += _S99_pack(b'ZEPEMBED', 19, 1, 0, 64, 0, v.store.to_bytes(16, 'little', signed=False), v.first_commit_sequence)
         out += _S6_pack(_ck_xxh3_64(out if _s_magic == 0 and _e_first_commit_sequence == len(out) else memoryview(out)[_s_magic:_e_first_commit_sequence]))
     return bytes(out)
 
@@ -10219,7 +10256,7 @@ def _d_zgw_frame(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_frame(mv, pos, end):
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S101.unpack_from(mv, pos)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S102.unpack_from(mv, pos)
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
@@ -10277,7 +10314,7 @@ def _u_zgw_frame(mv, pos, end):
             raise IndexError
         f_payload, pos = _u_zgw_mutation(mv, pos, end)
     elif _tag == 3:
-        _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S102.unpack_from(mv, pos)
+        _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S103.unpack_from(mv, pos)
         pos += 64
         _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10307,7 +10344,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_inventory___obj.intent = _zgw_inventory__f_intent
         f_payload = _zgw_inventory___obj
     elif _tag == 4:
-        _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S103.unpack_from(mv, pos)
+        _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S104.unpack_from(mv, pos)
         _zgw_reclaim_intent___r72 = pos
         pos += 48
         _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
@@ -10342,7 +10379,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
         _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
         pos += 8
-        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S104.unpack_from(mv, pos)
+        _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S105.unpack_from(mv, pos)
         pos += 64
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10404,7 +10441,7 @@ def _u_zgw_frame(mv, pos, end):
         _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
         f_payload = _zgw_reclaim_intent___obj
     elif _tag == 5:
-        _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S105.unpack_from(mv, pos)
+        _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S106.unpack_from(mv, pos)
         pos += 16
         _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
         pos += 64
@@ -10538,11 +10575,11 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S101_unpack_from = _S101.unpack_from
     _S102_unpack_from = _S102.unpack_from
     _S103_unpack_from = _S103.unpack_from
     _S104_unpack_from = _S104.unpack_from
     _S105_unpack_from = _S105.unpack_from
+    _S106_unpack_from = _S106.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S66_unpack_from = _S66.unpack_from
@@ -10552,7 +10589,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S101_unpack_from(mv, pos)
+            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum, _zgw_begin__f_store, _zgw_begin__f_envelope_kind, _zgw_begin__f_reserved, _zgw_begin__f_base_generation, _zgw_begin__f_target_generation, _zgw_begin__f_change_count, _zgw_begin__f_reserved2, _zgw_begin__f_complete_envelope_bytes = _S102_unpack_from(mv, pos)
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
@@ -10610,7 +10647,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                     raise IndexError
                 f_payload, pos = _u_zgw_mutation(mv, pos, end)
             elif _tag == 3:
-                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S102_unpack_from(mv, pos)
+                _zgw_inventory___artifact_descriptor__f_store, _zgw_inventory___artifact_descriptor__f_artifact, _zgw_inventory___artifact_descriptor__f_creation_generation, _zgw_inventory___artifact_descriptor__f_creation_serial, _zgw_inventory___artifact_descriptor__f_complete_file_length, _zgw_inventory___artifact_descriptor__f_family, _zgw_inventory___artifact_descriptor__f_version, _zgw_inventory___artifact_descriptor__f_whole_file_checksum, _zgw_inventory__f_state, _zgw_inventory__f_reserved, _zgw_inventory__f_intent = _S103_unpack_from(mv, pos)
                 pos += 64
                 _zgw_inventory___artifact_descriptor__f_store = int.from_bytes(_zgw_inventory___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_inventory___artifact_descriptor__f_artifact = int.from_bytes(_zgw_inventory___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10640,7 +10677,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_inventory___obj.intent = _zgw_inventory__f_intent
                 f_payload = _zgw_inventory___obj
             elif _tag == 4:
-                _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S103_unpack_from(mv, pos)
+                _zgw_reclaim_intent__f_id, _zgw_reclaim_intent__f_capture_generation, _zgw_reclaim_intent__f_capture_sequence, _zgw_reclaim_intent__f_serial_fence, _zgw_reclaim_intent__f_completed_mark_state, _zgw_reclaim_intent__f_reserved, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_protected_digest = _S104_unpack_from(mv, pos)
                 _zgw_reclaim_intent___r72 = pos
                 pos += 48
                 _zgw_reclaim_intent__f_id = int.from_bytes(_zgw_reclaim_intent__f_id, 'little', signed=False)
@@ -10675,7 +10712,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___required_ref___obj.block_version = _zgw_reclaim_intent___required_ref__f_block_version
                 _zgw_reclaim_intent__f_protected = _zgw_reclaim_intent___required_ref___obj
                 pos += 8
-                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S104_unpack_from(mv, pos)
+                _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_family, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_version, _zgw_reclaim_intent___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_intent___required_ref__f_artifact, _zgw_reclaim_intent___required_ref__f_offset, _zgw_reclaim_intent___required_ref__f_length, _zgw_reclaim_intent___required_ref__f_block_kind, _zgw_reclaim_intent___required_ref__f_block_version, _zgw_reclaim_intent__f_mark_digest, _zgw_reclaim_intent__f_candidate_count, _zgw_reclaim_intent__f_reserved2 = _S105_unpack_from(mv, pos)
                 pos += 64
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_store = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_zgw_reclaim_intent___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -10737,7 +10774,7 @@ def _m_zgw_frame(mv, pos, end, _rest=_decode_many):
                 _zgw_reclaim_intent___obj.candidates = _zgw_reclaim_intent__f_candidates
                 f_payload = _zgw_reclaim_intent___obj
             elif _tag == 5:
-                _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S105_unpack_from(mv, pos)
+                _zgw_reclaim_complete__f_id, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_store, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_artifact, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_generation, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_creation_serial, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_complete_file_length, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_family, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_version, _zgw_reclaim_complete___required_ref___artifact_descriptor__f_whole_file_checksum, _zgw_reclaim_complete___required_ref__f_artifact, _zgw_reclaim_complete___required_ref__f_offset, _zgw_reclaim_complete___required_ref__f_length, _zgw_reclaim_complete___required_ref__f_block_kind, _zgw_reclaim_complete___required_ref__f_block_version, _zgw_reclaim_complete__f_durable_state, _zgw_reclaim_complete__f_reserved, _zgw_reclaim_complete___descriptor_list__f_count, _zgw_reclaim_complete___descriptor_list__f_reserved = _S106_unpack_from(mv, pos)
                 pos += 16
                 _zgw_reclaim_complete__f_id = int.from_bytes(_zgw_reclaim_complete__f_id, 'little', signed=False)
                 pos += 64
@@ -11252,7 +11289,7 @@ def _d_zgw_frame_header(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_frame_header(mv, pos, end):
-    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S106.unpack_from(mv, pos)
+    f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S107.unpack_from(mv, pos)
     _r47 = pos
     pos += 56
     if f_magic != b'ZGWF':
@@ -11279,13 +11316,13 @@ def _m_zgw_frame_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S106_unpack_from = _S106.unpack_from
+    _S107_unpack_from = _S107.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S106_unpack_from(mv, pos)
+            f_magic, f_kind, f_version, f_payload_len, f_frame_index, f_sequence, f_batch_id, f_reserved, f_header_checksum = _S107_unpack_from(mv, pos)
             _r47 = pos
             pos += 56
             if f_magic != b'ZGWF':
@@ -11334,7 +11371,7 @@ def _em_zgw_frame_header(values):
 
 def _d_zgw_envelope_size(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T107)
+        raise _short(pos, end, _T108)
     f_size, = _S6.unpack_from(mv, pos)
     pos += 8
     _obj = _new(ZgwEnvelopeSize)
@@ -11685,7 +11722,7 @@ def _d_graph_envelope(mv, pos, end):
 
 def _u_graph_envelope(mv, pos, end):
     _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108.unpack_from(mv, pos)
+    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S109.unpack_from(mv, pos)
     _zgw_frame___r47 = pos
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r47
@@ -11772,7 +11809,7 @@ def _u_graph_envelope(mv, pos, end):
     f_changes = []
     for _i in range(_c):
         _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108.unpack_from(mv, pos)
+        _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S109.unpack_from(mv, pos)
         _zgw_frame___r47 = pos
         pos += 56
         _zgw_frame___s_magic = _zgw_frame___r47
@@ -11855,7 +11892,7 @@ def _u_graph_envelope(mv, pos, end):
             _x, pos = _u_zgw_frame(mv, pos, end)
         f_changes.append(_x)
     _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108.unpack_from(mv, pos)
+    _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S109.unpack_from(mv, pos)
     _zgw_frame___r47 = pos
     pos += 56
     _zgw_frame___s_magic = _zgw_frame___r47
@@ -11947,14 +11984,14 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S108_unpack_from = _S108.unpack_from
+    _S109_unpack_from = _S109.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
             _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108_unpack_from(mv, pos)
+            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S109_unpack_from(mv, pos)
             _zgw_frame___r47 = pos
             pos += 56
             _zgw_frame___s_magic = _zgw_frame___r47
@@ -12041,7 +12078,7 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
             f_changes = []
             for _i in range(_c):
                 _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-                _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108_unpack_from(mv, pos)
+                _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S109_unpack_from(mv, pos)
                 _zgw_frame___r47 = pos
                 pos += 56
                 _zgw_frame___s_magic = _zgw_frame___r47
@@ -12124,7 +12161,7 @@ def _m_graph_envelope(mv, pos, end, _rest=_decode_many):
                     _x, pos = _u_zgw_frame(mv, pos, end)
                 f_changes.append(_x)
             _zgw_frame___re_pos, _zgw_frame___re_end = (pos, end)
-            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S108_unpack_from(mv, pos)
+            _zgw_frame__f_magic, _zgw_frame__f_kind, _zgw_frame__f_version, _zgw_frame__f_payload_len, _zgw_frame__f_frame_index, _zgw_frame__f_sequence, _zgw_frame__f_batch_id, _zgw_frame__f_reserved, _zgw_frame__f_header_checksum, _zgw_frame___zgw_begin__f_store, _zgw_frame___zgw_begin__f_envelope_kind, _zgw_frame___zgw_begin__f_reserved, _zgw_frame___zgw_begin__f_base_generation, _zgw_frame___zgw_begin__f_target_generation, _zgw_frame___zgw_begin__f_change_count, _zgw_frame___zgw_begin__f_reserved2, _zgw_frame___zgw_begin__f_complete_envelope_bytes, _zgw_frame__f_checksum = _S109_unpack_from(mv, pos)
             _zgw_frame___r47 = pos
             pos += 56
             _zgw_frame___s_magic = _zgw_frame___r47
@@ -12459,7 +12496,7 @@ def _d_required_ref(mv, pos, end):
     return _obj, pos
 
 def _u_required_ref(mv, pos, end):
-    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S109.unpack_from(mv, pos)
+    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S110.unpack_from(mv, pos)
     pos += 64
     _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
     _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12491,13 +12528,13 @@ def _m_required_ref(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S109_unpack_from = _S109.unpack_from
+    _S110_unpack_from = _S110.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S109_unpack_from(mv, pos)
+            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_artifact, f_offset, f_length, f_block_kind, f_block_version = _S110_unpack_from(mv, pos)
             pos += 64
             _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
             _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -12603,7 +12640,7 @@ def _d_optional_ref(mv, pos, end):
     return _obj, pos
 
 def _u_optional_ref(mv, pos, end):
-    f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S110.unpack_from(mv, pos)
+    f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S111.unpack_from(mv, pos)
     _r64 = pos
     pos += 8
     if not (f_present == 0 or f_present == 1):
@@ -12648,13 +12685,13 @@ def _m_optional_ref(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S110_unpack_from = _S110.unpack_from
+    _S111_unpack_from = _S111.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S110_unpack_from(mv, pos)
+            f_present, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S111_unpack_from(mv, pos)
             _r64 = pos
             pos += 8
             if not (f_present == 0 or f_present == 1):
@@ -12712,7 +12749,8 @@ def _e_optional_ref(out, v):
         raise EncodeError('field is present but its condition is false', path='ref')
 
 def _em_optional_ref(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S64_pack = _S64.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
@@ -12726,8 +12764,8 @@ def _em_optional_ref(values):
             _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
         elif v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_commit_state(mv, pos, end):
     if pos + 64 > end:
@@ -13119,7 +13157,7 @@ def _u_commit_state(mv, pos, end):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
     f_roots = []
     for _i in range(_c):
-        _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110.unpack_from(mv, pos)
+        _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111.unpack_from(mv, pos)
         _optional_ref___r64 = pos
         pos += 8
         if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13160,7 +13198,7 @@ def _u_commit_state(mv, pos, end):
         _optional_ref___obj.ref = _optional_ref__f_ref
         _x = _optional_ref___obj
         f_roots.append(_x)
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S112.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -13226,7 +13264,7 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.present = _optional_ref__f_present
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_vector = _optional_ref___obj
-    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110.unpack_from(mv, pos)
+    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111.unpack_from(mv, pos)
     _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13266,7 +13304,7 @@ def _u_commit_state(mv, pos, end):
     _optional_ref___obj.present = _optional_ref__f_present
     _optional_ref___obj.ref = _optional_ref__f_ref
     f_text = _optional_ref___obj
-    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110.unpack_from(mv, pos)
+    _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111.unpack_from(mv, pos)
     _optional_ref___r64 = pos
     pos += 8
     if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13316,7 +13354,7 @@ def _u_commit_state(mv, pos, end):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
     f_prepared = []
     for _i in range(_c):
-        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S109.unpack_from(mv, pos)
+        _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S110.unpack_from(mv, pos)
         pos += 64
         _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -13365,9 +13403,9 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S109_unpack_from = _S109.unpack_from
     _S110_unpack_from = _S110.unpack_from
     _S111_unpack_from = _S111.unpack_from
+    _S112_unpack_from = _S112.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S82_unpack_from = _S82.unpack_from
@@ -13398,7 +13436,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='roots', expected=_c * 8, found=end - pos)
             f_roots = []
             for _i in range(_c):
-                _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110_unpack_from(mv, pos)
+                _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111_unpack_from(mv, pos)
                 _optional_ref___r64 = pos
                 pos += 8
                 if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13439,7 +13477,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 _optional_ref___obj.ref = _optional_ref__f_ref
                 _x = _optional_ref___obj
                 f_roots.append(_x)
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S112_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -13505,7 +13543,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref___obj.present = _optional_ref__f_present
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_vector = _optional_ref___obj
-            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110_unpack_from(mv, pos)
+            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111_unpack_from(mv, pos)
             _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13545,7 +13583,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
             _optional_ref___obj.present = _optional_ref__f_present
             _optional_ref___obj.ref = _optional_ref__f_ref
             f_text = _optional_ref___obj
-            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S110_unpack_from(mv, pos)
+            _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S111_unpack_from(mv, pos)
             _optional_ref___r64 = pos
             pos += 8
             if not (_optional_ref__f_present == 0 or _optional_ref__f_present == 1):
@@ -13595,7 +13633,7 @@ def _m_commit_state(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 96) + ' bytes', offset=pos, path='prepared', expected=_c * 96, found=end - pos)
             f_prepared = []
             for _i in range(_c):
-                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S109_unpack_from(mv, pos)
+                _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version = _S110_unpack_from(mv, pos)
                 pos += 64
                 _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -13703,7 +13741,8 @@ def _e_commit_state(out, v):
         out += _S68.pack(_x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version)
 
 def _em_commit_state(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S41_pack = _S41.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
@@ -13766,8 +13805,8 @@ def _em_commit_state(values):
             _required_ref___artifact_descriptor__v = _x.descriptor
             _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
             _p.append(_S68_pack(_x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_zgw_commit(mv, pos, end):
     if pos + 16 > end:
@@ -13893,7 +13932,8 @@ def _e_zgw_commit(out, v):
         out += _S68.pack(_commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version)
 
 def _em_zgw_commit(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S41_pack = _S41.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
@@ -13959,8 +13999,8 @@ def _em_zgw_commit(values):
             _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
             _p.append(_S66_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum))
             _p.append(_S68_pack(_commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_zgop_key(mv, pos, end):
     if pos + 9 > end:
@@ -13997,14 +14037,15 @@ def _d_zgop_key(mv, pos, end):
     return _obj, pos
 
 def _u_zgop_key(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_entity, n_namespace = _S56.unpack_from(mv, pos)
     pos += 9
     f_entity = _ENTITYKIND_BY_VALUE[f_entity]
-    f_namespace = str(mv[pos:pos + n_namespace], 'utf-8')
+    f_namespace = _BD96(mv[pos:pos + n_namespace]) if _isb else str(mv[pos:pos + n_namespace], 'utf-8')
     pos += n_namespace
     n_key, = _S6.unpack_from(mv, pos)
     pos += 8
-    f_key = str(mv[pos:pos + n_key], 'utf-8')
+    f_key = _BD96(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
     pos += n_key
     _obj = _new(ZgopKey)
     _obj.entity = f_entity
@@ -14017,6 +14058,7 @@ def _m_zgop_key(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S56_unpack_from = _S56.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -14027,11 +14069,11 @@ def _m_zgop_key(mv, pos, end, _rest=_decode_many):
             f_entity, n_namespace = _S56_unpack_from(mv, pos)
             pos += 9
             f_entity = _ENTITYKIND_BY_VALUE[f_entity]
-            f_namespace = str(mv[pos:pos + n_namespace], 'utf-8')
+            f_namespace = _BD96(mv[pos:pos + n_namespace]) if _isb else str(mv[pos:pos + n_namespace], 'utf-8')
             pos += n_namespace
             n_key, = _S6_unpack_from(mv, pos)
             pos += 8
-            f_key = str(mv[pos:pos + n_key], 'utf-8')
+            f_key = _BD96(mv[pos:pos + n_key]) if _isb else str(mv[pos:pos + n_key], 'utf-8')
             pos += n_key
             _obj = _new(ZgopKey)
             _obj.entity = f_entity
@@ -14055,7 +14097,8 @@ def _e_zgop_key(out, v):
     out += _b_key
 
 def _em_zgop_key(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S56_pack = _S56.pack
     _S6_pack = _S6.pack
     for v in values:
@@ -14066,8 +14109,8 @@ def _em_zgop_key(values):
         _b_key = v.key.encode()
         _p.append(_S6_pack(len(_b_key)))
         _p.append(_b_key)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_zgop_expected(mv, pos, end):
     if pos + 1 > end:
@@ -14208,7 +14251,8 @@ def _e_zgop_expected(out, v):
         raise EncodeError('field is present but its condition is false', path='revision')
 
 def _em_zgop_expected(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S28_pack = _S28.pack
     _S30_pack = _S30.pack
     _S6_pack = _S6.pack
@@ -14227,8 +14271,8 @@ def _em_zgop_expected(values):
             _p.append(_S6_pack(v.revision))
         elif v.revision is not None:
             raise EncodeError('field is present but its condition is false', path='revision')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_zgop(mv, pos, end):
     if pos + 8 > end:
@@ -14372,7 +14416,8 @@ def _d_zgop(mv, pos, end):
     return _obj, pos
 
 def _u_zgop(mv, pos, end):
-    f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S112.unpack_from(mv, pos)
+    _isb = mv.__class__ is bytes
+    f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S113.unpack_from(mv, pos)
     _r54 = pos
     pos += 8
     if f_magic != b'ZGOP':
@@ -14389,11 +14434,11 @@ def _u_zgop(mv, pos, end):
         if _zgop_key___v is None:
             raise ConstraintError('unknown entity_kind value', offset=_zgop_key___r56, path='entity', expected=[1, 2], found=_zgop_key__f_entity)
         _zgop_key__f_entity = _zgop_key___v
-        _zgop_key__f_namespace = str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
+        _zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
         pos += _zgop_key__n_namespace
         _zgop_key__n_key, = _S6.unpack_from(mv, pos)
         pos += 8
-        _zgop_key__f_key = str(mv[pos:pos + _zgop_key__n_key], 'utf-8')
+        _zgop_key__f_key = _BD96(mv[pos:pos + _zgop_key__n_key]) if _isb else str(mv[pos:pos + _zgop_key__n_key], 'utf-8')
         pos += _zgop_key__n_key
         _zgop_key___obj = _new(ZgopKey)
         _zgop_key___obj.entity = _zgop_key__f_entity
@@ -14472,7 +14517,8 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S112_unpack_from = _S112.unpack_from
+    _isb = mv.__class__ is bytes
+    _S113_unpack_from = _S113.unpack_from
     _S28_unpack_from = _S28.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S59_unpack_from = _S59.unpack_from
@@ -14483,7 +14529,7 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S112_unpack_from(mv, pos)
+            f_magic, f_version, f_operation, f_key_present, _zgop_key__f_entity, _zgop_key__n_namespace = _S113_unpack_from(mv, pos)
             _r54 = pos
             pos += 8
             if f_magic != b'ZGOP':
@@ -14500,11 +14546,11 @@ def _m_zgop(mv, pos, end, _rest=_decode_many):
                 if _zgop_key___v is None:
                     raise ConstraintError('unknown entity_kind value', offset=_zgop_key___r56, path='entity', expected=[1, 2], found=_zgop_key__f_entity)
                 _zgop_key__f_entity = _zgop_key___v
-                _zgop_key__f_namespace = str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
+                _zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop_key__n_namespace], 'utf-8')
                 pos += _zgop_key__n_namespace
                 _zgop_key__n_key, = _S6_unpack_from(mv, pos)
                 pos += 8
-                _zgop_key__f_key = str(mv[pos:pos + _zgop_key__n_key], 'utf-8')
+                _zgop_key__f_key = _BD96(mv[pos:pos + _zgop_key__n_key]) if _isb else str(mv[pos:pos + _zgop_key__n_key], 'utf-8')
                 pos += _zgop_key__n_key
                 _zgop_key___obj = _new(ZgopKey)
                 _zgop_key___obj.entity = _zgop_key__f_entity
@@ -14615,7 +14661,8 @@ def _e_zgop(out, v):
     out += _S62.pack(v.incarnation_kind, (v.incarnation).to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation)
 
 def _em_zgop(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S28_pack = _S28.pack
     _S30_pack = _S30.pack
     _S54_pack = _S54.pack
@@ -14652,8 +14699,8 @@ def _em_zgop(values):
         elif _zgop_expected__v.revision is not None:
             raise EncodeError('field is present but its condition is false', path='revision')
         _p.append(_S62_pack(v.incarnation_kind, v.incarnation.to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_zgw_mutation(mv, pos, end):
     if pos + 16 > end:
@@ -14888,7 +14935,8 @@ def _d_zgw_mutation(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_mutation(mv, pos, end):
-    f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S113.unpack_from(mv, pos)
+    _isb = mv.__class__ is bytes
+    f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S114.unpack_from(mv, pos)
     _r52 = pos
     pos += 16
     if not (f_live == 0 or f_live == 1):
@@ -14926,11 +14974,11 @@ def _u_zgw_mutation(mv, pos, end):
         if _zgop___zgop_key___v is None:
             raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_key___r56, path='entity', expected=[1, 2], found=_zgop___zgop_key__f_entity)
         _zgop___zgop_key__f_entity = _zgop___zgop_key___v
-        _zgop___zgop_key__f_namespace = str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
+        _zgop___zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop___zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
         pos += _zgop___zgop_key__n_namespace
         _zgop___zgop_key__n_key, = _S6.unpack_from(mv, pos)
         pos += 8
-        _zgop___zgop_key__f_key = str(mv[pos:pos + _zgop___zgop_key__n_key], 'utf-8')
+        _zgop___zgop_key__f_key = _BD96(mv[pos:pos + _zgop___zgop_key__n_key]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_key], 'utf-8')
         pos += _zgop___zgop_key__n_key
         _zgop___zgop_key___obj = _new(ZgopKey)
         _zgop___zgop_key___obj.entity = _zgop___zgop_key__f_entity
@@ -14979,7 +15027,7 @@ def _u_zgw_mutation(mv, pos, end):
     _zgop___zgop_expected___obj.entity = _zgop___zgop_expected__f_entity
     _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
     _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
-    _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S114.unpack_from(mv, pos)
+    _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S115.unpack_from(mv, pos)
     _zgop___r62 = pos
     pos += 26
     _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
@@ -15060,8 +15108,9 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S113_unpack_from = _S113.unpack_from
+    _isb = mv.__class__ is bytes
     _S114_unpack_from = _S114.unpack_from
+    _S115_unpack_from = _S115.unpack_from
     _S28_unpack_from = _S28.unpack_from
     _S30_unpack_from = _S30.unpack_from
     _S59_unpack_from = _S59.unpack_from
@@ -15071,7 +15120,7 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S113_unpack_from(mv, pos)
+            f_live, f_membership, f_reserved, f_zgop_len, _zgop__f_magic, _zgop__f_version, _zgop__f_operation, _zgop__f_key_present, _zgop___zgop_key__f_entity, _zgop___zgop_key__n_namespace = _S114_unpack_from(mv, pos)
             _r52 = pos
             pos += 16
             if not (f_live == 0 or f_live == 1):
@@ -15109,11 +15158,11 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
                 if _zgop___zgop_key___v is None:
                     raise ConstraintError('unknown entity_kind value', offset=_zgop___zgop_key___r56, path='entity', expected=[1, 2], found=_zgop___zgop_key__f_entity)
                 _zgop___zgop_key__f_entity = _zgop___zgop_key___v
-                _zgop___zgop_key__f_namespace = str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
+                _zgop___zgop_key__f_namespace = _BD96(mv[pos:pos + _zgop___zgop_key__n_namespace]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_namespace], 'utf-8')
                 pos += _zgop___zgop_key__n_namespace
                 _zgop___zgop_key__n_key, = _S6_unpack_from(mv, pos)
                 pos += 8
-                _zgop___zgop_key__f_key = str(mv[pos:pos + _zgop___zgop_key__n_key], 'utf-8')
+                _zgop___zgop_key__f_key = _BD96(mv[pos:pos + _zgop___zgop_key__n_key]) if _isb else str(mv[pos:pos + _zgop___zgop_key__n_key], 'utf-8')
                 pos += _zgop___zgop_key__n_key
                 _zgop___zgop_key___obj = _new(ZgopKey)
                 _zgop___zgop_key___obj.entity = _zgop___zgop_key__f_entity
@@ -15162,7 +15211,7 @@ def _m_zgw_mutation(mv, pos, end, _rest=_decode_many):
             _zgop___zgop_expected___obj.entity = _zgop___zgop_expected__f_entity
             _zgop___zgop_expected___obj.entity_id = _zgop___zgop_expected__f_entity_id
             _zgop___zgop_expected___obj.revision = _zgop___zgop_expected__f_revision
-            _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S114_unpack_from(mv, pos)
+            _zgop__f_incarnation_kind, _zgop__f_incarnation, _zgop__f_delete_mode, _zgop__f_original_generation, _optional_ref__f_present, _optional_ref__f_reserved, _optional_ref___required_ref___artifact_descriptor__f_store, _optional_ref___required_ref___artifact_descriptor__f_artifact, _optional_ref___required_ref___artifact_descriptor__f_creation_generation, _optional_ref___required_ref___artifact_descriptor__f_creation_serial, _optional_ref___required_ref___artifact_descriptor__f_complete_file_length, _optional_ref___required_ref___artifact_descriptor__f_family, _optional_ref___required_ref___artifact_descriptor__f_version, _optional_ref___required_ref___artifact_descriptor__f_whole_file_checksum, _optional_ref___required_ref__f_artifact, _optional_ref___required_ref__f_offset, _optional_ref___required_ref__f_length, _optional_ref___required_ref__f_block_kind, _optional_ref___required_ref__f_block_version = _S115_unpack_from(mv, pos)
             _zgop___r62 = pos
             pos += 26
             _zgop___v = _ENTITYKIND_BY_VALUE.get(_zgop__f_incarnation_kind)
@@ -15388,7 +15437,7 @@ def _d_zgw_inventory(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_inventory(mv, pos, end):
-    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S102.unpack_from(mv, pos)
+    _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S103.unpack_from(mv, pos)
     pos += 64
     _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
     _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15420,13 +15469,13 @@ def _m_zgw_inventory(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S102_unpack_from = _S102.unpack_from
+    _S103_unpack_from = _S103.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S102_unpack_from(mv, pos)
+            _artifact_descriptor__f_store, _artifact_descriptor__f_artifact, _artifact_descriptor__f_creation_generation, _artifact_descriptor__f_creation_serial, _artifact_descriptor__f_complete_file_length, _artifact_descriptor__f_family, _artifact_descriptor__f_version, _artifact_descriptor__f_whole_file_checksum, f_state, f_reserved, f_intent = _S103_unpack_from(mv, pos)
             pos += 64
             _artifact_descriptor__f_store = int.from_bytes(_artifact_descriptor__f_store, 'little', signed=False)
             _artifact_descriptor__f_artifact = int.from_bytes(_artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15612,7 +15661,7 @@ def _d_zgw_reclaim_intent(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_reclaim_intent(mv, pos, end):
-    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S103.unpack_from(mv, pos)
+    f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S104.unpack_from(mv, pos)
     _r72 = pos
     pos += 48
     f_id = int.from_bytes(f_id, 'little', signed=False)
@@ -15647,7 +15696,7 @@ def _u_zgw_reclaim_intent(mv, pos, end):
     _required_ref___obj.block_version = _required_ref__f_block_version
     f_protected = _required_ref___obj
     pos += 8
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S104.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S105.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15714,15 +15763,15 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S103_unpack_from = _S103.unpack_from
     _S104_unpack_from = _S104.unpack_from
+    _S105_unpack_from = _S105.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S103_unpack_from(mv, pos)
+            f_id, f_capture_generation, f_capture_sequence, f_serial_fence, f_completed_mark_state, f_reserved, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_protected_digest = _S104_unpack_from(mv, pos)
             _r72 = pos
             pos += 48
             f_id = int.from_bytes(f_id, 'little', signed=False)
@@ -15757,7 +15806,7 @@ def _m_zgw_reclaim_intent(mv, pos, end, _rest=_decode_many):
             _required_ref___obj.block_version = _required_ref__f_block_version
             f_protected = _required_ref___obj
             pos += 8
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S104_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_mark_digest, f_candidate_count, f_reserved2 = _S105_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -15844,7 +15893,8 @@ def _e_zgw_reclaim_intent(out, v):
         out += _S66.pack((_x.store).to_bytes(16, 'little', signed=False), (_x.artifact).to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum)
 
 def _em_zgw_reclaim_intent(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S6_pack = _S6.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
@@ -15867,8 +15917,8 @@ def _em_zgw_reclaim_intent(values):
             raise EncodeError('expected ' + str(len(v.candidates)) + ' items, found ' + str(len(v.candidates)), path='candidates')
         for _x in v.candidates:
             _p.append(_S66_pack(_x.store.to_bytes(16, 'little', signed=False), _x.artifact.to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_descriptor_list(mv, pos, end):
     if pos + 8 > end:
@@ -16138,7 +16188,7 @@ def _d_zgw_reclaim_complete(mv, pos, end):
     return _obj, pos
 
 def _u_zgw_reclaim_complete(mv, pos, end):
-    f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S105.unpack_from(mv, pos)
+    f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S106.unpack_from(mv, pos)
     pos += 16
     f_id = int.from_bytes(f_id, 'little', signed=False)
     pos += 64
@@ -16239,7 +16289,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S105_unpack_from = _S105.unpack_from
+    _S106_unpack_from = _S106.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
@@ -16247,7 +16297,7 @@ def _m_zgw_reclaim_complete(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S105_unpack_from(mv, pos)
+            f_id, _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_durable_state, f_reserved, _descriptor_list__f_count, _descriptor_list__f_reserved = _S106_unpack_from(mv, pos)
             pos += 16
             f_id = int.from_bytes(f_id, 'little', signed=False)
             pos += 64
@@ -16371,7 +16421,8 @@ def _e_zgw_reclaim_complete(out, v):
         out += _S66.pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum)
 
 def _em_zgw_reclaim_complete(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S30_pack = _S30.pack
     _S41_pack = _S41.pack
     _S64_pack = _S64.pack
@@ -16397,12 +16448,12 @@ def _em_zgw_reclaim_complete(values):
             raise EncodeError('expected ' + str(len(_descriptor_list__v.rows)) + ' items, found ' + str(len(_descriptor_list__v.rows)), path='rows')
         for _descriptor_list___x in _descriptor_list__v.rows:
             _p.append(_S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_spill_binding(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T115)
+        raise _short(pos, end, _T116)
     f_store, f_session, f_capture_generation, f_target_generation, f_sequence, f_serial_fence = _S43.unpack_from(mv, pos)
     pos += 64
     f_store = int.from_bytes(f_store, 'little', signed=False)
@@ -16603,12 +16654,12 @@ def _em_zgcp_prepared_inventory(values):
 
 def _d_zgcp_captured_base(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T117)
-    f_unpinned, = _S116.unpack_from(mv, pos)
+        raise _short(pos, end, _T118)
+    f_unpinned, = _S117.unpack_from(mv, pos)
     pos += 8
     try:
         if pos + 64 > end:
-            raise _short(pos, end, _T115)
+            raise _short(pos, end, _T116)
         _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence = _S43.unpack_from(mv, pos)
         pos += 64
         _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
@@ -16624,12 +16675,12 @@ def _d_zgcp_captured_base(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('binding') from None
     if pos + 24 > end:
-        raise _short(pos, end, _T119)
-    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S118.unpack_from(mv, pos)
-    _r118 = pos
+        raise _short(pos, end, _T120)
+    f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S119.unpack_from(mv, pos)
+    _r119 = pos
     pos += 24
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r118 + 20, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r119 + 20, path='reserved', expected=0, found=f_reserved)
     _n = f_state_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_n)
@@ -16654,7 +16705,7 @@ def _d_zgcp_captured_base(mv, pos, end):
     return _obj, pos
 
 def _u_zgcp_captured_base(mv, pos, end):
-    f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S120.unpack_from(mv, pos)
+    f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S121.unpack_from(mv, pos)
     pos += 8
     pos += 64
     _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
@@ -16666,10 +16717,10 @@ def _u_zgcp_captured_base(mv, pos, end):
     _spill_binding___obj.target_generation = _spill_binding__f_target_generation
     _spill_binding___obj.sequence = _spill_binding__f_sequence
     _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
-    _r118 = pos
+    _r119 = pos
     pos += 24
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r118 + 20, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r119 + 20, path='reserved', expected=0, found=f_reserved)
     if f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
     if pos + f_state_len > end:
@@ -16696,13 +16747,13 @@ def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S120_unpack_from = _S120.unpack_from
+    _S121_unpack_from = _S121.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S120_unpack_from(mv, pos)
+            f_unpinned, _spill_binding__f_store, _spill_binding__f_session, _spill_binding__f_capture_generation, _spill_binding__f_target_generation, _spill_binding__f_sequence, _spill_binding__f_serial_fence, f_absorbed_through, f_manifest_generation, f_state_len, f_reserved = _S121_unpack_from(mv, pos)
             pos += 8
             pos += 64
             _spill_binding__f_store = int.from_bytes(_spill_binding__f_store, 'little', signed=False)
@@ -16714,10 +16765,10 @@ def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
             _spill_binding___obj.target_generation = _spill_binding__f_target_generation
             _spill_binding___obj.sequence = _spill_binding__f_sequence
             _spill_binding___obj.serial_fence = _spill_binding__f_serial_fence
-            _r118 = pos
+            _r119 = pos
             pos += 24
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r118 + 20, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r119 + 20, path='reserved', expected=0, found=f_reserved)
             if f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
             if pos + f_state_len > end:
@@ -16747,11 +16798,11 @@ def _m_zgcp_captured_base(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_zgcp_captured_base(out, v):
-    out += _S116.pack(v.unpinned)
+    out += _S117.pack(v.unpinned)
     _spill_binding__v = v.binding
     out += _S43.pack(_spill_binding__v.store.to_bytes(16, 'little', signed=False), _spill_binding__v.session.to_bytes(16, 'little', signed=False), _spill_binding__v.capture_generation, _spill_binding__v.target_generation, _spill_binding__v.sequence, _spill_binding__v.serial_fence)
     _at_state_len = len(out) + 16
-    out += _S118.pack(v.absorbed_through, v.manifest_generation, 0, 0)
+    out += _S119.pack(v.absorbed_through, v.manifest_generation, 0, 0)
     _ps = len(out)
     _commit_state__v = v.state
     out += _S82.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -16813,8 +16864,8 @@ def _e_zgcp_captured_base(out, v):
 
 def _em_zgcp_captured_base(values):
     out = bytearray()
-    _S116_pack = _S116.pack
-    _S118_pack = _S118.pack
+    _S117_pack = _S117.pack
+    _S119_pack = _S119.pack
     _S41_pack = _S41.pack
     _S43_pack = _S43.pack
     _S6_pack = _S6.pack
@@ -16823,11 +16874,11 @@ def _em_zgcp_captured_base(values):
     _S68_pack = _S68.pack
     _S82_pack = _S82.pack
     for v in values:
-        out += _S116_pack(v.unpinned)
+        out += _S117_pack(v.unpinned)
         _spill_binding__v = v.binding
         out += _S43_pack(_spill_binding__v.store.to_bytes(16, 'little', signed=False), _spill_binding__v.session.to_bytes(16, 'little', signed=False), _spill_binding__v.capture_generation, _spill_binding__v.target_generation, _spill_binding__v.sequence, _spill_binding__v.serial_fence)
         _at_state_len = len(out) + 16
-        out += _S118_pack(v.absorbed_through, v.manifest_generation, 0, 0)
+        out += _S119_pack(v.absorbed_through, v.manifest_generation, 0, 0)
         _ps = len(out)
         _commit_state__v = v.state
         out += _S82_pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -16890,19 +16941,19 @@ def _em_zgcp_captured_base(values):
 
 def _d_zgcp_participant(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T122)
-    f_magic, f_role, f_version = _S121.unpack_from(mv, pos)
-    _r121 = pos
+        raise _short(pos, end, _T123)
+    f_magic, f_role, f_version = _S122.unpack_from(mv, pos)
+    _r122 = pos
     pos += 8
-    _s_magic = _r121
+    _s_magic = _r122
     if f_magic != b'ZGCP':
-        raise ConstraintError('bad magic', offset=_r121, path='magic', expected=b'ZGCP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r122, path='magic', expected=b'ZGCP', found=f_magic)
     _v = _ZGCPROLE_BY_VALUE.get(f_role)
     if _v is None:
-        raise ConstraintError('unknown zgcp_role value', offset=_r121 + 4, path='role', expected=[1, 2, 3, 4, 5, 6, 7], found=f_role)
+        raise ConstraintError('unknown zgcp_role value', offset=_r122 + 4, path='role', expected=[1, 2, 3, 4, 5, 6, 7], found=f_role)
     f_role = _v
     if not (f_version == 1):
-        raise UnsupportedError('unsupported ZGCP participant version', offset=_r121 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGCP participant version', offset=_r122 + 6, path='version', expected='version == 1', found=f_version)
     _tag = f_role
     if _tag == 2:
         try:
@@ -16946,12 +16997,12 @@ def _d_zgcp_participant(mv, pos, end):
     elif _tag == 7:
         try:
             if pos + 8 > end:
-                raise _short(pos, end, _T117)
-            _zgcp_captured_base__f_unpinned, = _S116.unpack_from(mv, pos)
+                raise _short(pos, end, _T118)
+            _zgcp_captured_base__f_unpinned, = _S117.unpack_from(mv, pos)
             pos += 8
             try:
                 if pos + 64 > end:
-                    raise _short(pos, end, _T115)
+                    raise _short(pos, end, _T116)
                 _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence = _S43.unpack_from(mv, pos)
                 pos += 64
                 _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -16967,12 +17018,12 @@ def _d_zgcp_participant(mv, pos, end):
             except DecodeError as _exc:
                 raise _exc.prefixed('binding') from None
             if pos + 24 > end:
-                raise _short(pos, end, _T119)
-            _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S118.unpack_from(mv, pos)
-            _zgcp_captured_base___r118 = pos
+                raise _short(pos, end, _T120)
+            _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S119.unpack_from(mv, pos)
+            _zgcp_captured_base___r119 = pos
             pos += 24
             if _zgcp_captured_base__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r118 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r119 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
             _zgcp_captured_base___n = _zgcp_captured_base__f_state_len
             if _zgcp_captured_base___n < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base___n)
@@ -17019,15 +17070,16 @@ def _d_zgcp_participant(mv, pos, end):
     return _obj, pos
 
 def _u_zgcp_participant(mv, pos, end):
-    f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S123.unpack_from(mv, pos)
-    _r121 = pos
+    _isb = mv.__class__ is bytes
+    f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S124.unpack_from(mv, pos)
+    _r122 = pos
     pos += 8
     if f_magic != b'ZGCP':
-        raise ConstraintError('bad magic', offset=_r121, path='magic', expected=b'ZGCP', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r122, path='magic', expected=b'ZGCP', found=f_magic)
     _tag = f_role
     f_role = _ZGCPROLE_BY_VALUE[f_role]
     if not f_version == 1:
-        raise UnsupportedError('unsupported ZGCP participant version', offset=_r121 + 6, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported ZGCP participant version', offset=_r122 + 6, path='version', expected='version == 1', found=f_version)
     if _tag == 2:
         _zgcp_prepared_inventory___r41 = pos
         pos += 8
@@ -17055,7 +17107,7 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
         f_body = _zgcp_prepared_inventory___obj
     elif _tag == 7:
-        _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S120.unpack_from(mv, pos)
+        _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S121.unpack_from(mv, pos)
         pos += 8
         pos += 64
         _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -17067,10 +17119,10 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
         _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
         _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-        _zgcp_captured_base___r118 = pos
+        _zgcp_captured_base___r119 = pos
         pos += 24
         if _zgcp_captured_base__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r118 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r119 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
         if _zgcp_captured_base__f_state_len < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base__f_state_len)
         if pos + _zgcp_captured_base__f_state_len > end:
@@ -17092,7 +17144,7 @@ def _u_zgcp_participant(mv, pos, end):
         _zgcp_captured_base___obj.state = _zgcp_captured_base__f_state
         f_body = _zgcp_captured_base___obj
     else:
-        f_body = bytes(mv[pos:end])
+        f_body = mv[pos:end] if _isb else bytes(mv[pos:end])
         if pos > end:
             raise IndexError
         pos = end
@@ -17103,7 +17155,7 @@ def _u_zgcp_participant(mv, pos, end):
     else:
         f_checksum = None
     if f_checksum is not None:
-        _ck = _ck_xxh3_64(mv[_r121:_e_body])
+        _ck = _ck_xxh3_64(mv[_r122:_e_body])
         if f_checksum != _ck:
             raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_ck, found=f_checksum)
     _obj = _new(ZgcpParticipant)
@@ -17116,8 +17168,9 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S120_unpack_from = _S120.unpack_from
-    _S123_unpack_from = _S123.unpack_from
+    _isb = mv.__class__ is bytes
+    _S121_unpack_from = _S121.unpack_from
+    _S124_unpack_from = _S124.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S66_unpack_from = _S66.unpack_from
     try:
@@ -17125,15 +17178,15 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S123_unpack_from(mv, pos)
-            _r121 = pos
+            f_magic, f_role, f_version, _zgcp_prepared_inventory__f_count, _zgcp_prepared_inventory__f_reserved = _S124_unpack_from(mv, pos)
+            _r122 = pos
             pos += 8
             if f_magic != b'ZGCP':
-                raise ConstraintError('bad magic', offset=_r121, path='magic', expected=b'ZGCP', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r122, path='magic', expected=b'ZGCP', found=f_magic)
             _tag = f_role
             f_role = _ZGCPROLE_BY_VALUE[f_role]
             if not f_version == 1:
-                raise UnsupportedError('unsupported ZGCP participant version', offset=_r121 + 6, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported ZGCP participant version', offset=_r122 + 6, path='version', expected='version == 1', found=f_version)
             if _tag == 2:
                 _zgcp_prepared_inventory___r41 = pos
                 pos += 8
@@ -17161,7 +17214,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 _zgcp_prepared_inventory___obj.descriptors = _zgcp_prepared_inventory__f_descriptors
                 f_body = _zgcp_prepared_inventory___obj
             elif _tag == 7:
-                _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S120_unpack_from(mv, pos)
+                _zgcp_captured_base__f_unpinned, _zgcp_captured_base___spill_binding__f_store, _zgcp_captured_base___spill_binding__f_session, _zgcp_captured_base___spill_binding__f_capture_generation, _zgcp_captured_base___spill_binding__f_target_generation, _zgcp_captured_base___spill_binding__f_sequence, _zgcp_captured_base___spill_binding__f_serial_fence, _zgcp_captured_base__f_absorbed_through, _zgcp_captured_base__f_manifest_generation, _zgcp_captured_base__f_state_len, _zgcp_captured_base__f_reserved = _S121_unpack_from(mv, pos)
                 pos += 8
                 pos += 64
                 _zgcp_captured_base___spill_binding__f_store = int.from_bytes(_zgcp_captured_base___spill_binding__f_store, 'little', signed=False)
@@ -17173,10 +17226,10 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 _zgcp_captured_base___spill_binding___obj.target_generation = _zgcp_captured_base___spill_binding__f_target_generation
                 _zgcp_captured_base___spill_binding___obj.sequence = _zgcp_captured_base___spill_binding__f_sequence
                 _zgcp_captured_base___spill_binding___obj.serial_fence = _zgcp_captured_base___spill_binding__f_serial_fence
-                _zgcp_captured_base___r118 = pos
+                _zgcp_captured_base___r119 = pos
                 pos += 24
                 if _zgcp_captured_base__f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r118 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgcp_captured_base___r119 + 20, path='reserved', expected=0, found=_zgcp_captured_base__f_reserved)
                 if _zgcp_captured_base__f_state_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgcp_captured_base__f_state_len)
                 if pos + _zgcp_captured_base__f_state_len > end:
@@ -17198,7 +17251,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
                 _zgcp_captured_base___obj.state = _zgcp_captured_base__f_state
                 f_body = _zgcp_captured_base___obj
             else:
-                f_body = bytes(mv[pos:end])
+                f_body = mv[pos:end] if _isb else bytes(mv[pos:end])
                 if pos > end:
                     raise IndexError
                 pos = end
@@ -17209,7 +17262,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
             else:
                 f_checksum = None
             if f_checksum is not None:
-                _ck = _ck_xxh3_64(mv[_r121:_e_body])
+                _ck = _ck_xxh3_64(mv[_r122:_e_body])
                 if f_checksum != _ck:
                     raise ChecksumError('xxh3_64 mismatch', offset=pos, path='checksum', expected=_ck, found=f_checksum)
             _obj = _new(ZgcpParticipant)
@@ -17226,7 +17279,7 @@ def _m_zgcp_participant(mv, pos, end, _rest=_decode_many):
 
 def _e_zgcp_participant(out, v):
     _s_magic = len(out)
-    out += _S121.pack(b'ZGCP', v.role, 1)
+    out += _S122.pack(b'ZGCP', v.role, 1)
     _tag = v.role
     if _tag == 2:
         _zgcp_prepared_inventory__v = v.body
@@ -17237,11 +17290,11 @@ def _e_zgcp_participant(out, v):
             out += _S66.pack(_zgcp_prepared_inventory___x.store.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.creation_generation, _zgcp_prepared_inventory___x.creation_serial, _zgcp_prepared_inventory___x.complete_file_length, _zgcp_prepared_inventory___x.family, _zgcp_prepared_inventory___x.version, _zgcp_prepared_inventory___x.whole_file_checksum)
     elif _tag == 7:
         _zgcp_captured_base__v = v.body
-        out += _S116.pack(_zgcp_captured_base__v.unpinned)
+        out += _S117.pack(_zgcp_captured_base__v.unpinned)
         _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
         out += _S43.pack(_zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
         _zgcp_captured_base___at_state_len = len(out) + 16
-        out += _S118.pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
+        out += _S119.pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
         _zgcp_captured_base___ps = len(out)
         _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
         out += _S82.pack(_zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -17309,9 +17362,9 @@ def _e_zgcp_participant(out, v):
 
 def _em_zgcp_participant(values):
     out = bytearray()
-    _S116_pack = _S116.pack
-    _S118_pack = _S118.pack
-    _S121_pack = _S121.pack
+    _S117_pack = _S117.pack
+    _S119_pack = _S119.pack
+    _S122_pack = _S122.pack
     _S41_pack = _S41.pack
     _S43_pack = _S43.pack
     _S6_pack = _S6.pack
@@ -17321,7 +17374,7 @@ def _em_zgcp_participant(values):
     _S82_pack = _S82.pack
     for v in values:
         _s_magic = len(out)
-        out += _S121_pack(b'ZGCP', v.role, 1)
+        out += _S122_pack(b'ZGCP', v.role, 1)
         _tag = v.role
         if _tag == 2:
             _zgcp_prepared_inventory__v = v.body
@@ -17332,11 +17385,11 @@ def _em_zgcp_participant(values):
                 out += _S66_pack(_zgcp_prepared_inventory___x.store.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.artifact.to_bytes(16, 'little', signed=False), _zgcp_prepared_inventory___x.creation_generation, _zgcp_prepared_inventory___x.creation_serial, _zgcp_prepared_inventory___x.complete_file_length, _zgcp_prepared_inventory___x.family, _zgcp_prepared_inventory___x.version, _zgcp_prepared_inventory___x.whole_file_checksum)
         elif _tag == 7:
             _zgcp_captured_base__v = v.body
-            out += _S116_pack(_zgcp_captured_base__v.unpinned)
+            out += _S117_pack(_zgcp_captured_base__v.unpinned)
             _zgcp_captured_base___spill_binding__v = _zgcp_captured_base__v.binding
             out += _S43_pack(_zgcp_captured_base___spill_binding__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.session.to_bytes(16, 'little', signed=False), _zgcp_captured_base___spill_binding__v.capture_generation, _zgcp_captured_base___spill_binding__v.target_generation, _zgcp_captured_base___spill_binding__v.sequence, _zgcp_captured_base___spill_binding__v.serial_fence)
             _zgcp_captured_base___at_state_len = len(out) + 16
-            out += _S118_pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
+            out += _S119_pack(_zgcp_captured_base__v.absorbed_through, _zgcp_captured_base__v.manifest_generation, 0, 0)
             _zgcp_captured_base___ps = len(out)
             _zgcp_captured_base___commit_state__v = _zgcp_captured_base__v.state
             out += _S82_pack(_zgcp_captured_base___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.generation, _zgcp_captured_base___commit_state__v.sequence, _zgcp_captured_base___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgcp_captured_base___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -17406,20 +17459,20 @@ def _d_fold_authority(mv, pos, end):
     _c = 4
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-    _st = _RC124.get(_c)
+    _st = _RC125.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC124) < 64:
-            _RC124[_c] = _st
+        if len(_RC125) < 64:
+            _RC125[_c] = _st
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + 72 > end:
-        raise _short(pos, end, _T126)
-    f_reserved, = _S125.unpack_from(mv, pos)
-    _r125 = pos
+        raise _short(pos, end, _T127)
+    f_reserved, = _S126.unpack_from(mv, pos)
+    _r126 = pos
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r126, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _obj = _new(FoldAuthority)
     _obj.values = f_values
     return _obj, pos
@@ -17428,18 +17481,18 @@ def _u_fold_authority(mv, pos, end):
     _c = 4
     if _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-    _st = _RC124.get(_c)
+    _st = _RC125.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC124) < 64:
-            _RC124[_c] = _st
+        if len(_RC125) < 64:
+            _RC125[_c] = _st
     f_values = list(_st.unpack_from(mv, pos))
     pos += _c * 8
-    f_reserved, = _S125.unpack_from(mv, pos)
-    _r125 = pos
+    f_reserved, = _S126.unpack_from(mv, pos)
+    _r126 = pos
     pos += 72
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r126, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _obj = _new(FoldAuthority)
     _obj.values = f_values
     return (_obj, pos)
@@ -17449,7 +17502,7 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S125_unpack_from = _S125.unpack_from
+    _S126_unpack_from = _S126.unpack_from
     try:
         while True:
             if pos >= end:
@@ -17458,18 +17511,18 @@ def _m_fold_authority(mv, pos, end, _rest=_decode_many):
             _c = 4
             if _c * 8 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='values', expected=_c * 8, found=end - pos)
-            _st = _RC124.get(_c)
+            _st = _RC125.get(_c)
             if _st is None:
                 _st = struct.Struct('<' + str(_c) + 'Q')
-                if len(_RC124) < 64:
-                    _RC124[_c] = _st
+                if len(_RC125) < 64:
+                    _RC125[_c] = _st
             f_values = list(_st.unpack_from(mv, pos))
             pos += _c * 8
-            f_reserved, = _S125_unpack_from(mv, pos)
-            _r125 = pos
+            f_reserved, = _S126_unpack_from(mv, pos)
+            _r126 = pos
             pos += 72
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r126, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             _obj = _new(FoldAuthority)
             _obj.values = f_values
             _append(_obj)
@@ -17485,16 +17538,16 @@ def _e_fold_authority(out, v):
     if len(v.values) != 4:
         raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.values)), path='values')
     out += struct.pack('<' + str(len(v.values)) + 'Q', *v.values)
-    out += _S125.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S126.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _em_fold_authority(values):
     out = bytearray()
-    _S125_pack = _S125.pack
+    _S126_pack = _S126.pack
     for v in values:
         if len(v.values) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.values)), path='values')
         out += struct.pack('<' + str(len(v.values)) + 'Q', *v.values)
-        out += _S125_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S126_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     return bytes(out)
 
 def _d_captured_base_value(mv, pos, end):
@@ -17537,7 +17590,7 @@ def _d_captured_base_value(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('ref') from None
     if pos + 8 > end:
-        raise _short(pos, end, _T127)
+        raise _short(pos, end, _T128)
     f_sequence, = _S6.unpack_from(mv, pos)
     pos += 8
     _obj = _new(CapturedBaseValue)
@@ -17546,7 +17599,7 @@ def _d_captured_base_value(mv, pos, end):
     return _obj, pos
 
 def _u_captured_base_value(mv, pos, end):
-    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S128.unpack_from(mv, pos)
+    _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S129.unpack_from(mv, pos)
     pos += 64
     _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
     _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17582,13 +17635,13 @@ def _m_captured_base_value(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S128_unpack_from = _S128.unpack_from
+    _S129_unpack_from = _S129.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S128_unpack_from(mv, pos)
+            _required_ref___artifact_descriptor__f_store, _required_ref___artifact_descriptor__f_artifact, _required_ref___artifact_descriptor__f_creation_generation, _required_ref___artifact_descriptor__f_creation_serial, _required_ref___artifact_descriptor__f_complete_file_length, _required_ref___artifact_descriptor__f_family, _required_ref___artifact_descriptor__f_version, _required_ref___artifact_descriptor__f_whole_file_checksum, _required_ref__f_artifact, _required_ref__f_offset, _required_ref__f_length, _required_ref__f_block_kind, _required_ref__f_block_version, f_sequence = _S129_unpack_from(mv, pos)
             pos += 64
             _required_ref___artifact_descriptor__f_store = int.from_bytes(_required_ref___artifact_descriptor__f_store, 'little', signed=False)
             _required_ref___artifact_descriptor__f_artifact = int.from_bytes(_required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17634,7 +17687,8 @@ def _e_captured_base_value(out, v):
     out += _S6.pack(v.sequence)
 
 def _em_captured_base_value(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S6_pack = _S6.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
@@ -17645,12 +17699,12 @@ def _em_captured_base_value(values):
         _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
         _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
         _p.append(_S6_pack(v.sequence))
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_protected_value(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T129)
+        raise _short(pos, end, _T130)
     f_tag, f_reserved = _S64.unpack_from(mv, pos)
     _r64 = pos
     pos += 8
@@ -17674,20 +17728,20 @@ def _d_protected_value(mv, pos, end):
             _fold_authority___c = 4
             if _fold_authority___c < 0 or _fold_authority___c * 8 > end - pos:
                 raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-            _fold_authority___st = _RC124.get(_fold_authority___c)
+            _fold_authority___st = _RC125.get(_fold_authority___c)
             if _fold_authority___st is None:
                 _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-                if len(_RC124) < 64:
-                    _RC124[_fold_authority___c] = _fold_authority___st
+                if len(_RC125) < 64:
+                    _RC125[_fold_authority___c] = _fold_authority___st
             _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
             pos += _fold_authority___c * 8
             if pos + 72 > end:
-                raise _short(pos, end, _T126)
-            _fold_authority__f_reserved, = _S125.unpack_from(mv, pos)
-            _fold_authority___r125 = pos
+                raise _short(pos, end, _T127)
+            _fold_authority__f_reserved, = _S126.unpack_from(mv, pos)
+            _fold_authority___r126 = pos
             pos += 72
             if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r126, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
             _fold_authority___obj = _new(FoldAuthority)
             _fold_authority___obj.values = _fold_authority__f_values
             f_value = _fold_authority___obj
@@ -17734,7 +17788,7 @@ def _d_protected_value(mv, pos, end):
             except DecodeError as _exc:
                 raise _exc.prefixed('ref') from None
             if pos + 8 > end:
-                raise _short(pos, end, _T127)
+                raise _short(pos, end, _T128)
             _captured_base_value__f_sequence, = _S6.unpack_from(mv, pos)
             pos += 8
             _captured_base_value___obj = _new(CapturedBaseValue)
@@ -17775,23 +17829,23 @@ def _u_protected_value(mv, pos, end):
         _fold_authority___c = 4
         if _fold_authority___c * 8 > end - pos:
             raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-        _fold_authority___st = _RC124.get(_fold_authority___c)
+        _fold_authority___st = _RC125.get(_fold_authority___c)
         if _fold_authority___st is None:
             _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-            if len(_RC124) < 64:
-                _RC124[_fold_authority___c] = _fold_authority___st
+            if len(_RC125) < 64:
+                _RC125[_fold_authority___c] = _fold_authority___st
         _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
         pos += _fold_authority___c * 8
-        _fold_authority__f_reserved, = _S125.unpack_from(mv, pos)
-        _fold_authority___r125 = pos
+        _fold_authority__f_reserved, = _S126.unpack_from(mv, pos)
+        _fold_authority___r126 = pos
         pos += 72
         if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r126, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
         _fold_authority___obj = _new(FoldAuthority)
         _fold_authority___obj.values = _fold_authority__f_values
         f_value = _fold_authority___obj
     elif f_tag == 6:
-        _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S128.unpack_from(mv, pos)
+        _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S129.unpack_from(mv, pos)
         pos += 64
         _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
         _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17836,8 +17890,8 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S125_unpack_from = _S125.unpack_from
-    _S128_unpack_from = _S128.unpack_from
+    _S126_unpack_from = _S126.unpack_from
+    _S129_unpack_from = _S129.unpack_from
     _S64_unpack_from = _S64.unpack_from
     try:
         while True:
@@ -17865,23 +17919,23 @@ def _m_protected_value(mv, pos, end, _rest=_decode_many):
                 _fold_authority___c = 4
                 if _fold_authority___c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_fold_authority___c) + ' needs at least ' + str(_fold_authority___c * 8) + ' bytes', offset=pos, path='values', expected=_fold_authority___c * 8, found=end - pos)
-                _fold_authority___st = _RC124.get(_fold_authority___c)
+                _fold_authority___st = _RC125.get(_fold_authority___c)
                 if _fold_authority___st is None:
                     _fold_authority___st = struct.Struct('<' + str(_fold_authority___c) + 'Q')
-                    if len(_RC124) < 64:
-                        _RC124[_fold_authority___c] = _fold_authority___st
+                    if len(_RC125) < 64:
+                        _RC125[_fold_authority___c] = _fold_authority___st
                 _fold_authority__f_values = list(_fold_authority___st.unpack_from(mv, pos))
                 pos += _fold_authority___c * 8
-                _fold_authority__f_reserved, = _S125_unpack_from(mv, pos)
-                _fold_authority___r125 = pos
+                _fold_authority__f_reserved, = _S126_unpack_from(mv, pos)
+                _fold_authority___r126 = pos
                 pos += 72
                 if _fold_authority__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r125, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_fold_authority___r126, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=_fold_authority__f_reserved)
                 _fold_authority___obj = _new(FoldAuthority)
                 _fold_authority___obj.values = _fold_authority__f_values
                 f_value = _fold_authority___obj
             elif f_tag == 6:
-                _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S128_unpack_from(mv, pos)
+                _captured_base_value___required_ref___artifact_descriptor__f_store, _captured_base_value___required_ref___artifact_descriptor__f_artifact, _captured_base_value___required_ref___artifact_descriptor__f_creation_generation, _captured_base_value___required_ref___artifact_descriptor__f_creation_serial, _captured_base_value___required_ref___artifact_descriptor__f_complete_file_length, _captured_base_value___required_ref___artifact_descriptor__f_family, _captured_base_value___required_ref___artifact_descriptor__f_version, _captured_base_value___required_ref___artifact_descriptor__f_whole_file_checksum, _captured_base_value___required_ref__f_artifact, _captured_base_value___required_ref__f_offset, _captured_base_value___required_ref__f_length, _captured_base_value___required_ref__f_block_kind, _captured_base_value___required_ref__f_block_version, _captured_base_value__f_sequence = _S129_unpack_from(mv, pos)
                 pos += 64
                 _captured_base_value___required_ref___artifact_descriptor__f_store = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_store, 'little', signed=False)
                 _captured_base_value___required_ref___artifact_descriptor__f_artifact = int.from_bytes(_captured_base_value___required_ref___artifact_descriptor__f_artifact, 'little', signed=False)
@@ -17936,7 +17990,7 @@ def _e_protected_value(out, v):
         if len(_fold_authority__v.values) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
         out += struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values)
-        out += _S125.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S126.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     elif _tag == 6:
         _captured_base_value__v = v.value
         _captured_base_value___required_ref__v = _captured_base_value__v.ref
@@ -17948,8 +18002,9 @@ def _e_protected_value(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='value')
 
 def _em_protected_value(values):
-    out = bytearray()
-    _S125_pack = _S125.pack
+    _all = []
+    _a = _all.append
+    _S126_pack = _S126.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
     _S66_pack = _S66.pack
@@ -17963,7 +18018,7 @@ def _em_protected_value(values):
             if len(_fold_authority__v.values) != 4:
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
             _p.append(struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values))
-            _p.append(_S125_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+            _p.append(_S126_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == 6:
             _captured_base_value__v = v.value
             _captured_base_value___required_ref__v = _captured_base_value__v.ref
@@ -17973,12 +18028,12 @@ def _em_protected_value(values):
             _p.append(_S6_pack(_captured_base_value__v.sequence))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='value')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_frame_block(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T130)
+        raise _short(pos, end, _T131)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -17991,7 +18046,7 @@ def _d_frame_block(mv, pos, end):
     pos += _n
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T131)
+        raise _short(pos, end, _T132)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -18003,12 +18058,13 @@ def _d_frame_block(mv, pos, end):
     return _obj, pos
 
 def _u_frame_block(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
     if f_block_len < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_block_len)
-    f_payload = bytes(mv[pos:pos + f_block_len])
+    f_payload = mv[pos:pos + f_block_len] if _isb else bytes(mv[pos:pos + f_block_len])
     pos += f_block_len
     _e_payload = pos
     f_block_checksum, = _S6.unpack_from(mv, pos)
@@ -18026,6 +18082,7 @@ def _m_frame_block(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
@@ -18037,7 +18094,7 @@ def _m_frame_block(mv, pos, end, _rest=_decode_many):
             _s_payload = pos
             if f_block_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=f_block_len)
-            f_payload = bytes(mv[pos:pos + f_block_len])
+            f_payload = mv[pos:pos + f_block_len] if _isb else bytes(mv[pos:pos + f_block_len])
             pos += f_block_len
             _e_payload = pos
             f_block_checksum, = _S6_unpack_from(mv, pos)
@@ -18109,7 +18166,7 @@ def _d_frame_file(mv, pos, end):
     _sec_block = pos
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T130)
+            raise _short(pos, end, _T131)
         _frame_block__f_block_len, = _S6.unpack_from(mv, pos)
         pos += 8
         _frame_block___s_payload = pos
@@ -18122,7 +18179,7 @@ def _d_frame_file(mv, pos, end):
         pos += _frame_block___n
         _frame_block___e_payload = pos
         if pos + 8 > end:
-            raise _short(pos, end, _T131)
+            raise _short(pos, end, _T132)
         _frame_block__f_block_checksum, = _S6.unpack_from(mv, pos)
         _frame_block___r6 = pos
         pos += 8
@@ -18152,6 +18209,7 @@ def _d_frame_file(mv, pos, end):
     return _obj, pos
 
 def _u_frame_file(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _frame_block__f_block_len = _S9.unpack_from(mv, pos)
     _r0 = pos
     pos += 32
@@ -18175,7 +18233,7 @@ def _u_frame_file(mv, pos, end):
     _frame_block___s_payload = pos
     if _frame_block__f_block_len < 0:
         raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_block__f_block_len)
-    _frame_block__f_payload = bytes(mv[pos:pos + _frame_block__f_block_len])
+    _frame_block__f_payload = mv[pos:pos + _frame_block__f_block_len] if _isb else bytes(mv[pos:pos + _frame_block__f_block_len])
     pos += _frame_block__f_block_len
     _frame_block___e_payload = pos
     _frame_block__f_block_checksum, f_file_checksum = _S59.unpack_from(mv, pos)
@@ -18205,6 +18263,7 @@ def _m_frame_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S59_unpack_from = _S59.unpack_from
     _S9_unpack_from = _S9.unpack_from
     try:
@@ -18235,7 +18294,7 @@ def _m_frame_file(mv, pos, end, _rest=_decode_many):
             _frame_block___s_payload = pos
             if _frame_block__f_block_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='payload', expected='>= 0', found=_frame_block__f_block_len)
-            _frame_block__f_payload = bytes(mv[pos:pos + _frame_block__f_block_len])
+            _frame_block__f_payload = mv[pos:pos + _frame_block__f_block_len] if _isb else bytes(mv[pos:pos + _frame_block__f_block_len])
             pos += _frame_block__f_block_len
             _frame_block___e_payload = pos
             _frame_block__f_block_checksum, f_file_checksum = _S59_unpack_from(mv, pos)
@@ -18315,7 +18374,7 @@ def _em_frame_file(values):
 
 def _d_manifest_block(mv, pos, end, p_version):
     if pos + 8 > end:
-        raise _short(pos, end, _T130)
+        raise _short(pos, end, _T131)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -18336,7 +18395,7 @@ def _d_manifest_block(mv, pos, end, p_version):
     end = _outer_end_payload
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T131)
+        raise _short(pos, end, _T132)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -18470,7 +18529,7 @@ def _d_manifest_file_v2(mv, pos, end):
     _sec_block = pos
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T130)
+            raise _short(pos, end, _T131)
         _manifest_block__f_block_len, = _S6.unpack_from(mv, pos)
         pos += 8
         _manifest_block___s_payload = pos
@@ -18491,7 +18550,7 @@ def _d_manifest_file_v2(mv, pos, end):
         end = _manifest_block___outer_end_payload
         _manifest_block___e_payload = pos
         if pos + 8 > end:
-            raise _short(pos, end, _T131)
+            raise _short(pos, end, _T132)
         _manifest_block__f_block_checksum, = _S6.unpack_from(mv, pos)
         _manifest_block___r6 = pos
         pos += 8
@@ -18557,16 +18616,16 @@ def _e_manifest_file(out, v):
 
 def _d_epoch_alias(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T135)
-    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S134.unpack_from(mv, pos)
-    _r134 = pos
+        raise _short(pos, end, _T136)
+    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S135.unpack_from(mv, pos)
+    _r135 = pos
     pos += 24
     if not ((f_present == 0) or (f_present == 1)):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r134, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_r135, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r135 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_present == 1) or ((f_embedding_epoch_id == 0) and (f_tokenizer_epoch_id == 0))):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_r135 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
     _obj = _new(EpochAlias)
     _obj.present = f_present
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18574,15 +18633,15 @@ def _d_epoch_alias(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_alias(mv, pos, end):
-    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S134.unpack_from(mv, pos)
-    _r134 = pos
+    f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S135.unpack_from(mv, pos)
+    _r135 = pos
     pos += 24
     if not (f_present == 0 or f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_r134, path='present', expected='present == 0 or present == 1', found=f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_r135, path='present', expected='present == 0 or present == 1', found=f_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r135 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_r135 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
     _obj = _new(EpochAlias)
     _obj.present = f_present
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18594,21 +18653,21 @@ def _m_epoch_alias(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S134_unpack_from = _S134.unpack_from
+    _S135_unpack_from = _S135.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S134_unpack_from(mv, pos)
-            _r134 = pos
+            f_present, f_reserved, f_embedding_epoch_id, f_tokenizer_epoch_id = _S135_unpack_from(mv, pos)
+            _r135 = pos
             pos += 24
             if not (f_present == 0 or f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_r134, path='present', expected='present == 0 or present == 1', found=f_present)
+                raise ConstraintError('unknown presence tag (alias)', offset=_r135, path='present', expected='present == 0 or present == 1', found=f_present)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r135 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if not (f_present == 1 or (f_embedding_epoch_id == 0 and f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
+                raise ConstraintError('absent alias must carry zero ids', offset=_r135 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=f_tokenizer_epoch_id)
             _obj = _new(EpochAlias)
             _obj.present = f_present
             _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -18623,35 +18682,35 @@ def _m_epoch_alias(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_epoch_alias(out, v):
-    out += _S134.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
+    out += _S135.pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
 
 def _em_epoch_alias(values):
     out = bytearray()
-    _S134_pack = _S134.pack
+    _S135_pack = _S135.pack
     for v in values:
-        out += _S134_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
+        out += _S135_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id, v.tokenizer_epoch_id)
     return bytes(out)
 
 def _d_manifest_segment(mv, pos, end):
     if pos + 52 > end:
-        raise _short(pos, end, _T137)
-    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S136.unpack_from(mv, pos)
-    _r136 = pos
+        raise _short(pos, end, _T138)
+    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S137.unpack_from(mv, pos)
+    _r137 = pos
     pos += 52
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r136 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r136 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r137 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r137 + 20, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r137 + 22, path='reserved', expected=0, found=f_reserved)
     if not ((f_epoch_present == 0) or (f_epoch_present == 1)):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r137 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r137 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
     if not ((f_epoch_present == 1) or (f_embedding_epoch_id == 0)):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero', offset=_r137 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
     _obj = _new(ManifestSegment)
     _obj.segment_id = f_segment_id
     _obj.row_count = f_row_count
@@ -18663,18 +18722,18 @@ def _d_manifest_segment(mv, pos, end):
     return _obj, pos
 
 def _u_manifest_segment(mv, pos, end):
-    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S136.unpack_from(mv, pos)
-    _r136 = pos
+    f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S137.unpack_from(mv, pos)
+    _r137 = pos
     pos += 52
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r137 + 22, path='reserved', expected=0, found=f_reserved)
     if not (f_epoch_present == 0 or f_epoch_present == 1):
-        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+        raise ConstraintError('unknown presence tag (segment epoch)', offset=_r137 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
     if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r137 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
     if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-        raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+        raise ConstraintError('absent segment epoch must be zero', offset=_r137 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
     _obj = _new(ManifestSegment)
     _obj.segment_id = f_segment_id
     _obj.row_count = f_row_count
@@ -18690,24 +18749,24 @@ def _m_manifest_segment(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S136_unpack_from = _S136.unpack_from
+    _S137_unpack_from = _S137.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S136_unpack_from(mv, pos)
-            _r136 = pos
+            f_segment_id, f_row_count, f_scheme, f_reserved, f_dims, f_file_size, f_epoch_present, f_reserved2, f_embedding_epoch_id = _S137_unpack_from(mv, pos)
+            _r137 = pos
             pos += 52
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r137 + 22, path='reserved', expected=0, found=f_reserved)
             if not (f_epoch_present == 0 or f_epoch_present == 1):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r137 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=f_epoch_present)
             if f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r137 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved2)
             if not (f_epoch_present == 1 or f_embedding_epoch_id == 0):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero', offset=_r137 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=f_embedding_epoch_id)
             _obj = _new(ManifestSegment)
             _obj.segment_id = f_segment_id
             _obj.row_count = f_row_count
@@ -18726,18 +18785,18 @@ def _m_manifest_segment(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_manifest_segment(out, v):
-    out += _S136.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+    out += _S137.pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
 
 def _em_manifest_segment(values):
     out = bytearray()
-    _S136_pack = _S136.pack
+    _S137_pack = _S137.pack
     for v in values:
-        out += _S136_pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
+        out += _S137_pack(v.segment_id, v.row_count, v.scheme, 0, v.dims, v.file_size, v.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', v.embedding_epoch_id)
     return bytes(out)
 
 def _d_embedding_tower(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T139)
+        raise _short(pos, end, _T140)
     n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_id > end:
@@ -18748,7 +18807,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T140)
+        raise _short(pos, end, _T141)
     n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_version > end:
@@ -18759,7 +18818,7 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T141)
+        raise _short(pos, end, _T142)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_weights_digest > end:
@@ -18767,13 +18826,13 @@ def _d_embedding_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T143)
-    f_dims, f_normalization, n_prompt_prefix = _S142.unpack_from(mv, pos)
-    _r142 = pos
+        raise _short(pos, end, _T144)
+    f_dims, f_normalization, n_prompt_prefix = _S143.unpack_from(mv, pos)
+    _r143 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r142 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r143 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -18783,22 +18842,22 @@ def _d_embedding_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 12 > end:
-        raise _short(pos, end, _T145)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S144.unpack_from(mv, pos)
-    _r144 = pos
+        raise _short(pos, end, _T146)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S145.unpack_from(mv, pos)
+    _r145 = pos
     pos += 12
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r144 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r145 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r145 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -18828,36 +18887,37 @@ def _d_embedding_tower(mv, pos, end):
     return _obj, pos
 
 def _u_embedding_tower(mv, pos, end):
+    _isb = mv.__class__ is bytes
     n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
-    f_model_id = str(mv[pos:pos + n_model_id], 'utf-8')
+    f_model_id = _BD96(mv[pos:pos + n_model_id]) if _isb else str(mv[pos:pos + n_model_id], 'utf-8')
     pos += n_model_id
     n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
-    f_model_version = str(mv[pos:pos + n_model_version], 'utf-8')
+    f_model_version = _BD96(mv[pos:pos + n_model_version]) if _isb else str(mv[pos:pos + n_model_version], 'utf-8')
     pos += n_model_version
     n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
+    f_weights_digest = mv[pos:pos + n_weights_digest] if _isb else bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
-    f_dims, f_normalization, n_prompt_prefix = _S142.unpack_from(mv, pos)
+    f_dims, f_normalization, n_prompt_prefix = _S143.unpack_from(mv, pos)
     pos += 10
     f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
-    f_prompt_prefix = str(mv[pos:pos + n_prompt_prefix], 'utf-8')
+    f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
     pos += n_prompt_prefix
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S144.unpack_from(mv, pos)
-    _r144 = pos
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S145.unpack_from(mv, pos)
+    _r145 = pos
     pos += 12
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        f_os_build = str(mv[pos:pos + _n], 'utf-8')
+        f_os_build = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
         pos += _n
     else:
         f_os_build = None
@@ -18880,9 +18940,10 @@ def _m_embedding_tower(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S142_unpack_from = _S142.unpack_from
-    _S144_unpack_from = _S144.unpack_from
+    _S143_unpack_from = _S143.unpack_from
+    _S145_unpack_from = _S145.unpack_from
     try:
         while True:
             if pos >= end:
@@ -18890,34 +18951,34 @@ def _m_embedding_tower(mv, pos, end, _rest=_decode_many):
             _rs = pos
             n_model_id, = _S13_unpack_from(mv, pos)
             pos += 4
-            f_model_id = str(mv[pos:pos + n_model_id], 'utf-8')
+            f_model_id = _BD96(mv[pos:pos + n_model_id]) if _isb else str(mv[pos:pos + n_model_id], 'utf-8')
             pos += n_model_id
             n_model_version, = _S13_unpack_from(mv, pos)
             pos += 4
-            f_model_version = str(mv[pos:pos + n_model_version], 'utf-8')
+            f_model_version = _BD96(mv[pos:pos + n_model_version]) if _isb else str(mv[pos:pos + n_model_version], 'utf-8')
             pos += n_model_version
             n_weights_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
+            f_weights_digest = mv[pos:pos + n_weights_digest] if _isb else bytes(mv[pos:pos + n_weights_digest])
             pos += n_weights_digest
-            f_dims, f_normalization, n_prompt_prefix = _S142_unpack_from(mv, pos)
+            f_dims, f_normalization, n_prompt_prefix = _S143_unpack_from(mv, pos)
             pos += 10
             f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
-            f_prompt_prefix = str(mv[pos:pos + n_prompt_prefix], 'utf-8')
+            f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
             pos += n_prompt_prefix
-            f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S144_unpack_from(mv, pos)
-            _r144 = pos
+            f_max_tokens, f_runtime, f_compute_units, f_os_build_present, f_reserved = _S145_unpack_from(mv, pos)
+            _r145 = pos
             pos += 12
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                f_os_build = str(mv[pos:pos + _n], 'utf-8')
+                f_os_build = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                 pos += _n
             else:
                 f_os_build = None
@@ -18953,9 +19014,9 @@ def _e_embedding_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode()
-    out += _S142.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S143.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S144.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
+    out += _S145.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00')
     if (v.os_build_present == 1):
         _b = v.os_build.encode()
         out += _S13.pack(len(_b))
@@ -18964,10 +19025,11 @@ def _e_embedding_tower(out, v):
         raise EncodeError('field is present but its condition is false', path='os_build')
 
 def _em_embedding_tower(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
-    _S142_pack = _S142.pack
-    _S144_pack = _S144.pack
+    _S143_pack = _S143.pack
+    _S145_pack = _S145.pack
     for v in values:
         _b_model_id = v.model_id.encode()
         _p = []
@@ -18980,26 +19042,26 @@ def _em_embedding_tower(values):
         _p.append(_S13_pack(len(_b_weights_digest)))
         _p.append(_b_weights_digest)
         _b_prompt_prefix = v.prompt_prefix.encode()
-        _p.append(_S142_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
+        _p.append(_S143_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
         _p.append(_b_prompt_prefix)
-        _p.append(_S144_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00'))
+        _p.append(_S145_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00'))
         if v.os_build_present == 1:
             _b = v.os_build.encode()
             _p.append(_S13_pack(len(_b)))
             _p.append(_b)
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_embedding_epoch(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T138)
+        raise _short(pos, end, _T139)
     f_embedding_epoch_id, f_tokenizer_epoch_id = _S59.unpack_from(mv, pos)
     pos += 16
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T139)
+            raise _short(pos, end, _T140)
         _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_id > end:
@@ -19010,7 +19072,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _embedding_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T140)
+            raise _short(pos, end, _T141)
         _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_version > end:
@@ -19021,7 +19083,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _embedding_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T141)
+            raise _short(pos, end, _T142)
         _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_weights_digest > end:
@@ -19029,13 +19091,13 @@ def _d_embedding_epoch(mv, pos, end):
         _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
         pos += _embedding_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T143)
-        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-        _embedding_tower___r142 = pos
+            raise _short(pos, end, _T144)
+        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+        _embedding_tower___r143 = pos
         pos += 10
         _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r143 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
         _embedding_tower__f_normalization = _embedding_tower___v
         if pos + _embedding_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
@@ -19045,22 +19107,22 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _embedding_tower__n_prompt_prefix
         if pos + 12 > end:
-            raise _short(pos, end, _T145)
-        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144.unpack_from(mv, pos)
-        _embedding_tower___r144 = pos
+            raise _short(pos, end, _T146)
+        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S145.unpack_from(mv, pos)
+        _embedding_tower___r145 = pos
         pos += 12
         _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r145 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
         _embedding_tower__f_runtime = _embedding_tower___v
         _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r145 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
         _embedding_tower__f_compute_units = _embedding_tower___v
         if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
         if _embedding_tower__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
         if _embedding_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -19092,7 +19154,7 @@ def _d_embedding_epoch(mv, pos, end):
         raise _exc.prefixed('document') from None
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T139)
+            raise _short(pos, end, _T140)
         _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_id > end:
@@ -19103,7 +19165,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _embedding_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T140)
+            raise _short(pos, end, _T141)
         _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_model_version > end:
@@ -19114,7 +19176,7 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _embedding_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T141)
+            raise _short(pos, end, _T142)
         _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _embedding_tower__n_weights_digest > end:
@@ -19122,13 +19184,13 @@ def _d_embedding_epoch(mv, pos, end):
         _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
         pos += _embedding_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T143)
-        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-        _embedding_tower___r142 = pos
+            raise _short(pos, end, _T144)
+        _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+        _embedding_tower___r143 = pos
         pos += 10
         _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_embedding_tower___r143 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
         _embedding_tower__f_normalization = _embedding_tower___v
         if pos + _embedding_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_embedding_tower__n_prompt_prefix, found=end - pos)
@@ -19138,22 +19200,22 @@ def _d_embedding_epoch(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _embedding_tower__n_prompt_prefix
         if pos + 12 > end:
-            raise _short(pos, end, _T145)
-        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144.unpack_from(mv, pos)
-        _embedding_tower___r144 = pos
+            raise _short(pos, end, _T146)
+        _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S145.unpack_from(mv, pos)
+        _embedding_tower___r145 = pos
         pos += 12
         _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r145 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
         _embedding_tower__f_runtime = _embedding_tower___v
         _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
         if _embedding_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r145 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
         _embedding_tower__f_compute_units = _embedding_tower___v
         if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
         if _embedding_tower__f_reserved != b'\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
         if _embedding_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -19184,7 +19246,7 @@ def _d_embedding_epoch(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T146)
+        raise _short(pos, end, _T147)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_alignment_digest > end:
@@ -19200,47 +19262,48 @@ def _d_embedding_epoch(mv, pos, end):
     return _obj, pos
 
 def _u_embedding_epoch(mv, pos, end):
-    f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S160.unpack_from(mv, pos)
+    _isb = mv.__class__ is bytes
+    f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S161.unpack_from(mv, pos)
     pos += 16
     pos += 4
-    _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+    _embedding_tower__f_model_id = _BD96(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
     pos += _embedding_tower__n_model_id
     _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
-    _embedding_tower__f_model_version = str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+    _embedding_tower__f_model_version = _BD96(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
     pos += _embedding_tower__n_model_version
     _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
+    _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
     pos += _embedding_tower__n_weights_digest
-    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-    _embedding_tower___r142 = pos
+    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+    _embedding_tower___r143 = pos
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r143 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
     _embedding_tower__f_normalization = _embedding_tower___v
-    _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+    _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
-    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144.unpack_from(mv, pos)
-    _embedding_tower___r144 = pos
+    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S145.unpack_from(mv, pos)
+    _embedding_tower___r145 = pos
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r145 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r145 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        _embedding_tower__f_os_build = str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+        _embedding_tower__f_os_build = _BD96(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
         pos += _embedding_tower___n
     else:
         _embedding_tower__f_os_build = None
@@ -19259,44 +19322,44 @@ def _u_embedding_epoch(mv, pos, end):
     f_document = _embedding_tower___obj
     _embedding_tower__n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
-    _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+    _embedding_tower__f_model_id = _BD96(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
     pos += _embedding_tower__n_model_id
     _embedding_tower__n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
-    _embedding_tower__f_model_version = str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+    _embedding_tower__f_model_version = _BD96(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
     pos += _embedding_tower__n_model_version
     _embedding_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
+    _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
     pos += _embedding_tower__n_weights_digest
-    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-    _embedding_tower___r142 = pos
+    _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+    _embedding_tower___r143 = pos
     pos += 10
     _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_embedding_tower___r143 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
     _embedding_tower__f_normalization = _embedding_tower___v
-    _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+    _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
     pos += _embedding_tower__n_prompt_prefix
-    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144.unpack_from(mv, pos)
-    _embedding_tower___r144 = pos
+    _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S145.unpack_from(mv, pos)
+    _embedding_tower___r145 = pos
     pos += 12
     _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r145 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
     _embedding_tower__f_runtime = _embedding_tower___v
     _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
     if _embedding_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r145 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
     _embedding_tower__f_compute_units = _embedding_tower___v
     if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
     if _embedding_tower__f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
     if _embedding_tower__f_os_build_present == 1:
         _embedding_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        _embedding_tower__f_os_build = str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+        _embedding_tower__f_os_build = _BD96(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
         pos += _embedding_tower___n
     else:
         _embedding_tower__f_os_build = None
@@ -19315,7 +19378,7 @@ def _u_embedding_epoch(mv, pos, end):
     f_query = _embedding_tower___obj
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    f_alignment_digest = bytes(mv[pos:pos + n_alignment_digest])
+    f_alignment_digest = mv[pos:pos + n_alignment_digest] if _isb else bytes(mv[pos:pos + n_alignment_digest])
     pos += n_alignment_digest
     _obj = _new(EmbeddingEpoch)
     _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -19330,56 +19393,57 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S142_unpack_from = _S142.unpack_from
-    _S144_unpack_from = _S144.unpack_from
-    _S160_unpack_from = _S160.unpack_from
+    _S143_unpack_from = _S143.unpack_from
+    _S145_unpack_from = _S145.unpack_from
+    _S161_unpack_from = _S161.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S160_unpack_from(mv, pos)
+            f_embedding_epoch_id, f_tokenizer_epoch_id, _embedding_tower__n_model_id = _S161_unpack_from(mv, pos)
             pos += 16
             pos += 4
-            _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+            _embedding_tower__f_model_id = _BD96(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
             pos += _embedding_tower__n_model_id
             _embedding_tower__n_model_version, = _S13_unpack_from(mv, pos)
             pos += 4
-            _embedding_tower__f_model_version = str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+            _embedding_tower__f_model_version = _BD96(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
             pos += _embedding_tower__n_model_version
             _embedding_tower__n_weights_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
+            _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
             pos += _embedding_tower__n_weights_digest
-            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
-            _embedding_tower___r142 = pos
+            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S143_unpack_from(mv, pos)
+            _embedding_tower___r143 = pos
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r143 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
             _embedding_tower__f_normalization = _embedding_tower___v
-            _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+            _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
-            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144_unpack_from(mv, pos)
-            _embedding_tower___r144 = pos
+            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S145_unpack_from(mv, pos)
+            _embedding_tower___r145 = pos
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r145 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r145 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                _embedding_tower__f_os_build = str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+                _embedding_tower__f_os_build = _BD96(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
                 pos += _embedding_tower___n
             else:
                 _embedding_tower__f_os_build = None
@@ -19398,44 +19462,44 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             f_document = _embedding_tower___obj
             _embedding_tower__n_model_id, = _S13_unpack_from(mv, pos)
             pos += 4
-            _embedding_tower__f_model_id = str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
+            _embedding_tower__f_model_id = _BD96(mv[pos:pos + _embedding_tower__n_model_id]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_id], 'utf-8')
             pos += _embedding_tower__n_model_id
             _embedding_tower__n_model_version, = _S13_unpack_from(mv, pos)
             pos += 4
-            _embedding_tower__f_model_version = str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
+            _embedding_tower__f_model_version = _BD96(mv[pos:pos + _embedding_tower__n_model_version]) if _isb else str(mv[pos:pos + _embedding_tower__n_model_version], 'utf-8')
             pos += _embedding_tower__n_model_version
             _embedding_tower__n_weights_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            _embedding_tower__f_weights_digest = bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
+            _embedding_tower__f_weights_digest = mv[pos:pos + _embedding_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _embedding_tower__n_weights_digest])
             pos += _embedding_tower__n_weights_digest
-            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
-            _embedding_tower___r142 = pos
+            _embedding_tower__f_dims, _embedding_tower__f_normalization, _embedding_tower__n_prompt_prefix = _S143_unpack_from(mv, pos)
+            _embedding_tower___r143 = pos
             pos += 10
             _embedding_tower___v = _NORMALIZATION_BY_VALUE.get(_embedding_tower__f_normalization)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r142 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_embedding_tower___r143 + 4, path='normalization', expected=[0, 1], found=_embedding_tower__f_normalization)
             _embedding_tower__f_normalization = _embedding_tower___v
-            _embedding_tower__f_prompt_prefix = str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
+            _embedding_tower__f_prompt_prefix = _BD96(mv[pos:pos + _embedding_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _embedding_tower__n_prompt_prefix], 'utf-8')
             pos += _embedding_tower__n_prompt_prefix
-            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S144_unpack_from(mv, pos)
-            _embedding_tower___r144 = pos
+            _embedding_tower__f_max_tokens, _embedding_tower__f_runtime, _embedding_tower__f_compute_units, _embedding_tower__f_os_build_present, _embedding_tower__f_reserved = _S145_unpack_from(mv, pos)
+            _embedding_tower___r145 = pos
             pos += 12
             _embedding_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_embedding_tower__f_runtime)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r144 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_embedding_tower___r145 + 4, path='runtime', expected=[1, 2, 3], found=_embedding_tower__f_runtime)
             _embedding_tower__f_runtime = _embedding_tower___v
             _embedding_tower___v = _COMPUTEUNITS_BY_VALUE.get(_embedding_tower__f_compute_units)
             if _embedding_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r144 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_embedding_tower___r145 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_embedding_tower__f_compute_units)
             _embedding_tower__f_compute_units = _embedding_tower___v
             if not (_embedding_tower__f_os_build_present == 0 or _embedding_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r144 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_embedding_tower___r145 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_embedding_tower__f_os_build_present)
             if _embedding_tower__f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r144 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_embedding_tower___r145 + 9, path='reserved', expected=b'\x00\x00\x00', found=_embedding_tower__f_reserved)
             if _embedding_tower__f_os_build_present == 1:
                 _embedding_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                _embedding_tower__f_os_build = str(mv[pos:pos + _embedding_tower___n], 'utf-8')
+                _embedding_tower__f_os_build = _BD96(mv[pos:pos + _embedding_tower___n]) if _isb else str(mv[pos:pos + _embedding_tower___n], 'utf-8')
                 pos += _embedding_tower___n
             else:
                 _embedding_tower__f_os_build = None
@@ -19454,7 +19518,7 @@ def _m_embedding_epoch(mv, pos, end, _rest=_decode_many):
             f_query = _embedding_tower___obj
             n_alignment_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            f_alignment_digest = bytes(mv[pos:pos + n_alignment_digest])
+            f_alignment_digest = mv[pos:pos + n_alignment_digest] if _isb else bytes(mv[pos:pos + n_alignment_digest])
             pos += n_alignment_digest
             _obj = _new(EmbeddingEpoch)
             _obj.embedding_epoch_id = f_embedding_epoch_id
@@ -19484,9 +19548,9 @@ def _e_embedding_epoch(out, v):
     out += _S13.pack(len(_embedding_tower___b_weights_digest))
     out += _embedding_tower___b_weights_digest
     _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-    out += _S142.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+    out += _S143.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
     out += _embedding_tower___b_prompt_prefix
-    out += _S144.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+    out += _S145.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
     if _embedding_tower__v.os_build_present == 1:
         _embedding_tower___b = _embedding_tower__v.os_build.encode()
         out += _S13.pack(len(_embedding_tower___b))
@@ -19504,9 +19568,9 @@ def _e_embedding_epoch(out, v):
     out += _S13.pack(len(_embedding_tower___b_weights_digest))
     out += _embedding_tower___b_weights_digest
     _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-    out += _S142.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
+    out += _S143.pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix))
     out += _embedding_tower___b_prompt_prefix
-    out += _S144.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
+    out += _S145.pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00')
     if _embedding_tower__v.os_build_present == 1:
         _embedding_tower___b = _embedding_tower__v.os_build.encode()
         out += _S13.pack(len(_embedding_tower___b))
@@ -19518,10 +19582,11 @@ def _e_embedding_epoch(out, v):
     out += _b_alignment_digest
 
 def _em_embedding_epoch(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
-    _S142_pack = _S142.pack
-    _S144_pack = _S144.pack
+    _S143_pack = _S143.pack
+    _S145_pack = _S145.pack
     _S59_pack = _S59.pack
     for v in values:
         _p = []
@@ -19537,9 +19602,9 @@ def _em_embedding_epoch(values):
         _p.append(_S13_pack(len(_embedding_tower___b_weights_digest)))
         _p.append(_embedding_tower___b_weights_digest)
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _p.append(_S142_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
+        _p.append(_S143_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
         _p.append(_embedding_tower___b_prompt_prefix)
-        _p.append(_S144_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
+        _p.append(_S145_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
             _p.append(_S13_pack(len(_embedding_tower___b)))
@@ -19557,9 +19622,9 @@ def _em_embedding_epoch(values):
         _p.append(_S13_pack(len(_embedding_tower___b_weights_digest)))
         _p.append(_embedding_tower___b_weights_digest)
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _p.append(_S142_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
+        _p.append(_S143_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
         _p.append(_embedding_tower___b_prompt_prefix)
-        _p.append(_S144_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
+        _p.append(_S145_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
             _p.append(_S13_pack(len(_embedding_tower___b)))
@@ -19569,21 +19634,21 @@ def _em_embedding_epoch(values):
         _b_alignment_digest = v.alignment_digest
         _p.append(_S13_pack(len(_b_alignment_digest)))
         _p.append(_b_alignment_digest)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_column_def(mv, pos, end):
     if pos + 12 > end:
-        raise _short(pos, end, _T148)
-    f_column_id, f_type, f_nullable, n_name = _S147.unpack_from(mv, pos)
-    _r147 = pos
+        raise _short(pos, end, _T149)
+    f_column_id, f_type, f_nullable, n_name = _S148.unpack_from(mv, pos)
+    _r148 = pos
     pos += 12
     _v = _COLUMNTYPE_BY_VALUE.get(f_type)
     if _v is None:
-        raise ConstraintError('unknown column_type value', offset=_r147 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
+        raise ConstraintError('unknown column_type value', offset=_r148 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=f_type)
     f_type = _v
     if not ((f_nullable == 0) or (f_nullable == 1)):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+        raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
     if pos + n_name > end:
         raise TruncatedError('str truncated', offset=pos, path='name', expected=n_name, found=end - pos)
     try:
@@ -19599,13 +19664,14 @@ def _d_column_def(mv, pos, end):
     return _obj, pos
 
 def _u_column_def(mv, pos, end):
-    f_column_id, f_type, f_nullable, n_name = _S147.unpack_from(mv, pos)
-    _r147 = pos
+    _isb = mv.__class__ is bytes
+    f_column_id, f_type, f_nullable, n_name = _S148.unpack_from(mv, pos)
+    _r148 = pos
     pos += 12
     f_type = _COLUMNTYPE_BY_VALUE[f_type]
     if not (f_nullable == 0 or f_nullable == 1):
-        raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
-    f_name = str(mv[pos:pos + n_name], 'utf-8')
+        raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+    f_name = _BD96(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
     pos += n_name
     _obj = _new(ColumnDef)
     _obj.column_id = f_column_id
@@ -19619,19 +19685,20 @@ def _m_column_def(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S147_unpack_from = _S147.unpack_from
+    _isb = mv.__class__ is bytes
+    _S148_unpack_from = _S148.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_column_id, f_type, f_nullable, n_name = _S147_unpack_from(mv, pos)
-            _r147 = pos
+            f_column_id, f_type, f_nullable, n_name = _S148_unpack_from(mv, pos)
+            _r148 = pos
             pos += 12
             f_type = _COLUMNTYPE_BY_VALUE[f_type]
             if not (f_nullable == 0 or f_nullable == 1):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
-            f_name = str(mv[pos:pos + n_name], 'utf-8')
+                raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=f_nullable)
+            f_name = _BD96(mv[pos:pos + n_name]) if _isb else str(mv[pos:pos + n_name], 'utf-8')
             pos += n_name
             _obj = _new(ColumnDef)
             _obj.column_id = f_column_id
@@ -19649,34 +19716,34 @@ def _m_column_def(mv, pos, end, _rest=_decode_many):
 
 def _e_column_def(out, v):
     _b_name = v.name.encode()
-    out += _S147.pack(v.column_id, v.type, v.nullable, len(_b_name))
+    out += _S148.pack(v.column_id, v.type, v.nullable, len(_b_name))
     out += _b_name
 
 def _em_column_def(values):
     out = bytearray()
-    _S147_pack = _S147.pack
+    _S148_pack = _S148.pack
     for v in values:
         _b_name = v.name.encode()
-        out += _S147_pack(v.column_id, v.type, v.nullable, len(_b_name))
+        out += _S148_pack(v.column_id, v.type, v.nullable, len(_b_name))
         out += _b_name
     return bytes(out)
 
 def _d_clustering_range(mv, pos, end):
     if pos + 24 > end:
-        raise _short(pos, end, _T151)
-    f_tag, f_reserved, f_min_ts, f_max_ts = _S150.unpack_from(mv, pos)
-    _r150 = pos
+        raise _short(pos, end, _T152)
+    f_tag, f_reserved, f_min_ts, f_max_ts = _S151.unpack_from(mv, pos)
+    _r151 = pos
     pos += 24
     _v = _RANGETAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown range_tag value', offset=_r150, path='tag', expected=[0, 1, 2], found=f_tag)
+        raise ConstraintError('unknown range_tag value', offset=_r151, path='tag', expected=[0, 1, 2], found=f_tag)
     f_tag = _v
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not ((f_tag == 2) or ((f_min_ts == 0) and (f_max_ts == 0))):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
     if not ((f_tag != 2) or (f_min_ts <= f_max_ts)):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
     _obj = _new(ClusteringRange)
     _obj.tag = f_tag
     _obj.min_ts = f_min_ts
@@ -19684,16 +19751,16 @@ def _d_clustering_range(mv, pos, end):
     return _obj, pos
 
 def _u_clustering_range(mv, pos, end):
-    f_tag, f_reserved, f_min_ts, f_max_ts = _S150.unpack_from(mv, pos)
-    _r150 = pos
+    f_tag, f_reserved, f_min_ts, f_max_ts = _S151.unpack_from(mv, pos)
+    _r151 = pos
     pos += 24
     f_tag = _RANGETAG_BY_VALUE[f_tag]
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
     if not (f_tag != 2 or f_min_ts <= f_max_ts):
-        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
     _obj = _new(ClusteringRange)
     _obj.tag = f_tag
     _obj.min_ts = f_min_ts
@@ -19705,22 +19772,22 @@ def _m_clustering_range(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S150_unpack_from = _S150.unpack_from
+    _S151_unpack_from = _S151.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_tag, f_reserved, f_min_ts, f_max_ts = _S150_unpack_from(mv, pos)
-            _r150 = pos
+            f_tag, f_reserved, f_min_ts, f_max_ts = _S151_unpack_from(mv, pos)
+            _r151 = pos
             pos += 24
             f_tag = _RANGETAG_BY_VALUE[f_tag]
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if not (f_tag == 2 or (f_min_ts == 0 and f_max_ts == 0)):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=f_max_ts)
             if not (f_tag != 2 or f_min_ts <= f_max_ts):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=f_max_ts)
             _obj = _new(ClusteringRange)
             _obj.tag = f_tag
             _obj.min_ts = f_min_ts
@@ -19735,13 +19802,13 @@ def _m_clustering_range(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_clustering_range(out, v):
-    out += _S150.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+    out += _S151.pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
 
 def _em_clustering_range(values):
     out = bytearray()
-    _S150_pack = _S150.pack
+    _S151_pack = _S151.pack
     for v in values:
-        out += _S150_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
+        out += _S151_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00', v.min_ts, v.max_ts)
     return bytes(out)
 
 def _d_tsr1_body(mv, pos, end, p_segment_count):
@@ -19759,20 +19826,20 @@ def _d_tsr1_body(mv, pos, end, p_segment_count):
     try:
         for _i in range(_c):
             if pos + 24 > end:
-                raise _short(pos, end, _T151)
-            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
-            _r150 = pos
+                raise _short(pos, end, _T152)
+            _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S151.unpack_from(mv, pos)
+            _r151 = pos
             pos += 24
             _v = _RANGETAG_BY_VALUE.get(_clustering_range_f_tag)
             if _v is None:
-                raise ConstraintError('unknown range_tag value', offset=_r150, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value', offset=_r151, path='tag', expected=[0, 1, 2], found=_clustering_range_f_tag)
             _clustering_range_f_tag = _v
             if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
             if not ((_clustering_range_f_tag == 2) or ((_clustering_range_f_min_ts == 0) and (_clustering_range_f_max_ts == 0))):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
             if not ((_clustering_range_f_tag != 2) or (_clustering_range_f_min_ts <= _clustering_range_f_max_ts)):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
             _clustering_range__obj = _new(ClusteringRange)
             _clustering_range__obj.tag = _clustering_range_f_tag
             _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19795,16 +19862,16 @@ def _u_tsr1_body(mv, pos, end, p_segment_count):
         raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
     f_ranges = []
     for _i in range(f_count):
-        _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
-        _r150 = pos
+        _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S151.unpack_from(mv, pos)
+        _r151 = pos
         pos += 24
         _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
         if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
         if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
         if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
         _clustering_range__obj = _new(ClusteringRange)
         _clustering_range__obj.tag = _clustering_range_f_tag
         _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19820,7 +19887,7 @@ def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S150_unpack_from = _S150.unpack_from
+    _S151_unpack_from = _S151.unpack_from
     try:
         while True:
             if pos >= end:
@@ -19835,16 +19902,16 @@ def _m_tsr1_body(mv, pos, end, p_segment_count, _rest=_decode_many):
                 raise TruncatedError('count ' + str(f_count) + ' needs at least ' + str(f_count * 24) + ' bytes', offset=pos, path='ranges', expected=f_count * 24, found=end - pos)
             f_ranges = []
             for _i in range(f_count):
-                _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S150_unpack_from(mv, pos)
-                _r150 = pos
+                _clustering_range_f_tag, _clustering_range_f_reserved, _clustering_range_f_min_ts, _clustering_range_f_max_ts = _S151_unpack_from(mv, pos)
+                _r151 = pos
                 pos += 24
                 _clustering_range_f_tag = _RANGETAG_BY_VALUE[_clustering_range_f_tag]
                 if _clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_clustering_range_f_reserved)
                 if not (_clustering_range_f_tag == 2 or (_clustering_range_f_min_ts == 0 and _clustering_range_f_max_ts == 0)):
-                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_clustering_range_f_max_ts)
                 if not (_clustering_range_f_tag != 2 or _clustering_range_f_min_ts <= _clustering_range_f_max_ts):
-                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
+                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_clustering_range_f_max_ts)
                 _clustering_range__obj = _new(ClusteringRange)
                 _clustering_range__obj.tag = _clustering_range_f_tag
                 _clustering_range__obj.min_ts = _clustering_range_f_min_ts
@@ -19866,29 +19933,29 @@ def _e_tsr1_body(out, v, p_segment_count):
     if len(v.ranges) != len(v.ranges):
         raise EncodeError('expected ' + str(len(v.ranges)) + ' items, found ' + str(len(v.ranges)), path='ranges')
     for _x in v.ranges:
-        out += _S150.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
+        out += _S151.pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
 
 def _em_tsr1_body(values, p_segment_count):
     out = bytearray()
     _S13_pack = _S13.pack
-    _S150_pack = _S150.pack
+    _S151_pack = _S151.pack
     for v in values:
         out += _S13_pack(len(v.ranges))
         if len(v.ranges) != len(v.ranges):
             raise EncodeError('expected ' + str(len(v.ranges)) + ' items, found ' + str(len(v.ranges)), path='ranges')
         for _x in v.ranges:
-            out += _S150_pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
+            out += _S151_pack(_x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _x.min_ts, _x.max_ts)
     return bytes(out)
 
 def _d_graph_object(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T157)
-    f_artifact_id, f_length, f_checksum = _S156.unpack_from(mv, pos)
-    _r156 = pos
+        raise _short(pos, end, _T158)
+    f_artifact_id, f_length, f_checksum = _S157.unpack_from(mv, pos)
+    _r157 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not (f_artifact_id != 0):
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces', offset=_r157, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
     _obj = _new(GraphObject)
     _obj.artifact_id = f_artifact_id
     _obj.length = f_length
@@ -19896,12 +19963,12 @@ def _d_graph_object(mv, pos, end):
     return _obj, pos
 
 def _u_graph_object(mv, pos, end):
-    f_artifact_id, f_length, f_checksum = _S156.unpack_from(mv, pos)
-    _r156 = pos
+    f_artifact_id, f_length, f_checksum = _S157.unpack_from(mv, pos)
+    _r157 = pos
     pos += 32
     f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
     if not f_artifact_id != 0:
-        raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+        raise ConstraintError('artifact ids are non-zero nonces', offset=_r157, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
     _obj = _new(GraphObject)
     _obj.artifact_id = f_artifact_id
     _obj.length = f_length
@@ -19913,18 +19980,18 @@ def _m_graph_object(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S156_unpack_from = _S156.unpack_from
+    _S157_unpack_from = _S157.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_artifact_id, f_length, f_checksum = _S156_unpack_from(mv, pos)
-            _r156 = pos
+            f_artifact_id, f_length, f_checksum = _S157_unpack_from(mv, pos)
+            _r157 = pos
             pos += 32
             f_artifact_id = int.from_bytes(f_artifact_id, 'little', signed=False)
             if not f_artifact_id != 0:
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_r157, path='artifact_id', expected='artifact_id != 0', found=f_artifact_id)
             _obj = _new(GraphObject)
             _obj.artifact_id = f_artifact_id
             _obj.length = f_length
@@ -19939,18 +20006,18 @@ def _m_graph_object(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_graph_object(out, v):
-    out += _S156.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
+    out += _S157.pack((v.artifact_id).to_bytes(16, 'little', signed=False), v.length, v.checksum)
 
 def _em_graph_object(values):
     out = bytearray()
-    _S156_pack = _S156.pack
+    _S157_pack = _S157.pack
     for v in values:
-        out += _S156_pack(v.artifact_id.to_bytes(16, 'little', signed=False), v.length, v.checksum)
+        out += _S157_pack(v.artifact_id.to_bytes(16, 'little', signed=False), v.length, v.checksum)
     return bytes(out)
 
 def _d_zgen_row(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T159)
+        raise _short(pos, end, _T160)
     f_after_sequence, f_increment_count = _S59.unpack_from(mv, pos)
     _r59 = pos
     pos += 16
@@ -20012,7 +20079,7 @@ def _em_zgen_row(values):
 
 def _d_zgen_extension(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T158)
+        raise _short(pos, end, _T159)
     f_magic, f_version, f_counted_through = _S80.unpack_from(mv, pos)
     _r80 = pos
     pos += 16
@@ -20050,7 +20117,7 @@ def _d_zgen_extension(mv, pos, end):
         try:
             for _i in range(_c):
                 if pos + 16 > end:
-                    raise _short(pos, end, _T159)
+                    raise _short(pos, end, _T160)
                 _zgen_row_f_after_sequence, _zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                 _r59 = pos
                 pos += 16
@@ -20203,7 +20270,8 @@ def _e_zgen_extension(out, v):
         raise EncodeError('field is present but its condition is false', path='rows')
 
 def _em_zgen_extension(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
     _S59_pack = _S59.pack
     _S80_pack = _S80.pack
@@ -20221,19 +20289,19 @@ def _em_zgen_extension(values):
                 _p.append(_S59_pack(_x.after_sequence, _x.increment_count))
         elif v.rows is not None:
             raise EncodeError('field is present but its condition is false', path='rows')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_graph_section(mv, pos, end):
     if pos + 20 > end:
-        raise _short(pos, end, _T154)
-    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S153.unpack_from(mv, pos)
-    _r153 = pos
+        raise _short(pos, end, _T155)
+    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S154.unpack_from(mv, pos)
+    _r154 = pos
     pos += 20
     if not (f_graph_present == 1):
-        raise ConstraintError('graph_present must be 1', offset=_r153, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_r154, path='graph_present', expected='graph_present == 1', found=f_graph_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     _n = f_state_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_n)
@@ -20250,7 +20318,7 @@ def _d_graph_section(mv, pos, end):
         raise ConstraintError('section size mismatch', offset=_sec_state, path='state', expected=end - _sec_state, found=pos - _sec_state)
     end = _outer_end_state
     if pos + 4 > end:
-        raise _short(pos, end, _T155)
+        raise _short(pos, end, _T156)
     f_object_count, = _S13.unpack_from(mv, pos)
     pos += 4
     _c = f_object_count
@@ -20260,13 +20328,13 @@ def _d_graph_section(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T157)
-            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S156.unpack_from(mv, pos)
-            _r156 = pos
+                raise _short(pos, end, _T158)
+            _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S157.unpack_from(mv, pos)
+            _r157 = pos
             pos += 32
             _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
             if not (_graph_object_f_artifact_id != 0):
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_r157, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
             _graph_object__obj = _new(GraphObject)
             _graph_object__obj.artifact_id = _graph_object_f_artifact_id
             _graph_object__obj.length = _graph_object_f_length
@@ -20284,7 +20352,7 @@ def _d_graph_section(mv, pos, end):
             _ip = pos
             try:
                 if pos + 16 > end:
-                    raise _short(pos, end, _T158)
+                    raise _short(pos, end, _T159)
                 _zgen_extension__f_magic, _zgen_extension__f_version, _zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                 _zgen_extension___r80 = pos
                 pos += 16
@@ -20322,7 +20390,7 @@ def _d_graph_section(mv, pos, end):
                     try:
                         for _zgen_extension___i in range(_zgen_extension___c):
                             if pos + 16 > end:
-                                raise _short(pos, end, _T159)
+                                raise _short(pos, end, _T160)
                             _zgen_extension___zgen_row_f_after_sequence, _zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                             _zgen_extension___r59 = pos
                             pos += 16
@@ -20359,13 +20427,13 @@ def _d_graph_section(mv, pos, end):
     return _obj, pos
 
 def _u_graph_section(mv, pos, end):
-    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S153.unpack_from(mv, pos)
-    _r153 = pos
+    f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S154.unpack_from(mv, pos)
+    _r154 = pos
     pos += 20
     if not f_graph_present == 1:
-        raise ConstraintError('graph_present must be 1', offset=_r153, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_r154, path='graph_present', expected='graph_present == 1', found=f_graph_present)
     if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
     if f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
     if pos + f_state_len > end:
@@ -20385,12 +20453,12 @@ def _u_graph_section(mv, pos, end):
         raise TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
     f_objects = []
     for _i in range(f_object_count):
-        _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S156.unpack_from(mv, pos)
-        _r156 = pos
+        _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S157.unpack_from(mv, pos)
+        _r157 = pos
         pos += 32
         _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_object_f_artifact_id != 0:
-            raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+            raise ConstraintError('artifact ids are non-zero nonces', offset=_r157, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
         _graph_object__obj = _new(GraphObject)
         _graph_object__obj.artifact_id = _graph_object_f_artifact_id
         _graph_object__obj.length = _graph_object_f_length
@@ -20466,8 +20534,8 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S153_unpack_from = _S153.unpack_from
-    _S156_unpack_from = _S156.unpack_from
+    _S154_unpack_from = _S154.unpack_from
+    _S157_unpack_from = _S157.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
@@ -20475,13 +20543,13 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S153_unpack_from(mv, pos)
-            _r153 = pos
+            f_graph_present, f_reserved, f_absorbed_through, f_state_len = _S154_unpack_from(mv, pos)
+            _r154 = pos
             pos += 20
             if not f_graph_present == 1:
-                raise ConstraintError('graph_present must be 1', offset=_r153, path='graph_present', expected='graph_present == 1', found=f_graph_present)
+                raise ConstraintError('graph_present must be 1', offset=_r154, path='graph_present', expected='graph_present == 1', found=f_graph_present)
             if f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=f_reserved)
             if f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=f_state_len)
             if pos + f_state_len > end:
@@ -20501,12 +20569,12 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(f_object_count) + ' needs at least ' + str(f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=f_object_count * 32, found=end - pos)
             f_objects = []
             for _i in range(f_object_count):
-                _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S156_unpack_from(mv, pos)
-                _r156 = pos
+                _graph_object_f_artifact_id, _graph_object_f_length, _graph_object_f_checksum = _S157_unpack_from(mv, pos)
+                _r157 = pos
                 pos += 32
                 _graph_object_f_artifact_id = int.from_bytes(_graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_r156, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_r157, path='artifact_id', expected='artifact_id != 0', found=_graph_object_f_artifact_id)
                 _graph_object__obj = _new(GraphObject)
                 _graph_object__obj.artifact_id = _graph_object_f_artifact_id
                 _graph_object__obj.length = _graph_object_f_length
@@ -20585,7 +20653,7 @@ def _m_graph_section(mv, pos, end, _rest=_decode_many):
 
 def _e_graph_section(out, v):
     _at_state_len = len(out) + 16
-    out += _S153.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
+    out += _S154.pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
     _ps = len(out)
     _commit_state__v = v.state
     out += _S82.pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -20648,7 +20716,7 @@ def _e_graph_section(out, v):
     if len(v.objects) != len(v.objects):
         raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
     for _x in v.objects:
-        out += _S156.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
+        out += _S157.pack((_x.artifact_id).to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
     for _x in v.zgen:
         out += _S80.pack(1313163098, _x.version, _x.counted_through)
         if _x.version == 2:
@@ -20666,8 +20734,8 @@ def _e_graph_section(out, v):
 def _em_graph_section(values):
     out = bytearray()
     _S13_pack = _S13.pack
-    _S153_pack = _S153.pack
-    _S156_pack = _S156.pack
+    _S154_pack = _S154.pack
+    _S157_pack = _S157.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -20678,7 +20746,7 @@ def _em_graph_section(values):
     _S82_pack = _S82.pack
     for v in values:
         _at_state_len = len(out) + 16
-        out += _S153_pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
+        out += _S154_pack(v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', v.absorbed_through, 0)
         _ps = len(out)
         _commit_state__v = v.state
         out += _S82_pack(_commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -20741,7 +20809,7 @@ def _em_graph_section(values):
         if len(v.objects) != len(v.objects):
             raise EncodeError('expected ' + str(len(v.objects)) + ' items, found ' + str(len(v.objects)), path='objects')
         for _x in v.objects:
-            out += _S156_pack(_x.artifact_id.to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
+            out += _S157_pack(_x.artifact_id.to_bytes(16, 'little', signed=False), _x.length, _x.checksum)
         for _x in v.zgen:
             out += _S80_pack(1313163098, _x.version, _x.counted_through)
             if _x.version == 2:
@@ -20759,7 +20827,7 @@ def _em_graph_section(values):
 
 def _d_zgr3_body(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T152)
+        raise _short(pos, end, _T153)
     f_section_len, = _S13.unpack_from(mv, pos)
     pos += 4
     _n = f_section_len
@@ -20772,14 +20840,14 @@ def _d_zgr3_body(mv, pos, end):
     _sec_graph = pos
     try:
         if pos + 20 > end:
-            raise _short(pos, end, _T154)
-        _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S153.unpack_from(mv, pos)
-        _graph_section___r153 = pos
+            raise _short(pos, end, _T155)
+        _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S154.unpack_from(mv, pos)
+        _graph_section___r154 = pos
         pos += 20
         if not _graph_section__f_graph_present == 1:
-            raise ConstraintError('graph_present must be 1', offset=_graph_section___r153, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+            raise ConstraintError('graph_present must be 1', offset=_graph_section___r154, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
         if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
         _graph_section___n = _graph_section__f_state_len
         if _graph_section___n < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section___n)
@@ -20796,7 +20864,7 @@ def _d_zgr3_body(mv, pos, end):
             raise ConstraintError('section size mismatch', offset=_graph_section___sec_state, path='state', expected=end - _graph_section___sec_state, found=pos - _graph_section___sec_state)
         end = _graph_section___outer_end_state
         if pos + 4 > end:
-            raise _short(pos, end, _T155)
+            raise _short(pos, end, _T156)
         _graph_section__f_object_count, = _S13.unpack_from(mv, pos)
         pos += 4
         _graph_section___c = _graph_section__f_object_count
@@ -20806,13 +20874,13 @@ def _d_zgr3_body(mv, pos, end):
         try:
             for _graph_section___i in range(_graph_section___c):
                 if pos + 32 > end:
-                    raise _short(pos, end, _T157)
-                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S156.unpack_from(mv, pos)
-                _graph_section___r156 = pos
+                    raise _short(pos, end, _T158)
+                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S157.unpack_from(mv, pos)
+                _graph_section___r157 = pos
                 pos += 32
                 _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_section___graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r157, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
                 _graph_section___graph_object__obj = _new(GraphObject)
                 _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
                 _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -20830,7 +20898,7 @@ def _d_zgr3_body(mv, pos, end):
                 _graph_section___ip = pos
                 try:
                     if pos + 16 > end:
-                        raise _short(pos, end, _T158)
+                        raise _short(pos, end, _T159)
                     _graph_section___zgen_extension__f_magic, _graph_section___zgen_extension__f_version, _graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                     _graph_section___zgen_extension___r80 = pos
                     pos += 16
@@ -20868,7 +20936,7 @@ def _d_zgr3_body(mv, pos, end):
                         try:
                             for _graph_section___zgen_extension___i in range(_graph_section___zgen_extension___c):
                                 if pos + 16 > end:
-                                    raise _short(pos, end, _T159)
+                                    raise _short(pos, end, _T160)
                                 _graph_section___zgen_extension___zgen_row_f_after_sequence, _graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                                 _graph_section___zgen_extension___r59 = pos
                                 pos += 16
@@ -20913,7 +20981,7 @@ def _d_zgr3_body(mv, pos, end):
     return _obj, pos
 
 def _u_zgr3_body(mv, pos, end):
-    f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S161.unpack_from(mv, pos)
+    f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S162.unpack_from(mv, pos)
     pos += 4
     if f_section_len < 0:
         raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=f_section_len)
@@ -20922,12 +20990,12 @@ def _u_zgr3_body(mv, pos, end):
     _outer_end_graph = end
     end = pos + f_section_len
     _sec_graph = pos
-    _graph_section___r153 = pos
+    _graph_section___r154 = pos
     pos += 20
     if not _graph_section__f_graph_present == 1:
-        raise ConstraintError('graph_present must be 1', offset=_graph_section___r153, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+        raise ConstraintError('graph_present must be 1', offset=_graph_section___r154, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
     if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
     if _graph_section__f_state_len < 0:
         raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section__f_state_len)
     if pos + _graph_section__f_state_len > end:
@@ -20947,12 +21015,12 @@ def _u_zgr3_body(mv, pos, end):
         raise TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
     _graph_section__f_objects = []
     for _graph_section___i in range(_graph_section__f_object_count):
-        _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S156.unpack_from(mv, pos)
-        _graph_section___r156 = pos
+        _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S157.unpack_from(mv, pos)
+        _graph_section___r157 = pos
         pos += 32
         _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
         if not _graph_section___graph_object_f_artifact_id != 0:
-            raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+            raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r157, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
         _graph_section___graph_object__obj = _new(GraphObject)
         _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
         _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -21033,8 +21101,8 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S156_unpack_from = _S156.unpack_from
-    _S161_unpack_from = _S161.unpack_from
+    _S157_unpack_from = _S157.unpack_from
+    _S162_unpack_from = _S162.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S80_unpack_from = _S80.unpack_from
     try:
@@ -21042,7 +21110,7 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S161_unpack_from(mv, pos)
+            f_section_len, _graph_section__f_graph_present, _graph_section__f_reserved, _graph_section__f_absorbed_through, _graph_section__f_state_len = _S162_unpack_from(mv, pos)
             pos += 4
             if f_section_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=f_section_len)
@@ -21051,12 +21119,12 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
             _outer_end_graph = end
             end = pos + f_section_len
             _sec_graph = pos
-            _graph_section___r153 = pos
+            _graph_section___r154 = pos
             pos += 20
             if not _graph_section__f_graph_present == 1:
-                raise ConstraintError('graph_present must be 1', offset=_graph_section___r153, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
+                raise ConstraintError('graph_present must be 1', offset=_graph_section___r154, path='graph_present', expected='graph_present == 1', found=_graph_section__f_graph_present)
             if _graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_graph_section___r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_graph_section__f_reserved)
             if _graph_section__f_state_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_graph_section__f_state_len)
             if pos + _graph_section__f_state_len > end:
@@ -21076,12 +21144,12 @@ def _m_zgr3_body(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_graph_section__f_object_count) + ' needs at least ' + str(_graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_graph_section__f_object_count * 32, found=end - pos)
             _graph_section__f_objects = []
             for _graph_section___i in range(_graph_section__f_object_count):
-                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S156_unpack_from(mv, pos)
-                _graph_section___r156 = pos
+                _graph_section___graph_object_f_artifact_id, _graph_section___graph_object_f_length, _graph_section___graph_object_f_checksum = _S157_unpack_from(mv, pos)
+                _graph_section___r157 = pos
                 pos += 32
                 _graph_section___graph_object_f_artifact_id = int.from_bytes(_graph_section___graph_object_f_artifact_id, 'little', signed=False)
                 if not _graph_section___graph_object_f_artifact_id != 0:
-                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
+                    raise ConstraintError('artifact ids are non-zero nonces', offset=_graph_section___r157, path='artifact_id', expected='artifact_id != 0', found=_graph_section___graph_object_f_artifact_id)
                 _graph_section___graph_object__obj = _new(GraphObject)
                 _graph_section___graph_object__obj.artifact_id = _graph_section___graph_object_f_artifact_id
                 _graph_section___graph_object__obj.length = _graph_section___graph_object_f_length
@@ -21169,7 +21237,7 @@ def _e_zgr3_body(out, v):
     _ps = len(out)
     _graph_section__v = v.graph
     _graph_section___at_state_len = len(out) + 16
-    out += _S153.pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
+    out += _S154.pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
     _graph_section___ps = len(out)
     _graph_section___commit_state__v = _graph_section__v.state
     out += _S82.pack(_graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.generation, _graph_section___commit_state__v.sequence, _graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -21232,7 +21300,7 @@ def _e_zgr3_body(out, v):
     if len(_graph_section__v.objects) != len(_graph_section__v.objects):
         raise EncodeError('expected ' + str(len(_graph_section__v.objects)) + ' items, found ' + str(len(_graph_section__v.objects)), path='objects')
     for _graph_section___x in _graph_section__v.objects:
-        out += _S156.pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
+        out += _S157.pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
     for _graph_section___x in _graph_section__v.zgen:
         out += _S80.pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through)
         if _graph_section___x.version == 2:
@@ -21252,8 +21320,8 @@ def _e_zgr3_body(out, v):
 def _em_zgr3_body(values):
     out = bytearray()
     _S13_pack = _S13.pack
-    _S153_pack = _S153.pack
-    _S156_pack = _S156.pack
+    _S154_pack = _S154.pack
+    _S157_pack = _S157.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -21268,7 +21336,7 @@ def _em_zgr3_body(values):
         _ps = len(out)
         _graph_section__v = v.graph
         _graph_section___at_state_len = len(out) + 16
-        out += _S153_pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
+        out += _S154_pack(_graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _graph_section__v.absorbed_through, 0)
         _graph_section___ps = len(out)
         _graph_section___commit_state__v = _graph_section__v.state
         out += _S82_pack(_graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.generation, _graph_section___commit_state__v.sequence, _graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -21331,7 +21399,7 @@ def _em_zgr3_body(values):
         if len(_graph_section__v.objects) != len(_graph_section__v.objects):
             raise EncodeError('expected ' + str(len(_graph_section__v.objects)) + ' items, found ' + str(len(_graph_section__v.objects)), path='objects')
         for _graph_section___x in _graph_section__v.objects:
-            out += _S156_pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
+            out += _S157_pack(_graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _graph_section___x.length, _graph_section___x.checksum)
         for _graph_section___x in _graph_section__v.zgen:
             out += _S80_pack(1313163098, _graph_section___x.version, _graph_section___x.counted_through)
             if _graph_section___x.version == 2:
@@ -21351,7 +21419,7 @@ def _em_zgr3_body(values):
 
 def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     if pos + 4 > end:
-        raise _short(pos, end, _T149)
+        raise _short(pos, end, _T150)
     f_tag, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -21377,20 +21445,20 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
             try:
                 for _tsr1_body___i in range(_tsr1_body___c):
                     if pos + 24 > end:
-                        raise _short(pos, end, _T151)
-                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
-                    _tsr1_body___r150 = pos
+                        raise _short(pos, end, _T152)
+                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S151.unpack_from(mv, pos)
+                    _tsr1_body___r151 = pos
                     pos += 24
                     _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
                     if _tsr1_body___v is None:
-                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r151, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
                     _tsr1_body___clustering_range_f_tag = _tsr1_body___v
                     if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
                     if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
                     if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
                     _tsr1_body___clustering_range__obj = _new(ClusteringRange)
                     _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
                     _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -21407,7 +21475,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
     elif _tag == 861030234:
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T152)
+                raise _short(pos, end, _T153)
             _zgr3_body__f_section_len, = _S13.unpack_from(mv, pos)
             pos += 4
             _zgr3_body___n = _zgr3_body__f_section_len
@@ -21420,14 +21488,14 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
             _zgr3_body___sec_graph = pos
             try:
                 if pos + 20 > end:
-                    raise _short(pos, end, _T154)
-                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S153.unpack_from(mv, pos)
-                _zgr3_body___graph_section___r153 = pos
+                    raise _short(pos, end, _T155)
+                _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S154.unpack_from(mv, pos)
+                _zgr3_body___graph_section___r154 = pos
                 pos += 20
                 if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r153, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r154, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
                 if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
                 _zgr3_body___graph_section___n = _zgr3_body___graph_section__f_state_len
                 if _zgr3_body___graph_section___n < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section___n)
@@ -21444,7 +21512,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                     raise ConstraintError('section size mismatch', offset=_zgr3_body___graph_section___sec_state, path='state', expected=end - _zgr3_body___graph_section___sec_state, found=pos - _zgr3_body___graph_section___sec_state)
                 end = _zgr3_body___graph_section___outer_end_state
                 if pos + 4 > end:
-                    raise _short(pos, end, _T155)
+                    raise _short(pos, end, _T156)
                 _zgr3_body___graph_section__f_object_count, = _S13.unpack_from(mv, pos)
                 pos += 4
                 _zgr3_body___graph_section___c = _zgr3_body___graph_section__f_object_count
@@ -21454,13 +21522,13 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                 try:
                     for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section___c):
                         if pos + 32 > end:
-                            raise _short(pos, end, _T157)
-                        _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S156.unpack_from(mv, pos)
-                        _zgr3_body___graph_section___r156 = pos
+                            raise _short(pos, end, _T158)
+                        _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S157.unpack_from(mv, pos)
+                        _zgr3_body___graph_section___r157 = pos
                         pos += 32
                         _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
                         if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                            raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                            raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r157, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
                         _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
                         _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
                         _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -21478,7 +21546,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                         _zgr3_body___graph_section___ip = pos
                         try:
                             if pos + 16 > end:
-                                raise _short(pos, end, _T158)
+                                raise _short(pos, end, _T159)
                             _zgr3_body___graph_section___zgen_extension__f_magic, _zgr3_body___graph_section___zgen_extension__f_version, _zgr3_body___graph_section___zgen_extension__f_counted_through = _S80.unpack_from(mv, pos)
                             _zgr3_body___graph_section___zgen_extension___r80 = pos
                             pos += 16
@@ -21516,7 +21584,7 @@ def _d_manifest_extension(mv, pos, end, p_version, p_segment_count):
                                 try:
                                     for _zgr3_body___graph_section___zgen_extension___i in range(_zgr3_body___graph_section___zgen_extension___c):
                                         if pos + 16 > end:
-                                            raise _short(pos, end, _T159)
+                                            raise _short(pos, end, _T160)
                                         _zgr3_body___graph_section___zgen_extension___zgen_row_f_after_sequence, _zgr3_body___graph_section___zgen_extension___zgen_row_f_increment_count = _S59.unpack_from(mv, pos)
                                         _zgr3_body___graph_section___zgen_extension___r59 = pos
                                         pos += 16
@@ -21598,19 +21666,19 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             raise TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
         _tsr1_body__f_ranges = []
         for _tsr1_body___i in range(_tsr1_body__f_count):
-            _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
-            _tsr1_body___r150 = pos
+            _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S151.unpack_from(mv, pos)
+            _tsr1_body___r151 = pos
             pos += 24
             _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
             if _tsr1_body___v is None:
-                raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r151, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
             _tsr1_body___clustering_range_f_tag = _tsr1_body___v
             if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
             if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
             if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
             _tsr1_body___clustering_range__obj = _new(ClusteringRange)
             _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
             _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -21620,7 +21688,7 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _tsr1_body___obj.ranges = _tsr1_body__f_ranges
         f_body = _tsr1_body___obj
     elif f_tag == 861030234:
-        _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S161.unpack_from(mv, pos)
+        _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S162.unpack_from(mv, pos)
         pos += 4
         if _zgr3_body__f_section_len < 0:
             raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body__f_section_len)
@@ -21629,12 +21697,12 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
         _zgr3_body___outer_end_graph = end
         end = pos + _zgr3_body__f_section_len
         _zgr3_body___sec_graph = pos
-        _zgr3_body___graph_section___r153 = pos
+        _zgr3_body___graph_section___r154 = pos
         pos += 20
         if not _zgr3_body___graph_section__f_graph_present == 1:
-            raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r153, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+            raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r154, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
         if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
         if _zgr3_body___graph_section__f_state_len < 0:
             raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section__f_state_len)
         if pos + _zgr3_body___graph_section__f_state_len > end:
@@ -21654,12 +21722,12 @@ def _u_manifest_extension(mv, pos, end, p_version, p_segment_count):
             raise TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
         _zgr3_body___graph_section__f_objects = []
         for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
-            _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S156.unpack_from(mv, pos)
-            _zgr3_body___graph_section___r156 = pos
+            _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S157.unpack_from(mv, pos)
+            _zgr3_body___graph_section___r157 = pos
             pos += 32
             _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
             if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r157, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
             _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
             _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
             _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -21756,9 +21824,9 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
     _p0 = _rs = pos
     _end = end
     _S13_unpack_from = _S13.unpack_from
-    _S150_unpack_from = _S150.unpack_from
-    _S156_unpack_from = _S156.unpack_from
-    _S161_unpack_from = _S161.unpack_from
+    _S151_unpack_from = _S151.unpack_from
+    _S157_unpack_from = _S157.unpack_from
+    _S162_unpack_from = _S162.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S59_unpack_from = _S59.unpack_from
     _S6_unpack_from = _S6.unpack_from
@@ -21784,19 +21852,19 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     raise TruncatedError('count ' + str(_tsr1_body__f_count) + ' needs at least ' + str(_tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_tsr1_body__f_count * 24, found=end - pos)
                 _tsr1_body__f_ranges = []
                 for _tsr1_body___i in range(_tsr1_body__f_count):
-                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S150_unpack_from(mv, pos)
-                    _tsr1_body___r150 = pos
+                    _tsr1_body___clustering_range_f_tag, _tsr1_body___clustering_range_f_reserved, _tsr1_body___clustering_range_f_min_ts, _tsr1_body___clustering_range_f_max_ts = _S151_unpack_from(mv, pos)
+                    _tsr1_body___r151 = pos
                     pos += 24
                     _tsr1_body___v = _RANGETAG_BY_VALUE.get(_tsr1_body___clustering_range_f_tag)
                     if _tsr1_body___v is None:
-                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
+                        raise ConstraintError('unknown range_tag value', offset=_tsr1_body___r151, path='tag', expected=[0, 1, 2], found=_tsr1_body___clustering_range_f_tag)
                     _tsr1_body___clustering_range_f_tag = _tsr1_body___v
                     if _tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
+                        raise ConstraintError('reserved bytes must be zero', offset=_tsr1_body___r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_tsr1_body___clustering_range_f_reserved)
                     if not (_tsr1_body___clustering_range_f_tag == 2 or (_tsr1_body___clustering_range_f_min_ts == 0 and _tsr1_body___clustering_range_f_max_ts == 0)):
-                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_tsr1_body___r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_tsr1_body___clustering_range_f_max_ts)
                     if not (_tsr1_body___clustering_range_f_tag != 2 or _tsr1_body___clustering_range_f_min_ts <= _tsr1_body___clustering_range_f_max_ts):
-                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
+                        raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_tsr1_body___r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_tsr1_body___clustering_range_f_max_ts)
                     _tsr1_body___clustering_range__obj = _new(ClusteringRange)
                     _tsr1_body___clustering_range__obj.tag = _tsr1_body___clustering_range_f_tag
                     _tsr1_body___clustering_range__obj.min_ts = _tsr1_body___clustering_range_f_min_ts
@@ -21806,7 +21874,7 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _tsr1_body___obj.ranges = _tsr1_body__f_ranges
                 f_body = _tsr1_body___obj
             elif f_tag == 861030234:
-                _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S161_unpack_from(mv, pos)
+                _zgr3_body__f_section_len, _zgr3_body___graph_section__f_graph_present, _zgr3_body___graph_section__f_reserved, _zgr3_body___graph_section__f_absorbed_through, _zgr3_body___graph_section__f_state_len = _S162_unpack_from(mv, pos)
                 pos += 4
                 if _zgr3_body__f_section_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='graph', expected='>= 0', found=_zgr3_body__f_section_len)
@@ -21815,12 +21883,12 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                 _zgr3_body___outer_end_graph = end
                 end = pos + _zgr3_body__f_section_len
                 _zgr3_body___sec_graph = pos
-                _zgr3_body___graph_section___r153 = pos
+                _zgr3_body___graph_section___r154 = pos
                 pos += 20
                 if not _zgr3_body___graph_section__f_graph_present == 1:
-                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r153, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
+                    raise ConstraintError('graph_present must be 1', offset=_zgr3_body___graph_section___r154, path='graph_present', expected='graph_present == 1', found=_zgr3_body___graph_section__f_graph_present)
                 if _zgr3_body___graph_section__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r153 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_zgr3_body___graph_section___r154 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_zgr3_body___graph_section__f_reserved)
                 if _zgr3_body___graph_section__f_state_len < 0:
                     raise ConstraintError('negative size', offset=pos, path='state', expected='>= 0', found=_zgr3_body___graph_section__f_state_len)
                 if pos + _zgr3_body___graph_section__f_state_len > end:
@@ -21840,12 +21908,12 @@ def _m_manifest_extension(mv, pos, end, p_version, p_segment_count, _rest=_decod
                     raise TruncatedError('count ' + str(_zgr3_body___graph_section__f_object_count) + ' needs at least ' + str(_zgr3_body___graph_section__f_object_count * 32) + ' bytes', offset=pos, path='objects', expected=_zgr3_body___graph_section__f_object_count * 32, found=end - pos)
                 _zgr3_body___graph_section__f_objects = []
                 for _zgr3_body___graph_section___i in range(_zgr3_body___graph_section__f_object_count):
-                    _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S156_unpack_from(mv, pos)
-                    _zgr3_body___graph_section___r156 = pos
+                    _zgr3_body___graph_section___graph_object_f_artifact_id, _zgr3_body___graph_section___graph_object_f_length, _zgr3_body___graph_section___graph_object_f_checksum = _S157_unpack_from(mv, pos)
+                    _zgr3_body___graph_section___r157 = pos
                     pos += 32
                     _zgr3_body___graph_section___graph_object_f_artifact_id = int.from_bytes(_zgr3_body___graph_section___graph_object_f_artifact_id, 'little', signed=False)
                     if not _zgr3_body___graph_section___graph_object_f_artifact_id != 0:
-                        raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r156, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
+                        raise ConstraintError('artifact ids are non-zero nonces', offset=_zgr3_body___graph_section___r157, path='artifact_id', expected='artifact_id != 0', found=_zgr3_body___graph_section___graph_object_f_artifact_id)
                     _zgr3_body___graph_section___graph_object__obj = _new(GraphObject)
                     _zgr3_body___graph_section___graph_object__obj.artifact_id = _zgr3_body___graph_section___graph_object_f_artifact_id
                     _zgr3_body___graph_section___graph_object__obj.length = _zgr3_body___graph_section___graph_object_f_length
@@ -21953,7 +22021,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
             raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
         for _tsr1_body___x in _tsr1_body__v.ranges:
-            out += _S150.pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
+            out += _S151.pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
     elif _tag == 861030234:
         _zgr3_body__v = v.body
         _zgr3_body___at_section_len = len(out) + 0
@@ -21961,7 +22029,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         _zgr3_body___ps = len(out)
         _zgr3_body___graph_section__v = _zgr3_body__v.graph
         _zgr3_body___graph_section___at_state_len = len(out) + 16
-        out += _S153.pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
+        out += _S154.pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
         _zgr3_body___graph_section___ps = len(out)
         _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
         out += _S82.pack(_zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -22024,7 +22092,7 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
         if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
             raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
         for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
-            out += _S156.pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
+            out += _S157.pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
         for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.zgen:
             out += _S80.pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
             if _zgr3_body___graph_section___x.version == 2:
@@ -22050,9 +22118,9 @@ def _e_manifest_extension(out, v, p_version, p_segment_count):
 def _em_manifest_extension(values, p_version, p_segment_count):
     out = bytearray()
     _S13_pack = _S13.pack
-    _S150_pack = _S150.pack
-    _S153_pack = _S153.pack
-    _S156_pack = _S156.pack
+    _S151_pack = _S151.pack
+    _S154_pack = _S154.pack
+    _S157_pack = _S157.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -22071,7 +22139,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             if len(_tsr1_body__v.ranges) != len(_tsr1_body__v.ranges):
                 raise EncodeError('expected ' + str(len(_tsr1_body__v.ranges)) + ' items, found ' + str(len(_tsr1_body__v.ranges)), path='ranges')
             for _tsr1_body___x in _tsr1_body__v.ranges:
-                out += _S150_pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
+                out += _S151_pack(_tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _tsr1_body___x.min_ts, _tsr1_body___x.max_ts)
         elif _tag == 861030234:
             _zgr3_body__v = v.body
             _zgr3_body___at_section_len = len(out) + 0
@@ -22079,7 +22147,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             _zgr3_body___ps = len(out)
             _zgr3_body___graph_section__v = _zgr3_body__v.graph
             _zgr3_body___graph_section___at_state_len = len(out) + 16
-            out += _S153_pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
+            out += _S154_pack(_zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _zgr3_body___graph_section__v.absorbed_through, 0)
             _zgr3_body___graph_section___ps = len(out)
             _zgr3_body___graph_section___commit_state__v = _zgr3_body___graph_section__v.state
             out += _S82_pack(_zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.generation, _zgr3_body___graph_section___commit_state__v.sequence, _zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -22142,7 +22210,7 @@ def _em_manifest_extension(values, p_version, p_segment_count):
             if len(_zgr3_body___graph_section__v.objects) != len(_zgr3_body___graph_section__v.objects):
                 raise EncodeError('expected ' + str(len(_zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_zgr3_body___graph_section__v.objects)), path='objects')
             for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.objects:
-                out += _S156_pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
+                out += _S157_pack(_zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _zgr3_body___graph_section___x.length, _zgr3_body___graph_section___x.checksum)
             for _zgr3_body___graph_section___x in _zgr3_body___graph_section__v.zgen:
                 out += _S80_pack(1313163098, _zgr3_body___graph_section___x.version, _zgr3_body___graph_section___x.counted_through)
                 if _zgr3_body___graph_section___x.version == 2:
@@ -22167,24 +22235,24 @@ def _em_manifest_extension(values, p_version, p_segment_count):
 
 def _d_manifest_payload(mv, pos, end, p_version):
     if pos + 32 > end:
-        raise _short(pos, end, _T133)
-    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S132.unpack_from(mv, pos)
-    _r132 = pos
+        raise _short(pos, end, _T134)
+    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved = _S133.unpack_from(mv, pos)
+    _r133 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r132 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r133 + 28, path='reserved', expected=0, found=f_reserved)
     try:
         if pos + 24 > end:
-            raise _short(pos, end, _T135)
-        _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S134.unpack_from(mv, pos)
-        _epoch_alias___r134 = pos
+            raise _short(pos, end, _T136)
+        _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S135.unpack_from(mv, pos)
+        _epoch_alias___r135 = pos
         pos += 24
         if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-            raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r134, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+            raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r135, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
         if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r135 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
         if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-            raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+            raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r135 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
         _epoch_alias___obj = _new(EpochAlias)
         _epoch_alias___obj.present = _epoch_alias__f_present
         _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -22199,24 +22267,24 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 52 > end:
-                raise _short(pos, end, _T137)
-            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S136.unpack_from(mv, pos)
-            _r136 = pos
+                raise _short(pos, end, _T138)
+            _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S137.unpack_from(mv, pos)
+            _r137 = pos
             pos += 52
             _v = _QUANTSCHEME_BY_VALUE.get(_manifest_segment_f_scheme)
             if _v is None:
                 if _manifest_segment_f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r136 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_r136 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r137 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_r137 + 20, path='scheme', expected=[0, 1, 2, 4], found=_manifest_segment_f_scheme)
             _manifest_segment_f_scheme = _v
             if _manifest_segment_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r137 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
             if not ((_manifest_segment_f_epoch_present == 0) or (_manifest_segment_f_epoch_present == 1)):
-                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                raise ConstraintError('unknown presence tag (segment epoch)', offset=_r137 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
             if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r137 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
             if not ((_manifest_segment_f_epoch_present == 1) or (_manifest_segment_f_embedding_epoch_id == 0)):
-                raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                raise ConstraintError('absent segment epoch must be zero', offset=_r137 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
             _manifest_segment__obj = _new(ManifestSegment)
             _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
             _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -22249,16 +22317,16 @@ def _d_manifest_payload(mv, pos, end, p_version):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T148)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147.unpack_from(mv, pos)
-            _r147 = pos
+                raise _short(pos, end, _T149)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S148.unpack_from(mv, pos)
+            _r148 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r147 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r148 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -22285,7 +22353,7 @@ def _d_manifest_payload(mv, pos, end, p_version):
             try:
                 _manifest_extension___re_pos, _manifest_extension___re_end = (pos, end)
                 if pos + 4 > end:
-                    raise _short(pos, end, _T149)
+                    raise _short(pos, end, _T150)
                 _manifest_extension__f_tag, = _S13.unpack_from(mv, pos)
                 _manifest_extension___r13 = pos
                 pos += 4
@@ -22311,20 +22379,20 @@ def _d_manifest_payload(mv, pos, end, p_version):
                         try:
                             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body___c):
                                 if pos + 24 > end:
-                                    raise _short(pos, end, _T151)
-                                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
-                                _manifest_extension___tsr1_body___r150 = pos
+                                    raise _short(pos, end, _T152)
+                                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S151.unpack_from(mv, pos)
+                                _manifest_extension___tsr1_body___r151 = pos
                                 pos += 24
                                 _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                                 if _manifest_extension___tsr1_body___v is None:
-                                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r151, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
                                 _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                                 if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
                                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                                 _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                                 _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                                 _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -22377,19 +22445,20 @@ def _d_manifest_payload(mv, pos, end, p_version):
     return _obj, pos
 
 def _u_manifest_payload(mv, pos, end, p_version):
-    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S162.unpack_from(mv, pos)
-    _r132 = pos
+    _isb = mv.__class__ is bytes
+    f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S163.unpack_from(mv, pos)
+    _r133 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r132 + 28, path='reserved', expected=0, found=f_reserved)
-    _epoch_alias___r134 = pos
+        raise ConstraintError('reserved bytes must be zero', offset=_r133 + 28, path='reserved', expected=0, found=f_reserved)
+    _epoch_alias___r135 = pos
     pos += 24
     if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-        raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r134, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+        raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r135, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
     if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r135 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
     if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-        raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+        raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r135 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
     _epoch_alias___obj = _new(EpochAlias)
     _epoch_alias___obj.present = _epoch_alias__f_present
     _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -22399,18 +22468,18 @@ def _u_manifest_payload(mv, pos, end, p_version):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
     f_segments = []
     for _i in range(_c):
-        _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S136.unpack_from(mv, pos)
-        _r136 = pos
+        _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S137.unpack_from(mv, pos)
+        _r137 = pos
         pos += 52
         _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
         if _manifest_segment_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r137 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
         if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-            raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+            raise ConstraintError('unknown presence tag (segment epoch)', offset=_r137 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
         if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-            raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+            raise ConstraintError('reserved bytes must be zero', offset=_r137 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
         if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-            raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+            raise ConstraintError('absent segment epoch must be zero', offset=_r137 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
         _manifest_segment__obj = _new(ManifestSegment)
         _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
         _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -22435,13 +22504,13 @@ def _u_manifest_payload(mv, pos, end, p_version):
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
     f_columns = []
     for _i in range(_c):
-        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147.unpack_from(mv, pos)
-        _r147 = pos
+        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S148.unpack_from(mv, pos)
+        _r148 = pos
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
-        _column_def_f_name = str(mv[pos:pos + _column_def_n_name], 'utf-8')
+            raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+        _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
         _column_def__obj.column_id = _column_def_f_column_id
@@ -22472,19 +22541,19 @@ def _u_manifest_payload(mv, pos, end, p_version):
                 raise TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
             _manifest_extension___tsr1_body__f_ranges = []
             for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
-                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S150.unpack_from(mv, pos)
-                _manifest_extension___tsr1_body___r150 = pos
+                _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S151.unpack_from(mv, pos)
+                _manifest_extension___tsr1_body___r151 = pos
                 pos += 24
                 _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                 if _manifest_extension___tsr1_body___v is None:
-                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                    raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r151, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
                 _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                 if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                    raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                 if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                    raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                 _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                 _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                 _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -22531,10 +22600,11 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S136_unpack_from = _S136.unpack_from
-    _S147_unpack_from = _S147.unpack_from
-    _S150_unpack_from = _S150.unpack_from
-    _S162_unpack_from = _S162.unpack_from
+    _isb = mv.__class__ is bytes
+    _S137_unpack_from = _S137.unpack_from
+    _S148_unpack_from = _S148.unpack_from
+    _S151_unpack_from = _S151.unpack_from
+    _S163_unpack_from = _S163.unpack_from
     _S41_unpack_from = _S41.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
@@ -22542,19 +22612,19 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S162_unpack_from(mv, pos)
-            _r132 = pos
+            f_generation, f_log_seq, f_segment_count, f_epoch_count, f_user_column_count, f_reserved, _epoch_alias__f_present, _epoch_alias__f_reserved, _epoch_alias__f_embedding_epoch_id, _epoch_alias__f_tokenizer_epoch_id = _S163_unpack_from(mv, pos)
+            _r133 = pos
             pos += 32
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r132 + 28, path='reserved', expected=0, found=f_reserved)
-            _epoch_alias___r134 = pos
+                raise ConstraintError('reserved bytes must be zero', offset=_r133 + 28, path='reserved', expected=0, found=f_reserved)
+            _epoch_alias___r135 = pos
             pos += 24
             if not (_epoch_alias__f_present == 0 or _epoch_alias__f_present == 1):
-                raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r134, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
+                raise ConstraintError('unknown presence tag (alias)', offset=_epoch_alias___r135, path='present', expected='present == 0 or present == 1', found=_epoch_alias__f_present)
             if _epoch_alias__f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r134 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_epoch_alias___r135 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_epoch_alias__f_reserved)
             if not (_epoch_alias__f_present == 1 or (_epoch_alias__f_embedding_epoch_id == 0 and _epoch_alias__f_tokenizer_epoch_id == 0)):
-                raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r134 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
+                raise ConstraintError('absent alias must carry zero ids', offset=_epoch_alias___r135 + 16, path='tokenizer_epoch_id', expected='present == 1 or (embedding_epoch_id == 0 and tokenizer_epoch_id == 0)', found=_epoch_alias__f_tokenizer_epoch_id)
             _epoch_alias___obj = _new(EpochAlias)
             _epoch_alias___obj.present = _epoch_alias__f_present
             _epoch_alias___obj.embedding_epoch_id = _epoch_alias__f_embedding_epoch_id
@@ -22564,18 +22634,18 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 52) + ' bytes', offset=pos, path='segments', expected=_c * 52, found=end - pos)
             f_segments = []
             for _i in range(_c):
-                _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S136_unpack_from(mv, pos)
-                _r136 = pos
+                _manifest_segment_f_segment_id, _manifest_segment_f_row_count, _manifest_segment_f_scheme, _manifest_segment_f_reserved, _manifest_segment_f_dims, _manifest_segment_f_file_size, _manifest_segment_f_epoch_present, _manifest_segment_f_reserved2, _manifest_segment_f_embedding_epoch_id = _S137_unpack_from(mv, pos)
+                _r137 = pos
                 pos += 52
                 _manifest_segment_f_scheme = _QUANTSCHEME_BY_VALUE[_manifest_segment_f_scheme]
                 if _manifest_segment_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r136 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r137 + 22, path='reserved', expected=0, found=_manifest_segment_f_reserved)
                 if not (_manifest_segment_f_epoch_present == 0 or _manifest_segment_f_epoch_present == 1):
-                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_r136 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
+                    raise ConstraintError('unknown presence tag (segment epoch)', offset=_r137 + 36, path='epoch_present', expected='epoch_present == 0 or epoch_present == 1', found=_manifest_segment_f_epoch_present)
                 if _manifest_segment_f_reserved2 != b'\x00\x00\x00\x00\x00\x00\x00':
-                    raise ConstraintError('reserved bytes must be zero', offset=_r136 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r137 + 37, path='reserved2', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_segment_f_reserved2)
                 if not (_manifest_segment_f_epoch_present == 1 or _manifest_segment_f_embedding_epoch_id == 0):
-                    raise ConstraintError('absent segment epoch must be zero', offset=_r136 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
+                    raise ConstraintError('absent segment epoch must be zero', offset=_r137 + 44, path='embedding_epoch_id', expected='epoch_present == 1 or embedding_epoch_id == 0', found=_manifest_segment_f_embedding_epoch_id)
                 _manifest_segment__obj = _new(ManifestSegment)
                 _manifest_segment__obj.segment_id = _manifest_segment_f_segment_id
                 _manifest_segment__obj.row_count = _manifest_segment_f_row_count
@@ -22600,13 +22670,13 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 12) + ' bytes', offset=pos, path='columns', expected=_c * 12, found=end - pos)
             f_columns = []
             for _i in range(_c):
-                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147_unpack_from(mv, pos)
-                _r147 = pos
+                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S148_unpack_from(mv, pos)
+                _r148 = pos
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
-                _column_def_f_name = str(mv[pos:pos + _column_def_n_name], 'utf-8')
+                    raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
                 _column_def__obj.column_id = _column_def_f_column_id
@@ -22637,19 +22707,19 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
                         raise TruncatedError('count ' + str(_manifest_extension___tsr1_body__f_count) + ' needs at least ' + str(_manifest_extension___tsr1_body__f_count * 24) + ' bytes', offset=pos, path='ranges', expected=_manifest_extension___tsr1_body__f_count * 24, found=end - pos)
                     _manifest_extension___tsr1_body__f_ranges = []
                     for _manifest_extension___tsr1_body___i in range(_manifest_extension___tsr1_body__f_count):
-                        _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S150_unpack_from(mv, pos)
-                        _manifest_extension___tsr1_body___r150 = pos
+                        _manifest_extension___tsr1_body___clustering_range_f_tag, _manifest_extension___tsr1_body___clustering_range_f_reserved, _manifest_extension___tsr1_body___clustering_range_f_min_ts, _manifest_extension___tsr1_body___clustering_range_f_max_ts = _S151_unpack_from(mv, pos)
+                        _manifest_extension___tsr1_body___r151 = pos
                         pos += 24
                         _manifest_extension___tsr1_body___v = _RANGETAG_BY_VALUE.get(_manifest_extension___tsr1_body___clustering_range_f_tag)
                         if _manifest_extension___tsr1_body___v is None:
-                            raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r150, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
+                            raise ConstraintError('unknown range_tag value', offset=_manifest_extension___tsr1_body___r151, path='tag', expected=[0, 1, 2], found=_manifest_extension___tsr1_body___clustering_range_f_tag)
                         _manifest_extension___tsr1_body___clustering_range_f_tag = _manifest_extension___tsr1_body___v
                         if _manifest_extension___tsr1_body___clustering_range_f_reserved != b'\x00\x00\x00\x00\x00\x00\x00':
-                            raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r150 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
+                            raise ConstraintError('reserved bytes must be zero', offset=_manifest_extension___tsr1_body___r151 + 1, path='reserved', expected=b'\x00\x00\x00\x00\x00\x00\x00', found=_manifest_extension___tsr1_body___clustering_range_f_reserved)
                         if not (_manifest_extension___tsr1_body___clustering_range_f_tag == 2 or (_manifest_extension___tsr1_body___clustering_range_f_min_ts == 0 and _manifest_extension___tsr1_body___clustering_range_f_max_ts == 0)):
-                            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                            raise ConstraintError('Unstamped/Empty ranges require zero bounds', offset=_manifest_extension___tsr1_body___r151 + 16, path='max_ts', expected='tag == 2 or (min_ts == 0 and max_ts == 0)', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                         if not (_manifest_extension___tsr1_body___clustering_range_f_tag != 2 or _manifest_extension___tsr1_body___clustering_range_f_min_ts <= _manifest_extension___tsr1_body___clustering_range_f_max_ts):
-                            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r150 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
+                            raise ConstraintError('bounded range requires min_ts <= max_ts', offset=_manifest_extension___tsr1_body___r151 + 16, path='max_ts', expected='tag != 2 or min_ts <= max_ts', found=_manifest_extension___tsr1_body___clustering_range_f_max_ts)
                         _manifest_extension___tsr1_body___clustering_range__obj = _new(ClusteringRange)
                         _manifest_extension___tsr1_body___clustering_range__obj.tag = _manifest_extension___tsr1_body___clustering_range_f_tag
                         _manifest_extension___tsr1_body___clustering_range__obj.min_ts = _manifest_extension___tsr1_body___clustering_range_f_min_ts
@@ -22699,13 +22769,13 @@ def _m_manifest_payload(mv, pos, end, p_version, _rest=_decode_many):
     return _out
 
 def _e_manifest_payload(out, v, p_version):
-    out += _S132.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
+    out += _S133.pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
     _epoch_alias__v = v.alias
-    out += _S134.pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
+    out += _S135.pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
     if len(v.segments) != len(v.segments):
         raise EncodeError('expected ' + str(len(v.segments)) + ' items, found ' + str(len(v.segments)), path='segments')
     for _x in v.segments:
-        out += _S136.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
+        out += _S137.pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
     if len(v.epochs) != len(v.epochs):
         raise EncodeError('expected ' + str(len(v.epochs)) + ' items, found ' + str(len(v.epochs)), path='epochs')
     for _x in v.epochs:
@@ -22721,9 +22791,9 @@ def _e_manifest_payload(out, v, p_version):
         out += _S13.pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
         out += _embedding_epoch___embedding_tower___b_weights_digest
         _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-        out += _S142.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+        out += _S143.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
         out += _embedding_epoch___embedding_tower___b_prompt_prefix
-        out += _S144.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        out += _S145.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
         if _embedding_epoch___embedding_tower__v.os_build_present == 1:
             _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
             out += _S13.pack(len(_embedding_epoch___embedding_tower___b))
@@ -22741,9 +22811,9 @@ def _e_manifest_payload(out, v, p_version):
         out += _S13.pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
         out += _embedding_epoch___embedding_tower___b_weights_digest
         _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-        out += _S142.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+        out += _S143.pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
         out += _embedding_epoch___embedding_tower___b_prompt_prefix
-        out += _S144.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+        out += _S145.pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
         if _embedding_epoch___embedding_tower__v.os_build_present == 1:
             _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
             out += _S13.pack(len(_embedding_epoch___embedding_tower___b))
@@ -22757,7 +22827,7 @@ def _e_manifest_payload(out, v, p_version):
         raise EncodeError('expected ' + str(len(v.columns)) + ' items, found ' + str(len(v.columns)), path='columns')
     for _x in v.columns:
         _column_def_b_name = _x.name.encode()
-        out += _S147.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _S148.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
         out += _column_def_b_name
     for _x in v.extensions:
         _manifest_extension__p_segment_count = len(v.segments)
@@ -22770,7 +22840,7 @@ def _e_manifest_payload(out, v, p_version):
             if len(_manifest_extension___tsr1_body__v.ranges) != len(_manifest_extension___tsr1_body__v.ranges):
                 raise EncodeError('expected ' + str(len(_manifest_extension___tsr1_body__v.ranges)) + ' items, found ' + str(len(_manifest_extension___tsr1_body__v.ranges)), path='ranges')
             for _manifest_extension___tsr1_body___x in _manifest_extension___tsr1_body__v.ranges:
-                out += _S150.pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
+                out += _S151.pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
         elif _manifest_extension___tag == 861030234:
             _manifest_extension___zgr3_body__v = _x.body
             _manifest_extension___zgr3_body___at_section_len = len(out) + 0
@@ -22778,7 +22848,7 @@ def _e_manifest_payload(out, v, p_version):
             _manifest_extension___zgr3_body___ps = len(out)
             _manifest_extension___zgr3_body___graph_section__v = _manifest_extension___zgr3_body__v.graph
             _manifest_extension___zgr3_body___graph_section___at_state_len = len(out) + 16
-            out += _S153.pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
+            out += _S154.pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
             _manifest_extension___zgr3_body___graph_section___ps = len(out)
             _manifest_extension___zgr3_body___graph_section___commit_state__v = _manifest_extension___zgr3_body___graph_section__v.state
             out += _S82.pack(_manifest_extension___zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.generation, _manifest_extension___zgr3_body___graph_section___commit_state__v.sequence, _manifest_extension___zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -22841,7 +22911,7 @@ def _e_manifest_payload(out, v, p_version):
             if len(_manifest_extension___zgr3_body___graph_section__v.objects) != len(_manifest_extension___zgr3_body___graph_section__v.objects):
                 raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)), path='objects')
             for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.objects:
-                out += _S156.pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
+                out += _S157.pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
             for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.zgen:
                 out += _S80.pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through)
                 if _manifest_extension___zgr3_body___graph_section___x.version == 2:
@@ -22867,15 +22937,15 @@ def _e_manifest_payload(out, v, p_version):
 def _em_manifest_payload(values, p_version):
     out = bytearray()
     _S13_pack = _S13.pack
-    _S132_pack = _S132.pack
-    _S134_pack = _S134.pack
-    _S136_pack = _S136.pack
-    _S142_pack = _S142.pack
-    _S144_pack = _S144.pack
-    _S147_pack = _S147.pack
-    _S150_pack = _S150.pack
-    _S153_pack = _S153.pack
-    _S156_pack = _S156.pack
+    _S133_pack = _S133.pack
+    _S135_pack = _S135.pack
+    _S137_pack = _S137.pack
+    _S143_pack = _S143.pack
+    _S145_pack = _S145.pack
+    _S148_pack = _S148.pack
+    _S151_pack = _S151.pack
+    _S154_pack = _S154.pack
+    _S157_pack = _S157.pack
     _S41_pack = _S41.pack
     _S59_pack = _S59.pack
     _S6_pack = _S6.pack
@@ -22885,13 +22955,13 @@ def _em_manifest_payload(values, p_version):
     _S80_pack = _S80.pack
     _S82_pack = _S82.pack
     for v in values:
-        out += _S132_pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
+        out += _S133_pack(v.generation, v.log_seq, len(v.segments), len(v.epochs), len(v.columns), 0)
         _epoch_alias__v = v.alias
-        out += _S134_pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
+        out += _S135_pack(_epoch_alias__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _epoch_alias__v.embedding_epoch_id, _epoch_alias__v.tokenizer_epoch_id)
         if len(v.segments) != len(v.segments):
             raise EncodeError('expected ' + str(len(v.segments)) + ' items, found ' + str(len(v.segments)), path='segments')
         for _x in v.segments:
-            out += _S136_pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
+            out += _S137_pack(_x.segment_id, _x.row_count, _x.scheme, 0, _x.dims, _x.file_size, _x.epoch_present, b'\x00\x00\x00\x00\x00\x00\x00', _x.embedding_epoch_id)
         if len(v.epochs) != len(v.epochs):
             raise EncodeError('expected ' + str(len(v.epochs)) + ' items, found ' + str(len(v.epochs)), path='epochs')
         for _x in v.epochs:
@@ -22907,9 +22977,9 @@ def _em_manifest_payload(values, p_version):
             out += _S13_pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
             out += _embedding_epoch___embedding_tower___b_weights_digest
             _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-            out += _S142_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+            out += _S143_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
             out += _embedding_epoch___embedding_tower___b_prompt_prefix
-            out += _S144_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+            out += _S145_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
             if _embedding_epoch___embedding_tower__v.os_build_present == 1:
                 _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
                 out += _S13_pack(len(_embedding_epoch___embedding_tower___b))
@@ -22927,9 +22997,9 @@ def _em_manifest_payload(values, p_version):
             out += _S13_pack(len(_embedding_epoch___embedding_tower___b_weights_digest))
             out += _embedding_epoch___embedding_tower___b_weights_digest
             _embedding_epoch___embedding_tower___b_prompt_prefix = _embedding_epoch___embedding_tower__v.prompt_prefix.encode()
-            out += _S142_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
+            out += _S143_pack(_embedding_epoch___embedding_tower__v.dims, _embedding_epoch___embedding_tower__v.normalization, len(_embedding_epoch___embedding_tower___b_prompt_prefix))
             out += _embedding_epoch___embedding_tower___b_prompt_prefix
-            out += _S144_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
+            out += _S145_pack(_embedding_epoch___embedding_tower__v.max_tokens, _embedding_epoch___embedding_tower__v.runtime, _embedding_epoch___embedding_tower__v.compute_units, _embedding_epoch___embedding_tower__v.os_build_present, b'\x00\x00\x00')
             if _embedding_epoch___embedding_tower__v.os_build_present == 1:
                 _embedding_epoch___embedding_tower___b = _embedding_epoch___embedding_tower__v.os_build.encode()
                 out += _S13_pack(len(_embedding_epoch___embedding_tower___b))
@@ -22943,7 +23013,7 @@ def _em_manifest_payload(values, p_version):
             raise EncodeError('expected ' + str(len(v.columns)) + ' items, found ' + str(len(v.columns)), path='columns')
         for _x in v.columns:
             _column_def_b_name = _x.name.encode()
-            out += _S147_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+            out += _S148_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
             out += _column_def_b_name
         for _x in v.extensions:
             _manifest_extension__p_segment_count = len(v.segments)
@@ -22956,7 +23026,7 @@ def _em_manifest_payload(values, p_version):
                 if len(_manifest_extension___tsr1_body__v.ranges) != len(_manifest_extension___tsr1_body__v.ranges):
                     raise EncodeError('expected ' + str(len(_manifest_extension___tsr1_body__v.ranges)) + ' items, found ' + str(len(_manifest_extension___tsr1_body__v.ranges)), path='ranges')
                 for _manifest_extension___tsr1_body___x in _manifest_extension___tsr1_body__v.ranges:
-                    out += _S150_pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
+                    out += _S151_pack(_manifest_extension___tsr1_body___x.tag, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___tsr1_body___x.min_ts, _manifest_extension___tsr1_body___x.max_ts)
             elif _manifest_extension___tag == 861030234:
                 _manifest_extension___zgr3_body__v = _x.body
                 _manifest_extension___zgr3_body___at_section_len = len(out) + 0
@@ -22964,7 +23034,7 @@ def _em_manifest_payload(values, p_version):
                 _manifest_extension___zgr3_body___ps = len(out)
                 _manifest_extension___zgr3_body___graph_section__v = _manifest_extension___zgr3_body__v.graph
                 _manifest_extension___zgr3_body___graph_section___at_state_len = len(out) + 16
-                out += _S153_pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
+                out += _S154_pack(_manifest_extension___zgr3_body___graph_section__v.graph_present, b'\x00\x00\x00\x00\x00\x00\x00', _manifest_extension___zgr3_body___graph_section__v.absorbed_through, 0)
                 _manifest_extension___zgr3_body___graph_section___ps = len(out)
                 _manifest_extension___zgr3_body___graph_section___commit_state__v = _manifest_extension___zgr3_body___graph_section__v.state
                 out += _S82_pack(_manifest_extension___zgr3_body___graph_section___commit_state__v.store.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.generation, _manifest_extension___zgr3_body___graph_section___commit_state__v.sequence, _manifest_extension___zgr3_body___graph_section___commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False))
@@ -23027,7 +23097,7 @@ def _em_manifest_payload(values, p_version):
                 if len(_manifest_extension___zgr3_body___graph_section__v.objects) != len(_manifest_extension___zgr3_body___graph_section__v.objects):
                     raise EncodeError('expected ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)) + ' items, found ' + str(len(_manifest_extension___zgr3_body___graph_section__v.objects)), path='objects')
                 for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.objects:
-                    out += _S156_pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
+                    out += _S157_pack(_manifest_extension___zgr3_body___graph_section___x.artifact_id.to_bytes(16, 'little', signed=False), _manifest_extension___zgr3_body___graph_section___x.length, _manifest_extension___zgr3_body___graph_section___x.checksum)
                 for _manifest_extension___zgr3_body___graph_section___x in _manifest_extension___zgr3_body___graph_section__v.zgen:
                     out += _S80_pack(1313163098, _manifest_extension___zgr3_body___graph_section___x.version, _manifest_extension___zgr3_body___graph_section___x.counted_through)
                     if _manifest_extension___zgr3_body___graph_section___x.version == 2:
@@ -23053,7 +23123,7 @@ def _em_manifest_payload(values, p_version):
 
 def _d_purge_token_input(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T163)
+        raise _short(pos, end, _T164)
     f_generation, = _S6.unpack_from(mv, pos)
     pos += 8
     f_doc_ids = []
@@ -23150,7 +23220,7 @@ def _em_purge_token_input(values):
 
 def _d_purge_payload(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T164)
+        raise _short(pos, end, _T165)
     f_token_id, f_id_count, f_reserved = _S75.unpack_from(mv, pos)
     _r75 = pos
     pos += 16
@@ -23159,11 +23229,11 @@ def _d_purge_payload(mv, pos, end):
     _c = f_id_count
     if _c < 0 or _c * 16 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_c * 16, found=end - pos)
-    _st = _RC165.get(_c)
+    _st = _RC166.get(_c)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * _c)
-        if len(_RC165) < 64:
-            _RC165[_c] = _st
+        if len(_RC166) < 64:
+            _RC166[_c] = _st
     _it = iter(_st.unpack_from(mv, pos))
     f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += _c * 16
@@ -23180,11 +23250,11 @@ def _u_purge_payload(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
     if f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
-    _st = _RC165.get(f_id_count)
+    _st = _RC166.get(f_id_count)
     if _st is None:
         _st = struct.Struct('<' + 'QQ' * f_id_count)
-        if len(_RC165) < 64:
-            _RC165[f_id_count] = _st
+        if len(_RC166) < 64:
+            _RC166[f_id_count] = _st
     _it = iter(_st.unpack_from(mv, pos))
     f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
     pos += f_id_count * 16
@@ -23211,11 +23281,11 @@ def _m_purge_payload(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_r75 + 12, path='reserved', expected=0, found=f_reserved)
             if f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(f_id_count) + ' needs at least ' + str(f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=f_id_count * 16, found=end - pos)
-            _st = _RC165.get(f_id_count)
+            _st = _RC166.get(f_id_count)
             if _st is None:
                 _st = struct.Struct('<' + 'QQ' * f_id_count)
-                if len(_RC165) < 64:
-                    _RC165[f_id_count] = _st
+                if len(_RC166) < 64:
+                    _RC166[f_id_count] = _st
             _it = iter(_st.unpack_from(mv, pos))
             f_doc_ids = [_hi << 64 | _lo for _lo, _hi in zip(_it, _it)]
             pos += f_id_count * 16
@@ -23249,7 +23319,7 @@ def _em_purge_payload(values):
 
 def _d_purge_block(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T130)
+        raise _short(pos, end, _T131)
     f_block_len, = _S6.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
@@ -23263,7 +23333,7 @@ def _d_purge_block(mv, pos, end):
     _sec_payload = pos
     try:
         if pos + 16 > end:
-            raise _short(pos, end, _T164)
+            raise _short(pos, end, _T165)
         _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S75.unpack_from(mv, pos)
         _purge_payload___r75 = pos
         pos += 16
@@ -23272,11 +23342,11 @@ def _d_purge_block(mv, pos, end):
         _purge_payload___c = _purge_payload__f_id_count
         if _purge_payload___c < 0 or _purge_payload___c * 16 > end - pos:
             raise TruncatedError('count ' + str(_purge_payload___c) + ' needs at least ' + str(_purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload___c * 16, found=end - pos)
-        _purge_payload___st = _RC165.get(_purge_payload___c)
+        _purge_payload___st = _RC166.get(_purge_payload___c)
         if _purge_payload___st is None:
             _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload___c)
-            if len(_RC165) < 64:
-                _RC165[_purge_payload___c] = _purge_payload___st
+            if len(_RC166) < 64:
+                _RC166[_purge_payload___c] = _purge_payload___st
         _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
         _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
         pos += _purge_payload___c * 16
@@ -23291,7 +23361,7 @@ def _d_purge_block(mv, pos, end):
     end = _outer_end_payload
     _e_payload = pos
     if pos + 8 > end:
-        raise _short(pos, end, _T131)
+        raise _short(pos, end, _T132)
     f_block_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
@@ -23303,7 +23373,7 @@ def _d_purge_block(mv, pos, end):
     return _obj, pos
 
 def _u_purge_block(mv, pos, end):
-    f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S118.unpack_from(mv, pos)
+    f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S119.unpack_from(mv, pos)
     pos += 8
     _s_payload = pos
     if f_block_len < 0:
@@ -23319,11 +23389,11 @@ def _u_purge_block(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
     if _purge_payload__f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
-    _purge_payload___st = _RC165.get(_purge_payload__f_id_count)
+    _purge_payload___st = _RC166.get(_purge_payload__f_id_count)
     if _purge_payload___st is None:
         _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
-        if len(_RC165) < 64:
-            _RC165[_purge_payload__f_id_count] = _purge_payload___st
+        if len(_RC166) < 64:
+            _RC166[_purge_payload__f_id_count] = _purge_payload___st
     _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
     _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
     pos += _purge_payload__f_id_count * 16
@@ -23349,14 +23419,14 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S118_unpack_from = _S118.unpack_from
+    _S119_unpack_from = _S119.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S118_unpack_from(mv, pos)
+            f_block_len, _purge_payload__f_token_id, _purge_payload__f_id_count, _purge_payload__f_reserved = _S119_unpack_from(mv, pos)
             pos += 8
             _s_payload = pos
             if f_block_len < 0:
@@ -23372,11 +23442,11 @@ def _m_purge_block(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_payload__f_reserved)
             if _purge_payload__f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_payload__f_id_count) + ' needs at least ' + str(_purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_payload__f_id_count * 16, found=end - pos)
-            _purge_payload___st = _RC165.get(_purge_payload__f_id_count)
+            _purge_payload___st = _RC166.get(_purge_payload__f_id_count)
             if _purge_payload___st is None:
                 _purge_payload___st = struct.Struct('<' + 'QQ' * _purge_payload__f_id_count)
-                if len(_RC165) < 64:
-                    _RC165[_purge_payload__f_id_count] = _purge_payload___st
+                if len(_RC166) < 64:
+                    _RC166[_purge_payload__f_id_count] = _purge_payload___st
             _purge_payload___it = iter(_purge_payload___st.unpack_from(mv, pos))
             _purge_payload__f_doc_ids = [_purge_payload___hi << 64 | _purge_payload___lo for _purge_payload___lo, _purge_payload___hi in zip(_purge_payload___it, _purge_payload___it)]
             pos += _purge_payload__f_id_count * 16
@@ -23465,7 +23535,7 @@ def _d_purge_file(mv, pos, end):
     _sec_block = pos
     try:
         if pos + 8 > end:
-            raise _short(pos, end, _T130)
+            raise _short(pos, end, _T131)
         _purge_block__f_block_len, = _S6.unpack_from(mv, pos)
         pos += 8
         _purge_block___s_payload = pos
@@ -23479,7 +23549,7 @@ def _d_purge_file(mv, pos, end):
         _purge_block___sec_payload = pos
         try:
             if pos + 16 > end:
-                raise _short(pos, end, _T164)
+                raise _short(pos, end, _T165)
             _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S75.unpack_from(mv, pos)
             _purge_block___purge_payload___r75 = pos
             pos += 16
@@ -23488,11 +23558,11 @@ def _d_purge_file(mv, pos, end):
             _purge_block___purge_payload___c = _purge_block___purge_payload__f_id_count
             if _purge_block___purge_payload___c < 0 or _purge_block___purge_payload___c * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_block___purge_payload___c) + ' needs at least ' + str(_purge_block___purge_payload___c * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload___c * 16, found=end - pos)
-            _purge_block___purge_payload___st = _RC165.get(_purge_block___purge_payload___c)
+            _purge_block___purge_payload___st = _RC166.get(_purge_block___purge_payload___c)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload___c)
-                if len(_RC165) < 64:
-                    _RC165[_purge_block___purge_payload___c] = _purge_block___purge_payload___st
+                if len(_RC166) < 64:
+                    _RC166[_purge_block___purge_payload___c] = _purge_block___purge_payload___st
             _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
             _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
             pos += _purge_block___purge_payload___c * 16
@@ -23507,7 +23577,7 @@ def _d_purge_file(mv, pos, end):
         end = _purge_block___outer_end_payload
         _purge_block___e_payload = pos
         if pos + 8 > end:
-            raise _short(pos, end, _T131)
+            raise _short(pos, end, _T132)
         _purge_block__f_block_checksum, = _S6.unpack_from(mv, pos)
         _purge_block___r6 = pos
         pos += 8
@@ -23536,7 +23606,7 @@ def _d_purge_file(mv, pos, end):
     return _obj, pos
 
 def _u_purge_file(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S166.unpack_from(mv, pos)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S167.unpack_from(mv, pos)
     _r0 = pos
     pos += 32
     if f_magic != b'ZEPEMBED':
@@ -23572,11 +23642,11 @@ def _u_purge_file(mv, pos, end):
         raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
     if _purge_block___purge_payload__f_id_count * 16 > end - pos:
         raise TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
-    _purge_block___purge_payload___st = _RC165.get(_purge_block___purge_payload__f_id_count)
+    _purge_block___purge_payload___st = _RC166.get(_purge_block___purge_payload__f_id_count)
     if _purge_block___purge_payload___st is None:
         _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
-        if len(_RC165) < 64:
-            _RC165[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
+        if len(_RC166) < 64:
+            _RC166[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
     _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
     _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
     pos += _purge_block___purge_payload__f_id_count * 16
@@ -23613,14 +23683,14 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S166_unpack_from = _S166.unpack_from
+    _S167_unpack_from = _S167.unpack_from
     _S59_unpack_from = _S59.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S166_unpack_from(mv, pos)
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, _purge_block__f_block_len, _purge_block___purge_payload__f_token_id, _purge_block___purge_payload__f_id_count, _purge_block___purge_payload__f_reserved = _S167_unpack_from(mv, pos)
             _r0 = pos
             pos += 32
             if f_magic != b'ZEPEMBED':
@@ -23656,11 +23726,11 @@ def _m_purge_file(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('reserved bytes must be zero', offset=_purge_block___purge_payload___r75 + 12, path='reserved', expected=0, found=_purge_block___purge_payload__f_reserved)
             if _purge_block___purge_payload__f_id_count * 16 > end - pos:
                 raise TruncatedError('count ' + str(_purge_block___purge_payload__f_id_count) + ' needs at least ' + str(_purge_block___purge_payload__f_id_count * 16) + ' bytes', offset=pos, path='doc_ids', expected=_purge_block___purge_payload__f_id_count * 16, found=end - pos)
-            _purge_block___purge_payload___st = _RC165.get(_purge_block___purge_payload__f_id_count)
+            _purge_block___purge_payload___st = _RC166.get(_purge_block___purge_payload__f_id_count)
             if _purge_block___purge_payload___st is None:
                 _purge_block___purge_payload___st = struct.Struct('<' + 'QQ' * _purge_block___purge_payload__f_id_count)
-                if len(_RC165) < 64:
-                    _RC165[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
+                if len(_RC166) < 64:
+                    _RC166[_purge_block___purge_payload__f_id_count] = _purge_block___purge_payload___st
             _purge_block___purge_payload___it = iter(_purge_block___purge_payload___st.unpack_from(mv, pos))
             _purge_block___purge_payload__f_doc_ids = [_purge_block___purge_payload___hi << 64 | _purge_block___purge_payload___lo for _purge_block___purge_payload___lo, _purge_block___purge_payload___hi in zip(_purge_block___purge_payload___it, _purge_block___purge_payload___it)]
             pos += _purge_block___purge_payload__f_id_count * 16
@@ -23754,15 +23824,15 @@ def _em_purge_file(values):
 
 def _d_epoch_digest_input(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T167)
-    f_magic, = _S116.unpack_from(mv, pos)
-    _r116 = pos
+        raise _short(pos, end, _T168)
+    f_magic, = _S117.unpack_from(mv, pos)
+    _r117 = pos
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r117, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T139)
+            raise _short(pos, end, _T140)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -23773,7 +23843,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T140)
+            raise _short(pos, end, _T141)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -23784,7 +23854,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T141)
+            raise _short(pos, end, _T142)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -23792,13 +23862,13 @@ def _d_epoch_digest_input(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T143)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-        _digest_tower___r142 = pos
+            raise _short(pos, end, _T144)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+        _digest_tower___r143 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -23808,20 +23878,20 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T169)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
-        _digest_tower___r168 = pos
+            raise _short(pos, end, _T170)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169.unpack_from(mv, pos)
+        _digest_tower___r169 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -23853,7 +23923,7 @@ def _d_epoch_digest_input(mv, pos, end):
         raise _exc.prefixed('document') from None
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T139)
+            raise _short(pos, end, _T140)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -23864,7 +23934,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T140)
+            raise _short(pos, end, _T141)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -23875,7 +23945,7 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T141)
+            raise _short(pos, end, _T142)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -23883,13 +23953,13 @@ def _d_epoch_digest_input(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T143)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-        _digest_tower___r142 = pos
+            raise _short(pos, end, _T144)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+        _digest_tower___r143 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -23899,20 +23969,20 @@ def _d_epoch_digest_input(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T169)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
-        _digest_tower___r168 = pos
+            raise _short(pos, end, _T170)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169.unpack_from(mv, pos)
+        _digest_tower___r169 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -23943,7 +24013,7 @@ def _d_epoch_digest_input(mv, pos, end):
     except DecodeError as _exc:
         raise _exc.prefixed('query') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T146)
+        raise _short(pos, end, _T147)
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_alignment_digest > end:
@@ -23957,48 +24027,49 @@ def _d_epoch_digest_input(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_digest_input(mv, pos, end):
-    f_magic, _digest_tower__n_model_id = _S170.unpack_from(mv, pos)
-    _r116 = pos
+    _isb = mv.__class__ is bytes
+    f_magic, _digest_tower__n_model_id = _S171.unpack_from(mv, pos)
+    _r117 = pos
     pos += 8
     if f_magic != b'ZEEMBEP2':
-        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r117, path='magic', expected=b'ZEEMBEP2', found=f_magic)
     pos += 4
-    _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+    _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
     _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+    _digest_tower__f_model_version = _BD96(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
     pos += _digest_tower__n_model_version
     _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+    _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-    _digest_tower___r142 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+    _digest_tower___r143 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
-    _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+    _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
-    _digest_tower___r168 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169.unpack_from(mv, pos)
+    _digest_tower___r169 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+        _digest_tower__f_os_build = _BD96(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
         pos += _digest_tower___n
     else:
         _digest_tower__f_os_build = None
@@ -24017,42 +24088,42 @@ def _u_epoch_digest_input(mv, pos, end):
     f_document = _digest_tower___obj
     _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+    _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
     _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+    _digest_tower__f_model_version = _BD96(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
     pos += _digest_tower__n_model_version
     _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+    _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-    _digest_tower___r142 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+    _digest_tower___r143 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
-    _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+    _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
-    _digest_tower___r168 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169.unpack_from(mv, pos)
+    _digest_tower___r169 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+        _digest_tower__f_os_build = _BD96(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
         pos += _digest_tower___n
     else:
         _digest_tower__f_os_build = None
@@ -24071,7 +24142,7 @@ def _u_epoch_digest_input(mv, pos, end):
     f_query = _digest_tower___obj
     n_alignment_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    f_alignment_digest = bytes(mv[pos:pos + n_alignment_digest])
+    f_alignment_digest = mv[pos:pos + n_alignment_digest] if _isb else bytes(mv[pos:pos + n_alignment_digest])
     pos += n_alignment_digest
     _obj = _new(EpochDigestInput)
     _obj.document = f_document
@@ -24084,57 +24155,58 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S142_unpack_from = _S142.unpack_from
-    _S168_unpack_from = _S168.unpack_from
-    _S170_unpack_from = _S170.unpack_from
+    _S143_unpack_from = _S143.unpack_from
+    _S169_unpack_from = _S169.unpack_from
+    _S171_unpack_from = _S171.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, _digest_tower__n_model_id = _S170_unpack_from(mv, pos)
-            _r116 = pos
+            f_magic, _digest_tower__n_model_id = _S171_unpack_from(mv, pos)
+            _r117 = pos
             pos += 8
             if f_magic != b'ZEEMBEP2':
-                raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP2', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r117, path='magic', expected=b'ZEEMBEP2', found=f_magic)
             pos += 4
-            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+            _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
             _digest_tower__n_model_version, = _S13_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+            _digest_tower__f_model_version = _BD96(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
             pos += _digest_tower__n_model_version
             _digest_tower__n_weights_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+            _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
-            _digest_tower___r142 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143_unpack_from(mv, pos)
+            _digest_tower___r143 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
-            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+            _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168_unpack_from(mv, pos)
-            _digest_tower___r168 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169_unpack_from(mv, pos)
+            _digest_tower___r169 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+                _digest_tower__f_os_build = _BD96(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
                 pos += _digest_tower___n
             else:
                 _digest_tower__f_os_build = None
@@ -24153,42 +24225,42 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             f_document = _digest_tower___obj
             _digest_tower__n_model_id, = _S13_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+            _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
             _digest_tower__n_model_version, = _S13_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+            _digest_tower__f_model_version = _BD96(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
             pos += _digest_tower__n_model_version
             _digest_tower__n_weights_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+            _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
-            _digest_tower___r142 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143_unpack_from(mv, pos)
+            _digest_tower___r143 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
-            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+            _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168_unpack_from(mv, pos)
-            _digest_tower___r168 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169_unpack_from(mv, pos)
+            _digest_tower___r169 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+                _digest_tower__f_os_build = _BD96(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
                 pos += _digest_tower___n
             else:
                 _digest_tower__f_os_build = None
@@ -24207,7 +24279,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
             f_query = _digest_tower___obj
             n_alignment_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            f_alignment_digest = bytes(mv[pos:pos + n_alignment_digest])
+            f_alignment_digest = mv[pos:pos + n_alignment_digest] if _isb else bytes(mv[pos:pos + n_alignment_digest])
             pos += n_alignment_digest
             _obj = _new(EpochDigestInput)
             _obj.document = f_document
@@ -24223,7 +24295,7 @@ def _m_epoch_digest_input(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_epoch_digest_input(out, v):
-    out += _S116.pack(b'ZEEMBEP2')
+    out += _S117.pack(b'ZEEMBEP2')
     _digest_tower__v = v.document
     _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
     out += _S13.pack(len(_digest_tower___b_model_id))
@@ -24235,9 +24307,9 @@ def _e_epoch_digest_input(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S142.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S143.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S168.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S169.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -24255,9 +24327,9 @@ def _e_epoch_digest_input(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S142.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S143.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S168.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S169.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -24269,14 +24341,15 @@ def _e_epoch_digest_input(out, v):
     out += _b_alignment_digest
 
 def _em_epoch_digest_input(values):
-    out = bytearray()
-    _S116_pack = _S116.pack
+    _all = []
+    _a = _all.append
+    _S117_pack = _S117.pack
     _S13_pack = _S13.pack
-    _S142_pack = _S142.pack
-    _S168_pack = _S168.pack
+    _S143_pack = _S143.pack
+    _S169_pack = _S169.pack
     for v in values:
         _p = []
-        _p.append(_S116_pack(b'ZEEMBEP2'))
+        _p.append(_S117_pack(b'ZEEMBEP2'))
         _digest_tower__v = v.document
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
         _p.append(_S13_pack(len(_digest_tower___b_model_id)))
@@ -24288,9 +24361,9 @@ def _em_epoch_digest_input(values):
         _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
         _p.append(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _p.append(_S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _p.append(_S143_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
         _p.append(_digest_tower___b_prompt_prefix)
-        _p.append(_S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _p.append(_S169_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
             _p.append(_S13_pack(len(_digest_tower___b)))
@@ -24308,9 +24381,9 @@ def _em_epoch_digest_input(values):
         _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
         _p.append(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _p.append(_S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _p.append(_S143_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
         _p.append(_digest_tower___b_prompt_prefix)
-        _p.append(_S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _p.append(_S169_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
             _p.append(_S13_pack(len(_digest_tower___b)))
@@ -24320,20 +24393,20 @@ def _em_epoch_digest_input(values):
         _b_alignment_digest = v.alignment_digest
         _p.append(_S13_pack(len(_b_alignment_digest)))
         _p.append(_b_alignment_digest)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_epoch_digest_input_v1(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T167)
-    f_magic, = _S116.unpack_from(mv, pos)
-    _r116 = pos
+        raise _short(pos, end, _T168)
+    f_magic, = _S117.unpack_from(mv, pos)
+    _r117 = pos
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r117, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     try:
         if pos + 4 > end:
-            raise _short(pos, end, _T139)
+            raise _short(pos, end, _T140)
         _digest_tower__n_model_id, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_id > end:
@@ -24344,7 +24417,7 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_id') from None
         pos += _digest_tower__n_model_id
         if pos + 4 > end:
-            raise _short(pos, end, _T140)
+            raise _short(pos, end, _T141)
         _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_model_version > end:
@@ -24355,7 +24428,7 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'model_version') from None
         pos += _digest_tower__n_model_version
         if pos + 4 > end:
-            raise _short(pos, end, _T141)
+            raise _short(pos, end, _T142)
         _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
         pos += 4
         if pos + _digest_tower__n_weights_digest > end:
@@ -24363,13 +24436,13 @@ def _d_epoch_digest_input_v1(mv, pos, end):
         _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
         pos += _digest_tower__n_weights_digest
         if pos + 10 > end:
-            raise _short(pos, end, _T143)
-        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-        _digest_tower___r142 = pos
+            raise _short(pos, end, _T144)
+        _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+        _digest_tower___r143 = pos
         pos += 10
         _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+            raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
         _digest_tower__f_normalization = _digest_tower___v
         if pos + _digest_tower__n_prompt_prefix > end:
             raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=_digest_tower__n_prompt_prefix, found=end - pos)
@@ -24379,20 +24452,20 @@ def _d_epoch_digest_input_v1(mv, pos, end):
             raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
         pos += _digest_tower__n_prompt_prefix
         if pos + 9 > end:
-            raise _short(pos, end, _T169)
-        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
-        _digest_tower___r168 = pos
+            raise _short(pos, end, _T170)
+        _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169.unpack_from(mv, pos)
+        _digest_tower___r169 = pos
         pos += 9
         _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+            raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
         _digest_tower__f_runtime = _digest_tower___v
         _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
         if _digest_tower___v is None:
-            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+            raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
         _digest_tower__f_compute_units = _digest_tower___v
         if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+            raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
         if _digest_tower__f_os_build_present == 1:
             if pos + 4 > end:
                 raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -24427,48 +24500,49 @@ def _d_epoch_digest_input_v1(mv, pos, end):
     return _obj, pos
 
 def _u_epoch_digest_input_v1(mv, pos, end):
-    f_magic, _digest_tower__n_model_id = _S170.unpack_from(mv, pos)
-    _r116 = pos
+    _isb = mv.__class__ is bytes
+    f_magic, _digest_tower__n_model_id = _S171.unpack_from(mv, pos)
+    _r117 = pos
     pos += 8
     if f_magic != b'ZEEMBEP1':
-        raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r117, path='magic', expected=b'ZEEMBEP1', found=f_magic)
     pos += 4
-    _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+    _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
     pos += _digest_tower__n_model_id
     _digest_tower__n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+    _digest_tower__f_model_version = _BD96(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
     pos += _digest_tower__n_model_version
     _digest_tower__n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+    _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
     pos += _digest_tower__n_weights_digest
-    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142.unpack_from(mv, pos)
-    _digest_tower___r142 = pos
+    _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143.unpack_from(mv, pos)
+    _digest_tower___r143 = pos
     pos += 10
     _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
     _digest_tower__f_normalization = _digest_tower___v
-    _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+    _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
     pos += _digest_tower__n_prompt_prefix
-    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168.unpack_from(mv, pos)
-    _digest_tower___r168 = pos
+    _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169.unpack_from(mv, pos)
+    _digest_tower___r169 = pos
     pos += 9
     _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
     _digest_tower__f_runtime = _digest_tower___v
     _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
     if _digest_tower___v is None:
-        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
     _digest_tower__f_compute_units = _digest_tower___v
     if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
     if _digest_tower__f_os_build_present == 1:
         _digest_tower___n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+        _digest_tower__f_os_build = _BD96(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
         pos += _digest_tower___n
     else:
         _digest_tower__f_os_build = None
@@ -24493,57 +24567,58 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S142_unpack_from = _S142.unpack_from
-    _S168_unpack_from = _S168.unpack_from
-    _S170_unpack_from = _S170.unpack_from
+    _S143_unpack_from = _S143.unpack_from
+    _S169_unpack_from = _S169.unpack_from
+    _S171_unpack_from = _S171.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, _digest_tower__n_model_id = _S170_unpack_from(mv, pos)
-            _r116 = pos
+            f_magic, _digest_tower__n_model_id = _S171_unpack_from(mv, pos)
+            _r117 = pos
             pos += 8
             if f_magic != b'ZEEMBEP1':
-                raise ConstraintError('bad magic', offset=_r116, path='magic', expected=b'ZEEMBEP1', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r117, path='magic', expected=b'ZEEMBEP1', found=f_magic)
             pos += 4
-            _digest_tower__f_model_id = str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
+            _digest_tower__f_model_id = _BD96(mv[pos:pos + _digest_tower__n_model_id]) if _isb else str(mv[pos:pos + _digest_tower__n_model_id], 'utf-8')
             pos += _digest_tower__n_model_id
             _digest_tower__n_model_version, = _S13_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_model_version = str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
+            _digest_tower__f_model_version = _BD96(mv[pos:pos + _digest_tower__n_model_version]) if _isb else str(mv[pos:pos + _digest_tower__n_model_version], 'utf-8')
             pos += _digest_tower__n_model_version
             _digest_tower__n_weights_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            _digest_tower__f_weights_digest = bytes(mv[pos:pos + _digest_tower__n_weights_digest])
+            _digest_tower__f_weights_digest = mv[pos:pos + _digest_tower__n_weights_digest] if _isb else bytes(mv[pos:pos + _digest_tower__n_weights_digest])
             pos += _digest_tower__n_weights_digest
-            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S142_unpack_from(mv, pos)
-            _digest_tower___r142 = pos
+            _digest_tower__f_dims, _digest_tower__f_normalization, _digest_tower__n_prompt_prefix = _S143_unpack_from(mv, pos)
+            _digest_tower___r143 = pos
             pos += 10
             _digest_tower___v = _NORMALIZATION_BY_VALUE.get(_digest_tower__f_normalization)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown normalization value', offset=_digest_tower___r142 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
+                raise ConstraintError('unknown normalization value', offset=_digest_tower___r143 + 4, path='normalization', expected=[0, 1], found=_digest_tower__f_normalization)
             _digest_tower__f_normalization = _digest_tower___v
-            _digest_tower__f_prompt_prefix = str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
+            _digest_tower__f_prompt_prefix = _BD96(mv[pos:pos + _digest_tower__n_prompt_prefix]) if _isb else str(mv[pos:pos + _digest_tower__n_prompt_prefix], 'utf-8')
             pos += _digest_tower__n_prompt_prefix
-            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S168_unpack_from(mv, pos)
-            _digest_tower___r168 = pos
+            _digest_tower__f_max_tokens, _digest_tower__f_runtime, _digest_tower__f_compute_units, _digest_tower__f_os_build_present = _S169_unpack_from(mv, pos)
+            _digest_tower___r169 = pos
             pos += 9
             _digest_tower___v = _EMBEDRUNTIME_BY_VALUE.get(_digest_tower__f_runtime)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r168 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
+                raise ConstraintError('unknown embed_runtime value', offset=_digest_tower___r169 + 4, path='runtime', expected=[1, 2, 3], found=_digest_tower__f_runtime)
             _digest_tower__f_runtime = _digest_tower___v
             _digest_tower___v = _COMPUTEUNITS_BY_VALUE.get(_digest_tower__f_compute_units)
             if _digest_tower___v is None:
-                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
+                raise ConstraintError('unknown compute_units value', offset=_digest_tower___r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=_digest_tower__f_compute_units)
             _digest_tower__f_compute_units = _digest_tower___v
             if not (_digest_tower__f_os_build_present == 0 or _digest_tower__f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_digest_tower___r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=_digest_tower__f_os_build_present)
             if _digest_tower__f_os_build_present == 1:
                 _digest_tower___n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                _digest_tower__f_os_build = str(mv[pos:pos + _digest_tower___n], 'utf-8')
+                _digest_tower__f_os_build = _BD96(mv[pos:pos + _digest_tower___n]) if _isb else str(mv[pos:pos + _digest_tower___n], 'utf-8')
                 pos += _digest_tower___n
             else:
                 _digest_tower__f_os_build = None
@@ -24571,7 +24646,7 @@ def _m_epoch_digest_input_v1(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_epoch_digest_input_v1(out, v):
-    out += _S116.pack(b'ZEEMBEP1')
+    out += _S117.pack(b'ZEEMBEP1')
     _digest_tower__v = v.tower
     _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
     out += _S13.pack(len(_digest_tower___b_model_id))
@@ -24583,9 +24658,9 @@ def _e_epoch_digest_input_v1(out, v):
     out += _S13.pack(len(_digest_tower___b_weights_digest))
     out += _digest_tower___b_weights_digest
     _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-    out += _S142.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
+    out += _S143.pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix))
     out += _digest_tower___b_prompt_prefix
-    out += _S168.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
+    out += _S169.pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present)
     if _digest_tower__v.os_build_present == 1:
         _digest_tower___b = _digest_tower__v.os_build.encode()
         out += _S13.pack(len(_digest_tower___b))
@@ -24594,14 +24669,15 @@ def _e_epoch_digest_input_v1(out, v):
         raise EncodeError('field is present but its condition is false', path='os_build')
 
 def _em_epoch_digest_input_v1(values):
-    out = bytearray()
-    _S116_pack = _S116.pack
+    _all = []
+    _a = _all.append
+    _S117_pack = _S117.pack
     _S13_pack = _S13.pack
-    _S142_pack = _S142.pack
-    _S168_pack = _S168.pack
+    _S143_pack = _S143.pack
+    _S169_pack = _S169.pack
     for v in values:
         _p = []
-        _p.append(_S116_pack(b'ZEEMBEP1'))
+        _p.append(_S117_pack(b'ZEEMBEP1'))
         _digest_tower__v = v.tower
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
         _p.append(_S13_pack(len(_digest_tower___b_model_id)))
@@ -24613,21 +24689,21 @@ def _em_epoch_digest_input_v1(values):
         _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
         _p.append(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _p.append(_S142_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _p.append(_S143_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
         _p.append(_digest_tower___b_prompt_prefix)
-        _p.append(_S168_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _p.append(_S169_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
             _p.append(_S13_pack(len(_digest_tower___b)))
             _p.append(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_digest_tower(mv, pos, end):
     if pos + 4 > end:
-        raise _short(pos, end, _T139)
+        raise _short(pos, end, _T140)
     n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_id > end:
@@ -24638,7 +24714,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_id') from None
     pos += n_model_id
     if pos + 4 > end:
-        raise _short(pos, end, _T140)
+        raise _short(pos, end, _T141)
     n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_model_version > end:
@@ -24649,7 +24725,7 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'model_version') from None
     pos += n_model_version
     if pos + 4 > end:
-        raise _short(pos, end, _T141)
+        raise _short(pos, end, _T142)
     n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
     if pos + n_weights_digest > end:
@@ -24657,13 +24733,13 @@ def _d_digest_tower(mv, pos, end):
     f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
     if pos + 10 > end:
-        raise _short(pos, end, _T143)
-    f_dims, f_normalization, n_prompt_prefix = _S142.unpack_from(mv, pos)
-    _r142 = pos
+        raise _short(pos, end, _T144)
+    f_dims, f_normalization, n_prompt_prefix = _S143.unpack_from(mv, pos)
+    _r143 = pos
     pos += 10
     _v = _NORMALIZATION_BY_VALUE.get(f_normalization)
     if _v is None:
-        raise ConstraintError('unknown normalization value', offset=_r142 + 4, path='normalization', expected=[0, 1], found=f_normalization)
+        raise ConstraintError('unknown normalization value', offset=_r143 + 4, path='normalization', expected=[0, 1], found=f_normalization)
     f_normalization = _v
     if pos + n_prompt_prefix > end:
         raise TruncatedError('str truncated', offset=pos, path='prompt_prefix', expected=n_prompt_prefix, found=end - pos)
@@ -24673,20 +24749,20 @@ def _d_digest_tower(mv, pos, end):
         raise _text_error(_u, pos, 'utf-8', 'prompt_prefix') from None
     pos += n_prompt_prefix
     if pos + 9 > end:
-        raise _short(pos, end, _T169)
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S168.unpack_from(mv, pos)
-    _r168 = pos
+        raise _short(pos, end, _T170)
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S169.unpack_from(mv, pos)
+    _r169 = pos
     pos += 9
     _v = _EMBEDRUNTIME_BY_VALUE.get(f_runtime)
     if _v is None:
-        raise ConstraintError('unknown embed_runtime value', offset=_r168 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
+        raise ConstraintError('unknown embed_runtime value', offset=_r169 + 4, path='runtime', expected=[1, 2, 3], found=f_runtime)
     f_runtime = _v
     _v = _COMPUTEUNITS_BY_VALUE.get(f_compute_units)
     if _v is None:
-        raise ConstraintError('unknown compute_units value', offset=_r168 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
+        raise ConstraintError('unknown compute_units value', offset=_r169 + 6, path='compute_units', expected=[1, 2, 3, 4], found=f_compute_units)
     f_compute_units = _v
     if not ((f_os_build_present == 0) or (f_os_build_present == 1)):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if (f_os_build_present == 1):
         if pos + 4 > end:
             raise TruncatedError('length prefix truncated', offset=pos, path='os_build.length', expected=4, found=end - pos)
@@ -24716,34 +24792,35 @@ def _d_digest_tower(mv, pos, end):
     return _obj, pos
 
 def _u_digest_tower(mv, pos, end):
+    _isb = mv.__class__ is bytes
     n_model_id, = _S13.unpack_from(mv, pos)
     pos += 4
-    f_model_id = str(mv[pos:pos + n_model_id], 'utf-8')
+    f_model_id = _BD96(mv[pos:pos + n_model_id]) if _isb else str(mv[pos:pos + n_model_id], 'utf-8')
     pos += n_model_id
     n_model_version, = _S13.unpack_from(mv, pos)
     pos += 4
-    f_model_version = str(mv[pos:pos + n_model_version], 'utf-8')
+    f_model_version = _BD96(mv[pos:pos + n_model_version]) if _isb else str(mv[pos:pos + n_model_version], 'utf-8')
     pos += n_model_version
     n_weights_digest, = _S13.unpack_from(mv, pos)
     pos += 4
-    f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
+    f_weights_digest = mv[pos:pos + n_weights_digest] if _isb else bytes(mv[pos:pos + n_weights_digest])
     pos += n_weights_digest
-    f_dims, f_normalization, n_prompt_prefix = _S142.unpack_from(mv, pos)
+    f_dims, f_normalization, n_prompt_prefix = _S143.unpack_from(mv, pos)
     pos += 10
     f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
-    f_prompt_prefix = str(mv[pos:pos + n_prompt_prefix], 'utf-8')
+    f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
     pos += n_prompt_prefix
-    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S168.unpack_from(mv, pos)
-    _r168 = pos
+    f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S169.unpack_from(mv, pos)
+    _r169 = pos
     pos += 9
     f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
     f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
     if not (f_os_build_present == 0 or f_os_build_present == 1):
-        raise ConstraintError('unknown presence tag (OS build)', offset=_r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+        raise ConstraintError('unknown presence tag (OS build)', offset=_r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
     if f_os_build_present == 1:
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        f_os_build = str(mv[pos:pos + _n], 'utf-8')
+        f_os_build = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
         pos += _n
     else:
         f_os_build = None
@@ -24766,9 +24843,10 @@ def _m_digest_tower(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
-    _S142_unpack_from = _S142.unpack_from
-    _S168_unpack_from = _S168.unpack_from
+    _S143_unpack_from = _S143.unpack_from
+    _S169_unpack_from = _S169.unpack_from
     try:
         while True:
             if pos >= end:
@@ -24776,32 +24854,32 @@ def _m_digest_tower(mv, pos, end, _rest=_decode_many):
             _rs = pos
             n_model_id, = _S13_unpack_from(mv, pos)
             pos += 4
-            f_model_id = str(mv[pos:pos + n_model_id], 'utf-8')
+            f_model_id = _BD96(mv[pos:pos + n_model_id]) if _isb else str(mv[pos:pos + n_model_id], 'utf-8')
             pos += n_model_id
             n_model_version, = _S13_unpack_from(mv, pos)
             pos += 4
-            f_model_version = str(mv[pos:pos + n_model_version], 'utf-8')
+            f_model_version = _BD96(mv[pos:pos + n_model_version]) if _isb else str(mv[pos:pos + n_model_version], 'utf-8')
             pos += n_model_version
             n_weights_digest, = _S13_unpack_from(mv, pos)
             pos += 4
-            f_weights_digest = bytes(mv[pos:pos + n_weights_digest])
+            f_weights_digest = mv[pos:pos + n_weights_digest] if _isb else bytes(mv[pos:pos + n_weights_digest])
             pos += n_weights_digest
-            f_dims, f_normalization, n_prompt_prefix = _S142_unpack_from(mv, pos)
+            f_dims, f_normalization, n_prompt_prefix = _S143_unpack_from(mv, pos)
             pos += 10
             f_normalization = _NORMALIZATION_BY_VALUE[f_normalization]
-            f_prompt_prefix = str(mv[pos:pos + n_prompt_prefix], 'utf-8')
+            f_prompt_prefix = _BD96(mv[pos:pos + n_prompt_prefix]) if _isb else str(mv[pos:pos + n_prompt_prefix], 'utf-8')
             pos += n_prompt_prefix
-            f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S168_unpack_from(mv, pos)
-            _r168 = pos
+            f_max_tokens, f_runtime, f_compute_units, f_os_build_present = _S169_unpack_from(mv, pos)
+            _r169 = pos
             pos += 9
             f_runtime = _EMBEDRUNTIME_BY_VALUE[f_runtime]
             f_compute_units = _COMPUTEUNITS_BY_VALUE[f_compute_units]
             if not (f_os_build_present == 0 or f_os_build_present == 1):
-                raise ConstraintError('unknown presence tag (OS build)', offset=_r168 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
+                raise ConstraintError('unknown presence tag (OS build)', offset=_r169 + 8, path='os_build_present', expected='os_build_present == 0 or os_build_present == 1', found=f_os_build_present)
             if f_os_build_present == 1:
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                f_os_build = str(mv[pos:pos + _n], 'utf-8')
+                f_os_build = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                 pos += _n
             else:
                 f_os_build = None
@@ -24837,9 +24915,9 @@ def _e_digest_tower(out, v):
     out += _S13.pack(len(_b_weights_digest))
     out += _b_weights_digest
     _b_prompt_prefix = v.prompt_prefix.encode()
-    out += _S142.pack(v.dims, v.normalization, len(_b_prompt_prefix))
+    out += _S143.pack(v.dims, v.normalization, len(_b_prompt_prefix))
     out += _b_prompt_prefix
-    out += _S168.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
+    out += _S169.pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present)
     if (v.os_build_present == 1):
         _b = v.os_build.encode()
         out += _S13.pack(len(_b))
@@ -24848,10 +24926,11 @@ def _e_digest_tower(out, v):
         raise EncodeError('field is present but its condition is false', path='os_build')
 
 def _em_digest_tower(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
-    _S142_pack = _S142.pack
-    _S168_pack = _S168.pack
+    _S143_pack = _S143.pack
+    _S169_pack = _S169.pack
     for v in values:
         _b_model_id = v.model_id.encode()
         _p = []
@@ -24864,28 +24943,28 @@ def _em_digest_tower(values):
         _p.append(_S13_pack(len(_b_weights_digest)))
         _p.append(_b_weights_digest)
         _b_prompt_prefix = v.prompt_prefix.encode()
-        _p.append(_S142_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
+        _p.append(_S143_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
         _p.append(_b_prompt_prefix)
-        _p.append(_S168_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present))
+        _p.append(_S169_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present))
         if v.os_build_present == 1:
             _b = v.os_build.encode()
             _p.append(_S13_pack(len(_b)))
             _p.append(_b)
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_region_entry(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T172)
-    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S171.unpack_from(mv, pos)
-    _r171 = pos
+        raise _short(pos, end, _T173)
+    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S172.unpack_from(mv, pos)
+    _r172 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r172 + 4, path='reserved', expected=0, found=f_reserved)
     if not ((f_offset % 16384) == 0):
-        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r172 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
     _obj = _new(RegionEntry)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -24895,13 +24974,13 @@ def _d_region_entry(mv, pos, end):
     return _obj, pos
 
 def _u_region_entry(mv, pos, end):
-    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S171.unpack_from(mv, pos)
-    _r171 = pos
+    f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S172.unpack_from(mv, pos)
+    _r172 = pos
     pos += 32
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r172 + 4, path='reserved', expected=0, found=f_reserved)
     if not f_offset % 16384 == 0:
-        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+        raise ConstraintError('region offset must be 16 KiB aligned', offset=_r172 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
     _obj = _new(RegionEntry)
     _obj.kind = f_kind
     _obj.version = f_version
@@ -24915,19 +24994,19 @@ def _m_region_entry(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S171_unpack_from = _S171.unpack_from
+    _S172_unpack_from = _S172.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S171_unpack_from(mv, pos)
-            _r171 = pos
+            f_kind, f_version, f_reserved, f_offset, f_length, f_checksum = _S172_unpack_from(mv, pos)
+            _r172 = pos
             pos += 32
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r172 + 4, path='reserved', expected=0, found=f_reserved)
             if not f_offset % 16384 == 0:
-                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
+                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r172 + 8, path='offset', expected='offset % 16384 == 0', found=f_offset)
             _obj = _new(RegionEntry)
             _obj.kind = f_kind
             _obj.version = f_version
@@ -24944,44 +25023,44 @@ def _m_region_entry(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_region_entry(out, v):
-    out += _S171.pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
+    out += _S172.pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
 
 def _em_region_entry(values):
     out = bytearray()
-    _S171_pack = _S171.pack
+    _S172_pack = _S172.pack
     for v in values:
-        out += _S171_pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
+        out += _S172_pack(v.kind, v.version, 0, v.offset, v.length, v.checksum)
     return bytes(out)
 
 def _d_segment_header(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T174)
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S173.unpack_from(mv, pos)
-    _r173 = pos
+        raise _short(pos, end, _T175)
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S174.unpack_from(mv, pos)
+    _r174 = pos
     pos += 64
-    _s_magic = _r173
+    _s_magic = _r174
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r173, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r174, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not (f_family_id == 2):
-        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r173 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r174 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
     if not (f_family_version == 1):
-        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r173 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r174 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not (f_flags == 0):
-        raise ConstraintError('segment header flags must be zero', offset=_r173 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('segment header flags must be zero', offset=_r174 + 12, path='flags', expected='flags == 0', found=f_flags)
     if f_header_length < 72 or f_header_length > 1048576:
-        raise ConstraintError('value out of range', offset=_r173 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+        raise ConstraintError('value out of range', offset=_r174 + 16, path='header_length', expected='72..1048576', found=f_header_length)
     if not (f_header_length == (72 + (32 * f_region_count))):
-        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r173 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r174 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 54, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r174 + 54, path='reserved', expected=0, found=f_reserved)
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r173 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r173 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r174 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r174 + 56, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 58, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r174 + 58, path='reserved2', expected=0, found=f_reserved2)
     _c = f_region_count
     if _c < 0 or _c * 32 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 32) + ' bytes', offset=pos, path='regions', expected=_c * 32, found=end - pos)
@@ -24989,14 +25068,14 @@ def _d_segment_header(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 32 > end:
-                raise _short(pos, end, _T172)
-            _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S171.unpack_from(mv, pos)
-            _r171 = pos
+                raise _short(pos, end, _T173)
+            _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S172.unpack_from(mv, pos)
+            _r172 = pos
             pos += 32
             if _region_entry_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r172 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
             if not ((_region_entry_f_offset % 16384) == 0):
-                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+                raise ConstraintError('region offset must be 16 KiB aligned', offset=_r172 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
             _region_entry__obj = _new(RegionEntry)
             _region_entry__obj.kind = _region_entry_f_kind
             _region_entry__obj.version = _region_entry_f_version
@@ -25026,37 +25105,37 @@ def _d_segment_header(mv, pos, end):
     return _obj, pos
 
 def _u_segment_header(mv, pos, end):
-    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S173.unpack_from(mv, pos)
-    _r173 = pos
+    f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S174.unpack_from(mv, pos)
+    _r174 = pos
     pos += 64
     if f_magic != b'ZEPEMBED':
-        raise ConstraintError('bad magic', offset=_r173, path='magic', expected=b'ZEPEMBED', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r174, path='magic', expected=b'ZEPEMBED', found=f_magic)
     if not f_family_id == 2:
-        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r173 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+        raise ConstraintError('wrong family id (expected 2, segment)', offset=_r174 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
     if not f_family_version == 1:
-        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r173 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+        raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r174 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
     if not f_flags == 0:
-        raise ConstraintError('segment header flags must be zero', offset=_r173 + 12, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('segment header flags must be zero', offset=_r174 + 12, path='flags', expected='flags == 0', found=f_flags)
     if f_header_length < 72 or f_header_length > 1048576:
-        raise ConstraintError('value out of range', offset=_r173 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+        raise ConstraintError('value out of range', offset=_r174 + 16, path='header_length', expected='72..1048576', found=f_header_length)
     if not f_header_length == 72 + 32 * f_region_count:
-        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r173 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+        raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r174 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 54, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r174 + 54, path='reserved', expected=0, found=f_reserved)
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_reserved2 != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r173 + 58, path='reserved2', expected=0, found=f_reserved2)
+        raise ConstraintError('reserved bytes must be zero', offset=_r174 + 58, path='reserved2', expected=0, found=f_reserved2)
     if f_region_count * 32 > end - pos:
         raise TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
     f_regions = []
     for _i in range(f_region_count):
-        _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S171.unpack_from(mv, pos)
-        _r171 = pos
+        _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S172.unpack_from(mv, pos)
+        _r172 = pos
         pos += 32
         if _region_entry_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r172 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
         if not _region_entry_f_offset % 16384 == 0:
-            raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+            raise ConstraintError('region offset must be 16 KiB aligned', offset=_r172 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
         _region_entry__obj = _new(RegionEntry)
         _region_entry__obj.kind = _region_entry_f_kind
         _region_entry__obj.version = _region_entry_f_version
@@ -25068,7 +25147,7 @@ def _u_segment_header(mv, pos, end):
     f_header_checksum, = _S6.unpack_from(mv, pos)
     _r6 = pos
     pos += 8
-    _ck = _ck_xxh3_64(mv[_r173:_e_regions])
+    _ck = _ck_xxh3_64(mv[_r174:_e_regions])
     if f_header_checksum != _ck:
         raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
     _obj = _new(SegmentHeader)
@@ -25085,45 +25164,45 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S171_unpack_from = _S171.unpack_from
-    _S173_unpack_from = _S173.unpack_from
+    _S172_unpack_from = _S172.unpack_from
+    _S174_unpack_from = _S174.unpack_from
     _S6_unpack_from = _S6.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S173_unpack_from(mv, pos)
-            _r173 = pos
+            f_magic, f_family_id, f_family_version, f_flags, f_header_length, f_file_length, f_segment_id, f_row_count, f_region_count, f_reserved, f_scheme, f_reserved2, f_dims = _S174_unpack_from(mv, pos)
+            _r174 = pos
             pos += 64
             if f_magic != b'ZEPEMBED':
-                raise ConstraintError('bad magic', offset=_r173, path='magic', expected=b'ZEPEMBED', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r174, path='magic', expected=b'ZEPEMBED', found=f_magic)
             if not f_family_id == 2:
-                raise ConstraintError('wrong family id (expected 2, segment)', offset=_r173 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
+                raise ConstraintError('wrong family id (expected 2, segment)', offset=_r174 + 8, path='family_id', expected='family_id == 2', found=f_family_id)
             if not f_family_version == 1:
-                raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r173 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
+                raise UnsupportedError('unsupported segment version (registry accepts 1..1)', offset=_r174 + 10, path='family_version', expected='family_version == 1', found=f_family_version)
             if not f_flags == 0:
-                raise ConstraintError('segment header flags must be zero', offset=_r173 + 12, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('segment header flags must be zero', offset=_r174 + 12, path='flags', expected='flags == 0', found=f_flags)
             if f_header_length < 72 or f_header_length > 1048576:
-                raise ConstraintError('value out of range', offset=_r173 + 16, path='header_length', expected='72..1048576', found=f_header_length)
+                raise ConstraintError('value out of range', offset=_r174 + 16, path='header_length', expected='72..1048576', found=f_header_length)
             if not f_header_length == 72 + 32 * f_region_count:
-                raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r173 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
+                raise ConstraintError('header_length must equal 72 + 32 x region_count', offset=_r174 + 52, path='region_count', expected='header_length == 72 + 32 * region_count', found=f_region_count)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r173 + 54, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r174 + 54, path='reserved', expected=0, found=f_reserved)
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_reserved2 != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r173 + 58, path='reserved2', expected=0, found=f_reserved2)
+                raise ConstraintError('reserved bytes must be zero', offset=_r174 + 58, path='reserved2', expected=0, found=f_reserved2)
             if f_region_count * 32 > end - pos:
                 raise TruncatedError('count ' + str(f_region_count) + ' needs at least ' + str(f_region_count * 32) + ' bytes', offset=pos, path='regions', expected=f_region_count * 32, found=end - pos)
             f_regions = []
             for _i in range(f_region_count):
-                _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S171_unpack_from(mv, pos)
-                _r171 = pos
+                _region_entry_f_kind, _region_entry_f_version, _region_entry_f_reserved, _region_entry_f_offset, _region_entry_f_length, _region_entry_f_checksum = _S172_unpack_from(mv, pos)
+                _r172 = pos
                 pos += 32
                 if _region_entry_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r171 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r172 + 4, path='reserved', expected=0, found=_region_entry_f_reserved)
                 if not _region_entry_f_offset % 16384 == 0:
-                    raise ConstraintError('region offset must be 16 KiB aligned', offset=_r171 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
+                    raise ConstraintError('region offset must be 16 KiB aligned', offset=_r172 + 8, path='offset', expected='offset % 16384 == 0', found=_region_entry_f_offset)
                 _region_entry__obj = _new(RegionEntry)
                 _region_entry__obj.kind = _region_entry_f_kind
                 _region_entry__obj.version = _region_entry_f_version
@@ -25135,7 +25214,7 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
             f_header_checksum, = _S6_unpack_from(mv, pos)
             _r6 = pos
             pos += 8
-            _ck = _ck_xxh3_64(mv[_r173:_e_regions])
+            _ck = _ck_xxh3_64(mv[_r174:_e_regions])
             if f_header_checksum != _ck:
                 raise ChecksumError('xxh3_64 mismatch', offset=_r6, path='header_checksum', expected=_ck, found=f_header_checksum)
             _obj = _new(SegmentHeader)
@@ -25156,49 +25235,49 @@ def _m_segment_header(mv, pos, end, _rest=_decode_many):
 
 def _e_segment_header(out, v):
     _s_magic = len(out)
-    out += _S173.pack(b'ZEPEMBED', 2, 1, 0, (72 + (32 * len(v.regions))), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
+    out += _S174.pack(b'ZEPEMBED', 2, 1, 0, (72 + (32 * len(v.regions))), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
     if len(v.regions) != len(v.regions):
         raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
     for _x in v.regions:
-        out += _S171.pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
+        out += _S172.pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
     f_header_checksum = _ck_xxh3_64((out if _s_magic == 0 else memoryview(out)[_s_magic:]))
     out += _S6.pack(f_header_checksum)
 
 def _em_segment_header(values):
     out = bytearray()
-    _S171_pack = _S171.pack
-    _S173_pack = _S173.pack
+    _S172_pack = _S172.pack
+    _S174_pack = _S174.pack
     _S6_pack = _S6.pack
     for v in values:
         _s_magic = len(out)
-        out += _S173_pack(b'ZEPEMBED', 2, 1, 0, 72 + 32 * len(v.regions), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
+        out += _S174_pack(b'ZEPEMBED', 2, 1, 0, 72 + 32 * len(v.regions), v.file_length, v.segment_id, v.row_count, len(v.regions), 0, v.scheme, 0, v.dims)
         if len(v.regions) != len(v.regions):
             raise EncodeError('expected ' + str(len(v.regions)) + ' items, found ' + str(len(v.regions)), path='regions')
         for _x in v.regions:
-            out += _S171_pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
+            out += _S172_pack(_x.kind, _x.version, 0, _x.offset, _x.length, _x.checksum)
         out += _S6_pack(_ck_xxh3_64(memoryview(out)[_s_magic:]))
     return bytes(out)
 
 def _d_vector_header(mv, pos, end):
     if pos + 32 > end:
-        raise _short(pos, end, _T176)
-    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S175.unpack_from(mv, pos)
-    _r175 = pos
+        raise _short(pos, end, _T177)
+    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S176.unpack_from(mv, pos)
+    _r176 = pos
     pos += 32
     _v = _QUANTSCHEME_BY_VALUE.get(f_scheme)
     if _v is None:
         if f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r175, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_r175, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_r176, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_r176, path='scheme', expected=[0, 1, 2, 4], found=f_scheme)
     f_scheme = _v
     if f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
     if f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 14, path='transform_kind', expected=0, found=f_transform_kind)
     if f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 16, path='transform_seed', expected=0, found=f_transform_seed)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 28, path='reserved', expected=0, found=f_reserved)
     _obj = _new(VectorHeader)
     _obj.scheme = f_scheme
     _obj.dims = f_dims
@@ -25208,18 +25287,18 @@ def _d_vector_header(mv, pos, end):
     return _obj, pos
 
 def _u_vector_header(mv, pos, end):
-    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S175.unpack_from(mv, pos)
-    _r175 = pos
+    f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S176.unpack_from(mv, pos)
+    _r176 = pos
     pos += 32
     f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
     if f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
     if f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 14, path='transform_kind', expected=0, found=f_transform_kind)
     if f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 16, path='transform_seed', expected=0, found=f_transform_seed)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r175 + 28, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r176 + 28, path='reserved', expected=0, found=f_reserved)
     _obj = _new(VectorHeader)
     _obj.scheme = f_scheme
     _obj.dims = f_dims
@@ -25233,24 +25312,24 @@ def _m_vector_header(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S175_unpack_from = _S175.unpack_from
+    _S176_unpack_from = _S176.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S175_unpack_from(mv, pos)
-            _r175 = pos
+            f_scheme, f_vector_space_id, f_dims, f_row_stride, f_factor_stride, f_transform_kind, f_transform_seed, f_row_count, f_reserved = _S176_unpack_from(mv, pos)
+            _r176 = pos
             pos += 32
             f_scheme = _QUANTSCHEME_BY_VALUE[f_scheme]
             if f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r175 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_r176 + 2, path='vector_space_id', expected=0, found=f_vector_space_id)
             if f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r175 + 14, path='transform_kind', expected=0, found=f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_r176 + 14, path='transform_kind', expected=0, found=f_transform_kind)
             if f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r175 + 16, path='transform_seed', expected=0, found=f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_r176 + 16, path='transform_seed', expected=0, found=f_transform_seed)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r175 + 28, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r176 + 28, path='reserved', expected=0, found=f_reserved)
             _obj = _new(VectorHeader)
             _obj.scheme = f_scheme
             _obj.dims = f_dims
@@ -25267,36 +25346,36 @@ def _m_vector_header(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_vector_header(out, v):
-    out += _S175.pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
+    out += _S176.pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
 
 def _em_vector_header(values):
     out = bytearray()
-    _S175_pack = _S175.pack
+    _S176_pack = _S176.pack
     for v in values:
-        out += _S175_pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
+        out += _S176_pack(v.scheme, 0, v.dims, v.row_stride, v.factor_stride, 0, 0, v.row_count, 0)
     return bytes(out)
 
 def _d_vector_codes_region(mv, pos, end):
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T176)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
-        _vector_header___r175 = pos
+            raise _short(pos, end, _T177)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176.unpack_from(mv, pos)
+        _vector_header___r176 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -25309,7 +25388,7 @@ def _d_vector_codes_region(mv, pos, end):
     _c = (f_header.row_stride * f_header.row_count)
     if _c < 0 or _c * 1 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-    f_codes = numpy.frombuffer(mv, _DT177, _c, pos)
+    f_codes = numpy.frombuffer(mv, _DT178, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
     _obj.header = f_header
@@ -25317,23 +25396,23 @@ def _d_vector_codes_region(mv, pos, end):
     return _obj, pos
 
 def _u_vector_codes_region(mv, pos, end):
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
-    _vector_header___r175 = pos
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176.unpack_from(mv, pos)
+    _vector_header___r176 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -25343,7 +25422,7 @@ def _u_vector_codes_region(mv, pos, end):
     _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
     if _c < 0 or _c * 1 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-    f_codes = numpy.frombuffer(mv, _DT177, _c, pos)
+    f_codes = numpy.frombuffer(mv, _DT178, _c, pos)
     pos += _c * 1
     _obj = _new(VectorCodesRegion)
     _obj.header = _vector_header___obj
@@ -25355,29 +25434,29 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S175_unpack_from = _S175.unpack_from
+    _S176_unpack_from = _S176.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175_unpack_from(mv, pos)
-            _vector_header___r175 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176_unpack_from(mv, pos)
+            _vector_header___r176 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -25387,7 +25466,7 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
             _c = _vector_header___obj.row_stride * _vector_header___obj.row_count
             if _c < 0 or _c * 1 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='codes', expected=_c * 1, found=end - pos)
-            f_codes = numpy.frombuffer(mv, _DT177, _c, pos)
+            f_codes = numpy.frombuffer(mv, _DT178, _c, pos)
             pos += _c * 1
             _obj = _new(VectorCodesRegion)
             _obj.header = _vector_header___obj
@@ -25403,17 +25482,17 @@ def _m_vector_codes_region(mv, pos, end, _rest=_decode_many):
 
 def _e_vector_codes_region(out, v):
     _vector_header__v = v.header
-    out += _S175.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S176.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if len(v.codes) != (v.header.row_stride * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.row_stride * v.header.row_count)) + ' items, found ' + str(len(v.codes)), path='codes')
     out += numpy.asarray(v.codes, dtype='<u1').tobytes()
 
 def _em_vector_codes_region(values):
     out = bytearray()
-    _S175_pack = _S175.pack
+    _S176_pack = _S176.pack
     for v in values:
         _vector_header__v = v.header
-        out += _S175_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+        out += _S176_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
         if len(v.codes) != v.header.row_stride * v.header.row_count:
             raise EncodeError('expected ' + str(v.header.row_stride * v.header.row_count) + ' items, found ' + str(len(v.codes)), path='codes')
         out += numpy.asarray(v.codes, dtype='<u1').tobytes()
@@ -25421,8 +25500,8 @@ def _em_vector_codes_region(values):
 
 def _d_bit4_factors(mv, pos, end):
     if pos + 12 > end:
-        raise _short(pos, end, _T179)
-    f_scale, f_normalized_norm, f_normalized_correction = _S178.unpack_from(mv, pos)
+        raise _short(pos, end, _T180)
+    f_scale, f_normalized_norm, f_normalized_correction = _S179.unpack_from(mv, pos)
     pos += 12
     _obj = _new(Bit4Factors)
     _obj.scale = f_scale
@@ -25431,7 +25510,7 @@ def _d_bit4_factors(mv, pos, end):
     return _obj, pos
 
 def _u_bit4_factors(mv, pos, end):
-    f_scale, f_normalized_norm, f_normalized_correction = _S178.unpack_from(mv, pos)
+    f_scale, f_normalized_norm, f_normalized_correction = _S179.unpack_from(mv, pos)
     pos += 12
     _obj = _new(Bit4Factors)
     _obj.scale = f_scale
@@ -25444,13 +25523,13 @@ def _m_bit4_factors(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S178_unpack_from = _S178.unpack_from
+    _S179_unpack_from = _S179.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scale, f_normalized_norm, f_normalized_correction = _S178_unpack_from(mv, pos)
+            f_scale, f_normalized_norm, f_normalized_correction = _S179_unpack_from(mv, pos)
             pos += 12
             _obj = _new(Bit4Factors)
             _obj.scale = f_scale
@@ -25466,19 +25545,19 @@ def _m_bit4_factors(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_bit4_factors(out, v):
-    out += _S178.pack(v.scale, v.normalized_norm, v.normalized_correction)
+    out += _S179.pack(v.scale, v.normalized_norm, v.normalized_correction)
 
 def _em_bit4_factors(values):
     out = bytearray()
-    _S178_pack = _S178.pack
+    _S179_pack = _S179.pack
     for v in values:
-        out += _S178_pack(v.scale, v.normalized_norm, v.normalized_correction)
+        out += _S179_pack(v.scale, v.normalized_norm, v.normalized_correction)
     return bytes(out)
 
 def _d_int8_factors(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T181)
-    f_scale, f_offset = _S180.unpack_from(mv, pos)
+        raise _short(pos, end, _T182)
+    f_scale, f_offset = _S181.unpack_from(mv, pos)
     pos += 8
     _obj = _new(Int8Factors)
     _obj.scale = f_scale
@@ -25486,7 +25565,7 @@ def _d_int8_factors(mv, pos, end):
     return _obj, pos
 
 def _u_int8_factors(mv, pos, end):
-    f_scale, f_offset = _S180.unpack_from(mv, pos)
+    f_scale, f_offset = _S181.unpack_from(mv, pos)
     pos += 8
     _obj = _new(Int8Factors)
     _obj.scale = f_scale
@@ -25498,13 +25577,13 @@ def _m_int8_factors(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S180_unpack_from = _S180.unpack_from
+    _S181_unpack_from = _S181.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_scale, f_offset = _S180_unpack_from(mv, pos)
+            f_scale, f_offset = _S181_unpack_from(mv, pos)
             pos += 8
             _obj = _new(Int8Factors)
             _obj.scale = f_scale
@@ -25519,36 +25598,36 @@ def _m_int8_factors(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_int8_factors(out, v):
-    out += _S180.pack(v.scale, v.offset)
+    out += _S181.pack(v.scale, v.offset)
 
 def _em_int8_factors(values):
     out = bytearray()
-    _S180_pack = _S180.pack
+    _S181_pack = _S181.pack
     for v in values:
-        out += _S180_pack(v.scale, v.offset)
+        out += _S181_pack(v.scale, v.offset)
     return bytes(out)
 
 def _d_vector_factors_region(mv, pos, end):
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T176)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
-        _vector_header___r175 = pos
+            raise _short(pos, end, _T177)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176.unpack_from(mv, pos)
+        _vector_header___r176 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -25592,23 +25671,24 @@ def _d_vector_factors_region(mv, pos, end):
     return _obj, pos
 
 def _u_vector_factors_region(mv, pos, end):
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
-    _vector_header___r175 = pos
+    _isb = mv.__class__ is bytes
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176.unpack_from(mv, pos)
+    _vector_header___r176 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -25635,7 +25715,7 @@ def _u_vector_factors_region(mv, pos, end):
         _n = _vector_header___obj.factor_stride * _vector_header___obj.row_count
         if _n < 0:
             raise ConstraintError('negative size', offset=pos, path='raw', expected='>= 0', found=_n)
-        f_raw = bytes(mv[pos:pos + _n])
+        f_raw = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
         pos += _n
     else:
         f_raw = None
@@ -25651,29 +25731,30 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S175_unpack_from = _S175.unpack_from
+    _isb = mv.__class__ is bytes
+    _S176_unpack_from = _S176.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175_unpack_from(mv, pos)
-            _vector_header___r175 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176_unpack_from(mv, pos)
+            _vector_header___r176 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -25700,7 +25781,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
                 _n = _vector_header___obj.factor_stride * _vector_header___obj.row_count
                 if _n < 0:
                     raise ConstraintError('negative size', offset=pos, path='raw', expected='>= 0', found=_n)
-                f_raw = bytes(mv[pos:pos + _n])
+                f_raw = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
                 pos += _n
             else:
                 f_raw = None
@@ -25720,7 +25801,7 @@ def _m_vector_factors_region(mv, pos, end, _rest=_decode_many):
 
 def _e_vector_factors_region(out, v):
     _vector_header__v = v.header
-    out += _S175.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S176.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if ((v.header.scheme == 4) and (v.header.factor_stride == 12)):
         if len(v.bit4) != v.header.row_count:
             raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
@@ -25742,12 +25823,13 @@ def _e_vector_factors_region(out, v):
         raise EncodeError('field is present but its condition is false', path='raw')
 
 def _em_vector_factors_region(values):
-    out = bytearray()
-    _S175_pack = _S175.pack
+    _all = []
+    _a = _all.append
+    _S176_pack = _S176.pack
     for v in values:
         _vector_header__v = v.header
         _p = []
-        _p.append(_S175_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
+        _p.append(_S176_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
         if v.header.scheme == 4 and v.header.factor_stride == 12:
             if len(v.bit4) != v.header.row_count:
                 raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
@@ -25767,31 +25849,31 @@ def _em_vector_factors_region(values):
             _p.append(_b)
         elif v.raw is not None:
             raise EncodeError('field is present but its condition is false', path='raw')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_vector_rescore_region(mv, pos, end):
     _a_header = pos
     try:
         if pos + 32 > end:
-            raise _short(pos, end, _T176)
-        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
-        _vector_header___r175 = pos
+            raise _short(pos, end, _T177)
+        _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176.unpack_from(mv, pos)
+        _vector_header___r176 = pos
         pos += 32
         _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
         if _vector_header___v is None:
             if _vector_header__f_scheme in (3, 5):
-                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
         _vector_header__f_scheme = _vector_header___v
         if _vector_header__f_vector_space_id != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
         if _vector_header__f_transform_kind != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
         if _vector_header__f_transform_seed != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
         if _vector_header__f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
         _vector_header___obj = _new(VectorHeader)
         _vector_header___obj.scheme = _vector_header__f_scheme
         _vector_header___obj.dims = _vector_header__f_dims
@@ -25806,7 +25888,7 @@ def _d_vector_rescore_region(mv, pos, end):
     _c = (f_header.dims * f_header.row_count)
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-    f_values = numpy.frombuffer(mv, _DT182, _c, pos)
+    f_values = numpy.frombuffer(mv, _DT183, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
     _obj.header = f_header
@@ -25815,23 +25897,23 @@ def _d_vector_rescore_region(mv, pos, end):
 
 def _u_vector_rescore_region(mv, pos, end):
     _a_header = pos
-    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175.unpack_from(mv, pos)
-    _vector_header___r175 = pos
+    _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176.unpack_from(mv, pos)
+    _vector_header___r176 = pos
     pos += 32
     _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
     if _vector_header___v is None:
         if _vector_header__f_scheme in (3, 5):
-            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+            raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+        raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
     _vector_header__f_scheme = _vector_header___v
     if _vector_header__f_vector_space_id != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
     if _vector_header__f_transform_kind != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
     if _vector_header__f_transform_seed != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
     if _vector_header__f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
     _vector_header___obj = _new(VectorHeader)
     _vector_header___obj.scheme = _vector_header__f_scheme
     _vector_header___obj.dims = _vector_header__f_dims
@@ -25843,7 +25925,7 @@ def _u_vector_rescore_region(mv, pos, end):
     _c = _vector_header___obj.dims * _vector_header___obj.row_count
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-    f_values = numpy.frombuffer(mv, _DT182, _c, pos)
+    f_values = numpy.frombuffer(mv, _DT183, _c, pos)
     pos += _c * 4
     _obj = _new(VectorRescoreRegion)
     _obj.header = _vector_header___obj
@@ -25855,30 +25937,30 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S175_unpack_from = _S175.unpack_from
+    _S176_unpack_from = _S176.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
             _a_header = pos
-            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S175_unpack_from(mv, pos)
-            _vector_header___r175 = pos
+            _vector_header__f_scheme, _vector_header__f_vector_space_id, _vector_header__f_dims, _vector_header__f_row_stride, _vector_header__f_factor_stride, _vector_header__f_transform_kind, _vector_header__f_transform_seed, _vector_header__f_row_count, _vector_header__f_reserved = _S176_unpack_from(mv, pos)
+            _vector_header___r176 = pos
             pos += 32
             _vector_header___v = _QUANTSCHEME_BY_VALUE.get(_vector_header__f_scheme)
             if _vector_header___v is None:
                 if _vector_header__f_scheme in (3, 5):
-                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
-                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r175, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                    raise ConstraintError('retired quant_scheme value (permanently retired, never reused)', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
+                raise ConstraintError('unknown quant_scheme value', offset=_vector_header___r176, path='scheme', expected=[0, 1, 2, 4], found=_vector_header__f_scheme)
             _vector_header__f_scheme = _vector_header___v
             if _vector_header__f_vector_space_id != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 2, path='vector_space_id', expected=0, found=_vector_header__f_vector_space_id)
             if _vector_header__f_transform_kind != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 14, path='transform_kind', expected=0, found=_vector_header__f_transform_kind)
             if _vector_header__f_transform_seed != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 16, path='transform_seed', expected=0, found=_vector_header__f_transform_seed)
             if _vector_header__f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r175 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_vector_header___r176 + 28, path='reserved', expected=0, found=_vector_header__f_reserved)
             _vector_header___obj = _new(VectorHeader)
             _vector_header___obj.scheme = _vector_header__f_scheme
             _vector_header___obj.dims = _vector_header__f_dims
@@ -25890,7 +25972,7 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
             _c = _vector_header___obj.dims * _vector_header___obj.row_count
             if _c < 0 or _c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='values', expected=_c * 4, found=end - pos)
-            f_values = numpy.frombuffer(mv, _DT182, _c, pos)
+            f_values = numpy.frombuffer(mv, _DT183, _c, pos)
             pos += _c * 4
             _obj = _new(VectorRescoreRegion)
             _obj.header = _vector_header___obj
@@ -25906,17 +25988,17 @@ def _m_vector_rescore_region(mv, pos, end, _rest=_decode_many):
 
 def _e_vector_rescore_region(out, v):
     _vector_header__v = v.header
-    out += _S175.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+    out += _S176.pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
     if len(v.values) != (v.header.dims * v.header.row_count):
         raise EncodeError('expected ' + str((v.header.dims * v.header.row_count)) + ' items, found ' + str(len(v.values)), path='values')
     out += numpy.asarray(v.values, dtype='<f4').tobytes()
 
 def _em_vector_rescore_region(values):
     out = bytearray()
-    _S175_pack = _S175.pack
+    _S176_pack = _S176.pack
     for v in values:
         _vector_header__v = v.header
-        out += _S175_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
+        out += _S176_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0)
         if len(v.values) != v.header.dims * v.header.row_count:
             raise EncodeError('expected ' + str(v.header.dims * v.header.row_count) + ' items, found ' + str(len(v.values)), path='values')
         out += numpy.asarray(v.values, dtype='<f4').tobytes()
@@ -25924,7 +26006,7 @@ def _em_vector_rescore_region(values):
 
 def _d_columns_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T183)
+        raise _short(pos, end, _T184)
     f_row_count, f_column_count = _S41.unpack_from(mv, pos)
     pos += 8
     _c = f_column_count
@@ -25934,16 +26016,16 @@ def _d_columns_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 12 > end:
-                raise _short(pos, end, _T148)
-            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147.unpack_from(mv, pos)
-            _r147 = pos
+                raise _short(pos, end, _T149)
+            _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S148.unpack_from(mv, pos)
+            _r148 = pos
             pos += 12
             _v = _COLUMNTYPE_BY_VALUE.get(_column_def_f_type)
             if _v is None:
-                raise ConstraintError('unknown column_type value', offset=_r147 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
+                raise ConstraintError('unknown column_type value', offset=_r148 + 4, path='type', expected=[1, 2, 3, 4, 5, 6], found=_column_def_f_type)
             _column_def_f_type = _v
             if not ((_column_def_f_nullable == 0) or (_column_def_f_nullable == 1)):
-                raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
             if pos + _column_def_n_name > end:
                 raise TruncatedError('str truncated', offset=pos, path='name', expected=_column_def_n_name, found=end - pos)
             try:
@@ -25971,19 +26053,20 @@ def _d_columns_region(mv, pos, end):
     return _obj, pos
 
 def _u_columns_region(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_row_count, f_column_count = _S41.unpack_from(mv, pos)
     pos += 8
     if f_column_count * 12 > end - pos:
         raise TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
     f_defs = []
     for _i in range(f_column_count):
-        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147.unpack_from(mv, pos)
-        _r147 = pos
+        _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S148.unpack_from(mv, pos)
+        _r148 = pos
         pos += 12
         _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
         if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-            raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
-        _column_def_f_name = str(mv[pos:pos + _column_def_n_name], 'utf-8')
+            raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+        _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
         pos += _column_def_n_name
         _column_def__obj = _new(ColumnDef)
         _column_def__obj.column_id = _column_def_f_column_id
@@ -25993,7 +26076,7 @@ def _u_columns_region(mv, pos, end):
         f_defs.append(_column_def__obj)
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
-    f_data = bytes(mv[pos:pos + (end - pos)])
+    f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -26008,7 +26091,8 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S147_unpack_from = _S147.unpack_from
+    _isb = mv.__class__ is bytes
+    _S148_unpack_from = _S148.unpack_from
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -26021,13 +26105,13 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(f_column_count) + ' needs at least ' + str(f_column_count * 12) + ' bytes', offset=pos, path='defs', expected=f_column_count * 12, found=end - pos)
             f_defs = []
             for _i in range(f_column_count):
-                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S147_unpack_from(mv, pos)
-                _r147 = pos
+                _column_def_f_column_id, _column_def_f_type, _column_def_f_nullable, _column_def_n_name = _S148_unpack_from(mv, pos)
+                _r148 = pos
                 pos += 12
                 _column_def_f_type = _COLUMNTYPE_BY_VALUE[_column_def_f_type]
                 if not (_column_def_f_nullable == 0 or _column_def_f_nullable == 1):
-                    raise ConstraintError('nullable must be 0 or 1', offset=_r147 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
-                _column_def_f_name = str(mv[pos:pos + _column_def_n_name], 'utf-8')
+                    raise ConstraintError('nullable must be 0 or 1', offset=_r148 + 6, path='nullable', expected='nullable == 0 or nullable == 1', found=_column_def_f_nullable)
+                _column_def_f_name = _BD96(mv[pos:pos + _column_def_n_name]) if _isb else str(mv[pos:pos + _column_def_n_name], 'utf-8')
                 pos += _column_def_n_name
                 _column_def__obj = _new(ColumnDef)
                 _column_def__obj.column_id = _column_def_f_column_id
@@ -26037,7 +26121,7 @@ def _m_columns_region(mv, pos, end, _rest=_decode_many):
                 f_defs.append(_column_def__obj)
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
-            f_data = bytes(mv[pos:pos + (end - pos)])
+            f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -26060,14 +26144,15 @@ def _e_columns_region(out, v):
         raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
     for _x in v.defs:
         _column_def_b_name = _x.name.encode()
-        out += _S147.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
+        out += _S148.pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name))
         out += _column_def_b_name
     _b = v.data
     out += _b
 
 def _em_columns_region(values):
-    out = bytearray()
-    _S147_pack = _S147.pack
+    _all = []
+    _a = _all.append
+    _S148_pack = _S148.pack
     _S41_pack = _S41.pack
     for v in values:
         _p = []
@@ -26076,16 +26161,16 @@ def _em_columns_region(values):
             raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
         for _x in v.defs:
             _column_def_b_name = _x.name.encode()
-            _p.append(_S147_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name)))
+            _p.append(_S148_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name)))
             _p.append(_column_def_b_name)
         _b = v.data
         _p.append(_b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_dictionary_column(mv, pos, end, p_rows):
     if pos + 4 > end:
-        raise _short(pos, end, _T184)
+        raise _short(pos, end, _T185)
     f_dict_count, = _S13.unpack_from(mv, pos)
     pos += 4
     _c = f_dict_count
@@ -26109,7 +26194,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     except DecodeError as _exc:
         raise _exc.prefixed('[' + str(_i) + ']').prefixed('strings') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T185)
+        raise _short(pos, end, _T186)
     f_code_width, f_reserved = _S14.unpack_from(mv, pos)
     _r14 = pos
     pos += 4
@@ -26121,11 +26206,11 @@ def _d_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-        _st = _RC186.get(_c)
+        _st = _RC187.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
-            if len(_RC186) < 64:
-                _RC186[_c] = _st
+            if len(_RC187) < 64:
+                _RC187[_c] = _st
         f_codes16 = list(_st.unpack_from(mv, pos))
         pos += _c * 2
     else:
@@ -26134,11 +26219,11 @@ def _d_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-        _st = _RC187.get(_c)
+        _st = _RC188.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
-            if len(_RC187) < 64:
-                _RC187[_c] = _st
+            if len(_RC188) < 64:
+                _RC188[_c] = _st
         f_codes32 = list(_st.unpack_from(mv, pos))
         pos += _c * 4
     else:
@@ -26151,6 +26236,7 @@ def _d_dictionary_column(mv, pos, end, p_rows):
     return _obj, pos
 
 def _u_dictionary_column(mv, pos, end, p_rows):
+    _isb = mv.__class__ is bytes
     f_dict_count, = _S13.unpack_from(mv, pos)
     pos += 4
     _c = f_dict_count
@@ -26160,7 +26246,7 @@ def _u_dictionary_column(mv, pos, end, p_rows):
     for _i in range(_c):
         _n = _S13.unpack_from(mv, pos)[0]
         pos += 4
-        _x = str(mv[pos:pos + _n], 'utf-8')
+        _x = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
         pos += _n
         f_strings.append(_x)
     f_code_width, f_reserved = _S14.unpack_from(mv, pos)
@@ -26174,11 +26260,11 @@ def _u_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 2 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-        _st = _RC186.get(_c)
+        _st = _RC187.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'H')
-            if len(_RC186) < 64:
-                _RC186[_c] = _st
+            if len(_RC187) < 64:
+                _RC187[_c] = _st
         f_codes16 = list(_st.unpack_from(mv, pos))
         pos += _c * 2
     else:
@@ -26187,11 +26273,11 @@ def _u_dictionary_column(mv, pos, end, p_rows):
         _c = p_rows
         if _c < 0 or _c * 4 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-        _st = _RC187.get(_c)
+        _st = _RC188.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'I')
-            if len(_RC187) < 64:
-                _RC187[_c] = _st
+            if len(_RC188) < 64:
+                _RC188[_c] = _st
         f_codes32 = list(_st.unpack_from(mv, pos))
         pos += _c * 4
     else:
@@ -26208,6 +26294,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
@@ -26224,7 +26311,7 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
             for _i in range(_c):
                 _n = _S13_unpack_from(mv, pos)[0]
                 pos += 4
-                _x = str(mv[pos:pos + _n], 'utf-8')
+                _x = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                 pos += _n
                 f_strings.append(_x)
             f_code_width, f_reserved = _S14_unpack_from(mv, pos)
@@ -26238,11 +26325,11 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 2) + ' bytes', offset=pos, path='codes16', expected=_c * 2, found=end - pos)
-                _st = _RC186.get(_c)
+                _st = _RC187.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'H')
-                    if len(_RC186) < 64:
-                        _RC186[_c] = _st
+                    if len(_RC187) < 64:
+                        _RC187[_c] = _st
                 f_codes16 = list(_st.unpack_from(mv, pos))
                 pos += _c * 2
             else:
@@ -26251,11 +26338,11 @@ def _m_dictionary_column(mv, pos, end, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 4 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='codes32', expected=_c * 4, found=end - pos)
-                _st = _RC187.get(_c)
+                _st = _RC188.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'I')
-                    if len(_RC187) < 64:
-                        _RC187[_c] = _st
+                    if len(_RC188) < 64:
+                        _RC188[_c] = _st
                 f_codes32 = list(_st.unpack_from(mv, pos))
                 pos += _c * 4
             else:
@@ -26297,7 +26384,8 @@ def _e_dictionary_column(out, v, p_rows):
         raise EncodeError('field is present but its condition is false', path='codes32')
 
 def _em_dictionary_column(values, p_rows):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     for v in values:
@@ -26322,12 +26410,12 @@ def _em_dictionary_column(values, p_rows):
             _p.append(struct.pack('<' + str(len(v.codes32)) + 'I', *v.codes32))
         elif v.codes32 is not None:
             raise EncodeError('field is present but its condition is false', path='codes32')
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_column_data(mv, pos, end, p_type, p_rows):
     if pos + 4 > end:
-        raise _short(pos, end, _T188)
+        raise _short(pos, end, _T189)
     f_presence_len, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -26344,11 +26432,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-        _st = _RC189.get(_c)
+        _st = _RC190.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
-            if len(_RC189) < 64:
-                _RC189[_c] = _st
+            if len(_RC190) < 64:
+                _RC190[_c] = _st
         f_u64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26357,11 +26445,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-        _st = _RC190.get(_c)
+        _st = _RC191.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
-            if len(_RC190) < 64:
-                _RC190[_c] = _st
+            if len(_RC191) < 64:
+                _RC191[_c] = _st
         f_i64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26370,11 +26458,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-        _st = _RC191.get(_c)
+        _st = _RC192.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
-            if len(_RC191) < 64:
-                _RC191[_c] = _st
+            if len(_RC192) < 64:
+                _RC192[_c] = _st
         f_f64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26383,11 +26471,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-        _st = _RC192.get(_c)
+        _st = _RC193.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
-            if len(_RC192) < 64:
-                _RC192[_c] = _st
+            if len(_RC193) < 64:
+                _RC193[_c] = _st
         f_bools = list(_st.unpack_from(mv, pos))
         pos += _c * 1
     else:
@@ -26395,7 +26483,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     if (p_type == 5):
         try:
             if pos + 4 > end:
-                raise _short(pos, end, _T184)
+                raise _short(pos, end, _T185)
             _dictionary_column__f_dict_count, = _S13.unpack_from(mv, pos)
             pos += 4
             _dictionary_column___c = _dictionary_column__f_dict_count
@@ -26419,7 +26507,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
             except DecodeError as _exc:
                 raise _exc.prefixed('[' + str(_dictionary_column___i) + ']').prefixed('strings') from None
             if pos + 4 > end:
-                raise _short(pos, end, _T185)
+                raise _short(pos, end, _T186)
             _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14.unpack_from(mv, pos)
             _dictionary_column___r14 = pos
             pos += 4
@@ -26431,11 +26519,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                     raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-                _dictionary_column___st = _RC186.get(_dictionary_column___c)
+                _dictionary_column___st = _RC187.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                    if len(_RC186) < 64:
-                        _RC186[_dictionary_column___c] = _dictionary_column___st
+                    if len(_RC187) < 64:
+                        _RC187[_dictionary_column___c] = _dictionary_column___st
                 _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
                 pos += _dictionary_column___c * 2
             else:
@@ -26444,11 +26532,11 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
                 _dictionary_column___c = p_rows
                 if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                     raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-                _dictionary_column___st = _RC187.get(_dictionary_column___c)
+                _dictionary_column___st = _RC188.get(_dictionary_column___c)
                 if _dictionary_column___st is None:
                     _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                    if len(_RC187) < 64:
-                        _RC187[_dictionary_column___c] = _dictionary_column___st
+                    if len(_RC188) < 64:
+                        _RC188[_dictionary_column___c] = _dictionary_column___st
                 _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
                 pos += _dictionary_column___c * 4
             else:
@@ -26497,6 +26585,7 @@ def _d_column_data(mv, pos, end, p_type, p_rows):
     return _obj, pos
 
 def _u_column_data(mv, pos, end, p_type, p_rows):
+    _isb = mv.__class__ is bytes
     f_presence_len, = _S13.unpack_from(mv, pos)
     _r13 = pos
     pos += 4
@@ -26505,17 +26594,17 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
     _n = f_presence_len
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
-    f_presence = bytes(mv[pos:pos + _n])
+    f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     if p_type == 1:
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-        _st = _RC189.get(_c)
+        _st = _RC190.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'Q')
-            if len(_RC189) < 64:
-                _RC189[_c] = _st
+            if len(_RC190) < 64:
+                _RC190[_c] = _st
         f_u64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26524,11 +26613,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-        _st = _RC190.get(_c)
+        _st = _RC191.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'q')
-            if len(_RC190) < 64:
-                _RC190[_c] = _st
+            if len(_RC191) < 64:
+                _RC191[_c] = _st
         f_i64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26537,11 +26626,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 8 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-        _st = _RC191.get(_c)
+        _st = _RC192.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'd')
-            if len(_RC191) < 64:
-                _RC191[_c] = _st
+            if len(_RC192) < 64:
+                _RC192[_c] = _st
         f_f64s = list(_st.unpack_from(mv, pos))
         pos += _c * 8
     else:
@@ -26550,11 +26639,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         _c = p_rows
         if _c < 0 or _c * 1 > end - pos:
             raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-        _st = _RC192.get(_c)
+        _st = _RC193.get(_c)
         if _st is None:
             _st = struct.Struct('<' + str(_c) + 'B')
-            if len(_RC192) < 64:
-                _RC192[_c] = _st
+            if len(_RC193) < 64:
+                _RC193[_c] = _st
         f_bools = list(_st.unpack_from(mv, pos))
         pos += _c * 1
     else:
@@ -26569,7 +26658,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         for _dictionary_column___i in range(_dictionary_column___c):
             _dictionary_column___n = _S13.unpack_from(mv, pos)[0]
             pos += 4
-            _dictionary_column___x = str(mv[pos:pos + _dictionary_column___n], 'utf-8')
+            _dictionary_column___x = _BD96(mv[pos:pos + _dictionary_column___n]) if _isb else str(mv[pos:pos + _dictionary_column___n], 'utf-8')
             pos += _dictionary_column___n
             _dictionary_column__f_strings.append(_dictionary_column___x)
         _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14.unpack_from(mv, pos)
@@ -26583,11 +26672,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                 raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-            _dictionary_column___st = _RC186.get(_dictionary_column___c)
+            _dictionary_column___st = _RC187.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                if len(_RC186) < 64:
-                    _RC186[_dictionary_column___c] = _dictionary_column___st
+                if len(_RC187) < 64:
+                    _RC187[_dictionary_column___c] = _dictionary_column___st
             _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
             pos += _dictionary_column___c * 2
         else:
@@ -26596,11 +26685,11 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
             _dictionary_column___c = p_rows
             if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-            _dictionary_column___st = _RC187.get(_dictionary_column___c)
+            _dictionary_column___st = _RC188.get(_dictionary_column___c)
             if _dictionary_column___st is None:
                 _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                if len(_RC187) < 64:
-                    _RC187[_dictionary_column___c] = _dictionary_column___st
+                if len(_RC188) < 64:
+                    _RC188[_dictionary_column___c] = _dictionary_column___st
             _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
             pos += _dictionary_column___c * 4
         else:
@@ -26621,7 +26710,7 @@ def _u_column_data(mv, pos, end, p_type, p_rows):
         for _i in range(_c):
             _n = _S13.unpack_from(mv, pos)[0]
             pos += 4
-            _x = str(mv[pos:pos + _n], 'utf-8')
+            _x = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             pos += _n
             f_raw_strings.append(_x)
     else:
@@ -26641,6 +26730,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S13_unpack_from = _S13.unpack_from
     _S14_unpack_from = _S14.unpack_from
     try:
@@ -26656,17 +26746,17 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
             _n = f_presence_len
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
-            f_presence = bytes(mv[pos:pos + _n])
+            f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             if p_type == 1:
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='u64s', expected=_c * 8, found=end - pos)
-                _st = _RC189.get(_c)
+                _st = _RC190.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'Q')
-                    if len(_RC189) < 64:
-                        _RC189[_c] = _st
+                    if len(_RC190) < 64:
+                        _RC190[_c] = _st
                 f_u64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -26675,11 +26765,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='i64s', expected=_c * 8, found=end - pos)
-                _st = _RC190.get(_c)
+                _st = _RC191.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'q')
-                    if len(_RC190) < 64:
-                        _RC190[_c] = _st
+                    if len(_RC191) < 64:
+                        _RC191[_c] = _st
                 f_i64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -26688,11 +26778,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 8 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='f64s', expected=_c * 8, found=end - pos)
-                _st = _RC191.get(_c)
+                _st = _RC192.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'd')
-                    if len(_RC191) < 64:
-                        _RC191[_c] = _st
+                    if len(_RC192) < 64:
+                        _RC192[_c] = _st
                 f_f64s = list(_st.unpack_from(mv, pos))
                 pos += _c * 8
             else:
@@ -26701,11 +26791,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 _c = p_rows
                 if _c < 0 or _c * 1 > end - pos:
                     raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 1) + ' bytes', offset=pos, path='bools', expected=_c * 1, found=end - pos)
-                _st = _RC192.get(_c)
+                _st = _RC193.get(_c)
                 if _st is None:
                     _st = struct.Struct('<' + str(_c) + 'B')
-                    if len(_RC192) < 64:
-                        _RC192[_c] = _st
+                    if len(_RC193) < 64:
+                        _RC193[_c] = _st
                 f_bools = list(_st.unpack_from(mv, pos))
                 pos += _c * 1
             else:
@@ -26720,7 +26810,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 for _dictionary_column___i in range(_dictionary_column___c):
                     _dictionary_column___n = _S13_unpack_from(mv, pos)[0]
                     pos += 4
-                    _dictionary_column___x = str(mv[pos:pos + _dictionary_column___n], 'utf-8')
+                    _dictionary_column___x = _BD96(mv[pos:pos + _dictionary_column___n]) if _isb else str(mv[pos:pos + _dictionary_column___n], 'utf-8')
                     pos += _dictionary_column___n
                     _dictionary_column__f_strings.append(_dictionary_column___x)
                 _dictionary_column__f_code_width, _dictionary_column__f_reserved = _S14_unpack_from(mv, pos)
@@ -26734,11 +26824,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 2 > end - pos:
                         raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 2) + ' bytes', offset=pos, path='codes16', expected=_dictionary_column___c * 2, found=end - pos)
-                    _dictionary_column___st = _RC186.get(_dictionary_column___c)
+                    _dictionary_column___st = _RC187.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'H')
-                        if len(_RC186) < 64:
-                            _RC186[_dictionary_column___c] = _dictionary_column___st
+                        if len(_RC187) < 64:
+                            _RC187[_dictionary_column___c] = _dictionary_column___st
                     _dictionary_column__f_codes16 = list(_dictionary_column___st.unpack_from(mv, pos))
                     pos += _dictionary_column___c * 2
                 else:
@@ -26747,11 +26837,11 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                     _dictionary_column___c = p_rows
                     if _dictionary_column___c < 0 or _dictionary_column___c * 4 > end - pos:
                         raise TruncatedError('count ' + str(_dictionary_column___c) + ' needs at least ' + str(_dictionary_column___c * 4) + ' bytes', offset=pos, path='codes32', expected=_dictionary_column___c * 4, found=end - pos)
-                    _dictionary_column___st = _RC187.get(_dictionary_column___c)
+                    _dictionary_column___st = _RC188.get(_dictionary_column___c)
                     if _dictionary_column___st is None:
                         _dictionary_column___st = struct.Struct('<' + str(_dictionary_column___c) + 'I')
-                        if len(_RC187) < 64:
-                            _RC187[_dictionary_column___c] = _dictionary_column___st
+                        if len(_RC188) < 64:
+                            _RC188[_dictionary_column___c] = _dictionary_column___st
                     _dictionary_column__f_codes32 = list(_dictionary_column___st.unpack_from(mv, pos))
                     pos += _dictionary_column___c * 4
                 else:
@@ -26772,7 +26862,7 @@ def _m_column_data(mv, pos, end, p_type, p_rows, _rest=_decode_many):
                 for _i in range(_c):
                     _n = _S13_unpack_from(mv, pos)[0]
                     pos += 4
-                    _x = str(mv[pos:pos + _n], 'utf-8')
+                    _x = _BD96(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                     pos += _n
                     f_raw_strings.append(_x)
             else:
@@ -26933,7 +27023,7 @@ def _em_column_data(values, p_type, p_rows):
 
 def _d_alive_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T193)
+        raise _short(pos, end, _T194)
     f_row_count, f_bitmap_len = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -26952,6 +27042,7 @@ def _d_alive_region(mv, pos, end):
     return _obj, pos
 
 def _u_alive_region(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_row_count, f_bitmap_len = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -26959,7 +27050,7 @@ def _u_alive_region(mv, pos, end):
         raise ConstraintError('alive bitmap length must be ceil(rows/8)', offset=_r41 + 4, path='bitmap_len', expected='bitmap_len == (row_count + 7) // 8', found=f_bitmap_len)
     if f_bitmap_len < 0:
         raise ConstraintError('negative size', offset=pos, path='bitmap', expected='>= 0', found=f_bitmap_len)
-    f_bitmap = bytes(mv[pos:pos + f_bitmap_len])
+    f_bitmap = mv[pos:pos + f_bitmap_len] if _isb else bytes(mv[pos:pos + f_bitmap_len])
     pos += f_bitmap_len
     _obj = _new(AliveRegion)
     _obj.row_count = f_row_count
@@ -26971,6 +27062,7 @@ def _m_alive_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -26984,7 +27076,7 @@ def _m_alive_region(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('alive bitmap length must be ceil(rows/8)', offset=_r41 + 4, path='bitmap_len', expected='bitmap_len == (row_count + 7) // 8', found=f_bitmap_len)
             if f_bitmap_len < 0:
                 raise ConstraintError('negative size', offset=pos, path='bitmap', expected='>= 0', found=f_bitmap_len)
-            f_bitmap = bytes(mv[pos:pos + f_bitmap_len])
+            f_bitmap = mv[pos:pos + f_bitmap_len] if _isb else bytes(mv[pos:pos + f_bitmap_len])
             pos += f_bitmap_len
             _obj = _new(AliveRegion)
             _obj.row_count = f_row_count
@@ -27022,12 +27114,12 @@ def _em_alive_region(values):
 
 def _d_checksum_entry(mv, pos, end):
     if pos + 16 > end:
-        raise _short(pos, end, _T195)
-    f_kind, f_reserved, f_chunk_index, f_checksum = _S194.unpack_from(mv, pos)
-    _r194 = pos
+        raise _short(pos, end, _T196)
+    f_kind, f_reserved, f_chunk_index, f_checksum = _S195.unpack_from(mv, pos)
+    _r195 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r195 + 2, path='reserved', expected=0, found=f_reserved)
     _obj = _new(ChecksumEntry)
     _obj.kind = f_kind
     _obj.chunk_index = f_chunk_index
@@ -27035,11 +27127,11 @@ def _d_checksum_entry(mv, pos, end):
     return _obj, pos
 
 def _u_checksum_entry(mv, pos, end):
-    f_kind, f_reserved, f_chunk_index, f_checksum = _S194.unpack_from(mv, pos)
-    _r194 = pos
+    f_kind, f_reserved, f_chunk_index, f_checksum = _S195.unpack_from(mv, pos)
+    _r195 = pos
     pos += 16
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r195 + 2, path='reserved', expected=0, found=f_reserved)
     _obj = _new(ChecksumEntry)
     _obj.kind = f_kind
     _obj.chunk_index = f_chunk_index
@@ -27051,17 +27143,17 @@ def _m_checksum_entry(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S194_unpack_from = _S194.unpack_from
+    _S195_unpack_from = _S195.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_kind, f_reserved, f_chunk_index, f_checksum = _S194_unpack_from(mv, pos)
-            _r194 = pos
+            f_kind, f_reserved, f_chunk_index, f_checksum = _S195_unpack_from(mv, pos)
+            _r195 = pos
             pos += 16
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r195 + 2, path='reserved', expected=0, found=f_reserved)
             _obj = _new(ChecksumEntry)
             _obj.kind = f_kind
             _obj.chunk_index = f_chunk_index
@@ -27076,18 +27168,18 @@ def _m_checksum_entry(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_checksum_entry(out, v):
-    out += _S194.pack(v.kind, 0, v.chunk_index, v.checksum)
+    out += _S195.pack(v.kind, 0, v.chunk_index, v.checksum)
 
 def _em_checksum_entry(values):
     out = bytearray()
-    _S194_pack = _S194.pack
+    _S195_pack = _S195.pack
     for v in values:
-        out += _S194_pack(v.kind, 0, v.chunk_index, v.checksum)
+        out += _S195_pack(v.kind, 0, v.chunk_index, v.checksum)
     return bytes(out)
 
 def _d_checksum_table_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T196)
+        raise _short(pos, end, _T197)
     f_entry_count, f_chunk_size = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -27100,12 +27192,12 @@ def _d_checksum_table_region(mv, pos, end):
     try:
         for _i in range(_c):
             if pos + 16 > end:
-                raise _short(pos, end, _T195)
-            _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S194.unpack_from(mv, pos)
-            _r194 = pos
+                raise _short(pos, end, _T196)
+            _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S195.unpack_from(mv, pos)
+            _r195 = pos
             pos += 16
             if _checksum_entry_f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r195 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
             _checksum_entry__obj = _new(ChecksumEntry)
             _checksum_entry__obj.kind = _checksum_entry_f_kind
             _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -27128,11 +27220,11 @@ def _u_checksum_table_region(mv, pos, end):
         raise TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
     f_entries = []
     for _i in range(f_entry_count):
-        _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S194.unpack_from(mv, pos)
-        _r194 = pos
+        _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S195.unpack_from(mv, pos)
+        _r195 = pos
         pos += 16
         if _checksum_entry_f_reserved != 0:
-            raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+            raise ConstraintError('reserved bytes must be zero', offset=_r195 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
         _checksum_entry__obj = _new(ChecksumEntry)
         _checksum_entry__obj.kind = _checksum_entry_f_kind
         _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -27147,7 +27239,7 @@ def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S194_unpack_from = _S194.unpack_from
+    _S195_unpack_from = _S195.unpack_from
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -27163,11 +27255,11 @@ def _m_checksum_table_region(mv, pos, end, _rest=_decode_many):
                 raise TruncatedError('count ' + str(f_entry_count) + ' needs at least ' + str(f_entry_count * 16) + ' bytes', offset=pos, path='entries', expected=f_entry_count * 16, found=end - pos)
             f_entries = []
             for _i in range(f_entry_count):
-                _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S194_unpack_from(mv, pos)
-                _r194 = pos
+                _checksum_entry_f_kind, _checksum_entry_f_reserved, _checksum_entry_f_chunk_index, _checksum_entry_f_checksum = _S195_unpack_from(mv, pos)
+                _r195 = pos
                 pos += 16
                 if _checksum_entry_f_reserved != 0:
-                    raise ConstraintError('reserved bytes must be zero', offset=_r194 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
+                    raise ConstraintError('reserved bytes must be zero', offset=_r195 + 2, path='reserved', expected=0, found=_checksum_entry_f_reserved)
                 _checksum_entry__obj = _new(ChecksumEntry)
                 _checksum_entry__obj.kind = _checksum_entry_f_kind
                 _checksum_entry__obj.chunk_index = _checksum_entry_f_chunk_index
@@ -27189,18 +27281,18 @@ def _e_checksum_table_region(out, v):
     if len(v.entries) != len(v.entries):
         raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
     for _x in v.entries:
-        out += _S194.pack(_x.kind, 0, _x.chunk_index, _x.checksum)
+        out += _S195.pack(_x.kind, 0, _x.chunk_index, _x.checksum)
 
 def _em_checksum_table_region(values):
     out = bytearray()
-    _S194_pack = _S194.pack
+    _S195_pack = _S195.pack
     _S41_pack = _S41.pack
     for v in values:
         out += _S41_pack(len(v.entries), 65536)
         if len(v.entries) != len(v.entries):
             raise EncodeError('expected ' + str(len(v.entries)) + ' items, found ' + str(len(v.entries)), path='entries')
         for _x in v.entries:
-            out += _S194_pack(_x.kind, 0, _x.chunk_index, _x.checksum)
+            out += _S195_pack(_x.kind, 0, _x.chunk_index, _x.checksum)
     return bytes(out)
 
 def _d_document_version(mv, pos, end):
@@ -27358,7 +27450,7 @@ def _em_document_versions_region(values):
 def _d_stored_metadata_region(mv, pos, end):
     start = pos
     if pos + 16 > end:
-        raise _short(pos, end, _T197)
+        raise _short(pos, end, _T198)
     f_row_count, f_reserved, f_start = _S80.unpack_from(mv, pos)
     _r80 = pos
     pos += 16
@@ -27369,11 +27461,11 @@ def _d_stored_metadata_region(mv, pos, end):
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
-    _st = _RC198.get(_c)
+    _st = _RC199.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC198) < 64:
-            _RC198[_c] = _st
+        if len(_RC199) < 64:
+            _RC199[_c] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + (end - pos) > end:
@@ -27386,6 +27478,7 @@ def _d_stored_metadata_region(mv, pos, end):
     return _obj, pos
 
 def _u_stored_metadata_region(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_row_count, f_reserved, f_start = _S80.unpack_from(mv, pos)
     _r80 = pos
     pos += 16
@@ -27395,16 +27488,16 @@ def _u_stored_metadata_region(mv, pos, end):
         raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
     if f_row_count * 8 > end - pos:
         raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-    _st = _RC198.get(f_row_count)
+    _st = _RC199.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
-        if len(_RC198) < 64:
-            _RC198[f_row_count] = _st
+        if len(_RC199) < 64:
+            _RC199[f_row_count] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
-    f_data = bytes(mv[pos:pos + (end - pos)])
+    f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -27418,6 +27511,7 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S80_unpack_from = _S80.unpack_from
     try:
         while True:
@@ -27433,16 +27527,16 @@ def _m_stored_metadata_region(mv, pos, end, _rest=_decode_many):
                 raise ConstraintError('stored metadata start offset must be zero', offset=_r80 + 8, path='start', expected='start == 0', found=f_start)
             if f_row_count * 8 > end - pos:
                 raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-            _st = _RC198.get(f_row_count)
+            _st = _RC199.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
-                if len(_RC198) < 64:
-                    _RC198[f_row_count] = _st
+                if len(_RC199) < 64:
+                    _RC199[f_row_count] = _st
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
-            f_data = bytes(mv[pos:pos + (end - pos)])
+            f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -27467,7 +27561,8 @@ def _e_stored_metadata_region(out, v):
     out += _b
 
 def _em_stored_metadata_region(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S80_pack = _S80.pack
     for v in values:
         _p = []
@@ -27477,12 +27572,12 @@ def _em_stored_metadata_region(values):
         _p.append(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
         _b = v.data
         _p.append(_b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_stored_text_region(mv, pos, end):
     if pos + 8 > end:
-        raise _short(pos, end, _T199)
+        raise _short(pos, end, _T200)
     f_row_count, f_reserved = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -27498,11 +27593,11 @@ def _d_stored_text_region(mv, pos, end):
     _c = f_row_count
     if _c < 0 or _c * 8 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 8) + ' bytes', offset=pos, path='ends', expected=_c * 8, found=end - pos)
-    _st = _RC200.get(_c)
+    _st = _RC201.get(_c)
     if _st is None:
         _st = struct.Struct('<' + str(_c) + 'Q')
-        if len(_RC200) < 64:
-            _RC200[_c] = _st
+        if len(_RC201) < 64:
+            _RC201[_c] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += _c * 8
     if pos + (end - pos) > end:
@@ -27516,6 +27611,7 @@ def _d_stored_text_region(mv, pos, end):
     return _obj, pos
 
 def _u_stored_text_region(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_row_count, f_reserved = _S41.unpack_from(mv, pos)
     _r41 = pos
     pos += 8
@@ -27524,20 +27620,20 @@ def _u_stored_text_region(mv, pos, end):
     _n = (f_row_count + 7) // 8
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
-    f_presence = bytes(mv[pos:pos + _n])
+    f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     if f_row_count * 8 > end - pos:
         raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-    _st = _RC200.get(f_row_count)
+    _st = _RC201.get(f_row_count)
     if _st is None:
         _st = struct.Struct('<' + str(f_row_count) + 'Q')
-        if len(_RC200) < 64:
-            _RC200[f_row_count] = _st
+        if len(_RC201) < 64:
+            _RC201[f_row_count] = _st
     f_ends = list(_st.unpack_from(mv, pos))
     pos += f_row_count * 8
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
-    f_data = bytes(mv[pos:pos + (end - pos)])
+    f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -27552,6 +27648,7 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S41_unpack_from = _S41.unpack_from
     try:
         while True:
@@ -27566,20 +27663,20 @@ def _m_stored_text_region(mv, pos, end, _rest=_decode_many):
             _n = (f_row_count + 7) // 8
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='presence', expected='>= 0', found=_n)
-            f_presence = bytes(mv[pos:pos + _n])
+            f_presence = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             if f_row_count * 8 > end - pos:
                 raise TruncatedError('count ' + str(f_row_count) + ' needs at least ' + str(f_row_count * 8) + ' bytes', offset=pos, path='ends', expected=f_row_count * 8, found=end - pos)
-            _st = _RC200.get(f_row_count)
+            _st = _RC201.get(f_row_count)
             if _st is None:
                 _st = struct.Struct('<' + str(f_row_count) + 'Q')
-                if len(_RC200) < 64:
-                    _RC200[f_row_count] = _st
+                if len(_RC201) < 64:
+                    _RC201[f_row_count] = _st
             f_ends = list(_st.unpack_from(mv, pos))
             pos += f_row_count * 8
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='data', expected=end - pos, found=end - pos)
-            f_data = bytes(mv[pos:pos + (end - pos)])
+            f_data = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -27609,7 +27706,8 @@ def _e_stored_text_region(out, v):
     out += _b
 
 def _em_stored_text_region(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S41_pack = _S41.pack
     for v in values:
         _p = []
@@ -27623,8 +27721,8 @@ def _em_stored_text_region(values):
         _p.append(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
         _b = v.data
         _p.append(_b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     start = pos
@@ -27637,8 +27735,8 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     pos += _n
     try:
         if pos + 12 > end:
-            raise _short(pos, end, _T179)
-        _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S178.unpack_from(mv, pos)
+            raise _short(pos, end, _T180)
+        _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction = _S179.unpack_from(mv, pos)
         pos += 12
         _bit4_factors___obj = _new(Bit4Factors)
         _bit4_factors___obj.scale = _bit4_factors__f_scale
@@ -27648,21 +27746,21 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     except DecodeError as _exc:
         raise _exc.prefixed('factors') from None
     if pos + 4 > end:
-        raise _short(pos, end, _T202)
-    f_degree, f_flags, f_reserved = _S201.unpack_from(mv, pos)
-    _r201 = pos
+        raise _short(pos, end, _T203)
+    f_degree, f_flags, f_reserved = _S202.unpack_from(mv, pos)
+    _r202 = pos
     pos += 4
     if not (f_degree <= p_max_degree):
-        raise ConstraintError('degree exceeds max_degree', offset=_r201, path='degree', expected='degree <= max_degree', found=f_degree)
+        raise ConstraintError('degree exceeds max_degree', offset=_r202, path='degree', expected='degree <= max_degree', found=f_degree)
     if f_flags & 252:
-        raise ConstraintError('undefined graph_block_flags bits set', offset=_r201 + 1, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined graph_block_flags bits set', offset=_r202 + 1, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r201 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r202 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK203)
+    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK204)
     pos += _c * 4
     _n = (-(pos - start)) % 128
     if pos + _n > end:
@@ -27679,31 +27777,32 @@ def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     return _obj, pos
 
 def _u_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
+    _isb = mv.__class__ is bytes
     start = pos
     _n = p_code_bytes
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='codes', expected='>= 0', found=_n)
-    f_codes = bytes(mv[pos:pos + _n])
+    f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
-    _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S204.unpack_from(mv, pos)
+    _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S205.unpack_from(mv, pos)
     pos += 12
     _bit4_factors___obj = _new(Bit4Factors)
     _bit4_factors___obj.scale = _bit4_factors__f_scale
     _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
     _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-    _r201 = pos
+    _r202 = pos
     pos += 4
     if not f_degree <= p_max_degree:
-        raise ConstraintError('degree exceeds max_degree', offset=_r201, path='degree', expected='degree <= max_degree', found=f_degree)
+        raise ConstraintError('degree exceeds max_degree', offset=_r202, path='degree', expected='degree <= max_degree', found=f_degree)
     if f_flags & 252:
-        raise ConstraintError('undefined graph_block_flags bits set', offset=_r201 + 1, path='flags', expected='mask 0x3', found=f_flags)
+        raise ConstraintError('undefined graph_block_flags bits set', offset=_r202 + 1, path='flags', expected='mask 0x3', found=f_flags)
     f_flags = GraphBlockFlags.from_int(f_flags)
     if f_reserved != 0:
-        raise ConstraintError('reserved bytes must be zero', offset=_r201 + 2, path='reserved', expected=0, found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r202 + 2, path='reserved', expected=0, found=f_reserved)
     _c = p_max_degree
     if _c < 0 or _c * 4 > end - pos:
         raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-    f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK203)
+    f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK204)
     pos += _c * 4
     _n = -(pos - start) % 128
     if any(mv[pos:pos + _n]):
@@ -27722,7 +27821,8 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S204_unpack_from = _S204.unpack_from
+    _isb = mv.__class__ is bytes
+    _S205_unpack_from = _S205.unpack_from
     try:
         while True:
             if pos >= end:
@@ -27732,27 +27832,27 @@ def _m_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree, _rest=_decode_
             _n = p_code_bytes
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='codes', expected='>= 0', found=_n)
-            f_codes = bytes(mv[pos:pos + _n])
+            f_codes = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
-            _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S204_unpack_from(mv, pos)
+            _bit4_factors__f_scale, _bit4_factors__f_normalized_norm, _bit4_factors__f_normalized_correction, f_degree, f_flags, f_reserved = _S205_unpack_from(mv, pos)
             pos += 12
             _bit4_factors___obj = _new(Bit4Factors)
             _bit4_factors___obj.scale = _bit4_factors__f_scale
             _bit4_factors___obj.normalized_norm = _bit4_factors__f_normalized_norm
             _bit4_factors___obj.normalized_correction = _bit4_factors__f_normalized_correction
-            _r201 = pos
+            _r202 = pos
             pos += 4
             if not f_degree <= p_max_degree:
-                raise ConstraintError('degree exceeds max_degree', offset=_r201, path='degree', expected='degree <= max_degree', found=f_degree)
+                raise ConstraintError('degree exceeds max_degree', offset=_r202, path='degree', expected='degree <= max_degree', found=f_degree)
             if f_flags & 252:
-                raise ConstraintError('undefined graph_block_flags bits set', offset=_r201 + 1, path='flags', expected='mask 0x3', found=f_flags)
+                raise ConstraintError('undefined graph_block_flags bits set', offset=_r202 + 1, path='flags', expected='mask 0x3', found=f_flags)
             f_flags = GraphBlockFlags.from_int(f_flags)
             if f_reserved != 0:
-                raise ConstraintError('reserved bytes must be zero', offset=_r201 + 2, path='reserved', expected=0, found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r202 + 2, path='reserved', expected=0, found=f_reserved)
             _c = p_max_degree
             if _c < 0 or _c * 4 > end - pos:
                 raise TruncatedError('count ' + str(_c) + ' needs at least ' + str(_c * 4) + ' bytes', offset=pos, path='neighbours', expected=_c * 4, found=end - pos)
-            f_neighbours = PackedArray(bytes(mv[pos:pos + _c * 4]), _PK203)
+            f_neighbours = PackedArray(mv[pos:pos + _c * 4] if _isb else bytes(mv[pos:pos + _c * 4]), _PK204)
             pos += _c * 4
             _n = -(pos - start) % 128
             if any(mv[pos:pos + _n]):
@@ -27780,20 +27880,20 @@ def _e_graph_node_block(out, v, p_code_bytes, p_max_degree):
         raise EncodeError('wrong length ' + str(len(_b)), path='codes')
     out += _b
     _bit4_factors__v = v.factors
-    out += _S178.pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
-    out += _S201.pack(v.degree, v.flags.to_int(), 0)
+    out += _S179.pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
+    out += _S202.pack(v.degree, v.flags.to_int(), 0)
     if len(v.neighbours) != p_max_degree:
         raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
-    if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK203:
+    if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK204:
         out += v.neighbours.raw
     else:
-        out += _PK203.encode_all(v.neighbours)
+        out += _PK204.encode_all(v.neighbours)
     out += bytes((-(len(out) - start)) % 128)
 
 def _em_graph_node_block(values, p_code_bytes, p_max_degree):
     out = bytearray()
-    _S178_pack = _S178.pack
-    _S201_pack = _S201.pack
+    _S179_pack = _S179.pack
+    _S202_pack = _S202.pack
     for v in values:
         start = len(out)
         _b = v.codes
@@ -27801,14 +27901,14 @@ def _em_graph_node_block(values, p_code_bytes, p_max_degree):
             raise EncodeError('wrong length ' + str(len(_b)), path='codes')
         out += _b
         _bit4_factors__v = v.factors
-        out += _S178_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
-        out += _S201_pack(v.degree, v.flags.to_int(), 0)
+        out += _S179_pack(_bit4_factors__v.scale, _bit4_factors__v.normalized_norm, _bit4_factors__v.normalized_correction)
+        out += _S202_pack(v.degree, v.flags.to_int(), 0)
         if len(v.neighbours) != p_max_degree:
             raise EncodeError('expected ' + str(p_max_degree) + ' items, found ' + str(len(v.neighbours)), path='neighbours')
-        if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK203:
+        if v.neighbours.__class__ is PackedArray and v.neighbours.kind is _PK204:
             out += v.neighbours.raw
         else:
-            out += _PK203.encode_all(v.neighbours)
+            out += _PK204.encode_all(v.neighbours)
         out += bytes(-(len(out) - start) % 128)
     return bytes(out)
 
@@ -27822,37 +27922,37 @@ def _d_graph_node_blocks_region(mv, pos, end, p_region_len):
     f_blocks = bytes(mv[pos:pos + _n])
     pos += _n
     if pos + 32 > end:
-        raise _short(pos, end, _T206)
-    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S205.unpack_from(mv, pos)
-    _r205 = pos
+        raise _short(pos, end, _T207)
+    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count = _S206.unpack_from(mv, pos)
+    _r206 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise ConstraintError('bad magic', offset=_r205, path='magic', expected=b'ZEGRNB01', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r206, path='magic', expected=b'ZEGRNB01', found=f_magic)
     if not (f_version == 1):
-        raise UnsupportedError('unsupported graph node block version', offset=_r205 + 8, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph node block version', offset=_r206 + 8, path='version', expected='version == 1', found=f_version)
     if not (f_flags == 0):
-        raise ConstraintError('graph trailer flags must be zero', offset=_r205 + 10, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph trailer flags must be zero', offset=_r206 + 10, path='flags', expected='flags == 0', found=f_flags)
     if not (f_dims > 0):
-        raise ConstraintError('graph dims must be positive', offset=_r205 + 12, path='dims', expected='dims > 0', found=f_dims)
+        raise ConstraintError('graph dims must be positive', offset=_r206 + 12, path='dims', expected='dims > 0', found=f_dims)
     if not (((f_padded_dims % 128) == 0) and (f_padded_dims >= f_dims)):
-        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r205 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r206 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r205 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r206 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if not (f_stride == (((((((f_padded_dims + 1) // 2) + 16) + (4 * f_max_degree)) + 127) // 128) * 128)):
-        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r205 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-    _e_node_count = _r205 + 32
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r206 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+    _e_node_count = _r206 + 32
     if not (len(f_blocks) == (f_stride * f_node_count)):
-        raise ConstraintError('region length must be stride x node_count + 128', offset=_r205 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+        raise ConstraintError('region length must be stride x node_count + 128', offset=_r206 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
     if pos + 96 > end:
-        raise _short(pos, end, _T208)
-    f_checksum, f_reserved_tail = _S207.unpack_from(mv, pos)
-    _r207 = pos
+        raise _short(pos, end, _T209)
+    f_checksum, f_reserved_tail = _S208.unpack_from(mv, pos)
+    _r208 = pos
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r207, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch', offset=_r208, path='checksum', expected=_ck, found=f_checksum)
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r207 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
     _obj = _new(GraphNodeBlocksRegion)
     _obj.blocks = f_blocks
     _obj.dims = f_dims
@@ -27863,39 +27963,40 @@ def _d_graph_node_blocks_region(mv, pos, end, p_region_len):
     return _obj, pos
 
 def _u_graph_node_blocks_region(mv, pos, end, p_region_len):
+    _isb = mv.__class__ is bytes
     _s_blocks = pos
     _n = p_region_len - 128
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='blocks', expected='>= 0', found=_n)
-    f_blocks = bytes(mv[pos:pos + _n])
+    f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
-    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S209.unpack_from(mv, pos)
-    _r205 = pos
+    f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S210.unpack_from(mv, pos)
+    _r206 = pos
     pos += 32
     if f_magic != b'ZEGRNB01':
-        raise ConstraintError('bad magic', offset=_r205, path='magic', expected=b'ZEGRNB01', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r206, path='magic', expected=b'ZEGRNB01', found=f_magic)
     if not f_version == 1:
-        raise UnsupportedError('unsupported graph node block version', offset=_r205 + 8, path='version', expected='version == 1', found=f_version)
+        raise UnsupportedError('unsupported graph node block version', offset=_r206 + 8, path='version', expected='version == 1', found=f_version)
     if not f_flags == 0:
-        raise ConstraintError('graph trailer flags must be zero', offset=_r205 + 10, path='flags', expected='flags == 0', found=f_flags)
+        raise ConstraintError('graph trailer flags must be zero', offset=_r206 + 10, path='flags', expected='flags == 0', found=f_flags)
     if not f_dims > 0:
-        raise ConstraintError('graph dims must be positive', offset=_r205 + 12, path='dims', expected='dims > 0', found=f_dims)
+        raise ConstraintError('graph dims must be positive', offset=_r206 + 12, path='dims', expected='dims > 0', found=f_dims)
     if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r205 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+        raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r206 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
     if f_reserved != b'\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r205 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+        raise ConstraintError('reserved bytes must be zero', offset=_r206 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
     if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r205 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-    _e_node_count = _r205 + 32
+        raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r206 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+    _e_node_count = _r206 + 32
     if not len(f_blocks) == f_stride * f_node_count:
-        raise ConstraintError('region length must be stride x node_count + 128', offset=_r205 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
-    _r207 = pos
+        raise ConstraintError('region length must be stride x node_count + 128', offset=_r206 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+    _r208 = pos
     pos += 96
     _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
     if f_checksum != _ck:
-        raise ChecksumError('xxh3_64 mismatch', offset=_r207, path='checksum', expected=_ck, found=f_checksum)
+        raise ChecksumError('xxh3_64 mismatch', offset=_r208, path='checksum', expected=_ck, found=f_checksum)
     if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-        raise ConstraintError('reserved bytes must be zero', offset=_r207 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+        raise ConstraintError('reserved bytes must be zero', offset=_r208 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
     _obj = _new(GraphNodeBlocksRegion)
     _obj.blocks = f_blocks
     _obj.dims = f_dims
@@ -27910,7 +28011,8 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S209_unpack_from = _S209.unpack_from
+    _isb = mv.__class__ is bytes
+    _S210_unpack_from = _S210.unpack_from
     try:
         while True:
             if pos >= end:
@@ -27920,35 +28022,35 @@ def _m_graph_node_blocks_region(mv, pos, end, p_region_len, _rest=_decode_many):
             _n = p_region_len - 128
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='blocks', expected='>= 0', found=_n)
-            f_blocks = bytes(mv[pos:pos + _n])
+            f_blocks = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
-            f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S209_unpack_from(mv, pos)
-            _r205 = pos
+            f_magic, f_version, f_flags, f_dims, f_padded_dims, f_max_degree, f_reserved, f_stride, f_node_count, f_checksum, f_reserved_tail = _S210_unpack_from(mv, pos)
+            _r206 = pos
             pos += 32
             if f_magic != b'ZEGRNB01':
-                raise ConstraintError('bad magic', offset=_r205, path='magic', expected=b'ZEGRNB01', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r206, path='magic', expected=b'ZEGRNB01', found=f_magic)
             if not f_version == 1:
-                raise UnsupportedError('unsupported graph node block version', offset=_r205 + 8, path='version', expected='version == 1', found=f_version)
+                raise UnsupportedError('unsupported graph node block version', offset=_r206 + 8, path='version', expected='version == 1', found=f_version)
             if not f_flags == 0:
-                raise ConstraintError('graph trailer flags must be zero', offset=_r205 + 10, path='flags', expected='flags == 0', found=f_flags)
+                raise ConstraintError('graph trailer flags must be zero', offset=_r206 + 10, path='flags', expected='flags == 0', found=f_flags)
             if not f_dims > 0:
-                raise ConstraintError('graph dims must be positive', offset=_r205 + 12, path='dims', expected='dims > 0', found=f_dims)
+                raise ConstraintError('graph dims must be positive', offset=_r206 + 12, path='dims', expected='dims > 0', found=f_dims)
             if not (f_padded_dims % 128 == 0 and f_padded_dims >= f_dims):
-                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r205 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
+                raise ConstraintError('padded_dims must be a multiple of 128 and >= dims', offset=_r206 + 16, path='padded_dims', expected='padded_dims % 128 == 0 and padded_dims >= dims', found=f_padded_dims)
             if f_reserved != b'\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r205 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
+                raise ConstraintError('reserved bytes must be zero', offset=_r206 + 21, path='reserved', expected=b'\x00\x00\x00', found=f_reserved)
             if not f_stride == ((f_padded_dims + 1) // 2 + 16 + 4 * f_max_degree + 127) // 128 * 128:
-                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r205 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
-            _e_node_count = _r205 + 32
+                raise ConstraintError('stride must equal round_up_128(ceil(padded_dims/2) + 16 + 4 x max_degree)', offset=_r206 + 24, path='stride', expected='stride == ((padded_dims + 1) // 2 + 16 + 4 * max_degree + 127) // 128 * 128', found=f_stride)
+            _e_node_count = _r206 + 32
             if not len(f_blocks) == f_stride * f_node_count:
-                raise ConstraintError('region length must be stride x node_count + 128', offset=_r205 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
-            _r207 = pos
+                raise ConstraintError('region length must be stride x node_count + 128', offset=_r206 + 28, path='node_count', expected='len(blocks) == stride * node_count', found=f_node_count)
+            _r208 = pos
             pos += 96
             _ck = _ck_xxh3_64(mv[_s_blocks:_e_node_count])
             if f_checksum != _ck:
-                raise ChecksumError('xxh3_64 mismatch', offset=_r207, path='checksum', expected=_ck, found=f_checksum)
+                raise ChecksumError('xxh3_64 mismatch', offset=_r208, path='checksum', expected=_ck, found=f_checksum)
             if f_reserved_tail != b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00':
-                raise ConstraintError('reserved bytes must be zero', offset=_r207 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
+                raise ConstraintError('reserved bytes must be zero', offset=_r208 + 8, path='reserved_tail', expected=b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', found=f_reserved_tail)
             _obj = _new(GraphNodeBlocksRegion)
             _obj.blocks = f_blocks
             _obj.dims = f_dims
@@ -27972,15 +28074,15 @@ def _e_graph_node_blocks_region(out, v, p_region_len):
         raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
     out += _b
     _e_node_count = len(out) + 32
-    out += _S205.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
+    out += _S206.pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
     f_checksum = _ck_xxh3_64((out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count]))
     out += _S6.pack(f_checksum)
-    out += _S210.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+    out += _S211.pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
 
 def _em_graph_node_blocks_region(values, p_region_len):
     out = bytearray()
-    _S205_pack = _S205.pack
-    _S210_pack = _S210.pack
+    _S206_pack = _S206.pack
+    _S211_pack = _S211.pack
     _S6_pack = _S6.pack
     for v in values:
         _s_blocks = len(out)
@@ -27989,9 +28091,9 @@ def _em_graph_node_blocks_region(values, p_region_len):
             raise EncodeError('wrong length ' + str(len(_b)), path='blocks')
         out += _b
         _e_node_count = len(out) + 32
-        out += _S205_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
+        out += _S206_pack(b'ZEGRNB01', 1, 0, v.dims, v.padded_dims, v.max_degree, b'\x00\x00\x00', v.stride, v.node_count)
         out += _S6_pack(_ck_xxh3_64(out if _s_blocks == 0 and _e_node_count == len(out) else memoryview(out)[_s_blocks:_e_node_count]))
-        out += _S210_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        out += _S211_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
     return bytes(out)
 
 # -- fast path: public API ------------------------------------------------------------

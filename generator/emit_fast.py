@@ -464,10 +464,15 @@ class FastEmitter:
             return []
         opt.transform(fn)
         fuse_reads(fn, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))
+        on_bytes = bytes_slices(fn, lambda: self.const("BD", "bytes.decode"))
         name = rec.name
         params = [a.arg for a in fn.args.args[3:]]
         fn.name = f"_u_{name}"
+        if on_bytes:  # the buffer's type, once per record here (once per log below)
+            fn.body.insert(0, ast.parse(_IS_BYTES).body[0])
         single = ast.unparse(fn).splitlines()
+        if on_bytes:
+            del fn.body[0]
         # the many-loop: the body once per record, the value appended; struct methods
         # are bound once per log (a local load instead of a global and an attribute)
         ret = fn.body[-1]
@@ -500,7 +505,7 @@ class FastEmitter:
                 "    _out = []",
                 "    _append = _out.append",
                 "    _p0 = _rs = pos",
-                "    _end = end"] + [
+                "    _end = end"] + ([f"    {_IS_BYTES}"] if on_bytes else []) + [
                 f"    {h}_unpack_from = {h}.unpack_from" for h in sorted(hoisted)] + [
                 "    try:",
                 "        while True:",
@@ -1461,13 +1466,21 @@ class FastEmitter:
                 hoisted.add(n.func.value.id)
                 n.func = ast.Name(f"{n.func.value.id}_pack", ast.Load())
         loop_checksums(fn)
-        gather_parts(fn.body)
+        if gather_parts(fn.body):
+            # each record is joined bytes now (``out`` is only ``+=``'s target): the
+            # records, too, are listed and joined once instead of growing a bytearray
+            # (measured: 4-8 % of a log's encode loop)
+            for i, st in enumerate(fn.body):
+                if _is_out_append(st):
+                    fn.body[i] = ast.Expr(ast.Call(ast.Name("_a", ast.Load()), [st.value], []))
+                    ast.fix_missing_locations(fn.body[i])
+            head, tail = ["    _all = []", "    _a = _all.append"], "    return b''.join(_all)"
+        else:
+            head, tail = ["    out = bytearray()"], "    return bytes(out)"
         body = ast.unparse(ast.Module(body=fn.body, type_ignores=[])).splitlines()
-        return ["", f"def _em_{rec.name}(values{''.join(', ' + p for p in params)}):",
-                "    out = bytearray()"] + [
-                f"    {h}_pack = {h}.pack" for h in sorted(hoisted)] + [
-                "    for v in values:"] + ["        " + x for x in body] + [
-                "    return bytes(out)"]
+        return ["", f"def _em_{rec.name}(values{''.join(', ' + p for p in params)}):"] \
+            + head + [f"    {h}_pack = {h}.pack" for h in sorted(hoisted)] + [
+                "    for v in values:"] + ["        " + x for x in body] + [tail]
 
     def deferred_checksums(self, lay: ir.Layout) -> dict[str, list[ir.Field]]:
         """Checksums covering a size-derived field whose sized field comes after them.
@@ -2481,6 +2494,52 @@ def _next_read(stmts: list[ast.stmt], start: int, delta: int, formats: dict[str,
             return None
         written |= got
     return None
+
+
+_IS_BYTES = "_isb = mv.__class__ is bytes"
+
+
+def bytes_slices(fn: ast.FunctionDef, decode_const) -> bool:
+    """Copies and text out of a ``bytes`` buffer without a constructor call.
+
+    The twins read ``bytes`` (a log read whole, a replay's window) or a ``memoryview``
+    (a mapped file). A slice of ``bytes`` is already the ``bytes`` value, and
+    ``bytes.decode`` on it skips ``str(x, encoding)``'s argument tuple and codec name
+    lookup: ``bytes(mv[a:b])`` and ``str(mv[a:b], enc)`` become ``(mv[a:b] if _isb else
+    bytes(mv[a:b]))`` and ``(<bytes.decode>(mv[a:b]) if _isb else str(mv[a:b], enc))``
+    (measured per call on bytes: 126 -> 63 ns and 121 -> 81 ns; a memoryview pays one
+    local test). ``decode_const()`` names the module's ``bytes.decode``. Returns whether
+    anything was rewritten (the caller then sets ``_isb``)."""
+    changed = False
+
+    def buffer_slice(node: ast.expr) -> bool:
+        return isinstance(node, ast.Subscript) and _is_name(node.value, "mv") \
+            and isinstance(node.slice, ast.Slice)
+
+    class Rewrite(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            nonlocal changed
+            self.generic_visit(node)
+            if not isinstance(node.func, ast.Name) or node.keywords \
+                    or not node.args or not buffer_slice(node.args[0]):
+                return node
+            sl = node.args[0]
+            if node.func.id == "bytes" and len(node.args) == 1:
+                fast: ast.expr = sl
+            elif node.func.id == "str" and len(node.args) == 2 \
+                    and isinstance(node.args[1], ast.Constant) \
+                    and isinstance(node.args[1].value, str):
+                enc = node.args[1].value
+                utf8 = enc.lower().replace("_", "-") in ("utf-8", "utf8")
+                fast = ast.Call(ast.Name(decode_const(), ast.Load()),
+                                [sl] if utf8 else [sl, ast.Constant(enc)], [])
+            else:
+                return node
+            changed = True
+            return ast.IfExp(ast.Name("_isb", ast.Load()), fast, node)
+
+    Rewrite().visit(fn)
+    return changed
 
 
 def fuse_reads(fn: ast.FunctionDef, formats: dict[str, str], new_struct) -> None:

@@ -300,3 +300,47 @@ def test_first_case_inlining_and_fused_reads_agree_with_the_checked_decoder(
     slow_one = [outcome(m.decode_frame, b) for b in inputs]
     assert fast == slow and fast_one == slow_one
     assert sum(o[0] == "error" for o in slow) > len(data)  # the corruptions are seen
+
+
+TEXTS = """
+bytewright: 1
+family: t
+records:
+  note:
+    fields:
+      - {name: title, type: str, length: u8}
+      - {name: tag, type: str, length: u8, encoding: ascii}
+      - {name: blob, type: bytes, length: u16}
+"""
+
+
+def test_text_and_bytes_fields_read_the_same_from_bytes_and_a_memoryview(schema_module):
+    """The twins slice a ``bytes`` buffer and decode it with ``bytes.decode`` (no
+    ``bytes(...)``/``str(...)`` constructor call), and keep the constructors for a
+    ``memoryview``: same values, same exact types, same errors on both."""
+    import inspect
+
+    m = schema_module(TEXTS)
+    src = inspect.getsource(m._m_note)
+    assert "_isb = mv.__class__ is bytes" in src and "if _isb else str(mv[" in src
+    assert "if _isb else bytes(mv[" in src
+    notes = [m.Note("wörter €" * i, "ok", bytes(range(i))) for i in range(5)]
+    data = m.encode_many_note(notes)
+    for buf in (data, memoryview(data)):
+        got = m.decode_many_note(buf)
+        assert got == notes
+        assert all(type(n.title) is str and type(n.blob) is bytes for n in got)
+        assert m.decode_note(buf) == (notes[0], len(m.encode_note(notes[0])))
+    second = len(m.encode_note(notes[0]))  # the first title is empty
+    for at, field in ((second + 1, "title"), (second + 2 + len(notes[1].title.encode()) + 1,
+                                              "tag")):
+        bad = bytearray(data)
+        bad[at] = 0xFF  # not UTF-8, not ASCII
+        for fn, path in ((m.decode_many_note, f"note[1].{field}"),
+                         (lambda b: m.decode_note(b, second), f"note.{field}")):
+            errors = set()
+            for buf in (bytes(bad), memoryview(bytes(bad))):
+                with pytest.raises(DecodeError) as exc:
+                    fn(buf)
+                errors.add((type(exc.value), exc.value.offset, exc.value.path))
+            assert errors == {(ConstraintError, at, path)}

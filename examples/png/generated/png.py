@@ -233,6 +233,7 @@ def _d_png_file(mv, pos, end):
     return _obj, pos
 
 def _u_png_file(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_signature, = _S0.unpack_from(mv, pos)
     _r0 = pos
     pos += 8
@@ -284,7 +285,7 @@ def _u_png_file(mv, pos, end):
         elif _chunk___tag == 1229278788:
             _chunk__f_data = None
         else:
-            _chunk__f_data = bytes(mv[pos:end])
+            _chunk__f_data = mv[pos:end] if _isb else bytes(mv[pos:end])
             if pos > end:
                 raise IndexError
             pos = end
@@ -313,6 +314,7 @@ def _m_png_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S0_unpack_from = _S0.unpack_from
     _S6_unpack_from = _S6.unpack_from
     _S8_unpack_from = _S8.unpack_from
@@ -372,7 +374,7 @@ def _m_png_file(mv, pos, end, _rest=_decode_many):
                 elif _chunk___tag == 1229278788:
                     _chunk__f_data = None
                 else:
-                    _chunk__f_data = bytes(mv[pos:end])
+                    _chunk__f_data = mv[pos:end] if _isb else bytes(mv[pos:end])
                     if pos > end:
                         raise IndexError
                     pos = end
@@ -532,6 +534,7 @@ def _d_chunk(mv, pos, end):
     return _obj, pos
 
 def _u_chunk(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_length, f_chunk_type, _ihdr__f_width, _ihdr__f_height, _ihdr__f_bit_depth, _ihdr__f_color_type, _ihdr__f_compression_method, _ihdr__f_filter_method, _ihdr__f_interlace_method = _S8.unpack_from(mv, pos)
     _r2 = pos
     pos += 8
@@ -576,7 +579,7 @@ def _u_chunk(mv, pos, end):
     elif _tag == 1229278788:
         f_data = None
     else:
-        f_data = bytes(mv[pos:end])
+        f_data = mv[pos:end] if _isb else bytes(mv[pos:end])
         if pos > end:
             raise IndexError
         pos = end
@@ -600,6 +603,7 @@ def _m_chunk(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S6_unpack_from = _S6.unpack_from
     _S8_unpack_from = _S8.unpack_from
     try:
@@ -651,7 +655,7 @@ def _m_chunk(mv, pos, end, _rest=_decode_many):
             elif _tag == 1229278788:
                 f_data = None
             else:
-                f_data = bytes(mv[pos:end])
+                f_data = mv[pos:end] if _isb else bytes(mv[pos:end])
                 if pos > end:
                     raise IndexError
                 pos = end

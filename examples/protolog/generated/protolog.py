@@ -122,6 +122,7 @@ _S2 = struct.Struct('<B')
 _T3 = (('kind', 0, 1),)
 _S4 = struct.Struct('<I')
 _T5 = (('crc', 0, 4),)
+_BD6 = bytes.decode
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -293,6 +294,7 @@ def _d_log_file(mv, pos, end):
     return _obj, pos
 
 def _u_log_file(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_magic, f_version = _S0.unpack_from(mv, pos)
     _r0 = pos
     pos += 5
@@ -371,7 +373,7 @@ def _u_log_file(mv, pos, end):
             _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
         if pos + _record___event___n > end:
             raise TruncatedError('str truncated', offset=pos, path='source', expected=_record___event___n, found=end - pos)
-        _record___event__f_source = str(mv[pos:pos + _record___event___n], 'utf-8')
+        _record___event__f_source = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
         if pos > end:
             raise IndexError
         pos += _record___event___n
@@ -401,19 +403,19 @@ def _u_log_file(mv, pos, end):
                 _record___event___n, pos = _uleb128(mv, pos, end, '.length')
             if pos + _record___event___n > end:
                 raise TruncatedError('str truncated', offset=pos, path='', expected=_record___event___n, found=end - pos)
-            _record___event___x = str(mv[pos:pos + _record___event___n], 'utf-8')
+            _record___event___x = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += _record___event___n
             _record___event__f_tags.append(_record___event___x)
         _record___event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-        _record___event__f_note = str(mv[pos:pos + _record___event___n], 'utf-8')
+        _record___event__f_note = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
         if pos > end:
             raise IndexError
         pos += _record___event___n + 1
         if pos + (end - pos) > end:
             raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
-        _record___event__f_payload = bytes(mv[pos:pos + (end - pos)])
+        _record___event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
         if pos > end:
             raise IndexError
         pos += end - pos
@@ -452,6 +454,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S0_unpack_from = _S0.unpack_from
     _S4_unpack_from = _S4.unpack_from
     try:
@@ -537,7 +540,7 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                     _record___event___n, pos = _uleb128(mv, pos, end, 'source.length')
                 if pos + _record___event___n > end:
                     raise TruncatedError('str truncated', offset=pos, path='source', expected=_record___event___n, found=end - pos)
-                _record___event__f_source = str(mv[pos:pos + _record___event___n], 'utf-8')
+                _record___event__f_source = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += _record___event___n
@@ -567,19 +570,19 @@ def _m_log_file(mv, pos, end, _rest=_decode_many):
                         _record___event___n, pos = _uleb128(mv, pos, end, '.length')
                     if pos + _record___event___n > end:
                         raise TruncatedError('str truncated', offset=pos, path='', expected=_record___event___n, found=end - pos)
-                    _record___event___x = str(mv[pos:pos + _record___event___n], 'utf-8')
+                    _record___event___x = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
                     if pos > end:
                         raise IndexError
                     pos += _record___event___n
                     _record___event__f_tags.append(_record___event___x)
                 _record___event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-                _record___event__f_note = str(mv[pos:pos + _record___event___n], 'utf-8')
+                _record___event__f_note = _BD6(mv[pos:pos + _record___event___n]) if _isb else str(mv[pos:pos + _record___event___n], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += _record___event___n + 1
                 if pos + (end - pos) > end:
                     raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
-                _record___event__f_payload = bytes(mv[pos:pos + (end - pos)])
+                _record___event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
                 if pos > end:
                     raise IndexError
                 pos += end - pos
@@ -829,6 +832,7 @@ def _d_record(mv, pos, end):
     return _obj, pos
 
 def _u_record(mv, pos, end):
+    _isb = mv.__class__ is bytes
     _s_body_len = pos
     f_body_len = mv[pos]
     if f_body_len < 128:
@@ -895,7 +899,7 @@ def _u_record(mv, pos, end):
         _event___n, pos = _uleb128(mv, pos, end, 'source.length')
     if pos + _event___n > end:
         raise TruncatedError('str truncated', offset=pos, path='source', expected=_event___n, found=end - pos)
-    _event__f_source = str(mv[pos:pos + _event___n], 'utf-8')
+    _event__f_source = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
     if pos > end:
         raise IndexError
     pos += _event___n
@@ -925,19 +929,19 @@ def _u_record(mv, pos, end):
             _event___n, pos = _uleb128(mv, pos, end, '.length')
         if pos + _event___n > end:
             raise TruncatedError('str truncated', offset=pos, path='', expected=_event___n, found=end - pos)
-        _event___x = str(mv[pos:pos + _event___n], 'utf-8')
+        _event___x = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
         if pos > end:
             raise IndexError
         pos += _event___n
         _event__f_tags.append(_event___x)
     _event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-    _event__f_note = str(mv[pos:pos + _event___n], 'utf-8')
+    _event__f_note = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
     if pos > end:
         raise IndexError
     pos += _event___n + 1
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
-    _event__f_payload = bytes(mv[pos:pos + (end - pos)])
+    _event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -970,6 +974,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S4_unpack_from = _S4.unpack_from
     try:
         while True:
@@ -1042,7 +1047,7 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                 _event___n, pos = _uleb128(mv, pos, end, 'source.length')
             if pos + _event___n > end:
                 raise TruncatedError('str truncated', offset=pos, path='source', expected=_event___n, found=end - pos)
-            _event__f_source = str(mv[pos:pos + _event___n], 'utf-8')
+            _event__f_source = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += _event___n
@@ -1072,19 +1077,19 @@ def _m_record(mv, pos, end, _rest=_decode_many):
                     _event___n, pos = _uleb128(mv, pos, end, '.length')
                 if pos + _event___n > end:
                     raise TruncatedError('str truncated', offset=pos, path='', expected=_event___n, found=end - pos)
-                _event___x = str(mv[pos:pos + _event___n], 'utf-8')
+                _event___x = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += _event___n
                 _event__f_tags.append(_event___x)
             _event___n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-            _event__f_note = str(mv[pos:pos + _event___n], 'utf-8')
+            _event__f_note = _BD6(mv[pos:pos + _event___n]) if _isb else str(mv[pos:pos + _event___n], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += _event___n + 1
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
-            _event__f_payload = bytes(mv[pos:pos + (end - pos)])
+            _event__f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -1286,6 +1291,7 @@ def _d_event(mv, pos, end):
     return _obj, pos
 
 def _u_event(mv, pos, end):
+    _isb = mv.__class__ is bytes
     f_seq = mv[pos]
     if f_seq < 128:
         pos += 1
@@ -1329,7 +1335,7 @@ def _u_event(mv, pos, end):
         _n, pos = _uleb128(mv, pos, end, 'source.length')
     if pos + _n > end:
         raise TruncatedError('str truncated', offset=pos, path='source', expected=_n, found=end - pos)
-    f_source = str(mv[pos:pos + _n], 'utf-8')
+    f_source = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
     if pos > end:
         raise IndexError
     pos += _n
@@ -1359,19 +1365,19 @@ def _u_event(mv, pos, end):
             _n, pos = _uleb128(mv, pos, end, '.length')
         if pos + _n > end:
             raise TruncatedError('str truncated', offset=pos, path='', expected=_n, found=end - pos)
-        _x = str(mv[pos:pos + _n], 'utf-8')
+        _x = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
         if pos > end:
             raise IndexError
         pos += _n
         f_tags.append(_x)
     _n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-    f_note = str(mv[pos:pos + _n], 'utf-8')
+    f_note = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
     if pos > end:
         raise IndexError
     pos += _n + 1
     if pos + (end - pos) > end:
         raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
-    f_payload = bytes(mv[pos:pos + (end - pos)])
+    f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
     if pos > end:
         raise IndexError
     pos += end - pos
@@ -1392,6 +1398,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     try:
         while True:
             if pos >= end:
@@ -1440,7 +1447,7 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                 _n, pos = _uleb128(mv, pos, end, 'source.length')
             if pos + _n > end:
                 raise TruncatedError('str truncated', offset=pos, path='source', expected=_n, found=end - pos)
-            f_source = str(mv[pos:pos + _n], 'utf-8')
+            f_source = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += _n
@@ -1470,19 +1477,19 @@ def _m_event(mv, pos, end, _rest=_decode_many):
                     _n, pos = _uleb128(mv, pos, end, '.length')
                 if pos + _n > end:
                     raise TruncatedError('str truncated', offset=pos, path='', expected=_n, found=end - pos)
-                _x = str(mv[pos:pos + _n], 'utf-8')
+                _x = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
                 if pos > end:
                     raise IndexError
                 pos += _n
                 f_tags.append(_x)
             _n = _find_term(mv, b'\x00', pos, end, 'note') - pos
-            f_note = str(mv[pos:pos + _n], 'utf-8')
+            f_note = _BD6(mv[pos:pos + _n]) if _isb else str(mv[pos:pos + _n], 'utf-8')
             if pos > end:
                 raise IndexError
             pos += _n + 1
             if pos + (end - pos) > end:
                 raise TruncatedError('bytes truncated', offset=pos, path='payload', expected=end - pos, found=end - pos)
-            f_payload = bytes(mv[pos:pos + (end - pos)])
+            f_payload = mv[pos:pos + (end - pos)] if _isb else bytes(mv[pos:pos + (end - pos)])
             if pos > end:
                 raise IndexError
             pos += end - pos
@@ -1527,7 +1534,8 @@ def _e_event(out, v):
     out += _b
 
 def _em_event(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
     _S2_pack = _S2.pack
     for v in values:
         _p = []
@@ -1550,8 +1558,8 @@ def _em_event(values):
         _p.append(_b + b'\x00')
         _b = v.payload
         _p.append(_b)
-        out += b''.join(_p)
-    return bytes(out)
+        _a(b''.join(_p))
+    return b''.join(_all)
 
 # -- fast path: public API ------------------------------------------------------------
 

@@ -292,6 +292,7 @@ def _d_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     return _obj, pos
 
 def _u_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt2):
+    _isb = mv.__class__ is bytes
     f_page_number, f_commit_size, f_salt1, f_salt2 = _S4.unpack_from(mv, pos)
     _r4 = pos
     pos += 16
@@ -304,7 +305,7 @@ def _u_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _n = p_page_size
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
-    f_data = bytes(mv[pos:pos + _n])
+    f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
     pos += _n
     _e_data = pos
     f_check, = _S2.unpack_from(mv, pos)
@@ -326,6 +327,7 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
     _append = _out.append
     _p0 = _rs = pos
     _end = end
+    _isb = mv.__class__ is bytes
     _S2_unpack_from = _S2.unpack_from
     _S4_unpack_from = _S4.unpack_from
     try:
@@ -345,7 +347,7 @@ def _m_frame(mv, pos, end, p_prev, p_order, p_page_size, p_hdr_salt1, p_hdr_salt
             _n = p_page_size
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='data', expected='>= 0', found=_n)
-            f_data = bytes(mv[pos:pos + _n])
+            f_data = mv[pos:pos + _n] if _isb else bytes(mv[pos:pos + _n])
             pos += _n
             _e_data = pos
             f_check, = _S2_unpack_from(mv, pos)
