@@ -468,11 +468,9 @@ class FastEmitter:
         name = rec.name
         params = [a.arg for a in fn.args.args[3:]]
         fn.name = f"_u_{name}"
-        if on_bytes:  # the buffer's type, once per record here (once per log below)
-            fn.body.insert(0, ast.parse(_IS_BYTES).body[0])
         single = ast.unparse(fn).splitlines()
-        if on_bytes:
-            del fn.body[0]
+        if on_bytes:  # the buffer's type, once per record here (once per log below)
+            single[1:1] = [f"    {_IS_BYTES}"]
         # the many-loop: the body once per record, the value appended; struct methods
         # are bound once per log (a local load instead of a global and an attribute)
         ret = fn.body[-1]
