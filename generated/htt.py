@@ -849,7 +849,11 @@ def _e_tail_quantized_gacl(out, v, p_semantic_dims):
 def _em_tail_quantized_gacl(values, p_semantic_dims):
     _all = []
     _a = _all.append
+    _chunks = []
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         if len(v.reserved) != min(p_semantic_dims, 16):
             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
         _p = []
@@ -861,7 +865,8 @@ def _em_tail_quantized_gacl(values, p_semantic_dims):
             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
         _p.append(struct.pack('<' + str(len(v.user)) + 'h', *v.user))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_meta_pair(mv, pos, end):
     if pos + 2 > end:
@@ -949,8 +954,12 @@ def _e_meta_pair(out, v):
 def _em_meta_pair(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S10_pack = _S10.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _b_key = v.key.encode()
         _p = []
         _p.append(_S10_pack(len(_b_key)))
@@ -959,7 +968,8 @@ def _em_meta_pair(values):
         _p.append(_S10_pack(len(_b_value)))
         _p.append(_b_value)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_snapshot_entry(mv, pos, end, p_semantic_dims, p_tail_layout):
     if pos + 2 > end:
@@ -1319,9 +1329,13 @@ def _e_snapshot_entry(out, v, p_semantic_dims, p_tail_layout):
 def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
     _all = []
     _a = _all.append
+    _chunks = []
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _b_key = v.key.encode()
         _p = []
         _p.append(_S10_pack(len(_b_key)))
@@ -1368,7 +1382,8 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_snapshot_section_v1(mv, pos, end, p_version, p_compressed, p_algorithm, p_semantic_dims, p_tail_layout):
     if pos + 8 > end:
@@ -2572,9 +2587,13 @@ def _e_insert_body(out, v, p_semantic_dims, p_tail_layout):
 def _em_insert_body(values, p_semantic_dims, p_tail_layout):
     _all = []
     _a = _all.append
+    _chunks = []
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _b_data = v.data
         _p = []
         _p.append(_S2_pack(len(_b_data)))
@@ -2618,7 +2637,8 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_update_body(mv, pos, end):
     if pos + 4 > end:
@@ -2764,9 +2784,13 @@ def _e_update_body(out, v):
 def _em_update_body(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _b_data = v.data
         _p = []
         _p.append(_S2_pack(len(_b_data)))
@@ -2780,7 +2804,8 @@ def _em_update_body(values):
             _p.append(_S10_pack(len(_meta_pair_b_value)))
             _p.append(_meta_pair_b_value)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_set_semantic_body(mv, pos, end, p_semantic_dims, p_tail_layout):
     if (p_semantic_dims > 0):
@@ -3008,7 +3033,11 @@ def _e_set_semantic_body(out, v, p_semantic_dims, p_tail_layout):
 def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
     _all = []
     _a = _all.append
+    _chunks = []
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         if p_semantic_dims > 0:
             _tag = p_tail_layout
@@ -3041,7 +3070,8 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_epoch_body(mv, pos, end):
     if pos + 9 > end:
@@ -4182,11 +4212,15 @@ def _e_wal_entry(out, v, p_semantic_dims, p_tail_layout):
 def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
     _all = []
     _a = _all.append
+    _chunks = []
     _S10_pack = _S10.pack
     _S2_pack = _S2.pack
     _S20_pack = _S20.pack
     _S22_pack = _S22.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _b_key = v.key.encode()
         _p = []
         _p.append(_S22_pack(v.seq, v.op, len(_b_key)))
@@ -4299,7 +4333,8 @@ def _em_wal_entry(values, p_semantic_dims, p_tail_layout):
         _b = b''.join(_p)
         _a(_b)
         _a(_S2_pack(_ck_crc32(_b)))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_wal_header(mv, pos, end):
     if pos + 8 > end:

@@ -512,13 +512,18 @@ def _e_ref_body(out, v):
 def _em_ref_body(values):
     _all = []
     _a = _all.append
+    _chunks = []
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_uleb128_encode(v.offset_delta))
         _p.append(_uleb128_encode(v.size))
         _p.append(_uleb128_encode(v.address))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_zero_body(mv, pos, end):
     _at = pos
@@ -1318,8 +1323,12 @@ def _e_statement(out, v):
 def _em_statement(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S2_pack = _S2.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_uleb128_encode(v.id_delta))
         _p.append(_S2_pack(v.tag))
@@ -1351,7 +1360,8 @@ def _em_statement(values):
                 raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
             _p.append(_inline_body___b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_child_ref(mv, pos, end):
     _at = pos
@@ -1981,8 +1991,12 @@ def _e_table_content(out, v):
 def _em_table_content(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S2_pack = _S2.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         for _x in v.children:
             if _x == 0:
@@ -2020,7 +2034,8 @@ def _em_table_content(values):
                     raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
                 _p.append(_statement___inline_body___b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_page(mv, pos, end):
     start = pos
@@ -3326,7 +3341,11 @@ def _e_journal_write(out, v):
 def _em_journal_write(values):
     _all = []
     _a = _all.append
+    _chunks = []
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_uleb128_encode(v.id))
         _p.append(_uleb128_encode(v.offset))
@@ -3336,7 +3355,8 @@ def _em_journal_write(values):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
         _p.append(_b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_journal_splice(mv, pos, end):
     _a_id = pos
@@ -3553,7 +3573,11 @@ def _e_journal_splice(out, v):
 def _em_journal_splice(values):
     _all = []
     _a = _all.append
+    _chunks = []
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_uleb128_encode(v.id))
         _p.append(_uleb128_encode(v.offset))
@@ -3564,7 +3588,8 @@ def _em_journal_splice(values):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
         _p.append(_b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_journal_copy(mv, pos, end):
     _a_src = pos
@@ -3800,7 +3825,11 @@ def _e_journal_copy(out, v):
 def _em_journal_copy(values):
     _all = []
     _a = _all.append
+    _chunks = []
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_uleb128_encode(v.src))
         _p.append(_uleb128_encode(v.src_offset))
@@ -3808,7 +3837,8 @@ def _em_journal_copy(values):
         _p.append(_uleb128_encode(v.dst))
         _p.append(_uleb128_encode(v.dst_offset))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_journal_record(mv, pos, end):
     if pos + 1 > end:
@@ -4809,8 +4839,12 @@ def _e_journal_record(out, v):
 def _em_journal_record(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S2_pack = _S2.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S2_pack(v.tag))
         _tag = v.tag
@@ -4857,7 +4891,8 @@ def _em_journal_record(values):
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_journal_records(mv, pos, end):
     f_records = []
@@ -5083,8 +5118,12 @@ def _e_journal_records(out, v):
 def _em_journal_records(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S2_pack = _S2.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         for _x in v.records:
             _p.append(_S2_pack(_x.tag))
@@ -5132,7 +5171,8 @@ def _em_journal_records(values):
             else:
                 raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_journal_transaction(mv, pos, end):
     _a_length = pos
@@ -5245,8 +5285,12 @@ def _e_journal_transaction(out, v):
 def _em_journal_transaction(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S8_pack = _S8.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_uleb128_encode(len(v.records)))
         _b = v.records
@@ -5255,7 +5299,8 @@ def _em_journal_transaction(values):
         _p.append(_b)
         _p.append(_S8_pack(v.crc))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_journal_page(mv, pos, end):
     if pos + 4096 > end:

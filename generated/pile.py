@@ -4502,9 +4502,13 @@ def _e_frame_head(out, v):
 def _em_frame_head(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S104_pack = _S104.pack
     _S4_pack = _S4.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S104_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind))
         _tag = v.kind
@@ -4515,7 +4519,8 @@ def _em_frame_head(values):
         else:
             _p.append(v.head)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_blob_head(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -5349,10 +5354,14 @@ def _e_want_request(out, v):
 def _em_want_request(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S107_pack = _S107.pack
     _S12_pack = _S12.pack
     _S14_pack = _S14.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S107_pack(v.tag))
         _tag = v.tag
@@ -5368,7 +5377,8 @@ def _em_want_request(values):
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='request')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_want_v3_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -5586,11 +5596,15 @@ def _e_want_v3_body(out, v, p_span):
 def _em_want_v3_body(values, p_span):
     _all = []
     _a = _all.append
+    _chunks = []
     _S10_pack = _S10.pack
     _S12_pack = _S12.pack
     _S14_pack = _S14.pack
     _S17_pack = _S17.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S10_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _tag = v.tag
@@ -5607,7 +5621,8 @@ def _em_want_v3_body(values, p_span):
             raise EncodeError('no case for tag ' + repr(_tag), path='request')
         _p.append(_S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_commit_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -7106,9 +7121,13 @@ def _e_proof_v1_data(out, v, p_body_len):
 def _em_proof_v1_data(values, p_body_len):
     _all = []
     _a = _all.append
+    _chunks = []
     _S44_pack = _S44.pack
     _S46_pack = _S46.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _proof_v1_content__v = v.body
         _p = []
         _p.append(_S44_pack(_proof_v1_content__v.root))
@@ -7117,7 +7136,8 @@ def _em_proof_v1_data(values, p_body_len):
         _b = v.tail
         _p.append(_b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_proof_v2_data(mv, pos, end, p_body_len):
     _n = p_body_len
@@ -7345,9 +7365,13 @@ def _e_proof_v2_data(out, v, p_body_len):
 def _em_proof_v2_data(values, p_body_len):
     _all = []
     _a = _all.append
+    _chunks = []
     _S48_pack = _S48.pack
     _S50_pack = _S50.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _proof_v2_content__v = v.body
         _p = []
         _p.append(_S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_content__v.resource, _proof_v2_content__v.root))
@@ -7356,7 +7380,8 @@ def _em_proof_v2_data(values, p_body_len):
         _b = v.tail
         _p.append(_b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_proof_v1_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -7574,10 +7599,14 @@ def _e_proof_v1_body(out, v, p_span):
 def _em_proof_v1_body(values, p_span):
     _all = []
     _a = _all.append
+    _chunks = []
     _S42_pack = _S42.pack
     _S44_pack = _S44.pack
     _S46_pack = _S46.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _proof_v1_data__v = v.data
@@ -7589,7 +7618,8 @@ def _em_proof_v1_body(values, p_span):
         _proof_v1_data___b = _proof_v1_data__v.tail
         _p.append(_proof_v1_data___b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_proof_v2_body(mv, pos, end, p_span):
     if pos + 32 > end:
@@ -7858,10 +7888,14 @@ def _e_proof_v2_body(out, v, p_span):
 def _em_proof_v2_body(values, p_span):
     _all = []
     _a = _all.append
+    _chunks = []
     _S42_pack = _S42.pack
     _S48_pack = _S48.pack
     _S50_pack = _S50.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _proof_v2_data__v = v.data
@@ -7873,7 +7907,8 @@ def _em_proof_v2_body(values, p_span):
         _proof_v2_data___b = _proof_v2_data__v.tail
         _p.append(_proof_v2_data___b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_v1_blob_data(mv, pos, end, p_length):
     start = pos
@@ -11621,6 +11656,7 @@ def _e_dense_record(out, v):
 def _em_dense_record(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S107_pack = _S107.pack
     _S115_pack = _S115.pack
     _S118_pack = _S118.pack
@@ -11628,6 +11664,9 @@ def _em_dense_record(values):
     _S14_pack = _S14.pack
     _S19_pack = _S19.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S107_pack(v.tag))
         _tag = v.tag
@@ -11655,7 +11694,8 @@ def _em_dense_record(values):
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_pile_file(mv, pos, end):
     f_records = []

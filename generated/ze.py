@@ -4671,8 +4671,12 @@ def _e_f32_vector(out, v):
 def _em_f32_vector(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S13_pack(len(v.values)))
         if len(v.values) != len(v.values):
@@ -4682,7 +4686,8 @@ def _em_f32_vector(values):
         else:
             _p.append(_PK19.encode_all(v.values))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_op_upsert_v1(mv, pos, end):
     try:
@@ -4820,10 +4825,14 @@ def _e_op_upsert_v1(out, v):
 def _em_op_upsert_v1(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     _S16_pack = _S16.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _payload_v1_header__v = v.header
         _p = []
         _p.append(_S14_pack(1, 0))
@@ -4837,7 +4846,8 @@ def _em_op_upsert_v1(values):
         else:
             _p.append(_PK19.encode_all(_f32_vector__v.values))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_op_delete_v1(mv, pos, end):
     try:
@@ -4961,9 +4971,13 @@ def _e_op_delete_v1(out, v):
 def _em_op_delete_v1(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _payload_v1_header__v = v.header
         _p = []
         _p.append(_S14_pack(1, 0))
@@ -4972,7 +4986,8 @@ def _em_op_delete_v1(values):
             raise EncodeError('expected ' + str(len(v.doc_ids)) + ' items, found ' + str(len(v.doc_ids)), path='doc_ids')
         _p.append(b''.join([_x.to_bytes(16, 'little', signed=False) for _x in v.doc_ids]))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_metadata_value(mv, pos, end):
     if pos + 8 > end:
@@ -6198,10 +6213,14 @@ def _e_op_timestamped_upsert_v1(out, v):
 def _em_op_timestamped_upsert_v1(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     _S32_pack = _S32.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _payload_v1_header__v = v.header
         _p = []
         _p.append(_S14_pack(1, 0))
@@ -6215,7 +6234,8 @@ def _em_op_timestamped_upsert_v1(values):
         else:
             _p.append(_PK19.encode_all(_f32_vector__v.values))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_op_upsert_metadata_v1(mv, pos, end):
     try:
@@ -12751,10 +12771,14 @@ def _e_optional_ref(out, v):
 def _em_optional_ref(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S64_pack = _S64.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S64_pack(v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
         if v.present == 1:
@@ -12765,7 +12789,8 @@ def _em_optional_ref(values):
         elif v.ref is not None:
             raise EncodeError('field is present but its condition is false', path='ref')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_commit_state(mv, pos, end):
     if pos + 64 > end:
@@ -13743,6 +13768,7 @@ def _e_commit_state(out, v):
 def _em_commit_state(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S41_pack = _S41.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
@@ -13750,6 +13776,9 @@ def _em_commit_state(values):
     _S68_pack = _S68.pack
     _S82_pack = _S82.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S82_pack(v.store.to_bytes(16, 'little', signed=False), v.generation, v.sequence, v.node_high_water.to_bytes(16, 'little', signed=False), v.relationship_high_water.to_bytes(16, 'little', signed=False)))
         if len(v.symbol_high_water) != 4:
@@ -13806,7 +13835,8 @@ def _em_commit_state(values):
             _p.append(_S66_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum))
             _p.append(_S68_pack(_x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_zgw_commit(mv, pos, end):
     if pos + 16 > end:
@@ -13934,6 +13964,7 @@ def _e_zgw_commit(out, v):
 def _em_zgw_commit(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S41_pack = _S41.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
@@ -13942,6 +13973,9 @@ def _em_zgw_commit(values):
     _S80_pack = _S80.pack
     _S82_pack = _S82.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S80_pack(v.change_count, 0, v.digest))
         _commit_state__v = v.state
@@ -14000,7 +14034,8 @@ def _em_zgw_commit(values):
             _p.append(_S66_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum))
             _p.append(_S68_pack(_commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_zgop_key(mv, pos, end):
     if pos + 9 > end:
@@ -14099,9 +14134,13 @@ def _e_zgop_key(out, v):
 def _em_zgop_key(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S56_pack = _S56.pack
     _S6_pack = _S6.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _b_namespace = v.namespace.encode()
         _p = []
         _p.append(_S56_pack(v.entity, len(_b_namespace)))
@@ -14110,7 +14149,8 @@ def _em_zgop_key(values):
         _p.append(_S6_pack(len(_b_key)))
         _p.append(_b_key)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_zgop_expected(mv, pos, end):
     if pos + 1 > end:
@@ -14253,10 +14293,14 @@ def _e_zgop_expected(out, v):
 def _em_zgop_expected(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S28_pack = _S28.pack
     _S30_pack = _S30.pack
     _S6_pack = _S6.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S28_pack(v.tag))
         if v.tag == 2:
@@ -14272,7 +14316,8 @@ def _em_zgop_expected(values):
         elif v.revision is not None:
             raise EncodeError('field is present but its condition is false', path='revision')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_zgop(mv, pos, end):
     if pos + 8 > end:
@@ -14663,6 +14708,7 @@ def _e_zgop(out, v):
 def _em_zgop(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S28_pack = _S28.pack
     _S30_pack = _S30.pack
     _S54_pack = _S54.pack
@@ -14671,6 +14717,9 @@ def _em_zgop(values):
     _S6_pack = _S6.pack
     _S62_pack = _S62.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S54_pack(b'ZGOP', 1, v.operation, v.key_present))
         if v.key_present == 1:
@@ -14700,7 +14749,8 @@ def _em_zgop(values):
             raise EncodeError('field is present but its condition is false', path='revision')
         _p.append(_S62_pack(v.incarnation_kind, v.incarnation.to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_zgw_mutation(mv, pos, end):
     if pos + 16 > end:
@@ -15895,12 +15945,16 @@ def _e_zgw_reclaim_intent(out, v):
 def _em_zgw_reclaim_intent(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S6_pack = _S6.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     _S72_pack = _S72.pack
     _S75_pack = _S75.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S72_pack(v.id.to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00'))
         _required_ref__v = v.protected
@@ -15918,7 +15972,8 @@ def _em_zgw_reclaim_intent(values):
         for _x in v.candidates:
             _p.append(_S66_pack(_x.store.to_bytes(16, 'little', signed=False), _x.artifact.to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_descriptor_list(mv, pos, end):
     if pos + 8 > end:
@@ -16423,12 +16478,16 @@ def _e_zgw_reclaim_complete(out, v):
 def _em_zgw_reclaim_complete(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S30_pack = _S30.pack
     _S41_pack = _S41.pack
     _S64_pack = _S64.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S30_pack(v.id.to_bytes(16, 'little', signed=False)))
         _required_ref__v = v.intent
@@ -16449,7 +16508,8 @@ def _em_zgw_reclaim_complete(values):
         for _descriptor_list___x in _descriptor_list__v.rows:
             _p.append(_S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_spill_binding(mv, pos, end):
     if pos + 64 > end:
@@ -17689,10 +17749,14 @@ def _e_captured_base_value(out, v):
 def _em_captured_base_value(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S6_pack = _S6.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _required_ref__v = v.ref
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
         _p = []
@@ -17700,7 +17764,8 @@ def _em_captured_base_value(values):
         _p.append(_S68_pack(_required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version))
         _p.append(_S6_pack(v.sequence))
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_protected_value(mv, pos, end):
     if pos + 8 > end:
@@ -18004,12 +18069,16 @@ def _e_protected_value(out, v):
 def _em_protected_value(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S126_pack = _S126.pack
     _S6_pack = _S6.pack
     _S64_pack = _S64.pack
     _S66_pack = _S66.pack
     _S68_pack = _S68.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S64_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00'))
         _tag = v.tag
@@ -18029,7 +18098,8 @@ def _em_protected_value(values):
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='value')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_frame_block(mv, pos, end):
     if pos + 8 > end:
@@ -19027,10 +19097,14 @@ def _e_embedding_tower(out, v):
 def _em_embedding_tower(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     _S143_pack = _S143.pack
     _S145_pack = _S145.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _b_model_id = v.model_id.encode()
         _p = []
         _p.append(_S13_pack(len(_b_model_id)))
@@ -19052,7 +19126,8 @@ def _em_embedding_tower(values):
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_embedding_epoch(mv, pos, end):
     if pos + 16 > end:
@@ -19584,11 +19659,15 @@ def _e_embedding_epoch(out, v):
 def _em_embedding_epoch(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     _S143_pack = _S143.pack
     _S145_pack = _S145.pack
     _S59_pack = _S59.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S59_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
         _embedding_tower__v = v.document
@@ -19635,7 +19714,8 @@ def _em_embedding_epoch(values):
         _p.append(_S13_pack(len(_b_alignment_digest)))
         _p.append(_b_alignment_digest)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_column_def(mv, pos, end):
     if pos + 12 > end:
@@ -20272,10 +20352,14 @@ def _e_zgen_extension(out, v):
 def _em_zgen_extension(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     _S59_pack = _S59.pack
     _S80_pack = _S80.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S80_pack(1313163098, v.version, v.counted_through))
         if v.version == 2:
@@ -20290,7 +20374,8 @@ def _em_zgen_extension(values):
         elif v.rows is not None:
             raise EncodeError('field is present but its condition is false', path='rows')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_graph_section(mv, pos, end):
     if pos + 20 > end:
@@ -24343,11 +24428,15 @@ def _e_epoch_digest_input(out, v):
 def _em_epoch_digest_input(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S117_pack = _S117.pack
     _S13_pack = _S13.pack
     _S143_pack = _S143.pack
     _S169_pack = _S169.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S117_pack(b'ZEEMBEP2'))
         _digest_tower__v = v.document
@@ -24394,7 +24483,8 @@ def _em_epoch_digest_input(values):
         _p.append(_S13_pack(len(_b_alignment_digest)))
         _p.append(_b_alignment_digest)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_epoch_digest_input_v1(mv, pos, end):
     if pos + 8 > end:
@@ -24671,11 +24761,15 @@ def _e_epoch_digest_input_v1(out, v):
 def _em_epoch_digest_input_v1(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S117_pack = _S117.pack
     _S13_pack = _S13.pack
     _S143_pack = _S143.pack
     _S169_pack = _S169.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S117_pack(b'ZEEMBEP1'))
         _digest_tower__v = v.tower
@@ -24699,7 +24793,8 @@ def _em_epoch_digest_input_v1(values):
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_digest_tower(mv, pos, end):
     if pos + 4 > end:
@@ -24928,10 +25023,14 @@ def _e_digest_tower(out, v):
 def _em_digest_tower(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     _S143_pack = _S143.pack
     _S169_pack = _S169.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _b_model_id = v.model_id.encode()
         _p = []
         _p.append(_S13_pack(len(_b_model_id)))
@@ -24953,7 +25052,8 @@ def _em_digest_tower(values):
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_region_entry(mv, pos, end):
     if pos + 32 > end:
@@ -25825,8 +25925,12 @@ def _e_vector_factors_region(out, v):
 def _em_vector_factors_region(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S176_pack = _S176.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _vector_header__v = v.header
         _p = []
         _p.append(_S176_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
@@ -25850,7 +25954,8 @@ def _em_vector_factors_region(values):
         elif v.raw is not None:
             raise EncodeError('field is present but its condition is false', path='raw')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_vector_rescore_region(mv, pos, end):
     _a_header = pos
@@ -26152,9 +26257,13 @@ def _e_columns_region(out, v):
 def _em_columns_region(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S148_pack = _S148.pack
     _S41_pack = _S41.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S41_pack(v.row_count, len(v.defs)))
         if len(v.defs) != len(v.defs):
@@ -26166,7 +26275,8 @@ def _em_columns_region(values):
         _b = v.data
         _p.append(_b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_dictionary_column(mv, pos, end, p_rows):
     if pos + 4 > end:
@@ -26386,9 +26496,13 @@ def _e_dictionary_column(out, v, p_rows):
 def _em_dictionary_column(values, p_rows):
     _all = []
     _a = _all.append
+    _chunks = []
     _S13_pack = _S13.pack
     _S14_pack = _S14.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S13_pack(len(v.strings)))
         if len(v.strings) != len(v.strings):
@@ -26411,7 +26525,8 @@ def _em_dictionary_column(values, p_rows):
         elif v.codes32 is not None:
             raise EncodeError('field is present but its condition is false', path='codes32')
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_column_data(mv, pos, end, p_type, p_rows):
     if pos + 4 > end:
@@ -27563,8 +27678,12 @@ def _e_stored_metadata_region(out, v):
 def _em_stored_metadata_region(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S80_pack = _S80.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S80_pack(len(v.ends), 0, 0))
         if len(v.ends) != len(v.ends):
@@ -27573,7 +27692,8 @@ def _em_stored_metadata_region(values):
         _b = v.data
         _p.append(_b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_stored_text_region(mv, pos, end):
     if pos + 8 > end:
@@ -27708,8 +27828,12 @@ def _e_stored_text_region(out, v):
 def _em_stored_text_region(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S41_pack = _S41.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_S41_pack(len(v.ends), 0))
         _b = v.presence
@@ -27722,7 +27846,8 @@ def _em_stored_text_region(values):
         _b = v.data
         _p.append(_b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_graph_node_block(mv, pos, end, p_code_bytes, p_max_degree):
     start = pos

@@ -428,6 +428,7 @@ class FastEmitter:
         return lines
 
     OPTIMISTIC_MAX_LINES = 1000  # larger decoders get no optimistic twin (code size)
+    ENCODE_CHUNK = 512  # a many-encoder joins its listed pieces when this many are listed
 
     def has_twin(self, name: str) -> bool:
         """Whether record ``name`` gets an optimistic twin ``_u_<name>`` (decided from
@@ -1464,21 +1465,27 @@ class FastEmitter:
                 hoisted.add(n.func.value.id)
                 n.func = ast.Name(f"{n.func.value.id}_pack", ast.Load())
         loop_checksums(fn)
-        if gather_parts(fn.body):
-            # each record is joined bytes now (``out`` is only ``+=``'s target): the
-            # records, too, are listed and joined once instead of growing a bytearray
-            # (measured: 4-8 % of a log's encode loop)
+        if gather_parts(fn.body) and not taken & {"_all", "_a", "_chunks"}:
+            # each record is joined bytes now (``out`` is only ``+=``'s target): records
+            # are listed and joined a chunk at a time, the chunks once at the end. Fewer
+            # copies than growing a bytearray; and unlike one list of every record, the
+            # records' memory is reused chunk after chunk rather than taken fresh from the
+            # system for the whole log (measured: ~1,400 page faults per 4 MB encoded)
             for i, st in enumerate(fn.body):
                 if _is_out_append(st):
                     fn.body[i] = ast.Expr(ast.Call(ast.Name("_a", ast.Load()), [st.value], []))
                     ast.fix_missing_locations(fn.body[i])
-            head, tail = ["    _all = []", "    _a = _all.append"], "    return b''.join(_all)"
+            fn.body[:0] = ast.parse(f"if len(_all) >= {self.ENCODE_CHUNK}:\n"
+                                    "    _chunks.append(b''.join(_all))\n"
+                                    "    _all.clear()").body
+            head = ["    _all = []", "    _a = _all.append", "    _chunks = []"]
+            tail = ["    _chunks.append(b''.join(_all))", "    return b''.join(_chunks)"]
         else:
-            head, tail = ["    out = bytearray()"], "    return bytes(out)"
+            head, tail = ["    out = bytearray()"], ["    return bytes(out)"]
         body = ast.unparse(ast.Module(body=fn.body, type_ignores=[])).splitlines()
         return ["", f"def _em_{rec.name}(values{''.join(', ' + p for p in params)}):"] \
             + head + [f"    {h}_pack = {h}.pack" for h in sorted(hoisted)] + [
-                "    for v in values:"] + ["        " + x for x in body] + [tail]
+                "    for v in values:"] + ["        " + x for x in body] + tail
 
     def deferred_checksums(self, lay: ir.Layout) -> dict[str, list[ir.Field]]:
         """Checksums covering a size-derived field whose sized field comes after them.

@@ -22,6 +22,7 @@ from bytewright.generated import htt as h
 from bytewright.generated import kladde as kl
 from bytewright.generated import pile as gp
 from bytewright.generator import checks, project
+from bytewright.generator.emit_fast import FastEmitter
 from bytewright.runtime.errors import BytewrightError, EncodeError
 
 FIXTURES = [f for f in checks.fixtures() if f.data]
@@ -127,6 +128,10 @@ def test_many_encoder_gives_the_records_encoded_one_by_one(proj, fx, monkeypatch
     many = getattr(mod, f"encode_many_{record}")
     assert many([value, value, value], **fx.params) == one * 3
     assert many([], **fx.params) == b""
+    # past the point where the listed pieces are joined into a chunk (1 or 2 per record),
+    # and a count that leaves a partial last chunk
+    n = 2 * FastEmitter.ENCODE_CHUNK + 3
+    assert many([value] * n, **fx.params) == one * n
 
 
 @pytest.mark.parametrize("proj,fx", EVERY,

@@ -1536,8 +1536,12 @@ def _e_event(out, v):
 def _em_event(values):
     _all = []
     _a = _all.append
+    _chunks = []
     _S2_pack = _S2.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _p = []
         _p.append(_uleb128_encode(v.seq))
         _p.append(_S2_pack(v.kind))
@@ -1559,7 +1563,8 @@ def _em_event(values):
         _b = v.payload
         _p.append(_b)
         _a(b''.join(_p))
-    return b''.join(_all)
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 # -- fast path: public API ------------------------------------------------------------
 
