@@ -185,3 +185,35 @@ def test_every_contender_is_specialized_before_it_is_timed():
     harness._specialize(calls.append, b"x")
     # CPython 3.11 specializes after 8 calls; the harness gives every contender more
     assert len(calls) == harness.WARM_CALLS >= 8
+
+
+def test_each_encoder_is_timed_on_a_copy_decoded_first_and_one_decoded_last():
+    """Where a decoded input sits in the heap changes how fast it is walked, so neither
+    encoder may get only the later-decoded (better placed) input: each is timed on one
+    copy decoded before the other's and one decoded after."""
+    decoded: list[str] = []  # every decode, in order
+
+    def decoder(name):
+        def run(buf):
+            decoded.append(name)
+            return [len(decoded)]  # the copy is known by its place in the decode order
+        return run
+
+    given: dict[str, set] = {"fast": set(), "hand": set()}
+
+    def encoder(name):
+        def run(vs):
+            given[name].add(vs[0])
+            return b"\x01"
+        return run
+
+    case = harness.Case("toy", "items", 1, b"\x01",
+                        {"fast": decoder("fast"), "hand": decoder("hand")})
+    case.encoders = {"fast": encoder("fast"), "hand": encoder("hand")}
+    case.values = [0]
+    res = harness.run_case(case, 3)
+    start = len(decoded) - 3  # the four encode inputs are the last four decodes
+    assert decoded[start - 1:] == ["fast", "hand", "hand", "fast"]
+    assert given == {"fast": {start, start + 3}, "hand": {start + 1, start + 2}}
+    assert res["encode_agree"] == {"fast": True, "hand": True}
+    assert res["encode_ratio_vs_hand"]["hand"] == pytest.approx(1.0)
