@@ -216,6 +216,39 @@ def pile_blobs(buf, raw: bool = False) -> list:
     return out
 
 
+def pile_blobs_floor(buf) -> list:
+    """Not a baseline but a floor: the least any decoder of these frames does to give the
+    same values. One ``unpack_from`` per frame and the same five objects built the
+    cheapest way (``object.__new__`` and slot stores, as the generated code builds them),
+    with no check at all: a corrupt frame is not noticed. Only the report's account of a
+    missed decode target times it (bench/harness.py::floor_ratios)."""
+    data = buf if buf.__class__ is bytes else bytes(buf)
+    end, pos, out = len(data), 0, []
+    append, head, new = out.append, _FRAME.unpack_from, object.__new__
+    Rec, Rest, Body, Head, Data = p.PileRecord, p.FrameRest, p.BlobBody, p.BlobHead, p.BlobData
+    while pos < end:
+        marker, _, span, kind, ts, length, _, handle, _ = head(data, pos)
+        hd = new(Head)
+        hd.timestamp = ts
+        hd.length = length
+        hd.hash = handle
+        dt = new(Data)
+        dt.payload = data[pos + 256:pos + 256 + length]
+        body = new(Body)
+        body.head = hd
+        body.data = dt
+        rest = new(Rest)
+        rest.span = span
+        rest.kind = kind
+        rest.body = body
+        rec = new(Rec)
+        rec.marker = marker
+        rec.record = rest
+        append(rec)
+        pos += span * 256
+    return out
+
+
 def kladde_table(buf, raw: bool = False) -> list:
     """An address-table page's content: LEB128 child deltas up to 0, then statements
     (id_delta, tag, tag-specific LEB128 fields, Inline payload) to the end."""

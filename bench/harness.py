@@ -79,6 +79,9 @@ class Case:
     prefix: Callable[[int], bytes] | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    # the least a decoder of these values can do (same objects, no checks): not timed in
+    # the rounds, only when a report explains a missed decode target (``floor_ratios``)
+    floor: Callable[[Any], list] | None = None
 
 
 def _specialize(fn: Callable, arg: Any) -> None:
@@ -251,7 +254,8 @@ def pile_case(n: int) -> Case:
         "construct_gen_compiled": _stream_loop(gp._compiled("pile_record"),
                                                gp._c2m_pile_record, {}),
     }, raw_of=lambda v: (v.record.body.head.timestamp, v.record.body.head.length,
-                         v.record.body.head.hash, v.record.body.data.payload), prefix=prefix)
+                         v.record.body.head.hash, v.record.body.data.payload), prefix=prefix,
+        floor=hand.pile_blobs_floor)
 
 
 def _kladde_statements(n: int) -> list:
@@ -338,13 +342,39 @@ def _rounds(timers: dict[str, tuple[Callable, Any, int]], repeat: int) -> dict[s
 
 def _ratio(base: list, times: list) -> float:
     """Median over rounds of time(base) / time(contender), each pair from one round."""
-    return statistics.median(b / t for b, t in zip(base, times, strict=False))
+    return statistics.median(_per_round(base, times))
+
+
+def _per_round(base: list, times: list) -> list[float]:
+    """time(base) / time(contender) of each round: the spread ``_ratio`` is the median of,
+    kept in the report so that a reader can tell a miss from the machine's noise."""
+    return [round(b / t, 4) for b, t in zip(base, times, strict=False)]
 
 
 def _encode_input(case: Case, name: str) -> Any:
     """What encoder ``name`` is given: its own decoder's output, or the corpus's values."""
     dec = case.decoders.get(name)
     return dec(case.data) if dec is not None else case.values  # type: ignore[attr-defined]
+
+
+def floor_ratios(case: Case, repeat: int) -> dict:
+    """The fast path, hand and the case's floor decoder (``Case.floor``) timed side by side
+    as ``run_case`` times contenders (checked against the fast path, specialized, then
+    interleaved rounds): how far the fast path is from the least any decoder of the same
+    values does, and how far a 1.2x target is from that floor."""
+    if case.floor is None:
+        raise ValueError(f"{case.name} has no floor decoder")
+    ref = case.decoders["fast"](case.data)
+    warm_in = case.prefix(min(WARM_ITEMS, case.n)) if case.prefix else case.data
+    fns = {"fast": case.decoders["fast"], "hand": case.decoders["hand"], "floor": case.floor}
+    agree = {}
+    for name, fn in fns.items():
+        agree[name] = bool(fn(case.data) == ref)
+        _specialize(fn, warm_in)
+    times = _rounds({k: (fn, case.data, repeat) for k, fn in fns.items()}, repeat)
+    return {"items": case.n, "rounds": repeat, "agree": agree,
+            "ratio_vs_hand": {k: _ratio(times["hand"], times[k]) for k in fns},
+            "fast_vs_floor": _ratio(times["floor"], times["fast"])}
 
 
 def run_case(case: Case, repeat: int) -> dict:
@@ -390,10 +420,11 @@ def run_case(case: Case, repeat: int) -> dict:
         if on_prefix:
             res["decode"]["hand"]["seconds_per_item_on_prefix"] = \
                 statistics.median(times["hand@prefix"]) / small_n
-        res["decode_ratio_vs_hand"] = {
-            k: _ratio(times["hand@prefix" if on_prefix and items[k] == small_n else "hand"],
-                      times[k])
-            for k in items}
+        base = {k: times["hand@prefix" if on_prefix and items[k] == small_n else "hand"]
+                for k in items}
+        res["decode_ratio_vs_hand"] = {k: _ratio(base[k], times[k]) for k in items}
+        res["decode_round_ratios"] = {k: _per_round(base[k], times[k]) for k in items
+                                      if len(times[k]) > 1}
     values = getattr(case, "values", None)
     if case.encoders and values is not None:
         # Each encoder gets what its own decoder gives (the fast path's packed arrays, the
@@ -427,6 +458,8 @@ def run_case(case: Case, repeat: int) -> dict:
             res["encode"][k] = {"seconds_per_item": t / case.n, "items_per_s": case.n / t}
         res["encode_ratio_vs_hand"] = {k: _ratio(times["hand"], times[k])
                                        for k in case.encoders}
+        res["encode_round_ratios"] = {k: _per_round(times["hand"], times[k])
+                                      for k in case.encoders if repeat > 1}
         del outs
     return res
 

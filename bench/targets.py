@@ -161,19 +161,36 @@ def _fmt(v: dict) -> str:
     return f"{v['subject']} {num}"
 
 
+def _spread(r: dict, what: str) -> str:
+    """``; rounds 1.09-1.21x`` from the per-round ratios of the fast path, if recorded."""
+    rounds = r.get(f"{what}_round_ratios", {}).get("fast")
+    if not rounds:
+        return ""
+    return f"; {len(rounds)} rounds {min(rounds):.2f}-{max(rounds):.2f}x"
+
+
 def _decode_vs_hand(rep: dict) -> dict:
-    values, keys = [], []
+    values, keys, extra = [], [], []
     for case, r in _cases(rep).items():
         kind = case_kind(case)
         ratio = r.get("decode_ratio_vs_hand", {}).get("fast")
         if kind["kind"] == "fixed":
             values.append(_v(case, ratio, 1.2, judged=False,
-                             note=f"fixed-size ({kind['why']}): not a variable-length case"))
+                             note=f"fixed-size ({kind['why']}): not a variable-length case"
+                                  + _spread(r, "decode")))
             continue
-        values.append(_v(case, ratio, 1.2, note=f"variable-length: {kind['why']}"))
+        values.append(_v(case, ratio, 1.2, note=f"variable-length: {kind['why']}"
+                                                + _spread(r, "decode")))
         if values[-1]["met"] is False:
             keys.append(f"decode:{case}")
-    return {"values": values, "profile_keys": keys}
+            raw = r.get("decode_ratio_vs_hand", {}).get("hand_raw")
+            if raw:
+                # what the values themselves cost: a share no decoder of them avoids
+                extra.append(f"{case}: the hand decoder building tuples instead of the "
+                             f"objects runs at {raw:.2f}x, so building the objects is "
+                             f"{1 - 1 / raw:.0%} of its time")
+    return {"values": values, "profile_keys": keys,
+            "why_extra": "; ".join(extra) if extra else None}
 
 
 def _encode_vs_hand(rep: dict) -> dict:
@@ -182,8 +199,9 @@ def _encode_vs_hand(rep: dict) -> dict:
         ratio = r.get("encode_ratio_vs_hand", {}).get("fast")
         if ratio is None:
             continue
-        values.append(_v(case, ratio, 1.0, note="identical bytes" if all(
-            r.get("encode_agree", {}).values()) else "ENCODERS DISAGREE"))
+        values.append(_v(case, ratio, 1.0, note=("identical bytes" if all(
+            r.get("encode_agree", {}).values()) else "ENCODERS DISAGREE")
+            + _spread(r, "encode")))
         if values[-1]["met"] is False:
             keys.append(f"encode:{case}")
     return {"values": values, "profile_keys": keys}
@@ -567,6 +585,9 @@ def _explain(res: dict) -> None:
     and, for cProfile, the function calls made per item (fast path vs hand)."""
     bits = []
     for p in res["profiles"]:
+        if p.get("kind") == "floor":
+            bits.append(floor_text(p))
+            continue
         if not p.get("rows"):
             continue
         r = p["rows"][0]
@@ -579,6 +600,17 @@ def _explain(res: dict) -> None:
                            if p.get("calls_per_item") else ""))
     if bits:
         res["why"] = (res["why"] or "") + ". Profiles: " + "; ".join(bits)
+
+
+def floor_text(p: dict) -> str:
+    """One line on a ``floor`` profile (``Profiler._floor``)."""
+    r = p["ratio_vs_hand"]
+    bad = [k for k, ok in p["agree"].items() if not ok]
+    return (f"{p['label']}, {p['rounds']} interleaved rounds: a loop that builds the same "
+            f"values with no checks at all ({p['floor_fn']}) runs at {r['floor']:.2f}x "
+            f"the hand decoder, the fast path at {r['fast']:.2f}x in the same rounds, "
+            f"{p['fast_vs_floor']:.0%} of the floor's speed"
+            + (f" (DISAGREE with the fast path: {', '.join(bad)})" if bad else ""))
 
 
 class Profiler:
@@ -610,13 +642,25 @@ class Profiler:
             self._cases[name] = harness.BUILDERS[name](n)
         return self._cases[name]
 
+    def _floor(self, name: str) -> dict:
+        """The case's floor decoder timed against fast and hand at the run's own size."""
+        from . import harness
+
+        c = harness.BUILDERS[name](harness.SIZES[name][1 if self.quick else 0])
+        r = harness.floor_ratios(c, 3 if self.quick else 9)
+        return {"label": f"{name}: floor, {c.n:,} {c.unit}", "kind": "floor",
+                "floor_fn": f"bench/hand.py::{c.floor.__name__}", **r, "rows": []}
+
     def _make(self, key: str) -> list[dict]:
         kind, _, arg = key.partition(":")
         if kind == "decode":
             c = self._case(arg)
-            return [measure.profile_call(f"{arg}: {who} decode, {c.n:,} {c.unit}",
-                                         lambda w=who: c.decoders[w](c.data), 8, c.n)
-                    for who in ("fast", "hand")]
+            out = [measure.profile_call(f"{arg}: {who} decode, {c.n:,} {c.unit}",
+                                        lambda w=who: c.decoders[w](c.data), 8, c.n)
+                   for who in ("fast", "hand")]
+            if c.floor is not None:
+                out.append(self._floor(arg))
+            return out
         if kind == "encode":
             c = self._case(arg)
             # as the harness does: each encoder encodes what its own decoder read
@@ -814,6 +858,8 @@ def format_table(rep: dict, profile_lines: int = 5) -> str:
             shown[p["label"]] = t["id"]
             if p.get("error"):
                 lines.append(f"  (profile {p['label']} failed: {p['error']})")
+            elif p.get("kind") == "floor":
+                lines.append("  == " + floor_text(p))
             elif p.get("kind") == "tracemalloc":
                 lines += ["  " + x for x in measure.memory_text(
                     {**p, "rows": p["rows"][:profile_lines]}).splitlines()]

@@ -6,6 +6,7 @@ Never a speed assertion: whether a target is met is not tested here, only that i
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -55,6 +56,14 @@ def test_ratios_against_hand(report):
         assert set(ratios) == set(case["decode"])
         for contender in ("construct_gen", "construct_gen_compiled", "hand_raw"):
             assert contender in ratios, (name, contender)
+        # the ratio is the median of the per-round ratios the report keeps
+        rounds = case["decode_round_ratios"]["fast"]
+        assert len(rounds) == report["repeat"], name
+        assert ratios["fast"] == pytest.approx(statistics.median(rounds), rel=1e-3), name
+        assert all(r == pytest.approx(1.0) for r in case["decode_round_ratios"]["hand"])
+        if "encode_ratio_vs_hand" in case:
+            assert case["encode_ratio_vs_hand"]["fast"] == pytest.approx(
+                statistics.median(case["encode_round_ratios"]["fast"]), rel=1e-3), name
     htt = report["cases"]["htt_wal_tail20"]
     assert {"construct_plain", "construct_plain_compiled"} <= set(htt["decode"])
     assert htt["encode_ratio_vs_hand"]["hand"] == pytest.approx(1.0)
@@ -75,7 +84,12 @@ def test_every_target_is_evaluated(full):
         if t["met"] is False:
             assert t["why"] and "missed on" in t["why"], tid
             if t["profile_keys"]:
-                assert t["profiles"] and all(p["rows"] for p in t["profiles"]), tid
+                assert t["profiles"], tid
+                for p in t["profiles"]:
+                    if p.get("kind") == "floor":  # timed, not profiled: no rows
+                        assert all(p["agree"].values()) and "floor" in t["why"], (tid, p)
+                    else:
+                        assert p["rows"], (tid, p["label"])
         else:
             assert t["why"] is None and t["profiles"] == [], tid
     assert full["summary"]["targets"] == len(targets.TARGETS)
@@ -217,3 +231,23 @@ def test_each_encoder_is_timed_on_a_copy_decoded_first_and_one_decoded_last():
     assert given == {"fast": {start, start + 3}, "hand": {start + 1, start + 2}}
     assert res["encode_agree"] == {"fast": True, "hand": True}
     assert res["encode_ratio_vs_hand"]["hand"] == pytest.approx(1.0)
+
+
+def test_the_pile_floor_gives_the_fast_paths_values_and_checks_nothing():
+    """The floor a missed decode target is measured against (``harness.floor_ratios``):
+    the same values as the fast path on the corpus, and no check (a bad magic passes)."""
+    case = harness.pile_case(300)
+    assert case.floor is not None
+    assert case.floor(case.data) == case.decoders["fast"](case.data)
+    bad = bytearray(case.data)
+    bad[20] ^= 0xFF  # in the first frame's magic tail
+    with pytest.raises(Exception, match="magic"):
+        case.decoders["fast"](bytes(bad))
+    assert len(case.floor(bytes(bad))) == 300
+    r = harness.floor_ratios(case, 2)
+    assert r["agree"] == {"fast": True, "hand": True, "floor": True}
+    assert r["rounds"] == 2 and r["items"] == 300
+    assert r["ratio_vs_hand"]["hand"] == pytest.approx(1.0)
+    assert r["ratio_vs_hand"]["floor"] > 0 and r["fast_vs_floor"] > 0
+    with pytest.raises(ValueError, match="no floor"):
+        harness.floor_ratios(harness.kladde_case(10), 1)

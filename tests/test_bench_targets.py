@@ -128,6 +128,53 @@ def test_decode_target_judges_variable_cases_only():
     assert t["profile_keys"] == ["decode:htt_wal_tail20"]
 
 
+def test_decode_miss_says_what_building_the_objects_costs():
+    rep = _report()
+    rep["harness"]["cases"]["htt_wal_tail20"]["decode_ratio_vs_hand"]["hand_raw"] = 2.0
+    t = _by_id(rep)["decode_vs_hand"]
+    assert ("htt_wal_tail20: the hand decoder building tuples instead of the objects runs at "
+            "2.00x, so building the objects is 50% of its time") in t["why"]
+    # a case that is met is not explained
+    rep["harness"]["cases"]["htt_wal"]["decode_ratio_vs_hand"]["hand_raw"] = 3.0
+    assert "htt_wal:" not in _by_id(rep)["decode_vs_hand"]["why"]
+
+
+def test_decode_and_encode_values_show_the_spread_of_their_rounds():
+    rep = _report()
+    pile = rep["harness"]["cases"]["pile_frames"]
+    pile["decode_round_ratios"] = {"fast": [1.25, 1.09, 1.31], "hand": [1.0, 1.0, 1.0]}
+    htt = rep["harness"]["cases"]["htt_wal"]
+    htt["encode_round_ratios"] = {"fast": [1.2, 0.98], "hand": [1.0, 1.0]}
+    by = _by_id(rep)
+    dec = {v["subject"]: v for v in by["decode_vs_hand"]["values"]}
+    assert dec["pile_frames"]["note"].endswith("; 3 rounds 1.09-1.31x")
+    assert "rounds" not in dec["kladde_statements"]["note"]  # none recorded: none shown
+    enc = {v["subject"]: v for v in by["encode_vs_hand"]["values"]}
+    assert enc["htt_wal"]["note"] == "identical bytes; 2 rounds 0.98-1.20x"
+
+
+def test_a_floor_profile_is_explained_and_printed(monkeypatch):
+    floor = {"label": "htt_wal_tail20: floor, 20,000 entries", "kind": "floor",
+             "floor_fn": "bench/hand.py::some_floor", "items": 20_000, "rounds": 9,
+             "agree": {"fast": True, "hand": True, "floor": True},
+             "ratio_vs_hand": {"fast": 0.9, "hand": 1.0, "floor": 1.1},
+             "fast_vs_floor": 0.82, "rows": []}
+    monkeypatch.setattr(targets.Profiler, "_make",
+                        lambda self, key: [floor] if key.startswith("decode:") else [])
+    res = targets.evaluate(_report())
+    targets.attach_profiles(res)
+    why = {t["id"]: t for t in res}["decode_vs_hand"]["why"]
+    assert ("htt_wal_tail20: floor, 20,000 entries, 9 interleaved rounds: a loop that builds "
+            "the same values with no checks at all (bench/hand.py::some_floor) runs at 1.10x "
+            "the hand decoder, the fast path at 0.90x in the same rounds, 82% of the "
+            "floor's speed") in why
+    assert "DISAGREE" not in why
+    text = targets.format_table({"targets": res})
+    assert "  == htt_wal_tail20: floor, 20,000 entries, 9 interleaved rounds" in text
+    floor["agree"]["floor"] = False
+    assert "(DISAGREE with the fast path: floor)" in targets.floor_text(floor)
+
+
 def test_decode_target_met_when_every_variable_case_is():
     rep = _report()
     rep["harness"]["cases"]["htt_wal_tail20"]["decode_ratio_vs_hand"]["fast"] = 1.2
