@@ -169,6 +169,10 @@ def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
         row = jobs[f"N{n}"]
         assert row["jobs1_s"] > 0 and row["jobsN_s"] > 0
         assert row["speedup"] == pytest.approx(row["jobs1_s"] / row["jobsN_s"])
+        # interleaved rounds (one for N = 1), the best of each side judged
+        one, par = row["rounds"]
+        assert len(one) == len(par) == (1 if n == 1 else measure.JOBS_ROUNDS)
+        assert row["jobs1_s"] == min(one) and row["jobsN_s"] == min(par)
         # N > 1: the machine's own ceiling, measured in the same child, beside it
         assert (row["machine_ceiling"] > 0) if n > 1 else "machine_ceiling" not in row
 
