@@ -492,15 +492,32 @@ def _jobs(rep: dict) -> dict:
     if _all_met(values) is False:
         capped = [f"N={n}: {j[f'N{n}']['machine_ceiling']:.2f}x" for n in ns
                   if j[f"N{n}"].get("machine_ceiling", n) < 0.8 * n]
-        out["why_extra"] = (f"one file alone takes {j['jobs1_1file_s']:.2f} s: the pool's "
-                            "start-up (fork, schemas table, imports in each worker) is paid "
-                            "once per run; a shared, loaded machine gives the workers less "
-                            "than a core each (no cProfile: wall time across processes)"
-                            + (f". This machine's own ceiling (N pure-Python loops in N "
-                               f"processes against one after another) is below the target: "
-                               f"{', '.join(capped)}: no --jobs can reach it here"
-                               if capped else ""))
+        parts = [_jobs_split(n, j[f"N{n}"]) for n in ns
+                 if n > 1 and values[ns.index(n)]["met"] is False]
+        out["why_extra"] = ("; ".join(p for p in parts if p) or
+                            f"one file alone takes {j['jobs1_1file_s']:.2f} s") \
+            + " (no cProfile: wall time across processes)" \
+            + (f". This machine's own ceiling (N pure-Python loops in N processes against "
+               f"one after another) is below the target: {', '.join(capped)}: no --jobs "
+               f"can reach it here" if capped else "")
     return out
+
+
+def _jobs_split(n: int, r: dict) -> str | None:
+    """Where a missed --jobs N run's time went: the files in their workers (against one
+    process alone) and the pool itself (start-up, hand-off, shutdown: the rest)."""
+    fs = r.get("file_s")
+    if not fs or not fs.get("jobs1") or not fs.get("jobsN"):
+        return None
+    alone = sum(fs["jobs1"]) / len(fs["jobs1"])
+    worker = sum(fs["jobsN"]) / len(fs["jobsN"])
+    pool = r["jobsN_s"] - max(fs["jobsN"])
+    slower = worker / alone if alone else 0.0
+    return (f"N={n}: in the best --jobs {n} run a file took {worker:.2f} s in its worker "
+            f"against {alone:.2f} s in one process alone ({slower:.2f}x"
+            + (": the machine gave the workers less than a core each" if slower > 1.1
+               else "") + f"), and the pool itself (start-up, hand-off, shutdown) "
+            f"{max(pool, 0.0):.2f} s of the run's {r['jobsN_s']:.2f} s")
 
 
 TARGETS: list[Target] = [

@@ -173,6 +173,10 @@ def test_replay_and_jobs_are_measured_in_fresh_children_with_their_rounds(full):
         one, par = row["rounds"]
         assert len(one) == len(par) == (1 if n == 1 else measure.JOBS_ROUNDS)
         assert row["jobs1_s"] == min(one) and row["jobsN_s"] == min(par)
+        # each file's own time in the best run of each side, within that run's time
+        assert len(row["file_s"]["jobs1"]) == len(row["file_s"]["jobsN"]) == n
+        assert sum(row["file_s"]["jobs1"]) <= row["jobs1_s"]
+        assert max(row["file_s"]["jobsN"]) <= row["jobsN_s"]
         # N > 1: the machine's own ceiling, measured in the same child, beside it
         assert (row["machine_ceiling"] > 0) if n > 1 else "machine_ceiling" not in row
 
