@@ -322,4 +322,85 @@ def kladde_table(buf, raw: bool = False) -> list:
     return out
 
 
-__all__ = ["htt_wal", "htt_wal_encode", "ze_op7", "ze_op7_encode", "ze_nodes", "pile_blobs", "p"]
+def _leb_table() -> tuple[bytes, ...]:
+    return tuple(bytes([i]) for i in range(128))
+
+
+_LEB1 = _leb_table()  # one-byte LEB128 values, prebuilt
+
+
+def _leb(v: int) -> bytes:
+    """LEB128 of a value of 128 or more (the encoders take smaller ones from ``_LEB1``)."""
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def kladde_table_encode(statements: list) -> bytes:
+    """An address-table content with no children (its 0 delimiter) and ``statements``:
+    LEB128 fields (one-byte values from a table), the tag byte, Inline payloads."""
+    out = [b"\x00"]
+    append, one, leb = out.append, _LEB1, _leb
+    for st in statements:
+        v = st.id_delta
+        append(one[v] if 0 <= v < 128 else leb(v))
+        tag = st.tag
+        append(one[tag] if tag < 128 else bytes([tag]))
+        b = st.body
+        if b is None:
+            if tag != 4:
+                raise ValueError(f"statement tag {tag} needs a body")
+            continue
+        if tag >= 5:
+            if len(b.payload) != tag - 4:
+                raise ValueError("inline payload length does not match its tag")
+            v = b.offset_delta
+            append(one[v] if 0 <= v < 128 else leb(v))
+            append(b.payload)
+            continue
+        for v in ((b.offset_delta, b.size, b.address) if tag == 0 else
+                  (b.offset_delta, b.size) if tag == 1 else (b.offset_delta,)):
+            append(one[v] if 0 <= v < 128 else leb(v))
+    return b"".join(out)
+
+
+def ze_nodes_encode(nodes: list) -> bytes:
+    """Graph node blocks: one ``pack`` of the whole 256-byte block per node."""
+    pack = _NODE.pack
+    out = []
+    append = out.append
+    for nd in nodes:
+        f, fl = nd.factors, nd.flags
+        append(pack(nd.codes, f.scale, f.normalized_norm, f.normalized_correction, nd.degree,
+                    int(fl.entry_seed) | int(fl.hub) << 1, 0, *nd.neighbours))
+    return b"".join(out)
+
+
+_PADS = tuple(bytes(i) for i in range(256))
+
+
+def pile_blobs_encode(records: list) -> bytes:
+    """Current-format blob frames: the 256-byte first block in one ``pack``, the payload,
+    zeros to the next 256-byte boundary."""
+    pack = _FRAME.pack
+    out = []
+    append = out.append
+    for r in records:
+        rest = r.record
+        body = rest.body
+        hd = body.head
+        payload = body.data.payload
+        if len(payload) != hd.length or rest.span != 1 + (hd.length + 255) // 256:
+            raise ValueError("blob length and span disagree")
+        append(pack(r.marker, _MAGIC_TAIL, rest.span, rest.kind, hd.timestamp, hd.length,
+                    _Z16, hd.hash, _Z128))
+        append(payload)
+        append(_PADS[-len(payload) % 256])
+    return b"".join(out)
+
+
+__all__ = ["htt_wal", "htt_wal_encode", "ze_op7", "ze_op7_encode", "ze_nodes", "ze_nodes_encode",
+           "pile_blobs", "pile_blobs_encode", "kladde_table", "kladde_table_encode", "p"]

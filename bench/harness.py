@@ -222,7 +222,7 @@ def ze_nodes_case(n: int) -> Case:
     data = blocks[:256 * n]
     p = {"code_bytes": 64, "max_degree": 44}
     conv = lambda c: z._c2m_graph_node_block(c, 64, 44)  # noqa: E731
-    return Case("ze_graph_nodes", "nodes", n, data, {
+    case = Case("ze_graph_nodes", "nodes", n, data, {
         "fast": lambda b: z.decode_many_graph_node_block(b, **p),
         "hand": hand.ze_nodes,
         "hand_raw": lambda b: hand.ze_nodes(b, raw=True),
@@ -230,6 +230,10 @@ def ze_nodes_case(n: int) -> Case:
         "construct_gen_compiled": _stream_loop(z._compiled("graph_node_block"), conv, p),
     }, raw_of=lambda v: (v.codes, dataclasses.astuple(v.factors), v.degree, v.flags.to_int(),
                          v.neighbours), prefix=lambda k: data[:256 * k])
+    case.encoders = {"fast": lambda vs: z.encode_many_graph_node_block(vs, **p),
+                     "hand": hand.ze_nodes_encode}
+    case.values = nodes  # type: ignore[attr-defined]
+    return case
 
 
 # -- pile, kladde --------------------------------------------------------------------------
@@ -246,7 +250,7 @@ def pile_case(n: int) -> Case:
             pos += 256 * int.from_bytes(data[pos + 28:pos + 32], "little")
         return data[:pos]
 
-    return Case("pile_frames", "frames", n, data, {
+    case = Case("pile_frames", "frames", n, data, {
         "fast": lambda b: gp.decode_many_pile_record(b),
         "hand": hand.pile_blobs,
         "hand_raw": lambda b: hand.pile_blobs(b, raw=True),
@@ -256,6 +260,9 @@ def pile_case(n: int) -> Case:
     }, raw_of=lambda v: (v.record.body.head.timestamp, v.record.body.head.length,
                          v.record.body.head.hash, v.record.body.data.payload), prefix=prefix,
         floor=hand.pile_blobs_floor)
+    case.encoders = {"fast": gp.encode_many_pile_record, "hand": hand.pile_blobs_encode}
+    case.values = True  # type: ignore[attr-defined]  # each encoder encodes its decoder's
+    return case
 
 
 def _kladde_statements(n: int) -> list:
@@ -309,6 +316,9 @@ def kladde_case(n: int) -> Case:
         "construct_gen_compiled": lambda b: conv(kl._compiled("table_content").parse(b)).statements,
     }, raw_of=_kladde_raw, prefix=lambda m: small if m == share else
         kl.encode_table_content(kl.TableContent([], stmts[:m])))
+    case.encoders = {"fast": lambda vs: kl.encode_table_content(kl.TableContent([], vs)),
+                     "hand": hand.kladde_table_encode}
+    case.values = stmts  # type: ignore[attr-defined]
     return _with_kaitai(case, _k("kladde_table"))
 
 

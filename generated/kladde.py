@@ -62,6 +62,7 @@ from bytewright.runtime.codec import text as _text
 from bytewright.runtime.codec import text_error as _text_error
 from bytewright.runtime.codec import uleb128 as _uleb128
 from bytewright.runtime.codec import uleb128_encode as _uleb128_encode
+from bytewright.runtime.codec import uleb128_one as _uleb128_one
 from bytewright.runtime.errors import (
     ChecksumError,
     ConstraintError,
@@ -505,9 +506,9 @@ def _m_ref_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_ref_body(out, v):
-    out += _uleb128_encode(v.offset_delta)
-    out += _uleb128_encode(v.size)
-    out += _uleb128_encode(v.address)
+    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.address).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
 
 def _em_ref_body(values):
     _all = []
@@ -518,9 +519,9 @@ def _em_ref_body(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _p = []
-        _p.append(_uleb128_encode(v.offset_delta))
-        _p.append(_uleb128_encode(v.size))
-        _p.append(_uleb128_encode(v.address))
+        _p.append(_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.address).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
@@ -618,14 +619,14 @@ def _m_zero_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_zero_body(out, v):
-    out += _uleb128_encode(v.offset_delta)
-    out += _uleb128_encode(v.size)
+    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
 
 def _em_zero_body(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.offset_delta)
-        out += _uleb128_encode(v.size)
+        out += _uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
     return bytes(out)
 
 def _d_shrink_body(mv, pos, end):
@@ -689,12 +690,12 @@ def _m_shrink_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_shrink_body(out, v):
-    out += _uleb128_encode(v.offset_delta)
+    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
 
 def _em_shrink_body(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.offset_delta)
+        out += _uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
     return bytes(out)
 
 def _d_grow_body(mv, pos, end):
@@ -758,12 +759,12 @@ def _m_grow_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_grow_body(out, v):
-    out += _uleb128_encode(v.offset_delta)
+    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
 
 def _em_grow_body(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.offset_delta)
+        out += _uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
     return bytes(out)
 
 def _d_inline_body(mv, pos, end, p_size_tag):
@@ -849,7 +850,7 @@ def _m_inline_body(mv, pos, end, p_size_tag, _rest=_decode_many):
     return _out
 
 def _e_inline_body(out, v, p_size_tag):
-    out += _uleb128_encode(v.offset_delta)
+    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
     _b = v.payload
     if len(_b) != (p_size_tag - 4):
         raise EncodeError('wrong length ' + str(len(_b)), path='payload')
@@ -858,7 +859,7 @@ def _e_inline_body(out, v, p_size_tag):
 def _em_inline_body(values, p_size_tag):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.offset_delta)
+        out += _uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
         _b = v.payload
         if len(_b) != p_size_tag - 4:
             raise EncodeError('wrong length ' + str(len(_b)), path='payload')
@@ -1290,31 +1291,31 @@ def _m_statement(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_statement(out, v):
-    out += _uleb128_encode(v.id_delta)
+    out += (_uleb128_one[_w] if (_w := v.id_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
     out += _S2.pack(v.tag)
     _tag = v.tag
     if _tag == 0:
         _ref_body__v = v.body
-        out += _uleb128_encode(_ref_body__v.offset_delta)
-        out += _uleb128_encode(_ref_body__v.size)
-        out += _uleb128_encode(_ref_body__v.address)
+        out += _uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.offset_delta).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w)
+        out += _uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.size).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w)
+        out += _uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.address).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w)
     elif _tag == 1:
         _zero_body__v = v.body
-        out += _uleb128_encode(_zero_body__v.offset_delta)
-        out += _uleb128_encode(_zero_body__v.size)
+        out += _uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.offset_delta).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w)
+        out += _uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.size).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w)
     elif _tag == 2:
         _shrink_body__v = v.body
-        out += _uleb128_encode(_shrink_body__v.offset_delta)
+        out += _uleb128_one[_shrink_body___w] if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is int and -1 < _shrink_body___w < 128 else _uleb128_encode(_shrink_body___w)
     elif _tag == 3:
         _grow_body__v = v.body
-        out += _uleb128_encode(_grow_body__v.offset_delta)
+        out += _uleb128_one[_grow_body___w] if (_grow_body___w := _grow_body__v.offset_delta).__class__ is int and -1 < _grow_body___w < 128 else _uleb128_encode(_grow_body___w)
     elif _tag == 4:
         if v.body is not None:
             raise EncodeError('case Tombstone carries no body', path='body')
     else:
         _inline_body__v = v.body
         _inline_body__p_size_tag = v.tag
-        out += _uleb128_encode(_inline_body__v.offset_delta)
+        out += _uleb128_one[_inline_body___w] if (_inline_body___w := _inline_body__v.offset_delta).__class__ is int and -1 < _inline_body___w < 128 else _uleb128_encode(_inline_body___w)
         _inline_body___b = _inline_body__v.payload
         if len(_inline_body___b) != _inline_body__p_size_tag - 4:
             raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
@@ -1330,31 +1331,31 @@ def _em_statement(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _p = []
-        _p.append(_uleb128_encode(v.id_delta))
+        _p.append(_uleb128_one[_w] if (_w := v.id_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _p.append(_S2_pack(v.tag))
         _tag = v.tag
         if _tag == 0:
             _ref_body__v = v.body
-            _p.append(_uleb128_encode(_ref_body__v.offset_delta))
-            _p.append(_uleb128_encode(_ref_body__v.size))
-            _p.append(_uleb128_encode(_ref_body__v.address))
+            _p.append(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.offset_delta).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
+            _p.append(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.size).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
+            _p.append(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.address).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
         elif _tag == 1:
             _zero_body__v = v.body
-            _p.append(_uleb128_encode(_zero_body__v.offset_delta))
-            _p.append(_uleb128_encode(_zero_body__v.size))
+            _p.append(_uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.offset_delta).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w))
+            _p.append(_uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.size).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w))
         elif _tag == 2:
             _shrink_body__v = v.body
-            _p.append(_uleb128_encode(_shrink_body__v.offset_delta))
+            _p.append(_uleb128_one[_shrink_body___w] if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is int and -1 < _shrink_body___w < 128 else _uleb128_encode(_shrink_body___w))
         elif _tag == 3:
             _grow_body__v = v.body
-            _p.append(_uleb128_encode(_grow_body__v.offset_delta))
+            _p.append(_uleb128_one[_grow_body___w] if (_grow_body___w := _grow_body__v.offset_delta).__class__ is int and -1 < _grow_body___w < 128 else _uleb128_encode(_grow_body___w))
         elif _tag == 4:
             if v.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _inline_body__v = v.body
             _inline_body__p_size_tag = v.tag
-            _p.append(_uleb128_encode(_inline_body__v.offset_delta))
+            _p.append(_uleb128_one[_inline_body___w] if (_inline_body___w := _inline_body__v.offset_delta).__class__ is int and -1 < _inline_body___w < 128 else _uleb128_encode(_inline_body___w))
             _inline_body___b = _inline_body__v.payload
             if len(_inline_body___b) != _inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
@@ -1424,12 +1425,12 @@ def _m_child_ref(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_child_ref(out, v):
-    out += _uleb128_encode(v.page_delta)
+    out += (_uleb128_one[_w] if (_w := v.page_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
 
 def _em_child_ref(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.page_delta)
+        out += _uleb128_one[_w] if (_w := v.page_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
     return bytes(out)
 
 def _d_table_content(mv, pos, end):
@@ -1955,34 +1956,34 @@ def _e_table_content(out, v):
     for _x in v.children:
         if _x == 0:
             raise EncodeError('an item equals the terminator 0', path='children')
-        out += _uleb128_encode(_x)
-    out += _uleb128_encode(0)
+        out += (_uleb128_one[_w] if (_w := _x).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := 0).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
     for _x in v.statements:
-        out += _uleb128_encode(_x.id_delta)
+        out += _uleb128_one[_statement___w] if (_statement___w := _x.id_delta).__class__ is int and -1 < _statement___w < 128 else _uleb128_encode(_statement___w)
         out += _S2.pack(_x.tag)
         _statement___tag = _x.tag
         if _statement___tag == 0:
             _statement___ref_body__v = _x.body
-            out += _uleb128_encode(_statement___ref_body__v.offset_delta)
-            out += _uleb128_encode(_statement___ref_body__v.size)
-            out += _uleb128_encode(_statement___ref_body__v.address)
+            out += _uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w)
+            out += _uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w)
+            out += _uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w)
         elif _statement___tag == 1:
             _statement___zero_body__v = _x.body
-            out += _uleb128_encode(_statement___zero_body__v.offset_delta)
-            out += _uleb128_encode(_statement___zero_body__v.size)
+            out += _uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w)
+            out += _uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w)
         elif _statement___tag == 2:
             _statement___shrink_body__v = _x.body
-            out += _uleb128_encode(_statement___shrink_body__v.offset_delta)
+            out += _uleb128_one[_statement___shrink_body___w] if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is int and -1 < _statement___shrink_body___w < 128 else _uleb128_encode(_statement___shrink_body___w)
         elif _statement___tag == 3:
             _statement___grow_body__v = _x.body
-            out += _uleb128_encode(_statement___grow_body__v.offset_delta)
+            out += _uleb128_one[_statement___grow_body___w] if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is int and -1 < _statement___grow_body___w < 128 else _uleb128_encode(_statement___grow_body___w)
         elif _statement___tag == 4:
             if _x.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _statement___inline_body__v = _x.body
             _statement___inline_body__p_size_tag = _x.tag
-            out += _uleb128_encode(_statement___inline_body__v.offset_delta)
+            out += _uleb128_one[_statement___inline_body___w] if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is int and -1 < _statement___inline_body___w < 128 else _uleb128_encode(_statement___inline_body___w)
             _statement___inline_body___b = _statement___inline_body__v.payload
             if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
@@ -2001,34 +2002,34 @@ def _em_table_content(values):
         for _x in v.children:
             if _x == 0:
                 raise EncodeError('an item equals the terminator 0', path='children')
-            _p.append(_uleb128_encode(_x))
-        _p.append(_uleb128_encode(0))
+            _p.append(_uleb128_one[_w] if (_w := _x).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := 0).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         for _x in v.statements:
-            _p.append(_uleb128_encode(_x.id_delta))
+            _p.append(_uleb128_one[_statement___w] if (_statement___w := _x.id_delta).__class__ is int and -1 < _statement___w < 128 else _uleb128_encode(_statement___w))
             _p.append(_S2_pack(_x.tag))
             _statement___tag = _x.tag
             if _statement___tag == 0:
                 _statement___ref_body__v = _x.body
-                _p.append(_uleb128_encode(_statement___ref_body__v.offset_delta))
-                _p.append(_uleb128_encode(_statement___ref_body__v.size))
-                _p.append(_uleb128_encode(_statement___ref_body__v.address))
+                _p.append(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
+                _p.append(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
+                _p.append(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
             elif _statement___tag == 1:
                 _statement___zero_body__v = _x.body
-                _p.append(_uleb128_encode(_statement___zero_body__v.offset_delta))
-                _p.append(_uleb128_encode(_statement___zero_body__v.size))
+                _p.append(_uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w))
+                _p.append(_uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w))
             elif _statement___tag == 2:
                 _statement___shrink_body__v = _x.body
-                _p.append(_uleb128_encode(_statement___shrink_body__v.offset_delta))
+                _p.append(_uleb128_one[_statement___shrink_body___w] if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is int and -1 < _statement___shrink_body___w < 128 else _uleb128_encode(_statement___shrink_body___w))
             elif _statement___tag == 3:
                 _statement___grow_body__v = _x.body
-                _p.append(_uleb128_encode(_statement___grow_body__v.offset_delta))
+                _p.append(_uleb128_one[_statement___grow_body___w] if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is int and -1 < _statement___grow_body___w < 128 else _uleb128_encode(_statement___grow_body___w))
             elif _statement___tag == 4:
                 if _x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _statement___inline_body__v = _x.body
                 _statement___inline_body__p_size_tag = _x.tag
-                _p.append(_uleb128_encode(_statement___inline_body__v.offset_delta))
+                _p.append(_uleb128_one[_statement___inline_body___w] if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is int and -1 < _statement___inline_body___w < 128 else _uleb128_encode(_statement___inline_body___w))
                 _statement___inline_body___b = _statement___inline_body__v.payload
                 if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
@@ -2565,34 +2566,34 @@ def _e_table_page(out, v):
     for _table_content___x in _table_content__v.children:
         if _table_content___x == 0:
             raise EncodeError('an item equals the terminator 0', path='children')
-        out += _uleb128_encode(_table_content___x)
-    out += _uleb128_encode(0)
+        out += _uleb128_one[_table_content___w] if (_table_content___w := _table_content___x).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
+    out += _uleb128_one[_table_content___w] if (_table_content___w := 0).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
     for _table_content___x in _table_content__v.statements:
-        out += _uleb128_encode(_table_content___x.id_delta)
+        out += _uleb128_one[_table_content___statement___w] if (_table_content___statement___w := _table_content___x.id_delta).__class__ is int and -1 < _table_content___statement___w < 128 else _uleb128_encode(_table_content___statement___w)
         out += _S2.pack(_table_content___x.tag)
         _table_content___statement___tag = _table_content___x.tag
         if _table_content___statement___tag == 0:
             _table_content___statement___ref_body__v = _table_content___x.body
-            out += _uleb128_encode(_table_content___statement___ref_body__v.offset_delta)
-            out += _uleb128_encode(_table_content___statement___ref_body__v.size)
-            out += _uleb128_encode(_table_content___statement___ref_body__v.address)
+            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
         elif _table_content___statement___tag == 1:
             _table_content___statement___zero_body__v = _table_content___x.body
-            out += _uleb128_encode(_table_content___statement___zero_body__v.offset_delta)
-            out += _uleb128_encode(_table_content___statement___zero_body__v.size)
+            out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
+            out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
         elif _table_content___statement___tag == 2:
             _table_content___statement___shrink_body__v = _table_content___x.body
-            out += _uleb128_encode(_table_content___statement___shrink_body__v.offset_delta)
+            out += _uleb128_one[_table_content___statement___shrink_body___w] if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___shrink_body___w < 128 else _uleb128_encode(_table_content___statement___shrink_body___w)
         elif _table_content___statement___tag == 3:
             _table_content___statement___grow_body__v = _table_content___x.body
-            out += _uleb128_encode(_table_content___statement___grow_body__v.offset_delta)
+            out += _uleb128_one[_table_content___statement___grow_body___w] if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___grow_body___w < 128 else _uleb128_encode(_table_content___statement___grow_body___w)
         elif _table_content___statement___tag == 4:
             if _table_content___x.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _table_content___statement___inline_body__v = _table_content___x.body
             _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
-            out += _uleb128_encode(_table_content___statement___inline_body__v.offset_delta)
+            out += _uleb128_one[_table_content___statement___inline_body___w] if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___inline_body___w < 128 else _uleb128_encode(_table_content___statement___inline_body___w)
             _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
             if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
@@ -2621,34 +2622,34 @@ def _em_table_page(values):
         for _table_content___x in _table_content__v.children:
             if _table_content___x == 0:
                 raise EncodeError('an item equals the terminator 0', path='children')
-            out += _uleb128_encode(_table_content___x)
-        out += _uleb128_encode(0)
+            out += _uleb128_one[_table_content___w] if (_table_content___w := _table_content___x).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
+        out += _uleb128_one[_table_content___w] if (_table_content___w := 0).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
         for _table_content___x in _table_content__v.statements:
-            out += _uleb128_encode(_table_content___x.id_delta)
+            out += _uleb128_one[_table_content___statement___w] if (_table_content___statement___w := _table_content___x.id_delta).__class__ is int and -1 < _table_content___statement___w < 128 else _uleb128_encode(_table_content___statement___w)
             out += _S2_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
                 _table_content___statement___ref_body__v = _table_content___x.body
-                out += _uleb128_encode(_table_content___statement___ref_body__v.offset_delta)
-                out += _uleb128_encode(_table_content___statement___ref_body__v.size)
-                out += _uleb128_encode(_table_content___statement___ref_body__v.address)
+                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
             elif _table_content___statement___tag == 1:
                 _table_content___statement___zero_body__v = _table_content___x.body
-                out += _uleb128_encode(_table_content___statement___zero_body__v.offset_delta)
-                out += _uleb128_encode(_table_content___statement___zero_body__v.size)
+                out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
+                out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
             elif _table_content___statement___tag == 2:
                 _table_content___statement___shrink_body__v = _table_content___x.body
-                out += _uleb128_encode(_table_content___statement___shrink_body__v.offset_delta)
+                out += _uleb128_one[_table_content___statement___shrink_body___w] if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___shrink_body___w < 128 else _uleb128_encode(_table_content___statement___shrink_body___w)
             elif _table_content___statement___tag == 3:
                 _table_content___statement___grow_body__v = _table_content___x.body
-                out += _uleb128_encode(_table_content___statement___grow_body__v.offset_delta)
+                out += _uleb128_one[_table_content___statement___grow_body___w] if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___grow_body___w < 128 else _uleb128_encode(_table_content___statement___grow_body___w)
             elif _table_content___statement___tag == 4:
                 if _table_content___x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _table_content___statement___inline_body__v = _table_content___x.body
                 _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
-                out += _uleb128_encode(_table_content___statement___inline_body__v.offset_delta)
+                out += _uleb128_one[_table_content___statement___inline_body___w] if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___inline_body___w < 128 else _uleb128_encode(_table_content___statement___inline_body___w)
                 _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
                 if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
@@ -2871,34 +2872,34 @@ def _e_header_page(out, v):
     for _table_content___x in _table_content__v.children:
         if _table_content___x == 0:
             raise EncodeError('an item equals the terminator 0', path='children')
-        out += _uleb128_encode(_table_content___x)
-    out += _uleb128_encode(0)
+        out += _uleb128_one[_table_content___w] if (_table_content___w := _table_content___x).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
+    out += _uleb128_one[_table_content___w] if (_table_content___w := 0).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
     for _table_content___x in _table_content__v.statements:
-        out += _uleb128_encode(_table_content___x.id_delta)
+        out += _uleb128_one[_table_content___statement___w] if (_table_content___statement___w := _table_content___x.id_delta).__class__ is int and -1 < _table_content___statement___w < 128 else _uleb128_encode(_table_content___statement___w)
         out += _S2.pack(_table_content___x.tag)
         _table_content___statement___tag = _table_content___x.tag
         if _table_content___statement___tag == 0:
             _table_content___statement___ref_body__v = _table_content___x.body
-            out += _uleb128_encode(_table_content___statement___ref_body__v.offset_delta)
-            out += _uleb128_encode(_table_content___statement___ref_body__v.size)
-            out += _uleb128_encode(_table_content___statement___ref_body__v.address)
+            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
         elif _table_content___statement___tag == 1:
             _table_content___statement___zero_body__v = _table_content___x.body
-            out += _uleb128_encode(_table_content___statement___zero_body__v.offset_delta)
-            out += _uleb128_encode(_table_content___statement___zero_body__v.size)
+            out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
+            out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
         elif _table_content___statement___tag == 2:
             _table_content___statement___shrink_body__v = _table_content___x.body
-            out += _uleb128_encode(_table_content___statement___shrink_body__v.offset_delta)
+            out += _uleb128_one[_table_content___statement___shrink_body___w] if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___shrink_body___w < 128 else _uleb128_encode(_table_content___statement___shrink_body___w)
         elif _table_content___statement___tag == 3:
             _table_content___statement___grow_body__v = _table_content___x.body
-            out += _uleb128_encode(_table_content___statement___grow_body__v.offset_delta)
+            out += _uleb128_one[_table_content___statement___grow_body___w] if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___grow_body___w < 128 else _uleb128_encode(_table_content___statement___grow_body___w)
         elif _table_content___statement___tag == 4:
             if _table_content___x.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _table_content___statement___inline_body__v = _table_content___x.body
             _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
-            out += _uleb128_encode(_table_content___statement___inline_body__v.offset_delta)
+            out += _uleb128_one[_table_content___statement___inline_body___w] if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___inline_body___w < 128 else _uleb128_encode(_table_content___statement___inline_body___w)
             _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
             if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
@@ -2930,34 +2931,34 @@ def _em_header_page(values):
         for _table_content___x in _table_content__v.children:
             if _table_content___x == 0:
                 raise EncodeError('an item equals the terminator 0', path='children')
-            out += _uleb128_encode(_table_content___x)
-        out += _uleb128_encode(0)
+            out += _uleb128_one[_table_content___w] if (_table_content___w := _table_content___x).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
+        out += _uleb128_one[_table_content___w] if (_table_content___w := 0).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
         for _table_content___x in _table_content__v.statements:
-            out += _uleb128_encode(_table_content___x.id_delta)
+            out += _uleb128_one[_table_content___statement___w] if (_table_content___statement___w := _table_content___x.id_delta).__class__ is int and -1 < _table_content___statement___w < 128 else _uleb128_encode(_table_content___statement___w)
             out += _S2_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
                 _table_content___statement___ref_body__v = _table_content___x.body
-                out += _uleb128_encode(_table_content___statement___ref_body__v.offset_delta)
-                out += _uleb128_encode(_table_content___statement___ref_body__v.size)
-                out += _uleb128_encode(_table_content___statement___ref_body__v.address)
+                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
             elif _table_content___statement___tag == 1:
                 _table_content___statement___zero_body__v = _table_content___x.body
-                out += _uleb128_encode(_table_content___statement___zero_body__v.offset_delta)
-                out += _uleb128_encode(_table_content___statement___zero_body__v.size)
+                out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
+                out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
             elif _table_content___statement___tag == 2:
                 _table_content___statement___shrink_body__v = _table_content___x.body
-                out += _uleb128_encode(_table_content___statement___shrink_body__v.offset_delta)
+                out += _uleb128_one[_table_content___statement___shrink_body___w] if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___shrink_body___w < 128 else _uleb128_encode(_table_content___statement___shrink_body___w)
             elif _table_content___statement___tag == 3:
                 _table_content___statement___grow_body__v = _table_content___x.body
-                out += _uleb128_encode(_table_content___statement___grow_body__v.offset_delta)
+                out += _uleb128_one[_table_content___statement___grow_body___w] if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___grow_body___w < 128 else _uleb128_encode(_table_content___statement___grow_body___w)
             elif _table_content___statement___tag == 4:
                 if _table_content___x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _table_content___statement___inline_body__v = _table_content___x.body
                 _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
-                out += _uleb128_encode(_table_content___statement___inline_body__v.offset_delta)
+                out += _uleb128_one[_table_content___statement___inline_body___w] if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___inline_body___w < 128 else _uleb128_encode(_table_content___statement___inline_body___w)
                 _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
                 if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
@@ -3039,12 +3040,12 @@ def _m_journal_free(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_free(out, v):
-    out += _uleb128_encode(v.id)
+    out += (_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
 
 def _em_journal_free(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.id)
+        out += _uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
     return bytes(out)
 
 def _d_journal_resize(mv, pos, end):
@@ -3158,14 +3159,14 @@ def _m_journal_resize(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_resize(out, v):
-    out += _uleb128_encode(v.id)
-    out += _uleb128_encode(v.size)
+    out += (_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
 
 def _em_journal_resize(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_encode(v.id)
-        out += _uleb128_encode(v.size)
+        out += _uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
     return bytes(out)
 
 def _d_journal_write(mv, pos, end):
@@ -3330,9 +3331,9 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_write(out, v):
-    out += _uleb128_encode(v.id)
-    out += _uleb128_encode(v.offset)
-    out += _uleb128_encode(len(v.data))
+    out += (_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
     _b = v.data
     if len(_b) != len(v.data):
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
@@ -3347,9 +3348,9 @@ def _em_journal_write(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _p = []
-        _p.append(_uleb128_encode(v.id))
-        _p.append(_uleb128_encode(v.offset))
-        _p.append(_uleb128_encode(len(v.data)))
+        _p.append(_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _b = v.data
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
@@ -3561,10 +3562,10 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_splice(out, v):
-    out += _uleb128_encode(v.id)
-    out += _uleb128_encode(v.offset)
-    out += _uleb128_encode(v.old_len)
-    out += _uleb128_encode(len(v.data))
+    out += (_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.old_len).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
     _b = v.data
     if len(_b) != len(v.data):
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
@@ -3579,10 +3580,10 @@ def _em_journal_splice(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _p = []
-        _p.append(_uleb128_encode(v.id))
-        _p.append(_uleb128_encode(v.offset))
-        _p.append(_uleb128_encode(v.old_len))
-        _p.append(_uleb128_encode(len(v.data)))
+        _p.append(_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.old_len).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _b = v.data
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
@@ -3816,11 +3817,11 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_copy(out, v):
-    out += _uleb128_encode(v.src)
-    out += _uleb128_encode(v.src_offset)
-    out += _uleb128_encode(v.length)
-    out += _uleb128_encode(v.dst)
-    out += _uleb128_encode(v.dst_offset)
+    out += (_uleb128_one[_w] if (_w := v.src).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.src_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.length).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.dst).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_one[_w] if (_w := v.dst_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
 
 def _em_journal_copy(values):
     _all = []
@@ -3831,11 +3832,11 @@ def _em_journal_copy(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _p = []
-        _p.append(_uleb128_encode(v.src))
-        _p.append(_uleb128_encode(v.src_offset))
-        _p.append(_uleb128_encode(v.length))
-        _p.append(_uleb128_encode(v.dst))
-        _p.append(_uleb128_encode(v.dst_offset))
+        _p.append(_uleb128_one[_w] if (_w := v.src).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.src_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.length).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.dst).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _p.append(_uleb128_one[_w] if (_w := v.dst_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
@@ -4795,44 +4796,44 @@ def _e_journal_record(out, v):
     _tag = v.tag
     if _tag == 1:
         _journal_free__v = v.body
-        out += _uleb128_encode(_journal_free__v.id)
+        out += _uleb128_one[_journal_free___w] if (_journal_free___w := _journal_free__v.id).__class__ is int and -1 < _journal_free___w < 128 else _uleb128_encode(_journal_free___w)
     elif _tag == 2:
         _journal_resize__v = v.body
-        out += _uleb128_encode(_journal_resize__v.id)
-        out += _uleb128_encode(_journal_resize__v.size)
+        out += _uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.id).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w)
+        out += _uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.size).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w)
     elif _tag == 3:
         _journal_write__v = v.body
-        out += _uleb128_encode(_journal_write__v.id)
-        out += _uleb128_encode(_journal_write__v.offset)
-        out += _uleb128_encode(len(_journal_write__v.data))
+        out += _uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.id).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w)
+        out += _uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.offset).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w)
+        out += _uleb128_one[_journal_write___w] if (_journal_write___w := len(_journal_write__v.data)).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w)
         _journal_write___b = _journal_write__v.data
         if len(_journal_write___b) != len(_journal_write__v.data):
             raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
         out += _journal_write___b
     elif _tag == 4:
         _journal_splice__v = v.body
-        out += _uleb128_encode(_journal_splice__v.id)
-        out += _uleb128_encode(_journal_splice__v.offset)
-        out += _uleb128_encode(_journal_splice__v.old_len)
-        out += _uleb128_encode(len(_journal_splice__v.data))
+        out += _uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.id).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w)
+        out += _uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.offset).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w)
+        out += _uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.old_len).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w)
+        out += _uleb128_one[_journal_splice___w] if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w)
         _journal_splice___b = _journal_splice__v.data
         if len(_journal_splice___b) != len(_journal_splice__v.data):
             raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
         out += _journal_splice___b
     elif _tag == 5:
         _journal_copy__v = v.body
-        out += _uleb128_encode(_journal_copy__v.src)
-        out += _uleb128_encode(_journal_copy__v.src_offset)
-        out += _uleb128_encode(_journal_copy__v.length)
-        out += _uleb128_encode(_journal_copy__v.dst)
-        out += _uleb128_encode(_journal_copy__v.dst_offset)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
     elif _tag == 6:
         _journal_copy__v = v.body
-        out += _uleb128_encode(_journal_copy__v.src)
-        out += _uleb128_encode(_journal_copy__v.src_offset)
-        out += _uleb128_encode(_journal_copy__v.length)
-        out += _uleb128_encode(_journal_copy__v.dst)
-        out += _uleb128_encode(_journal_copy__v.dst_offset)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
 
@@ -4850,44 +4851,44 @@ def _em_journal_record(values):
         _tag = v.tag
         if _tag == 1:
             _journal_free__v = v.body
-            _p.append(_uleb128_encode(_journal_free__v.id))
+            _p.append(_uleb128_one[_journal_free___w] if (_journal_free___w := _journal_free__v.id).__class__ is int and -1 < _journal_free___w < 128 else _uleb128_encode(_journal_free___w))
         elif _tag == 2:
             _journal_resize__v = v.body
-            _p.append(_uleb128_encode(_journal_resize__v.id))
-            _p.append(_uleb128_encode(_journal_resize__v.size))
+            _p.append(_uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.id).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w))
+            _p.append(_uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.size).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w))
         elif _tag == 3:
             _journal_write__v = v.body
-            _p.append(_uleb128_encode(_journal_write__v.id))
-            _p.append(_uleb128_encode(_journal_write__v.offset))
-            _p.append(_uleb128_encode(len(_journal_write__v.data)))
+            _p.append(_uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.id).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
+            _p.append(_uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.offset).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
+            _p.append(_uleb128_one[_journal_write___w] if (_journal_write___w := len(_journal_write__v.data)).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
             _journal_write___b = _journal_write__v.data
             if len(_journal_write___b) != len(_journal_write__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
             _p.append(_journal_write___b)
         elif _tag == 4:
             _journal_splice__v = v.body
-            _p.append(_uleb128_encode(_journal_splice__v.id))
-            _p.append(_uleb128_encode(_journal_splice__v.offset))
-            _p.append(_uleb128_encode(_journal_splice__v.old_len))
-            _p.append(_uleb128_encode(len(_journal_splice__v.data)))
+            _p.append(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.id).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
+            _p.append(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.offset).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
+            _p.append(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.old_len).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
+            _p.append(_uleb128_one[_journal_splice___w] if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
             _journal_splice___b = _journal_splice__v.data
             if len(_journal_splice___b) != len(_journal_splice__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
             _p.append(_journal_splice___b)
         elif _tag == 5:
             _journal_copy__v = v.body
-            _p.append(_uleb128_encode(_journal_copy__v.src))
-            _p.append(_uleb128_encode(_journal_copy__v.src_offset))
-            _p.append(_uleb128_encode(_journal_copy__v.length))
-            _p.append(_uleb128_encode(_journal_copy__v.dst))
-            _p.append(_uleb128_encode(_journal_copy__v.dst_offset))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
         elif _tag == 6:
             _journal_copy__v = v.body
-            _p.append(_uleb128_encode(_journal_copy__v.src))
-            _p.append(_uleb128_encode(_journal_copy__v.src_offset))
-            _p.append(_uleb128_encode(_journal_copy__v.length))
-            _p.append(_uleb128_encode(_journal_copy__v.dst))
-            _p.append(_uleb128_encode(_journal_copy__v.dst_offset))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
         _a(b''.join(_p))
@@ -5074,44 +5075,44 @@ def _e_journal_records(out, v):
         _journal_record___tag = _x.tag
         if _journal_record___tag == 1:
             _journal_record___journal_free__v = _x.body
-            out += _uleb128_encode(_journal_record___journal_free__v.id)
+            out += _uleb128_one[_journal_record___journal_free___w] if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is int and -1 < _journal_record___journal_free___w < 128 else _uleb128_encode(_journal_record___journal_free___w)
         elif _journal_record___tag == 2:
             _journal_record___journal_resize__v = _x.body
-            out += _uleb128_encode(_journal_record___journal_resize__v.id)
-            out += _uleb128_encode(_journal_record___journal_resize__v.size)
+            out += _uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w)
+            out += _uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w)
         elif _journal_record___tag == 3:
             _journal_record___journal_write__v = _x.body
-            out += _uleb128_encode(_journal_record___journal_write__v.id)
-            out += _uleb128_encode(_journal_record___journal_write__v.offset)
-            out += _uleb128_encode(len(_journal_record___journal_write__v.data))
+            out += _uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w)
+            out += _uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w)
+            out += _uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w)
             _journal_record___journal_write___b = _journal_record___journal_write__v.data
             if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
             out += _journal_record___journal_write___b
         elif _journal_record___tag == 4:
             _journal_record___journal_splice__v = _x.body
-            out += _uleb128_encode(_journal_record___journal_splice__v.id)
-            out += _uleb128_encode(_journal_record___journal_splice__v.offset)
-            out += _uleb128_encode(_journal_record___journal_splice__v.old_len)
-            out += _uleb128_encode(len(_journal_record___journal_splice__v.data))
+            out += _uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w)
+            out += _uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w)
+            out += _uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w)
+            out += _uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w)
             _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
             if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
             out += _journal_record___journal_splice___b
         elif _journal_record___tag == 5:
             _journal_record___journal_copy__v = _x.body
-            out += _uleb128_encode(_journal_record___journal_copy__v.src)
-            out += _uleb128_encode(_journal_record___journal_copy__v.src_offset)
-            out += _uleb128_encode(_journal_record___journal_copy__v.length)
-            out += _uleb128_encode(_journal_record___journal_copy__v.dst)
-            out += _uleb128_encode(_journal_record___journal_copy__v.dst_offset)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
         elif _journal_record___tag == 6:
             _journal_record___journal_copy__v = _x.body
-            out += _uleb128_encode(_journal_record___journal_copy__v.src)
-            out += _uleb128_encode(_journal_record___journal_copy__v.src_offset)
-            out += _uleb128_encode(_journal_record___journal_copy__v.length)
-            out += _uleb128_encode(_journal_record___journal_copy__v.dst)
-            out += _uleb128_encode(_journal_record___journal_copy__v.dst_offset)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
         else:
             raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
 
@@ -5130,44 +5131,44 @@ def _em_journal_records(values):
             _journal_record___tag = _x.tag
             if _journal_record___tag == 1:
                 _journal_record___journal_free__v = _x.body
-                _p.append(_uleb128_encode(_journal_record___journal_free__v.id))
+                _p.append(_uleb128_one[_journal_record___journal_free___w] if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is int and -1 < _journal_record___journal_free___w < 128 else _uleb128_encode(_journal_record___journal_free___w))
             elif _journal_record___tag == 2:
                 _journal_record___journal_resize__v = _x.body
-                _p.append(_uleb128_encode(_journal_record___journal_resize__v.id))
-                _p.append(_uleb128_encode(_journal_record___journal_resize__v.size))
+                _p.append(_uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w))
+                _p.append(_uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w))
             elif _journal_record___tag == 3:
                 _journal_record___journal_write__v = _x.body
-                _p.append(_uleb128_encode(_journal_record___journal_write__v.id))
-                _p.append(_uleb128_encode(_journal_record___journal_write__v.offset))
-                _p.append(_uleb128_encode(len(_journal_record___journal_write__v.data)))
+                _p.append(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
+                _p.append(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
+                _p.append(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
                 _journal_record___journal_write___b = _journal_record___journal_write__v.data
                 if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
                 _p.append(_journal_record___journal_write___b)
             elif _journal_record___tag == 4:
                 _journal_record___journal_splice__v = _x.body
-                _p.append(_uleb128_encode(_journal_record___journal_splice__v.id))
-                _p.append(_uleb128_encode(_journal_record___journal_splice__v.offset))
-                _p.append(_uleb128_encode(_journal_record___journal_splice__v.old_len))
-                _p.append(_uleb128_encode(len(_journal_record___journal_splice__v.data)))
+                _p.append(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
+                _p.append(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
+                _p.append(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
+                _p.append(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
                 _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
                 if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
                 _p.append(_journal_record___journal_splice___b)
             elif _journal_record___tag == 5:
                 _journal_record___journal_copy__v = _x.body
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.src))
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.src_offset))
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.length))
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst))
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst_offset))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
             elif _journal_record___tag == 6:
                 _journal_record___journal_copy__v = _x.body
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.src))
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.src_offset))
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.length))
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst))
-                _p.append(_uleb128_encode(_journal_record___journal_copy__v.dst_offset))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
             else:
                 raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
         _a(b''.join(_p))
@@ -5275,7 +5276,7 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_transaction(out, v):
-    out += _uleb128_encode(len(v.records))
+    out += (_uleb128_one[_w] if (_w := len(v.records)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
     _b = v.records
     if len(_b) != len(v.records):
         raise EncodeError('wrong length ' + str(len(_b)), path='records')
@@ -5292,7 +5293,7 @@ def _em_journal_transaction(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _p = []
-        _p.append(_uleb128_encode(len(v.records)))
+        _p.append(_uleb128_one[_w] if (_w := len(v.records)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _b = v.records
         if len(_b) != len(v.records):
             raise EncodeError('wrong length ' + str(len(_b)), path='records')

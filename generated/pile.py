@@ -64,6 +64,7 @@ from bytewright.runtime.codec import text as _text
 from bytewright.runtime.codec import text_error as _text_error
 from bytewright.runtime.codec import uleb128 as _uleb128
 from bytewright.runtime.codec import uleb128_encode as _uleb128_encode
+from bytewright.runtime.codec import uleb128_one as _uleb128_one
 from bytewright.runtime.errors import (
     ChecksumError,
     ConstraintError,
@@ -744,30 +745,102 @@ _T96 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96,
 _T97 = (('source', 0, 32), ('target', 32, 32), ('input', 64, 32), ('output', 96, 32), ('reserved', 128, 112))
 _S98 = struct.Struct('<16s12sI32sQQ16s32s128s')
 _S99 = struct.Struct('<16sIQQ32s172s')
-_S100 = struct.Struct('<12sI32sQQ16s32s128s')
-_S101 = struct.Struct('<B31s32s64s')
-_S102 = struct.Struct('<Q24s32s')
-_S103 = struct.Struct('<Q24s16s32s32s')
-_S104 = struct.Struct('<28sI32s')
-_T105 = (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32))
-_S106 = struct.Struct('<28sI32sQQ16s32s128s')
-_S107 = struct.Struct('<B')
-_T108 = (('tag', 0, 1),)
-_S109 = struct.Struct('>40s16sI32s32s32s32s')
-_T110 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32))
-_S111 = struct.Struct('<40s16s32s32s32s32s32s32s32s')
-_T112 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32))
-_S113 = struct.Struct('<41s16s32s32s32s32s32s')
-_T114 = (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32))
-_S115 = struct.Struct('<32s32s32s32s')
-_T116 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32))
-_T117 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32))
-_S118 = struct.Struct('<32s32s32s32s32s32s32s')
-_T119 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
-_T120 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32))
-_S121 = struct.Struct('<32s32s32s32s32s32s32s32s32s')
-_T122 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32))
-_T123 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
+_S100 = struct.Struct('<16s12sI32s')
+_S101 = struct.Struct('<16s12sI32s16s16s32s128s')
+_S102 = struct.Struct('<16s12sI32s16s176s')
+_S103 = struct.Struct('<16s12sI32sB31s')
+_S104 = struct.Struct('<16s12sI32sB31s32s64s')
+_S105 = struct.Struct('<16s12sI32sB31s32s32s32s')
+_S106 = struct.Struct('<16s12sI32s32s32s32s32s32s32s')
+_S107 = struct.Struct('<16s12sI32s32s32s32s32s32s32s32s32s32s160s')
+_S108 = struct.Struct('<16s12sI32s32s32s32s32s32s32s32s224s')
+_S109 = struct.Struct('<16s12sI32s32s32s')
+_S110 = struct.Struct('<16s12sI32s32s160s')
+_S111 = struct.Struct('<16s12sI32sB31s32s32s32s64s')
+_S112 = struct.Struct('<16s12sI32s32s32s32s32s64s')
+_S113 = struct.Struct('<16s12sI32s32s32s32s96s')
+_S114 = struct.Struct('<16s12sI32s32s32s128s')
+_S115 = struct.Struct('<16s12sI32s192s')
+_S116 = struct.Struct('<16s12sI32sQ24s')
+_S117 = struct.Struct('<16s12sI32sQ24s32s')
+_S118 = struct.Struct('<16s12sI32sQ24s16s32s32s')
+_S119 = struct.Struct('<16s16sI')
+_S120 = struct.Struct('<16s16sIQQ32s172s')
+_S121 = struct.Struct('<16s16sI16s32s172s')
+_S122 = struct.Struct('<16s16sI16s204s')
+_S123 = struct.Struct('<16s16sI32s188s')
+_S124 = struct.Struct('<16s16sIB32s32s32s123s')
+_S125 = struct.Struct('<16s16sI32s32s32s32s32s32s28s')
+_S126 = struct.Struct('<16s16sI32s32s32s32s92s')
+_S127 = struct.Struct('<16s16sI32s32s32s124s')
+_S128 = struct.Struct('<16sQQ32s')
+_S129 = struct.Struct('<16s16s32s')
+_S130 = struct.Struct('<16sQQ32s192s')
+_S131 = struct.Struct('<16s16s32s192s')
+_S132 = struct.Struct('<16s16s224s')
+_S133 = struct.Struct('<16s32s208s')
+_S134 = struct.Struct('<16s16s16s16s192s')
+_S135 = struct.Struct('<16s16s32s32s32s32s32s64s')
+_S136 = struct.Struct('<16s16s32s32s32s128s')
+_S137 = struct.Struct('<16s16s16s32s32s144s')
+_S138 = struct.Struct('<16s32s32s32s32s32s32s48s')
+_S139 = struct.Struct('<16s32s32s32s32s112s')
+_S140 = struct.Struct('<12sI32sQQ16s32s128s')
+_S141 = struct.Struct('<B31s32s64s')
+_S142 = struct.Struct('<Q24s32s')
+_S143 = struct.Struct('<Q24s16s32s32s')
+_S144 = struct.Struct('<12sI32s16s16s32s128s')
+_S145 = struct.Struct('<12sI32s16s176s')
+_S146 = struct.Struct('<12sI32sB31s')
+_S147 = struct.Struct('<12sI32sB31s32s64s')
+_S148 = struct.Struct('<12sI32sB31s32s32s32s')
+_S149 = struct.Struct('<12sI32s32s32s32s32s32s32s')
+_S150 = struct.Struct('<12sI32s32s32s32s32s32s32s32s32s32s160s')
+_S151 = struct.Struct('<12sI32s32s32s32s32s32s32s32s224s')
+_S152 = struct.Struct('<12sI32s32s32s')
+_S153 = struct.Struct('<12sI32s32s160s')
+_S154 = struct.Struct('<12sI32sB31s32s32s32s64s')
+_S155 = struct.Struct('<12sI32s32s32s32s32s64s')
+_S156 = struct.Struct('<12sI32s32s32s32s96s')
+_S157 = struct.Struct('<12sI32s32s32s128s')
+_S158 = struct.Struct('<12sI32s192s')
+_S159 = struct.Struct('<12sI32sQ24s')
+_S160 = struct.Struct('<12sI32sQ24s32s')
+_S161 = struct.Struct('<12sI32sQ24s16s32s32s')
+_S162 = struct.Struct('<28sI32s')
+_T163 = (('magic', 0, 28), ('span', 28, 4), ('kind', 32, 32))
+_S164 = struct.Struct('<28sI32sQQ16s32s128s')
+_S165 = struct.Struct('<B')
+_T166 = (('tag', 0, 1),)
+_S167 = struct.Struct('<B32s64s')
+_S168 = struct.Struct('<B32s32s32s')
+_S169 = struct.Struct('<B31s32s32s32s')
+_S170 = struct.Struct('<16sI16s32s172s')
+_S171 = struct.Struct('<16sI16s204s')
+_S172 = struct.Struct('<16sI32s188s')
+_S173 = struct.Struct('<16sIB32s32s32s123s')
+_S174 = struct.Struct('<16sI32s32s32s32s32s32s28s')
+_S175 = struct.Struct('<16sI32s32s32s32s92s')
+_S176 = struct.Struct('<16sI32s32s32s124s')
+_S177 = struct.Struct('>40s16sI32s32s32s32s')
+_T178 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('version', 56, 4), ('author', 60, 32), ('collection', 92, 32), ('data', 124, 32), ('metadata', 156, 32))
+_S179 = struct.Struct('<40s16s32s32s32s32s32s32s32s')
+_T180 = (('domain', 0, 40), ('semantic_kind', 40, 16), ('author', 56, 32), ('collection', 88, 32), ('low', 120, 32), ('high', 152, 32), ('result', 184, 32), ('low_witness', 216, 32), ('high_witness', 248, 32))
+_S181 = struct.Struct('<41s16s32s32s32s32s32s')
+_T182 = (('domain', 0, 41), ('semantic_kind', 41, 16), ('author', 57, 32), ('target', 89, 32), ('input', 121, 32), ('output', 153, 32), ('input_witness', 185, 32))
+_S183 = struct.Struct('<32s32s32s32s')
+_T184 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32))
+_T185 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32))
+_S186 = struct.Struct('<32s32s32s32s32s32s32s')
+_T187 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
+_T188 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('author', 96, 32), ('sig_r', 128, 32), ('sig_s', 160, 32))
+_S189 = struct.Struct('<32s32s32s32s32s32s32s32s32s')
+_T190 = (('collection', 0, 32), ('low', 32, 32), ('high', 64, 32), ('result', 96, 32), ('low_witness', 128, 32), ('high_witness', 160, 32), ('author', 192, 32), ('sig_r', 224, 32), ('sig_s', 256, 32))
+_T191 = (('target', 0, 32), ('input', 32, 32), ('output', 64, 32), ('input_witness', 96, 32), ('author', 128, 32), ('sig_r', 160, 32), ('sig_s', 192, 32))
+_S192 = struct.Struct('<B32s32s32s32s32s32s')
+_S193 = struct.Struct('<B32s32s32s32s')
+_S194 = struct.Struct('<B32s32s32s32s32s32s32s')
+_S195 = struct.Struct('<B32s32s32s32s32s32s32s32s32s')
 
 # -- fast path: decoders and encoders -----------------------------------------------
 
@@ -2175,306 +2248,307 @@ def _e_pile_record(out, v):
         raise EncodeError('no case for tag ' + repr(_tag), path='record')
 
 def _em_pile_record(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
+    _chunks = []
     _S0_pack = _S0.pack
-    _S10_pack = _S10.pack
-    _S12_pack = _S12.pack
-    _S14_pack = _S14.pack
+    _S100_pack = _S100.pack
+    _S101_pack = _S101.pack
+    _S102_pack = _S102.pack
+    _S103_pack = _S103.pack
+    _S104_pack = _S104.pack
+    _S105_pack = _S105.pack
+    _S106_pack = _S106.pack
+    _S107_pack = _S107.pack
+    _S108_pack = _S108.pack
+    _S109_pack = _S109.pack
+    _S110_pack = _S110.pack
+    _S111_pack = _S111.pack
+    _S112_pack = _S112.pack
+    _S113_pack = _S113.pack
+    _S114_pack = _S114.pack
+    _S115_pack = _S115.pack
+    _S117_pack = _S117.pack
+    _S118_pack = _S118.pack
+    _S119_pack = _S119.pack
+    _S120_pack = _S120.pack
+    _S121_pack = _S121.pack
+    _S122_pack = _S122.pack
+    _S123_pack = _S123.pack
+    _S124_pack = _S124.pack
+    _S125_pack = _S125.pack
+    _S126_pack = _S126.pack
+    _S127_pack = _S127.pack
+    _S128_pack = _S128.pack
+    _S129_pack = _S129.pack
+    _S130_pack = _S130.pack
+    _S131_pack = _S131.pack
+    _S132_pack = _S132.pack
+    _S133_pack = _S133.pack
+    _S134_pack = _S134.pack
+    _S135_pack = _S135.pack
+    _S136_pack = _S136.pack
+    _S137_pack = _S137.pack
+    _S138_pack = _S138.pack
+    _S139_pack = _S139.pack
     _S17_pack = _S17.pack
-    _S19_pack = _S19.pack
-    _S2_pack = _S2.pack
-    _S21_pack = _S21.pack
-    _S23_pack = _S23.pack
-    _S25_pack = _S25.pack
     _S27_pack = _S27.pack
-    _S29_pack = _S29.pack
-    _S31_pack = _S31.pack
-    _S33_pack = _S33.pack
-    _S35_pack = _S35.pack
-    _S37_pack = _S37.pack
-    _S4_pack = _S4.pack
-    _S40_pack = _S40.pack
-    _S42_pack = _S42.pack
-    _S44_pack = _S44.pack
     _S46_pack = _S46.pack
-    _S48_pack = _S48.pack
     _S50_pack = _S50.pack
-    _S52_pack = _S52.pack
-    _S54_pack = _S54.pack
-    _S56_pack = _S56.pack
-    _S58_pack = _S58.pack
-    _S6_pack = _S6.pack
-    _S60_pack = _S60.pack
-    _S62_pack = _S62.pack
-    _S64_pack = _S64.pack
-    _S66_pack = _S66.pack
-    _S69_pack = _S69.pack
-    _S71_pack = _S71.pack
-    _S73_pack = _S73.pack
-    _S76_pack = _S76.pack
-    _S78_pack = _S78.pack
-    _S8_pack = _S8.pack
-    _S80_pack = _S80.pack
-    _S82_pack = _S82.pack
-    _S85_pack = _S85.pack
-    _S87_pack = _S87.pack
-    _S89_pack = _S89.pack
-    _S91_pack = _S91.pack
-    _S93_pack = _S93.pack
-    _S95_pack = _S95.pack
+    _S98_pack = _S98.pack
     for v in values:
-        out += _S0_pack(v.marker)
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _tag = v.marker
+        _p = []
         if _tag == b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05':
             _frame_rest__v = v.record
-            out += _S2_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind)
             _frame_rest___tag = _frame_rest__v.kind
             if _frame_rest___tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
                 _frame_rest___blob_body__v = _frame_rest__v.body
                 _frame_rest___blob_body__p_span = _frame_rest__v.span
                 _frame_rest___blob_body___blob_head__v = _frame_rest___blob_body__v.head
-                out += _S4_pack(_frame_rest___blob_body___blob_head__v.timestamp, _frame_rest___blob_body___blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___blob_body___blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S98_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___blob_body___blob_head__v.timestamp, _frame_rest___blob_body___blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___blob_body___blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
                 _frame_rest___blob_body___blob_data__v = _frame_rest___blob_body__v.data
                 _frame_rest___blob_body___blob_data__p_length = _frame_rest___blob_body__v.head.length
-                _frame_rest___blob_body___blob_data__start = len(out)
                 _frame_rest___blob_body___blob_data___b = _frame_rest___blob_body___blob_data__v.payload
                 if len(_frame_rest___blob_body___blob_data___b) != _frame_rest___blob_body___blob_data__p_length:
                     raise EncodeError('wrong length ' + str(len(_frame_rest___blob_body___blob_data___b)), path='payload')
-                out += _frame_rest___blob_body___blob_data___b
-                out += bytes(-(len(out) - _frame_rest___blob_body___blob_data__start) % 256)
+                _p.append(_frame_rest___blob_body___blob_data___b)
+                _p.append(bytes(-len(_frame_rest___blob_body___blob_data___b) % 256))
             elif _frame_rest___tag == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
                 _frame_rest___pin_head_body__v = _frame_rest__v.body
                 _frame_rest___pin_head_body__p_span = _frame_rest__v.span
-                out += _S6_pack(_frame_rest___pin_head_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___pin_head_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S101_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___pin_head_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___pin_head_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
                 _frame_rest___pin_tombstone_body__v = _frame_rest__v.body
                 _frame_rest___pin_tombstone_body__p_span = _frame_rest__v.span
-                out += _S8_pack(_frame_rest___pin_tombstone_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S102_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___pin_tombstone_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
                 _frame_rest___want_v3_body__v = _frame_rest__v.body
                 _frame_rest___want_v3_body__p_span = _frame_rest__v.span
-                out += _S10_pack(_frame_rest___want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
                 _frame_rest___want_v3_body___tag = _frame_rest___want_v3_body__v.tag
                 if _frame_rest___want_v3_body___tag == 1:
                     _frame_rest___want_v3_body___want_blob__v = _frame_rest___want_v3_body__v.request
-                    out += _S12_pack(_frame_rest___want_v3_body___want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                    _p.append(_S104_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___want_v3_body___want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
                 elif _frame_rest___want_v3_body___tag == 2:
                     _frame_rest___want_v3_body___want_merge__v = _frame_rest___want_v3_body__v.request
-                    out += _S14_pack(_frame_rest___want_v3_body___want_merge__v.collection, _frame_rest___want_v3_body___want_merge__v.low, _frame_rest___want_v3_body___want_merge__v.high)
+                    _p.append(_S105_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___want_v3_body___want_merge__v.collection, _frame_rest___want_v3_body___want_merge__v.low, _frame_rest___want_v3_body___want_merge__v.high))
                 elif _frame_rest___want_v3_body___tag == 4:
                     _frame_rest___want_v3_body___want_derive__v = _frame_rest___want_v3_body__v.request
-                    out += _S14_pack(_frame_rest___want_v3_body___want_derive__v.target, _frame_rest___want_v3_body___want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                    _p.append(_S105_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___want_v3_body___want_derive__v.target, _frame_rest___want_v3_body___want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
                 else:
+                    _p.append(_S103_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
                     raise EncodeError('no case for tag ' + repr(_frame_rest___want_v3_body___tag), path='request')
-                out += _S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
                 _frame_rest___commit_body__v = _frame_rest__v.body
                 _frame_rest___commit_body__p_span = _frame_rest__v.span
-                out += _S19_pack(_frame_rest___commit_body__v.collection, _frame_rest___commit_body__v.data, _frame_rest___commit_body__v.metadata, _frame_rest___commit_body__v.author, _frame_rest___commit_body__v.sig_r, _frame_rest___commit_body__v.sig_s)
+                _p.append(_S106_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___commit_body__v.collection, _frame_rest___commit_body__v.data, _frame_rest___commit_body__v.metadata, _frame_rest___commit_body__v.author, _frame_rest___commit_body__v.sig_r, _frame_rest___commit_body__v.sig_s))
             elif _frame_rest___tag == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
                 _frame_rest___merge_v6_body__v = _frame_rest__v.body
                 _frame_rest___merge_v6_body__p_span = _frame_rest__v.span
-                out += _S21_pack(_frame_rest___merge_v6_body__v.collection, _frame_rest___merge_v6_body__v.low, _frame_rest___merge_v6_body__v.high, _frame_rest___merge_v6_body__v.result, _frame_rest___merge_v6_body__v.low_witness, _frame_rest___merge_v6_body__v.high_witness, _frame_rest___merge_v6_body__v.author, _frame_rest___merge_v6_body__v.sig_r, _frame_rest___merge_v6_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S107_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___merge_v6_body__v.collection, _frame_rest___merge_v6_body__v.low, _frame_rest___merge_v6_body__v.high, _frame_rest___merge_v6_body__v.result, _frame_rest___merge_v6_body__v.low_witness, _frame_rest___merge_v6_body__v.high_witness, _frame_rest___merge_v6_body__v.author, _frame_rest___merge_v6_body__v.sig_r, _frame_rest___merge_v6_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
                 _frame_rest___derive_v7_body__v = _frame_rest__v.body
                 _frame_rest___derive_v7_body__p_span = _frame_rest__v.span
-                out += _S23_pack(_frame_rest___derive_v7_body__v.target, _frame_rest___derive_v7_body__v.input, _frame_rest___derive_v7_body__v.output, _frame_rest___derive_v7_body__v.input_witness, _frame_rest___derive_v7_body__v.author, _frame_rest___derive_v7_body__v.sig_r, _frame_rest___derive_v7_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S108_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___derive_v7_body__v.target, _frame_rest___derive_v7_body__v.input, _frame_rest___derive_v7_body__v.output, _frame_rest___derive_v7_body__v.input_witness, _frame_rest___derive_v7_body__v.author, _frame_rest___derive_v7_body__v.sig_r, _frame_rest___derive_v7_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
                 _frame_rest___proof_v5_body__v = _frame_rest__v.body
                 _frame_rest___proof_v5_body__p_span = _frame_rest__v.span
-                out += _S25_pack(_frame_rest___proof_v5_body__v.resource, _frame_rest___proof_v5_body__v.root)
+                _p.append(_S109_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___proof_v5_body__v.resource, _frame_rest___proof_v5_body__v.root))
                 for _frame_rest___proof_v5_body___x in _frame_rest___proof_v5_body__v.edges:
-                    out += _S27_pack(_frame_rest___proof_v5_body___x.capability, _frame_rest___proof_v5_body___x.delegate, _frame_rest___proof_v5_body___x.signature)
+                    _p.append(_S27_pack(_frame_rest___proof_v5_body___x.capability, _frame_rest___proof_v5_body___x.delegate, _frame_rest___proof_v5_body___x.signature))
             elif _frame_rest___tag == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
                 _frame_rest___retired_blob_want_body__v = _frame_rest__v.body
                 _frame_rest___retired_blob_want_body__p_span = _frame_rest__v.span
-                out += _S29_pack(_frame_rest___retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S110_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
                 _frame_rest___retired_blob_want_body__v = _frame_rest__v.body
                 _frame_rest___retired_blob_want_body__p_span = _frame_rest__v.span
-                out += _S29_pack(_frame_rest___retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S110_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
                 _frame_rest___retired_typed_want_body__v = _frame_rest__v.body
                 _frame_rest___retired_typed_want_body__p_span = _frame_rest__v.span
-                out += _S31_pack(_frame_rest___retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___retired_typed_want_body__v.a, _frame_rest___retired_typed_want_body__v.b, _frame_rest___retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S111_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___retired_typed_want_body__v.a, _frame_rest___retired_typed_want_body__v.b, _frame_rest___retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
                 _frame_rest___retired_typed_want_body__v = _frame_rest__v.body
                 _frame_rest___retired_typed_want_body__p_span = _frame_rest__v.span
-                out += _S31_pack(_frame_rest___retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___retired_typed_want_body__v.a, _frame_rest___retired_typed_want_body__v.b, _frame_rest___retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S111_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___retired_typed_want_body__v.a, _frame_rest___retired_typed_want_body__v.b, _frame_rest___retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
                 _frame_rest___unsigned_merge_body__v = _frame_rest__v.body
                 _frame_rest___unsigned_merge_body__p_span = _frame_rest__v.span
-                out += _S33_pack(_frame_rest___unsigned_merge_body__v.collection, _frame_rest___unsigned_merge_body__v.low, _frame_rest___unsigned_merge_body__v.high, _frame_rest___unsigned_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S112_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___unsigned_merge_body__v.collection, _frame_rest___unsigned_merge_body__v.low, _frame_rest___unsigned_merge_body__v.high, _frame_rest___unsigned_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
                 _frame_rest___unsigned_derive_body__v = _frame_rest__v.body
                 _frame_rest___unsigned_derive_body__p_span = _frame_rest__v.span
-                out += _S35_pack(_frame_rest___unsigned_derive_body__v.target, _frame_rest___unsigned_derive_body__v.input, _frame_rest___unsigned_derive_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S113_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___unsigned_derive_body__v.target, _frame_rest___unsigned_derive_body__v.input, _frame_rest___unsigned_derive_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
                 _frame_rest___peer_body__v = _frame_rest__v.body
                 _frame_rest___peer_body__p_span = _frame_rest__v.span
-                out += _S37_pack(_frame_rest___peer_body__v.team, _frame_rest___peer_body__v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S114_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___peer_body__v.team, _frame_rest___peer_body__v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
                 _frame_rest___store_scope_body__v = _frame_rest__v.body
                 _frame_rest___store_scope_body__p_span = _frame_rest__v.span
-                out += _S29_pack(_frame_rest___store_scope_body__v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S110_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___store_scope_body__v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _frame_rest___tag == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
                 _frame_rest___artifact_offer_body__v = _frame_rest__v.body
                 _frame_rest___artifact_offer_body__p_span = _frame_rest__v.span
-                out += _S40_pack(_frame_rest___artifact_offer_body__v.content)
+                _p.append(_S115_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___artifact_offer_body__v.content))
             elif _frame_rest___tag == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
                 _frame_rest___proof_v1_body__v = _frame_rest__v.body
                 _frame_rest___proof_v1_body__p_span = _frame_rest__v.span
-                out += _S42_pack(_frame_rest___proof_v1_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
                 _frame_rest___proof_v1_body___proof_v1_data__v = _frame_rest___proof_v1_body__v.data
                 _frame_rest___proof_v1_body___proof_v1_data__p_body_len = _frame_rest___proof_v1_body__v.body_len
                 _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content__v = _frame_rest___proof_v1_body___proof_v1_data__v.body
-                out += _S44_pack(_frame_rest___proof_v1_body___proof_v1_data___proof_v1_content__v.root)
+                _p.append(_S117_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___proof_v1_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content__v.root))
                 for _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content___x in _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content__v.edges:
-                    out += _S46_pack(_frame_rest___proof_v1_body___proof_v1_data___proof_v1_content___x.head, _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content___x.delegate)
+                    _p.append(_S46_pack(_frame_rest___proof_v1_body___proof_v1_data___proof_v1_content___x.head, _frame_rest___proof_v1_body___proof_v1_data___proof_v1_content___x.delegate))
                 _frame_rest___proof_v1_body___proof_v1_data___b = _frame_rest___proof_v1_body___proof_v1_data__v.tail
-                out += _frame_rest___proof_v1_body___proof_v1_data___b
+                _p.append(_frame_rest___proof_v1_body___proof_v1_data___b)
             elif _frame_rest___tag == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
                 _frame_rest___proof_v2_body__v = _frame_rest__v.body
                 _frame_rest___proof_v2_body__p_span = _frame_rest__v.span
-                out += _S42_pack(_frame_rest___proof_v2_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
                 _frame_rest___proof_v2_body___proof_v2_data__v = _frame_rest___proof_v2_body__v.data
                 _frame_rest___proof_v2_body___proof_v2_data__p_body_len = _frame_rest___proof_v2_body__v.body_len
                 _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v = _frame_rest___proof_v2_body___proof_v2_data__v.body
-                out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v.resource, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v.root)
+                _p.append(_S118_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind, _frame_rest___proof_v2_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v.resource, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v.root))
                 for _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x in _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content__v.edges:
-                    out += _S50_pack(_frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.action, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.flags, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.delegate, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.signature)
+                    _p.append(_S50_pack(_frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.action, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.flags, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.delegate, _frame_rest___proof_v2_body___proof_v2_data___proof_v2_content___x.signature))
                 _frame_rest___proof_v2_body___proof_v2_data___b = _frame_rest___proof_v2_body___proof_v2_data__v.tail
-                out += _frame_rest___proof_v2_body___proof_v2_data___b
+                _p.append(_frame_rest___proof_v2_body___proof_v2_data___b)
             else:
-                out += _frame_rest__v.body
+                _p.append(_S100_pack(v.marker, b'\x9d\x96V\xa5\xeaZIs 5\x1f;', _frame_rest__v.span, _frame_rest__v.kind))
+                _p.append(_frame_rest__v.body)
         elif _tag == b'\xe5\xa9^]\x8a\x0b\xba\x87\x82\xe4k\x9c\x9es\xb3\x13':
             _envelope36_rest__v = v.record
-            out += _S52_pack(_envelope36_rest__v.kind, _envelope36_rest__v.span)
             _envelope36_rest___tag = _envelope36_rest__v.kind
             if _envelope36_rest___tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
                 _envelope36_rest___env_blob_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_blob_body__p_span = _envelope36_rest__v.span
-                out += _S54_pack(_envelope36_rest___env_blob_body__v.timestamp, _envelope36_rest___env_blob_body__v.length, _envelope36_rest___env_blob_body__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S120_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_blob_body__v.timestamp, _envelope36_rest___env_blob_body__v.length, _envelope36_rest___env_blob_body__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
                 _envelope36_rest___env_blob_body___blob_data__v = _envelope36_rest___env_blob_body__v.data
                 _envelope36_rest___env_blob_body___blob_data__p_length = _envelope36_rest___env_blob_body__v.length
-                _envelope36_rest___env_blob_body___blob_data__start = len(out)
                 _envelope36_rest___env_blob_body___blob_data___b = _envelope36_rest___env_blob_body___blob_data__v.payload
                 if len(_envelope36_rest___env_blob_body___blob_data___b) != _envelope36_rest___env_blob_body___blob_data__p_length:
                     raise EncodeError('wrong length ' + str(len(_envelope36_rest___env_blob_body___blob_data___b)), path='payload')
-                out += _envelope36_rest___env_blob_body___blob_data___b
-                out += bytes(-(len(out) - _envelope36_rest___env_blob_body___blob_data__start) % 256)
+                _p.append(_envelope36_rest___env_blob_body___blob_data___b)
+                _p.append(bytes(-len(_envelope36_rest___env_blob_body___blob_data___b) % 256))
             elif _envelope36_rest___tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
                 _envelope36_rest___env_branch_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_branch_body__p_span = _envelope36_rest__v.span
-                out += _S56_pack(_envelope36_rest___env_branch_body__v.branch, _envelope36_rest___env_branch_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S121_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_branch_body__v.branch, _envelope36_rest___env_branch_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
                 _envelope36_rest___env_tombstone_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_tombstone_body__p_span = _envelope36_rest__v.span
-                out += _S58_pack(_envelope36_rest___env_tombstone_body__v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S122_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_tombstone_body__v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
                 _envelope36_rest___env_blob_want_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_blob_want_body__p_span = _envelope36_rest__v.span
-                out += _S60_pack(_envelope36_rest___env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S123_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
                 _envelope36_rest___env_blob_want_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_blob_want_body__p_span = _envelope36_rest__v.span
-                out += _S60_pack(_envelope36_rest___env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S123_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
                 _envelope36_rest___env_typed_want_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_typed_want_body__p_span = _envelope36_rest__v.span
-                out += _S62_pack(_envelope36_rest___env_typed_want_body__v.tag, _envelope36_rest___env_typed_want_body__v.a, _envelope36_rest___env_typed_want_body__v.b, _envelope36_rest___env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S124_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_typed_want_body__v.tag, _envelope36_rest___env_typed_want_body__v.a, _envelope36_rest___env_typed_want_body__v.b, _envelope36_rest___env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
                 _envelope36_rest___env_typed_want_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_typed_want_body__p_span = _envelope36_rest__v.span
-                out += _S62_pack(_envelope36_rest___env_typed_want_body__v.tag, _envelope36_rest___env_typed_want_body__v.a, _envelope36_rest___env_typed_want_body__v.b, _envelope36_rest___env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S124_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_typed_want_body__v.tag, _envelope36_rest___env_typed_want_body__v.a, _envelope36_rest___env_typed_want_body__v.b, _envelope36_rest___env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
                 _envelope36_rest___env_commit_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_commit_body__p_span = _envelope36_rest__v.span
-                out += _S64_pack(_envelope36_rest___env_commit_body__v.collection, _envelope36_rest___env_commit_body__v.data, _envelope36_rest___env_commit_body__v.metadata, _envelope36_rest___env_commit_body__v.author, _envelope36_rest___env_commit_body__v.sig_r, _envelope36_rest___env_commit_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S125_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_commit_body__v.collection, _envelope36_rest___env_commit_body__v.data, _envelope36_rest___env_commit_body__v.metadata, _envelope36_rest___env_commit_body__v.author, _envelope36_rest___env_commit_body__v.sig_r, _envelope36_rest___env_commit_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
                 _envelope36_rest___env_merge_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_merge_body__p_span = _envelope36_rest__v.span
-                out += _S66_pack(_envelope36_rest___env_merge_body__v.collection, _envelope36_rest___env_merge_body__v.low, _envelope36_rest___env_merge_body__v.high, _envelope36_rest___env_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S126_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_merge_body__v.collection, _envelope36_rest___env_merge_body__v.low, _envelope36_rest___env_merge_body__v.high, _envelope36_rest___env_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
                 _envelope36_rest___env_derive_v4_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_derive_v4_body__p_span = _envelope36_rest__v.span
-                out += _S66_pack(_envelope36_rest___env_derive_v4_body__v.source, _envelope36_rest___env_derive_v4_body__v.target, _envelope36_rest___env_derive_v4_body__v.input, _envelope36_rest___env_derive_v4_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S126_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_derive_v4_body__v.source, _envelope36_rest___env_derive_v4_body__v.target, _envelope36_rest___env_derive_v4_body__v.input, _envelope36_rest___env_derive_v4_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _envelope36_rest___tag == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
                 _envelope36_rest___env_derive_v5_body__v = _envelope36_rest__v.body
                 _envelope36_rest___env_derive_v5_body__p_span = _envelope36_rest__v.span
-                out += _S69_pack(_envelope36_rest___env_derive_v5_body__v.target, _envelope36_rest___env_derive_v5_body__v.input, _envelope36_rest___env_derive_v5_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S127_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span, _envelope36_rest___env_derive_v5_body__v.target, _envelope36_rest___env_derive_v5_body__v.input, _envelope36_rest___env_derive_v5_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             else:
-                out += _envelope36_rest__v.body
+                _p.append(_S119_pack(v.marker, _envelope36_rest__v.kind, _envelope36_rest__v.span))
+                _p.append(_envelope36_rest__v.body)
         elif _tag == b'\x1e\x08\xb0"\xff/G\xb6\xeb\xac\xf1\xd6\x8e\xb3]\x96':
             _v1_blob__v = v.record
-            out += _S71_pack(_v1_blob__v.timestamp, _v1_blob__v.length, _v1_blob__v.hash)
+            _p.append(_S128_pack(v.marker, _v1_blob__v.timestamp, _v1_blob__v.length, _v1_blob__v.hash))
             _v1_blob___v1_blob_data__v = _v1_blob__v.data
             _v1_blob___v1_blob_data__p_length = _v1_blob__v.length
-            _v1_blob___v1_blob_data__start = len(out)
             _v1_blob___v1_blob_data___b = _v1_blob___v1_blob_data__v.payload
             if len(_v1_blob___v1_blob_data___b) != _v1_blob___v1_blob_data__p_length:
                 raise EncodeError('wrong length ' + str(len(_v1_blob___v1_blob_data___b)), path='payload')
-            out += _v1_blob___v1_blob_data___b
-            out += bytes(-(len(out) - _v1_blob___v1_blob_data__start) % 64)
+            _p.append(_v1_blob___v1_blob_data___b)
+            _p.append(bytes(-len(_v1_blob___v1_blob_data___b) % 64))
         elif _tag == b'+\xc9\x91\xa7\xf5\xd5\xd2\xa3\xa4h\xc5;\n\xa05\x04':
             _v1_branch__v = v.record
-            out += _S73_pack(_v1_branch__v.branch, _v1_branch__v.head)
+            _p.append(_S129_pack(v.marker, _v1_branch__v.branch, _v1_branch__v.head))
         elif _tag == b'\xe8\x88\xccxr\x02\xd2\xaeLeK\xfe\x96\x99\xc40':
             _v1_tombstone__v = v.record
-            out += _S73_pack(_v1_tombstone__v.branch, _v1_tombstone__v.unchecked)
+            _p.append(_S129_pack(v.marker, _v1_tombstone__v.branch, _v1_tombstone__v.unchecked))
         elif _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
             _v3_blob__v = v.record
-            out += _S76_pack(_v3_blob__v.timestamp, _v3_blob__v.length, _v3_blob__v.hash, _v3_blob__v.unchecked)
+            _p.append(_S130_pack(v.marker, _v3_blob__v.timestamp, _v3_blob__v.length, _v3_blob__v.hash, _v3_blob__v.unchecked))
             _v3_blob___blob_data__v = _v3_blob__v.data
             _v3_blob___blob_data__p_length = _v3_blob__v.length
-            _v3_blob___blob_data__start = len(out)
             _v3_blob___blob_data___b = _v3_blob___blob_data__v.payload
             if len(_v3_blob___blob_data___b) != _v3_blob___blob_data__p_length:
                 raise EncodeError('wrong length ' + str(len(_v3_blob___blob_data___b)), path='payload')
-            out += _v3_blob___blob_data___b
-            out += bytes(-(len(out) - _v3_blob___blob_data__start) % 256)
+            _p.append(_v3_blob___blob_data___b)
+            _p.append(bytes(-len(_v3_blob___blob_data___b) % 256))
         elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
             _v3_branch__v = v.record
-            out += _S78_pack(_v3_branch__v.branch, _v3_branch__v.head, _v3_branch__v.unchecked)
+            _p.append(_S131_pack(v.marker, _v3_branch__v.branch, _v3_branch__v.head, _v3_branch__v.unchecked))
         elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
             _v3_tombstone__v = v.record
-            out += _S80_pack(_v3_tombstone__v.branch, _v3_tombstone__v.unchecked)
+            _p.append(_S132_pack(v.marker, _v3_tombstone__v.branch, _v3_tombstone__v.unchecked))
         elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
             _v3_blob_want__v = v.record
-            out += _S82_pack(_v3_blob_want__v.blob, _v3_blob_want__v.unchecked)
+            _p.append(_S133_pack(v.marker, _v3_blob_want__v.blob, _v3_blob_want__v.unchecked))
         elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
             _v3_blob_want__v = v.record
-            out += _S82_pack(_v3_blob_want__v.blob, _v3_blob_want__v.unchecked)
+            _p.append(_S133_pack(v.marker, _v3_blob_want__v.blob, _v3_blob_want__v.unchecked))
         elif _tag == b'$&O\xa9\xeeF\xa1\xac\xc0\xe0$\xaeiwK\t':
             _v3_local_cell__v = v.record
-            out += _S80_pack(_v3_local_cell__v.cell, _v3_local_cell__v.rest)
+            _p.append(_S132_pack(v.marker, _v3_local_cell__v.cell, _v3_local_cell__v.rest))
         elif _tag == b'O\xe3r\xae\x86\x8d"\xa4M\xedz`\xd5y\xb6Q':
             _v3_local_cell__v = v.record
-            out += _S80_pack(_v3_local_cell__v.cell, _v3_local_cell__v.rest)
+            _p.append(_S132_pack(v.marker, _v3_local_cell__v.cell, _v3_local_cell__v.rest))
         elif _tag == b';\xe1\x08PNORB\xfb$\xaar\xd6\xd9L\xe1':
             _v3_collection_definition__v = v.record
-            out += _S85_pack(_v3_collection_definition__v.scope, _v3_collection_definition__v.representation, _v3_collection_definition__v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S134_pack(v.marker, _v3_collection_definition__v.scope, _v3_collection_definition__v.representation, _v3_collection_definition__v.recipe, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xbbu\x8a\xa6\xf7\x9f\xbf\xc4\xd1\x95\x85\x92\xa8\x95gw':
             _v3_commit__v = v.record
-            out += _S87_pack(_v3_commit__v.definition, _v3_commit__v.data, _v3_commit__v.metadata, _v3_commit__v.author, _v3_commit__v.sig_r, _v3_commit__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S135_pack(v.marker, _v3_commit__v.definition, _v3_commit__v.data, _v3_commit__v.metadata, _v3_commit__v.author, _v3_commit__v.sig_r, _v3_commit__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xcc\x01\x08\xac\x1d\xf4\xf35\xaf\xa8V\xa5)\xc4+\xe9':
             _v3_merge__v = v.record
-            out += _S89_pack(_v3_merge__v.definition, _v3_merge__v.low, _v3_merge__v.high, _v3_merge__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S136_pack(v.marker, _v3_merge__v.definition, _v3_merge__v.low, _v3_merge__v.high, _v3_merge__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\x07\xec\xf0V\xf6\xf0\x15\xd9C\x89\xff\xf2\x1f\x85\x14\x80':
             _v3_derive__v = v.record
-            out += _S91_pack(_v3_derive__v.source, _v3_derive__v.target, _v3_derive__v.input, _v3_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S137_pack(v.marker, _v3_derive__v.source, _v3_derive__v.target, _v3_derive__v.input, _v3_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
             _v4_commit__v = v.record
-            out += _S93_pack(_v4_commit__v.collection, _v4_commit__v.data, _v4_commit__v.metadata, _v4_commit__v.author, _v4_commit__v.sig_r, _v4_commit__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S138_pack(v.marker, _v4_commit__v.collection, _v4_commit__v.data, _v4_commit__v.metadata, _v4_commit__v.author, _v4_commit__v.sig_r, _v4_commit__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
             _v4_merge__v = v.record
-            out += _S95_pack(_v4_merge__v.collection, _v4_merge__v.low, _v4_merge__v.high, _v4_merge__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S139_pack(v.marker, _v4_merge__v.collection, _v4_merge__v.low, _v4_merge__v.high, _v4_merge__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
             _v4_derive__v = v.record
-            out += _S95_pack(_v4_derive__v.source, _v4_derive__v.target, _v4_derive__v.input, _v4_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S139_pack(v.marker, _v4_derive__v.source, _v4_derive__v.target, _v4_derive__v.input, _v4_derive__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
+            _p.append(_S0_pack(v.marker))
             raise EncodeError('no case for tag ' + repr(_tag), path='record')
-    return bytes(out)
+        _a(b''.join(_p))
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_frame_rest(mv, pos, end):
     if pos + 48 > end:
@@ -3107,7 +3181,7 @@ def _d_frame_rest(mv, pos, end):
 
 def _u_frame_rest(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S100.unpack_from(mv, pos)
+    f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S140.unpack_from(mv, pos)
     _r2 = pos
     pos += 48
     if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
@@ -3180,7 +3254,7 @@ def _u_frame_rest(mv, pos, end):
         _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
         f_body = _pin_tombstone_body___obj
     elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
-        _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S101.unpack_from(mv, pos)
+        _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S141.unpack_from(mv, pos)
         _want_v3_body___r10 = pos
         pos += 32
         _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
@@ -3428,7 +3502,7 @@ def _u_frame_rest(mv, pos, end):
         _artifact_offer_body___obj.content = _artifact_offer_body__f_content
         f_body = _artifact_offer_body___obj
     elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
-        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S102.unpack_from(mv, pos)
+        _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S142.unpack_from(mv, pos)
         _proof_v1_body___r42 = pos
         pos += 32
         if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
@@ -3481,7 +3555,7 @@ def _u_frame_rest(mv, pos, end):
         _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
         f_body = _proof_v1_body___obj
     elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
-        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S103.unpack_from(mv, pos)
+        _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S143.unpack_from(mv, pos)
         _proof_v2_body___r42 = pos
         pos += 32
         if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
@@ -3570,11 +3644,11 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S100_unpack_from = _S100.unpack_from
-    _S101_unpack_from = _S101.unpack_from
-    _S102_unpack_from = _S102.unpack_from
-    _S103_unpack_from = _S103.unpack_from
     _S14_unpack_from = _S14.unpack_from
+    _S140_unpack_from = _S140.unpack_from
+    _S141_unpack_from = _S141.unpack_from
+    _S142_unpack_from = _S142.unpack_from
+    _S143_unpack_from = _S143.unpack_from
     _S17_unpack_from = _S17.unpack_from
     _S19_unpack_from = _S19.unpack_from
     _S21_unpack_from = _S21.unpack_from
@@ -3596,7 +3670,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
             if pos >= end:
                 break
             _rs = pos
-            f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S100_unpack_from(mv, pos)
+            f_magic_tail, f_span, f_kind, _blob_body___blob_head__f_timestamp, _blob_body___blob_head__f_length, _blob_body___blob_head__f_scalar_pad, _blob_body___blob_head__f_hash, _blob_body___blob_head__f_reserved = _S140_unpack_from(mv, pos)
             _r2 = pos
             pos += 48
             if f_magic_tail != b'\x9d\x96V\xa5\xeaZIs 5\x1f;':
@@ -3669,7 +3743,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _pin_tombstone_body___obj.pin = _pin_tombstone_body__f_pin
                 f_body = _pin_tombstone_body___obj
             elif f_kind == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
-                _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S101_unpack_from(mv, pos)
+                _want_v3_body__f_tag, _want_v3_body__f_reserved1, _want_v3_body___want_blob__f_blob, _want_v3_body___want_blob__f_zero = _S141_unpack_from(mv, pos)
                 _want_v3_body___r10 = pos
                 pos += 32
                 _want_v3_body___v = _WANTTAG_BY_VALUE.get(_want_v3_body__f_tag)
@@ -3917,7 +3991,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _artifact_offer_body___obj.content = _artifact_offer_body__f_content
                 f_body = _artifact_offer_body___obj
             elif f_kind == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
-                _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S102_unpack_from(mv, pos)
+                _proof_v1_body__f_body_len, _proof_v1_body__f_reserved, _proof_v1_body___proof_v1_data___proof_v1_content__f_root = _S142_unpack_from(mv, pos)
                 _proof_v1_body___r42 = pos
                 pos += 32
                 if not (_proof_v1_body__f_body_len >= 160 and (_proof_v1_body__f_body_len - 32) % 128 == 0 and ((_proof_v1_body__f_body_len - 32) // 128 <= 255)):
@@ -3970,7 +4044,7 @@ def _m_frame_rest(mv, pos, end, _rest=_decode_many):
                 _proof_v1_body___obj.data = _proof_v1_body___proof_v1_data___obj
                 f_body = _proof_v1_body___obj
             elif f_kind == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
-                _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S103_unpack_from(mv, pos)
+                _proof_v2_body__f_body_len, _proof_v2_body__f_reserved, _proof_v2_body___proof_v2_data___proof_v2_content__f_magic, _proof_v2_body___proof_v2_data___proof_v2_content__f_resource, _proof_v2_body___proof_v2_data___proof_v2_content__f_root = _S143_unpack_from(mv, pos)
                 _proof_v2_body___r42 = pos
                 pos += 32
                 if not (_proof_v2_body__f_body_len >= 225 and (_proof_v2_body__f_body_len - 80) % 145 == 0 and ((_proof_v2_body__f_body_len - 80) // 145 <= 255)):
@@ -4183,164 +4257,168 @@ def _e_frame_rest(out, v):
         out += v.body
 
 def _em_frame_rest(values):
-    out = bytearray()
-    _S10_pack = _S10.pack
-    _S12_pack = _S12.pack
-    _S14_pack = _S14.pack
+    _all = []
+    _a = _all.append
+    _chunks = []
+    _S140_pack = _S140.pack
+    _S144_pack = _S144.pack
+    _S145_pack = _S145.pack
+    _S146_pack = _S146.pack
+    _S147_pack = _S147.pack
+    _S148_pack = _S148.pack
+    _S149_pack = _S149.pack
+    _S150_pack = _S150.pack
+    _S151_pack = _S151.pack
+    _S152_pack = _S152.pack
+    _S153_pack = _S153.pack
+    _S154_pack = _S154.pack
+    _S155_pack = _S155.pack
+    _S156_pack = _S156.pack
+    _S157_pack = _S157.pack
+    _S158_pack = _S158.pack
+    _S160_pack = _S160.pack
+    _S161_pack = _S161.pack
     _S17_pack = _S17.pack
-    _S19_pack = _S19.pack
     _S2_pack = _S2.pack
-    _S21_pack = _S21.pack
-    _S23_pack = _S23.pack
-    _S25_pack = _S25.pack
     _S27_pack = _S27.pack
-    _S29_pack = _S29.pack
-    _S31_pack = _S31.pack
-    _S33_pack = _S33.pack
-    _S35_pack = _S35.pack
-    _S37_pack = _S37.pack
-    _S4_pack = _S4.pack
-    _S40_pack = _S40.pack
-    _S42_pack = _S42.pack
-    _S44_pack = _S44.pack
     _S46_pack = _S46.pack
-    _S48_pack = _S48.pack
     _S50_pack = _S50.pack
-    _S6_pack = _S6.pack
-    _S8_pack = _S8.pack
     for v in values:
-        out += _S2_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _tag = v.kind
+        _p = []
         if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
             _blob_body__v = v.body
             _blob_body__p_span = v.span
             _blob_body___blob_head__v = _blob_body__v.head
-            out += _S4_pack(_blob_body___blob_head__v.timestamp, _blob_body___blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_body___blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S140_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _blob_body___blob_head__v.timestamp, _blob_body___blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_body___blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             _blob_body___blob_data__v = _blob_body__v.data
             _blob_body___blob_data__p_length = _blob_body__v.head.length
-            _blob_body___blob_data__start = len(out)
             _blob_body___blob_data___b = _blob_body___blob_data__v.payload
             if len(_blob_body___blob_data___b) != _blob_body___blob_data__p_length:
                 raise EncodeError('wrong length ' + str(len(_blob_body___blob_data___b)), path='payload')
-            out += _blob_body___blob_data___b
-            out += bytes(-(len(out) - _blob_body___blob_data__start) % 256)
+            _p.append(_blob_body___blob_data___b)
+            _p.append(bytes(-len(_blob_body___blob_data___b) % 256))
         elif _tag == b'+\xc0\xb9\xfe\x0e\xfd\xb0\xbcSeN\x17\xbb\x9d\x06\xe0\x12Y\xf3j\xf9>\xeeT\xad]U{\x12\xdfpm':
             _pin_head_body__v = v.body
             _pin_head_body__p_span = v.span
-            out += _S6_pack(_pin_head_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _pin_head_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S144_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _pin_head_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _pin_head_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\x8d\x9f\'\xe7m6 \xee\xc2\x9bx\x1f\x84\x1e\x9e\xf7\x7f&\x07\xb4\r\xc7\x02\xfe=\xae\xd0\x07\xe9"\x8c\xa5':
             _pin_tombstone_body__v = v.body
             _pin_tombstone_body__p_span = v.span
-            out += _S8_pack(_pin_tombstone_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S145_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _pin_tombstone_body__v.pin, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\x82\xee\x8cr\xe2R\xab@<C\x1a\xa9\x8c\x9ew\xc0\xea\x89yj\x81\x11\xdf\xf8\xc2R\xab\xcd\xe6\xf8}o':
             _want_v3_body__v = v.body
             _want_v3_body__p_span = v.span
-            out += _S10_pack(_want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
             _want_v3_body___tag = _want_v3_body__v.tag
             if _want_v3_body___tag == 1:
                 _want_v3_body___want_blob__v = _want_v3_body__v.request
-                out += _S12_pack(_want_v3_body___want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S147_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _want_v3_body___want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             elif _want_v3_body___tag == 2:
                 _want_v3_body___want_merge__v = _want_v3_body__v.request
-                out += _S14_pack(_want_v3_body___want_merge__v.collection, _want_v3_body___want_merge__v.low, _want_v3_body___want_merge__v.high)
+                _p.append(_S148_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _want_v3_body___want_merge__v.collection, _want_v3_body___want_merge__v.low, _want_v3_body___want_merge__v.high))
             elif _want_v3_body___tag == 4:
                 _want_v3_body___want_derive__v = _want_v3_body__v.request
-                out += _S14_pack(_want_v3_body___want_derive__v.target, _want_v3_body___want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+                _p.append(_S148_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _want_v3_body___want_derive__v.target, _want_v3_body___want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             else:
+                _p.append(_S146_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _want_v3_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
                 raise EncodeError('no case for tag ' + repr(_want_v3_body___tag), path='request')
-            out += _S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xa12+\xb3\xf5!B\x87\xc3\x14\xd4*\xfc\xc1\xa9|\xb2d\xfa\xcd\x9a"\xb4\x93\x888\xbex\xdb1\xaaY':
             _commit_body__v = v.body
             _commit_body__p_span = v.span
-            out += _S19_pack(_commit_body__v.collection, _commit_body__v.data, _commit_body__v.metadata, _commit_body__v.author, _commit_body__v.sig_r, _commit_body__v.sig_s)
+            _p.append(_S149_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _commit_body__v.collection, _commit_body__v.data, _commit_body__v.metadata, _commit_body__v.author, _commit_body__v.sig_r, _commit_body__v.sig_s))
         elif _tag == b'M \x87\xb6\xc4\x94J@N\x1d\x0b\xcfH\x98\x81\x92g\xe0\x0f\xca\xe4\x9b\x14oYUR,\xbe\x93Y\t':
             _merge_v6_body__v = v.body
             _merge_v6_body__p_span = v.span
-            out += _S21_pack(_merge_v6_body__v.collection, _merge_v6_body__v.low, _merge_v6_body__v.high, _merge_v6_body__v.result, _merge_v6_body__v.low_witness, _merge_v6_body__v.high_witness, _merge_v6_body__v.author, _merge_v6_body__v.sig_r, _merge_v6_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S150_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _merge_v6_body__v.collection, _merge_v6_body__v.low, _merge_v6_body__v.high, _merge_v6_body__v.result, _merge_v6_body__v.low_witness, _merge_v6_body__v.high_witness, _merge_v6_body__v.author, _merge_v6_body__v.sig_r, _merge_v6_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xdb\xf6A\xf3\x1ew/l\xe7\x15\x08}\x95Cu\xaaD\x86\x0b\xf4\x11\xc0\xde\x84\x9c {T*\xbd\xc5\x83':
             _derive_v7_body__v = v.body
             _derive_v7_body__p_span = v.span
-            out += _S23_pack(_derive_v7_body__v.target, _derive_v7_body__v.input, _derive_v7_body__v.output, _derive_v7_body__v.input_witness, _derive_v7_body__v.author, _derive_v7_body__v.sig_r, _derive_v7_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S151_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _derive_v7_body__v.target, _derive_v7_body__v.input, _derive_v7_body__v.output, _derive_v7_body__v.input_witness, _derive_v7_body__v.author, _derive_v7_body__v.sig_r, _derive_v7_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\x9e\x00\xf6\xeb\x8dc\xe5\xeb\x1a>\xcf\xa2\x84\x11\x8f\x15{/\x08\xcb\xdc\x95\xec\xce\xb8\xc29*\xd7\x94\x06\x9d':
             _proof_v5_body__v = v.body
             _proof_v5_body__p_span = v.span
-            out += _S25_pack(_proof_v5_body__v.resource, _proof_v5_body__v.root)
+            _p.append(_S152_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _proof_v5_body__v.resource, _proof_v5_body__v.root))
             for _proof_v5_body___x in _proof_v5_body__v.edges:
-                out += _S27_pack(_proof_v5_body___x.capability, _proof_v5_body___x.delegate, _proof_v5_body___x.signature)
+                _p.append(_S27_pack(_proof_v5_body___x.capability, _proof_v5_body___x.delegate, _proof_v5_body___x.signature))
         elif _tag == b'\xec\x1c\x02L\x04\xaf\x08$=\xb3\xae1\x8c\x93\xfaP\x03U\xc7C\x95\xc0\xf5S\xcf\xfc\n\xf0\xa4\xba\x03F':
             _retired_blob_want_body__v = v.body
             _retired_blob_want_body__p_span = v.span
-            out += _S29_pack(_retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S153_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xac\xcbS\x1f\xc7H\x93W\xc4\x0f\xce\xf0\xdd\xe8\xbd\x90\x88\xf2\xac\x19$\xa6R\xea!\x1a\xdd\\0\xb9[F':
             _retired_blob_want_body__v = v.body
             _retired_blob_want_body__p_span = v.span
-            out += _S29_pack(_retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S153_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _retired_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'e\xee\x9eBy\xff\xe0\x1d&>u\xa8\xe2\xdfb\x89\xb6\xde@<\xb4F\x80\x98\xa0\xea\xb9%\xf8\x1c(\xed':
             _retired_typed_want_body__v = v.body
             _retired_typed_want_body__p_span = v.span
-            out += _S31_pack(_retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _retired_typed_want_body__v.a, _retired_typed_want_body__v.b, _retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S154_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _retired_typed_want_body__v.a, _retired_typed_want_body__v.b, _retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xa5|\x86j\x83\xa9\x065\t\n\x94}\x92FK\x19\xd9\xf8\x98\xc0\xc9a\xabz\x91\xc7\x9a\x97\x9f\x9f\x14\x83':
             _retired_typed_want_body__v = v.body
             _retired_typed_want_body__p_span = v.span
-            out += _S31_pack(_retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _retired_typed_want_body__v.a, _retired_typed_want_body__v.b, _retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S154_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _retired_typed_want_body__v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _retired_typed_want_body__v.a, _retired_typed_want_body__v.b, _retired_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\x0c\xee2\r\xe0\xbd\xa4\njoR"\x1c^NM,\xe3\xb1e\xb6\x9c\x85\x86s\xfd\x13\xd9\x8feSy':
             _unsigned_merge_body__v = v.body
             _unsigned_merge_body__p_span = v.span
-            out += _S33_pack(_unsigned_merge_body__v.collection, _unsigned_merge_body__v.low, _unsigned_merge_body__v.high, _unsigned_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S155_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _unsigned_merge_body__v.collection, _unsigned_merge_body__v.low, _unsigned_merge_body__v.high, _unsigned_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b"z\xce\x1e\xd1\x0f>\xbcc&'\x05\x8c\xc4a\xdc\x1c\xc1q\xcd.V\xc5.]\xce`\xeaL\x8d\xc2<6":
             _unsigned_derive_body__v = v.body
             _unsigned_derive_body__p_span = v.span
-            out += _S35_pack(_unsigned_derive_body__v.target, _unsigned_derive_body__v.input, _unsigned_derive_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S156_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _unsigned_derive_body__v.target, _unsigned_derive_body__v.input, _unsigned_derive_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'2\x7f\xfc\xaa\xa3\xf5\xa1\x04$\xdc Y\xe3\xa7\xa3Q\x7f\x83~~V\xa3\xc8P\x97\x9e\xfa\x9f^:\x1e\xd7':
             _peer_body__v = v.body
             _peer_body__p_span = v.span
-            out += _S37_pack(_peer_body__v.team, _peer_body__v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S157_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _peer_body__v.team, _peer_body__v.peer, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\x97\xc6\x9ctm\x01t\x1c\x80\x12\xa5o\x08\xd2\xc4$\xe0)\x1bT$\xeb\x9c\xd7c\x7f\xd4\xa6U\xc9=\xfb':
             _store_scope_body__v = v.body
             _store_scope_body__p_span = v.span
-            out += _S29_pack(_store_scope_body__v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S153_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _store_scope_body__v.team, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xea{\x18Z\xc89U\xd2$\x9fM\x8c\x83\xb6\x91\rD\xd0\x1ca\xb4\xe4\x97\xc1\xb6n\x1bu\xc3\xad\xcbo':
             _artifact_offer_body__v = v.body
             _artifact_offer_body__p_span = v.span
-            out += _S40_pack(_artifact_offer_body__v.content)
+            _p.append(_S158_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _artifact_offer_body__v.content))
         elif _tag == b')\xacF\xc6\x17\x88\x02-b\xben#\x88\xdaJ\x16D\x19\xbad\x83w\xd4\x8b.m\xb0\x92\xee\n\x80S':
             _proof_v1_body__v = v.body
             _proof_v1_body__p_span = v.span
-            out += _S42_pack(_proof_v1_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
             _proof_v1_body___proof_v1_data__v = _proof_v1_body__v.data
             _proof_v1_body___proof_v1_data__p_body_len = _proof_v1_body__v.body_len
             _proof_v1_body___proof_v1_data___proof_v1_content__v = _proof_v1_body___proof_v1_data__v.body
-            out += _S44_pack(_proof_v1_body___proof_v1_data___proof_v1_content__v.root)
+            _p.append(_S160_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _proof_v1_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _proof_v1_body___proof_v1_data___proof_v1_content__v.root))
             for _proof_v1_body___proof_v1_data___proof_v1_content___x in _proof_v1_body___proof_v1_data___proof_v1_content__v.edges:
-                out += _S46_pack(_proof_v1_body___proof_v1_data___proof_v1_content___x.head, _proof_v1_body___proof_v1_data___proof_v1_content___x.delegate)
+                _p.append(_S46_pack(_proof_v1_body___proof_v1_data___proof_v1_content___x.head, _proof_v1_body___proof_v1_data___proof_v1_content___x.delegate))
             _proof_v1_body___proof_v1_data___b = _proof_v1_body___proof_v1_data__v.tail
-            out += _proof_v1_body___proof_v1_data___b
+            _p.append(_proof_v1_body___proof_v1_data___b)
         elif _tag == b'3Mz\x04N_\x9e\xd4\xf3\xe5\x16\x18\xa3\xfb\x17R\x12\x0f7\xbb\\\xdb\xc6\xb9\xf6I\x7f\xb9\xe38\xe8\xd5':
             _proof_v2_body__v = v.body
             _proof_v2_body__p_span = v.span
-            out += _S42_pack(_proof_v2_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
             _proof_v2_body___proof_v2_data__v = _proof_v2_body__v.data
             _proof_v2_body___proof_v2_data__p_body_len = _proof_v2_body__v.body_len
             _proof_v2_body___proof_v2_data___proof_v2_content__v = _proof_v2_body___proof_v2_data__v.body
-            out += _S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_body___proof_v2_data___proof_v2_content__v.resource, _proof_v2_body___proof_v2_data___proof_v2_content__v.root)
+            _p.append(_S161_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _proof_v2_body__v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_body___proof_v2_data___proof_v2_content__v.resource, _proof_v2_body___proof_v2_data___proof_v2_content__v.root))
             for _proof_v2_body___proof_v2_data___proof_v2_content___x in _proof_v2_body___proof_v2_data___proof_v2_content__v.edges:
-                out += _S50_pack(_proof_v2_body___proof_v2_data___proof_v2_content___x.action, _proof_v2_body___proof_v2_data___proof_v2_content___x.flags, _proof_v2_body___proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_body___proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_body___proof_v2_data___proof_v2_content___x.delegate, _proof_v2_body___proof_v2_data___proof_v2_content___x.signature)
+                _p.append(_S50_pack(_proof_v2_body___proof_v2_data___proof_v2_content___x.action, _proof_v2_body___proof_v2_data___proof_v2_content___x.flags, _proof_v2_body___proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_body___proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_body___proof_v2_data___proof_v2_content___x.delegate, _proof_v2_body___proof_v2_data___proof_v2_content___x.signature))
             _proof_v2_body___proof_v2_data___b = _proof_v2_body___proof_v2_data__v.tail
-            out += _proof_v2_body___proof_v2_data___b
+            _p.append(_proof_v2_body___proof_v2_data___b)
         else:
-            out += v.body
-    return bytes(out)
+            _p.append(_S2_pack(b'\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind))
+            _p.append(v.body)
+        _a(b''.join(_p))
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_frame_head(mv, pos, end):
     if pos + 64 > end:
-        raise _short(pos, end, _T105)
-    f_magic, f_span, f_kind = _S104.unpack_from(mv, pos)
-    _r104 = pos
+        raise _short(pos, end, _T163)
+    f_magic, f_span, f_kind = _S162.unpack_from(mv, pos)
+    _r162 = pos
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise ConstraintError('bad magic', offset=_r104, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r162, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
     if not (f_span >= 1):
-        raise ConstraintError('span 0 (CorruptPile)', offset=_r104 + 28, path='span', expected='span >= 1', found=f_span)
+        raise ConstraintError('span 0 (CorruptPile)', offset=_r162 + 28, path='span', expected='span >= 1', found=f_span)
     _n = 192
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
@@ -4384,13 +4462,13 @@ def _d_frame_head(mv, pos, end):
 
 def _u_frame_head(mv, pos, end):
     _isb = mv.__class__ is bytes
-    f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S106.unpack_from(mv, pos)
-    _r104 = pos
+    f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S164.unpack_from(mv, pos)
+    _r162 = pos
     pos += 64
     if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-        raise ConstraintError('bad magic', offset=_r104, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+        raise ConstraintError('bad magic', offset=_r162, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
     if not f_span >= 1:
-        raise ConstraintError('span 0 (CorruptPile)', offset=_r104 + 28, path='span', expected='span >= 1', found=f_span)
+        raise ConstraintError('span 0 (CorruptPile)', offset=_r162 + 28, path='span', expected='span >= 1', found=f_span)
     _n = 192
     if _n < 0:
         raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
@@ -4433,19 +4511,19 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S106_unpack_from = _S106.unpack_from
+    _S164_unpack_from = _S164.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S106_unpack_from(mv, pos)
-            _r104 = pos
+            f_magic, f_span, f_kind, _blob_head__f_timestamp, _blob_head__f_length, _blob_head__f_scalar_pad, _blob_head__f_hash, _blob_head__f_reserved = _S164_unpack_from(mv, pos)
+            _r162 = pos
             pos += 64
             if f_magic != b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;':
-                raise ConstraintError('bad magic', offset=_r104, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
+                raise ConstraintError('bad magic', offset=_r162, path='magic', expected=b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', found=f_magic)
             if not f_span >= 1:
-                raise ConstraintError('span 0 (CorruptPile)', offset=_r104 + 28, path='span', expected='span >= 1', found=f_span)
+                raise ConstraintError('span 0 (CorruptPile)', offset=_r162 + 28, path='span', expected='span >= 1', found=f_span)
             _n = 192
             if _n < 0:
                 raise ConstraintError('negative size', offset=pos, path='head', expected='>= 0', found=_n)
@@ -4490,7 +4568,7 @@ def _m_frame_head(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_frame_head(out, v):
-    out += _S104.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
+    out += _S162.pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind)
     _tag = v.kind
     if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
         _blob_head__v = v.head
@@ -4503,20 +4581,20 @@ def _em_frame_head(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S104_pack = _S104.pack
-    _S4_pack = _S4.pack
+    _S162_pack = _S162.pack
+    _S164_pack = _S164.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S104_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind))
         _tag = v.kind
+        _p = []
         if _tag == b'\x01\x14\x8f0\x1f\xe5n4m\x16Yj\x84\x80S.\x8bD \xc4\xef\xd0\x0c\x8d\xffC}\r\xf9\x81\x0e\xd0':
             _blob_head__v = v.head
             _blob_head__p_span = v.span
-            _p.append(_S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+            _p.append(_S164_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind, _blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
+            _p.append(_S162_pack(b'\x03q\xb2I\xf0bk*\xbd\xdb\x80\xe2>\xa9i\x05\x9d\x96V\xa5\xeaZIs 5\x1f;', v.span, v.kind))
             _p.append(v.head)
         _a(b''.join(_p))
     _chunks.append(b''.join(_all))
@@ -4673,12 +4751,11 @@ def _e_blob_data(out, v, p_length):
 def _em_blob_data(values, p_length):
     out = bytearray()
     for v in values:
-        start = len(out)
         _b = v.payload
         if len(_b) != p_length:
             raise EncodeError('wrong length ' + str(len(_b)), path='payload')
         out += _b
-        out += bytes(-(len(out) - start) % 256)
+        out += bytes(-len(_b) % 256)
     return bytes(out)
 
 def _d_blob_body(mv, pos, end, p_span):
@@ -4817,20 +4894,27 @@ def _e_blob_body(out, v, p_span):
     out += bytes(-(len(out) - _blob_data__start) % 256)
 
 def _em_blob_body(values, p_span):
-    out = bytearray()
+    _all = []
+    _a = _all.append
+    _chunks = []
     _S4_pack = _S4.pack
     for v in values:
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _blob_head__v = v.head
-        out += _S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        _p = []
+        _p.append(_S4_pack(_blob_head__v.timestamp, _blob_head__v.length, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _blob_head__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _blob_data__v = v.data
         _blob_data__p_length = v.head.length
-        _blob_data__start = len(out)
         _blob_data___b = _blob_data__v.payload
         if len(_blob_data___b) != _blob_data__p_length:
             raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
-        out += _blob_data___b
-        out += bytes(-(len(out) - _blob_data__start) % 256)
-    return bytes(out)
+        _p.append(_blob_data___b)
+        _p.append(bytes(-len(_blob_data___b) % 256))
+        _a(b''.join(_p))
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_pin_head_body(mv, pos, end, p_span):
     if pos + 192 > end:
@@ -5171,15 +5255,15 @@ def _em_want_derive(values):
 
 def _d_want_request(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T108)
+        raise _short(pos, end, _T166)
     f_tag = mv[pos]
-    _r107 = pos
+    _r165 = pos
     pos += 1
     _v = _WANTTAG_BY_VALUE.get(f_tag)
     if _v is None:
         if f_tag in (3,):
-            raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_r107, path='tag', expected=[1, 2, 4], found=f_tag)
-        raise ConstraintError('unknown want_tag value', offset=_r107, path='tag', expected=[1, 2, 4], found=f_tag)
+            raise ConstraintError('retired want_tag value (permanently retired, never reused)', offset=_r165, path='tag', expected=[1, 2, 4], found=f_tag)
+        raise ConstraintError('unknown want_tag value', offset=_r165, path='tag', expected=[1, 2, 4], found=f_tag)
     f_tag = _v
     _tag = f_tag
     if _tag == 1:
@@ -5337,7 +5421,7 @@ def _m_want_request(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_want_request(out, v):
-    out += _S107.pack(v.tag)
+    out += _S165.pack(v.tag)
     _tag = v.tag
     if _tag == 1:
         _want_blob__v = v.request
@@ -5355,26 +5439,26 @@ def _em_want_request(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S107_pack = _S107.pack
-    _S12_pack = _S12.pack
-    _S14_pack = _S14.pack
+    _S165_pack = _S165.pack
+    _S167_pack = _S167.pack
+    _S168_pack = _S168.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S107_pack(v.tag))
         _tag = v.tag
+        _p = []
         if _tag == 1:
             _want_blob__v = v.request
-            _p.append(_S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+            _p.append(_S167_pack(v.tag, _want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == 2:
             _want_merge__v = v.request
-            _p.append(_S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
+            _p.append(_S168_pack(v.tag, _want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
         elif _tag == 4:
             _want_derive__v = v.request
-            _p.append(_S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+            _p.append(_S168_pack(v.tag, _want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
+            _p.append(_S165_pack(v.tag))
             raise EncodeError('no case for tag ' + repr(_tag), path='request')
         _a(b''.join(_p))
     _chunks.append(b''.join(_all))
@@ -5457,7 +5541,7 @@ def _d_want_v3_body(mv, pos, end, p_span):
     return _obj, pos
 
 def _u_want_v3_body(mv, pos, end, p_span):
-    f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S101.unpack_from(mv, pos)
+    f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S141.unpack_from(mv, pos)
     _r10 = pos
     pos += 32
     f_tag = _WANTTAG_BY_VALUE[f_tag]
@@ -5512,15 +5596,15 @@ def _m_want_v3_body(mv, pos, end, p_span, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S101_unpack_from = _S101.unpack_from
     _S14_unpack_from = _S14.unpack_from
+    _S141_unpack_from = _S141.unpack_from
     _S17_unpack_from = _S17.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S101_unpack_from(mv, pos)
+            f_tag, f_reserved1, _want_blob__f_blob, _want_blob__f_zero = _S141_unpack_from(mv, pos)
             _r10 = pos
             pos += 32
             f_tag = _WANTTAG_BY_VALUE[f_tag]
@@ -5598,26 +5682,26 @@ def _em_want_v3_body(values, p_span):
     _a = _all.append
     _chunks = []
     _S10_pack = _S10.pack
-    _S12_pack = _S12.pack
-    _S14_pack = _S14.pack
+    _S141_pack = _S141.pack
+    _S169_pack = _S169.pack
     _S17_pack = _S17.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S10_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _tag = v.tag
+        _p = []
         if _tag == 1:
             _want_blob__v = v.request
-            _p.append(_S12_pack(_want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+            _p.append(_S141_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _want_blob__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == 2:
             _want_merge__v = v.request
-            _p.append(_S14_pack(_want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
+            _p.append(_S169_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _want_merge__v.collection, _want_merge__v.low, _want_merge__v.high))
         elif _tag == 4:
             _want_derive__v = v.request
-            _p.append(_S14_pack(_want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+            _p.append(_S169_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _want_derive__v.target, _want_derive__v.input, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
+            _p.append(_S10_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             raise EncodeError('no case for tag ' + repr(_tag), path='request')
         _p.append(_S17_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _a(b''.join(_p))
@@ -7459,7 +7543,7 @@ def _d_proof_v1_body(mv, pos, end, p_span):
 
 def _u_proof_v1_body(mv, pos, end, p_span):
     _isb = mv.__class__ is bytes
-    f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S102.unpack_from(mv, pos)
+    f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S142.unpack_from(mv, pos)
     _r42 = pos
     pos += 32
     if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
@@ -7518,14 +7602,14 @@ def _m_proof_v1_body(mv, pos, end, p_span, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S102_unpack_from = _S102.unpack_from
+    _S142_unpack_from = _S142.unpack_from
     _S46_unpack_from = _S46.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S102_unpack_from(mv, pos)
+            f_body_len, f_reserved, _proof_v1_data___proof_v1_content__f_root = _S142_unpack_from(mv, pos)
             _r42 = pos
             pos += 32
             if not (f_body_len >= 160 and (f_body_len - 32) % 128 == 0 and ((f_body_len - 32) // 128 <= 255)):
@@ -7600,19 +7684,17 @@ def _em_proof_v1_body(values, p_span):
     _all = []
     _a = _all.append
     _chunks = []
-    _S42_pack = _S42.pack
-    _S44_pack = _S44.pack
+    _S142_pack = _S142.pack
     _S46_pack = _S46.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _proof_v1_data__v = v.data
         _proof_v1_data__p_body_len = v.body_len
         _proof_v1_data___proof_v1_content__v = _proof_v1_data__v.body
-        _p.append(_S44_pack(_proof_v1_data___proof_v1_content__v.root))
+        _p = []
+        _p.append(_S142_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', _proof_v1_data___proof_v1_content__v.root))
         for _proof_v1_data___proof_v1_content___x in _proof_v1_data___proof_v1_content__v.edges:
             _p.append(_S46_pack(_proof_v1_data___proof_v1_content___x.head, _proof_v1_data___proof_v1_content___x.delegate))
         _proof_v1_data___b = _proof_v1_data__v.tail
@@ -7714,7 +7796,7 @@ def _d_proof_v2_body(mv, pos, end, p_span):
 
 def _u_proof_v2_body(mv, pos, end, p_span):
     _isb = mv.__class__ is bytes
-    f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S103.unpack_from(mv, pos)
+    f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S143.unpack_from(mv, pos)
     _r42 = pos
     pos += 32
     if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
@@ -7790,14 +7872,14 @@ def _m_proof_v2_body(mv, pos, end, p_span, _rest=_decode_many):
     _p0 = _rs = pos
     _end = end
     _isb = mv.__class__ is bytes
-    _S103_unpack_from = _S103.unpack_from
+    _S143_unpack_from = _S143.unpack_from
     _S50_unpack_from = _S50.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S103_unpack_from(mv, pos)
+            f_body_len, f_reserved, _proof_v2_data___proof_v2_content__f_magic, _proof_v2_data___proof_v2_content__f_resource, _proof_v2_data___proof_v2_content__f_root = _S143_unpack_from(mv, pos)
             _r42 = pos
             pos += 32
             if not (f_body_len >= 225 and (f_body_len - 80) % 145 == 0 and ((f_body_len - 80) // 145 <= 255)):
@@ -7889,19 +7971,17 @@ def _em_proof_v2_body(values, p_span):
     _all = []
     _a = _all.append
     _chunks = []
-    _S42_pack = _S42.pack
-    _S48_pack = _S48.pack
+    _S143_pack = _S143.pack
     _S50_pack = _S50.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S42_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _proof_v2_data__v = v.data
         _proof_v2_data__p_body_len = v.body_len
         _proof_v2_data___proof_v2_content__v = _proof_v2_data__v.body
-        _p.append(_S48_pack(b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_data___proof_v2_content__v.resource, _proof_v2_data___proof_v2_content__v.root))
+        _p = []
+        _p.append(_S143_pack(v.body_len, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00', b'\\\x15A\x02\x19\x8d\x7f\xed.\xa7\x97r\x0c.%\x8d', _proof_v2_data___proof_v2_content__v.resource, _proof_v2_data___proof_v2_content__v.root))
         for _proof_v2_data___proof_v2_content___x in _proof_v2_data___proof_v2_content__v.edges:
             _p.append(_S50_pack(_proof_v2_data___proof_v2_content___x.action, _proof_v2_data___proof_v2_content___x.flags, _proof_v2_data___proof_v2_content___x.lower.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.upper.to_bytes(16, 'big', signed=True), _proof_v2_data___proof_v2_content___x.delegate, _proof_v2_data___proof_v2_content___x.signature))
         _proof_v2_data___b = _proof_v2_data__v.tail
@@ -7984,12 +8064,11 @@ def _e_v1_blob_data(out, v, p_length):
 def _em_v1_blob_data(values, p_length):
     out = bytearray()
     for v in values:
-        start = len(out)
         _b = v.payload
         if len(_b) != p_length:
             raise EncodeError('wrong length ' + str(len(_b)), path='payload')
         out += _b
-        out += bytes(-(len(out) - start) % 64)
+        out += bytes(-len(_b) % 64)
     return bytes(out)
 
 def _d_v1_blob(mv, pos, end):
@@ -8093,19 +8172,26 @@ def _e_v1_blob(out, v):
     out += bytes(-(len(out) - _v1_blob_data__start) % 64)
 
 def _em_v1_blob(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
+    _chunks = []
     _S71_pack = _S71.pack
     for v in values:
-        out += _S71_pack(v.timestamp, v.length, v.hash)
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
+        _p = []
+        _p.append(_S71_pack(v.timestamp, v.length, v.hash))
         _v1_blob_data__v = v.data
         _v1_blob_data__p_length = v.length
-        _v1_blob_data__start = len(out)
         _v1_blob_data___b = _v1_blob_data__v.payload
         if len(_v1_blob_data___b) != _v1_blob_data__p_length:
             raise EncodeError('wrong length ' + str(len(_v1_blob_data___b)), path='payload')
-        out += _v1_blob_data___b
-        out += bytes(-(len(out) - _v1_blob_data__start) % 64)
-    return bytes(out)
+        _p.append(_v1_blob_data___b)
+        _p.append(bytes(-len(_v1_blob_data___b) % 64))
+        _a(b''.join(_p))
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_v1_branch(mv, pos, end):
     if pos + 48 > end:
@@ -8335,19 +8421,26 @@ def _e_v3_blob(out, v):
     out += bytes(-(len(out) - _blob_data__start) % 256)
 
 def _em_v3_blob(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
+    _chunks = []
     _S76_pack = _S76.pack
     for v in values:
-        out += _S76_pack(v.timestamp, v.length, v.hash, v.unchecked)
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
+        _p = []
+        _p.append(_S76_pack(v.timestamp, v.length, v.hash, v.unchecked))
         _blob_data__v = v.data
         _blob_data__p_length = v.length
-        _blob_data__start = len(out)
         _blob_data___b = _blob_data__v.payload
         if len(_blob_data___b) != _blob_data__p_length:
             raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
-        out += _blob_data___b
-        out += bytes(-(len(out) - _blob_data__start) % 256)
-    return bytes(out)
+        _p.append(_blob_data___b)
+        _p.append(bytes(-len(_blob_data___b) % 256))
+        _a(b''.join(_p))
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_v3_branch(mv, pos, end):
     if pos + 240 > end:
@@ -9814,74 +9907,81 @@ def _e_envelope36_rest(out, v):
         out += v.body
 
 def _em_envelope36_rest(values):
-    out = bytearray()
+    _all = []
+    _a = _all.append
+    _chunks = []
+    _S170_pack = _S170.pack
+    _S171_pack = _S171.pack
+    _S172_pack = _S172.pack
+    _S173_pack = _S173.pack
+    _S174_pack = _S174.pack
+    _S175_pack = _S175.pack
+    _S176_pack = _S176.pack
     _S52_pack = _S52.pack
-    _S54_pack = _S54.pack
-    _S56_pack = _S56.pack
-    _S58_pack = _S58.pack
-    _S60_pack = _S60.pack
-    _S62_pack = _S62.pack
-    _S64_pack = _S64.pack
-    _S66_pack = _S66.pack
-    _S69_pack = _S69.pack
+    _S99_pack = _S99.pack
     for v in values:
-        out += _S52_pack(v.kind, v.span)
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
         _tag = v.kind
+        _p = []
         if _tag == b'\x9c3\xee\xb5%\x06Zb\xea\xecK\xe4=\xcc5Z':
             _env_blob_body__v = v.body
             _env_blob_body__p_span = v.span
-            out += _S54_pack(_env_blob_body__v.timestamp, _env_blob_body__v.length, _env_blob_body__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S99_pack(v.kind, v.span, _env_blob_body__v.timestamp, _env_blob_body__v.length, _env_blob_body__v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
             _env_blob_body___blob_data__v = _env_blob_body__v.data
             _env_blob_body___blob_data__p_length = _env_blob_body__v.length
-            _env_blob_body___blob_data__start = len(out)
             _env_blob_body___blob_data___b = _env_blob_body___blob_data__v.payload
             if len(_env_blob_body___blob_data___b) != _env_blob_body___blob_data__p_length:
                 raise EncodeError('wrong length ' + str(len(_env_blob_body___blob_data___b)), path='payload')
-            out += _env_blob_body___blob_data___b
-            out += bytes(-(len(out) - _env_blob_body___blob_data__start) % 256)
+            _p.append(_env_blob_body___blob_data___b)
+            _p.append(bytes(-len(_env_blob_body___blob_data___b) % 256))
         elif _tag == b'\xac6=\x04\xaf\xe1\xaf\x17\xb3\x95\x81\xb1\xe20!\xd7':
             _env_branch_body__v = v.body
             _env_branch_body__p_span = v.span
-            out += _S56_pack(_env_branch_body__v.branch, _env_branch_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S170_pack(v.kind, v.span, _env_branch_body__v.branch, _env_branch_body__v.head, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xd0\xcb\xa0\xc8\xea\xabL\x0cs\x12\x1c2\x05g\x1eO':
             _env_tombstone_body__v = v.body
             _env_tombstone_body__p_span = v.span
-            out += _S58_pack(_env_tombstone_body__v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S171_pack(v.kind, v.span, _env_tombstone_body__v.branch, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\x8f>\xef\xed\xec\xd4\x91\xf6?n\xaa\xa5\xfdo=^':
             _env_blob_want_body__v = v.body
             _env_blob_want_body__p_span = v.span
-            out += _S60_pack(_env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S172_pack(v.kind, v.span, _env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'-vf-\xff\x01\x87\xec6\xa8\xc9\x0b\x12\xbb\x8b\r':
             _env_blob_want_body__v = v.body
             _env_blob_want_body__p_span = v.span
-            out += _S60_pack(_env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S172_pack(v.kind, v.span, _env_blob_want_body__v.blob, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\x9a\x06yv\x00\xfa\x90\xb8\xa8%\x9b\x0e\xd0)\xec!':
             _env_typed_want_body__v = v.body
             _env_typed_want_body__p_span = v.span
-            out += _S62_pack(_env_typed_want_body__v.tag, _env_typed_want_body__v.a, _env_typed_want_body__v.b, _env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S173_pack(v.kind, v.span, _env_typed_want_body__v.tag, _env_typed_want_body__v.a, _env_typed_want_body__v.b, _env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'-\x95zx\nR\xe4t\xf5\x8a\x06\xd4Mo\xe4l':
             _env_typed_want_body__v = v.body
             _env_typed_want_body__p_span = v.span
-            out += _S62_pack(_env_typed_want_body__v.tag, _env_typed_want_body__v.a, _env_typed_want_body__v.b, _env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S173_pack(v.kind, v.span, _env_typed_want_body__v.tag, _env_typed_want_body__v.a, _env_typed_want_body__v.b, _env_typed_want_body__v.c, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xcb\xf2\xcf\x97\xd5*4\x86\xe1l\x12\xd7\r9|f':
             _env_commit_body__v = v.body
             _env_commit_body__p_span = v.span
-            out += _S64_pack(_env_commit_body__v.collection, _env_commit_body__v.data, _env_commit_body__v.metadata, _env_commit_body__v.author, _env_commit_body__v.sig_r, _env_commit_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S174_pack(v.kind, v.span, _env_commit_body__v.collection, _env_commit_body__v.data, _env_commit_body__v.metadata, _env_commit_body__v.author, _env_commit_body__v.sig_r, _env_commit_body__v.sig_s, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b"\x9f]\x02\x8dLB6 \xd6\x95z_ro\xa7'":
             _env_merge_body__v = v.body
             _env_merge_body__p_span = v.span
-            out += _S66_pack(_env_merge_body__v.collection, _env_merge_body__v.low, _env_merge_body__v.high, _env_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S175_pack(v.kind, v.span, _env_merge_body__v.collection, _env_merge_body__v.low, _env_merge_body__v.high, _env_merge_body__v.result, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xec\xfb.\xe9\x0e\xd8\x04"D\xf7\xba\xc7\x04EK\xb9':
             _env_derive_v4_body__v = v.body
             _env_derive_v4_body__p_span = v.span
-            out += _S66_pack(_env_derive_v4_body__v.source, _env_derive_v4_body__v.target, _env_derive_v4_body__v.input, _env_derive_v4_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S175_pack(v.kind, v.span, _env_derive_v4_body__v.source, _env_derive_v4_body__v.target, _env_derive_v4_body__v.input, _env_derive_v4_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == b'\xedkF\xf7(mEV\xb0v\xc1{y\xfd\x83\x15':
             _env_derive_v5_body__v = v.body
             _env_derive_v5_body__p_span = v.span
-            out += _S69_pack(_env_derive_v5_body__v.target, _env_derive_v5_body__v.input, _env_derive_v5_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+            _p.append(_S176_pack(v.kind, v.span, _env_derive_v5_body__v.target, _env_derive_v5_body__v.input, _env_derive_v5_body__v.output, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         else:
-            out += v.body
-    return bytes(out)
+            _p.append(_S52_pack(v.kind, v.span))
+            _p.append(v.body)
+        _a(b''.join(_p))
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_env_blob_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -9999,19 +10099,26 @@ def _e_env_blob_body(out, v, p_span):
     out += bytes(-(len(out) - _blob_data__start) % 256)
 
 def _em_env_blob_body(values, p_span):
-    out = bytearray()
+    _all = []
+    _a = _all.append
+    _chunks = []
     _S54_pack = _S54.pack
     for v in values:
-        out += _S54_pack(v.timestamp, v.length, v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00')
+        if len(_all) >= 512:
+            _chunks.append(b''.join(_all))
+            _all.clear()
+        _p = []
+        _p.append(_S54_pack(v.timestamp, v.length, v.hash, b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         _blob_data__v = v.data
         _blob_data__p_length = v.length
-        _blob_data__start = len(out)
         _blob_data___b = _blob_data__v.payload
         if len(_blob_data___b) != _blob_data__p_length:
             raise EncodeError('wrong length ' + str(len(_blob_data___b)), path='payload')
-        out += _blob_data___b
-        out += bytes(-(len(out) - _blob_data__start) % 256)
-    return bytes(out)
+        _p.append(_blob_data___b)
+        _p.append(bytes(-len(_blob_data___b) % 256))
+        _a(b''.join(_p))
+    _chunks.append(b''.join(_all))
+    return b''.join(_chunks)
 
 def _d_env_branch_body(mv, pos, end, p_span):
     if pos + 220 > end:
@@ -10604,16 +10711,16 @@ def _em_env_derive_v5_body(values, p_span):
 
 def _d_commit_transcript(mv, pos, end):
     if pos + 188 > end:
-        raise _short(pos, end, _T110)
-    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S109.unpack_from(mv, pos)
-    _r109 = pos
+        raise _short(pos, end, _T178)
+    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S177.unpack_from(mv, pos)
+    _r177 = pos
     pos += 188
     if f_domain != b'triblespace.collection.commit.transcript':
-        raise ConstraintError('bad magic', offset=_r109, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r177, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
     if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-        raise ConstraintError('bad magic', offset=_r109 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r177 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
     if f_version != 2:
-        raise ConstraintError('bad magic', offset=_r109 + 56, path='version', expected=2, found=f_version)
+        raise ConstraintError('bad magic', offset=_r177 + 56, path='version', expected=2, found=f_version)
     _obj = _new(CommitTranscript)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -10622,15 +10729,15 @@ def _d_commit_transcript(mv, pos, end):
     return _obj, pos
 
 def _u_commit_transcript(mv, pos, end):
-    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S109.unpack_from(mv, pos)
-    _r109 = pos
+    f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S177.unpack_from(mv, pos)
+    _r177 = pos
     pos += 188
     if f_domain != b'triblespace.collection.commit.transcript':
-        raise ConstraintError('bad magic', offset=_r109, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r177, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
     if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-        raise ConstraintError('bad magic', offset=_r109 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r177 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
     if f_version != 2:
-        raise ConstraintError('bad magic', offset=_r109 + 56, path='version', expected=2, found=f_version)
+        raise ConstraintError('bad magic', offset=_r177 + 56, path='version', expected=2, found=f_version)
     _obj = _new(CommitTranscript)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -10643,21 +10750,21 @@ def _m_commit_transcript(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S109_unpack_from = _S109.unpack_from
+    _S177_unpack_from = _S177.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S109_unpack_from(mv, pos)
-            _r109 = pos
+            f_domain, f_semantic_kind, f_version, f_author, f_collection, f_data, f_metadata = _S177_unpack_from(mv, pos)
+            _r177 = pos
             pos += 188
             if f_domain != b'triblespace.collection.commit.transcript':
-                raise ConstraintError('bad magic', offset=_r109, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
+                raise ConstraintError('bad magic', offset=_r177, path='domain', expected=b'triblespace.collection.commit.transcript', found=f_domain)
             if f_semantic_kind != b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03':
-                raise ConstraintError('bad magic', offset=_r109 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
+                raise ConstraintError('bad magic', offset=_r177 + 40, path='semantic_kind', expected=b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', found=f_semantic_kind)
             if f_version != 2:
-                raise ConstraintError('bad magic', offset=_r109 + 56, path='version', expected=2, found=f_version)
+                raise ConstraintError('bad magic', offset=_r177 + 56, path='version', expected=2, found=f_version)
             _obj = _new(CommitTranscript)
             _obj.author = f_author
             _obj.collection = f_collection
@@ -10673,25 +10780,25 @@ def _m_commit_transcript(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_commit_transcript(out, v):
-    out += _S109.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
+    out += _S177.pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
 
 def _em_commit_transcript(values):
     out = bytearray()
-    _S109_pack = _S109.pack
+    _S177_pack = _S177.pack
     for v in values:
-        out += _S109_pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
+        out += _S177_pack(b'triblespace.collection.commit.transcript', b'\xb3H\x170\x81\x88\xc4QZ<Q\x96z\x91\xa6\x03', 2, v.author, v.collection, v.data, v.metadata)
     return bytes(out)
 
 def _d_merge_endorsement(mv, pos, end):
     if pos + 280 > end:
-        raise _short(pos, end, _T112)
-    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S111.unpack_from(mv, pos)
-    _r111 = pos
+        raise _short(pos, end, _T180)
+    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S179.unpack_from(mv, pos)
+    _r179 = pos
     pos += 280
     if f_domain != b'triblespace.collection.merge.endorsement':
-        raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r179, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
     if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-        raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r179 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
     _obj = _new(MergeEndorsement)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -10703,13 +10810,13 @@ def _d_merge_endorsement(mv, pos, end):
     return _obj, pos
 
 def _u_merge_endorsement(mv, pos, end):
-    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S111.unpack_from(mv, pos)
-    _r111 = pos
+    f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S179.unpack_from(mv, pos)
+    _r179 = pos
     pos += 280
     if f_domain != b'triblespace.collection.merge.endorsement':
-        raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r179, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
     if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-        raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r179 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
     _obj = _new(MergeEndorsement)
     _obj.author = f_author
     _obj.collection = f_collection
@@ -10725,19 +10832,19 @@ def _m_merge_endorsement(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S111_unpack_from = _S111.unpack_from
+    _S179_unpack_from = _S179.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S111_unpack_from(mv, pos)
-            _r111 = pos
+            f_domain, f_semantic_kind, f_author, f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness = _S179_unpack_from(mv, pos)
+            _r179 = pos
             pos += 280
             if f_domain != b'triblespace.collection.merge.endorsement':
-                raise ConstraintError('bad magic', offset=_r111, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
+                raise ConstraintError('bad magic', offset=_r179, path='domain', expected=b'triblespace.collection.merge.endorsement', found=f_domain)
             if f_semantic_kind != b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai':
-                raise ConstraintError('bad magic', offset=_r111 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
+                raise ConstraintError('bad magic', offset=_r179 + 40, path='semantic_kind', expected=b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', found=f_semantic_kind)
             _obj = _new(MergeEndorsement)
             _obj.author = f_author
             _obj.collection = f_collection
@@ -10756,25 +10863,25 @@ def _m_merge_endorsement(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_merge_endorsement(out, v):
-    out += _S111.pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
+    out += _S179.pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
 
 def _em_merge_endorsement(values):
     out = bytearray()
-    _S111_pack = _S111.pack
+    _S179_pack = _S179.pack
     for v in values:
-        out += _S111_pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
+        out += _S179_pack(b'triblespace.collection.merge.endorsement', b'\x96\xab\x9d\xe78\x9d\xd6!\xd4LU\xe5\x93\x89\x8ai', v.author, v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness)
     return bytes(out)
 
 def _d_derive_endorsement(mv, pos, end):
     if pos + 217 > end:
-        raise _short(pos, end, _T114)
-    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S113.unpack_from(mv, pos)
-    _r113 = pos
+        raise _short(pos, end, _T182)
+    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S181.unpack_from(mv, pos)
+    _r181 = pos
     pos += 217
     if f_domain != b'triblespace.collection.derive.endorsement':
-        raise ConstraintError('bad magic', offset=_r113, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r181, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
     if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-        raise ConstraintError('bad magic', offset=_r113 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r181 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
     _obj = _new(DeriveEndorsement)
     _obj.author = f_author
     _obj.target = f_target
@@ -10784,13 +10891,13 @@ def _d_derive_endorsement(mv, pos, end):
     return _obj, pos
 
 def _u_derive_endorsement(mv, pos, end):
-    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S113.unpack_from(mv, pos)
-    _r113 = pos
+    f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S181.unpack_from(mv, pos)
+    _r181 = pos
     pos += 217
     if f_domain != b'triblespace.collection.derive.endorsement':
-        raise ConstraintError('bad magic', offset=_r113, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+        raise ConstraintError('bad magic', offset=_r181, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
     if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-        raise ConstraintError('bad magic', offset=_r113 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+        raise ConstraintError('bad magic', offset=_r181 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
     _obj = _new(DeriveEndorsement)
     _obj.author = f_author
     _obj.target = f_target
@@ -10804,19 +10911,19 @@ def _m_derive_endorsement(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S113_unpack_from = _S113.unpack_from
+    _S181_unpack_from = _S181.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S113_unpack_from(mv, pos)
-            _r113 = pos
+            f_domain, f_semantic_kind, f_author, f_target, f_input, f_output, f_input_witness = _S181_unpack_from(mv, pos)
+            _r181 = pos
             pos += 217
             if f_domain != b'triblespace.collection.derive.endorsement':
-                raise ConstraintError('bad magic', offset=_r113, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
+                raise ConstraintError('bad magic', offset=_r181, path='domain', expected=b'triblespace.collection.derive.endorsement', found=f_domain)
             if f_semantic_kind != b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b':
-                raise ConstraintError('bad magic', offset=_r113 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
+                raise ConstraintError('bad magic', offset=_r181 + 41, path='semantic_kind', expected=b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', found=f_semantic_kind)
             _obj = _new(DeriveEndorsement)
             _obj.author = f_author
             _obj.target = f_target
@@ -10833,13 +10940,13 @@ def _m_derive_endorsement(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_derive_endorsement(out, v):
-    out += _S113.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
+    out += _S181.pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
 
 def _em_derive_endorsement(values):
     out = bytearray()
-    _S113_pack = _S113.pack
+    _S181_pack = _S181.pack
     for v in values:
-        out += _S113_pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
+        out += _S181_pack(b'triblespace.collection.derive.endorsement', b'R\x9d\x8fW\xa2\x0f\xca\x0b\xc9!\x12\x13\x13\xdca\x9b', v.author, v.target, v.input, v.output, v.input_witness)
     return bytes(out)
 
 def _d_dense_commit(mv, pos, end):
@@ -10909,8 +11016,8 @@ def _em_dense_commit(values):
 
 def _d_dense_unsigned_merge(mv, pos, end):
     if pos + 128 > end:
-        raise _short(pos, end, _T116)
-    f_collection, f_low, f_high, f_result = _S115.unpack_from(mv, pos)
+        raise _short(pos, end, _T184)
+    f_collection, f_low, f_high, f_result = _S183.unpack_from(mv, pos)
     pos += 128
     _obj = _new(DenseUnsignedMerge)
     _obj.collection = f_collection
@@ -10920,7 +11027,7 @@ def _d_dense_unsigned_merge(mv, pos, end):
     return _obj, pos
 
 def _u_dense_unsigned_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result = _S115.unpack_from(mv, pos)
+    f_collection, f_low, f_high, f_result = _S183.unpack_from(mv, pos)
     pos += 128
     _obj = _new(DenseUnsignedMerge)
     _obj.collection = f_collection
@@ -10934,13 +11041,13 @@ def _m_dense_unsigned_merge(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S115_unpack_from = _S115.unpack_from
+    _S183_unpack_from = _S183.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_collection, f_low, f_high, f_result = _S115_unpack_from(mv, pos)
+            f_collection, f_low, f_high, f_result = _S183_unpack_from(mv, pos)
             pos += 128
             _obj = _new(DenseUnsignedMerge)
             _obj.collection = f_collection
@@ -10957,18 +11064,18 @@ def _m_dense_unsigned_merge(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_dense_unsigned_merge(out, v):
-    out += _S115.pack(v.collection, v.low, v.high, v.result)
+    out += _S183.pack(v.collection, v.low, v.high, v.result)
 
 def _em_dense_unsigned_merge(values):
     out = bytearray()
-    _S115_pack = _S115.pack
+    _S183_pack = _S183.pack
     for v in values:
-        out += _S115_pack(v.collection, v.low, v.high, v.result)
+        out += _S183_pack(v.collection, v.low, v.high, v.result)
     return bytes(out)
 
 def _d_dense_unsigned_derive(mv, pos, end):
     if pos + 96 > end:
-        raise _short(pos, end, _T117)
+        raise _short(pos, end, _T185)
     f_target, f_input, f_output = _S14.unpack_from(mv, pos)
     pos += 96
     _obj = _new(DenseUnsignedDerive)
@@ -11024,8 +11131,8 @@ def _em_dense_unsigned_derive(values):
 
 def _d_dense_signed_merge(mv, pos, end):
     if pos + 224 > end:
-        raise _short(pos, end, _T119)
-    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S118.unpack_from(mv, pos)
+        raise _short(pos, end, _T187)
+    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S186.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseSignedMerge)
     _obj.collection = f_collection
@@ -11038,7 +11145,7 @@ def _d_dense_signed_merge(mv, pos, end):
     return _obj, pos
 
 def _u_dense_signed_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S118.unpack_from(mv, pos)
+    f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S186.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseSignedMerge)
     _obj.collection = f_collection
@@ -11055,13 +11162,13 @@ def _m_dense_signed_merge(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S118_unpack_from = _S118.unpack_from
+    _S186_unpack_from = _S186.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S118_unpack_from(mv, pos)
+            f_collection, f_low, f_high, f_result, f_author, f_sig_r, f_sig_s = _S186_unpack_from(mv, pos)
             pos += 224
             _obj = _new(DenseSignedMerge)
             _obj.collection = f_collection
@@ -11081,18 +11188,18 @@ def _m_dense_signed_merge(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_dense_signed_merge(out, v):
-    out += _S118.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
+    out += _S186.pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
 
 def _em_dense_signed_merge(values):
     out = bytearray()
-    _S118_pack = _S118.pack
+    _S186_pack = _S186.pack
     for v in values:
-        out += _S118_pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
+        out += _S186_pack(v.collection, v.low, v.high, v.result, v.author, v.sig_r, v.sig_s)
     return bytes(out)
 
 def _d_dense_signed_derive(mv, pos, end):
     if pos + 192 > end:
-        raise _short(pos, end, _T120)
+        raise _short(pos, end, _T188)
     f_target, f_input, f_output, f_author, f_sig_r, f_sig_s = _S19.unpack_from(mv, pos)
     pos += 192
     _obj = _new(DenseSignedDerive)
@@ -11157,8 +11264,8 @@ def _em_dense_signed_derive(values):
 
 def _d_dense_witness_merge(mv, pos, end):
     if pos + 288 > end:
-        raise _short(pos, end, _T122)
-    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S121.unpack_from(mv, pos)
+        raise _short(pos, end, _T190)
+    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S189.unpack_from(mv, pos)
     pos += 288
     _obj = _new(DenseWitnessMerge)
     _obj.collection = f_collection
@@ -11173,7 +11280,7 @@ def _d_dense_witness_merge(mv, pos, end):
     return _obj, pos
 
 def _u_dense_witness_merge(mv, pos, end):
-    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S121.unpack_from(mv, pos)
+    f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S189.unpack_from(mv, pos)
     pos += 288
     _obj = _new(DenseWitnessMerge)
     _obj.collection = f_collection
@@ -11192,13 +11299,13 @@ def _m_dense_witness_merge(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S121_unpack_from = _S121.unpack_from
+    _S189_unpack_from = _S189.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S121_unpack_from(mv, pos)
+            f_collection, f_low, f_high, f_result, f_low_witness, f_high_witness, f_author, f_sig_r, f_sig_s = _S189_unpack_from(mv, pos)
             pos += 288
             _obj = _new(DenseWitnessMerge)
             _obj.collection = f_collection
@@ -11220,19 +11327,19 @@ def _m_dense_witness_merge(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_dense_witness_merge(out, v):
-    out += _S121.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
+    out += _S189.pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
 
 def _em_dense_witness_merge(values):
     out = bytearray()
-    _S121_pack = _S121.pack
+    _S189_pack = _S189.pack
     for v in values:
-        out += _S121_pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
+        out += _S189_pack(v.collection, v.low, v.high, v.result, v.low_witness, v.high_witness, v.author, v.sig_r, v.sig_s)
     return bytes(out)
 
 def _d_dense_witness_derive(mv, pos, end):
     if pos + 224 > end:
-        raise _short(pos, end, _T123)
-    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S118.unpack_from(mv, pos)
+        raise _short(pos, end, _T191)
+    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S186.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseWitnessDerive)
     _obj.target = f_target
@@ -11245,7 +11352,7 @@ def _d_dense_witness_derive(mv, pos, end):
     return _obj, pos
 
 def _u_dense_witness_derive(mv, pos, end):
-    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S118.unpack_from(mv, pos)
+    f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S186.unpack_from(mv, pos)
     pos += 224
     _obj = _new(DenseWitnessDerive)
     _obj.target = f_target
@@ -11262,13 +11369,13 @@ def _m_dense_witness_derive(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S118_unpack_from = _S118.unpack_from
+    _S186_unpack_from = _S186.unpack_from
     try:
         while True:
             if pos >= end:
                 break
             _rs = pos
-            f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S118_unpack_from(mv, pos)
+            f_target, f_input, f_output, f_input_witness, f_author, f_sig_r, f_sig_s = _S186_unpack_from(mv, pos)
             pos += 224
             _obj = _new(DenseWitnessDerive)
             _obj.target = f_target
@@ -11288,24 +11395,24 @@ def _m_dense_witness_derive(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_dense_witness_derive(out, v):
-    out += _S118.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
+    out += _S186.pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
 
 def _em_dense_witness_derive(values):
     out = bytearray()
-    _S118_pack = _S118.pack
+    _S186_pack = _S186.pack
     for v in values:
-        out += _S118_pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
+        out += _S186_pack(v.target, v.input, v.output, v.input_witness, v.author, v.sig_r, v.sig_s)
     return bytes(out)
 
 def _d_dense_record(mv, pos, end):
     if pos + 1 > end:
-        raise _short(pos, end, _T108)
+        raise _short(pos, end, _T166)
     f_tag = mv[pos]
-    _r107 = pos
+    _r165 = pos
     pos += 1
     _v = _DENSETAG_BY_VALUE.get(f_tag)
     if _v is None:
-        raise ConstraintError('unknown dense_tag value', offset=_r107, path='tag', expected=[1, 2, 3, 4, 5, 6, 7], found=f_tag)
+        raise ConstraintError('unknown dense_tag value', offset=_r165, path='tag', expected=[1, 2, 3, 4, 5, 6, 7], found=f_tag)
     f_tag = _v
     _tag = f_tag
     if _tag == 1:
@@ -11327,8 +11434,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 2:
         try:
             if pos + 128 > end:
-                raise _short(pos, end, _T116)
-            _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S115.unpack_from(mv, pos)
+                raise _short(pos, end, _T184)
+            _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S183.unpack_from(mv, pos)
             pos += 128
             _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
             _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -11341,7 +11448,7 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 3:
         try:
             if pos + 96 > end:
-                raise _short(pos, end, _T117)
+                raise _short(pos, end, _T185)
             _dense_unsigned_derive__f_target, _dense_unsigned_derive__f_input, _dense_unsigned_derive__f_output = _S14.unpack_from(mv, pos)
             pos += 96
             _dense_unsigned_derive___obj = _new(DenseUnsignedDerive)
@@ -11354,8 +11461,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 4:
         try:
             if pos + 224 > end:
-                raise _short(pos, end, _T119)
-            _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S118.unpack_from(mv, pos)
+                raise _short(pos, end, _T187)
+            _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S186.unpack_from(mv, pos)
             pos += 224
             _dense_signed_merge___obj = _new(DenseSignedMerge)
             _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -11371,7 +11478,7 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 5:
         try:
             if pos + 192 > end:
-                raise _short(pos, end, _T120)
+                raise _short(pos, end, _T188)
             _dense_signed_derive__f_target, _dense_signed_derive__f_input, _dense_signed_derive__f_output, _dense_signed_derive__f_author, _dense_signed_derive__f_sig_r, _dense_signed_derive__f_sig_s = _S19.unpack_from(mv, pos)
             pos += 192
             _dense_signed_derive___obj = _new(DenseSignedDerive)
@@ -11387,8 +11494,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 6:
         try:
             if pos + 288 > end:
-                raise _short(pos, end, _T122)
-            _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S121.unpack_from(mv, pos)
+                raise _short(pos, end, _T190)
+            _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S189.unpack_from(mv, pos)
             pos += 288
             _dense_witness_merge___obj = _new(DenseWitnessMerge)
             _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -11406,8 +11513,8 @@ def _d_dense_record(mv, pos, end):
     elif _tag == 7:
         try:
             if pos + 224 > end:
-                raise _short(pos, end, _T123)
-            _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S118.unpack_from(mv, pos)
+                raise _short(pos, end, _T191)
+            _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S186.unpack_from(mv, pos)
             pos += 224
             _dense_witness_derive___obj = _new(DenseWitnessDerive)
             _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -11444,7 +11551,7 @@ def _u_dense_record(mv, pos, end):
         _dense_commit___obj.sig_s = _dense_commit__f_sig_s
         f_payload = _dense_commit___obj
     elif _tag == 2:
-        _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S115.unpack_from(mv, pos)
+        _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S183.unpack_from(mv, pos)
         pos += 128
         _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
         _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -11461,7 +11568,7 @@ def _u_dense_record(mv, pos, end):
         _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
         f_payload = _dense_unsigned_derive___obj
     elif _tag == 4:
-        _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S118.unpack_from(mv, pos)
+        _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S186.unpack_from(mv, pos)
         pos += 224
         _dense_signed_merge___obj = _new(DenseSignedMerge)
         _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -11484,7 +11591,7 @@ def _u_dense_record(mv, pos, end):
         _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
         f_payload = _dense_signed_derive___obj
     elif _tag == 6:
-        _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S121.unpack_from(mv, pos)
+        _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S189.unpack_from(mv, pos)
         pos += 288
         _dense_witness_merge___obj = _new(DenseWitnessMerge)
         _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -11498,7 +11605,7 @@ def _u_dense_record(mv, pos, end):
         _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
         f_payload = _dense_witness_merge___obj
     elif _tag == 7:
-        _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S118.unpack_from(mv, pos)
+        _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S186.unpack_from(mv, pos)
         pos += 224
         _dense_witness_derive___obj = _new(DenseWitnessDerive)
         _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -11521,10 +11628,10 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
     _append = _out.append
     _p0 = _rs = pos
     _end = end
-    _S115_unpack_from = _S115.unpack_from
-    _S118_unpack_from = _S118.unpack_from
-    _S121_unpack_from = _S121.unpack_from
     _S14_unpack_from = _S14.unpack_from
+    _S183_unpack_from = _S183.unpack_from
+    _S186_unpack_from = _S186.unpack_from
+    _S189_unpack_from = _S189.unpack_from
     _S19_unpack_from = _S19.unpack_from
     try:
         while True:
@@ -11547,7 +11654,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_commit___obj.sig_s = _dense_commit__f_sig_s
                 f_payload = _dense_commit___obj
             elif _tag == 2:
-                _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S115_unpack_from(mv, pos)
+                _dense_unsigned_merge__f_collection, _dense_unsigned_merge__f_low, _dense_unsigned_merge__f_high, _dense_unsigned_merge__f_result = _S183_unpack_from(mv, pos)
                 pos += 128
                 _dense_unsigned_merge___obj = _new(DenseUnsignedMerge)
                 _dense_unsigned_merge___obj.collection = _dense_unsigned_merge__f_collection
@@ -11564,7 +11671,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_unsigned_derive___obj.output = _dense_unsigned_derive__f_output
                 f_payload = _dense_unsigned_derive___obj
             elif _tag == 4:
-                _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S118_unpack_from(mv, pos)
+                _dense_signed_merge__f_collection, _dense_signed_merge__f_low, _dense_signed_merge__f_high, _dense_signed_merge__f_result, _dense_signed_merge__f_author, _dense_signed_merge__f_sig_r, _dense_signed_merge__f_sig_s = _S186_unpack_from(mv, pos)
                 pos += 224
                 _dense_signed_merge___obj = _new(DenseSignedMerge)
                 _dense_signed_merge___obj.collection = _dense_signed_merge__f_collection
@@ -11587,7 +11694,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_signed_derive___obj.sig_s = _dense_signed_derive__f_sig_s
                 f_payload = _dense_signed_derive___obj
             elif _tag == 6:
-                _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S121_unpack_from(mv, pos)
+                _dense_witness_merge__f_collection, _dense_witness_merge__f_low, _dense_witness_merge__f_high, _dense_witness_merge__f_result, _dense_witness_merge__f_low_witness, _dense_witness_merge__f_high_witness, _dense_witness_merge__f_author, _dense_witness_merge__f_sig_r, _dense_witness_merge__f_sig_s = _S189_unpack_from(mv, pos)
                 pos += 288
                 _dense_witness_merge___obj = _new(DenseWitnessMerge)
                 _dense_witness_merge___obj.collection = _dense_witness_merge__f_collection
@@ -11601,7 +11708,7 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
                 _dense_witness_merge___obj.sig_s = _dense_witness_merge__f_sig_s
                 f_payload = _dense_witness_merge___obj
             elif _tag == 7:
-                _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S118_unpack_from(mv, pos)
+                _dense_witness_derive__f_target, _dense_witness_derive__f_input, _dense_witness_derive__f_output, _dense_witness_derive__f_input_witness, _dense_witness_derive__f_author, _dense_witness_derive__f_sig_r, _dense_witness_derive__f_sig_s = _S186_unpack_from(mv, pos)
                 pos += 224
                 _dense_witness_derive___obj = _new(DenseWitnessDerive)
                 _dense_witness_derive___obj.target = _dense_witness_derive__f_target
@@ -11627,29 +11734,29 @@ def _m_dense_record(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_dense_record(out, v):
-    out += _S107.pack(v.tag)
+    out += _S165.pack(v.tag)
     _tag = v.tag
     if _tag == 1:
         _dense_commit__v = v.payload
         out += _S19.pack(_dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s)
     elif _tag == 2:
         _dense_unsigned_merge__v = v.payload
-        out += _S115.pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
+        out += _S183.pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result)
     elif _tag == 3:
         _dense_unsigned_derive__v = v.payload
         out += _S14.pack(_dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output)
     elif _tag == 4:
         _dense_signed_merge__v = v.payload
-        out += _S118.pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
+        out += _S186.pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s)
     elif _tag == 5:
         _dense_signed_derive__v = v.payload
         out += _S19.pack(_dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s)
     elif _tag == 6:
         _dense_witness_merge__v = v.payload
-        out += _S121.pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
+        out += _S189.pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s)
     elif _tag == 7:
         _dense_witness_derive__v = v.payload
-        out += _S118.pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
+        out += _S186.pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s)
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='payload')
 
@@ -11657,41 +11764,41 @@ def _em_dense_record(values):
     _all = []
     _a = _all.append
     _chunks = []
-    _S107_pack = _S107.pack
-    _S115_pack = _S115.pack
-    _S118_pack = _S118.pack
-    _S121_pack = _S121.pack
-    _S14_pack = _S14.pack
-    _S19_pack = _S19.pack
+    _S165_pack = _S165.pack
+    _S168_pack = _S168.pack
+    _S192_pack = _S192.pack
+    _S193_pack = _S193.pack
+    _S194_pack = _S194.pack
+    _S195_pack = _S195.pack
     for v in values:
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S107_pack(v.tag))
         _tag = v.tag
+        _p = []
         if _tag == 1:
             _dense_commit__v = v.payload
-            _p.append(_S19_pack(_dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s))
+            _p.append(_S192_pack(v.tag, _dense_commit__v.collection, _dense_commit__v.data, _dense_commit__v.metadata, _dense_commit__v.author, _dense_commit__v.sig_r, _dense_commit__v.sig_s))
         elif _tag == 2:
             _dense_unsigned_merge__v = v.payload
-            _p.append(_S115_pack(_dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result))
+            _p.append(_S193_pack(v.tag, _dense_unsigned_merge__v.collection, _dense_unsigned_merge__v.low, _dense_unsigned_merge__v.high, _dense_unsigned_merge__v.result))
         elif _tag == 3:
             _dense_unsigned_derive__v = v.payload
-            _p.append(_S14_pack(_dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output))
+            _p.append(_S168_pack(v.tag, _dense_unsigned_derive__v.target, _dense_unsigned_derive__v.input, _dense_unsigned_derive__v.output))
         elif _tag == 4:
             _dense_signed_merge__v = v.payload
-            _p.append(_S118_pack(_dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s))
+            _p.append(_S194_pack(v.tag, _dense_signed_merge__v.collection, _dense_signed_merge__v.low, _dense_signed_merge__v.high, _dense_signed_merge__v.result, _dense_signed_merge__v.author, _dense_signed_merge__v.sig_r, _dense_signed_merge__v.sig_s))
         elif _tag == 5:
             _dense_signed_derive__v = v.payload
-            _p.append(_S19_pack(_dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s))
+            _p.append(_S192_pack(v.tag, _dense_signed_derive__v.target, _dense_signed_derive__v.input, _dense_signed_derive__v.output, _dense_signed_derive__v.author, _dense_signed_derive__v.sig_r, _dense_signed_derive__v.sig_s))
         elif _tag == 6:
             _dense_witness_merge__v = v.payload
-            _p.append(_S121_pack(_dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s))
+            _p.append(_S195_pack(v.tag, _dense_witness_merge__v.collection, _dense_witness_merge__v.low, _dense_witness_merge__v.high, _dense_witness_merge__v.result, _dense_witness_merge__v.low_witness, _dense_witness_merge__v.high_witness, _dense_witness_merge__v.author, _dense_witness_merge__v.sig_r, _dense_witness_merge__v.sig_s))
         elif _tag == 7:
             _dense_witness_derive__v = v.payload
-            _p.append(_S118_pack(_dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
+            _p.append(_S194_pack(v.tag, _dense_witness_derive__v.target, _dense_witness_derive__v.input, _dense_witness_derive__v.output, _dense_witness_derive__v.input_witness, _dense_witness_derive__v.author, _dense_witness_derive__v.sig_r, _dense_witness_derive__v.sig_s))
         else:
+            _p.append(_S165_pack(v.tag))
             raise EncodeError('no case for tag ' + repr(_tag), path='payload')
         _a(b''.join(_p))
     _chunks.append(b''.join(_all))

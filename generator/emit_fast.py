@@ -10,6 +10,7 @@ prepended, so the happy path pays nothing for good error messages.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import re
 import struct
@@ -1024,6 +1025,11 @@ class FastEmitter:
 
     @staticmethod
     def varint_encode(t: ir.VarintT, val: str) -> str:
+        """One varint's bytes; a one-byte uleb128 value (an exact int below 128: not a
+        bool, not negative) is taken from a prebuilt table without a call."""
+        if t.kind == "uleb128":
+            return (f"(_uleb128_one[_w] if (_w := {val}).__class__ is int and -1 < _w < 128 "
+                    f"else _uleb128_encode(_w))")
         return f"_{t.kind}_encode({val})"
 
     def decode_repeat(self, rec: ir.Record, f: ir.Field, res, prefixed: bool) -> list[str]:
@@ -1454,6 +1460,12 @@ class FastEmitter:
                or (isinstance(n, ast.FunctionDef) and n is not fn)
                or (isinstance(n, ast.Name) and n.id == "values") for n in nodes):
             return []
+        formats = {m.group(1): m.group(2) for c in self.consts
+                   if (m := re.fullmatch(r"(_S\d+) = struct\.Struct\('([^']*)'\)", c))}
+        static_padding(fn.body, formats)
+        drop_len_marks(fn)
+        fuse_packs(fn.body, formats, lambda fmt: self.const("S", f"struct.Struct({fmt!r})"))
+        nodes = list(ast.walk(fn))
         params = [a.arg for a in fn.args.args[2:]]
         hoisted: set[str] = set()
         taken = {n.id for n in nodes if isinstance(n, ast.Name)}
@@ -2666,3 +2678,191 @@ def drop_dead_stores(fn: ast.FunctionDef) -> None:
             setattr(_parent, attr, keep or [ast.Pass()])
         if not changed:
             return
+
+
+# -- many-record encoders: lengths known ahead, one pack per fixed run ------------------------
+
+def _pack_call(e: ast.expr, formats: dict[str, str]) -> str | None:
+    """The struct constant of ``_SNN.pack(...)`` (positional arguments only), or None."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "pack" \
+            and isinstance(e.func.value, ast.Name) and e.func.value.id in formats \
+            and not e.keywords and not any(isinstance(a, ast.Starred) for a in e.args):
+        return e.func.value.id
+    return None
+
+
+def _len_mark(st: ast.stmt) -> str | None:
+    """``S = len(out)``: the name S."""
+    if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+            and isinstance(st.value, ast.Call) and _is_name(st.value.func, "len") \
+            and len(st.value.args) == 1 and _is_name(st.value.args[0], "out"):
+        return st.targets[0].id
+    return None
+
+
+def _padding_of(e: ast.expr) -> tuple[str, int] | None:
+    """``bytes((-(len(out) - S)) % A)``: (S, A)."""
+    if not (isinstance(e, ast.Call) and _is_name(e.func, "bytes") and len(e.args) == 1):
+        return None
+    m = e.args[0]
+    if not (isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod)
+            and isinstance(m.right, ast.Constant) and isinstance(m.right.value, int)
+            and isinstance(m.left, ast.UnaryOp) and isinstance(m.left.op, ast.USub)):
+        return None
+    d = m.left.operand
+    if isinstance(d, ast.BinOp) and isinstance(d.op, ast.Sub) and isinstance(d.left, ast.Call) \
+            and _is_name(d.left.func, "len") and len(d.left.args) == 1 \
+            and _is_name(d.left.args[0], "out") and isinstance(d.right, ast.Name):
+        return d.right.id, m.right.value
+    return None
+
+
+def _sub_lists(st: ast.stmt):
+    for attr in ("body", "orelse", "finalbody"):
+        sub = getattr(st, attr, None)
+        if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+            yield sub
+    for h in getattr(st, "handlers", []) or []:
+        yield h.body
+
+
+def static_padding(stmts: list[ast.stmt], formats: dict[str, str]) -> None:
+    """``S = len(out)``, then pieces whose lengths are known (struct packs, bytes
+    constants, ``bytes`` locals), then ``out += bytes(-(len(out) - S) % A)``: the padding
+    is computed from those lengths (``bytes(-(k + len(b)) % A)``). The encoder then no
+    longer asks ``out`` for its length, which is what keeps its records from being
+    gathered (``gather_parts``); marks left unread are dropped (``drop_len_marks``)."""
+    for st in stmts:
+        for sub in _sub_lists(st):
+            static_padding(sub, formats)
+    track: dict[str, list | None] = {}  # mark -> [bytes so far, bytes locals so far]
+    for st in stmts:
+        mark = _len_mark(st)
+        if mark is not None:
+            track[mark] = [0, []]
+            continue
+        if _is_out_append(st):
+            pad = _padding_of(st.value)
+            if pad is not None and track.get(pad[0]) is not None:
+                k, names = track[pad[0]]  # type: ignore[misc]
+                terms: list[ast.expr] = [ast.Constant(k)] if k or not names else []
+                terms += [ast.Call(ast.Name("len", ast.Load()), [ast.Name(n, ast.Load())], [])
+                          for n in names]
+                total = terms[0]
+                for t in terms[1:]:
+                    total = ast.BinOp(total, ast.Add(), t)
+                st.value = ast.Call(ast.Name("bytes", ast.Load()), [ast.BinOp(
+                    ast.UnaryOp(ast.USub(), total), ast.Mod(), ast.Constant(pad[1]))], [])
+            piece = st.value
+            name = _pack_call(piece, formats)
+            size = struct.calcsize(formats[name]) if name else \
+                len(piece.value) if isinstance(piece, ast.Constant) \
+                and isinstance(piece.value, bytes) else None
+            for m, t in track.items():
+                if t is None:
+                    continue
+                if size is not None:
+                    t[0] += size
+                elif isinstance(piece, ast.Name):
+                    t[1].append(piece.id)
+                else:
+                    track[m] = None
+            continue
+        stores = {n.id for n in ast.walk(st) if isinstance(n, ast.Name)
+                  and not isinstance(n.ctx, ast.Load)}
+        touches = any(_is_name(n, "out") for n in ast.walk(st))
+        for m, t in track.items():
+            if t is not None and (touches or m in stores or stores & set(t[1])):
+                track[m] = None
+
+
+def drop_len_marks(fn: ast.FunctionDef) -> None:
+    """Remove ``S = len(out)`` where nothing reads S."""
+    loads = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for _parent, _attr, stmts in list(_stmt_lists(fn)):
+        keep = [st for st in stmts if _len_mark(st) is None or _len_mark(st) in loads]
+        if len(keep) != len(stmts):
+            stmts[:] = keep or [ast.Pass()]
+
+
+def _pure(e: ast.expr) -> bool:
+    """An expression that only reads (names, attributes, constants, comparisons)."""
+    return all(isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Load, ast.Compare,
+                              ast.cmpop, ast.BoolOp, ast.boolop, ast.Tuple))
+               for n in ast.walk(e))
+
+
+def _pure_assign(st: ast.stmt) -> set[str] | None:
+    """The names a side-effect-free ``x = <reads>`` stores, or None."""
+    if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets) \
+            and _pure(st.value) and not any(_is_name(n, "out") for n in ast.walk(st.value)):
+        return {t.id for t in st.targets}  # type: ignore[union-attr]
+    return None
+
+
+def _leads_to_pack(stmts: list[ast.stmt], formats: dict[str, str], order: str) -> bool:
+    """Whether a write moved to the start of ``stmts`` would fuse: reads, then a fixed
+    write of the same byte order (directly, or first thing in the first case of a switch
+    on those reads). A write is moved into a switch's cases only then: otherwise it
+    would only be copied into each case, to no gain."""
+    for st in stmts:
+        if _pure_assign(st) is not None:
+            continue
+        if _is_out_append(st):
+            name = _pack_call(st.value, formats)
+            return name is not None and formats[name][:1] == order
+        if isinstance(st, ast.If) and _pure(st.test):
+            return _leads_to_pack(st.body, formats, order)
+        return False
+    return False
+
+
+def fuse_packs(stmts: list[ast.stmt], formats: dict[str, str], new_struct) -> None:
+    """Consecutive fixed writes become one: ``out += A.pack(a...)``, reads only, then
+    ``out += B.pack(b...)`` is ``out += AB.pack(a..., b...)``; a write followed by reads
+    and a switch on them moves into each case first, so that a tag and the case's first
+    fixed run (and that case's own first nested case) are packed in one call. Only for the
+    many-record encoders: a write whose values fail raises as before, at most a few lines
+    later, and the checked per-record loop reports it. ``new_struct(fmt)`` names the fused
+    ``Struct``. Formats must be little- or big-endian standard sizes (``<``/``>``): no
+    alignment, so a concatenation packs exactly the bytes the two packs did."""
+    i = 0
+    while i < len(stmts):
+        st = stmts[i]
+        name = _pack_call(st.value, formats) if _is_out_append(st) else None
+        if name is None or formats[name][:1] not in "<>":
+            i += 1
+            continue
+        reads = {n.id for a in st.value.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+        j = i + 1
+        stored: set[str] = set()
+        while j < len(stmts) and (s := _pure_assign(stmts[j])) is not None:
+            stored |= s
+            j += 1
+        if j >= len(stmts) or stored & reads:
+            i += 1
+            continue
+        nxt = stmts[j]
+        other = _pack_call(nxt.value, formats) if _is_out_append(nxt) else None
+        if other is not None and formats[other][:1] == formats[name][:1]:
+            fmt = formats[name] + formats[other][1:]
+            fused = new_struct(fmt)
+            formats[fused] = fmt
+            nxt.value = ast.Call(ast.Attribute(ast.Name(fused, ast.Load()), "pack", ast.Load()),
+                                 st.value.args + nxt.value.args, [])
+            del stmts[i]
+            continue  # the fused write may fuse again with what follows it
+        if isinstance(nxt, ast.If) and _pure(nxt.test) and nxt.body \
+                and _leads_to_pack(nxt.body, formats, formats[name][:1]):
+            # into every branch (``elif`` is an ``If`` alone in ``orelse``: handled there)
+            nxt.body.insert(0, copy.deepcopy(st))
+            if nxt.orelse:
+                nxt.orelse.insert(0, copy.deepcopy(st))
+            else:
+                nxt.orelse = [copy.deepcopy(st)]
+            del stmts[i]
+            continue
+        i += 1
+    for st in stmts:
+        for sub in _sub_lists(st):
+            fuse_packs(sub, formats, new_struct)

@@ -90,6 +90,7 @@ def uleb128(mv: memoryview, pos: int, end: int, path: str) -> tuple[int, int]:
 
 
 uleb128_encode = varint.encode_uleb128
+uleb128_one = varint.ONE_BYTE  # generated encoders index it for one-byte values
 
 
 def algorithm_name(alg: Any, codecs: dict | None = None, *, offset: int | None = None,

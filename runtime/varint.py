@@ -75,21 +75,28 @@ def decode_uleb128(
     return value, pos
 
 
+# the encodings of 0..127, built once: most varints in real records are one byte, and an
+# encoder (generated ones inline this) then returns a prebuilt object instead of building one
+ONE_BYTE: tuple[bytes, ...] = tuple(bytes((i,)) for i in range(0x80))
+
+
 def encode_uleb128(value: int) -> bytes:
     """Minimal ULEB128 encoding of an unsigned 64-bit ``value``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if value.__class__ is int:  # exactly int (a bool or another subclass: checked below)
+        if -1 < value < 0x80:
+            return ONE_BYTE[value]
+        if -1 < value < 0x4000:
+            return bytes((value & 0x7F | 0x80, value >> 7))
+    elif isinstance(value, bool) or not isinstance(value, int):
         raise EncodeError(f"ULEB128 value must be an int, got {type(value).__name__}")
     if value < 0 or value > U64_MAX:
         raise EncodeError(f"ULEB128 value {value} outside 0..2**64-1")
     out = bytearray()
-    while True:
-        group = value & 0x7F
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
         value >>= 7
-        if value:
-            out.append(group | 0x80)
-        else:
-            out.append(group)
-            return bytes(out)
+    out.append(value)
+    return bytes(out)
 
 
 def uleb128_size(value: int) -> int:

@@ -61,9 +61,11 @@ def test_ratios_against_hand(report):
         assert len(rounds) == report["repeat"], name
         assert ratios["fast"] == pytest.approx(statistics.median(rounds), rel=1e-3), name
         assert all(r == pytest.approx(1.0) for r in case["decode_round_ratios"]["hand"])
-        if "encode_ratio_vs_hand" in case:
-            assert case["encode_ratio_vs_hand"]["fast"] == pytest.approx(
-                statistics.median(case["encode_round_ratios"]["fast"]), rel=1e-3), name
+        # every case has a hand encoder beside the generated one, agreeing byte for byte
+        assert set(case["encode_ratio_vs_hand"]) == {"fast", "hand"}, name
+        assert case["encode_agree"] == {"fast": True, "hand": True}, name
+        assert case["encode_ratio_vs_hand"]["fast"] == pytest.approx(
+            statistics.median(case["encode_round_ratios"]["fast"]), rel=1e-3), name
     htt = report["cases"]["htt_wal_tail20"]
     assert {"construct_plain", "construct_plain_compiled"} <= set(htt["decode"])
     assert htt["encode_ratio_vs_hand"]["hand"] == pytest.approx(1.0)

@@ -236,6 +236,7 @@ VECTORS = [
     (127, "7f"),
     (128, "8001"),
     (300, "ac02"),
+    (16383, "ff7f"),  # the largest two-byte value (encoded without the loop)
     (16384, "808001"),
     (2**64 - 1, "ffffffffffffffffff01"),
 ]
@@ -267,9 +268,18 @@ def test_uleb128_errors() -> None:
     assert varint.decode_uleb128(b"\x81\x80\x00") == (1, 3)
     with pytest.raises(ConstraintError, match="non-minimal"):
         varint.decode_uleb128(b"\x80\x00", minimal=True, path="hdr.len")
-    for bad in (-1, 2**64, True, 1.0):
+    for bad in (-1, -200, 2**64, True, False, 1.0):
         with pytest.raises(EncodeError):
             varint.encode_uleb128(bad)  # type: ignore[arg-type]
+    # an int subclass other than bool (an IntEnum member) encodes as its value
+    import enum
+
+    class Tag(enum.IntEnum):
+        SMALL = 5
+        BIG = 300
+
+    assert varint.encode_uleb128(Tag.SMALL) == b"\x05"
+    assert varint.encode_uleb128(Tag.BIG) == bytes.fromhex("ac02")
 
 
 @given(st.integers(0, 2**64 - 1))

@@ -60,6 +60,7 @@ from bytewright.runtime.codec import text as _text
 from bytewright.runtime.codec import text_error as _text_error
 from bytewright.runtime.codec import uleb128 as _uleb128
 from bytewright.runtime.codec import uleb128_encode as _uleb128_encode
+from bytewright.runtime.codec import uleb128_one as _uleb128_one
 from bytewright.runtime.errors import (
     ChecksumError,
     ConstraintError,

@@ -60,6 +60,7 @@ from bytewright.runtime.codec import text as _text
 from bytewright.runtime.codec import text_error as _text_error
 from bytewright.runtime.codec import uleb128 as _uleb128
 from bytewright.runtime.codec import uleb128_encode as _uleb128_encode
+from bytewright.runtime.codec import uleb128_one as _uleb128_one
 from bytewright.runtime.errors import (
     ChecksumError,
     ConstraintError,
@@ -238,7 +239,6 @@ def _em_wal_file(values):
         out += _S2_pack(f_hdr_check)
         f__chain = f_hdr_check
         for _x in v.frames:
-            _p0 = len(out)
             _frame__p_order = 'big' if v.magic == 931071619 else 'little'
             _frame__p_page_size = v.page_size
             _frame__p_hdr_salt1 = v.salt1
