@@ -857,15 +857,13 @@ def _em_tail_quantized_gacl(values, p_semantic_dims):
             _all.clear()
         if len(v.reserved) != min(p_semantic_dims, 16):
             raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(v.reserved)), path='reserved')
-        _p = []
         if v.reserved.__class__ is PackedArray and v.reserved.kind is _PK7:
-            _p.append(v.reserved.raw)
+            _a(v.reserved.raw)
         else:
-            _p.append(_PK7.encode_all(v.reserved))
+            _a(_PK7.encode_all(v.reserved))
         if len(v.user) != p_semantic_dims - 16:
             raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(v.user)), path='user')
-        _p.append(struct.pack('<' + str(len(v.user)) + 'h', *v.user))
-        _a(b''.join(_p))
+        _a(struct.pack('<' + str(len(v.user)) + 'h', *v.user))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -962,13 +960,11 @@ def _em_meta_pair(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_key = v.key.encode()
-        _p = []
-        _p.append(_S10_pack(len(_b_key)))
-        _p.append(_b_key)
+        _a(_S10_pack(len(_b_key)))
+        _a(_b_key)
         _b_value = v.value.encode()
-        _p.append(_S10_pack(len(_b_value)))
-        _p.append(_b_value)
-        _a(b''.join(_p))
+        _a(_S10_pack(len(_b_value)))
+        _a(_b_value)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -1338,20 +1334,19 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_key = v.key.encode()
-        _p = []
-        _p.append(_S10_pack(len(_b_key)))
-        _p.append(_b_key)
+        _a(_S10_pack(len(_b_key)))
+        _a(_b_key)
         _b_data = v.data
-        _p.append(_S2_pack(len(_b_data)))
-        _p.append(_b_data)
-        _p.append(_S10_pack(len(v.meta)))
+        _a(_S2_pack(len(_b_data)))
+        _a(_b_data)
+        _a(_S10_pack(len(v.meta)))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            _p.append(_S10_pack(len(_meta_pair_b_key)))
-            _p.append(_meta_pair_b_key)
+            _a(_S10_pack(len(_meta_pair_b_key)))
+            _a(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            _p.append(_S10_pack(len(_meta_pair_b_value)))
-            _p.append(_meta_pair_b_value)
+            _a(_S10_pack(len(_meta_pair_b_value)))
+            _a(_meta_pair_b_value)
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
@@ -1359,30 +1354,29 @@ def _em_snapshot_entry(values, p_semantic_dims, p_tail_layout):
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
                 if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
-                    _p.append(_tail_full__v.dims.raw)
+                    _a(_tail_full__v.dims.raw)
                 else:
-                    _p.append(_PK7.encode_all(_tail_full__v.dims))
+                    _a(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                _p.append(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
+                _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
                 if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
-                    _p.append(_tail_quantized_gacl__v.reserved.raw)
+                    _a(_tail_quantized_gacl__v.reserved.raw)
                 else:
-                    _p.append(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
+                    _a(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                _p.append(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
+                _a(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
             else:
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -2596,17 +2590,16 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_data = v.data
-        _p = []
-        _p.append(_S2_pack(len(_b_data)))
-        _p.append(_b_data)
-        _p.append(_S10_pack(len(v.meta)))
+        _a(_S2_pack(len(_b_data)))
+        _a(_b_data)
+        _a(_S10_pack(len(v.meta)))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            _p.append(_S10_pack(len(_meta_pair_b_key)))
-            _p.append(_meta_pair_b_key)
+            _a(_S10_pack(len(_meta_pair_b_key)))
+            _a(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            _p.append(_S10_pack(len(_meta_pair_b_value)))
-            _p.append(_meta_pair_b_value)
+            _a(_S10_pack(len(_meta_pair_b_value)))
+            _a(_meta_pair_b_value)
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
@@ -2614,30 +2607,29 @@ def _em_insert_body(values, p_semantic_dims, p_tail_layout):
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
                 if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
-                    _p.append(_tail_full__v.dims.raw)
+                    _a(_tail_full__v.dims.raw)
                 else:
-                    _p.append(_PK7.encode_all(_tail_full__v.dims))
+                    _a(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                _p.append(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
+                _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
                 if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
-                    _p.append(_tail_quantized_gacl__v.reserved.raw)
+                    _a(_tail_quantized_gacl__v.reserved.raw)
                 else:
-                    _p.append(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
+                    _a(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                _p.append(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
+                _a(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
             else:
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -2793,18 +2785,16 @@ def _em_update_body(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_data = v.data
-        _p = []
-        _p.append(_S2_pack(len(_b_data)))
-        _p.append(_b_data)
-        _p.append(_S10_pack(len(v.meta)))
+        _a(_S2_pack(len(_b_data)))
+        _a(_b_data)
+        _a(_S10_pack(len(v.meta)))
         for _x in v.meta:
             _meta_pair_b_key = _x.key.encode()
-            _p.append(_S10_pack(len(_meta_pair_b_key)))
-            _p.append(_meta_pair_b_key)
+            _a(_S10_pack(len(_meta_pair_b_key)))
+            _a(_meta_pair_b_key)
             _meta_pair_b_value = _x.value.encode()
-            _p.append(_S10_pack(len(_meta_pair_b_value)))
-            _p.append(_meta_pair_b_value)
-        _a(b''.join(_p))
+            _a(_S10_pack(len(_meta_pair_b_value)))
+            _a(_meta_pair_b_value)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -3039,7 +3029,6 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
         if p_semantic_dims > 0:
             _tag = p_tail_layout
             if _tag == 0:
@@ -3047,30 +3036,29 @@ def _em_set_semantic_body(values, p_semantic_dims, p_tail_layout):
                 if len(_tail_full__v.dims) != p_semantic_dims:
                     raise EncodeError('expected ' + str(p_semantic_dims) + ' items, found ' + str(len(_tail_full__v.dims)), path='dims')
                 if _tail_full__v.dims.__class__ is PackedArray and _tail_full__v.dims.kind is _PK7:
-                    _p.append(_tail_full__v.dims.raw)
+                    _a(_tail_full__v.dims.raw)
                 else:
-                    _p.append(_PK7.encode_all(_tail_full__v.dims))
+                    _a(_PK7.encode_all(_tail_full__v.dims))
             elif _tag == 1:
                 _tail_quantized__v = v.tail
                 if len(_tail_quantized__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized__v.user)), path='user')
-                _p.append(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
+                _a(struct.pack('<' + str(len(_tail_quantized__v.user)) + 'h', *_tail_quantized__v.user))
             elif _tag == 2:
                 _tail_quantized_gacl__v = v.tail
                 if len(_tail_quantized_gacl__v.reserved) != min(p_semantic_dims, 16):
                     raise EncodeError('expected ' + str(min(p_semantic_dims, 16)) + ' items, found ' + str(len(_tail_quantized_gacl__v.reserved)), path='reserved')
                 if _tail_quantized_gacl__v.reserved.__class__ is PackedArray and _tail_quantized_gacl__v.reserved.kind is _PK7:
-                    _p.append(_tail_quantized_gacl__v.reserved.raw)
+                    _a(_tail_quantized_gacl__v.reserved.raw)
                 else:
-                    _p.append(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
+                    _a(_PK7.encode_all(_tail_quantized_gacl__v.reserved))
                 if len(_tail_quantized_gacl__v.user) != p_semantic_dims - 16:
                     raise EncodeError('expected ' + str(p_semantic_dims - 16) + ' items, found ' + str(len(_tail_quantized_gacl__v.user)), path='user')
-                _p.append(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
+                _a(struct.pack('<' + str(len(_tail_quantized_gacl__v.user)) + 'h', *_tail_quantized_gacl__v.user))
             else:
                 raise EncodeError('no case for tag ' + repr(_tag), path='tail')
         elif v.tail is not None:
             raise EncodeError('field is present but its condition is false', path='tail')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 

@@ -518,11 +518,9 @@ def _em_ref_body(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.address).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(b''.join(_p))
+        _a(_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.address).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -1330,37 +1328,35 @@ def _em_statement(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_uleb128_one[_w] if (_w := v.id_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_S2_pack(v.tag))
+        _a(_uleb128_one[_w] if (_w := v.id_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_S2_pack(v.tag))
         _tag = v.tag
         if _tag == 0:
             _ref_body__v = v.body
-            _p.append(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.offset_delta).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
-            _p.append(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.size).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
-            _p.append(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.address).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
+            _a(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.offset_delta).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
+            _a(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.size).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
+            _a(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.address).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
         elif _tag == 1:
             _zero_body__v = v.body
-            _p.append(_uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.offset_delta).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w))
-            _p.append(_uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.size).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w))
+            _a(_uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.offset_delta).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w))
+            _a(_uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.size).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w))
         elif _tag == 2:
             _shrink_body__v = v.body
-            _p.append(_uleb128_one[_shrink_body___w] if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is int and -1 < _shrink_body___w < 128 else _uleb128_encode(_shrink_body___w))
+            _a(_uleb128_one[_shrink_body___w] if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is int and -1 < _shrink_body___w < 128 else _uleb128_encode(_shrink_body___w))
         elif _tag == 3:
             _grow_body__v = v.body
-            _p.append(_uleb128_one[_grow_body___w] if (_grow_body___w := _grow_body__v.offset_delta).__class__ is int and -1 < _grow_body___w < 128 else _uleb128_encode(_grow_body___w))
+            _a(_uleb128_one[_grow_body___w] if (_grow_body___w := _grow_body__v.offset_delta).__class__ is int and -1 < _grow_body___w < 128 else _uleb128_encode(_grow_body___w))
         elif _tag == 4:
             if v.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _inline_body__v = v.body
             _inline_body__p_size_tag = v.tag
-            _p.append(_uleb128_one[_inline_body___w] if (_inline_body___w := _inline_body__v.offset_delta).__class__ is int and -1 < _inline_body___w < 128 else _uleb128_encode(_inline_body___w))
+            _a(_uleb128_one[_inline_body___w] if (_inline_body___w := _inline_body__v.offset_delta).__class__ is int and -1 < _inline_body___w < 128 else _uleb128_encode(_inline_body___w))
             _inline_body___b = _inline_body__v.payload
             if len(_inline_body___b) != _inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
-            _p.append(_inline_body___b)
-        _a(b''.join(_p))
+            _a(_inline_body___b)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -1998,43 +1994,41 @@ def _em_table_content(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
         for _x in v.children:
             if _x == 0:
                 raise EncodeError('an item equals the terminator 0', path='children')
-            _p.append(_uleb128_one[_w] if (_w := _x).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := 0).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+            _a(_uleb128_one[_w] if (_w := _x).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := 0).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         for _x in v.statements:
-            _p.append(_uleb128_one[_statement___w] if (_statement___w := _x.id_delta).__class__ is int and -1 < _statement___w < 128 else _uleb128_encode(_statement___w))
-            _p.append(_S2_pack(_x.tag))
+            _a(_uleb128_one[_statement___w] if (_statement___w := _x.id_delta).__class__ is int and -1 < _statement___w < 128 else _uleb128_encode(_statement___w))
+            _a(_S2_pack(_x.tag))
             _statement___tag = _x.tag
             if _statement___tag == 0:
                 _statement___ref_body__v = _x.body
-                _p.append(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
-                _p.append(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
-                _p.append(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
+                _a(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
+                _a(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
+                _a(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
             elif _statement___tag == 1:
                 _statement___zero_body__v = _x.body
-                _p.append(_uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w))
-                _p.append(_uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w))
+                _a(_uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w))
+                _a(_uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w))
             elif _statement___tag == 2:
                 _statement___shrink_body__v = _x.body
-                _p.append(_uleb128_one[_statement___shrink_body___w] if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is int and -1 < _statement___shrink_body___w < 128 else _uleb128_encode(_statement___shrink_body___w))
+                _a(_uleb128_one[_statement___shrink_body___w] if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is int and -1 < _statement___shrink_body___w < 128 else _uleb128_encode(_statement___shrink_body___w))
             elif _statement___tag == 3:
                 _statement___grow_body__v = _x.body
-                _p.append(_uleb128_one[_statement___grow_body___w] if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is int and -1 < _statement___grow_body___w < 128 else _uleb128_encode(_statement___grow_body___w))
+                _a(_uleb128_one[_statement___grow_body___w] if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is int and -1 < _statement___grow_body___w < 128 else _uleb128_encode(_statement___grow_body___w))
             elif _statement___tag == 4:
                 if _x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _statement___inline_body__v = _x.body
                 _statement___inline_body__p_size_tag = _x.tag
-                _p.append(_uleb128_one[_statement___inline_body___w] if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is int and -1 < _statement___inline_body___w < 128 else _uleb128_encode(_statement___inline_body___w))
+                _a(_uleb128_one[_statement___inline_body___w] if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is int and -1 < _statement___inline_body___w < 128 else _uleb128_encode(_statement___inline_body___w))
                 _statement___inline_body___b = _statement___inline_body__v.payload
                 if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
-                _p.append(_statement___inline_body___b)
-        _a(b''.join(_p))
+                _a(_statement___inline_body___b)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -3347,15 +3341,13 @@ def _em_journal_write(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _b = v.data
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
-        _p.append(_b)
-        _a(b''.join(_p))
+        _a(_b)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -3579,16 +3571,14 @@ def _em_journal_splice(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.old_len).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.old_len).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _b = v.data
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
-        _p.append(_b)
-        _a(b''.join(_p))
+        _a(_b)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -3831,13 +3821,11 @@ def _em_journal_copy(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_uleb128_one[_w] if (_w := v.src).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.src_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.length).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.dst).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _p.append(_uleb128_one[_w] if (_w := v.dst_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(b''.join(_p))
+        _a(_uleb128_one[_w] if (_w := v.src).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.src_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.length).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.dst).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := v.dst_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -4846,52 +4834,50 @@ def _em_journal_record(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S2_pack(v.tag))
+        _a(_S2_pack(v.tag))
         _tag = v.tag
         if _tag == 1:
             _journal_free__v = v.body
-            _p.append(_uleb128_one[_journal_free___w] if (_journal_free___w := _journal_free__v.id).__class__ is int and -1 < _journal_free___w < 128 else _uleb128_encode(_journal_free___w))
+            _a(_uleb128_one[_journal_free___w] if (_journal_free___w := _journal_free__v.id).__class__ is int and -1 < _journal_free___w < 128 else _uleb128_encode(_journal_free___w))
         elif _tag == 2:
             _journal_resize__v = v.body
-            _p.append(_uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.id).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w))
-            _p.append(_uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.size).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w))
+            _a(_uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.id).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w))
+            _a(_uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.size).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w))
         elif _tag == 3:
             _journal_write__v = v.body
-            _p.append(_uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.id).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
-            _p.append(_uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.offset).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
-            _p.append(_uleb128_one[_journal_write___w] if (_journal_write___w := len(_journal_write__v.data)).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
+            _a(_uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.id).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
+            _a(_uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.offset).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
+            _a(_uleb128_one[_journal_write___w] if (_journal_write___w := len(_journal_write__v.data)).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
             _journal_write___b = _journal_write__v.data
             if len(_journal_write___b) != len(_journal_write__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
-            _p.append(_journal_write___b)
+            _a(_journal_write___b)
         elif _tag == 4:
             _journal_splice__v = v.body
-            _p.append(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.id).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
-            _p.append(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.offset).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
-            _p.append(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.old_len).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
-            _p.append(_uleb128_one[_journal_splice___w] if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
+            _a(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.id).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
+            _a(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.offset).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
+            _a(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.old_len).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
+            _a(_uleb128_one[_journal_splice___w] if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
             _journal_splice___b = _journal_splice__v.data
             if len(_journal_splice___b) != len(_journal_splice__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
-            _p.append(_journal_splice___b)
+            _a(_journal_splice___b)
         elif _tag == 5:
             _journal_copy__v = v.body
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
         elif _tag == 6:
             _journal_copy__v = v.body
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _p.append(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -5125,53 +5111,51 @@ def _em_journal_records(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
         for _x in v.records:
-            _p.append(_S2_pack(_x.tag))
+            _a(_S2_pack(_x.tag))
             _journal_record___tag = _x.tag
             if _journal_record___tag == 1:
                 _journal_record___journal_free__v = _x.body
-                _p.append(_uleb128_one[_journal_record___journal_free___w] if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is int and -1 < _journal_record___journal_free___w < 128 else _uleb128_encode(_journal_record___journal_free___w))
+                _a(_uleb128_one[_journal_record___journal_free___w] if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is int and -1 < _journal_record___journal_free___w < 128 else _uleb128_encode(_journal_record___journal_free___w))
             elif _journal_record___tag == 2:
                 _journal_record___journal_resize__v = _x.body
-                _p.append(_uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w))
-                _p.append(_uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w))
+                _a(_uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w))
+                _a(_uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w))
             elif _journal_record___tag == 3:
                 _journal_record___journal_write__v = _x.body
-                _p.append(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
-                _p.append(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
-                _p.append(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
+                _a(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
+                _a(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
+                _a(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
                 _journal_record___journal_write___b = _journal_record___journal_write__v.data
                 if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
-                _p.append(_journal_record___journal_write___b)
+                _a(_journal_record___journal_write___b)
             elif _journal_record___tag == 4:
                 _journal_record___journal_splice__v = _x.body
-                _p.append(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
-                _p.append(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
-                _p.append(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
-                _p.append(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
+                _a(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
+                _a(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
+                _a(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
+                _a(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
                 _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
                 if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
-                _p.append(_journal_record___journal_splice___b)
+                _a(_journal_record___journal_splice___b)
             elif _journal_record___tag == 5:
                 _journal_record___journal_copy__v = _x.body
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
             elif _journal_record___tag == 6:
                 _journal_record___journal_copy__v = _x.body
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _p.append(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
             else:
                 raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -5292,14 +5276,12 @@ def _em_journal_transaction(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_uleb128_one[_w] if (_w := len(v.records)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_one[_w] if (_w := len(v.records)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
         _b = v.records
         if len(_b) != len(v.records):
             raise EncodeError('wrong length ' + str(len(_b)), path='records')
-        _p.append(_b)
-        _p.append(_S8_pack(v.crc))
-        _a(b''.join(_p))
+        _a(_b)
+        _a(_S8_pack(v.crc))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 

@@ -4711,15 +4711,13 @@ def _em_f32_vector(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S13_pack(len(v.values)))
+        _a(_S13_pack(len(v.values)))
         if len(v.values) != len(v.values):
             raise EncodeError('expected ' + str(len(v.values)) + ' items, found ' + str(len(v.values)), path='values')
         if v.values.__class__ is PackedArray and v.values.kind is _PK19:
-            _p.append(v.values.raw)
+            _a(v.values.raw)
         else:
-            _p.append(_PK19.encode_all(v.values))
-        _a(b''.join(_p))
+            _a(_PK19.encode_all(v.values))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -4867,15 +4865,13 @@ def _em_op_upsert_v1(values):
             _all.clear()
         _payload_v1_header__v = v.header
         _f32_vector__v = v.vector
-        _p = []
-        _p.append(_S88_pack(1, 0, v.doc_id.to_bytes(16, 'little', signed=False), v.revision, len(_f32_vector__v.values)))
+        _a(_S88_pack(1, 0, v.doc_id.to_bytes(16, 'little', signed=False), v.revision, len(_f32_vector__v.values)))
         if len(_f32_vector__v.values) != len(_f32_vector__v.values):
             raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
         if _f32_vector__v.values.__class__ is PackedArray and _f32_vector__v.values.kind is _PK19:
-            _p.append(_f32_vector__v.values.raw)
+            _a(_f32_vector__v.values.raw)
         else:
-            _p.append(_PK19.encode_all(_f32_vector__v.values))
-        _a(b''.join(_p))
+            _a(_PK19.encode_all(_f32_vector__v.values))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -6239,15 +6235,13 @@ def _em_op_timestamped_upsert_v1(values):
             _all.clear()
         _payload_v1_header__v = v.header
         _f32_vector__v = v.vector
-        _p = []
-        _p.append(_S91_pack(1, 0, v.doc_id.to_bytes(16, 'little', signed=False), v.revision, v.ts, len(_f32_vector__v.values)))
+        _a(_S91_pack(1, 0, v.doc_id.to_bytes(16, 'little', signed=False), v.revision, v.ts, len(_f32_vector__v.values)))
         if len(_f32_vector__v.values) != len(_f32_vector__v.values):
             raise EncodeError('expected ' + str(len(_f32_vector__v.values)) + ' items, found ' + str(len(_f32_vector__v.values)), path='values')
         if _f32_vector__v.values.__class__ is PackedArray and _f32_vector__v.values.kind is _PK19:
-            _p.append(_f32_vector__v.values.raw)
+            _a(_f32_vector__v.values.raw)
         else:
-            _p.append(_PK19.encode_all(_f32_vector__v.values))
-        _a(b''.join(_p))
+            _a(_PK19.encode_all(_f32_vector__v.values))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -13770,21 +13764,20 @@ def _em_commit_state(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S82_pack(v.store.to_bytes(16, 'little', signed=False), v.generation, v.sequence, v.node_high_water.to_bytes(16, 'little', signed=False), v.relationship_high_water.to_bytes(16, 'little', signed=False)))
+        _a(_S82_pack(v.store.to_bytes(16, 'little', signed=False), v.generation, v.sequence, v.node_high_water.to_bytes(16, 'little', signed=False), v.relationship_high_water.to_bytes(16, 'little', signed=False)))
         if len(v.symbol_high_water) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(v.symbol_high_water)), path='symbol_high_water')
-        _p.append(struct.pack('<' + str(len(v.symbol_high_water)) + 'Q', *v.symbol_high_water))
-        _p.append(_S6_pack(v.creation_serial))
+        _a(struct.pack('<' + str(len(v.symbol_high_water)) + 'Q', *v.symbol_high_water))
+        _a(_S6_pack(v.creation_serial))
         if len(v.roots) != 8:
             raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(v.roots)), path='roots')
         for _x in v.roots:
             if _x.present == 1:
                 _optional_ref___required_ref__v = _x.ref
                 _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-                _p.append(_S126_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
+                _a(_S126_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
             else:
-                _p.append(_S64_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+                _a(_S64_pack(_x.present, b'\x00\x00\x00\x00\x00\x00\x00'))
                 if _x.ref is not None:
                     raise EncodeError('field is present but its condition is false', path='ref')
         _required_ref__v = v.catalog
@@ -13793,36 +13786,35 @@ def _em_commit_state(values):
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            _p.append(_S136_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, _optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
+            _a(_S136_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, _optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         else:
-            _p.append(_S134_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, _optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S134_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, _optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _optional_ref__v = v.text
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            _p.append(_S126_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
+            _a(_S126_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         else:
-            _p.append(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _optional_ref__v = v.reclaim
         if _optional_ref__v.present == 1:
             _optional_ref___required_ref__v = _optional_ref__v.ref
             _optional_ref___required_ref___artifact_descriptor__v = _optional_ref___required_ref__v.descriptor
-            _p.append(_S126_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
+            _a(_S126_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref___artifact_descriptor__v.creation_generation, _optional_ref___required_ref___artifact_descriptor__v.creation_serial, _optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _optional_ref___required_ref___artifact_descriptor__v.family, _optional_ref___required_ref___artifact_descriptor__v.version, _optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _optional_ref___required_ref__v.offset, _optional_ref___required_ref__v.length, _optional_ref___required_ref__v.block_kind, _optional_ref___required_ref__v.block_version))
         else:
-            _p.append(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S64_pack(_optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
-        _p.append(_S41_pack(len(v.prepared), 0))
+        _a(_S41_pack(len(v.prepared), 0))
         if len(v.prepared) != len(v.prepared):
             raise EncodeError('expected ' + str(len(v.prepared)) + ' items, found ' + str(len(v.prepared)), path='prepared')
         for _x in v.prepared:
             _required_ref___artifact_descriptor__v = _x.descriptor
-            _p.append(_S129_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version))
-        _a(b''.join(_p))
+            _a(_S129_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _x.artifact.to_bytes(16, 'little', signed=False), _x.offset, _x.length, _x.block_kind, _x.block_version))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -13966,21 +13958,20 @@ def _em_zgw_commit(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _commit_state__v = v.state
-        _p = []
-        _p.append(_S133_pack(v.change_count, 0, v.digest, _commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False)))
+        _a(_S133_pack(v.change_count, 0, v.digest, _commit_state__v.store.to_bytes(16, 'little', signed=False), _commit_state__v.generation, _commit_state__v.sequence, _commit_state__v.node_high_water.to_bytes(16, 'little', signed=False), _commit_state__v.relationship_high_water.to_bytes(16, 'little', signed=False)))
         if len(_commit_state__v.symbol_high_water) != 4:
             raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_commit_state__v.symbol_high_water)), path='symbol_high_water')
-        _p.append(struct.pack('<' + str(len(_commit_state__v.symbol_high_water)) + 'Q', *_commit_state__v.symbol_high_water))
-        _p.append(_S6_pack(_commit_state__v.creation_serial))
+        _a(struct.pack('<' + str(len(_commit_state__v.symbol_high_water)) + 'Q', *_commit_state__v.symbol_high_water))
+        _a(_S6_pack(_commit_state__v.creation_serial))
         if len(_commit_state__v.roots) != 8:
             raise EncodeError('expected ' + str(8) + ' items, found ' + str(len(_commit_state__v.roots)), path='roots')
         for _commit_state___x in _commit_state__v.roots:
             if _commit_state___x.present == 1:
                 _commit_state___optional_ref___required_ref__v = _commit_state___x.ref
                 _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-                _p.append(_S126_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
+                _a(_S126_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
             else:
-                _p.append(_S64_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+                _a(_S64_pack(_commit_state___x.present, b'\x00\x00\x00\x00\x00\x00\x00'))
                 if _commit_state___x.ref is not None:
                     raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___required_ref__v = _commit_state__v.catalog
@@ -13989,36 +13980,35 @@ def _em_zgw_commit(values):
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            _p.append(_S136_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
+            _a(_S136_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         else:
-            _p.append(_S134_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S134_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref__v.offset, _commit_state___required_ref__v.length, _commit_state___required_ref__v.block_kind, _commit_state___required_ref__v.block_version, _commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _commit_state___optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___optional_ref__v = _commit_state__v.text
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            _p.append(_S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
+            _a(_S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         else:
-            _p.append(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _commit_state___optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
         _commit_state___optional_ref__v = _commit_state__v.reclaim
         if _commit_state___optional_ref__v.present == 1:
             _commit_state___optional_ref___required_ref__v = _commit_state___optional_ref__v.ref
             _commit_state___optional_ref___required_ref___artifact_descriptor__v = _commit_state___optional_ref___required_ref__v.descriptor
-            _p.append(_S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
+            _a(_S126_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00', _commit_state___optional_ref___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_generation, _commit_state___optional_ref___required_ref___artifact_descriptor__v.creation_serial, _commit_state___optional_ref___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___optional_ref___required_ref___artifact_descriptor__v.family, _commit_state___optional_ref___required_ref___artifact_descriptor__v.version, _commit_state___optional_ref___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___optional_ref___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___optional_ref___required_ref__v.offset, _commit_state___optional_ref___required_ref__v.length, _commit_state___optional_ref___required_ref__v.block_kind, _commit_state___optional_ref___required_ref__v.block_version))
         else:
-            _p.append(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
+            _a(_S64_pack(_commit_state___optional_ref__v.present, b'\x00\x00\x00\x00\x00\x00\x00'))
             if _commit_state___optional_ref__v.ref is not None:
                 raise EncodeError('field is present but its condition is false', path='ref')
-        _p.append(_S41_pack(len(_commit_state__v.prepared), 0))
+        _a(_S41_pack(len(_commit_state__v.prepared), 0))
         if len(_commit_state__v.prepared) != len(_commit_state__v.prepared):
             raise EncodeError('expected ' + str(len(_commit_state__v.prepared)) + ' items, found ' + str(len(_commit_state__v.prepared)), path='prepared')
         for _commit_state___x in _commit_state__v.prepared:
             _commit_state___required_ref___artifact_descriptor__v = _commit_state___x.descriptor
-            _p.append(_S129_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version))
-        _a(b''.join(_p))
+            _a(_S129_pack(_commit_state___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _commit_state___required_ref___artifact_descriptor__v.creation_generation, _commit_state___required_ref___artifact_descriptor__v.creation_serial, _commit_state___required_ref___artifact_descriptor__v.complete_file_length, _commit_state___required_ref___artifact_descriptor__v.family, _commit_state___required_ref___artifact_descriptor__v.version, _commit_state___required_ref___artifact_descriptor__v.whole_file_checksum, _commit_state___x.artifact.to_bytes(16, 'little', signed=False), _commit_state___x.offset, _commit_state___x.length, _commit_state___x.block_kind, _commit_state___x.block_version))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -14127,13 +14117,11 @@ def _em_zgop_key(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_namespace = v.namespace.encode()
-        _p = []
-        _p.append(_S56_pack(v.entity, len(_b_namespace)))
-        _p.append(_b_namespace)
+        _a(_S56_pack(v.entity, len(_b_namespace)))
+        _a(_b_namespace)
         _b_key = v.key.encode()
-        _p.append(_S6_pack(len(_b_key)))
-        _p.append(_b_key)
-        _a(b''.join(_p))
+        _a(_S6_pack(len(_b_key)))
+        _a(_b_key)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -14287,22 +14275,20 @@ def _em_zgop_expected(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
         if v.tag == 2:
-            _p.append(_S140_pack(v.tag, v.entity))
+            _a(_S140_pack(v.tag, v.entity))
         else:
-            _p.append(_S28_pack(v.tag))
+            _a(_S28_pack(v.tag))
             if v.entity is not None:
                 raise EncodeError('field is present but its condition is false', path='entity')
         if v.tag == 2:
-            _p.append(_S30_pack(v.entity_id.to_bytes(16, 'little', signed=False)))
+            _a(_S30_pack(v.entity_id.to_bytes(16, 'little', signed=False)))
         elif v.entity_id is not None:
             raise EncodeError('field is present but its condition is false', path='entity_id')
         if v.tag == 3:
-            _p.append(_S6_pack(v.revision))
+            _a(_S6_pack(v.revision))
         elif v.revision is not None:
             raise EncodeError('field is present but its condition is false', path='revision')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -14707,35 +14693,33 @@ def _em_zgop(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S54_pack(b'ZGOP', 1, v.operation, v.key_present))
+        _a(_S54_pack(b'ZGOP', 1, v.operation, v.key_present))
         if v.key_present == 1:
             _zgop_key__v = v.key
             _zgop_key___b_namespace = _zgop_key__v.namespace.encode()
-            _p.append(_S56_pack(_zgop_key__v.entity, len(_zgop_key___b_namespace)))
-            _p.append(_zgop_key___b_namespace)
+            _a(_S56_pack(_zgop_key__v.entity, len(_zgop_key___b_namespace)))
+            _a(_zgop_key___b_namespace)
             _zgop_key___b_key = _zgop_key__v.key.encode()
-            _p.append(_S6_pack(len(_zgop_key___b_key)))
-            _p.append(_zgop_key___b_key)
+            _a(_S6_pack(len(_zgop_key___b_key)))
+            _a(_zgop_key___b_key)
         elif v.key is not None:
             raise EncodeError('field is present but its condition is false', path='key')
         _zgop_expected__v = v.expected
         if _zgop_expected__v.tag == 2:
-            _p.append(_S124_pack(v.requested_revision, v.installed_revision, _zgop_expected__v.tag, _zgop_expected__v.entity))
+            _a(_S124_pack(v.requested_revision, v.installed_revision, _zgop_expected__v.tag, _zgop_expected__v.entity))
         else:
-            _p.append(_S123_pack(v.requested_revision, v.installed_revision, _zgop_expected__v.tag))
+            _a(_S123_pack(v.requested_revision, v.installed_revision, _zgop_expected__v.tag))
             if _zgop_expected__v.entity is not None:
                 raise EncodeError('field is present but its condition is false', path='entity')
         if _zgop_expected__v.tag == 2:
-            _p.append(_S30_pack(_zgop_expected__v.entity_id.to_bytes(16, 'little', signed=False)))
+            _a(_S30_pack(_zgop_expected__v.entity_id.to_bytes(16, 'little', signed=False)))
         elif _zgop_expected__v.entity_id is not None:
             raise EncodeError('field is present but its condition is false', path='entity_id')
         if _zgop_expected__v.tag == 3:
-            _p.append(_S6_pack(_zgop_expected__v.revision))
+            _a(_S6_pack(_zgop_expected__v.revision))
         elif _zgop_expected__v.revision is not None:
             raise EncodeError('field is present but its condition is false', path='revision')
-        _p.append(_S62_pack(v.incarnation_kind, v.incarnation.to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation))
-        _a(b''.join(_p))
+        _a(_S62_pack(v.incarnation_kind, v.incarnation.to_bytes(16, 'little', signed=False), v.delete_mode, v.original_generation))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -15939,16 +15923,14 @@ def _em_zgw_reclaim_intent(values):
             _all.clear()
         _required_ref__v = v.protected
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        _p = []
-        _p.append(_S120_pack(v.id.to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00', _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.protected_digest))
+        _a(_S120_pack(v.id.to_bytes(16, 'little', signed=False), v.capture_generation, v.capture_sequence, v.serial_fence, v.completed_mark_state, b'\x00\x00\x00\x00\x00\x00\x00', _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.protected_digest))
         _required_ref__v = v.completed_mark
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
-        _p.append(_S121_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.mark_digest, len(v.candidates), 0))
+        _a(_S121_pack(_required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.mark_digest, len(v.candidates), 0))
         if len(v.candidates) != len(v.candidates):
             raise EncodeError('expected ' + str(len(v.candidates)) + ' items, found ' + str(len(v.candidates)), path='candidates')
         for _x in v.candidates:
-            _p.append(_S66_pack(_x.store.to_bytes(16, 'little', signed=False), _x.artifact.to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum))
-        _a(b''.join(_p))
+            _a(_S66_pack(_x.store.to_bytes(16, 'little', signed=False), _x.artifact.to_bytes(16, 'little', signed=False), _x.creation_generation, _x.creation_serial, _x.complete_file_length, _x.family, _x.version, _x.whole_file_checksum))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -16466,19 +16448,17 @@ def _em_zgw_reclaim_complete(values):
         _required_ref__v = v.intent
         _required_ref___artifact_descriptor__v = _required_ref__v.descriptor
         _descriptor_list__v = v.completed
-        _p = []
-        _p.append(_S122_pack(v.id.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00', len(_descriptor_list__v.rows), 0))
+        _a(_S122_pack(v.id.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _required_ref___artifact_descriptor__v.creation_generation, _required_ref___artifact_descriptor__v.creation_serial, _required_ref___artifact_descriptor__v.complete_file_length, _required_ref___artifact_descriptor__v.family, _required_ref___artifact_descriptor__v.version, _required_ref___artifact_descriptor__v.whole_file_checksum, _required_ref__v.artifact.to_bytes(16, 'little', signed=False), _required_ref__v.offset, _required_ref__v.length, _required_ref__v.block_kind, _required_ref__v.block_version, v.durable_state, b'\x00\x00\x00\x00\x00\x00\x00', len(_descriptor_list__v.rows), 0))
         if len(_descriptor_list__v.rows) != len(_descriptor_list__v.rows):
             raise EncodeError('expected ' + str(len(_descriptor_list__v.rows)) + ' items, found ' + str(len(_descriptor_list__v.rows)), path='rows')
         for _descriptor_list___x in _descriptor_list__v.rows:
-            _p.append(_S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum))
+            _a(_S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum))
         _descriptor_list__v = v.remaining
-        _p.append(_S41_pack(len(_descriptor_list__v.rows), 0))
+        _a(_S41_pack(len(_descriptor_list__v.rows), 0))
         if len(_descriptor_list__v.rows) != len(_descriptor_list__v.rows):
             raise EncodeError('expected ' + str(len(_descriptor_list__v.rows)) + ' items, found ' + str(len(_descriptor_list__v.rows)), path='rows')
         for _descriptor_list___x in _descriptor_list__v.rows:
-            _p.append(_S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum))
-        _a(b''.join(_p))
+            _a(_S66_pack(_descriptor_list___x.store.to_bytes(16, 'little', signed=False), _descriptor_list___x.artifact.to_bytes(16, 'little', signed=False), _descriptor_list___x.creation_generation, _descriptor_list___x.creation_serial, _descriptor_list___x.complete_file_length, _descriptor_list___x.family, _descriptor_list___x.version, _descriptor_list___x.whole_file_checksum))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -18032,23 +18012,21 @@ def _em_protected_value(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S64_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00'))
+        _a(_S64_pack(v.tag, b'\x00\x00\x00\x00\x00\x00\x00'))
         _tag = v.tag
         if _tag == 5:
             _fold_authority__v = v.value
             if len(_fold_authority__v.values) != 4:
                 raise EncodeError('expected ' + str(4) + ' items, found ' + str(len(_fold_authority__v.values)), path='values')
-            _p.append(struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values))
-            _p.append(_S157_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+            _a(struct.pack('<' + str(len(_fold_authority__v.values)) + 'Q', *_fold_authority__v.values))
+            _a(_S157_pack(b'\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
         elif _tag == 6:
             _captured_base_value__v = v.value
             _captured_base_value___required_ref__v = _captured_base_value__v.ref
             _captured_base_value___required_ref___artifact_descriptor__v = _captured_base_value___required_ref__v.descriptor
-            _p.append(_S160_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum, _captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version, _captured_base_value__v.sequence))
+            _a(_S160_pack(_captured_base_value___required_ref___artifact_descriptor__v.store.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref___artifact_descriptor__v.creation_generation, _captured_base_value___required_ref___artifact_descriptor__v.creation_serial, _captured_base_value___required_ref___artifact_descriptor__v.complete_file_length, _captured_base_value___required_ref___artifact_descriptor__v.family, _captured_base_value___required_ref___artifact_descriptor__v.version, _captured_base_value___required_ref___artifact_descriptor__v.whole_file_checksum, _captured_base_value___required_ref__v.artifact.to_bytes(16, 'little', signed=False), _captured_base_value___required_ref__v.offset, _captured_base_value___required_ref__v.length, _captured_base_value___required_ref__v.block_kind, _captured_base_value___required_ref__v.block_version, _captured_base_value__v.sequence))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='value')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -19057,26 +19035,24 @@ def _em_embedding_tower(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_model_id = v.model_id.encode()
-        _p = []
-        _p.append(_S13_pack(len(_b_model_id)))
-        _p.append(_b_model_id)
+        _a(_S13_pack(len(_b_model_id)))
+        _a(_b_model_id)
         _b_model_version = v.model_version.encode()
-        _p.append(_S13_pack(len(_b_model_version)))
-        _p.append(_b_model_version)
+        _a(_S13_pack(len(_b_model_version)))
+        _a(_b_model_version)
         _b_weights_digest = v.weights_digest
-        _p.append(_S13_pack(len(_b_weights_digest)))
-        _p.append(_b_weights_digest)
+        _a(_S13_pack(len(_b_weights_digest)))
+        _a(_b_weights_digest)
         _b_prompt_prefix = v.prompt_prefix.encode()
-        _p.append(_S174_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
-        _p.append(_b_prompt_prefix)
-        _p.append(_S176_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00'))
+        _a(_S174_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
+        _a(_b_prompt_prefix)
+        _a(_S176_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present, b'\x00\x00\x00'))
         if v.os_build_present == 1:
             _b = v.os_build.encode()
-            _p.append(_S13_pack(len(_b)))
-            _p.append(_b)
+            _a(_S13_pack(len(_b)))
+            _a(_b)
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -19619,52 +19595,50 @@ def _em_embedding_epoch(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S59_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
+        _a(_S59_pack(v.embedding_epoch_id, v.tokenizer_epoch_id))
         _embedding_tower__v = v.document
         _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        _p.append(_S13_pack(len(_embedding_tower___b_model_id)))
-        _p.append(_embedding_tower___b_model_id)
+        _a(_S13_pack(len(_embedding_tower___b_model_id)))
+        _a(_embedding_tower___b_model_id)
         _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        _p.append(_S13_pack(len(_embedding_tower___b_model_version)))
-        _p.append(_embedding_tower___b_model_version)
+        _a(_S13_pack(len(_embedding_tower___b_model_version)))
+        _a(_embedding_tower___b_model_version)
         _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        _p.append(_S13_pack(len(_embedding_tower___b_weights_digest)))
-        _p.append(_embedding_tower___b_weights_digest)
+        _a(_S13_pack(len(_embedding_tower___b_weights_digest)))
+        _a(_embedding_tower___b_weights_digest)
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _p.append(_S174_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
-        _p.append(_embedding_tower___b_prompt_prefix)
-        _p.append(_S176_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
+        _a(_S174_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
+        _a(_embedding_tower___b_prompt_prefix)
+        _a(_S176_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            _p.append(_S13_pack(len(_embedding_tower___b)))
-            _p.append(_embedding_tower___b)
+            _a(_S13_pack(len(_embedding_tower___b)))
+            _a(_embedding_tower___b)
         elif _embedding_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _embedding_tower__v = v.query
         _embedding_tower___b_model_id = _embedding_tower__v.model_id.encode()
-        _p.append(_S13_pack(len(_embedding_tower___b_model_id)))
-        _p.append(_embedding_tower___b_model_id)
+        _a(_S13_pack(len(_embedding_tower___b_model_id)))
+        _a(_embedding_tower___b_model_id)
         _embedding_tower___b_model_version = _embedding_tower__v.model_version.encode()
-        _p.append(_S13_pack(len(_embedding_tower___b_model_version)))
-        _p.append(_embedding_tower___b_model_version)
+        _a(_S13_pack(len(_embedding_tower___b_model_version)))
+        _a(_embedding_tower___b_model_version)
         _embedding_tower___b_weights_digest = _embedding_tower__v.weights_digest
-        _p.append(_S13_pack(len(_embedding_tower___b_weights_digest)))
-        _p.append(_embedding_tower___b_weights_digest)
+        _a(_S13_pack(len(_embedding_tower___b_weights_digest)))
+        _a(_embedding_tower___b_weights_digest)
         _embedding_tower___b_prompt_prefix = _embedding_tower__v.prompt_prefix.encode()
-        _p.append(_S174_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
-        _p.append(_embedding_tower___b_prompt_prefix)
-        _p.append(_S176_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
+        _a(_S174_pack(_embedding_tower__v.dims, _embedding_tower__v.normalization, len(_embedding_tower___b_prompt_prefix)))
+        _a(_embedding_tower___b_prompt_prefix)
+        _a(_S176_pack(_embedding_tower__v.max_tokens, _embedding_tower__v.runtime, _embedding_tower__v.compute_units, _embedding_tower__v.os_build_present, b'\x00\x00\x00'))
         if _embedding_tower__v.os_build_present == 1:
             _embedding_tower___b = _embedding_tower__v.os_build.encode()
-            _p.append(_S13_pack(len(_embedding_tower___b)))
-            _p.append(_embedding_tower___b)
+            _a(_S13_pack(len(_embedding_tower___b)))
+            _a(_embedding_tower___b)
         elif _embedding_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _b_alignment_digest = v.alignment_digest
-        _p.append(_S13_pack(len(_b_alignment_digest)))
-        _p.append(_b_alignment_digest)
-        _a(b''.join(_p))
+        _a(_S13_pack(len(_b_alignment_digest)))
+        _a(_b_alignment_digest)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -20312,21 +20286,19 @@ def _em_zgen_extension(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
         if v.version == 2:
-            _p.append(_S193_pack(1313163098, v.version, v.counted_through, len(v.rows)))
+            _a(_S193_pack(1313163098, v.version, v.counted_through, len(v.rows)))
         else:
-            _p.append(_S80_pack(1313163098, v.version, v.counted_through))
+            _a(_S80_pack(1313163098, v.version, v.counted_through))
         if v.version == 2:
-            _p.append(_S13_pack(0))
+            _a(_S13_pack(0))
         if v.version == 2:
             if len(v.rows) != len(v.rows):
                 raise EncodeError('expected ' + str(len(v.rows)) + ' items, found ' + str(len(v.rows)), path='rows')
             for _x in v.rows:
-                _p.append(_S59_pack(_x.after_sequence, _x.increment_count))
+                _a(_S59_pack(_x.after_sequence, _x.increment_count))
         elif v.rows is not None:
             raise EncodeError('field is present but its condition is false', path='rows')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -24394,52 +24366,50 @@ def _em_epoch_digest_input(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S145_pack(b'ZEEMBEP2'))
+        _a(_S145_pack(b'ZEEMBEP2'))
         _digest_tower__v = v.document
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _p.append(_S13_pack(len(_digest_tower___b_model_id)))
-        _p.append(_digest_tower___b_model_id)
+        _a(_S13_pack(len(_digest_tower___b_model_id)))
+        _a(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _p.append(_S13_pack(len(_digest_tower___b_model_version)))
-        _p.append(_digest_tower___b_model_version)
+        _a(_S13_pack(len(_digest_tower___b_model_version)))
+        _a(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
-        _p.append(_digest_tower___b_weights_digest)
+        _a(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _a(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _p.append(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
-        _p.append(_digest_tower___b_prompt_prefix)
-        _p.append(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _a(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _a(_digest_tower___b_prompt_prefix)
+        _a(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            _p.append(_S13_pack(len(_digest_tower___b)))
-            _p.append(_digest_tower___b)
+            _a(_S13_pack(len(_digest_tower___b)))
+            _a(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _digest_tower__v = v.query
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _p.append(_S13_pack(len(_digest_tower___b_model_id)))
-        _p.append(_digest_tower___b_model_id)
+        _a(_S13_pack(len(_digest_tower___b_model_id)))
+        _a(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _p.append(_S13_pack(len(_digest_tower___b_model_version)))
-        _p.append(_digest_tower___b_model_version)
+        _a(_S13_pack(len(_digest_tower___b_model_version)))
+        _a(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
-        _p.append(_digest_tower___b_weights_digest)
+        _a(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _a(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _p.append(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
-        _p.append(_digest_tower___b_prompt_prefix)
-        _p.append(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _a(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _a(_digest_tower___b_prompt_prefix)
+        _a(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            _p.append(_S13_pack(len(_digest_tower___b)))
-            _p.append(_digest_tower___b)
+            _a(_S13_pack(len(_digest_tower___b)))
+            _a(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
         _b_alignment_digest = v.alignment_digest
-        _p.append(_S13_pack(len(_b_alignment_digest)))
-        _p.append(_b_alignment_digest)
-        _a(b''.join(_p))
+        _a(_S13_pack(len(_b_alignment_digest)))
+        _a(_b_alignment_digest)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -24727,29 +24697,27 @@ def _em_epoch_digest_input_v1(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S145_pack(b'ZEEMBEP1'))
+        _a(_S145_pack(b'ZEEMBEP1'))
         _digest_tower__v = v.tower
         _digest_tower___b_model_id = _digest_tower__v.model_id.encode()
-        _p.append(_S13_pack(len(_digest_tower___b_model_id)))
-        _p.append(_digest_tower___b_model_id)
+        _a(_S13_pack(len(_digest_tower___b_model_id)))
+        _a(_digest_tower___b_model_id)
         _digest_tower___b_model_version = _digest_tower__v.model_version.encode()
-        _p.append(_S13_pack(len(_digest_tower___b_model_version)))
-        _p.append(_digest_tower___b_model_version)
+        _a(_S13_pack(len(_digest_tower___b_model_version)))
+        _a(_digest_tower___b_model_version)
         _digest_tower___b_weights_digest = _digest_tower__v.weights_digest
-        _p.append(_S13_pack(len(_digest_tower___b_weights_digest)))
-        _p.append(_digest_tower___b_weights_digest)
+        _a(_S13_pack(len(_digest_tower___b_weights_digest)))
+        _a(_digest_tower___b_weights_digest)
         _digest_tower___b_prompt_prefix = _digest_tower__v.prompt_prefix.encode()
-        _p.append(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
-        _p.append(_digest_tower___b_prompt_prefix)
-        _p.append(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
+        _a(_S174_pack(_digest_tower__v.dims, _digest_tower__v.normalization, len(_digest_tower___b_prompt_prefix)))
+        _a(_digest_tower___b_prompt_prefix)
+        _a(_S201_pack(_digest_tower__v.max_tokens, _digest_tower__v.runtime, _digest_tower__v.compute_units, _digest_tower__v.os_build_present))
         if _digest_tower__v.os_build_present == 1:
             _digest_tower___b = _digest_tower__v.os_build.encode()
-            _p.append(_S13_pack(len(_digest_tower___b)))
-            _p.append(_digest_tower___b)
+            _a(_S13_pack(len(_digest_tower___b)))
+            _a(_digest_tower___b)
         elif _digest_tower__v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -24989,26 +24957,24 @@ def _em_digest_tower(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _b_model_id = v.model_id.encode()
-        _p = []
-        _p.append(_S13_pack(len(_b_model_id)))
-        _p.append(_b_model_id)
+        _a(_S13_pack(len(_b_model_id)))
+        _a(_b_model_id)
         _b_model_version = v.model_version.encode()
-        _p.append(_S13_pack(len(_b_model_version)))
-        _p.append(_b_model_version)
+        _a(_S13_pack(len(_b_model_version)))
+        _a(_b_model_version)
         _b_weights_digest = v.weights_digest
-        _p.append(_S13_pack(len(_b_weights_digest)))
-        _p.append(_b_weights_digest)
+        _a(_S13_pack(len(_b_weights_digest)))
+        _a(_b_weights_digest)
         _b_prompt_prefix = v.prompt_prefix.encode()
-        _p.append(_S174_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
-        _p.append(_b_prompt_prefix)
-        _p.append(_S201_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present))
+        _a(_S174_pack(v.dims, v.normalization, len(_b_prompt_prefix)))
+        _a(_b_prompt_prefix)
+        _a(_S201_pack(v.max_tokens, v.runtime, v.compute_units, v.os_build_present))
         if v.os_build_present == 1:
             _b = v.os_build.encode()
-            _p.append(_S13_pack(len(_b)))
-            _p.append(_b)
+            _a(_S13_pack(len(_b)))
+            _a(_b)
         elif v.os_build is not None:
             raise EncodeError('field is present but its condition is false', path='os_build')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -25889,28 +25855,26 @@ def _em_vector_factors_region(values):
             _chunks.append(b''.join(_all))
             _all.clear()
         _vector_header__v = v.header
-        _p = []
-        _p.append(_S208_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
+        _a(_S208_pack(_vector_header__v.scheme, 0, _vector_header__v.dims, _vector_header__v.row_stride, _vector_header__v.factor_stride, 0, 0, _vector_header__v.row_count, 0))
         if v.header.scheme == 4 and v.header.factor_stride == 12:
             if len(v.bit4) != v.header.row_count:
                 raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.bit4)), path='bit4')
-            _p.append(numpy.ascontiguousarray(v.bit4).tobytes())
+            _a(numpy.ascontiguousarray(v.bit4).tobytes())
         elif v.bit4 is not None:
             raise EncodeError('field is present but its condition is false', path='bit4')
         if v.header.scheme == 2 and v.header.factor_stride == 8:
             if len(v.int8) != v.header.row_count:
                 raise EncodeError('expected ' + str(v.header.row_count) + ' items, found ' + str(len(v.int8)), path='int8')
-            _p.append(numpy.ascontiguousarray(v.int8).tobytes())
+            _a(numpy.ascontiguousarray(v.int8).tobytes())
         elif v.int8 is not None:
             raise EncodeError('field is present but its condition is false', path='int8')
         if not (v.header.scheme == 4 and v.header.factor_stride == 12 or (v.header.scheme == 2 and v.header.factor_stride == 8)):
             _b = v.raw
             if len(_b) != v.header.factor_stride * v.header.row_count:
                 raise EncodeError('wrong length ' + str(len(_b)), path='raw')
-            _p.append(_b)
+            _a(_b)
         elif v.raw is not None:
             raise EncodeError('field is present but its condition is false', path='raw')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -26221,17 +26185,15 @@ def _em_columns_region(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S41_pack(v.row_count, len(v.defs)))
+        _a(_S41_pack(v.row_count, len(v.defs)))
         if len(v.defs) != len(v.defs):
             raise EncodeError('expected ' + str(len(v.defs)) + ' items, found ' + str(len(v.defs)), path='defs')
         for _x in v.defs:
             _column_def_b_name = _x.name.encode()
-            _p.append(_S179_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name)))
-            _p.append(_column_def_b_name)
+            _a(_S179_pack(_x.column_id, _x.type, _x.nullable, len(_column_def_b_name)))
+            _a(_column_def_b_name)
         _b = v.data
-        _p.append(_b)
-        _a(b''.join(_p))
+        _a(_b)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -26460,28 +26422,26 @@ def _em_dictionary_column(values, p_rows):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S13_pack(len(v.strings)))
+        _a(_S13_pack(len(v.strings)))
         if len(v.strings) != len(v.strings):
             raise EncodeError('expected ' + str(len(v.strings)) + ' items, found ' + str(len(v.strings)), path='strings')
         for _x in v.strings:
             _b = _x.encode()
-            _p.append(_S13_pack(len(_b)))
-            _p.append(_b)
-        _p.append(_S14_pack(v.code_width, 0))
+            _a(_S13_pack(len(_b)))
+            _a(_b)
+        _a(_S14_pack(v.code_width, 0))
         if v.code_width == 2:
             if len(v.codes16) != p_rows:
                 raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.codes16)), path='codes16')
-            _p.append(struct.pack('<' + str(len(v.codes16)) + 'H', *v.codes16))
+            _a(struct.pack('<' + str(len(v.codes16)) + 'H', *v.codes16))
         elif v.codes16 is not None:
             raise EncodeError('field is present but its condition is false', path='codes16')
         if v.code_width == 4:
             if len(v.codes32) != p_rows:
                 raise EncodeError('expected ' + str(p_rows) + ' items, found ' + str(len(v.codes32)), path='codes32')
-            _p.append(struct.pack('<' + str(len(v.codes32)) + 'I', *v.codes32))
+            _a(struct.pack('<' + str(len(v.codes32)) + 'I', *v.codes32))
         elif v.codes32 is not None:
             raise EncodeError('field is present but its condition is false', path='codes32')
-        _a(b''.join(_p))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -27641,14 +27601,12 @@ def _em_stored_metadata_region(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S80_pack(len(v.ends), 0, 0))
+        _a(_S80_pack(len(v.ends), 0, 0))
         if len(v.ends) != len(v.ends):
             raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-        _p.append(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
+        _a(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
         _b = v.data
-        _p.append(_b)
-        _a(b''.join(_p))
+        _a(_b)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -27791,18 +27749,16 @@ def _em_stored_text_region(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _p = []
-        _p.append(_S41_pack(len(v.ends), 0))
+        _a(_S41_pack(len(v.ends), 0))
         _b = v.presence
         if len(_b) != (len(v.ends) + 7) // 8:
             raise EncodeError('wrong length ' + str(len(_b)), path='presence')
-        _p.append(_b)
+        _a(_b)
         if len(v.ends) != len(v.ends):
             raise EncodeError('expected ' + str(len(v.ends)) + ' items, found ' + str(len(v.ends)), path='ends')
-        _p.append(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
+        _a(struct.pack('<' + str(len(v.ends)) + 'Q', *v.ends))
         _b = v.data
-        _p.append(_b)
-        _a(b''.join(_p))
+        _a(_b)
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
