@@ -506,9 +506,9 @@ def _m_ref_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_ref_body(out, v):
-    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.address).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.address).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_ref_body(values):
     _all = []
@@ -518,9 +518,9 @@ def _em_ref_body(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.address).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.address).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -617,14 +617,14 @@ def _m_zero_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_zero_body(out, v):
-    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_zero_body(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
-        out += _uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
+        out += _uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
     return bytes(out)
 
 def _d_shrink_body(mv, pos, end):
@@ -688,12 +688,12 @@ def _m_shrink_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_shrink_body(out, v):
-    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_shrink_body(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
     return bytes(out)
 
 def _d_grow_body(mv, pos, end):
@@ -757,12 +757,12 @@ def _m_grow_body(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_grow_body(out, v):
-    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_grow_body(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
     return bytes(out)
 
 def _d_inline_body(mv, pos, end, p_size_tag):
@@ -848,7 +848,7 @@ def _m_inline_body(mv, pos, end, p_size_tag, _rest=_decode_many):
     return _out
 
 def _e_inline_body(out, v, p_size_tag):
-    out += (_uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _b = v.payload
     if len(_b) != (p_size_tag - 4):
         raise EncodeError('wrong length ' + str(len(_b)), path='payload')
@@ -857,7 +857,7 @@ def _e_inline_body(out, v, p_size_tag):
 def _em_inline_body(values, p_size_tag):
     out = bytearray()
     for v in values:
-        out += _uleb128_one[_w] if (_w := v.offset_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_encode(_w) if (_w := v.offset_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
         _b = v.payload
         if len(_b) != p_size_tag - 4:
             raise EncodeError('wrong length ' + str(len(_b)), path='payload')
@@ -1289,31 +1289,31 @@ def _m_statement(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_statement(out, v):
-    out += (_uleb128_one[_w] if (_w := v.id_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.id_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += _S2.pack(v.tag)
     _tag = v.tag
     if _tag == 0:
         _ref_body__v = v.body
-        out += _uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.offset_delta).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w)
-        out += _uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.size).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w)
-        out += _uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.address).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w)
+        out += _uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.offset_delta).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7))
+        out += _uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.size).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7))
+        out += _uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.address).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7))
     elif _tag == 1:
         _zero_body__v = v.body
-        out += _uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.offset_delta).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w)
-        out += _uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.size).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w)
+        out += _uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.offset_delta).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7))
+        out += _uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.size).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7))
     elif _tag == 2:
         _shrink_body__v = v.body
-        out += _uleb128_one[_shrink_body___w] if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is int and -1 < _shrink_body___w < 128 else _uleb128_encode(_shrink_body___w)
+        out += _uleb128_encode(_shrink_body___w) if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is not int or not -1 < _shrink_body___w < 16384 else _uleb128_one[_shrink_body___w] if _shrink_body___w < 128 else bytes((_shrink_body___w & 127 | 128, _shrink_body___w >> 7))
     elif _tag == 3:
         _grow_body__v = v.body
-        out += _uleb128_one[_grow_body___w] if (_grow_body___w := _grow_body__v.offset_delta).__class__ is int and -1 < _grow_body___w < 128 else _uleb128_encode(_grow_body___w)
+        out += _uleb128_encode(_grow_body___w) if (_grow_body___w := _grow_body__v.offset_delta).__class__ is not int or not -1 < _grow_body___w < 16384 else _uleb128_one[_grow_body___w] if _grow_body___w < 128 else bytes((_grow_body___w & 127 | 128, _grow_body___w >> 7))
     elif _tag == 4:
         if v.body is not None:
             raise EncodeError('case Tombstone carries no body', path='body')
     else:
         _inline_body__v = v.body
         _inline_body__p_size_tag = v.tag
-        out += _uleb128_one[_inline_body___w] if (_inline_body___w := _inline_body__v.offset_delta).__class__ is int and -1 < _inline_body___w < 128 else _uleb128_encode(_inline_body___w)
+        out += _uleb128_encode(_inline_body___w) if (_inline_body___w := _inline_body__v.offset_delta).__class__ is not int or not -1 < _inline_body___w < 16384 else _uleb128_one[_inline_body___w] if _inline_body___w < 128 else bytes((_inline_body___w & 127 | 128, _inline_body___w >> 7))
         _inline_body___b = _inline_body__v.payload
         if len(_inline_body___b) != _inline_body__p_size_tag - 4:
             raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
@@ -1328,31 +1328,31 @@ def _em_statement(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_uleb128_one[_w] if (_w := v.id_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := v.id_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_S2_pack(v.tag))
         _tag = v.tag
         if _tag == 0:
             _ref_body__v = v.body
-            _a(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.offset_delta).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
-            _a(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.size).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
-            _a(_uleb128_one[_ref_body___w] if (_ref_body___w := _ref_body__v.address).__class__ is int and -1 < _ref_body___w < 128 else _uleb128_encode(_ref_body___w))
+            _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.offset_delta).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
+            _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.size).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
+            _a(_uleb128_encode(_ref_body___w) if (_ref_body___w := _ref_body__v.address).__class__ is not int or not -1 < _ref_body___w < 16384 else _uleb128_one[_ref_body___w] if _ref_body___w < 128 else bytes((_ref_body___w & 127 | 128, _ref_body___w >> 7)))
         elif _tag == 1:
             _zero_body__v = v.body
-            _a(_uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.offset_delta).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w))
-            _a(_uleb128_one[_zero_body___w] if (_zero_body___w := _zero_body__v.size).__class__ is int and -1 < _zero_body___w < 128 else _uleb128_encode(_zero_body___w))
+            _a(_uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.offset_delta).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7)))
+            _a(_uleb128_encode(_zero_body___w) if (_zero_body___w := _zero_body__v.size).__class__ is not int or not -1 < _zero_body___w < 16384 else _uleb128_one[_zero_body___w] if _zero_body___w < 128 else bytes((_zero_body___w & 127 | 128, _zero_body___w >> 7)))
         elif _tag == 2:
             _shrink_body__v = v.body
-            _a(_uleb128_one[_shrink_body___w] if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is int and -1 < _shrink_body___w < 128 else _uleb128_encode(_shrink_body___w))
+            _a(_uleb128_encode(_shrink_body___w) if (_shrink_body___w := _shrink_body__v.offset_delta).__class__ is not int or not -1 < _shrink_body___w < 16384 else _uleb128_one[_shrink_body___w] if _shrink_body___w < 128 else bytes((_shrink_body___w & 127 | 128, _shrink_body___w >> 7)))
         elif _tag == 3:
             _grow_body__v = v.body
-            _a(_uleb128_one[_grow_body___w] if (_grow_body___w := _grow_body__v.offset_delta).__class__ is int and -1 < _grow_body___w < 128 else _uleb128_encode(_grow_body___w))
+            _a(_uleb128_encode(_grow_body___w) if (_grow_body___w := _grow_body__v.offset_delta).__class__ is not int or not -1 < _grow_body___w < 16384 else _uleb128_one[_grow_body___w] if _grow_body___w < 128 else bytes((_grow_body___w & 127 | 128, _grow_body___w >> 7)))
         elif _tag == 4:
             if v.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _inline_body__v = v.body
             _inline_body__p_size_tag = v.tag
-            _a(_uleb128_one[_inline_body___w] if (_inline_body___w := _inline_body__v.offset_delta).__class__ is int and -1 < _inline_body___w < 128 else _uleb128_encode(_inline_body___w))
+            _a(_uleb128_encode(_inline_body___w) if (_inline_body___w := _inline_body__v.offset_delta).__class__ is not int or not -1 < _inline_body___w < 16384 else _uleb128_one[_inline_body___w] if _inline_body___w < 128 else bytes((_inline_body___w & 127 | 128, _inline_body___w >> 7)))
             _inline_body___b = _inline_body__v.payload
             if len(_inline_body___b) != _inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_inline_body___b)), path='payload')
@@ -1421,12 +1421,12 @@ def _m_child_ref(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_child_ref(out, v):
-    out += (_uleb128_one[_w] if (_w := v.page_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.page_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_child_ref(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_one[_w] if (_w := v.page_delta).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_encode(_w) if (_w := v.page_delta).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
     return bytes(out)
 
 def _d_table_content(mv, pos, end):
@@ -1952,34 +1952,34 @@ def _e_table_content(out, v):
     for _x in v.children:
         if _x == 0:
             raise EncodeError('an item equals the terminator 0', path='children')
-        out += (_uleb128_one[_w] if (_w := _x).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := 0).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        out += (_uleb128_encode(_w) if (_w := _x).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := 0).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     for _x in v.statements:
-        out += _uleb128_one[_statement___w] if (_statement___w := _x.id_delta).__class__ is int and -1 < _statement___w < 128 else _uleb128_encode(_statement___w)
+        out += _uleb128_encode(_statement___w) if (_statement___w := _x.id_delta).__class__ is not int or not -1 < _statement___w < 16384 else _uleb128_one[_statement___w] if _statement___w < 128 else bytes((_statement___w & 127 | 128, _statement___w >> 7))
         out += _S2.pack(_x.tag)
         _statement___tag = _x.tag
         if _statement___tag == 0:
             _statement___ref_body__v = _x.body
-            out += _uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w)
-            out += _uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w)
-            out += _uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w)
+            out += _uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7))
+            out += _uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7))
+            out += _uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7))
         elif _statement___tag == 1:
             _statement___zero_body__v = _x.body
-            out += _uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w)
-            out += _uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w)
+            out += _uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7))
+            out += _uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7))
         elif _statement___tag == 2:
             _statement___shrink_body__v = _x.body
-            out += _uleb128_one[_statement___shrink_body___w] if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is int and -1 < _statement___shrink_body___w < 128 else _uleb128_encode(_statement___shrink_body___w)
+            out += _uleb128_encode(_statement___shrink_body___w) if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _statement___shrink_body___w < 16384 else _uleb128_one[_statement___shrink_body___w] if _statement___shrink_body___w < 128 else bytes((_statement___shrink_body___w & 127 | 128, _statement___shrink_body___w >> 7))
         elif _statement___tag == 3:
             _statement___grow_body__v = _x.body
-            out += _uleb128_one[_statement___grow_body___w] if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is int and -1 < _statement___grow_body___w < 128 else _uleb128_encode(_statement___grow_body___w)
+            out += _uleb128_encode(_statement___grow_body___w) if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _statement___grow_body___w < 16384 else _uleb128_one[_statement___grow_body___w] if _statement___grow_body___w < 128 else bytes((_statement___grow_body___w & 127 | 128, _statement___grow_body___w >> 7))
         elif _statement___tag == 4:
             if _x.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _statement___inline_body__v = _x.body
             _statement___inline_body__p_size_tag = _x.tag
-            out += _uleb128_one[_statement___inline_body___w] if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is int and -1 < _statement___inline_body___w < 128 else _uleb128_encode(_statement___inline_body___w)
+            out += _uleb128_encode(_statement___inline_body___w) if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _statement___inline_body___w < 16384 else _uleb128_one[_statement___inline_body___w] if _statement___inline_body___w < 128 else bytes((_statement___inline_body___w & 127 | 128, _statement___inline_body___w >> 7))
             _statement___inline_body___b = _statement___inline_body__v.payload
             if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
@@ -1997,34 +1997,34 @@ def _em_table_content(values):
         for _x in v.children:
             if _x == 0:
                 raise EncodeError('an item equals the terminator 0', path='children')
-            _a(_uleb128_one[_w] if (_w := _x).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := 0).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+            _a(_uleb128_encode(_w) if (_w := _x).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := 0).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         for _x in v.statements:
-            _a(_uleb128_one[_statement___w] if (_statement___w := _x.id_delta).__class__ is int and -1 < _statement___w < 128 else _uleb128_encode(_statement___w))
+            _a(_uleb128_encode(_statement___w) if (_statement___w := _x.id_delta).__class__ is not int or not -1 < _statement___w < 16384 else _uleb128_one[_statement___w] if _statement___w < 128 else bytes((_statement___w & 127 | 128, _statement___w >> 7)))
             _a(_S2_pack(_x.tag))
             _statement___tag = _x.tag
             if _statement___tag == 0:
                 _statement___ref_body__v = _x.body
-                _a(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
-                _a(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
-                _a(_uleb128_one[_statement___ref_body___w] if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is int and -1 < _statement___ref_body___w < 128 else _uleb128_encode(_statement___ref_body___w))
+                _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
+                _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.size).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
+                _a(_uleb128_encode(_statement___ref_body___w) if (_statement___ref_body___w := _statement___ref_body__v.address).__class__ is not int or not -1 < _statement___ref_body___w < 16384 else _uleb128_one[_statement___ref_body___w] if _statement___ref_body___w < 128 else bytes((_statement___ref_body___w & 127 | 128, _statement___ref_body___w >> 7)))
             elif _statement___tag == 1:
                 _statement___zero_body__v = _x.body
-                _a(_uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w))
-                _a(_uleb128_one[_statement___zero_body___w] if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is int and -1 < _statement___zero_body___w < 128 else _uleb128_encode(_statement___zero_body___w))
+                _a(_uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7)))
+                _a(_uleb128_encode(_statement___zero_body___w) if (_statement___zero_body___w := _statement___zero_body__v.size).__class__ is not int or not -1 < _statement___zero_body___w < 16384 else _uleb128_one[_statement___zero_body___w] if _statement___zero_body___w < 128 else bytes((_statement___zero_body___w & 127 | 128, _statement___zero_body___w >> 7)))
             elif _statement___tag == 2:
                 _statement___shrink_body__v = _x.body
-                _a(_uleb128_one[_statement___shrink_body___w] if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is int and -1 < _statement___shrink_body___w < 128 else _uleb128_encode(_statement___shrink_body___w))
+                _a(_uleb128_encode(_statement___shrink_body___w) if (_statement___shrink_body___w := _statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _statement___shrink_body___w < 16384 else _uleb128_one[_statement___shrink_body___w] if _statement___shrink_body___w < 128 else bytes((_statement___shrink_body___w & 127 | 128, _statement___shrink_body___w >> 7)))
             elif _statement___tag == 3:
                 _statement___grow_body__v = _x.body
-                _a(_uleb128_one[_statement___grow_body___w] if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is int and -1 < _statement___grow_body___w < 128 else _uleb128_encode(_statement___grow_body___w))
+                _a(_uleb128_encode(_statement___grow_body___w) if (_statement___grow_body___w := _statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _statement___grow_body___w < 16384 else _uleb128_one[_statement___grow_body___w] if _statement___grow_body___w < 128 else bytes((_statement___grow_body___w & 127 | 128, _statement___grow_body___w >> 7)))
             elif _statement___tag == 4:
                 if _x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _statement___inline_body__v = _x.body
                 _statement___inline_body__p_size_tag = _x.tag
-                _a(_uleb128_one[_statement___inline_body___w] if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is int and -1 < _statement___inline_body___w < 128 else _uleb128_encode(_statement___inline_body___w))
+                _a(_uleb128_encode(_statement___inline_body___w) if (_statement___inline_body___w := _statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _statement___inline_body___w < 16384 else _uleb128_one[_statement___inline_body___w] if _statement___inline_body___w < 128 else bytes((_statement___inline_body___w & 127 | 128, _statement___inline_body___w >> 7)))
                 _statement___inline_body___b = _statement___inline_body__v.payload
                 if len(_statement___inline_body___b) != _statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_statement___inline_body___b)), path='payload')
@@ -2560,34 +2560,34 @@ def _e_table_page(out, v):
     for _table_content___x in _table_content__v.children:
         if _table_content___x == 0:
             raise EncodeError('an item equals the terminator 0', path='children')
-        out += _uleb128_one[_table_content___w] if (_table_content___w := _table_content___x).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
-    out += _uleb128_one[_table_content___w] if (_table_content___w := 0).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
+        out += _uleb128_encode(_table_content___w) if (_table_content___w := _table_content___x).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
+    out += _uleb128_encode(_table_content___w) if (_table_content___w := 0).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
     for _table_content___x in _table_content__v.statements:
-        out += _uleb128_one[_table_content___statement___w] if (_table_content___statement___w := _table_content___x.id_delta).__class__ is int and -1 < _table_content___statement___w < 128 else _uleb128_encode(_table_content___statement___w)
+        out += _uleb128_encode(_table_content___statement___w) if (_table_content___statement___w := _table_content___x.id_delta).__class__ is not int or not -1 < _table_content___statement___w < 16384 else _uleb128_one[_table_content___statement___w] if _table_content___statement___w < 128 else bytes((_table_content___statement___w & 127 | 128, _table_content___statement___w >> 7))
         out += _S2.pack(_table_content___x.tag)
         _table_content___statement___tag = _table_content___x.tag
         if _table_content___statement___tag == 0:
             _table_content___statement___ref_body__v = _table_content___x.body
-            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
-            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
-            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+            out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
+            out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
+            out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
         elif _table_content___statement___tag == 1:
             _table_content___statement___zero_body__v = _table_content___x.body
-            out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
-            out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
+            out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
+            out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
         elif _table_content___statement___tag == 2:
             _table_content___statement___shrink_body__v = _table_content___x.body
-            out += _uleb128_one[_table_content___statement___shrink_body___w] if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___shrink_body___w < 128 else _uleb128_encode(_table_content___statement___shrink_body___w)
+            out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
         elif _table_content___statement___tag == 3:
             _table_content___statement___grow_body__v = _table_content___x.body
-            out += _uleb128_one[_table_content___statement___grow_body___w] if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___grow_body___w < 128 else _uleb128_encode(_table_content___statement___grow_body___w)
+            out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
         elif _table_content___statement___tag == 4:
             if _table_content___x.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _table_content___statement___inline_body__v = _table_content___x.body
             _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
-            out += _uleb128_one[_table_content___statement___inline_body___w] if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___inline_body___w < 128 else _uleb128_encode(_table_content___statement___inline_body___w)
+            out += _uleb128_encode(_table_content___statement___inline_body___w) if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___inline_body___w < 16384 else _uleb128_one[_table_content___statement___inline_body___w] if _table_content___statement___inline_body___w < 128 else bytes((_table_content___statement___inline_body___w & 127 | 128, _table_content___statement___inline_body___w >> 7))
             _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
             if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
@@ -2616,34 +2616,34 @@ def _em_table_page(values):
         for _table_content___x in _table_content__v.children:
             if _table_content___x == 0:
                 raise EncodeError('an item equals the terminator 0', path='children')
-            out += _uleb128_one[_table_content___w] if (_table_content___w := _table_content___x).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
-        out += _uleb128_one[_table_content___w] if (_table_content___w := 0).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
+            out += _uleb128_encode(_table_content___w) if (_table_content___w := _table_content___x).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
+        out += _uleb128_encode(_table_content___w) if (_table_content___w := 0).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
         for _table_content___x in _table_content__v.statements:
-            out += _uleb128_one[_table_content___statement___w] if (_table_content___statement___w := _table_content___x.id_delta).__class__ is int and -1 < _table_content___statement___w < 128 else _uleb128_encode(_table_content___statement___w)
+            out += _uleb128_encode(_table_content___statement___w) if (_table_content___statement___w := _table_content___x.id_delta).__class__ is not int or not -1 < _table_content___statement___w < 16384 else _uleb128_one[_table_content___statement___w] if _table_content___statement___w < 128 else bytes((_table_content___statement___w & 127 | 128, _table_content___statement___w >> 7))
             out += _S2_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
                 _table_content___statement___ref_body__v = _table_content___x.body
-                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
-                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
-                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+                out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
+                out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
+                out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             elif _table_content___statement___tag == 1:
                 _table_content___statement___zero_body__v = _table_content___x.body
-                out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
-                out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
+                out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
+                out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
             elif _table_content___statement___tag == 2:
                 _table_content___statement___shrink_body__v = _table_content___x.body
-                out += _uleb128_one[_table_content___statement___shrink_body___w] if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___shrink_body___w < 128 else _uleb128_encode(_table_content___statement___shrink_body___w)
+                out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
             elif _table_content___statement___tag == 3:
                 _table_content___statement___grow_body__v = _table_content___x.body
-                out += _uleb128_one[_table_content___statement___grow_body___w] if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___grow_body___w < 128 else _uleb128_encode(_table_content___statement___grow_body___w)
+                out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
             elif _table_content___statement___tag == 4:
                 if _table_content___x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _table_content___statement___inline_body__v = _table_content___x.body
                 _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
-                out += _uleb128_one[_table_content___statement___inline_body___w] if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___inline_body___w < 128 else _uleb128_encode(_table_content___statement___inline_body___w)
+                out += _uleb128_encode(_table_content___statement___inline_body___w) if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___inline_body___w < 16384 else _uleb128_one[_table_content___statement___inline_body___w] if _table_content___statement___inline_body___w < 128 else bytes((_table_content___statement___inline_body___w & 127 | 128, _table_content___statement___inline_body___w >> 7))
                 _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
                 if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
@@ -2866,34 +2866,34 @@ def _e_header_page(out, v):
     for _table_content___x in _table_content__v.children:
         if _table_content___x == 0:
             raise EncodeError('an item equals the terminator 0', path='children')
-        out += _uleb128_one[_table_content___w] if (_table_content___w := _table_content___x).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
-    out += _uleb128_one[_table_content___w] if (_table_content___w := 0).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
+        out += _uleb128_encode(_table_content___w) if (_table_content___w := _table_content___x).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
+    out += _uleb128_encode(_table_content___w) if (_table_content___w := 0).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
     for _table_content___x in _table_content__v.statements:
-        out += _uleb128_one[_table_content___statement___w] if (_table_content___statement___w := _table_content___x.id_delta).__class__ is int and -1 < _table_content___statement___w < 128 else _uleb128_encode(_table_content___statement___w)
+        out += _uleb128_encode(_table_content___statement___w) if (_table_content___statement___w := _table_content___x.id_delta).__class__ is not int or not -1 < _table_content___statement___w < 16384 else _uleb128_one[_table_content___statement___w] if _table_content___statement___w < 128 else bytes((_table_content___statement___w & 127 | 128, _table_content___statement___w >> 7))
         out += _S2.pack(_table_content___x.tag)
         _table_content___statement___tag = _table_content___x.tag
         if _table_content___statement___tag == 0:
             _table_content___statement___ref_body__v = _table_content___x.body
-            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
-            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
-            out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+            out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
+            out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
+            out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
         elif _table_content___statement___tag == 1:
             _table_content___statement___zero_body__v = _table_content___x.body
-            out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
-            out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
+            out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
+            out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
         elif _table_content___statement___tag == 2:
             _table_content___statement___shrink_body__v = _table_content___x.body
-            out += _uleb128_one[_table_content___statement___shrink_body___w] if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___shrink_body___w < 128 else _uleb128_encode(_table_content___statement___shrink_body___w)
+            out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
         elif _table_content___statement___tag == 3:
             _table_content___statement___grow_body__v = _table_content___x.body
-            out += _uleb128_one[_table_content___statement___grow_body___w] if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___grow_body___w < 128 else _uleb128_encode(_table_content___statement___grow_body___w)
+            out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
         elif _table_content___statement___tag == 4:
             if _table_content___x.body is not None:
                 raise EncodeError('case Tombstone carries no body', path='body')
         else:
             _table_content___statement___inline_body__v = _table_content___x.body
             _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
-            out += _uleb128_one[_table_content___statement___inline_body___w] if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___inline_body___w < 128 else _uleb128_encode(_table_content___statement___inline_body___w)
+            out += _uleb128_encode(_table_content___statement___inline_body___w) if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___inline_body___w < 16384 else _uleb128_one[_table_content___statement___inline_body___w] if _table_content___statement___inline_body___w < 128 else bytes((_table_content___statement___inline_body___w & 127 | 128, _table_content___statement___inline_body___w >> 7))
             _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
             if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
                 raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
@@ -2925,34 +2925,34 @@ def _em_header_page(values):
         for _table_content___x in _table_content__v.children:
             if _table_content___x == 0:
                 raise EncodeError('an item equals the terminator 0', path='children')
-            out += _uleb128_one[_table_content___w] if (_table_content___w := _table_content___x).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
-        out += _uleb128_one[_table_content___w] if (_table_content___w := 0).__class__ is int and -1 < _table_content___w < 128 else _uleb128_encode(_table_content___w)
+            out += _uleb128_encode(_table_content___w) if (_table_content___w := _table_content___x).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
+        out += _uleb128_encode(_table_content___w) if (_table_content___w := 0).__class__ is not int or not -1 < _table_content___w < 16384 else _uleb128_one[_table_content___w] if _table_content___w < 128 else bytes((_table_content___w & 127 | 128, _table_content___w >> 7))
         for _table_content___x in _table_content__v.statements:
-            out += _uleb128_one[_table_content___statement___w] if (_table_content___statement___w := _table_content___x.id_delta).__class__ is int and -1 < _table_content___statement___w < 128 else _uleb128_encode(_table_content___statement___w)
+            out += _uleb128_encode(_table_content___statement___w) if (_table_content___statement___w := _table_content___x.id_delta).__class__ is not int or not -1 < _table_content___statement___w < 16384 else _uleb128_one[_table_content___statement___w] if _table_content___statement___w < 128 else bytes((_table_content___statement___w & 127 | 128, _table_content___statement___w >> 7))
             out += _S2_pack(_table_content___x.tag)
             _table_content___statement___tag = _table_content___x.tag
             if _table_content___statement___tag == 0:
                 _table_content___statement___ref_body__v = _table_content___x.body
-                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
-                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
-                out += _uleb128_one[_table_content___statement___ref_body___w] if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is int and -1 < _table_content___statement___ref_body___w < 128 else _uleb128_encode(_table_content___statement___ref_body___w)
+                out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
+                out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.size).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
+                out += _uleb128_encode(_table_content___statement___ref_body___w) if (_table_content___statement___ref_body___w := _table_content___statement___ref_body__v.address).__class__ is not int or not -1 < _table_content___statement___ref_body___w < 16384 else _uleb128_one[_table_content___statement___ref_body___w] if _table_content___statement___ref_body___w < 128 else bytes((_table_content___statement___ref_body___w & 127 | 128, _table_content___statement___ref_body___w >> 7))
             elif _table_content___statement___tag == 1:
                 _table_content___statement___zero_body__v = _table_content___x.body
-                out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
-                out += _uleb128_one[_table_content___statement___zero_body___w] if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is int and -1 < _table_content___statement___zero_body___w < 128 else _uleb128_encode(_table_content___statement___zero_body___w)
+                out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
+                out += _uleb128_encode(_table_content___statement___zero_body___w) if (_table_content___statement___zero_body___w := _table_content___statement___zero_body__v.size).__class__ is not int or not -1 < _table_content___statement___zero_body___w < 16384 else _uleb128_one[_table_content___statement___zero_body___w] if _table_content___statement___zero_body___w < 128 else bytes((_table_content___statement___zero_body___w & 127 | 128, _table_content___statement___zero_body___w >> 7))
             elif _table_content___statement___tag == 2:
                 _table_content___statement___shrink_body__v = _table_content___x.body
-                out += _uleb128_one[_table_content___statement___shrink_body___w] if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___shrink_body___w < 128 else _uleb128_encode(_table_content___statement___shrink_body___w)
+                out += _uleb128_encode(_table_content___statement___shrink_body___w) if (_table_content___statement___shrink_body___w := _table_content___statement___shrink_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___shrink_body___w < 16384 else _uleb128_one[_table_content___statement___shrink_body___w] if _table_content___statement___shrink_body___w < 128 else bytes((_table_content___statement___shrink_body___w & 127 | 128, _table_content___statement___shrink_body___w >> 7))
             elif _table_content___statement___tag == 3:
                 _table_content___statement___grow_body__v = _table_content___x.body
-                out += _uleb128_one[_table_content___statement___grow_body___w] if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___grow_body___w < 128 else _uleb128_encode(_table_content___statement___grow_body___w)
+                out += _uleb128_encode(_table_content___statement___grow_body___w) if (_table_content___statement___grow_body___w := _table_content___statement___grow_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___grow_body___w < 16384 else _uleb128_one[_table_content___statement___grow_body___w] if _table_content___statement___grow_body___w < 128 else bytes((_table_content___statement___grow_body___w & 127 | 128, _table_content___statement___grow_body___w >> 7))
             elif _table_content___statement___tag == 4:
                 if _table_content___x.body is not None:
                     raise EncodeError('case Tombstone carries no body', path='body')
             else:
                 _table_content___statement___inline_body__v = _table_content___x.body
                 _table_content___statement___inline_body__p_size_tag = _table_content___x.tag
-                out += _uleb128_one[_table_content___statement___inline_body___w] if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is int and -1 < _table_content___statement___inline_body___w < 128 else _uleb128_encode(_table_content___statement___inline_body___w)
+                out += _uleb128_encode(_table_content___statement___inline_body___w) if (_table_content___statement___inline_body___w := _table_content___statement___inline_body__v.offset_delta).__class__ is not int or not -1 < _table_content___statement___inline_body___w < 16384 else _uleb128_one[_table_content___statement___inline_body___w] if _table_content___statement___inline_body___w < 128 else bytes((_table_content___statement___inline_body___w & 127 | 128, _table_content___statement___inline_body___w >> 7))
                 _table_content___statement___inline_body___b = _table_content___statement___inline_body__v.payload
                 if len(_table_content___statement___inline_body___b) != _table_content___statement___inline_body__p_size_tag - 4:
                     raise EncodeError('wrong length ' + str(len(_table_content___statement___inline_body___b)), path='payload')
@@ -3034,12 +3034,12 @@ def _m_journal_free(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_free(out, v):
-    out += (_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_journal_free(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
     return bytes(out)
 
 def _d_journal_resize(mv, pos, end):
@@ -3153,14 +3153,14 @@ def _m_journal_resize(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_resize(out, v):
-    out += (_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_journal_resize(values):
     out = bytearray()
     for v in values:
-        out += _uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
-        out += _uleb128_one[_w] if (_w := v.size).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        out += _uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
+        out += _uleb128_encode(_w) if (_w := v.size).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
     return bytes(out)
 
 def _d_journal_write(mv, pos, end):
@@ -3325,9 +3325,9 @@ def _m_journal_write(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_write(out, v):
-    out += (_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := len(v.data)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _b = v.data
     if len(_b) != len(v.data):
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
@@ -3341,9 +3341,9 @@ def _em_journal_write(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := len(v.data)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _b = v.data
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
@@ -3554,10 +3554,10 @@ def _m_journal_splice(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_splice(out, v):
-    out += (_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.old_len).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.old_len).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := len(v.data)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _b = v.data
     if len(_b) != len(v.data):
         raise EncodeError('wrong length ' + str(len(_b)), path='data')
@@ -3571,10 +3571,10 @@ def _em_journal_splice(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_uleb128_one[_w] if (_w := v.id).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.old_len).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := len(v.data)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := v.id).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.old_len).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := len(v.data)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _b = v.data
         if len(_b) != len(v.data):
             raise EncodeError('wrong length ' + str(len(_b)), path='data')
@@ -3807,11 +3807,11 @@ def _m_journal_copy(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_copy(out, v):
-    out += (_uleb128_one[_w] if (_w := v.src).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.src_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.length).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.dst).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-    out += (_uleb128_one[_w] if (_w := v.dst_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.src).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.src_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.length).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.dst).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+    out += (_uleb128_encode(_w) if (_w := v.dst_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
 
 def _em_journal_copy(values):
     _all = []
@@ -3821,11 +3821,11 @@ def _em_journal_copy(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_uleb128_one[_w] if (_w := v.src).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.src_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.length).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.dst).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
-        _a(_uleb128_one[_w] if (_w := v.dst_offset).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := v.src).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.src_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.length).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.dst).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
+        _a(_uleb128_encode(_w) if (_w := v.dst_offset).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _chunks.append(b''.join(_all))
     return b''.join(_chunks)
 
@@ -4784,44 +4784,44 @@ def _e_journal_record(out, v):
     _tag = v.tag
     if _tag == 1:
         _journal_free__v = v.body
-        out += _uleb128_one[_journal_free___w] if (_journal_free___w := _journal_free__v.id).__class__ is int and -1 < _journal_free___w < 128 else _uleb128_encode(_journal_free___w)
+        out += _uleb128_encode(_journal_free___w) if (_journal_free___w := _journal_free__v.id).__class__ is not int or not -1 < _journal_free___w < 16384 else _uleb128_one[_journal_free___w] if _journal_free___w < 128 else bytes((_journal_free___w & 127 | 128, _journal_free___w >> 7))
     elif _tag == 2:
         _journal_resize__v = v.body
-        out += _uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.id).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w)
-        out += _uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.size).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w)
+        out += _uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.id).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7))
+        out += _uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.size).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7))
     elif _tag == 3:
         _journal_write__v = v.body
-        out += _uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.id).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w)
-        out += _uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.offset).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w)
-        out += _uleb128_one[_journal_write___w] if (_journal_write___w := len(_journal_write__v.data)).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w)
+        out += _uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.id).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7))
+        out += _uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.offset).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7))
+        out += _uleb128_encode(_journal_write___w) if (_journal_write___w := len(_journal_write__v.data)).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7))
         _journal_write___b = _journal_write__v.data
         if len(_journal_write___b) != len(_journal_write__v.data):
             raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
         out += _journal_write___b
     elif _tag == 4:
         _journal_splice__v = v.body
-        out += _uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.id).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w)
-        out += _uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.offset).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w)
-        out += _uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.old_len).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w)
-        out += _uleb128_one[_journal_splice___w] if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w)
+        out += _uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.id).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7))
+        out += _uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.offset).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7))
+        out += _uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.old_len).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7))
+        out += _uleb128_encode(_journal_splice___w) if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7))
         _journal_splice___b = _journal_splice__v.data
         if len(_journal_splice___b) != len(_journal_splice__v.data):
             raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
         out += _journal_splice___b
     elif _tag == 5:
         _journal_copy__v = v.body
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
     elif _tag == 6:
         _journal_copy__v = v.body
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
-        out += _uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w)
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
+        out += _uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7))
     else:
         raise EncodeError('no case for tag ' + repr(_tag), path='body')
 
@@ -4838,44 +4838,44 @@ def _em_journal_record(values):
         _tag = v.tag
         if _tag == 1:
             _journal_free__v = v.body
-            _a(_uleb128_one[_journal_free___w] if (_journal_free___w := _journal_free__v.id).__class__ is int and -1 < _journal_free___w < 128 else _uleb128_encode(_journal_free___w))
+            _a(_uleb128_encode(_journal_free___w) if (_journal_free___w := _journal_free__v.id).__class__ is not int or not -1 < _journal_free___w < 16384 else _uleb128_one[_journal_free___w] if _journal_free___w < 128 else bytes((_journal_free___w & 127 | 128, _journal_free___w >> 7)))
         elif _tag == 2:
             _journal_resize__v = v.body
-            _a(_uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.id).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w))
-            _a(_uleb128_one[_journal_resize___w] if (_journal_resize___w := _journal_resize__v.size).__class__ is int and -1 < _journal_resize___w < 128 else _uleb128_encode(_journal_resize___w))
+            _a(_uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.id).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7)))
+            _a(_uleb128_encode(_journal_resize___w) if (_journal_resize___w := _journal_resize__v.size).__class__ is not int or not -1 < _journal_resize___w < 16384 else _uleb128_one[_journal_resize___w] if _journal_resize___w < 128 else bytes((_journal_resize___w & 127 | 128, _journal_resize___w >> 7)))
         elif _tag == 3:
             _journal_write__v = v.body
-            _a(_uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.id).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
-            _a(_uleb128_one[_journal_write___w] if (_journal_write___w := _journal_write__v.offset).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
-            _a(_uleb128_one[_journal_write___w] if (_journal_write___w := len(_journal_write__v.data)).__class__ is int and -1 < _journal_write___w < 128 else _uleb128_encode(_journal_write___w))
+            _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.id).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
+            _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := _journal_write__v.offset).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
+            _a(_uleb128_encode(_journal_write___w) if (_journal_write___w := len(_journal_write__v.data)).__class__ is not int or not -1 < _journal_write___w < 16384 else _uleb128_one[_journal_write___w] if _journal_write___w < 128 else bytes((_journal_write___w & 127 | 128, _journal_write___w >> 7)))
             _journal_write___b = _journal_write__v.data
             if len(_journal_write___b) != len(_journal_write__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_write___b)), path='data')
             _a(_journal_write___b)
         elif _tag == 4:
             _journal_splice__v = v.body
-            _a(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.id).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
-            _a(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.offset).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
-            _a(_uleb128_one[_journal_splice___w] if (_journal_splice___w := _journal_splice__v.old_len).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
-            _a(_uleb128_one[_journal_splice___w] if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is int and -1 < _journal_splice___w < 128 else _uleb128_encode(_journal_splice___w))
+            _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.id).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
+            _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.offset).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
+            _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := _journal_splice__v.old_len).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
+            _a(_uleb128_encode(_journal_splice___w) if (_journal_splice___w := len(_journal_splice__v.data)).__class__ is not int or not -1 < _journal_splice___w < 16384 else _uleb128_one[_journal_splice___w] if _journal_splice___w < 128 else bytes((_journal_splice___w & 127 | 128, _journal_splice___w >> 7)))
             _journal_splice___b = _journal_splice__v.data
             if len(_journal_splice___b) != len(_journal_splice__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_splice___b)), path='data')
             _a(_journal_splice___b)
         elif _tag == 5:
             _journal_copy__v = v.body
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
         elif _tag == 6:
             _journal_copy__v = v.body
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.length).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
-            _a(_uleb128_one[_journal_copy___w] if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is int and -1 < _journal_copy___w < 128 else _uleb128_encode(_journal_copy___w))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.length).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
+            _a(_uleb128_encode(_journal_copy___w) if (_journal_copy___w := _journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_copy___w < 16384 else _uleb128_one[_journal_copy___w] if _journal_copy___w < 128 else bytes((_journal_copy___w & 127 | 128, _journal_copy___w >> 7)))
         else:
             raise EncodeError('no case for tag ' + repr(_tag), path='body')
     _chunks.append(b''.join(_all))
@@ -5061,44 +5061,44 @@ def _e_journal_records(out, v):
         _journal_record___tag = _x.tag
         if _journal_record___tag == 1:
             _journal_record___journal_free__v = _x.body
-            out += _uleb128_one[_journal_record___journal_free___w] if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is int and -1 < _journal_record___journal_free___w < 128 else _uleb128_encode(_journal_record___journal_free___w)
+            out += _uleb128_encode(_journal_record___journal_free___w) if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is not int or not -1 < _journal_record___journal_free___w < 16384 else _uleb128_one[_journal_record___journal_free___w] if _journal_record___journal_free___w < 128 else bytes((_journal_record___journal_free___w & 127 | 128, _journal_record___journal_free___w >> 7))
         elif _journal_record___tag == 2:
             _journal_record___journal_resize__v = _x.body
-            out += _uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w)
-            out += _uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w)
+            out += _uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7))
         elif _journal_record___tag == 3:
             _journal_record___journal_write__v = _x.body
-            out += _uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w)
-            out += _uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w)
-            out += _uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w)
+            out += _uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7))
             _journal_record___journal_write___b = _journal_record___journal_write__v.data
             if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
             out += _journal_record___journal_write___b
         elif _journal_record___tag == 4:
             _journal_record___journal_splice__v = _x.body
-            out += _uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w)
-            out += _uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w)
-            out += _uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w)
-            out += _uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w)
+            out += _uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7))
             _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
             if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
                 raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
             out += _journal_record___journal_splice___b
         elif _journal_record___tag == 5:
             _journal_record___journal_copy__v = _x.body
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
         elif _journal_record___tag == 6:
             _journal_record___journal_copy__v = _x.body
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
-            out += _uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w)
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
+            out += _uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7))
         else:
             raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
 
@@ -5116,44 +5116,44 @@ def _em_journal_records(values):
             _journal_record___tag = _x.tag
             if _journal_record___tag == 1:
                 _journal_record___journal_free__v = _x.body
-                _a(_uleb128_one[_journal_record___journal_free___w] if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is int and -1 < _journal_record___journal_free___w < 128 else _uleb128_encode(_journal_record___journal_free___w))
+                _a(_uleb128_encode(_journal_record___journal_free___w) if (_journal_record___journal_free___w := _journal_record___journal_free__v.id).__class__ is not int or not -1 < _journal_record___journal_free___w < 16384 else _uleb128_one[_journal_record___journal_free___w] if _journal_record___journal_free___w < 128 else bytes((_journal_record___journal_free___w & 127 | 128, _journal_record___journal_free___w >> 7)))
             elif _journal_record___tag == 2:
                 _journal_record___journal_resize__v = _x.body
-                _a(_uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w))
-                _a(_uleb128_one[_journal_record___journal_resize___w] if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is int and -1 < _journal_record___journal_resize___w < 128 else _uleb128_encode(_journal_record___journal_resize___w))
+                _a(_uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.id).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_resize___w) if (_journal_record___journal_resize___w := _journal_record___journal_resize__v.size).__class__ is not int or not -1 < _journal_record___journal_resize___w < 16384 else _uleb128_one[_journal_record___journal_resize___w] if _journal_record___journal_resize___w < 128 else bytes((_journal_record___journal_resize___w & 127 | 128, _journal_record___journal_resize___w >> 7)))
             elif _journal_record___tag == 3:
                 _journal_record___journal_write__v = _x.body
-                _a(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
-                _a(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
-                _a(_uleb128_one[_journal_record___journal_write___w] if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is int and -1 < _journal_record___journal_write___w < 128 else _uleb128_encode(_journal_record___journal_write___w))
+                _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.id).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := _journal_record___journal_write__v.offset).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_write___w) if (_journal_record___journal_write___w := len(_journal_record___journal_write__v.data)).__class__ is not int or not -1 < _journal_record___journal_write___w < 16384 else _uleb128_one[_journal_record___journal_write___w] if _journal_record___journal_write___w < 128 else bytes((_journal_record___journal_write___w & 127 | 128, _journal_record___journal_write___w >> 7)))
                 _journal_record___journal_write___b = _journal_record___journal_write__v.data
                 if len(_journal_record___journal_write___b) != len(_journal_record___journal_write__v.data):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_write___b)), path='data')
                 _a(_journal_record___journal_write___b)
             elif _journal_record___tag == 4:
                 _journal_record___journal_splice__v = _x.body
-                _a(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
-                _a(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
-                _a(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
-                _a(_uleb128_one[_journal_record___journal_splice___w] if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is int and -1 < _journal_record___journal_splice___w < 128 else _uleb128_encode(_journal_record___journal_splice___w))
+                _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.id).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.offset).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := _journal_record___journal_splice__v.old_len).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_splice___w) if (_journal_record___journal_splice___w := len(_journal_record___journal_splice__v.data)).__class__ is not int or not -1 < _journal_record___journal_splice___w < 16384 else _uleb128_one[_journal_record___journal_splice___w] if _journal_record___journal_splice___w < 128 else bytes((_journal_record___journal_splice___w & 127 | 128, _journal_record___journal_splice___w >> 7)))
                 _journal_record___journal_splice___b = _journal_record___journal_splice__v.data
                 if len(_journal_record___journal_splice___b) != len(_journal_record___journal_splice__v.data):
                     raise EncodeError('wrong length ' + str(len(_journal_record___journal_splice___b)), path='data')
                 _a(_journal_record___journal_splice___b)
             elif _journal_record___tag == 5:
                 _journal_record___journal_copy__v = _x.body
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
             elif _journal_record___tag == 6:
                 _journal_record___journal_copy__v = _x.body
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
-                _a(_uleb128_one[_journal_record___journal_copy___w] if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is int and -1 < _journal_record___journal_copy___w < 128 else _uleb128_encode(_journal_record___journal_copy___w))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.src_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.length).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
+                _a(_uleb128_encode(_journal_record___journal_copy___w) if (_journal_record___journal_copy___w := _journal_record___journal_copy__v.dst_offset).__class__ is not int or not -1 < _journal_record___journal_copy___w < 16384 else _uleb128_one[_journal_record___journal_copy___w] if _journal_record___journal_copy___w < 128 else bytes((_journal_record___journal_copy___w & 127 | 128, _journal_record___journal_copy___w >> 7)))
             else:
                 raise EncodeError('no case for tag ' + repr(_journal_record___tag), path='body')
     _chunks.append(b''.join(_all))
@@ -5260,7 +5260,7 @@ def _m_journal_transaction(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_journal_transaction(out, v):
-    out += (_uleb128_one[_w] if (_w := len(v.records)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := len(v.records)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _b = v.records
     if len(_b) != len(v.records):
         raise EncodeError('wrong length ' + str(len(_b)), path='records')
@@ -5276,7 +5276,7 @@ def _em_journal_transaction(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_uleb128_one[_w] if (_w := len(v.records)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := len(v.records)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _b = v.records
         if len(_b) != len(v.records):
             raise EncodeError('wrong length ' + str(len(_b)), path='records')

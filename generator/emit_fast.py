@@ -1025,11 +1025,13 @@ class FastEmitter:
 
     @staticmethod
     def varint_encode(t: ir.VarintT, val: str) -> str:
-        """One varint's bytes; a one-byte uleb128 value (an exact int below 128: not a
-        bool, not negative) is taken from a prebuilt table without a call."""
+        """One varint's bytes. A uleb128 value that is an exact int (not a bool, which
+        the function refuses) below 16384 is written without a call: one byte from a
+        prebuilt table, two built in place; anything else goes to the function."""
         if t.kind == "uleb128":
-            return (f"(_uleb128_one[_w] if (_w := {val}).__class__ is int and -1 < _w < 128 "
-                    f"else _uleb128_encode(_w))")
+            return (f"(_uleb128_encode(_w) if (_w := {val}).__class__ is not int "
+                    f"or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 "
+                    f"else bytes((_w & 127 | 128, _w >> 7)))")
         return f"_{t.kind}_encode({val})"
 
     def decode_repeat(self, rec: ir.Record, f: ir.Field, res, prefixed: bool) -> list[str]:

@@ -631,18 +631,18 @@ def _e_log_file(out, v):
         _record___at_body_len = len(out)
         _record___ps = len(out)
         _record___event__v = _x.body
-        out += _uleb128_one[_record___event___w] if (_record___event___w := _record___event__v.seq).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+        out += _uleb128_encode(_record___event___w) if (_record___event___w := _record___event__v.seq).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
         out += _S2.pack(_record___event__v.kind)
         out += _zigzag_encode(_record___event__v.time_delta)
         out += _sleb128_encode(_record___event__v.value)
-        out += _uleb128_one[_record___event___w] if (_record___event___w := _convert_encode(_cv_zigzag, _record___event__v.offset, 'offset')).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+        out += _uleb128_encode(_record___event___w) if (_record___event___w := _convert_encode(_cv_zigzag, _record___event__v.offset, 'offset')).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
         _record___event___b = _record___event__v.source.encode()
-        out += _uleb128_one[_record___event___w] if (_record___event___w := len(_record___event___b)).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+        out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event___b)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
         out += _record___event___b
-        out += _uleb128_one[_record___event___w] if (_record___event___w := len(_record___event__v.tags)).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+        out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event__v.tags)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
         for _record___event___x in _record___event__v.tags:
             _record___event___b = _record___event___x.encode()
-            out += _uleb128_one[_record___event___w] if (_record___event___w := len(_record___event___b)).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+            out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event___b)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
             out += _record___event___b
         _record___event___b = _record___event__v.note.encode()
         if b'\x00' in _record___event___b:
@@ -651,7 +651,7 @@ def _e_log_file(out, v):
         _record___event___b = _record___event__v.payload
         out += _record___event___b
         _record___size_body = len(out) - _record___ps
-        _record___k = _uleb128_one[_record___w] if (_record___w := _record___size_body).__class__ is int and -1 < _record___w < 128 else _uleb128_encode(_record___w)
+        _record___k = _uleb128_encode(_record___w) if (_record___w := _record___size_body).__class__ is not int or not -1 < _record___w < 16384 else _uleb128_one[_record___w] if _record___w < 128 else bytes((_record___w & 127 | 128, _record___w >> 7))
         out[_record___at_body_len:_record___at_body_len] = _record___k
         _record__f_crc = _ck_crc32c(out if _record___s_body_len == 0 else memoryview(out)[_record___s_body_len:])
         out += _S4.pack(_record__f_crc)
@@ -668,18 +668,18 @@ def _em_log_file(values):
             _record___at_body_len = len(out)
             _record___ps = len(out)
             _record___event__v = _x.body
-            out += _uleb128_one[_record___event___w] if (_record___event___w := _record___event__v.seq).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+            out += _uleb128_encode(_record___event___w) if (_record___event___w := _record___event__v.seq).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
             out += _S2_pack(_record___event__v.kind)
             out += _zigzag_encode(_record___event__v.time_delta)
             out += _sleb128_encode(_record___event__v.value)
-            out += _uleb128_one[_record___event___w] if (_record___event___w := _convert_encode(_cv_zigzag, _record___event__v.offset, 'offset')).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+            out += _uleb128_encode(_record___event___w) if (_record___event___w := _convert_encode(_cv_zigzag, _record___event__v.offset, 'offset')).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
             _record___event___b = _record___event__v.source.encode()
-            out += _uleb128_one[_record___event___w] if (_record___event___w := len(_record___event___b)).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+            out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event___b)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
             out += _record___event___b
-            out += _uleb128_one[_record___event___w] if (_record___event___w := len(_record___event__v.tags)).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+            out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event__v.tags)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
             for _record___event___x in _record___event__v.tags:
                 _record___event___b = _record___event___x.encode()
-                out += _uleb128_one[_record___event___w] if (_record___event___w := len(_record___event___b)).__class__ is int and -1 < _record___event___w < 128 else _uleb128_encode(_record___event___w)
+                out += _uleb128_encode(_record___event___w) if (_record___event___w := len(_record___event___b)).__class__ is not int or not -1 < _record___event___w < 16384 else _uleb128_one[_record___event___w] if _record___event___w < 128 else bytes((_record___event___w & 127 | 128, _record___event___w >> 7))
                 out += _record___event___b
             _record___event___b = _record___event__v.note.encode()
             if b'\x00' in _record___event___b:
@@ -688,7 +688,7 @@ def _em_log_file(values):
             _record___event___b = _record___event__v.payload
             out += _record___event___b
             _record___size_body = len(out) - _record___ps
-            _record___k = _uleb128_one[_record___w] if (_record___w := _record___size_body).__class__ is int and -1 < _record___w < 128 else _uleb128_encode(_record___w)
+            _record___k = _uleb128_encode(_record___w) if (_record___w := _record___size_body).__class__ is not int or not -1 < _record___w < 16384 else _uleb128_one[_record___w] if _record___w < 128 else bytes((_record___w & 127 | 128, _record___w >> 7))
             out[_record___at_body_len:_record___at_body_len] = _record___k
             _record__f_crc = _ck_crc32c(out if _record___s_body_len == 0 else memoryview(out)[_record___s_body_len:])
             out += _S4_pack(_record__f_crc)
@@ -1130,18 +1130,18 @@ def _e_record(out, v):
     _at_body_len = len(out)
     _ps = len(out)
     _event__v = v.body
-    out += _uleb128_one[_event___w] if (_event___w := _event__v.seq).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+    out += _uleb128_encode(_event___w) if (_event___w := _event__v.seq).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
     out += _S2.pack(_event__v.kind)
     out += _zigzag_encode(_event__v.time_delta)
     out += _sleb128_encode(_event__v.value)
-    out += _uleb128_one[_event___w] if (_event___w := _convert_encode(_cv_zigzag, _event__v.offset, 'offset')).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+    out += _uleb128_encode(_event___w) if (_event___w := _convert_encode(_cv_zigzag, _event__v.offset, 'offset')).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
     _event___b = _event__v.source.encode()
-    out += _uleb128_one[_event___w] if (_event___w := len(_event___b)).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+    out += _uleb128_encode(_event___w) if (_event___w := len(_event___b)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
     out += _event___b
-    out += _uleb128_one[_event___w] if (_event___w := len(_event__v.tags)).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+    out += _uleb128_encode(_event___w) if (_event___w := len(_event__v.tags)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
     for _event___x in _event__v.tags:
         _event___b = _event___x.encode()
-        out += _uleb128_one[_event___w] if (_event___w := len(_event___b)).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+        out += _uleb128_encode(_event___w) if (_event___w := len(_event___b)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
         out += _event___b
     _event___b = _event__v.note.encode()
     if b'\x00' in _event___b:
@@ -1150,7 +1150,7 @@ def _e_record(out, v):
     _event___b = _event__v.payload
     out += _event___b
     _size_body = len(out) - _ps
-    _k = (_uleb128_one[_w] if (_w := _size_body).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    _k = (_uleb128_encode(_w) if (_w := _size_body).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out[_at_body_len:_at_body_len] = _k
     f_crc = _ck_crc32c((out if _s_body_len == 0 else memoryview(out)[_s_body_len:]))
     out += _S4.pack(f_crc)
@@ -1164,18 +1164,18 @@ def _em_record(values):
         _at_body_len = len(out)
         _ps = len(out)
         _event__v = v.body
-        out += _uleb128_one[_event___w] if (_event___w := _event__v.seq).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+        out += _uleb128_encode(_event___w) if (_event___w := _event__v.seq).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
         out += _S2_pack(_event__v.kind)
         out += _zigzag_encode(_event__v.time_delta)
         out += _sleb128_encode(_event__v.value)
-        out += _uleb128_one[_event___w] if (_event___w := _convert_encode(_cv_zigzag, _event__v.offset, 'offset')).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+        out += _uleb128_encode(_event___w) if (_event___w := _convert_encode(_cv_zigzag, _event__v.offset, 'offset')).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
         _event___b = _event__v.source.encode()
-        out += _uleb128_one[_event___w] if (_event___w := len(_event___b)).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+        out += _uleb128_encode(_event___w) if (_event___w := len(_event___b)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
         out += _event___b
-        out += _uleb128_one[_event___w] if (_event___w := len(_event__v.tags)).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+        out += _uleb128_encode(_event___w) if (_event___w := len(_event__v.tags)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
         for _event___x in _event__v.tags:
             _event___b = _event___x.encode()
-            out += _uleb128_one[_event___w] if (_event___w := len(_event___b)).__class__ is int and -1 < _event___w < 128 else _uleb128_encode(_event___w)
+            out += _uleb128_encode(_event___w) if (_event___w := len(_event___b)).__class__ is not int or not -1 < _event___w < 16384 else _uleb128_one[_event___w] if _event___w < 128 else bytes((_event___w & 127 | 128, _event___w >> 7))
             out += _event___b
         _event___b = _event__v.note.encode()
         if b'\x00' in _event___b:
@@ -1184,7 +1184,7 @@ def _em_record(values):
         _event___b = _event__v.payload
         out += _event___b
         _size_body = len(out) - _ps
-        _k = _uleb128_one[_w] if (_w := _size_body).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w)
+        _k = _uleb128_encode(_w) if (_w := _size_body).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7))
         out[_at_body_len:_at_body_len] = _k
         out += _S4_pack(_ck_crc32c(memoryview(out)[_s_body_len:]))
     return bytes(out)
@@ -1514,18 +1514,18 @@ def _m_event(mv, pos, end, _rest=_decode_many):
     return _out
 
 def _e_event(out, v):
-    out += (_uleb128_one[_w] if (_w := v.seq).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := v.seq).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += _S2.pack(v.kind)
     out += _zigzag_encode(v.time_delta)
     out += _sleb128_encode(v.value)
-    out += (_uleb128_one[_w] if (_w := _convert_encode(_cv_zigzag, v.offset, 'offset')).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := _convert_encode(_cv_zigzag, v.offset, 'offset')).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     _b = v.source.encode()
-    out += (_uleb128_one[_w] if (_w := len(_b)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     out += _b
-    out += (_uleb128_one[_w] if (_w := len(v.tags)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+    out += (_uleb128_encode(_w) if (_w := len(v.tags)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
     for _x in v.tags:
         _b = _x.encode()
-        out += (_uleb128_one[_w] if (_w := len(_b)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        out += (_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         out += _b
     _b = v.note.encode()
     if b'\x00' in _b:
@@ -1543,18 +1543,18 @@ def _em_event(values):
         if len(_all) >= 512:
             _chunks.append(b''.join(_all))
             _all.clear()
-        _a(_uleb128_one[_w] if (_w := v.seq).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := v.seq).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_S2_pack(v.kind))
         _a(_zigzag_encode(v.time_delta))
         _a(_sleb128_encode(v.value))
-        _a(_uleb128_one[_w] if (_w := _convert_encode(_cv_zigzag, v.offset, 'offset')).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := _convert_encode(_cv_zigzag, v.offset, 'offset')).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _b = v.source.encode()
-        _a(_uleb128_one[_w] if (_w := len(_b)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         _a(_b)
-        _a(_uleb128_one[_w] if (_w := len(v.tags)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+        _a(_uleb128_encode(_w) if (_w := len(v.tags)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
         for _x in v.tags:
             _b = _x.encode()
-            _a(_uleb128_one[_w] if (_w := len(_b)).__class__ is int and -1 < _w < 128 else _uleb128_encode(_w))
+            _a(_uleb128_encode(_w) if (_w := len(_b)).__class__ is not int or not -1 < _w < 16384 else _uleb128_one[_w] if _w < 128 else bytes((_w & 127 | 128, _w >> 7)))
             _a(_b)
         _b = v.note.encode()
         if b'\x00' in _b:
