@@ -261,7 +261,7 @@ def pile_case(n: int) -> Case:
                          v.record.body.head.hash, v.record.body.data.payload), prefix=prefix,
         floor=hand.pile_blobs_floor)
     case.encoders = {"fast": gp.encode_many_pile_record, "hand": hand.pile_blobs_encode}
-    case.values = True  # type: ignore[attr-defined]  # each encoder encodes its decoder's
+    case.values = gp.decode_many_pile_record(data)  # type: ignore[attr-defined]
     return case
 
 
