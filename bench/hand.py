@@ -322,11 +322,9 @@ def kladde_table(buf, raw: bool = False) -> list:
     return out
 
 
-def _leb_table() -> tuple[bytes, ...]:
-    return tuple(bytes([i]) for i in range(128))
-
-
-_LEB1 = _leb_table()  # one-byte LEB128 values, prebuilt
+# one-byte LEB128 values, prebuilt (written here as an engineer without bytewright would,
+# rather than borrowed from runtime/varint.py, which the generated side uses)
+_LEB1 = tuple(bytes((i,)) for i in range(128))
 
 
 def _leb(v: int) -> bytes:
